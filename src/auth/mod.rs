@@ -1,0 +1,53 @@
+//! Who is calling: shoppers sign in with a name and get a signed, HttpOnly session
+//! cookie; admins present the admin token. Server functions never trust an id sent
+//! by the client: they read it from the session.
+
+pub mod api;
+#[cfg(feature = "ssr")]
+pub mod session;
+pub mod view;
+
+#[cfg(feature = "ssr")]
+pub use session::Secrets;
+
+use crate::error::AppError;
+use serde::{Deserialize, Serialize};
+
+/// A signed-in shopper.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct User {
+    pub user_id: i64,
+    pub name: String,
+}
+
+/// Longest accepted shopper name, in characters.
+pub const MAX_NAME_CHARS: usize = 32;
+
+/// Trims a shopper name and checks it: 1 to 32 printable characters.
+pub fn validate_name(name: &str) -> Result<String, AppError> {
+    let name = name.trim();
+    if name.is_empty() {
+        return Err(AppError::invalid("Please enter a name."));
+    }
+    if name.chars().count() > MAX_NAME_CHARS {
+        return Err(AppError::invalid(format!("A name has at most {MAX_NAME_CHARS} characters.")));
+    }
+    if name.chars().any(char::is_control) {
+        return Err(AppError::invalid("A name cannot contain control characters."));
+    }
+    Ok(name.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_trimmed_and_bounded() {
+        assert_eq!(validate_name("  ann ").unwrap(), "ann");
+        assert!(validate_name("   ").is_err());
+        assert!(validate_name(&"x".repeat(33)).is_err());
+        assert!(validate_name(&"é".repeat(32)).is_ok());
+        assert!(validate_name("a\u{0}b").is_err());
+    }
+}

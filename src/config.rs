@@ -1,0 +1,75 @@
+//! Settings, from flags or the environment. Every default makes the one-command run work.
+
+use clap::Parser;
+use std::net::SocketAddr;
+
+/// Seckill server: flash sales with a Redis gate and a stream worker into SQL.
+#[derive(Parser, Clone, Debug)]
+#[command(name = "seckill", version, about)]
+pub struct Config {
+    /// Address to listen on. Defaults to `site-addr` in Cargo.toml (127.0.0.1:3000).
+    #[arg(long = "addr", env = "LEPTOS_SITE_ADDR")]
+    pub site_addr: Option<SocketAddr>,
+
+    /// Redis to use. When unset, a private `redis-server` is started on loopback
+    /// (data under `./data/redis`) and stopped on exit.
+    #[arg(long, env = "REDIS_URL")]
+    pub redis_url: Option<String>,
+
+    /// SQL database. Defaults to the SQLite file `./data/seckill.db`.
+    #[arg(long, env = "DATABASE_URL", default_value = "sqlite://data/seckill.db")]
+    pub database_url: String,
+
+    /// Token for admin calls (`Authorization: Bearer <token>`). When unset, one is
+    /// generated and printed at start.
+    #[arg(long, env = "SECKILL_ADMIN_TOKEN", hide_env_values = true)]
+    pub admin_token: Option<String>,
+
+    /// Secret that signs session cookies (at least 32 bytes). When unset, a random one
+    /// is used, so sessions end when the process does.
+    #[arg(long, env = "SECKILL_SESSION_SECRET", hide_env_values = true)]
+    pub session_secret: Option<String>,
+
+    /// Prefix of every Redis key and channel, so several deployments (or tests) can
+    /// share one Redis.
+    #[arg(long, env = "SECKILL_REDIS_NAMESPACE", default_value = "seckill")]
+    pub redis_namespace: String,
+
+    /// Run the stream worker in this process (turn off for API-only instances).
+    #[arg(long, env = "SECKILL_WORKER", default_value_t = true, action = clap::ArgAction::Set)]
+    pub worker: bool,
+
+    /// Consumer name of this process's worker. Unique per process by default; set it
+    /// to a stable name so a restarted process drains its own pending list at once.
+    #[arg(long, env = "SECKILL_WORKER_NAME")]
+    pub worker_name: Option<String>,
+
+    /// Orders read and written per batch.
+    #[arg(long, env = "SECKILL_BATCH_SIZE", default_value_t = 200)]
+    pub batch_size: usize,
+
+    /// How long one stream read waits for new orders, in milliseconds.
+    #[arg(long, env = "SECKILL_BLOCK_MS", default_value_t = 1000)]
+    pub block_ms: u64,
+
+    /// Orders pending this long (ms) on another consumer are taken over: that
+    /// consumer is presumed dead.
+    #[arg(long, env = "SECKILL_CLAIM_IDLE_MS", default_value_t = 30_000)]
+    pub claim_idle_ms: u64,
+
+    /// Deliveries after which an order goes to the dead-letter stream, its result
+    /// becomes "failed" and its stock and buyer slot are given back.
+    #[arg(long, env = "SECKILL_MAX_DELIVERIES", default_value_t = 10)]
+    pub max_deliveries: u64,
+
+    /// Order ids reserved from the Redis day counter at a time.
+    #[arg(long, env = "SECKILL_ID_BLOCK", default_value_t = 1000)]
+    pub id_block: u32,
+}
+
+impl Config {
+    /// The defaults, as if no flag or variable were given (for tests and tools).
+    pub fn defaults() -> Self {
+        Self::parse_from(["seckill"])
+    }
+}

@@ -1,0 +1,173 @@
+//! The one error type every server function returns.
+//!
+//! It travels as JSON `{"code": "...", "message": "..."}`: `code` is stable and
+//! machine-readable (clients branch on it), `message` is for people. The HTTP
+//! status is derived from the code in one place ([`ErrorCode::status`]), so the
+//! same refusal always gets the same status, whether it came from our code or
+//! from the server-function layer rejecting a malformed body.
+
+use serde::{Deserialize, Serialize};
+use server_fn::{codec::JsonEncoding, error::{FromServerFnError, ServerFnErrorErr}};
+
+/// Why a call was refused. Serialised in `snake_case`; these names are API.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// The body was malformed, a field missing or of the wrong type, or a value out of range.
+    InvalidInput,
+    /// A shopper call without a valid session cookie.
+    NotSignedIn,
+    /// An admin call without the admin token.
+    AdminRequired,
+    /// No such voucher, or it was never warmed into Redis.
+    UnknownVoucher,
+    /// No such order for this shopper (other shoppers' orders are not visible).
+    UnknownOrder,
+    /// The sale window has not opened yet.
+    NotStarted,
+    /// The sale window has closed.
+    Ended,
+    /// No stock left.
+    SoldOut,
+    /// This shopper already holds an order for the voucher.
+    AlreadyBought,
+    /// Redis or the database is unreachable; retrying later may work.
+    Unavailable,
+    /// The browser could not reach the server (client side only).
+    Network,
+    /// A bug on our side. Details are in the server log, never in the answer.
+    Internal,
+}
+
+impl ErrorCode {
+    /// The HTTP status for this code: 4xx for the caller's fault, 5xx only for ours.
+    pub fn status(self) -> u16 {
+        match self {
+            Self::InvalidInput => 400,
+            Self::NotSignedIn | Self::AdminRequired => 401,
+            Self::UnknownVoucher | Self::UnknownOrder => 404,
+            Self::NotStarted | Self::Ended | Self::SoldOut | Self::AlreadyBought => 409,
+            Self::Unavailable => 503,
+            Self::Network => 502,
+            Self::Internal => 500,
+        }
+    }
+
+    /// A sentence a shopper or operator can act on.
+    pub fn default_message(self) -> &'static str {
+        match self {
+            Self::InvalidInput => "The request was not valid.",
+            Self::NotSignedIn => "Please sign in first.",
+            Self::AdminRequired => "This needs the admin token.",
+            Self::UnknownVoucher => "There is no such sale.",
+            Self::UnknownOrder => "There is no such order.",
+            Self::NotStarted => "The sale has not started yet.",
+            Self::Ended => "The sale has ended.",
+            Self::SoldOut => "Sold out.",
+            Self::AlreadyBought => "You already bought this voucher.",
+            Self::Unavailable => "The service is busy; please try again.",
+            Self::Network => "Could not reach the server; please try again.",
+            Self::Internal => "Something went wrong on our side.",
+        }
+    }
+}
+
+/// A refusal as clients see it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("{message}")]
+pub struct AppError {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+impl AppError {
+    pub fn new(code: ErrorCode) -> Self {
+        Self { code, message: code.default_message().to_owned() }
+    }
+
+    /// An `invalid_input` refusal that says which field is wrong and why.
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Self { code: ErrorCode::InvalidInput, message: message.into() }
+    }
+
+    /// Logs an internal failure and returns a refusal that reveals nothing of it.
+    #[cfg(feature = "ssr")]
+    pub fn internal(context: &str, err: impl std::fmt::Display) -> Self {
+        tracing::error!("{context}: {err}");
+        Self::new(ErrorCode::Internal)
+    }
+
+    /// Logs a failed dependency (Redis, SQL) and returns a retryable refusal.
+    #[cfg(feature = "ssr")]
+    pub fn unavailable(context: &str, err: impl std::fmt::Display) -> Self {
+        tracing::warn!("{context}: {err}");
+        Self::new(ErrorCode::Unavailable)
+    }
+}
+
+impl From<ErrorCode> for AppError {
+    fn from(code: ErrorCode) -> Self {
+        Self::new(code)
+    }
+}
+
+impl FromServerFnError for AppError {
+    type Encoder = JsonEncoding;
+
+    fn from_server_fn_error(value: ServerFnErrorErr) -> Self {
+        match value {
+            // The server could not decode what the caller sent.
+            ServerFnErrorErr::Args(msg) | ServerFnErrorErr::MissingArg(msg) => {
+                Self::invalid(format!("The request body is not valid: {msg}"))
+            }
+            // The browser could not reach us, or could not read our answer.
+            ServerFnErrorErr::Request(_) | ServerFnErrorErr::Deserialization(_) => {
+                Self::new(ErrorCode::Network)
+            }
+            _ => Self::new(ErrorCode::Internal),
+        }
+    }
+}
+
+/// `Result` of a server function.
+pub type AppResult<T> = Result<T, AppError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn caller_faults_are_4xx_and_ours_5xx() {
+        for code in [
+            ErrorCode::InvalidInput,
+            ErrorCode::NotSignedIn,
+            ErrorCode::AdminRequired,
+            ErrorCode::UnknownVoucher,
+            ErrorCode::UnknownOrder,
+            ErrorCode::NotStarted,
+            ErrorCode::Ended,
+            ErrorCode::SoldOut,
+            ErrorCode::AlreadyBought,
+        ] {
+            assert!((400..500).contains(&code.status()), "{code:?}");
+        }
+        assert_eq!(ErrorCode::Internal.status(), 500);
+        assert_eq!(ErrorCode::Unavailable.status(), 503);
+    }
+
+    #[test]
+    fn wire_format_names_a_stable_code() {
+        let json = serde_json::to_value(AppError::new(ErrorCode::AlreadyBought)).unwrap();
+        assert_eq!(json["code"], "already_bought");
+        assert_eq!(json["message"], "You already bought this voucher.");
+    }
+
+    #[test]
+    fn undecodable_arguments_map_to_invalid_input() {
+        let err = AppError::from_server_fn_error(ServerFnErrorErr::Args("expected u64".into()));
+        assert_eq!(err.code, ErrorCode::InvalidInput);
+        let err = AppError::from_server_fn_error(ServerFnErrorErr::ServerError("db".into()));
+        assert_eq!(err.code, ErrorCode::Internal);
+        assert!(!err.message.contains("db"));
+    }
+}

@@ -1,0 +1,38 @@
+//! Seckill: a flash-sale system.
+//!
+//! A grab has two halves. The **gate** (`sale::gate`, `lua/grab.lua`) decides it in
+//! one atomic Redis step and answers with an order id at once; the **worker**
+//! (`orders::worker`) persists granted orders from Redis Streams into SQL in batches.
+//!
+//! Layout, one folder per domain concept:
+//! - `auth`: sign-in by name, signed session cookies, the admin token.
+//! - `voucher`: vouchers, validation, SQL, warm-up, the admin page.
+//! - `sale`: the gate, `grab` / `grab_result` / `sale_stats`, the shopper page.
+//! - `orders`: order SQL and the stream worker.
+//! - `server` (server only): start-up, router, a private redis-server for dev runs.
+//!
+//! Server-only code sits behind the `ssr` feature; `hydrate` builds the browser side.
+
+pub mod app;
+pub mod auth;
+pub mod error;
+pub mod orders;
+pub mod sale;
+pub mod voucher;
+
+#[cfg(feature = "ssr")]
+pub mod config;
+#[cfg(feature = "ssr")]
+pub mod ids;
+#[cfg(feature = "ssr")]
+pub mod server;
+#[cfg(feature = "ssr")]
+pub mod state;
+
+/// Browser entry point: hydrates the server-rendered page.
+#[cfg(feature = "hydrate")]
+#[wasm_bindgen::prelude::wasm_bindgen]
+pub fn hydrate() {
+    console_error_panic_hook::set_once();
+    leptos::mount::hydrate_body(app::App);
+}

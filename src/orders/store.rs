@@ -1,0 +1,98 @@
+//! Orders in SQL. Persisting is idempotent: a message delivered twice yields one order.
+
+use crate::sale::Order;
+use sqlx::{Sqlite, SqlitePool, Transaction};
+
+/// One granted grab, as read from a voucher's order stream.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OrderMsg {
+    pub voucher_id: i64,
+    pub order_id: i64,
+    pub user_id: i64,
+}
+
+/// What persisting one message came to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// The order is in the database (now, or already from an earlier delivery).
+    Persisted,
+    /// The shopper already holds another order for this voucher. The unit this grab
+    /// took goes back; the buyer slot stays (it belongs to the other order).
+    Duplicate,
+    /// The database has no stock left for it (Redis was rebuilt with too much).
+    /// The buyer slot goes back; the unit does not exist.
+    NoStock,
+}
+
+/// Persists a batch in one transaction: insert each order unless (voucher, user)
+/// already has one, and take one unit of database stock per inserted order.
+pub async fn persist(db: &SqlitePool, batch: &[OrderMsg]) -> sqlx::Result<Vec<Outcome>> {
+    let mut tx = db.begin().await?;
+    let mut outcomes = Vec::with_capacity(batch.len());
+    for msg in batch {
+        outcomes.push(persist_one(&mut tx, msg).await?);
+    }
+    tx.commit().await?;
+    Ok(outcomes)
+}
+
+async fn persist_one(tx: &mut Transaction<'_, Sqlite>, m: &OrderMsg) -> sqlx::Result<Outcome> {
+    let created_at = crate::ids::decompose(m.order_id).0.timestamp_millis();
+    let inserted = sqlx::query(
+        "INSERT INTO orders (id, voucher_id, user_id, status, created_at) \
+         VALUES (?, ?, ?, 'unpaid', ?) ON CONFLICT DO NOTHING",
+    )
+    .bind(m.order_id)
+    .bind(m.voucher_id)
+    .bind(m.user_id)
+    .bind(created_at)
+    .execute(&mut **tx)
+    .await?
+    .rows_affected();
+    if inserted == 0 {
+        let existing: Option<i64> =
+            sqlx::query_scalar("SELECT id FROM orders WHERE voucher_id = ? AND user_id = ?")
+                .bind(m.voucher_id)
+                .bind(m.user_id)
+                .fetch_optional(&mut **tx)
+                .await?;
+        return Ok(if existing == Some(m.order_id) { Outcome::Persisted } else { Outcome::Duplicate });
+    }
+    let took = sqlx::query("UPDATE vouchers SET stock_left = stock_left - 1 WHERE id = ? AND stock_left > 0")
+        .bind(m.voucher_id)
+        .execute(&mut **tx)
+        .await?
+        .rows_affected();
+    if took == 0 {
+        sqlx::query("DELETE FROM orders WHERE id = ?").bind(m.order_id).execute(&mut **tx).await?;
+        return Ok(Outcome::NoStock);
+    }
+    Ok(Outcome::Persisted)
+}
+
+/// True when the order is in the database.
+pub async fn exists(db: &SqlitePool, order_id: i64) -> sqlx::Result<bool> {
+    let found: Option<i64> = sqlx::query_scalar("SELECT id FROM orders WHERE id = ?")
+        .bind(order_id)
+        .fetch_optional(db)
+        .await?;
+    Ok(found.is_some())
+}
+
+/// The shopper's order with this id, if it is theirs.
+pub async fn get_for_user(db: &SqlitePool, order_id: i64, user_id: i64) -> sqlx::Result<Option<Order>> {
+    let row: Option<(i64, i64, i64, String, i64)> = sqlx::query_as(
+        "SELECT id, voucher_id, user_id, status, created_at FROM orders WHERE id = ? AND user_id = ?",
+    )
+    .bind(order_id)
+    .bind(user_id)
+    .fetch_optional(db)
+    .await?;
+    Ok(row.map(|(id, voucher_id, user_id, status, created_at)| Order {
+        order_id: id.to_string(),
+        voucher_id,
+        user_id,
+        status,
+        created_at: chrono::DateTime::from_timestamp_millis(created_at).unwrap_or_default(),
+    }))
+}

@@ -1,0 +1,327 @@
+//! The worker: moves granted orders from the voucher streams into SQL.
+//!
+//! It reads every live voucher's stream through one consumer group (so several
+//! processes share the work), persists a batch in one transaction, then marks the
+//! results "success" and acknowledges. Acknowledging last makes it at-least-once;
+//! idempotent persistence makes that exactly one order.
+//!
+//! Recovery, in order of likelihood:
+//! - this process stopped mid-batch: at start it drains its own pending list first;
+//! - another process died: entries idle past `claim_idle` are claimed (XCLAIM);
+//! - the database is down: the batch stays pending and is retried with backoff;
+//! - one message the database keeps refusing (a poison message), or one that was
+//!   delivered `max_deliveries` times: it goes to the dead-letter stream, its result
+//!   becomes "failed" and its stock and buyer slot are given back in one Lua step.
+
+use super::store::{self, OrderMsg, Outcome};
+use crate::{
+    sale::{
+        gate::GiveBack,
+        keys::{SaleKeys, GROUP},
+    },
+    state::AppState,
+    voucher::{store as vouchers, warm::ensure_group},
+};
+use redis::{
+    aio::ConnectionManager,
+    streams::{StreamId, StreamPendingCountReply, StreamRangeReply, StreamReadOptions, StreamReadReply},
+    AsyncCommands,
+};
+use std::{
+    collections::{HashMap, HashSet},
+    time::Duration,
+};
+use tokio::{sync::watch, time::Instant};
+
+/// How long after its end a voucher's stream is still read.
+const DRAIN_GRACE_MS: i64 = 24 * 3600 * 1000;
+/// How often the list of live vouchers is re-read (new vouchers join within this).
+const REFRESH_EVERY: Duration = Duration::from_millis(500);
+/// Longest pause between retries while the database is down.
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+
+/// Tuning of one worker.
+#[derive(Clone, Debug)]
+pub struct WorkerSettings {
+    /// Consumer name in the group; unique per process.
+    pub consumer: String,
+    pub batch_size: usize,
+    pub block_ms: u64,
+    pub claim_idle_ms: u64,
+    pub max_deliveries: u64,
+}
+
+/// Starts the worker. `redis` must be a connection of its own: the worker's blocking
+/// reads would otherwise hold up every request sharing the connection.
+pub fn spawn(
+    state: AppState,
+    redis: ConnectionManager,
+    settings: WorkerSettings,
+    shutdown: watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
+    let worker = Worker {
+        state,
+        redis,
+        settings,
+        streams: Vec::new(),
+        known: HashSet::new(),
+        poison_strikes: HashMap::new(),
+    };
+    tokio::spawn(worker.run(shutdown))
+}
+
+struct Worker {
+    state: AppState,
+    redis: ConnectionManager,
+    settings: WorkerSettings,
+    /// Streams being read, one per live voucher.
+    streams: Vec<(i64, SaleKeys)>,
+    known: HashSet<i64>,
+    /// Times the database refused an entry on its own, by entry id.
+    poison_strikes: HashMap<String, u64>,
+}
+
+/// One stream entry: where it came from and what it says.
+struct Entry {
+    keys: SaleKeys,
+    id: String,
+    msg: Option<OrderMsg>,
+}
+
+impl Worker {
+    async fn run(mut self, mut shutdown: watch::Receiver<bool>) {
+        tracing::info!(consumer = %self.settings.consumer, "worker started");
+        let mut drain_own = true;
+        let mut backoff = Duration::from_millis(100);
+        let mut next_refresh = Instant::now();
+        let mut next_recover = Instant::now();
+        let recover_every = Duration::from_millis((self.settings.claim_idle_ms / 2).clamp(50, 5_000));
+        while !*shutdown.borrow() {
+            if Instant::now() >= next_refresh {
+                if let Err(e) = self.refresh().await {
+                    tracing::warn!("worker: refreshing vouchers: {e}");
+                }
+                next_refresh = Instant::now() + REFRESH_EVERY;
+            }
+            let step = tokio::select! {
+                r = self.step(drain_own, &mut next_recover, recover_every) => r,
+                _ = shutdown.changed() => break,
+            };
+            match step {
+                Ok(0) if drain_own => drain_own = false,
+                Ok(_) => backoff = Duration::from_millis(100),
+                Err(e) => {
+                    tracing::warn!("worker: {e}; retrying in {backoff:?}");
+                    drain_own = true;
+                    tokio::select! {
+                        _ = tokio::time::sleep(backoff) => {}
+                        _ = shutdown.changed() => break,
+                    }
+                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                }
+            }
+        }
+        tracing::info!(consumer = %self.settings.consumer, "worker stopped");
+    }
+
+    /// One unit of work: recover idle entries when due, then read and persist a batch.
+    /// Returns how many entries it handled.
+    async fn step(&mut self, drain_own: bool, next_recover: &mut Instant, every: Duration) -> Result<usize, WorkError> {
+        if self.streams.is_empty() {
+            tokio::time::sleep(Duration::from_millis(self.settings.block_ms)).await;
+            return Ok(0);
+        }
+        if Instant::now() >= *next_recover {
+            self.recover().await?;
+            *next_recover = Instant::now() + every;
+        }
+        let entries = self.read(drain_own).await?;
+        let n = entries.len();
+        self.handle(entries).await?;
+        Ok(n)
+    }
+
+    /// Picks up vouchers created since the last look, creating their groups.
+    async fn refresh(&mut self) -> Result<(), WorkError> {
+        for v in vouchers::live(&self.state.db, DRAIN_GRACE_MS).await? {
+            if self.known.contains(&v.id) {
+                continue;
+            }
+            let keys = SaleKeys::new(&self.state.namespace, v.id);
+            ensure_group(&mut self.redis, &keys.orders).await?;
+            self.known.insert(v.id);
+            self.streams.push((v.id, keys));
+        }
+        Ok(())
+    }
+
+    /// Reads new entries (`>`), or this consumer's own pending ones (`0`).
+    async fn read(&mut self, own_pending: bool) -> Result<Vec<Entry>, WorkError> {
+        let names: Vec<&str> = self.streams.iter().map(|(_, k)| k.orders.as_str()).collect();
+        let ids = vec![if own_pending { "0" } else { ">" }; names.len()];
+        let mut opts = StreamReadOptions::default().group(GROUP, &self.settings.consumer).count(self.settings.batch_size);
+        if !own_pending {
+            opts = opts.block(self.settings.block_ms as usize);
+        }
+        let reply: Option<StreamReadReply> = self.redis.xread_options(&names, &ids, &opts).await?;
+        let mut entries = Vec::new();
+        for stream in reply.map(|r| r.keys).unwrap_or_default() {
+            let Some((_, keys)) = self.streams.iter().find(|(_, k)| k.orders == stream.key) else { continue };
+            entries.extend(stream.ids.into_iter().map(|e| entry(keys, e)));
+        }
+        Ok(entries)
+    }
+
+    /// Persists entries, in one transaction if it can, else one by one.
+    async fn handle(&mut self, entries: Vec<Entry>) -> Result<(), WorkError> {
+        let (good, bad): (Vec<Entry>, Vec<Entry>) = entries.into_iter().partition(|e| e.msg.is_some());
+        for e in &bad {
+            tracing::error!(entry = %e.id, stream = %e.keys.orders, "malformed order entry, acknowledged and dropped");
+            let _: i64 = self.redis.xack(&e.keys.orders, GROUP, &[&e.id]).await?;
+        }
+        if good.is_empty() {
+            return Ok(());
+        }
+        let msgs: Vec<OrderMsg> = good.iter().filter_map(|e| e.msg.clone()).collect();
+        match store::persist(&self.state.db, &msgs).await {
+            Ok(outcomes) => self.finish(&good, &outcomes).await,
+            Err(e) if good.len() == 1 => self.refused(&good[0], e).await,
+            Err(e) => {
+                tracing::warn!("worker: batch of {} failed ({e}); retrying one by one", good.len());
+                for e in &good {
+                    let msg = e.msg.clone().into_iter().collect::<Vec<_>>();
+                    match store::persist(&self.state.db, &msg).await {
+                        Ok(outcomes) => self.finish(std::slice::from_ref(e), &outcomes).await?,
+                        Err(err) => self.refused(e, err).await?,
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// The database refused one entry on its own. A refusal of the data itself (a
+    /// constraint) counts a strike; anything else means the database is unwell, and
+    /// the entry waits.
+    async fn refused(&mut self, e: &Entry, err: sqlx::Error) -> Result<(), WorkError> {
+        let poison = matches!(&err, sqlx::Error::Database(d) if d.kind() != sqlx::error::ErrorKind::Other);
+        if !poison {
+            return Err(err.into());
+        }
+        let strikes = self.poison_strikes.entry(e.id.clone()).or_default();
+        *strikes += 1;
+        tracing::warn!(entry = %e.id, strikes = *strikes, "database refused order: {err}");
+        if *strikes >= self.settings.max_deliveries {
+            self.poison_strikes.remove(&e.id);
+            self.dead_letter(e).await?;
+        }
+        Ok(())
+    }
+
+    /// Records the outcomes in Redis: results, acknowledgements, give-backs.
+    async fn finish(&mut self, entries: &[Entry], outcomes: &[Outcome]) -> Result<(), WorkError> {
+        let mut pipe = redis::pipe();
+        for (e, outcome) in entries.iter().zip(outcomes) {
+            let Some(m) = &e.msg else { continue };
+            match outcome {
+                Outcome::Persisted => {
+                    pipe.hset(&e.keys.results, m.order_id, format!("success:{}", m.user_id)).ignore();
+                    pipe.xack(&e.keys.orders, GROUP, &[&e.id]).ignore();
+                }
+                Outcome::Duplicate => self.give_back(e, "already_bought", true, false, false).await?,
+                Outcome::NoStock => self.give_back(e, "sold_out", false, true, false).await?,
+            }
+        }
+        let () = pipe.query_async(&mut self.redis).await?;
+        Ok(())
+    }
+
+    /// Gives up on an entry: unless the database has the order after all, it goes to
+    /// the dead-letter stream and its stock and buyer slot are given back.
+    async fn dead_letter(&mut self, e: &Entry) -> Result<(), WorkError> {
+        let Some(m) = &e.msg else { return Ok(()) };
+        if store::exists(&self.state.db, m.order_id).await? {
+            return self.finish(std::slice::from_ref(e), &[Outcome::Persisted]).await;
+        }
+        tracing::error!(order = m.order_id, entry = %e.id, "order dead-lettered");
+        self.give_back(e, "dead_letter", true, true, true).await
+    }
+
+    async fn give_back(&mut self, e: &Entry, reason: &str, stock: bool, slot: bool, dead: bool) -> Result<(), WorkError> {
+        let Some(m) = &e.msg else { return Ok(()) };
+        let g = GiveBack {
+            order_id: m.order_id,
+            user_id: m.user_id,
+            voucher_id: m.voucher_id,
+            reason,
+            entry_id: &e.id,
+            give_stock: stock,
+            give_slot: slot,
+            dead_letter: dead,
+        };
+        self.state.scripts.give_back(&mut self.redis, &e.keys, &g).await?;
+        Ok(())
+    }
+
+    /// Takes over entries other consumers left idle too long; dead-letters those
+    /// delivered too often.
+    async fn recover(&mut self) -> Result<(), WorkError> {
+        for i in 0..self.streams.len() {
+            let keys = self.streams[i].1.clone();
+            let pending: StreamPendingCountReply = redis::cmd("XPENDING")
+                .arg(&keys.orders)
+                .arg(GROUP)
+                .arg("IDLE")
+                .arg(self.settings.claim_idle_ms)
+                .arg("-")
+                .arg("+")
+                .arg(self.settings.batch_size)
+                .query_async(&mut self.redis)
+                .await?;
+            let (worn, fresh): (Vec<_>, Vec<_>) = pending
+                .ids
+                .into_iter()
+                .partition(|p| p.times_delivered as u64 >= self.settings.max_deliveries);
+            for p in worn {
+                let range: StreamRangeReply = self.redis.xrange(&keys.orders, &p.id, &p.id).await?;
+                match range.ids.into_iter().next() {
+                    Some(found) => self.dead_letter(&entry(&keys, found)).await?,
+                    None => {
+                        let _: i64 = self.redis.xack(&keys.orders, GROUP, &[&p.id]).await?;
+                    }
+                }
+            }
+            if fresh.is_empty() {
+                continue;
+            }
+            let ids: Vec<String> = fresh.into_iter().map(|p| p.id).collect();
+            let claimed: redis::streams::StreamClaimReply = self
+                .redis
+                .xclaim(&keys.orders, GROUP, &self.settings.consumer, self.settings.claim_idle_ms, &ids)
+                .await?;
+            tracing::info!(stream = %keys.orders, claimed = claimed.ids.len(), "took over idle orders");
+            let entries = claimed.ids.into_iter().map(|e| entry(&keys, e)).collect();
+            self.handle(entries).await?;
+        }
+        Ok(())
+    }
+}
+
+fn entry(keys: &SaleKeys, e: StreamId) -> Entry {
+    let msg = (|| {
+        Some(OrderMsg {
+            voucher_id: e.get::<String>("voucher")?.parse().ok()?,
+            order_id: e.get::<String>("order")?.parse().ok()?,
+            user_id: e.get::<String>("user")?.parse().ok()?,
+        })
+    })();
+    Entry { keys: keys.clone(), id: e.id, msg }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum WorkError {
+    #[error("redis: {0}")]
+    Redis(#[from] redis::RedisError),
+    #[error("database: {0}")]
+    Db(#[from] sqlx::Error),
+}

@@ -1,0 +1,167 @@
+//! Start-up and the HTTP server. [`serve`] takes its listener and a shutdown future
+//! from the caller, so tests bind `127.0.0.1:0` and run the real thing.
+
+mod api_status;
+pub mod local_redis;
+
+use crate::{
+    app::{shell, App},
+    auth::Secrets,
+    config::Config,
+    ids::OrderIds,
+    orders::worker::{self, WorkerSettings},
+    sale::gate::Scripts,
+    state::AppState,
+    voucher::warm,
+};
+use axum::Router;
+use leptos::config::LeptosOptions;
+use leptos_axum::{generate_route_list, LeptosRoutes};
+use local_redis::LocalRedis;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use sqlx::{
+    sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous},
+    SqlitePool,
+};
+use std::{future::Future, path::Path, str::FromStr, sync::Arc, time::Duration};
+use tokio::{net::TcpListener, sync::watch};
+
+/// Why the server could not start or stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("configuration: {0}")]
+    Config(String),
+    #[error("redis: {0}")]
+    Redis(#[from] redis::RedisError),
+    #[error("database: {0}")]
+    Db(#[from] sqlx::Error),
+    #[error("migrations: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    #[error("warm-up: {0}")]
+    Warm(#[from] warm::WarmError),
+    #[error("http: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Runs the app on `listener` until `shutdown` resolves: Redis (a private one when
+/// `REDIS_URL` is unset), database and migrations, warm-up, worker, HTTP.
+pub async fn serve(
+    config: Config,
+    leptos_options: LeptosOptions,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServeError> {
+    let local_redis = match &config.redis_url {
+        Some(_) => None,
+        None => Some(LocalRedis::start(Path::new("data")).await.map_err(ServeError::Config)?),
+    };
+    let redis_url = config.redis_url.clone().or_else(|| local_redis.as_ref().map(|r| r.url.clone()));
+    let result = run(config, redis_url.unwrap_or_default(), leptos_options, listener, shutdown).await;
+    if let Some(redis) = local_redis {
+        redis.stop().await;
+    }
+    result
+}
+
+async fn run(
+    config: Config,
+    redis_url: String,
+    leptos_options: LeptosOptions,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServeError> {
+    let db = open_database(&config.database_url).await?;
+    sqlx::migrate!().run(&db).await?;
+    let client = redis::Client::open(redis_url.as_str())?;
+    let redis = connect(&client, Some(Duration::from_secs(5))).await?;
+
+    let (admin_token, generated) = match config.admin_token.clone() {
+        Some(t) if !t.trim().is_empty() => (t, false),
+        _ => (random_token(), true),
+    };
+    let secrets = Secrets::new(config.session_secret.as_deref(), admin_token.clone()).map_err(ServeError::Config)?;
+    let state = AppState {
+        leptos_options: leptos_options.clone(),
+        db,
+        redis,
+        scripts: Arc::new(Scripts::new(&config.redis_namespace)),
+        ids: Arc::new(OrderIds::new(&config.redis_namespace, config.id_block)),
+        secrets: Arc::new(secrets),
+        namespace: config.redis_namespace.as_str().into(),
+    };
+    let warmed = warm::warm_all(&state).await?;
+
+    let (stop_worker, worker_stop) = watch::channel(false);
+    let worker = if config.worker {
+        // Blocking stream reads get a connection of their own (no response timeout).
+        let conn = connect(&client, None).await?;
+        Some(worker::spawn(state.clone(), conn, worker_settings(&config), worker_stop))
+    } else {
+        None
+    };
+
+    let addr = listener.local_addr()?;
+    println!("Seckill listening on http://{addr} ({warmed} live vouchers warmed)");
+    if generated {
+        println!("Admin token (generated for this run): {admin_token}");
+    }
+    axum::serve(listener, router(state)).with_graceful_shutdown(shutdown).await?;
+    let _ = stop_worker.send(true);
+    if let Some(w) = worker {
+        let _ = w.await;
+    }
+    Ok(())
+}
+
+/// The routes: pages, the `/api/...` server functions, static files.
+pub fn router(state: AppState) -> Router {
+    let routes = generate_route_list(App);
+    let options = state.leptos_options.clone();
+    Router::new()
+        .leptos_routes_with_context(&state, routes, || {}, {
+            let options = options.clone();
+            move || shell(options.clone())
+        })
+        .fallback(leptos_axum::file_and_error_handler::<AppState, _>(shell))
+        .layer(axum::middleware::from_fn(api_status::status_from_code))
+        .with_state(state)
+}
+
+/// Opens the pool, creating the SQLite file (and `./data/`) when needed.
+async fn open_database(url: &str) -> Result<SqlitePool, ServeError> {
+    if let Some(path) = url.strip_prefix("sqlite://").or_else(|| url.strip_prefix("sqlite:")) {
+        let path = path.split('?').next().unwrap_or_default();
+        if let Some(dir) = Path::new(path).parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)?;
+        }
+    }
+    let options = SqliteConnectOptions::from_str(url)?
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Wal)
+        .synchronous(SqliteSynchronous::Normal)
+        .busy_timeout(Duration::from_secs(10));
+    Ok(SqlitePoolOptions::new().max_connections(8).connect_with(options).await?)
+}
+
+async fn connect(client: &redis::Client, response_timeout: Option<Duration>) -> redis::RedisResult<ConnectionManager> {
+    let mut cfg = ConnectionManagerConfig::new().set_connection_timeout(Duration::from_secs(5));
+    if let Some(t) = response_timeout {
+        cfg = cfg.set_response_timeout(t);
+    }
+    ConnectionManager::new_with_config(client.clone(), cfg).await
+}
+
+fn worker_settings(config: &Config) -> WorkerSettings {
+    WorkerSettings {
+        consumer: config.worker_name.clone().unwrap_or_else(|| format!("worker-{}", &random_token()[..12])),
+        batch_size: config.batch_size.clamp(1, 10_000),
+        block_ms: config.block_ms.max(1),
+        claim_idle_ms: config.claim_idle_ms.max(1),
+        max_deliveries: config.max_deliveries.max(1),
+    }
+}
+
+/// 32 random bytes as hex.
+fn random_token() -> String {
+    hex::encode(rand::random::<[u8; 32]>())
+}

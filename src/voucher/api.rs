@@ -1,0 +1,82 @@
+//! Voucher endpoints: `/api/create_voucher`, `/api/warm_up`, `/api/list_vouchers`.
+
+use super::Voucher;
+use crate::error::AppResult;
+use leptos::prelude::*;
+use server_fn::codec::Json;
+
+#[cfg(feature = "ssr")]
+use {
+    super::{store, store::VoucherRow, warm, NewVoucher},
+    crate::{auth::session::require_admin, error::{AppError, ErrorCode}, sale::keys::SaleKeys, state::AppState},
+};
+
+/// How many vouchers `list_vouchers` returns (newest first).
+#[cfg(feature = "ssr")]
+const LIST_LIMIT: i64 = 100;
+
+/// Creates a voucher and warms it into Redis (admin). Times are RFC 3339.
+#[server(prefix = "/api", endpoint = "create_voucher", input = Json)]
+pub async fn create_voucher(title: String, stock: i64, begins_at: String, ends_at: String) -> AppResult<Voucher> {
+    let state = expect_context::<AppState>();
+    require_admin(&state.secrets)?;
+    let new = NewVoucher::parse(&title, stock, &begins_at, &ends_at, chrono::Utc::now())?;
+    let row = store::insert(&state.db, &new).await.map_err(|e| AppError::unavailable("create_voucher", e))?;
+    warm::warm(&state, &row).await.map_err(|e| AppError::unavailable("create_voucher warm", e))?;
+    tracing::info!(voucher = row.id, stock = row.stock, "voucher created");
+    Ok(to_voucher(&row, row.stock_left))
+}
+
+/// Loads a voucher into Redis (admin). Idempotent: stock Redis already holds is never
+/// reset; when Redis lost it, stock and buyers are rebuilt from the database.
+#[server(prefix = "/api", endpoint = "warm_up", input = Json)]
+pub async fn warm_up(voucher_id: i64) -> AppResult<Voucher> {
+    let state = expect_context::<AppState>();
+    require_admin(&state.secrets)?;
+    let row = store::get(&state.db, voucher_id)
+        .await
+        .map_err(|e| AppError::unavailable("warm_up", e))?
+        .ok_or(ErrorCode::UnknownVoucher)?;
+    warm::warm(&state, &row).await.map_err(|e| AppError::unavailable("warm_up", e))?;
+    let remaining = remaining(&state, std::slice::from_ref(&row)).await?;
+    Ok(to_voucher(&row, remaining[0]))
+}
+
+/// The newest vouchers with their window and remaining stock.
+#[server(prefix = "/api", endpoint = "list_vouchers", input = Json)]
+pub async fn list_vouchers() -> AppResult<Vec<Voucher>> {
+    let state = expect_context::<AppState>();
+    let rows = store::list(&state.db, LIST_LIMIT).await.map_err(|e| AppError::unavailable("list_vouchers", e))?;
+    let remaining = remaining(&state, &rows).await?;
+    Ok(rows.iter().zip(remaining).map(|(row, left)| to_voucher(row, left)).collect())
+}
+
+/// Remaining stock of each voucher: Redis's count, or the database's where Redis
+/// does not hold the voucher. One pipelined round trip (GETs, not MGET: the keys
+/// live in different Cluster slots).
+#[cfg(feature = "ssr")]
+async fn remaining(state: &AppState, rows: &[VoucherRow]) -> AppResult<Vec<i64>> {
+    if rows.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut pipe = redis::pipe();
+    for row in rows {
+        pipe.get(SaleKeys::new(&state.namespace, row.id).stock);
+    }
+    let mut redis = state.redis.clone();
+    let counts: Vec<Option<i64>> =
+        pipe.query_async(&mut redis).await.map_err(|e| AppError::unavailable("remaining stock", e))?;
+    Ok(rows.iter().zip(counts).map(|(row, c)| c.unwrap_or(row.stock_left)).collect())
+}
+
+#[cfg(feature = "ssr")]
+fn to_voucher(row: &VoucherRow, remaining: i64) -> Voucher {
+    Voucher {
+        id: row.id,
+        title: row.title.clone(),
+        stock: row.stock,
+        remaining: remaining.max(0),
+        begins_at: row.begins(),
+        ends_at: row.ends(),
+    }
+}

@@ -1,0 +1,84 @@
+//! Vouchers in SQL.
+
+use super::NewVoucher;
+use chrono::{DateTime, Utc};
+use sqlx::{FromRow, SqlitePool};
+
+/// A voucher row. Times are Unix milliseconds.
+#[derive(Clone, Debug, FromRow)]
+pub struct VoucherRow {
+    pub id: i64,
+    pub title: String,
+    pub stock: i64,
+    pub stock_left: i64,
+    pub begins_at: i64,
+    pub ends_at: i64,
+}
+
+impl VoucherRow {
+    pub fn begins(&self) -> DateTime<Utc> {
+        DateTime::from_timestamp_millis(self.begins_at).unwrap_or_default()
+    }
+
+    pub fn ends(&self) -> DateTime<Utc> {
+        DateTime::from_timestamp_millis(self.ends_at).unwrap_or_default()
+    }
+}
+
+const COLUMNS: &str = "id, title, stock, stock_left, begins_at, ends_at";
+
+pub async fn insert(db: &SqlitePool, v: &NewVoucher) -> sqlx::Result<VoucherRow> {
+    let sql = format!(
+        "INSERT INTO vouchers (title, stock, stock_left, begins_at, ends_at, created_at) \
+         VALUES (?, ?, ?, ?, ?, ?) RETURNING {COLUMNS}"
+    );
+    sqlx::query_as(&sql)
+        .bind(&v.title)
+        .bind(v.stock)
+        .bind(v.stock)
+        .bind(v.begins_at.timestamp_millis())
+        .bind(v.ends_at.timestamp_millis())
+        .bind(Utc::now().timestamp_millis())
+        .fetch_one(db)
+        .await
+}
+
+pub async fn get(db: &SqlitePool, id: i64) -> sqlx::Result<Option<VoucherRow>> {
+    sqlx::query_as(&format!("SELECT {COLUMNS} FROM vouchers WHERE id = ?"))
+        .bind(id)
+        .fetch_optional(db)
+        .await
+}
+
+/// The newest vouchers first, at most `limit`.
+pub async fn list(db: &SqlitePool, limit: i64) -> sqlx::Result<Vec<VoucherRow>> {
+    sqlx::query_as(&format!("SELECT {COLUMNS} FROM vouchers ORDER BY id DESC LIMIT ?"))
+        .bind(limit)
+        .fetch_all(db)
+        .await
+}
+
+/// Vouchers whose sale has not ended `grace_ms` ago: the ones to warm and to drain.
+pub async fn live(db: &SqlitePool, grace_ms: i64) -> sqlx::Result<Vec<VoucherRow>> {
+    let since = Utc::now().timestamp_millis() - grace_ms;
+    sqlx::query_as(&format!("SELECT {COLUMNS} FROM vouchers WHERE ends_at > ? ORDER BY id"))
+        .bind(since)
+        .fetch_all(db)
+        .await
+}
+
+/// Users holding a (not cancelled) order for the voucher.
+pub async fn buyers(db: &SqlitePool, voucher_id: i64) -> sqlx::Result<Vec<i64>> {
+    sqlx::query_scalar("SELECT user_id FROM orders WHERE voucher_id = ? AND status <> 'cancelled'")
+        .bind(voucher_id)
+        .fetch_all(db)
+        .await
+}
+
+/// Orders persisted for the voucher (not cancelled).
+pub async fn persisted(db: &SqlitePool, voucher_id: i64) -> sqlx::Result<i64> {
+    sqlx::query_scalar("SELECT COUNT(*) FROM orders WHERE voucher_id = ? AND status <> 'cancelled'")
+        .bind(voucher_id)
+        .fetch_one(db)
+        .await
+}

@@ -1,0 +1,182 @@
+//! The admin page: unlock with the token, create vouchers, warm them, watch numbers.
+
+use super::{
+    api::{create_voucher, list_vouchers, warm_up},
+    Voucher,
+};
+use crate::{
+    app::every,
+    auth::api::{admin_sign_in, admin_status},
+    sale::api::sale_stats,
+};
+use chrono::{Duration, SubsecRound, Utc};
+use leptos::prelude::*;
+
+#[component]
+pub fn AdminPage() -> impl IntoView {
+    let status = Resource::new(|| (), |_| admin_status());
+    let unlocked = RwSignal::new(false);
+    Effect::new(move |_| {
+        if let Some(Ok(true)) = status.get() {
+            unlocked.set(true);
+        }
+    });
+    view! {
+        <h1 class="mb-4 text-2xl font-bold">"Admin"</h1>
+        <Show when=move || unlocked.get() fallback=move || view! { <Unlock unlocked/> }>
+            <AdminBoard/>
+        </Show>
+    }
+}
+
+/// Asks for the admin token and exchanges it for an admin cookie.
+#[component]
+fn Unlock(unlocked: RwSignal<bool>) -> impl IntoView {
+    let token = RwSignal::new(String::new());
+    let unlock = Action::new(|t: &String| admin_sign_in(t.clone()));
+    Effect::new(move |_| {
+        if let Some(Ok(())) = unlock.value().get() {
+            unlocked.set(true);
+        }
+    });
+    view! {
+        <form class="flex flex-wrap items-end gap-3 rounded-lg bg-white p-4 shadow" on:submit=move |ev| {
+            ev.prevent_default();
+            unlock.dispatch(token.get_untracked());
+        }>
+            <label class="flex flex-col text-sm">
+                "Admin token"
+                <input class="rounded border px-2 py-1" type="password" bind:value=token/>
+            </label>
+            <button class="rounded bg-slate-800 px-4 py-1 text-white" type="submit">"Unlock"</button>
+            <p role="alert" class="text-sm text-red-700">
+                {move || unlock.value().get().and_then(Result::err).map(|e| e.message)}
+            </p>
+        </form>
+    }
+}
+
+#[component]
+fn AdminBoard() -> impl IntoView {
+    let refresh = RwSignal::new(0u64);
+    every(1000, move || refresh.update(|n| *n += 1));
+    let vouchers = Resource::new(move || refresh.get(), |_| list_vouchers());
+    view! {
+        <CreateVoucher refresh/>
+        <h2 class="mb-2 mt-6 text-xl font-semibold">"Vouchers"</h2>
+        <Transition fallback=|| view! { <p>"Loading…"</p> }>
+            {move || vouchers.get().map(|list| match list {
+                Err(e) => view! { <p role="alert">{e.message}</p> }.into_any(),
+                Ok(list) => view! {
+                    <div class="grid gap-4">
+                        <For each=move || list.clone() key=|v| v.id let:v>
+                            <VoucherStats voucher=v refresh/>
+                        </For>
+                    </div>
+                }.into_any(),
+            })}
+        </Transition>
+    }
+}
+
+#[component]
+fn CreateVoucher(refresh: RwSignal<u64>) -> impl IntoView {
+    let start = Utc::now().trunc_subsecs(0);
+    let title = RwSignal::new(String::new());
+    let stock = RwSignal::new("100".to_owned());
+    let begins = RwSignal::new(start.to_rfc3339());
+    let ends = RwSignal::new((start + Duration::hours(1)).to_rfc3339());
+    let create = Action::new(|(t, s, b, e): &(String, String, String, String)| {
+        let (t, b, e) = (t.clone(), b.clone(), e.clone());
+        let s = s.trim().parse::<i64>();
+        async move {
+            let s = s.map_err(|_| crate::error::AppError::invalid("Stock must be a whole number."))?;
+            create_voucher(t, s, b, e).await
+        }
+    });
+    Effect::new(move |_| {
+        if let Some(Ok(_)) = create.value().get() {
+            refresh.update(|n| *n += 1);
+        }
+    });
+    let message = move || match create.value().get() {
+        Some(Ok(v)) => Some(format!("Created voucher #{}: {}", v.id, v.title)),
+        Some(Err(e)) => Some(e.message),
+        None => None,
+    };
+    let field = |label: &'static str, value: RwSignal<String>, hint: &'static str| {
+        view! {
+            <label class="flex flex-col text-sm">
+                {label}
+                <input class="rounded border px-2 py-1" type="text" bind:value=value/>
+                <span class="text-xs text-slate-500">{hint}</span>
+            </label>
+        }
+    };
+    view! {
+        <form class="grid gap-3 rounded-lg bg-white p-4 shadow sm:grid-cols-2" aria-label="New voucher"
+            on:submit=move |ev| {
+                ev.prevent_default();
+                create.dispatch((title.get_untracked(), stock.get_untracked(), begins.get_untracked(), ends.get_untracked()));
+            }>
+            {field("Title", title, "Up to 100 characters")}
+            {field("Stock", stock, "1 to 1,000,000 units")}
+            {field("Starts at", begins, "RFC 3339, e.g. 2026-11-23T10:00:00Z")}
+            {field("Ends at", ends, "RFC 3339, after the start")}
+            <div class="flex items-center gap-3 sm:col-span-2">
+                <button class="rounded bg-rose-600 px-4 py-1 text-white" type="submit">"Create voucher"</button>
+                <p role="status">{message}</p>
+            </div>
+        </form>
+    }
+}
+
+/// One voucher's numbers and its Warm up button.
+#[component]
+fn VoucherStats(voucher: Voucher, refresh: RwSignal<u64>) -> impl IntoView {
+    let id = voucher.id;
+    let stats = Resource::new(move || refresh.get(), move |_| sale_stats(id));
+    let warm = Action::new(move |_: &()| warm_up(id));
+    let warm_message = move || match warm.value().get() {
+        Some(Ok(v)) => Some(format!("Warmed: {} left", v.remaining)),
+        Some(Err(e)) => Some(e.message),
+        None => None,
+    };
+    let number = |label: &'static str, value: String| {
+        view! {
+            <div class="rounded bg-slate-100 p-2">
+                <dt class="text-xs text-slate-500">{label}</dt>
+                <dd class="text-lg font-semibold">{value}</dd>
+            </div>
+        }
+    };
+    view! {
+        <article class="rounded-lg bg-white p-4 shadow" aria-label=voucher.title.clone()>
+            <div class="flex flex-wrap items-center justify-between gap-2">
+                <h3 class="font-semibold">{format!("#{} {}", voucher.id, voucher.title)}</h3>
+                <span class="text-xs text-slate-500">
+                    {format!("{} → {}", voucher.begins_at.to_rfc3339(), voucher.ends_at.to_rfc3339())}
+                </span>
+                <button class="rounded border px-3 py-1 text-sm" on:click=move |_| { warm.dispatch(()); }>
+                    "Warm up"
+                </button>
+            </div>
+            <p role="status" class="text-sm">{warm_message}</p>
+            <Transition fallback=|| ()>
+                {move || stats.get().map(|s| match s {
+                    Err(e) => view! { <p role="alert">{e.message}</p> }.into_any(),
+                    Ok(s) => view! {
+                        <dl class="mt-2 grid grid-cols-3 gap-2 sm:grid-cols-7">
+                            {number("Stock left", format!("{} / {}", s.redis_stock.map_or("–".into(), |n| n.to_string()), s.total_stock))}
+                            {number("Granted", s.granted.to_string())}
+                            {number("Persisted", s.persisted.to_string())}
+                            {number("Stream", s.stream_length.to_string())}
+                            {number("Pending", s.pending.to_string())}
+                            {number("Dead letters", s.dead_letters.to_string())}
+                        </dl>
+                    }.into_any(),
+                })}
+            </Transition>
+        </article>
+    }
+}

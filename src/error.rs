@@ -116,10 +116,11 @@ impl FromServerFnError for AppError {
 
     fn from_server_fn_error(value: ServerFnErrorErr) -> Self {
         match value {
-            // The server could not decode what the caller sent.
-            ServerFnErrorErr::Args(msg) | ServerFnErrorErr::MissingArg(msg) => {
-                Self::invalid(format!("The request body is not valid: {msg}"))
-            }
+            // The server could not decode what the caller sent. (On the server,
+            // "deserialization" is of the request; in the browser, of our answer.)
+            ServerFnErrorErr::Args(msg) | ServerFnErrorErr::MissingArg(msg) => invalid_body(&msg),
+            #[cfg(feature = "ssr")]
+            ServerFnErrorErr::Deserialization(msg) => invalid_body(&msg),
             // The browser could not reach us, or could not read our answer.
             ServerFnErrorErr::Request(_) | ServerFnErrorErr::Deserialization(_) => {
                 Self::new(ErrorCode::Network)
@@ -127,6 +128,10 @@ impl FromServerFnError for AppError {
             _ => Self::new(ErrorCode::Internal),
         }
     }
+}
+
+fn invalid_body(detail: &str) -> AppError {
+    AppError::invalid(format!("The request body is not valid: {detail}"))
 }
 
 /// `Result` of a server function.

@@ -1,0 +1,95 @@
+//! The JSON API refuses bad input with 4xx and a stable code, never 5xx.
+
+use crate::support::{code, TestApp, ADMIN_TOKEN};
+use serde_json::json;
+
+#[tokio::test]
+async fn bad_input_gets_4xx_with_invalid_input() {
+    let app = TestApp::spawn().await;
+    let ann = app.sign_in("ann").await;
+    let cookie = [("cookie", ann.cookie.as_str())];
+    let auth = format!("Bearer {ADMIN_TOKEN}");
+    let admin = [("authorization", auth.as_str())];
+
+    // Malformed JSON, missing fields, wrong types.
+    let raw = app
+        .http
+        .post(format!("{}/api/grab", app.base))
+        .header("content-type", "application/json")
+        .header("cookie", &ann.cookie)
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(raw.status(), 400);
+    let body: serde_json::Value = raw.json().await.unwrap();
+    assert_eq!(code(&body), "invalid_input");
+    for body in [json!({}), json!({ "voucher_id": "seven" }), json!({ "voucher_id": 1.5 }), json!({ "voucher_id": null }), json!("7")] {
+        let (status, answer) = app.call("grab", body.clone(), &cookie).await;
+        assert_eq!((status.as_u16(), code(&answer)), (400, "invalid_input"), "{body}");
+    }
+    let (status, answer) = app.call("sign_in", json!({ "name": "   " }), &[]).await;
+    assert_eq!((status.as_u16(), code(&answer)), (400, "invalid_input"));
+    let (status, answer) = app.call("grab_result", json!({ "voucher_id": 1, "order_id": "12x" }), &cookie).await;
+    assert_eq!((status.as_u16(), code(&answer)), (400, "invalid_input"));
+
+    let now = chrono::Utc::now();
+    let at = |s: i64| (now + chrono::Duration::seconds(s)).to_rfc3339();
+    for (title, stock, begins, ends) in [
+        ("", 10, at(0), at(60)),
+        ("x", 0, at(0), at(60)),
+        ("x", 10_000_001, at(0), at(60)),
+        ("x", 10, at(60), at(0)),
+        ("x", 10, "soon".to_owned(), at(60)),
+        ("x", 10, at(-120), at(-60)),
+    ] {
+        let body = json!({ "title": title, "stock": stock, "begins_at": begins, "ends_at": ends });
+        let (status, answer) = app.call("create_voucher", body.clone(), &admin).await;
+        assert_eq!((status.as_u16(), code(&answer)), (400, "invalid_input"), "{body}");
+        assert!(answer["message"].as_str().is_some_and(|m| !m.is_empty()));
+    }
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn admin_calls_need_the_token() {
+    let app = TestApp::spawn().await;
+    let v = app.create_voucher(5, -5, 3600).await;
+    let body = json!({ "title": "t", "stock": 1, "begins_at": "2030-01-01T00:00:00Z", "ends_at": "2030-01-02T00:00:00Z" });
+    for (name, body) in [("create_voucher", body), ("warm_up", json!({ "voucher_id": v })), ("sale_stats", json!({ "voucher_id": v }))] {
+        let (status, answer) = app.call(name, body.clone(), &[]).await;
+        assert_eq!((status.as_u16(), code(&answer)), (401, "admin_required"), "{name}");
+        let (status, _) = app.call(name, body, &[("authorization", "Bearer wrong")]).await;
+        assert_eq!(status, 401, "{name}");
+    }
+    // A shopper session is not an admin session.
+    let ann = app.sign_in("ann").await;
+    let (status, _) = app.call("sale_stats", json!({ "voucher_id": v }), &[("cookie", &ann.cookie)]).await;
+    assert_eq!(status, 401);
+    let (status, _) = app.call("admin_sign_in", json!({ "token": "nope" }), &[]).await;
+    assert_eq!(status, 401);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn same_name_same_user_and_lists_show_remaining_stock() {
+    let app = TestApp::spawn().await;
+    let a = app.sign_in("carol").await;
+    let b = app.sign_in("  carol ").await;
+    assert_eq!(a.user_id, b.user_id);
+    let (status, me) = app.call("me", json!({}), &[("cookie", &a.cookie)]).await;
+    assert_eq!(status, 200);
+    assert_eq!(me["name"], "carol");
+    let (_, nobody) = app.call("me", json!({}), &[]).await;
+    assert!(nobody.is_null());
+
+    let v = app.create_voucher(4, -5, 3600).await;
+    assert_eq!(app.grab(&a, v).await.0, 200);
+    let (status, list) = app.call("list_vouchers", json!({}), &[]).await;
+    assert_eq!(status, 200);
+    let listed = list.as_array().unwrap().iter().find(|x| x["id"] == v).unwrap().clone();
+    assert_eq!(listed["remaining"], 3);
+    assert_eq!(listed["stock"], 4);
+    assert!(listed["begins_at"].as_str().unwrap().parse::<chrono::DateTime<chrono::Utc>>().is_ok());
+    app.stop().await;
+}

@@ -1,0 +1,104 @@
+//! Every outcome of the gate, through the public API.
+
+use crate::support::{code, TestApp};
+use seckill::{
+    sale::gate::{Scripts, Verdict},
+    error::ErrorCode,
+    voucher::store::VoucherRow,
+};
+use serde_json::json;
+
+#[tokio::test]
+async fn grab_outcomes_through_the_api() {
+    let app = TestApp::spawn().await;
+    let ann = app.sign_in("ann").await;
+    let bob = app.sign_in("bob").await;
+    let one = app.create_voucher(1, -5, 3600).await;
+
+    let (status, body) = app.grab(&ann, one).await;
+    assert_eq!(status, 200, "{body}");
+    let order_id = body["order_id"].as_str().expect("order id is a string");
+    assert!(order_id.parse::<i64>().unwrap() > 0);
+    assert_eq!(body["status"], "queued");
+
+    let (status, body) = app.grab(&ann, one).await;
+    assert_eq!((status.as_u16(), code(&body)), (409, "already_bought"));
+    let (status, body) = app.grab(&bob, one).await;
+    assert_eq!((status.as_u16(), code(&body)), (409, "sold_out"));
+
+    let later = app.create_voucher(5, 3600, 7200).await;
+    let (status, body) = app.grab(&bob, later).await;
+    assert_eq!((status.as_u16(), code(&body)), (409, "not_started"));
+
+    let (status, body) = app.grab(&bob, 987_654).await;
+    assert_eq!((status.as_u16(), code(&body)), (404, "unknown_voucher"));
+
+    let (status, body) = app.call("grab", json!({ "voucher_id": one }), &[]).await;
+    assert_eq!((status.as_u16(), code(&body)), (401, "not_signed_in"));
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn result_moves_from_queued_to_success_and_is_private() {
+    let app = TestApp::spawn().await;
+    let ann = app.sign_in("ann").await;
+    let eve = app.sign_in("eve").await;
+    let v = app.create_voucher(3, -5, 3600).await;
+    let (_, ticket) = app.grab(&ann, v).await;
+    let order_id = ticket["order_id"].as_str().unwrap().to_owned();
+    let ask = |who: &crate::support::Shopper| {
+        let cookie = who.cookie.clone();
+        let order_id = order_id.clone();
+        let app = &app;
+        async move {
+            app.call("grab_result", json!({ "voucher_id": v, "order_id": order_id }), &[("cookie", &cookie)]).await
+        }
+    };
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+    let body = loop {
+        let (status, body) = ask(&ann).await;
+        assert_eq!(status, 200, "{body}");
+        if body["status"] != "queued" {
+            break body;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "still queued");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    assert_eq!(body["status"], "success", "{body}");
+    assert_eq!(body["order"]["order_id"], order_id);
+    assert_eq!(body["order"]["voucher_id"], v);
+    assert_eq!(body["order"]["status"], "unpaid");
+
+    let (status, body) = ask(&eve).await;
+    assert_eq!((status.as_u16(), code(&body)), (404, "unknown_order"));
+    app.stop().await;
+}
+
+/// The window is decided by Redis time: a window in the past is `ended`.
+#[tokio::test]
+async fn gate_refuses_after_the_window() {
+    let app = TestApp::spawn().await;
+    let scripts = Scripts::new(&app.namespace);
+    let mut redis = app.redis.clone();
+    let now = chrono::Utc::now().timestamp_millis();
+    let row = |id, begins_at, ends_at| VoucherRow {
+        id,
+        title: "t".into(),
+        stock: 5,
+        stock_left: 5,
+        begins_at,
+        ends_at,
+    };
+    let past = app.keys(900_001);
+    assert!(scripts.warm(&mut redis, &past, &row(900_001, now - 60_000, now - 1_000), &[]).await.unwrap());
+    let verdict = scripts.grab(&mut redis, &past, 900_001, 1, 42).await.unwrap();
+    assert_eq!(verdict, Verdict::Refused(ErrorCode::Ended));
+
+    let open = app.keys(900_002);
+    assert!(scripts.warm(&mut redis, &open, &row(900_002, now - 1_000, now + 60_000), &[7]).await.unwrap());
+    let verdict = scripts.grab(&mut redis, &open, 900_002, 7, 43).await.unwrap();
+    assert_eq!(verdict, Verdict::Refused(ErrorCode::AlreadyBought), "warm-up loads buyers");
+    let verdict = scripts.grab(&mut redis, &open, 900_002, 8, 44).await.unwrap();
+    assert_eq!(verdict, Verdict::Granted);
+    app.stop().await;
+}

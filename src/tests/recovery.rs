@@ -1,0 +1,85 @@
+//! Crashes between reading and acknowledging delay orders, never lose or double them.
+
+use crate::support::{Options, TestApp};
+use redis::{
+    streams::{StreamReadOptions, StreamReadReply},
+    AsyncCommands,
+};
+use seckill::{orders::store::{self, OrderMsg}, sale::keys::GROUP};
+use std::collections::HashMap;
+
+/// Reads `count` new entries as `consumer` and does not acknowledge them, like a
+/// worker killed mid-batch. Returns the messages it read.
+async fn read_and_crash(app: &TestApp, voucher: i64, consumer: &str, count: usize) -> Vec<OrderMsg> {
+    let mut redis = app.redis.clone();
+    let opts = StreamReadOptions::default().group(GROUP, consumer).count(count);
+    let reply: StreamReadReply = redis.xread_options(&[app.keys(voucher).orders], &[">"], &opts).await.unwrap();
+    let entries = &reply.keys[0].ids;
+    assert_eq!(entries.len(), count);
+    entries
+        .iter()
+        .map(|e| OrderMsg {
+            voucher_id: e.get::<String>("voucher").unwrap().parse().unwrap(),
+            order_id: e.get::<String>("order").unwrap().parse().unwrap(),
+            user_id: e.get::<String>("user").unwrap().parse().unwrap(),
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn orders_read_but_not_acked_are_persisted_once_after_restart() {
+    let app = TestApp::with(Options { worker: false, ..Options::default() }).await;
+    let v = app.create_voucher(10, -5, 3600).await;
+    for i in 0..6 {
+        let s = app.sign_in(&format!("crash-{i}")).await;
+        assert_eq!(app.grab(&s, v).await.0, 200);
+    }
+    // Worker "w-fixed" read 2 and even committed them, but died before XACK.
+    let committed = read_and_crash(&app, v, "w-fixed", 2).await;
+    assert_eq!(store::persist(&app.db, &committed).await.unwrap().len(), 2);
+    // Worker "w-gone" read 3 and died before writing anything; it never comes back.
+    read_and_crash(&app, v, "w-gone", 3).await;
+    // One order was never read at all.
+    let opts = app.restart_options();
+    app.stop().await;
+
+    // The restarted process has the stable name "w-fixed": it drains its own pending
+    // list, claims w-gone's idle entries and reads the rest.
+    let app = TestApp::with(Options { worker_name: Some("w-fixed".into()), claim_idle_ms: 300, ..opts }).await;
+    let stats = app.wait_for_stats("6 persisted, none pending", v, |s| s["persisted"] == 6 && s["pending"] == 0).await;
+    assert_eq!(stats["redis_stock"], 4);
+    assert_eq!(stats["granted"], 6);
+    let left: i64 = sqlx::query_scalar("SELECT stock_left FROM vouchers WHERE id = ?").bind(v).fetch_one(&app.db).await.unwrap();
+    assert_eq!(left, 4, "database stock taken once per order");
+    let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM orders WHERE voucher_id = ?").bind(v).fetch_one(&app.db).await.unwrap();
+    assert_eq!(count, 6);
+    let mut redis = app.redis.clone();
+    let results: HashMap<String, String> = redis.hgetall(app.keys(v).results).await.unwrap();
+    assert!(results.values().all(|r| r.starts_with("success:")), "{results:?}");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_poison_order_is_dead_lettered_and_its_stock_given_back() {
+    let app = TestApp::with(Options { worker: false, ..Options::default() }).await;
+    let v = app.create_voucher(3, -5, 3600).await;
+    let ghost = app.sign_in("ghost").await;
+    let (status, ticket) = app.grab(&ghost, v).await;
+    assert_eq!(status, 200);
+    // The user vanishes before the order is persisted: the database will refuse it
+    // (foreign key) on every delivery.
+    sqlx::query("DELETE FROM users WHERE id = ?").bind(ghost.user_id).execute(&app.db).await.unwrap();
+    let opts = app.restart_options();
+    app.stop().await;
+
+    let app = TestApp::with(Options { claim_idle_ms: 100, max_deliveries: 2, ..opts }).await;
+    let stats = app.wait_for_stats("dead letter", v, |s| s["dead_letters"] == 1 && s["pending"] == 0).await;
+    assert_eq!(stats["redis_stock"], 3, "the unit is given back");
+    assert_eq!(stats["granted"], 0, "the buyer slot is given back");
+    assert_eq!(stats["persisted"], 0);
+    let mut redis = app.redis.clone();
+    let order_id: i64 = ticket["order_id"].as_str().unwrap().parse().unwrap();
+    let result: String = redis.hget(app.keys(v).results, order_id).await.unwrap();
+    assert_eq!(result, format!("failed:{}:dead_letter", ghost.user_id));
+    app.stop().await;
+}

@@ -1,0 +1,196 @@
+//! Runs the real server on 127.0.0.1:0 against the Redis in `REDIS_URL` (each test
+//! gets its own key namespace) and a fresh SQLite file, and talks to it over HTTP.
+
+use redis::aio::ConnectionManager;
+use reqwest::StatusCode;
+use seckill::{config::Config, server};
+use serde_json::{json, Value};
+use sqlx::SqlitePool;
+use std::{future::Future, sync::Arc, time::Duration};
+use tempfile::TempDir;
+use tokio::{net::TcpListener, sync::oneshot, task::JoinHandle};
+
+pub const ADMIN_TOKEN: &str = "test-admin-token";
+
+/// How a test wants its server.
+#[derive(Clone)]
+pub struct Options {
+    pub worker: bool,
+    pub worker_name: Option<String>,
+    pub claim_idle_ms: u64,
+    pub max_deliveries: u64,
+    /// Reuse another server's database and namespace (a restart).
+    pub reuse: Option<(Arc<TempDir>, String)>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self { worker: true, worker_name: None, claim_idle_ms: 30_000, max_deliveries: 10, reuse: None }
+    }
+}
+
+pub struct TestApp {
+    pub base: String,
+    pub http: reqwest::Client,
+    pub db: SqlitePool,
+    pub redis: ConnectionManager,
+    pub namespace: String,
+    pub dir: Arc<TempDir>,
+    stop: Option<oneshot::Sender<()>>,
+    handle: Option<JoinHandle<Result<(), server::ServeError>>>,
+}
+
+pub fn redis_url() -> String {
+    std::env::var("REDIS_URL").expect("REDIS_URL must point at a running redis-server (npm test starts one)")
+}
+
+impl TestApp {
+    pub async fn spawn() -> Self {
+        Self::with(Options::default()).await
+    }
+
+    pub async fn with(opts: Options) -> Self {
+        let (dir, namespace) = opts.reuse.clone().unwrap_or_else(|| {
+            (Arc::new(TempDir::new().unwrap()), format!("t{}", rand::random::<u64>()))
+        });
+        let mut config = Config::defaults();
+        config.redis_url = Some(redis_url());
+        config.database_url = format!("sqlite://{}", dir.path().join("seckill.db").display());
+        config.admin_token = Some(ADMIN_TOKEN.into());
+        config.redis_namespace = namespace.clone();
+        config.worker = opts.worker;
+        config.worker_name = opts.worker_name.clone();
+        config.claim_idle_ms = opts.claim_idle_ms;
+        config.max_deliveries = opts.max_deliveries;
+        config.block_ms = 100;
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let leptos = leptos::config::get_configuration(None).unwrap().leptos_options;
+        let (stop, stopped) = oneshot::channel::<()>();
+        let handle = tokio::spawn(server::serve(config, leptos, listener, async {
+            let _ = stopped.await;
+        }));
+        let http = reqwest::Client::builder().pool_max_idle_per_host(256).build().unwrap();
+        let probe = format!("{base}/api/list_vouchers");
+        wait_until("server answers", Duration::from_secs(20), || {
+            let (http, probe) = (http.clone(), probe.clone());
+            async move { http.post(&probe).json(&json!({})).send().await.is_ok_and(|r| r.status().is_success()) }
+        })
+        .await;
+        let db = SqlitePool::connect(&format!("sqlite://{}", dir.path().join("seckill.db").display())).await.unwrap();
+        let redis = ConnectionManager::new(redis::Client::open(redis_url()).unwrap()).await.unwrap();
+        Self { base, http, db, redis, namespace, dir, stop: Some(stop), handle: Some(handle) }
+    }
+
+    /// Options that restart this app's data under a new process.
+    pub fn restart_options(&self) -> Options {
+        Options { reuse: Some((self.dir.clone(), self.namespace.clone())), ..Options::default() }
+    }
+
+    /// Stops the server gracefully and waits for it (worker included).
+    pub async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(h) = self.handle.take() {
+            h.await.unwrap().unwrap();
+        }
+    }
+
+    /// POSTs JSON to `/api/<name>` with optional extra headers; returns status and body.
+    pub async fn call(&self, name: &str, body: Value, headers: &[(&str, &str)]) -> (StatusCode, Value) {
+        let mut req = self.http.post(format!("{}/api/{name}", self.base)).json(&body);
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let res = req.send().await.unwrap();
+        let status = res.status();
+        let text = res.text().await.unwrap();
+        (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+    }
+
+    /// An admin call (bearer token); panics unless it succeeds.
+    pub async fn admin(&self, name: &str, body: Value) -> Value {
+        let auth = format!("Bearer {ADMIN_TOKEN}");
+        let (status, body) = self.call(name, body, &[("authorization", &auth)]).await;
+        assert!(status.is_success(), "{name}: {status} {body}");
+        body
+    }
+
+    /// Signs in and returns the `Cookie` header value of the session.
+    pub async fn sign_in(&self, name: &str) -> Shopper {
+        let res = self.http.post(format!("{}/api/sign_in", self.base)).json(&json!({ "name": name })).send().await.unwrap();
+        assert!(res.status().is_success(), "sign_in {name}: {}", res.status());
+        let cookie = res.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_owned();
+        let body: Value = res.json().await.unwrap();
+        Shopper { cookie, user_id: body["user_id"].as_i64().unwrap() }
+    }
+
+    /// Creates a voucher whose window is `[now + begins_in, now + ends_in]` seconds.
+    pub async fn create_voucher(&self, stock: i64, begins_in: i64, ends_in: i64) -> i64 {
+        let now = chrono::Utc::now();
+        let body = self
+            .admin(
+                "create_voucher",
+                json!({
+                    "title": format!("Voucher {}", rand::random::<u16>()),
+                    "stock": stock,
+                    "begins_at": (now + chrono::Duration::seconds(begins_in)).to_rfc3339(),
+                    "ends_at": (now + chrono::Duration::seconds(ends_in)).to_rfc3339(),
+                }),
+            )
+            .await;
+        body["id"].as_i64().unwrap()
+    }
+
+    /// A grab; returns status and body.
+    pub async fn grab(&self, who: &Shopper, voucher_id: i64) -> (StatusCode, Value) {
+        self.call("grab", json!({ "voucher_id": voucher_id }), &[("cookie", &who.cookie)]).await
+    }
+
+    pub async fn stats(&self, voucher_id: i64) -> Value {
+        self.admin("sale_stats", json!({ "voucher_id": voucher_id })).await
+    }
+
+    /// Polls `sale_stats` until `done` holds for it.
+    pub async fn wait_for_stats(&self, what: &str, voucher_id: i64, done: impl Fn(&Value) -> bool) -> Value {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let s = self.stats(voucher_id).await;
+            if done(&s) {
+                return s;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}: {s}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    pub fn keys(&self, voucher_id: i64) -> seckill::sale::keys::SaleKeys {
+        seckill::sale::keys::SaleKeys::new(&self.namespace, voucher_id)
+    }
+}
+
+/// A signed-in shopper.
+#[derive(Clone, Debug)]
+pub struct Shopper {
+    pub cookie: String,
+    pub user_id: i64,
+}
+
+/// Polls `check` every 50 ms until it holds; fails the test after `limit`.
+pub async fn wait_until<F, Fut>(what: &str, limit: Duration, check: F)
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + limit;
+    while !check().await {
+        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for: {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The error code of a refusal body.
+pub fn code(body: &Value) -> &str {
+    body["code"].as_str().unwrap_or("<no code>")
+}

@@ -1,0 +1,53 @@
+//! Warm-up never resurrects sold stock, and rebuilds a voucher Redis lost.
+
+use crate::support::{code, TestApp};
+use redis::AsyncCommands;
+use serde_json::json;
+
+#[tokio::test]
+async fn warm_up_keeps_sold_stock_and_rebuilds_lost_state() {
+    let app = TestApp::spawn().await;
+    let v = app.create_voucher(10, -5, 3600).await;
+    let mut buyers = Vec::new();
+    for name in ["w1", "w2", "w3"] {
+        let s = app.sign_in(name).await;
+        assert_eq!(app.grab(&s, v).await.0, 200);
+        buyers.push(s);
+    }
+    app.wait_for_stats("3 persisted", v, |s| s["persisted"] == 3 && s["pending"] == 0).await;
+
+    // Warming again changes nothing: the 3 sold units stay sold.
+    let warmed = app.admin("warm_up", json!({ "voucher_id": v })).await;
+    assert_eq!(warmed["remaining"], 7);
+    assert_eq!(app.stats(v).await["redis_stock"], 7);
+
+    // Redis loses the voucher: warm-up rebuilds stock and buyers from the database.
+    let keys = app.keys(v);
+    let mut redis = app.redis.clone();
+    let _: () = redis.del(&[&keys.stock, &keys.buyers, &keys.window]).await.unwrap();
+    let (status, body) = app.grab(&buyers[0], v).await;
+    assert_eq!(code(&body), "unknown_voucher", "{status} {body}");
+    let warmed = app.admin("warm_up", json!({ "voucher_id": v })).await;
+    assert_eq!(warmed["remaining"], 7);
+    let stats = app.stats(v).await;
+    assert_eq!((stats["redis_stock"].as_i64(), stats["granted"].as_i64()), (Some(7), Some(3)));
+    let (status, body) = app.grab(&buyers[0], v).await;
+    assert_eq!((status.as_u16(), code(&body)), (409, "already_bought"));
+    let newcomer = app.sign_in("w4").await;
+    assert_eq!(app.grab(&newcomer, v).await.0, 200);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn restart_warms_without_resetting_stock() {
+    let app = TestApp::spawn().await;
+    let v = app.create_voucher(5, -5, 3600).await;
+    let s = app.sign_in("r1").await;
+    assert_eq!(app.grab(&s, v).await.0, 200);
+    let opts = app.restart_options();
+    app.stop().await;
+    let again = crate::support::TestApp::with(opts).await;
+    let stats = again.wait_for_stats("persisted after restart", v, |s| s["persisted"] == 1).await;
+    assert_eq!(stats["redis_stock"], 4);
+    again.stop().await;
+}

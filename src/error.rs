@@ -119,8 +119,7 @@ impl FromServerFnError for AppError {
             // The server could not decode what the caller sent. (On the server,
             // "deserialization" is of the request; in the browser, of our answer.)
             ServerFnErrorErr::Args(msg) | ServerFnErrorErr::MissingArg(msg) => invalid_body(&msg),
-            #[cfg(feature = "ssr")]
-            ServerFnErrorErr::Deserialization(msg) => invalid_body(&msg),
+            ServerFnErrorErr::Deserialization(msg) if cfg!(feature = "ssr") => invalid_body(&msg),
             // The browser could not reach us, or could not read our answer.
             ServerFnErrorErr::Request(_) | ServerFnErrorErr::Deserialization(_) => {
                 Self::new(ErrorCode::Network)

@@ -1,0 +1,50 @@
+import { defineConfig } from '@playwright/test';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+// The app under test is the debug build from `cargo leptos build`, started here on
+// loopback with its own SQLite file. REDIS_URL comes from `npm test` (.ci/test);
+// without it the app starts a private redis-server itself.
+const port = Number(process.env.E2E_PORT ?? 3917);
+export const baseURL = `http://127.0.0.1:${port}`;
+export const adminToken = 'e2e-admin-token';
+// Set once in the main process; workers inherit it.
+process.env.SECKILL_E2E_DIR ??= mkdtempSync(join(tmpdir(), 'seckill-e2e-'));
+
+export default defineConfig({
+  testDir: './tests',
+  timeout: 30_000,
+  expect: { timeout: 10_000 },
+  fullyParallel: false,
+  workers: 1,
+  retries: 0,
+  reporter: [['list']],
+  use: {
+    baseURL,
+    trace: 'retain-on-failure',
+    launchOptions: {
+      executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium',
+      args: [
+        '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+        '--disable-background-networking', '--disable-component-update', '--disable-sync',
+      ],
+    },
+  },
+  webServer: {
+    command: './target/debug/seckill',
+    cwd: '..',
+    url: `${baseURL}/`,
+    timeout: 60_000,
+    reuseExistingServer: false,
+    stdout: 'pipe',
+    env: {
+      ...process.env,
+      LEPTOS_SITE_ADDR: `127.0.0.1:${port}`,
+      LEPTOS_SITE_ROOT: 'target/site',
+      DATABASE_URL: `sqlite://${process.env.SECKILL_E2E_DIR}/e2e.db`,
+      SECKILL_ADMIN_TOKEN: adminToken,
+      SECKILL_REDIS_NAMESPACE: `e2e${process.pid}`,
+    } as Record<string, string>,
+  },
+});

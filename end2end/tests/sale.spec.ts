@@ -1,0 +1,70 @@
+import { expect, request as playwrightRequest, test } from '@playwright/test';
+import { adminToken, baseURL } from '../playwright.config';
+import { createVoucher, open, signIn, uniqueTitle } from './helpers';
+
+test('admin creates and warms a voucher, and sees its numbers', async ({ page }) => {
+  const title = uniqueTitle('Coffee');
+  await open(page, '/admin');
+  await page.getByLabel('Admin token').fill(adminToken);
+  await page.getByRole('button', { name: 'Unlock' }).click();
+
+  await page.getByLabel('Title').fill(title);
+  await page.getByLabel('Stock').fill('25');
+  await page.getByRole('button', { name: 'Create voucher' }).click();
+  await expect(page.getByRole('status').filter({ hasText: `Created voucher` })).toContainText(title);
+
+  const card = page.getByRole('article', { name: title });
+  await expect(card).toContainText('25 / 25');
+  await card.getByRole('button', { name: 'Warm up' }).click();
+  await expect(card.getByRole('status')).toHaveText('Warmed: 25 left');
+});
+
+test('admin page refuses a wrong token', async ({ page }) => {
+  await open(page, '/admin');
+  await page.getByLabel('Admin token').fill('not-the-token');
+  await page.getByRole('button', { name: 'Unlock' }).click();
+  await expect(page.getByRole('alert')).toHaveText('This needs the admin token.');
+});
+
+test('shopper grabs, sees success, and a second grab says already bought', async ({ page, request }) => {
+  const title = uniqueTitle('Tea');
+  await createVoucher(request, title, 5);
+  await open(page, '/');
+  await signIn(page, uniqueTitle('ann'));
+
+  const card = page.getByRole('article', { name: title });
+  await expect(card).toContainText('5 of 5 left');
+  await card.getByRole('button', { name: 'Grab' }).click();
+  await expect(card.getByText(/^Order \d+$/)).toBeVisible();
+  await expect(card.getByText('Status: success')).toBeVisible();
+  await expect(card).toContainText('4 of 5 left');
+
+  await card.getByRole('button', { name: 'Grab' }).click();
+  await expect(card.getByRole('alert')).toHaveText('You already bought this voucher.');
+});
+
+test('a sold-out voucher says sold out', async ({ page, request }) => {
+  const title = uniqueTitle('Cake');
+  const id = await createVoucher(request, title, 1);
+  // Someone else takes the only unit through the API.
+  const rival = await playwrightRequest.newContext({ baseURL });
+  expect((await rival.post('/api/sign_in', { data: { name: uniqueTitle('rival') } })).status()).toBe(200);
+  expect((await rival.post('/api/grab', { data: { voucher_id: id } })).status()).toBe(200);
+  await rival.dispose();
+
+  await open(page, '/');
+  await signIn(page, uniqueTitle('bob'));
+  const card = page.getByRole('article', { name: title });
+  await expect(card).toContainText('0 of 1 left');
+  await card.getByRole('button', { name: 'Grab' }).click();
+  await expect(card.getByRole('alert')).toHaveText('Sold out.');
+});
+
+test('grabbing without signing in asks to sign in', async ({ page, request }) => {
+  const title = uniqueTitle('Pie');
+  await createVoucher(request, title, 3);
+  await open(page, '/');
+  const card = page.getByRole('article', { name: title });
+  await card.getByRole('button', { name: 'Grab' }).click();
+  await expect(card.getByRole('alert')).toHaveText('Please sign in first.');
+});

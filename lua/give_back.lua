@@ -18,5 +18,6 @@ if string.find(flags, 'b', 1, true) then redis.call('SREM', KEYS[2], ARGV[2]) en
 redis.call('HSET', KEYS[3], ARGV[1], 'failed:' .. ARGV[2] .. ':' .. ARGV[3])
 if string.find(flags, 'd', 1, true) then
   redis.call('XADD', KEYS[5], '*', 'order', ARGV[1], 'user', ARGV[2], 'reason', ARGV[3])
+  redis.call('PUBLISH', ARGV[7], 'dead_letter:' .. ARGV[8] .. ':' .. ARGV[1])
 end
 return 1

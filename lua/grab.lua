@@ -1,5 +1,6 @@
 -- The seckill gate: decides one grab atomically.
 -- KEYS[1] stock   KEYS[2] buyers   KEYS[3] window   KEYS[4] orders stream   KEYS[5] results
+-- KEYS[6] refusals counter (read by the live dashboard)
 -- ARGV[1] user id   ARGV[2] order id   ARGV[3] voucher id   ARGV[4] events channel
 -- Returns 0 granted, 1 unknown (not warmed), 2 not started, 3 ended, 4 sold out,
 -- 5 already bought. Time comes from Redis TIME so every app instance agrees.
@@ -9,12 +10,16 @@ if not stock then return 1 end
 local window = redis.call('HMGET', KEYS[3], 'begins', 'ends')
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-if now < tonumber(window[1]) then return 2 end
-if now >= tonumber(window[2]) then return 3 end
+local function refuse(code)
+  redis.call('INCR', KEYS[6])
+  return code
+end
+if now < tonumber(window[1]) then return refuse(2) end
+if now >= tonumber(window[2]) then return refuse(3) end
 
 -- Checked before stock: a buyer asking again is told they have it, not "sold out".
-if redis.call('SISMEMBER', KEYS[2], ARGV[1]) == 1 then return 5 end
-if tonumber(stock) <= 0 then return 4 end
+if redis.call('SISMEMBER', KEYS[2], ARGV[1]) == 1 then return refuse(5) end
+if tonumber(stock) <= 0 then return refuse(4) end
 
 local left = redis.call('DECR', KEYS[1])
 redis.call('SADD', KEYS[2], ARGV[1])

@@ -128,7 +128,8 @@ impl Worker {
     /// Returns how many entries it handled.
     async fn step(&mut self, drain_own: bool, next_recover: &mut Instant, every: Duration) -> Result<usize, WorkError> {
         if self.streams.is_empty() {
-            tokio::time::sleep(Duration::from_millis(self.settings.block_ms)).await;
+            // Nothing to read until a voucher appears; look again at the next refresh.
+            tokio::time::sleep(REFRESH_EVERY).await;
             return Ok(0);
         }
         if Instant::now() >= *next_recover {

@@ -71,6 +71,7 @@ impl Scripts {
             .key(&keys.window)
             .key(&keys.orders)
             .key(&keys.results)
+            .key(&keys.refused)
             .arg(user_id)
             .arg(order_id)
             .arg(voucher_id)

@@ -16,6 +16,8 @@ pub struct SaleKeys {
     pub results: String,
     /// Stream of orders that failed too often (dead letters).
     pub dlq: String,
+    /// Count of grabs the gate refused (for the live refusal rate).
+    pub refused: String,
 }
 
 impl SaleKeys {
@@ -28,6 +30,7 @@ impl SaleKeys {
             orders: format!("{base}:orders"),
             results: format!("{base}:results"),
             dlq: format!("{base}:dlq"),
+            refused: format!("{base}:refused"),
         }
     }
 }
@@ -47,7 +50,7 @@ mod tests {
     #[test]
     fn keys_of_one_voucher_share_a_hash_tag() {
         let k = SaleKeys::new("seckill", 42);
-        for key in [&k.stock, &k.buyers, &k.window, &k.orders, &k.results, &k.dlq] {
+        for key in [&k.stock, &k.buyers, &k.window, &k.orders, &k.results, &k.dlq, &k.refused] {
             assert!(key.starts_with("seckill:{v42}:"), "{key}");
         }
         assert_ne!(SaleKeys::new("seckill", 4).stock, SaleKeys::new("seckill", 42).stock);

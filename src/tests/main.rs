@@ -2,6 +2,7 @@
 
 mod api;
 mod gate;
+mod ids;
 mod recovery;
 mod storm;
 mod support;

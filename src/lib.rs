@@ -9,6 +9,7 @@
 //! - `voucher`: vouchers, validation, SQL, warm-up, the admin page.
 //! - `sale`: the gate, `grab` / `grab_result` / `sale_stats`, the shopper page.
 //! - `orders`: order SQL and the stream worker.
+//! - `live`: the sampler, sale events and the live dashboard feed.
 //! - `server` (server only): start-up, router, a private redis-server for dev runs.
 //!
 //! Server-only code sits behind the `ssr` feature; `hydrate` builds the browser side.
@@ -16,6 +17,7 @@
 pub mod app;
 pub mod auth;
 pub mod error;
+pub mod live;
 pub mod orders;
 pub mod sale;
 pub mod voucher;

@@ -1,6 +1,6 @@
 //! The state every request handler and server function shares.
 
-use crate::{auth::Secrets, ids::OrderIds, sale::gate::Scripts};
+use crate::{auth::Secrets, ids::OrderIds, live::hub::Hub, sale::{gate::Scripts, sold_out::SoldOutFlags}};
 use axum::extract::FromRef;
 use leptos::config::LeptosOptions;
 use redis::aio::ConnectionManager;
@@ -24,6 +24,12 @@ pub struct AppState {
     pub secrets: Arc<Secrets>,
     /// Prefix of every Redis key and channel.
     pub namespace: Arc<str>,
+    /// This process's sold-out flags (a cache fed by the sold-out broadcast).
+    pub sold_out: Arc<SoldOutFlags>,
+    /// Fans live numbers and events out to open dashboards.
+    pub hub: Arc<Hub>,
+    /// Turns true when the server is stopping (long-lived feeds end then).
+    pub stopping: tokio::sync::watch::Receiver<bool>,
 }
 
 impl FromRef<AppState> for LeptosOptions {

@@ -91,6 +91,7 @@ struct Entry {
 impl Worker {
     async fn run(mut self, mut shutdown: watch::Receiver<bool>) {
         tracing::info!(consumer = %self.settings.consumer, "worker started");
+        self.announce("worker_joined").await;
         let mut drain_own = true;
         let mut backoff = Duration::from_millis(100);
         let mut next_refresh = Instant::now();
@@ -122,6 +123,17 @@ impl Worker {
             }
         }
         tracing::info!(consumer = %self.settings.consumer, "worker stopped");
+        self.announce("worker_left").await;
+    }
+
+    /// Tells every dashboard (through the sale events channel) that this worker came or went.
+    async fn announce(&mut self, what: &str) {
+        let channel = crate::sale::keys::events_channel(&self.state.namespace);
+        let message = format!("{what}:{}", self.settings.consumer);
+        let sent: redis::RedisResult<i64> = self.redis.publish(channel, message).await;
+        if let Err(e) = sent {
+            tracing::warn!("worker: announcing {what}: {e}");
+        }
     }
 
     /// One unit of work: recover idle entries when due, then read and persist a batch.

@@ -21,10 +21,15 @@ use {
 /// Tries to buy one unit. Answers at once with the order id (status queued); the
 /// order is persisted in the background. Refusals: `not_signed_in`,
 /// `unknown_voucher`, `not_started`, `ended`, `sold_out`, `already_bought`.
+/// Once this process knows the voucher is sold out it answers `sold_out` without
+/// asking Redis (to everyone, buyers included).
 #[server(prefix = "/api", endpoint = "grab", input = Json)]
 pub async fn grab(voucher_id: i64) -> AppResult<GrabTicket> {
     let state = expect_context::<AppState>();
     let user_id = require_user(&state.secrets)?;
+    if state.sold_out.refuse(voucher_id) {
+        return Err(ErrorCode::SoldOut.into());
+    }
     let mut redis = state.redis.clone();
     let order_id = state.ids.next(&mut redis).await.map_err(|e| AppError::unavailable("order id", e))?;
     let keys = SaleKeys::new(&state.namespace, voucher_id);
@@ -35,7 +40,12 @@ pub async fn grab(voucher_id: i64) -> AppResult<GrabTicket> {
         .map_err(|e| AppError::unavailable("gate", e))?;
     match verdict {
         Verdict::Granted => Ok(GrabTicket { order_id: order_id.to_string(), status: GrabStatus::Queued }),
-        Verdict::Refused(code) => Err(code.into()),
+        Verdict::Refused(code) => {
+            if code == ErrorCode::SoldOut {
+                state.sold_out.set(voucher_id);
+            }
+            Err(code.into())
+        }
     }
 }
 

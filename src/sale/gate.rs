@@ -42,6 +42,7 @@ pub struct Scripts {
     grab: Script,
     warm: Script,
     give_back: Script,
+    sample: Script,
     channel: String,
 }
 
@@ -51,6 +52,7 @@ impl Scripts {
             grab: Script::new(include_str!("../../lua/grab.lua")),
             warm: Script::new(include_str!("../../lua/warm.lua")),
             give_back: Script::new(include_str!("../../lua/give_back.lua")),
+            sample: Script::new(include_str!("../../lua/sample.lua")),
             channel: super::keys::events_channel(namespace),
         }
     }
@@ -127,5 +129,27 @@ impl Scripts {
             .invoke_async(redis)
             .await?;
         Ok(acted == 1)
+    }
+
+    /// The live numbers of each voucher (see `lua/sample.lua`), in one pipelined
+    /// round trip. Pipelines do not reload scripts by themselves: on NOSCRIPT the
+    /// script is loaded and the pipeline sent once more.
+    pub async fn sample(&self, redis: &mut ConnectionManager, keys: &[SaleKeys]) -> RedisResult<Vec<Vec<i64>>> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut pipe = redis::pipe();
+        for k in keys {
+            let mut call = self.sample.key(&k.stock);
+            call.key(&k.buyers).key(&k.orders).key(&k.dlq).key(&k.refused).arg(super::keys::GROUP);
+            pipe.invoke_script(&call);
+        }
+        match pipe.query_async(redis).await {
+            Err(e) if e.kind() == redis::ErrorKind::NoScriptError => {
+                self.sample.prepare_invoke().load_async(redis).await?;
+                pipe.query_async(redis).await
+            }
+            other => other,
+        }
     }
 }

@@ -6,6 +6,8 @@ pub mod api;
 pub mod gate;
 #[cfg(feature = "ssr")]
 pub mod keys;
+#[cfg(feature = "ssr")]
+pub mod sold_out;
 pub mod view;
 
 use chrono::{DateTime, Utc};

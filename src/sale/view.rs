@@ -10,8 +10,10 @@ use crate::{
     error::AppError,
     voucher::{api::list_vouchers, Voucher},
 };
+use crate::live::{view::use_shop_feed, StockLive};
 use chrono::{DateTime, Utc};
 use leptos::prelude::*;
+use std::collections::HashMap;
 
 #[component]
 pub fn ShopPage() -> impl IntoView {
@@ -25,8 +27,10 @@ pub fn ShopPage() -> impl IntoView {
     let now = RwSignal::new(Utc::now());
     let refresh = RwSignal::new(0u64);
     every(1000, move || now.set(Utc::now()));
-    every(2000, move || refresh.update(|n| *n += 1));
+    // New sales appear on the next list refresh; stock moves live.
+    every(5000, move || refresh.update(|n| *n += 1));
     let vouchers = Resource::new(move || refresh.get(), |_| list_vouchers());
+    let live = use_shop_feed();
     view! {
         <h1 class="mb-4 text-2xl font-bold">"Flash sales"</h1>
         <SignInBox user/>
@@ -37,7 +41,7 @@ pub fn ShopPage() -> impl IntoView {
                 Ok(list) => view! {
                     <div class="grid gap-4 sm:grid-cols-2">
                         <For each=move || list.clone() key=|v| v.id let:v>
-                            <SaleCard id=v.id vouchers now/>
+                            <SaleCard id=v.id vouchers live now/>
                         </For>
                     </div>
                 }.into_any(),
@@ -74,6 +78,7 @@ pub fn countdown(now: DateTime<Utc>, begins: DateTime<Utc>, ends: DateTime<Utc>)
 fn SaleCard(
     id: i64,
     vouchers: Resource<Result<Vec<Voucher>, AppError>>,
+    live: RwSignal<HashMap<i64, StockLive>>,
     now: RwSignal<DateTime<Utc>>,
 ) -> impl IntoView {
     // The card follows the list as it refreshes, without being rebuilt.
@@ -95,12 +100,21 @@ fn SaleCard(
         None => {}
     });
     let title = move || voucher().map(|v| v.title).unwrap_or_default();
+    // Live stock when the feed has it, else the list's.
+    let remaining = move || {
+        let listed = voucher().map(|v| v.remaining);
+        live.with(|m| m.get(&id).map(|l| l.stock.max(0))).or(listed)
+    };
+    let sold_out = move || live.with(|m| m.get(&id).is_some_and(|l| l.sold_out)) || remaining() == Some(0);
     view! {
         <article class="rounded-lg bg-white p-4 shadow" aria-label=title>
             <h2 class="text-lg font-semibold">{title}</h2>
             <p>
-                {move || voucher().map(|v| format!("{} of {} left", v.remaining, v.stock))}
+                {move || voucher().zip(remaining()).map(|(v, left)| format!("{left} of {} left", v.stock))}
             </p>
+            <Show when=sold_out>
+                <p role="status" class="font-semibold text-rose-700">"Sold out"</p>
+            </Show>
             <p class="text-sm text-slate-600">
                 {move || voucher().map(|v| countdown(now.get(), v.begins_at, v.ends_at))}
             </p>

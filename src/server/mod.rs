@@ -9,12 +9,13 @@ use crate::{
     auth::Secrets,
     config::Config,
     ids::OrderIds,
+    live::{events, hub::Hub, sampler, sse},
     orders::worker::{self, WorkerSettings},
-    sale::gate::Scripts,
+    sale::{gate::Scripts, keys::events_channel, sold_out::SoldOutFlags},
     state::AppState,
     voucher::warm,
 };
-use axum::Router;
+use axum::{routing::get, Router};
 use leptos::config::LeptosOptions;
 use leptos_axum::{generate_route_list, LeptosRoutes};
 use local_redis::LocalRedis;
@@ -25,6 +26,10 @@ use sqlx::{
 };
 use std::{future::Future, path::Path, str::FromStr, sync::Arc, time::Duration};
 use tokio::{net::TcpListener, sync::watch};
+
+/// How long a sold-out flag refuses grabs before the gate is asked again. Short, as
+/// pub/sub may lose the restock event that would clear it.
+const SOLD_OUT_TTL: Duration = Duration::from_secs(2);
 
 /// Why the server could not start or stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -80,6 +85,8 @@ async fn run(
         _ => (random_token(), true),
     };
     let secrets = Secrets::new(config.session_secret.as_deref(), admin_token.clone()).map_err(ServeError::Config)?;
+    // One signal stops everything: HTTP (after open feeds end), worker, sampler, events.
+    let (stop, stopping) = watch::channel(false);
     let state = AppState {
         leptos_options: leptos_options.clone(),
         db,
@@ -88,29 +95,41 @@ async fn run(
         ids: Arc::new(OrderIds::new(&config.redis_namespace, config.id_block)),
         secrets: Arc::new(secrets),
         namespace: config.redis_namespace.as_str().into(),
+        sold_out: Arc::new(SoldOutFlags::new(SOLD_OUT_TTL)),
+        hub: Arc::new(Hub::default()),
+        stopping: stopping.clone(),
     };
     let warmed = warm::warm_all(&state).await?;
 
-    let (stop_worker, worker_stop) = watch::channel(false);
-    let worker = if config.worker {
+    let channel = events_channel(&config.redis_namespace);
+    let mut tasks = vec![
+        events::start(client.clone(), channel, state.sold_out.clone(), state.hub.clone(), stopping.clone()).await?,
+        sampler::spawn(state.clone(), state.hub.clone(), state.sold_out.clone(), stopping.clone()),
+    ];
+    if config.worker {
         // Blocking stream reads get a connection of their own (no response timeout).
         let conn = connect(&client, None).await?;
-        Some(worker::spawn(state.clone(), conn, worker_settings(&config), worker_stop))
-    } else {
-        None
-    };
+        tasks.push(worker::spawn(state.clone(), conn, worker_settings(&config), stopping.clone()));
+    }
 
     let addr = listener.local_addr()?;
     println!("Seckill listening on http://{addr} ({warmed} live vouchers warmed)");
     if generated {
         println!("Admin token (generated for this run): {admin_token}");
     }
-    axum::serve(listener, router(state)).with_graceful_shutdown(shutdown).await?;
-    let _ = stop_worker.send(true);
-    if let Some(w) = worker {
-        let _ = w.await;
+    tokio::spawn(async move {
+        shutdown.await;
+        let _ = stop.send(true);
+    });
+    let mut http_stopping = stopping;
+    let http_stop = async move {
+        let _ = http_stopping.wait_for(|s| *s).await;
+    };
+    let served = axum::serve(listener, router(state)).with_graceful_shutdown(http_stop).await;
+    for task in tasks {
+        let _ = task.await;
     }
-    Ok(())
+    Ok(served?)
 }
 
 /// The routes: pages, the `/api/...` server functions, static files.
@@ -118,6 +137,7 @@ pub fn router(state: AppState) -> Router {
     let routes = generate_route_list(App);
     let options = state.leptos_options.clone();
     Router::new()
+        .route("/api/live", get(sse::live))
         .leptos_routes_with_context(&state, routes, || {}, {
             let options = options.clone();
             move || shell(options.clone())

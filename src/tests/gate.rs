@@ -13,7 +13,8 @@ async fn grab_outcomes_through_the_api() {
     let app = TestApp::spawn().await;
     let ann = app.sign_in("ann").await;
     let bob = app.sign_in("bob").await;
-    let one = app.create_voucher(1, -5, 3600).await;
+    let cid = app.sign_in("cid").await;
+    let one = app.create_voucher(2, -5, 3600).await;
 
     let (status, body) = app.grab(&ann, one).await;
     assert_eq!(status, 200, "{body}");
@@ -23,7 +24,8 @@ async fn grab_outcomes_through_the_api() {
 
     let (status, body) = app.grab(&ann, one).await;
     assert_eq!((status.as_u16(), code(&body)), (409, "already_bought"));
-    let (status, body) = app.grab(&bob, one).await;
+    assert_eq!(app.grab(&bob, one).await.0, 200, "the last unit");
+    let (status, body) = app.grab(&cid, one).await;
     assert_eq!((status.as_u16(), code(&body)), (409, "sold_out"));
 
     let later = app.create_voucher(5, 3600, 7200).await;

@@ -7,7 +7,7 @@ use super::{
 use crate::{
     app::every,
     auth::api::{admin_sign_in, admin_status},
-    sale::api::sale_stats,
+    live::view::LiveBoard,
 };
 use chrono::{Duration, SubsecRound, Utc};
 use leptos::prelude::*;
@@ -58,19 +58,24 @@ fn Unlock(unlocked: RwSignal<bool>) -> impl IntoView {
 
 #[component]
 fn AdminBoard() -> impl IntoView {
+    // The list (titles, windows) changes rarely; the numbers come from the live feed.
     let refresh = RwSignal::new(0u64);
-    every(1000, move || refresh.update(|n| *n += 1));
+    every(5000, move || refresh.update(|n| *n += 1));
     let vouchers = Resource::new(move || refresh.get(), |_| list_vouchers());
+    let titles = Signal::derive(move || {
+        vouchers.get().and_then(Result::ok).unwrap_or_default().into_iter().map(|v| (v.id, v.title)).collect()
+    });
     view! {
         <CreateVoucher refresh/>
+        <LiveBoard titles/>
         <h2 class="mb-2 mt-6 text-xl font-semibold">"Vouchers"</h2>
         <Transition fallback=|| view! { <p>"Loading…"</p> }>
             {move || vouchers.get().map(|list| match list {
                 Err(e) => view! { <p role="alert">{e.message}</p> }.into_any(),
                 Ok(list) => view! {
-                    <div class="grid gap-4">
+                    <div class="grid gap-2">
                         <For each=move || list.clone() key=|v| v.id let:v>
-                            <VoucherStats voucher=v refresh/>
+                            <VoucherRow voucher=v/>
                         </For>
                     </div>
                 }.into_any(),
@@ -131,52 +136,27 @@ fn CreateVoucher(refresh: RwSignal<u64>) -> impl IntoView {
     }
 }
 
-/// One voucher's numbers and its Warm up button.
+/// One voucher: its window and its Warm up button.
 #[component]
-fn VoucherStats(voucher: Voucher, refresh: RwSignal<u64>) -> impl IntoView {
+fn VoucherRow(voucher: Voucher) -> impl IntoView {
     let id = voucher.id;
-    let stats = Resource::new(move || refresh.get(), move |_| sale_stats(id));
     let warm = Action::new(move |_: &()| warm_up(id));
     let warm_message = move || match warm.value().get() {
         Some(Ok(v)) => Some(format!("Warmed: {} left", v.remaining)),
         Some(Err(e)) => Some(e.message),
         None => None,
     };
-    let number = |label: &'static str, value: String| {
-        view! {
-            <div class="rounded bg-slate-100 p-2">
-                <dt class="text-xs text-slate-500">{label}</dt>
-                <dd class="text-lg font-semibold">{value}</dd>
-            </div>
-        }
-    };
     view! {
-        <article class="rounded-lg bg-white p-4 shadow" aria-label=voucher.title.clone()>
-            <div class="flex flex-wrap items-center justify-between gap-2">
-                <h3 class="font-semibold">{format!("#{} {}", voucher.id, voucher.title)}</h3>
-                <span class="text-xs text-slate-500">
-                    {format!("{} → {}", voucher.begins_at.to_rfc3339(), voucher.ends_at.to_rfc3339())}
-                </span>
-                <button class="rounded border px-3 py-1 text-sm" on:click=move |_| { warm.dispatch(()); }>
-                    "Warm up"
-                </button>
-            </div>
+        <article class="flex flex-wrap items-center justify-between gap-2 rounded-lg bg-white p-3 shadow"
+            aria-label=voucher.title.clone()>
+            <h3 class="font-semibold">{format!("#{} {}", voucher.id, voucher.title)}</h3>
+            <span class="text-xs text-slate-500">
+                {format!("{} units, {} → {}", voucher.stock, voucher.begins_at.to_rfc3339(), voucher.ends_at.to_rfc3339())}
+            </span>
             <p role="status" class="text-sm">{warm_message}</p>
-            <Transition fallback=|| ()>
-                {move || stats.get().map(|s| match s {
-                    Err(e) => view! { <p role="alert">{e.message}</p> }.into_any(),
-                    Ok(s) => view! {
-                        <dl class="mt-2 grid grid-cols-3 gap-2 sm:grid-cols-7">
-                            {number("Stock left", format!("{} / {}", s.redis_stock.map_or("–".into(), |n| n.to_string()), s.total_stock))}
-                            {number("Granted", s.granted.to_string())}
-                            {number("Persisted", s.persisted.to_string())}
-                            {number("Stream", s.stream_length.to_string())}
-                            {number("Pending", s.pending.to_string())}
-                            {number("Dead letters", s.dead_letters.to_string())}
-                        </dl>
-                    }.into_any(),
-                })}
-            </Transition>
+            <button class="rounded border px-3 py-1 text-sm" on:click=move |_| { warm.dispatch(()); }>
+                "Warm up"
+            </button>
         </article>
     }
 }

@@ -1,0 +1,28 @@
+-- One voucher's live numbers in one step, for the dashboard sampler. Read-only, and
+-- never fails on a missing stream or group (Redis may have lost the voucher).
+-- KEYS[1] stock   KEYS[2] buyers   KEYS[3] orders stream   KEYS[4] dlq
+-- KEYS[5] refusals counter   ARGV[1] consumer group
+-- Returns {stock or -1, granted, stream length, group lag or -1, pending,
+--          dead letters, refusals}.
+local stock = tonumber(redis.call('GET', KEYS[1]) or '-1')
+local lag, pending = -1, 0
+local ok, groups = pcall(redis.call, 'XINFO', 'GROUPS', KEYS[3])
+if ok then
+  for _, g in ipairs(groups) do
+    local fields = {}
+    for i = 1, #g, 2 do fields[g[i]] = g[i + 1] end
+    if fields['name'] == ARGV[1] then
+      pending = tonumber(fields['pending']) or 0
+      if type(fields['lag']) == 'number' then lag = fields['lag'] end
+    end
+  end
+end
+return {
+  stock,
+  redis.call('SCARD', KEYS[2]),
+  redis.call('XLEN', KEYS[3]),
+  lag,
+  pending,
+  redis.call('XLEN', KEYS[4]),
+  tonumber(redis.call('GET', KEYS[5]) or '0'),
+}

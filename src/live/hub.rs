@@ -1,0 +1,102 @@
+//! Fans the sampler's snapshots and the sale events out to every open feed.
+//! Frames are serialised once, whatever the number of subscribers.
+
+use super::{AdminFrame, LiveEvent, ShopFrame, Snapshot};
+use std::{collections::VecDeque, sync::{Arc, Mutex}};
+use tokio::sync::broadcast;
+
+/// Snapshots kept for charts of a newly opened dashboard: one a second, 3 minutes.
+const HISTORY: usize = 180;
+/// Events kept for the log of a newly opened dashboard.
+const RECENT_EVENTS: usize = 50;
+
+/// One message, ready to send: the admin form and, if shoppers see it, theirs.
+#[derive(Clone, Debug)]
+pub struct Frame {
+    pub admin: Arc<str>,
+    pub shop: Option<Arc<str>>,
+}
+
+#[derive(Default)]
+struct Recent {
+    history: VecDeque<Snapshot>,
+    events: VecDeque<LiveEvent>,
+    latest_shop: Option<Arc<str>>,
+}
+
+pub struct Hub {
+    tx: broadcast::Sender<Frame>,
+    recent: Mutex<Recent>,
+}
+
+impl Default for Hub {
+    fn default() -> Self {
+        // A slow browser that falls this far behind skips frames rather than
+        // holding memory for it.
+        let (tx, _) = broadcast::channel(64);
+        Self { tx, recent: Mutex::new(Recent::default()) }
+    }
+}
+
+impl Hub {
+    pub fn publish_snapshot(&self, snapshot: Snapshot) {
+        let shop = Arc::<str>::from(to_json(&ShopFrame::Stock { vouchers: snapshot.stock_only() }));
+        let admin = Arc::<str>::from(to_json(&AdminFrame::Snapshot(snapshot.clone())));
+        {
+            let mut recent = self.lock();
+            let due = recent.history.back().is_none_or(|last| snapshot.at_ms - last.at_ms >= 1_000);
+            if due {
+                if recent.history.len() == HISTORY {
+                    recent.history.pop_front();
+                }
+                recent.history.push_back(snapshot);
+            }
+            recent.latest_shop = Some(shop.clone());
+        }
+        let _ = self.tx.send(Frame { admin, shop: Some(shop) });
+    }
+
+    pub fn publish_event(&self, event: LiveEvent) {
+        let admin = Arc::<str>::from(to_json(&AdminFrame::Event(event.clone())));
+        let for_shoppers = matches!(event.kind, super::EventKind::SoldOut | super::EventKind::Restocked);
+        let shop = for_shoppers.then(|| Arc::<str>::from(to_json(&ShopFrame::Event(event.clone()))));
+        {
+            let mut recent = self.lock();
+            if recent.events.len() == RECENT_EVENTS {
+                recent.events.pop_front();
+            }
+            recent.events.push_back(event);
+        }
+        let _ = self.tx.send(Frame { admin, shop });
+    }
+
+    /// A new admin feed: its first message (history and recent events) and the rest.
+    pub fn subscribe_admin(&self) -> (String, broadcast::Receiver<Frame>) {
+        let rx = self.tx.subscribe();
+        let recent = self.lock();
+        let hello = AdminFrame::Hello {
+            history: recent.history.iter().cloned().collect(),
+            events: recent.events.iter().cloned().collect(),
+        };
+        (to_json(&hello), rx)
+    }
+
+    /// A new shopper feed: the latest stock (if any) and the rest.
+    pub fn subscribe_shop(&self) -> (Option<Arc<str>>, broadcast::Receiver<Frame>) {
+        let rx = self.tx.subscribe();
+        (self.lock().latest_shop.clone(), rx)
+    }
+
+    /// Open feeds right now.
+    pub fn subscribers(&self) -> usize {
+        self.tx.receiver_count()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Recent> {
+        self.recent.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+fn to_json(value: &impl serde::Serialize) -> String {
+    serde_json::to_string(value).unwrap_or_else(|_| "{}".to_owned())
+}

@@ -1,0 +1,76 @@
+//! `GET /api/live`: the operator's feed (admin token or admin cookie), and
+//! `GET /api/live?view=shop`: the shoppers' stock feed (public). Server-Sent Events;
+//! browsers reconnect by themselves and get a fresh `hello` each time.
+
+use super::hub::Frame;
+use crate::{error::{AppError, ErrorCode}, state::AppState};
+use axum::{
+    extract::{Query, State},
+    http::{HeaderMap, StatusCode},
+    response::{
+        sse::{Event, KeepAlive, Sse},
+        IntoResponse, Response,
+    },
+    Json,
+};
+use futures::{stream, Stream, StreamExt};
+use serde::Deserialize;
+use std::{convert::Infallible, sync::Arc, time::Duration};
+use tokio::sync::broadcast::{self, error::RecvError};
+
+#[derive(Deserialize)]
+pub struct LiveQuery {
+    /// `shop` for the public stock feed; absent for the operator's feed.
+    view: Option<String>,
+}
+
+pub async fn live(State(state): State<AppState>, Query(q): Query<LiveQuery>, headers: HeaderMap) -> Response {
+    match q.view.as_deref() {
+        Some("shop") => {
+            let (latest, rx) = state.hub.subscribe_shop();
+            let first = latest.map(|s| s.to_string());
+            sse(first, rx, |f| f.shop.clone(), state.stopping.clone()).into_response()
+        }
+        None if state.secrets.is_admin(&headers) => {
+            let (hello, rx) = state.hub.subscribe_admin();
+            sse(Some(hello), rx, |f| Some(f.admin.clone()), state.stopping.clone()).into_response()
+        }
+        None => refuse(ErrorCode::AdminRequired, AppError::new(ErrorCode::AdminRequired)),
+        Some(_) => refuse(ErrorCode::InvalidInput, AppError::invalid("view must be `shop` or absent.")),
+    }
+}
+
+fn refuse(code: ErrorCode, err: AppError) -> Response {
+    let status = StatusCode::from_u16(code.status()).unwrap_or(StatusCode::BAD_REQUEST);
+    (status, Json(err)).into_response()
+}
+
+/// The first message, then every frame this feed shows, until the server stops.
+fn sse(
+    first: Option<String>,
+    rx: broadcast::Receiver<Frame>,
+    pick: fn(&Frame) -> Option<Arc<str>>,
+    mut stopping: tokio::sync::watch::Receiver<bool>,
+) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    let head = stream::iter(first.map(|data| Ok(Event::default().data(data))));
+    let rest = stream::unfold(rx, move |mut rx| async move {
+        loop {
+            match rx.recv().await {
+                Ok(frame) => {
+                    if let Some(data) = pick(&frame) {
+                        return Some((Ok(Event::default().data(data.as_ref())), rx));
+                    }
+                }
+                // A slow reader skips frames; the next snapshot is complete anyway.
+                Err(RecvError::Lagged(_)) => continue,
+                Err(RecvError::Closed) => return None,
+            }
+        }
+    });
+    // End the stream when the server stops, so graceful shutdown is not held up.
+    let stop = async move {
+        let _ = stopping.wait_for(|s| *s).await;
+    };
+    let body = head.chain(rest).take_until(Box::pin(stop));
+    Sse::new(body).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+}

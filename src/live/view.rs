@@ -1,0 +1,320 @@
+//! The browser side of the live feed: an EventSource that reconnects by itself, the
+//! operator's live board (numbers, progress, charts, event log) and the shoppers'
+//! live stock.
+
+use super::{AdminFrame, EventKind, LiveEvent, ShopFrame, Snapshot, StockLive, VoucherLive};
+use leptos::prelude::*;
+use std::collections::{HashMap, VecDeque};
+
+/// Points kept per chart: 3 minutes at the sampler's 4 a second.
+const MAX_POINTS: usize = 720;
+/// Events shown in the log.
+const MAX_EVENTS: usize = 50;
+
+/// State of the feed's connection, shown to the operator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Connection {
+    Connecting,
+    Live,
+    Reconnecting,
+}
+
+impl Connection {
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Connecting => "Connecting…",
+            Self::Live => "Live",
+            Self::Reconnecting => "Reconnecting…",
+        }
+    }
+}
+
+/// One point of a voucher's charts.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Point {
+    pub at_ms: i64,
+    pub grabs_per_s: f64,
+    pub orders_per_s: f64,
+    pub stock: f64,
+}
+
+/// What the operator's board shows, updated by the feed.
+#[derive(Clone, Copy)]
+pub struct AdminFeed {
+    pub connection: RwSignal<Connection>,
+    pub latest: RwSignal<HashMap<i64, VoucherLive>>,
+    pub series: RwSignal<HashMap<i64, VecDeque<Point>>>,
+    pub events: RwSignal<VecDeque<LiveEvent>>,
+}
+
+impl AdminFeed {
+    fn apply(&self, frame: AdminFrame) -> Option<()> {
+        match frame {
+            AdminFrame::Hello { history, events } => {
+                set(self.series, HashMap::new())?;
+                for snapshot in history {
+                    self.add_points(&snapshot)?;
+                }
+                set(self.events, events.into_iter().rev().collect())?;
+            }
+            AdminFrame::Snapshot(snapshot) => {
+                self.add_points(&snapshot)?;
+                set(self.latest, snapshot.vouchers.into_iter().map(|v| (v.voucher_id, v)).collect())?;
+            }
+            AdminFrame::Event(event) => {
+                self.events.try_update(|log| {
+                    log.push_front(event);
+                    log.truncate(MAX_EVENTS);
+                })?;
+            }
+        }
+        Some(())
+    }
+
+    fn add_points(&self, snapshot: &Snapshot) -> Option<()> {
+        self.series.try_update(|series| {
+            for v in &snapshot.vouchers {
+                let points = series.entry(v.voucher_id).or_default();
+                if points.len() == MAX_POINTS {
+                    points.pop_front();
+                }
+                points.push_back(Point {
+                    at_ms: snapshot.at_ms,
+                    grabs_per_s: v.grabs_per_s,
+                    orders_per_s: v.orders_per_s,
+                    stock: v.stock.max(0) as f64,
+                });
+            }
+        })
+    }
+}
+
+/// Sets a signal; `None` when its component is gone (the feed then closes).
+fn set<T: Send + Sync + 'static>(signal: RwSignal<T>, value: T) -> Option<()> {
+    signal.try_set(value).is_none().then_some(())
+}
+
+/// Opens the operator's feed for as long as the calling component lives.
+pub fn use_admin_feed() -> AdminFeed {
+    let feed = AdminFeed {
+        connection: RwSignal::new(Connection::Connecting),
+        latest: RwSignal::new(HashMap::new()),
+        series: RwSignal::new(HashMap::new()),
+        events: RwSignal::new(VecDeque::new()),
+    };
+    Effect::new(move |_| {
+        listen("/api/live", feed.connection, move |text| {
+            serde_json::from_str::<AdminFrame>(&text).ok().map_or(Some(()), |f| feed.apply(f))
+        });
+    });
+    feed
+}
+
+/// Live stock per voucher for the shoppers' page (empty until the first message).
+pub fn use_shop_feed() -> RwSignal<HashMap<i64, StockLive>> {
+    let stock = RwSignal::new(HashMap::new());
+    let connection = RwSignal::new(Connection::Connecting);
+    Effect::new(move |_| {
+        listen("/api/live?view=shop", connection, move |text| match serde_json::from_str::<ShopFrame>(&text) {
+            Ok(ShopFrame::Stock { vouchers }) => set(stock, vouchers.into_iter().map(|v| (v.voucher_id, v)).collect()),
+            Ok(ShopFrame::Event(e)) => stock.try_update(|map| apply_stock_event(map, &e)),
+            Err(_) => Some(()),
+        });
+    });
+    stock
+}
+
+/// A sold-out or restock event changes a card at once, before the next snapshot.
+fn apply_stock_event(map: &mut HashMap<i64, StockLive>, e: &LiveEvent) {
+    let Some(id) = e.voucher_id else { return };
+    let entry = map.entry(id).or_insert_with(|| StockLive { voucher_id: id, ..StockLive::default() });
+    match e.kind {
+        EventKind::SoldOut => {
+            entry.sold_out = true;
+            entry.stock = 0;
+        }
+        EventKind::Restocked => entry.sold_out = false,
+        _ => {}
+    }
+}
+
+/// Feeds each message of the event stream at `url` to `on_message` until it answers
+/// `None` (its component is gone). The browser reconnects after a blip by itself; when
+/// it gives up (the server was down), a new connection is tried every 2 seconds.
+#[allow(unused_variables)]
+fn listen<T: 'static>(url: &'static str, connection: RwSignal<Connection>, on_message: impl Fn(String) -> Option<T> + 'static) {
+    #[cfg(feature = "hydrate")]
+    browser::open(url, connection, std::rc::Rc::new(move |s| on_message(s).is_some()));
+}
+
+#[cfg(feature = "hydrate")]
+mod browser {
+    use super::Connection;
+    use leptos::prelude::*;
+    use std::rc::Rc;
+    use wasm_bindgen::{prelude::Closure, JsCast};
+    use web_sys::{EventSource, MessageEvent};
+
+    pub fn open(url: &'static str, connection: RwSignal<Connection>, on_message: Rc<dyn Fn(String) -> bool>) {
+        let Ok(source) = EventSource::new(url) else {
+            retry(url, connection, on_message);
+            return;
+        };
+        let onopen = Closure::<dyn FnMut()>::new(move || {
+            connection.try_set(Connection::Live);
+        });
+        let src = source.clone();
+        let handler = on_message.clone();
+        let onmessage = Closure::<dyn FnMut(MessageEvent)>::new(move |ev: MessageEvent| {
+            let alive = ev.data().as_string().is_none_or(|text| handler(text));
+            if !alive {
+                src.close();
+            }
+        });
+        let src = source.clone();
+        let onerror = Closure::<dyn FnMut()>::new(move || {
+            if connection.try_set(Connection::Reconnecting).is_some() {
+                src.close();
+            } else if src.ready_state() == EventSource::CLOSED {
+                retry(url, connection, on_message.clone());
+            }
+        });
+        source.set_onopen(Some(onopen.as_ref().unchecked_ref()));
+        source.set_onmessage(Some(onmessage.as_ref().unchecked_ref()));
+        source.set_onerror(Some(onerror.as_ref().unchecked_ref()));
+        // The callbacks live as long as the connection; a reconnect makes new ones.
+        onopen.forget();
+        onmessage.forget();
+        onerror.forget();
+    }
+
+    fn retry(url: &'static str, connection: RwSignal<Connection>, on_message: Rc<dyn Fn(String) -> bool>) {
+        set_timeout(move || open(url, connection, on_message), std::time::Duration::from_secs(2));
+    }
+}
+
+/// A small line chart of `values` (oldest first), scaled to its own maximum.
+#[component]
+pub fn Sparkline(#[prop(into)] values: Signal<Vec<f64>>, label: &'static str, color: &'static str) -> impl IntoView {
+    let points = move || {
+        let values = values.get();
+        let max = values.iter().copied().fold(1.0_f64, f64::max);
+        let step = 300.0 / (MAX_POINTS.max(2) - 1) as f64;
+        let offset = 300.0 - step * values.len().saturating_sub(1) as f64;
+        values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| format!("{:.1},{:.1}", offset + step * i as f64, 58.0 - 56.0 * v / max))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let last = move || values.get().last().map(|v| format!("{v:.0}")).unwrap_or_else(|| "–".into());
+    view! {
+        <figure class="rounded bg-slate-100 p-2">
+            <figcaption class="flex justify-between text-xs text-slate-500">
+                <span>{label}</span>
+                <span>{last}</span>
+            </figcaption>
+            <svg viewBox="0 0 300 60" class="h-14 w-full" role="img" aria-label=format!("{label} chart")>
+                <polyline fill="none" stroke=color stroke-width="2" points=points/>
+            </svg>
+        </figure>
+    }
+}
+
+/// The operator's live board: connection state, one panel per live voucher, the log.
+#[component]
+pub fn LiveBoard(titles: Signal<HashMap<i64, String>>) -> impl IntoView {
+    let feed = use_admin_feed();
+    let ids = move || {
+        let mut ids: Vec<i64> = feed.latest.get().keys().copied().collect();
+        ids.sort_unstable_by(|a, b| b.cmp(a));
+        ids
+    };
+    view! {
+        <section aria-label="Live dashboard" class="mt-6">
+            <div class="mb-2 flex items-center gap-3">
+                <h2 class="text-xl font-semibold">"Live"</h2>
+                <span role="status" aria-label="Feed" class=move || match feed.connection.get() {
+                    Connection::Live => "rounded bg-green-100 px-2 text-sm text-green-800",
+                    _ => "rounded bg-amber-100 px-2 text-sm text-amber-800",
+                }>{move || feed.connection.get().label()}</span>
+            </div>
+            <div class="grid gap-4">
+                <For each=ids key=|id| *id let:id>
+                    <LivePanel id feed titles/>
+                </For>
+            </div>
+            <EventLog events=feed.events/>
+        </section>
+    }
+}
+
+#[component]
+fn LivePanel(id: i64, feed: AdminFeed, titles: Signal<HashMap<i64, String>>) -> impl IntoView {
+    let live = move || feed.latest.with(|m| m.get(&id).cloned()).unwrap_or_default();
+    let title = move || titles.with(|t| t.get(&id).cloned()).unwrap_or_else(|| format!("Voucher #{id}"));
+    let series = move |f: fn(&Point) -> f64| {
+        Signal::derive(move || feed.series.with(|s| s.get(&id).map(|p| p.iter().map(f).collect()).unwrap_or_default()))
+    };
+    let big = |label: &'static str, value: Signal<String>| {
+        view! {
+            <div class="rounded bg-slate-100 p-2">
+                <dt class="text-xs text-slate-500">{label}</dt>
+                <dd class="text-2xl font-bold tabular-nums">{value}</dd>
+            </div>
+        }
+    };
+    let num = move |f: fn(&VoucherLive) -> i64| Signal::derive(move || f(&live()).to_string());
+    let sold = move || live().granted;
+    view! {
+        <article class="rounded-lg bg-white p-4 shadow" aria-label=move || format!("Live {}", title())>
+            <div class="flex items-center justify-between">
+                <h3 class="font-semibold">{move || format!("#{id} {}", title())}</h3>
+                <Show when=move || live().stock == 0>
+                    <span class="rounded bg-rose-100 px-2 text-sm font-semibold text-rose-800">"Sold out"</span>
+                </Show>
+            </div>
+            <div class="my-2 h-3 w-full rounded bg-slate-200" role="progressbar" aria-label="Sold"
+                aria-valuemin="0" aria-valuenow=sold aria-valuemax=move || live().total>
+                <div class="h-3 rounded bg-rose-600"
+                    style:width=move || format!("{:.1}%", 100.0 * sold() as f64 / live().total.max(1) as f64)></div>
+            </div>
+            <dl class="grid grid-cols-2 gap-2 sm:grid-cols-6">
+                {big("Stock left", Signal::derive(move || { let l = live(); format!("{} / {}", l.stock.max(0), l.total) }))}
+                {big("Granted", num(|l| l.granted))}
+                {big("Persisted", num(|l| l.persisted))}
+                {big("Queue depth", num(|l| l.lag.max(0)))}
+                {big("Pending", num(|l| l.pending))}
+                {big("Dead letters", num(|l| l.dead_letters))}
+            </dl>
+            <div class="mt-2 grid gap-2 sm:grid-cols-3">
+                <Sparkline values=series(|p| p.grabs_per_s) label="Grabs/s" color="#e11d48"/>
+                <Sparkline values=series(|p| p.orders_per_s) label="Orders/s" color="#2563eb"/>
+                <Sparkline values=series(|p| p.stock) label="Stock" color="#16a34a"/>
+            </div>
+            <p class="mt-1 text-xs text-slate-500">
+                {move || { let l = live(); format!(
+                    "refused {:.0}/s at the gate, {:.0}/s locally here; stream {} entries",
+                    l.refused_per_s, l.refused_locally_per_s, l.stream_length) }}
+            </p>
+        </article>
+    }
+}
+
+#[component]
+fn EventLog(events: RwSignal<VecDeque<LiveEvent>>) -> impl IntoView {
+    view! {
+        <section class="mt-4 rounded-lg bg-white p-4 shadow" aria-label="Event log">
+            <h3 class="mb-2 font-semibold">"Events"</h3>
+            <ol class="space-y-1 text-sm" role="log">
+                {move || events.get().into_iter().map(|e| {
+                    let at = chrono::DateTime::from_timestamp_millis(e.at_ms)
+                        .map(|t| t.format("%H:%M:%S").to_string())
+                        .unwrap_or_default();
+                    view! { <li><span class="mr-2 font-mono text-slate-500">{at}</span>{e.describe()}</li> }
+                }).collect_view()}
+            </ol>
+        </section>
+    }
+}

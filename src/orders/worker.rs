@@ -162,6 +162,15 @@ impl Worker {
             }
             let keys = SaleKeys::new(&self.state.namespace, v.id);
             ensure_group(&mut self.redis, &keys.orders).await?;
+            // Join the group at once, so operators (XINFO CONSUMERS) see every worker
+            // reading the stream, not only those that were handed entries.
+            let _: i64 = redis::cmd("XGROUP")
+                .arg("CREATECONSUMER")
+                .arg(&keys.orders)
+                .arg(GROUP)
+                .arg(&self.settings.consumer)
+                .query_async(&mut self.redis)
+                .await?;
             self.known.insert(v.id);
             self.streams.push((v.id, keys));
         }

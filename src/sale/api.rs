@@ -114,5 +114,7 @@ pub async fn sale_stats(voucher_id: i64) -> AppResult<SaleFigures> {
         stream_length,
         pending,
         dead_letters,
+        sold_out_flag: state.sold_out.is_flagged(voucher_id),
+        refused_locally: state.sold_out.refused_locally(voucher_id),
     })
 }

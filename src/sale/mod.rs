@@ -82,6 +82,10 @@ pub struct SaleFigures {
     pub pending: i64,
     /// Orders given up after too many deliveries.
     pub dead_letters: i64,
+    /// This process holds a sold-out flag for the voucher (answers without Redis).
+    pub sold_out_flag: bool,
+    /// Grabs this process refused from its sold-out flag, without asking Redis.
+    pub refused_locally: u64,
 }
 
 /// A stored result: `status:user[:reason]`.

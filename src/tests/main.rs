@@ -3,6 +3,7 @@
 mod api;
 mod gate;
 mod ids;
+mod live;
 mod recovery;
 mod storm;
 mod support;

@@ -19,13 +19,15 @@ pub struct Options {
     pub worker_name: Option<String>,
     pub claim_idle_ms: u64,
     pub max_deliveries: u64,
-    /// Reuse another server's database and namespace (a restart).
+    /// Reuse another server's database and namespace (a restart, or a second process).
     pub reuse: Option<(Arc<TempDir>, String)>,
+    /// A Redis other than `REDIS_URL`.
+    pub redis_url: Option<String>,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Self { worker: true, worker_name: None, claim_idle_ms: 30_000, max_deliveries: 10, reuse: None }
+        Self { worker: true, worker_name: None, claim_idle_ms: 30_000, max_deliveries: 10, reuse: None, redis_url: None }
     }
 }
 
@@ -54,7 +56,8 @@ impl TestApp {
             (Arc::new(TempDir::new().unwrap()), format!("t{}", rand::random::<u64>()))
         });
         let mut config = Config::defaults();
-        config.redis_url = Some(redis_url());
+        let redis_url = opts.redis_url.clone().unwrap_or_else(redis_url);
+        config.redis_url = Some(redis_url.clone());
         config.database_url = format!("sqlite://{}", dir.path().join("seckill.db").display());
         config.admin_token = Some(ADMIN_TOKEN.into());
         config.redis_namespace = namespace.clone();
@@ -78,7 +81,7 @@ impl TestApp {
         })
         .await;
         let db = SqlitePool::connect(&format!("sqlite://{}", dir.path().join("seckill.db").display())).await.unwrap();
-        let redis = ConnectionManager::new(redis::Client::open(redis_url()).unwrap()).await.unwrap();
+        let redis = ConnectionManager::new(redis::Client::open(redis_url).unwrap()).await.unwrap();
         Self { base, http, db, redis, namespace, dir, stop: Some(stop), handle: Some(handle) }
     }
 
@@ -193,4 +196,55 @@ where
 /// The error code of a refusal body.
 pub fn code(body: &Value) -> &str {
     body["code"].as_str().unwrap_or("<no code>")
+}
+
+/// An open Server-Sent Events feed, read frame by frame.
+pub struct Feed {
+    body: std::pin::Pin<Box<dyn futures::Stream<Item = reqwest::Result<bytes::Bytes>> + Send>>,
+    buffer: String,
+}
+
+impl Feed {
+    /// Opens `/api/live` (`shop` for the shoppers' view), as admin unless `shop`.
+    pub async fn open(app: &TestApp, shop: bool) -> Feed {
+        let url = format!("{}/api/live{}", app.base, if shop { "?view=shop" } else { "" });
+        let mut req = app.http.get(url);
+        if !shop {
+            req = req.header("authorization", format!("Bearer {ADMIN_TOKEN}"));
+        }
+        let res = req.send().await.unwrap();
+        assert_eq!(res.status(), 200);
+        assert!(res.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
+        Feed { body: Box::pin(res.bytes_stream()), buffer: String::new() }
+    }
+
+    /// The next data frame, parsed; fails the test if none comes within `limit`.
+    pub async fn next(&mut self, limit: Duration) -> Value {
+        use futures::StreamExt;
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            while let Some(end) = self.buffer.find("\n\n") {
+                let block: String = self.buffer.drain(..end + 2).collect();
+                let data: Vec<&str> = block.lines().filter_map(|l| l.strip_prefix("data:")).map(str::trim_start).collect();
+                if !data.is_empty() {
+                    return serde_json::from_str(&data.join("\n")).unwrap();
+                }
+            }
+            let chunk = tokio::time::timeout_at(deadline, self.body.next()).await.expect("no frame in time");
+            let chunk = chunk.expect("feed ended").unwrap();
+            self.buffer.push_str(&String::from_utf8_lossy(&chunk));
+        }
+    }
+
+    /// Reads frames until one satisfies `want`; fails after `limit`.
+    pub async fn until(&mut self, limit: Duration, want: impl Fn(&Value) -> bool) -> Value {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let frame = self.next(left).await;
+            if want(&frame) {
+                return frame;
+            }
+        }
+    }
 }

@@ -1,0 +1,152 @@
+//! The live feed and the cross-process sold-out broadcast.
+
+use crate::support::{code, Feed, Options, Shopper, TestApp};
+use futures::{stream, StreamExt};
+use redis::AsyncCommands;
+use seckill::server::local_redis::LocalRedis;
+use serde_json::{json, Value};
+use std::{collections::HashSet, time::{Duration, Instant}};
+
+const SOON: Duration = Duration::from_secs(10);
+
+fn voucher_in(frame: &Value, id: i64) -> Option<Value> {
+    frame["vouchers"].as_array()?.iter().find(|v| v["voucher_id"] == id).cloned()
+}
+
+#[tokio::test]
+async fn admin_feed_streams_numbers_and_pushes_sold_out_at_once() {
+    let app = TestApp::spawn().await;
+    let (status, body) = app.call("list_vouchers", json!({}), &[]).await;
+    assert_eq!(status, 200, "{body}");
+    let anonymous = app.http.get(format!("{}/api/live", app.base)).send().await.unwrap();
+    assert_eq!(anonymous.status(), 401, "the operator's feed needs the token");
+
+    let v = app.create_voucher(2, -5, 3600).await;
+    let mut feed = Feed::open(&app, false).await;
+    let hello = feed.next(SOON).await;
+    assert_eq!(hello["type"], "hello");
+    let snap = feed.until(SOON, |f| f["type"] == "snapshot" && voucher_in(f, v).is_some()).await;
+    let numbers = voucher_in(&snap, v).unwrap();
+    assert_eq!((numbers["total"].as_i64(), numbers["stock"].as_i64()), (Some(2), Some(2)));
+
+    let mut shop = Feed::open(&app, true).await;
+    for name in ["lf1", "lf2"] {
+        let s = app.sign_in(name).await;
+        assert_eq!(app.grab(&s, v).await.0, 200);
+    }
+    let sold = feed.until(SOON, |f| f["type"] == "event" && f["kind"] == "sold_out").await;
+    assert_eq!(sold["voucher_id"], v);
+    let sold = shop.until(SOON, |f| f["type"] == "event").await;
+    assert_eq!((sold["kind"].as_str(), sold["voucher_id"].as_i64()), (Some("sold_out"), Some(v)));
+    let stock = shop.until(SOON, |f| f["type"] == "stock").await;
+    let mine = voucher_in(&stock, v).unwrap();
+    assert_eq!(mine["stock"], 0);
+    assert!(mine.get("pending").is_none(), "shoppers see stock only: {mine}");
+
+    let done = feed
+        .until(SOON, |f| f["type"] == "snapshot" && voucher_in(f, v).is_some_and(|n| n["persisted"] == 2))
+        .await;
+    let n = voucher_in(&done, v).unwrap();
+    assert_eq!((n["stock"].as_i64(), n["granted"].as_i64(), n["dead_letters"].as_i64()), (Some(0), Some(2), Some(0)));
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_processes_share_one_sale_and_the_sold_out_broadcast() {
+    let a = TestApp::spawn().await;
+    let b = TestApp::with(a.restart_options()).await;
+
+    // A storm split across both processes: exact stock, one per user.
+    let v = a.create_voucher(60, -5, 3600).await;
+    let shoppers: Vec<Shopper> =
+        stream::iter(0..300).map(|i| { let a = &a; async move { a.sign_in(&format!("two-{i}")).await } }).buffer_unordered(32).collect().await;
+    let answers: Vec<(i64, u16)> = stream::iter(shoppers.iter().enumerate())
+        .map(|(i, s)| {
+            let app = if i % 2 == 0 { &a } else { &b };
+            async move { (s.user_id, app.grab(s, v).await.0.as_u16()) }
+        })
+        .buffer_unordered(100)
+        .collect()
+        .await;
+    let winners: HashSet<i64> = answers.iter().filter(|(_, st)| *st == 200).map(|(u, _)| *u).collect();
+    assert_eq!(winners.len(), 60);
+    let stats = a.wait_for_stats("persisted", v, |s| s["persisted"] == 60 && s["pending"] == 0).await;
+    assert_eq!((stats["redis_stock"].as_i64(), stats["granted"].as_i64()), (Some(0), Some(60)));
+    let mut redis = a.redis.clone();
+    let orders = a.keys(v).orders;
+    crate::support::wait_until("both workers read through the one group", SOON, || {
+        let (mut redis, orders) = (redis.clone(), orders.clone());
+        async move {
+            let consumers: Vec<redis::Value> =
+                redis::cmd("XINFO").arg("CONSUMERS").arg(&orders).arg("persist").query_async(&mut redis).await.unwrap();
+            consumers.len() == 2
+        }
+    })
+    .await;
+
+    // A sale sold out through A is refused by B locally, without asking Redis.
+    let w = a.create_voucher(1, -5, 3600).await;
+    let last = a.sign_in("last-buyer").await;
+    let late = b.sign_in("late").await;
+    let sold_at = Instant::now();
+    assert_eq!(a.grab(&last, w).await.0, 200);
+    b.wait_for_stats("B flagged", w, |s| s["sold_out_flag"] == true).await;
+    println!("sold-out broadcast reached the other process in {:?}", sold_at.elapsed());
+    let refused_in_redis: i64 = redis.get(b.keys(w).refused).await.unwrap_or(0);
+    let (status, body) = b.grab(&late, w).await;
+    assert_eq!((status.as_u16(), code(&body)), (409, "sold_out"));
+    assert_eq!(b.stats(w).await["refused_locally"], 1);
+    let after: i64 = redis.get(b.keys(w).refused).await.unwrap_or(0);
+    assert_eq!(after, refused_in_redis, "the refusal never reached the gate");
+
+    // Both dashboards are live.
+    for app in [&a, &b] {
+        let mut feed = Feed::open(app, false).await;
+        feed.until(SOON, |f| f["type"] == "snapshot" && voucher_in(f, w).is_some()).await;
+    }
+    b.stop().await;
+    a.stop().await;
+}
+
+/// Read Redis's own command counter over a window.
+async fn commands_during(redis: &mut redis::aio::ConnectionManager, window: Duration) -> f64 {
+    async fn total(redis: &mut redis::aio::ConnectionManager) -> f64 {
+        let info: String = redis::cmd("INFO").arg("stats").query_async(redis).await.unwrap();
+        let line = info.lines().find(|l| l.starts_with("total_commands_processed:")).unwrap();
+        line.split(':').nth(1).unwrap().trim().parse().unwrap()
+    }
+    let before = total(redis).await;
+    let started = Instant::now();
+    tokio::time::sleep(window).await; // a measurement window, not a wait for an event
+    (total(redis).await - before - 2.0) / started.elapsed().as_secs_f64()
+}
+
+#[tokio::test]
+async fn the_sampler_costs_the_same_for_one_viewer_or_forty() {
+    // A Redis of this test's own, so its command count is ours alone.
+    let dir = tempfile::TempDir::new().unwrap();
+    let private = LocalRedis::start(dir.path()).await.unwrap();
+    let app = TestApp::with(Options { redis_url: Some(private.url.clone()), ..Options::default() }).await;
+    for stock in [5, 7, 9] {
+        app.create_voucher(stock, -5, 3600).await;
+    }
+    let mut redis = redis::aio::ConnectionManager::new(redis::Client::open(private.url.as_str()).unwrap()).await.unwrap();
+
+    let mut one = vec![Feed::open(&app, false).await];
+    one[0].until(SOON, |f| f["type"] == "snapshot").await;
+    let with_one = commands_during(&mut redis, Duration::from_secs(2)).await;
+
+    let mut many = Vec::new();
+    for i in 0..40 {
+        let mut f = Feed::open(&app, i % 2 == 0).await;
+        f.next(SOON).await;
+        many.push(f);
+    }
+    let with_forty = commands_during(&mut redis, Duration::from_secs(2)).await;
+    println!("redis commands/s: {with_one:.1} with 1 viewer, {with_forty:.1} with 41");
+    assert!(with_one > 0.0, "the sampler reads Redis");
+    assert!(with_forty <= with_one * 1.5 + 5.0, "viewers must not multiply Redis load: {with_one} vs {with_forty}");
+    drop((one, many));
+    app.stop().await;
+    private.stop().await;
+}

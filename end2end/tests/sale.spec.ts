@@ -8,15 +8,15 @@ test('admin creates and warms a voucher, and sees its numbers', async ({ page })
   await page.getByLabel('Admin token').fill(adminToken);
   await page.getByRole('button', { name: 'Unlock' }).click();
 
-  await page.getByLabel('Title').fill(title);
-  await page.getByLabel('Stock').fill('25');
+  await page.getByLabel('Title', { exact: true }).fill(title);
+  await page.getByLabel('Stock', { exact: true }).fill('25');
   await page.getByRole('button', { name: 'Create voucher' }).click();
   await expect(page.getByRole('status').filter({ hasText: `Created voucher` })).toContainText(title);
 
-  const card = page.getByRole('article', { name: title });
-  await expect(card).toContainText('25 / 25');
-  await card.getByRole('button', { name: 'Warm up' }).click();
-  await expect(card.getByRole('status')).toHaveText('Warmed: 25 left');
+  await expect(page.getByRole('article', { name: `Live ${title}` })).toContainText('25 / 25');
+  const row = page.getByRole('article', { name: title, exact: true });
+  await row.getByRole('button', { name: 'Warm up' }).click();
+  await expect(row.getByRole('status')).toHaveText('Warmed: 25 left');
 });
 
 test('admin page refuses a wrong token', async ({ page }) => {

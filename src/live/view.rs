@@ -62,6 +62,15 @@ impl AdminFeed {
                 set(self.latest, snapshot.vouchers.into_iter().map(|v| (v.voucher_id, v)).collect())?;
             }
             AdminFrame::Event(event) => {
+                // Sold out shows at once, not at the next snapshot.
+                if let (EventKind::SoldOut, Some(id)) = (event.kind, event.voucher_id) {
+                    self.latest.try_update(|m| {
+                        if let Some(v) = m.get_mut(&id) {
+                            v.stock = 0;
+                            v.sold_out = true;
+                        }
+                    })?;
+                }
                 self.events.try_update(|log| {
                     log.push_front(event);
                     log.truncate(MAX_EVENTS);

@@ -109,13 +109,15 @@ fn CreateVoucher(refresh: RwSignal<u64>) -> impl IntoView {
         Some(Err(e)) => Some(e.message),
         None => None,
     };
-    let field = |label: &'static str, value: RwSignal<String>, hint: &'static str| {
+    let field = |id: &'static str, label: &'static str, value: RwSignal<String>, hint: &'static str| {
+        let hint_id = format!("{id}-hint");
         view! {
-            <label class="flex flex-col text-sm">
-                {label}
-                <input class="rounded border px-2 py-1" type="text" bind:value=value/>
-                <span class="text-xs text-slate-500">{hint}</span>
-            </label>
+            <div class="flex flex-col text-sm">
+                <label for=id>{label}</label>
+                <input id=id class="rounded border px-2 py-1" type="text" bind:value=value
+                    aria-describedby=hint_id.clone()/>
+                <span id=hint_id class="text-xs text-slate-500">{hint}</span>
+            </div>
         }
     };
     view! {
@@ -124,10 +126,10 @@ fn CreateVoucher(refresh: RwSignal<u64>) -> impl IntoView {
                 ev.prevent_default();
                 create.dispatch((title.get_untracked(), stock.get_untracked(), begins.get_untracked(), ends.get_untracked()));
             }>
-            {field("Title", title, "Up to 100 characters")}
-            {field("Stock", stock, "1 to 1,000,000 units")}
-            {field("Starts at", begins, "RFC 3339, e.g. 2026-11-23T10:00:00Z")}
-            {field("Ends at", ends, "RFC 3339, after the start")}
+            {field("voucher-title", "Title", title, "Up to 100 characters")}
+            {field("voucher-stock", "Stock", stock, "1 to 1,000,000 units")}
+            {field("voucher-begins", "Starts at", begins, "RFC 3339, e.g. 2026-11-23T10:00:00Z")}
+            {field("voucher-ends", "Ends at", ends, "RFC 3339, after the start")}
             <div class="flex items-center gap-3 sm:col-span-2">
                 <button class="rounded bg-rose-600 px-4 py-1 text-white" type="submit">"Create voucher"</button>
                 <p role="status">{message}</p>

@@ -1,0 +1,85 @@
+import { expect, request as playwrightRequest, test, type Page } from '@playwright/test';
+import { adminToken, baseURL } from '../playwright.config';
+import { createVoucher, open, signIn, uniqueTitle } from './helpers';
+
+async function unlockAdmin(page: Page): Promise<void> {
+  await open(page, '/admin');
+  await page.getByLabel('Admin token').fill(adminToken);
+  await page.getByRole('button', { name: 'Unlock' }).click();
+  await expect(page.getByRole('status', { name: 'Feed' })).toHaveText('Live');
+}
+
+/** A shopper outside any browser: signs in and grabs through the JSON API. */
+async function grabByApi(voucherId: number): Promise<number> {
+  const api = await playwrightRequest.newContext({ baseURL });
+  await api.post('/api/sign_in', { data: { name: uniqueTitle('api') } });
+  const status = (await api.post('/api/grab', { data: { voucher_id: voucherId } })).status();
+  await api.dispose();
+  return status;
+}
+
+test('the dashboard moves live while others grab, and sold out shows within a second', async ({ browser, request }) => {
+  const title = uniqueTitle('Live');
+  const id = await createVoucher(request, title, 3);
+
+  const admin = await (await browser.newContext()).newPage();
+  await unlockAdmin(admin);
+  const panel = admin.getByRole('article', { name: `Live ${title}` });
+  const number = (label: string) => panel.locator('div', { has: admin.getByText(label, { exact: true }) }).locator('dd');
+  await expect(number('Stock left')).toHaveText('3 / 3');
+  await expect(number('Granted')).toHaveText('0');
+  const stockChart = panel.getByRole('img', { name: 'Stock chart' }).locator('polyline');
+  const before = await stockChart.getAttribute('points');
+
+  // A shopper in a second browser grabs one unit.
+  const shop = await (await browser.newContext()).newPage();
+  await open(shop, '/');
+  await signIn(shop, uniqueTitle('sam'));
+  const card = shop.getByRole('article', { name: title });
+  await card.getByRole('button', { name: 'Grab' }).click();
+  await expect(card.getByText('Status: success')).toBeVisible();
+
+  await expect(number('Stock left')).toHaveText('2 / 3');
+  await expect(number('Granted')).toHaveText('1');
+  await expect(number('Persisted')).toHaveText('1');
+  await expect(stockChart).not.toHaveAttribute('points', before ?? '');
+  await expect(panel.getByRole('progressbar', { name: 'Sold' })).toHaveAttribute('aria-valuenow', '1');
+  await expect(card).toContainText('2 of 3 left');
+
+  // The API takes the rest: both pages flip to sold out without a reload.
+  expect(await grabByApi(id)).toBe(200);
+  expect(await grabByApi(id)).toBe(200);
+  await expect(panel.getByText('Sold out', { exact: true })).toBeVisible({ timeout: 1_000 });
+  await expect(card.getByRole('status').filter({ hasText: 'Sold out' })).toBeVisible({ timeout: 1_000 });
+  await expect(admin.getByRole('log')).toContainText(`Sold out: voucher #${id}`);
+  await expect(number('Stock left')).toHaveText('0 / 3');
+  await expect(number('Persisted')).toHaveText('3');
+});
+
+test('the dashboard says when it is reconnecting and recovers by itself', async ({ browser }) => {
+  const context = await browser.newContext();
+  // The feed's first connection ends at once, and the network stays down until we
+  // say so: a blip the browser must ride out by itself.
+  let calls = 0;
+  let down = true;
+  await context.route('**/api/live', async (route) => {
+    calls += 1;
+    if (calls === 1) {
+      await route.fulfill({ status: 200, contentType: 'text/event-stream', body: 'retry: 300\n\n' });
+    } else if (down) {
+      await route.abort('connectionreset');
+    } else {
+      await route.continue();
+    }
+  });
+  const admin = await context.newPage();
+  await open(admin, '/admin');
+  await admin.getByLabel('Admin token').fill(adminToken);
+  await admin.getByRole('button', { name: 'Unlock' }).click();
+  const feed = admin.getByRole('status', { name: 'Feed' });
+  await expect(feed).toHaveText('Reconnecting…');
+  await expect.poll(() => calls).toBeGreaterThan(2); // it kept trying while down
+  down = false;
+  await expect(feed).toHaveText('Live', { timeout: 15_000 });
+
+});

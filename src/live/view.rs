@@ -204,10 +204,18 @@ mod browser {
 
 /// A small line chart of `values` (oldest first), scaled to its own maximum.
 #[component]
-pub fn Sparkline(#[prop(into)] values: Signal<Vec<f64>>, label: &'static str, color: &'static str) -> impl IntoView {
+pub fn Sparkline(
+    #[prop(into)] values: Signal<Vec<f64>>,
+    label: &'static str,
+    color: &'static str,
+    /// Top of the scale; by default the largest value shown.
+    #[prop(optional, into)]
+    top: Option<Signal<f64>>,
+) -> impl IntoView {
     let points = move || {
         let values = values.get();
-        let max = values.iter().copied().fold(1.0_f64, f64::max);
+        let largest = values.iter().copied().fold(1.0_f64, f64::max);
+        let max = top.map_or(largest, |t| t.get().max(largest));
         let step = 300.0 / (MAX_POINTS.max(2) - 1) as f64;
         let offset = 300.0 - step * values.len().saturating_sub(1) as f64;
         values
@@ -300,7 +308,8 @@ fn LivePanel(id: i64, feed: AdminFeed, titles: Signal<HashMap<i64, String>>) -> 
             <div class="mt-2 grid gap-2 sm:grid-cols-3">
                 <Sparkline values=series(|p| p.grabs_per_s) label="Grabs/s" color="#e11d48"/>
                 <Sparkline values=series(|p| p.orders_per_s) label="Orders/s" color="#2563eb"/>
-                <Sparkline values=series(|p| p.stock) label="Stock" color="#16a34a"/>
+                <Sparkline values=series(|p| p.stock) label="Stock" color="#16a34a"
+                    top=Signal::derive(move || live().total as f64)/>
             </div>
             <p class="mt-1 text-xs text-slate-500">
                 {move || { let l = live(); format!(

@@ -105,6 +105,7 @@ fn SaleCard(
         let listed = voucher().map(|v| v.remaining);
         live.with(|m| m.get(&id).map(|l| l.stock.max(0))).or(listed)
     };
+    let ended = move || voucher().is_some_and(|v| now.get() >= v.ends_at);
     let sold_out = move || live.with(|m| m.get(&id).is_some_and(|l| l.sold_out)) || remaining() == Some(0);
     view! {
         <article class="rounded-lg bg-white p-4 shadow" aria-label=title>
@@ -119,7 +120,7 @@ fn SaleCard(
                 {move || voucher().map(|v| countdown(now.get(), v.begins_at, v.ends_at))}
             </p>
             <button class="mt-2 rounded bg-rose-600 px-4 py-1 text-white disabled:opacity-50"
-                disabled=move || grab.pending().get()
+                disabled=move || grab.pending().get() || sold_out() || ended()
                 on:click=move |_| { grab.dispatch(()); }>
                 "Grab"
             </button>

@@ -9,7 +9,9 @@
 -- worker got there first), so stock is never given back twice.
 if redis.call('XACK', KEYS[4], ARGV[5], ARGV[4]) == 0 then return 0 end
 local flags = ARGV[6]
-if string.find(flags, 's', 1, true) then
+-- Without a stock key Redis lost the voucher; warm-up rebuilds it from the database,
+-- and an INCR here would create a stock of 1 that warm-up then takes as the truth.
+if string.find(flags, 's', 1, true) and redis.call('EXISTS', KEYS[1]) == 1 then
   if redis.call('INCR', KEYS[1]) == 1 then
     redis.call('PUBLISH', ARGV[7], 'restock:' .. ARGV[8])
   end

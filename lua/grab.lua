@@ -8,6 +8,7 @@ local stock = redis.call('GET', KEYS[1])
 if not stock then return 1 end
 
 local window = redis.call('HMGET', KEYS[3], 'begins', 'ends')
+if not window[1] or not window[2] then return 1 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local function refuse(code)

@@ -62,6 +62,11 @@ pub struct Config {
     #[arg(long, env = "SECKILL_MAX_DELIVERIES", default_value_t = 10)]
     pub max_deliveries: u64,
 
+    /// How long (ms) a sold-out flag refuses grabs without asking Redis. Short, because
+    /// pub/sub may lose the restock event that would clear it.
+    #[arg(long, env = "SECKILL_SOLD_OUT_TTL_MS", default_value_t = 2_000)]
+    pub sold_out_ttl_ms: u64,
+
     /// Order ids reserved from the Redis day counter at a time.
     #[arg(long, env = "SECKILL_ID_BLOCK", default_value_t = 1000)]
     pub id_block: u32,

@@ -7,7 +7,7 @@ use server_fn::codec::Json;
 
 #[cfg(feature = "ssr")]
 use {
-    super::session::{clear_session_cookie, require_user, set_cookie},
+    super::session::{clearing_cookies, require_user, set_cookie},
     crate::{error::AppError, state::AppState},
 };
 
@@ -32,10 +32,10 @@ pub async fn sign_in(name: String) -> AppResult<User> {
     Ok(User { user_id, name })
 }
 
-/// Ends the session.
+/// Ends the session (and the admin session of this browser).
 #[server(prefix = "/api", endpoint = "sign_out", input = Json)]
 pub async fn sign_out() -> AppResult<()> {
-    set_cookie(&clear_session_cookie())
+    clearing_cookies().iter().try_for_each(|c| set_cookie(c))
 }
 
 /// The signed-in shopper, if any.

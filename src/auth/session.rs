@@ -68,15 +68,25 @@ impl Secrets {
     }
 }
 
-/// A `Set-Cookie` value that ends the session.
-pub fn clear_session_cookie() -> String {
-    let mut c = base_cookie(SESSION_COOKIE, String::new());
-    c.make_removal();
-    c.encoded().to_string()
+/// `Set-Cookie` values that end the session and the admin session.
+pub fn clearing_cookies() -> [String; 2] {
+    [SESSION_COOKIE, ADMIN_COOKIE].map(|name| {
+        let mut c = base_cookie(name, String::new());
+        c.make_removal();
+        c.encoded().to_string()
+    })
 }
 
+/// Sessions last a week; signing in again starts a new one.
+const SESSION_DAYS: i64 = 7;
+
 fn base_cookie(name: &'static str, value: String) -> Cookie<'static> {
-    Cookie::build((name, value)).path("/").http_only(true).same_site(SameSite::Lax).build()
+    Cookie::build((name, value))
+        .path("/")
+        .http_only(true)
+        .same_site(SameSite::Lax)
+        .max_age(cookie::time::Duration::days(SESSION_DAYS))
+        .build()
 }
 
 fn delta_header(jar: &CookieJar) -> String {

@@ -40,7 +40,8 @@ async fn persist_one(tx: &mut Transaction<'_, Sqlite>, m: &OrderMsg) -> sqlx::Re
     let created_at = crate::ids::decompose(m.order_id).0.timestamp_millis();
     let inserted = sqlx::query(
         "INSERT INTO orders (id, voucher_id, user_id, status, created_at) \
-         VALUES (?, ?, ?, 'unpaid', ?) ON CONFLICT DO NOTHING",
+         VALUES (?, ?, ?, 'unpaid', ?) \
+         ON CONFLICT (voucher_id, user_id) WHERE status <> 'cancelled' DO NOTHING",
     )
     .bind(m.order_id)
     .bind(m.voucher_id)
@@ -50,8 +51,9 @@ async fn persist_one(tx: &mut Transaction<'_, Sqlite>, m: &OrderMsg) -> sqlx::Re
     .await?
     .rows_affected();
     if inserted == 0 {
-        let existing: Option<i64> =
-            sqlx::query_scalar("SELECT id FROM orders WHERE voucher_id = ? AND user_id = ?")
+        let existing: Option<i64> = sqlx::query_scalar(
+            "SELECT id FROM orders WHERE voucher_id = ? AND user_id = ? AND status <> 'cancelled'",
+        )
                 .bind(m.voucher_id)
                 .bind(m.user_id)
                 .fetch_optional(&mut **tx)
@@ -68,6 +70,11 @@ async fn persist_one(tx: &mut Transaction<'_, Sqlite>, m: &OrderMsg) -> sqlx::Re
         return Ok(Outcome::NoStock);
     }
     Ok(Outcome::Persisted)
+}
+
+/// True when the database answers at all.
+pub async fn reachable(db: &SqlitePool) -> bool {
+    sqlx::query("SELECT 1").execute(db).await.is_ok()
 }
 
 /// True when the order is in the database.

@@ -8,9 +8,12 @@
 //! Recovery, in order of likelihood:
 //! - this process stopped mid-batch: at start it drains its own pending list first;
 //! - another process died: entries idle past `claim_idle` are claimed (XCLAIM);
-//! - the database is down: the batch stays pending and is retried with backoff;
-//! - one message the database keeps refusing (a poison message), or one that was
-//!   delivered `max_deliveries` times: it goes to the dead-letter stream, its result
+//! - the database is down: the batch stays pending and is retried with backoff, as
+//!   long as it takes (an outage delays orders, never fails them);
+//! - Redis lost a group: the live vouchers are warmed again (groups recreated, stock
+//!   and buyers rebuilt from the database);
+//! - a message the database refuses `max_deliveries` times while it answers other
+//!   queries (a poison message): it goes to the dead-letter stream, its result
 //!   becomes "failed" and its stock and buyer slot are given back in one Lua step.
 
 use super::store::{self, OrderMsg, Outcome};
@@ -20,11 +23,14 @@ use crate::{
         keys::{SaleKeys, GROUP},
     },
     state::AppState,
-    voucher::{store as vouchers, warm::ensure_group},
+    voucher::{
+        store as vouchers,
+        warm::{warm, WarmError},
+    },
 };
 use redis::{
     aio::ConnectionManager,
-    streams::{StreamId, StreamPendingCountReply, StreamRangeReply, StreamReadOptions, StreamReadReply},
+    streams::{StreamId, StreamPendingCountReply, StreamReadOptions, StreamReadReply},
     AsyncCommands,
 };
 use std::{
@@ -104,11 +110,9 @@ impl Worker {
                 }
                 next_refresh = Instant::now() + REFRESH_EVERY;
             }
-            let step = tokio::select! {
-                r = self.step(drain_own, &mut next_recover, recover_every) => r,
-                _ = shutdown.changed() => break,
-            };
-            match step {
+            // Not cancelled by shutdown: a read's entries are handled before stopping,
+            // and a step is short (one blocking read of at most `block_ms`).
+            match self.step(drain_own, &mut next_recover, recover_every).await {
                 Ok(0) if drain_own => drain_own = false,
                 Ok(_) => backoff = Duration::from_millis(100),
                 Err(e) => {
@@ -122,8 +126,37 @@ impl Worker {
                 }
             }
         }
+        self.leave_groups().await;
         tracing::info!(consumer = %self.settings.consumer, "worker stopped");
         self.announce("worker_left").await;
+    }
+
+    /// Leaves each group it holds nothing pending in, so dead names do not pile up
+    /// (names are unique per process). Entries it still holds stay for others to claim.
+    async fn leave_groups(&mut self) {
+        for (_, keys) in self.streams.clone() {
+            let mine: redis::RedisResult<StreamPendingCountReply> = redis::cmd("XPENDING")
+                .arg(&keys.orders)
+                .arg(GROUP)
+                .arg("-")
+                .arg("+")
+                .arg(1)
+                .arg(&self.settings.consumer)
+                .query_async(&mut self.redis)
+                .await;
+            if mine.is_ok_and(|p| p.ids.is_empty()) {
+                let left: redis::RedisResult<i64> = redis::cmd("XGROUP")
+                    .arg("DELCONSUMER")
+                    .arg(&keys.orders)
+                    .arg(GROUP)
+                    .arg(&self.settings.consumer)
+                    .query_async(&mut self.redis)
+                    .await;
+                if let Err(e) = left {
+                    tracing::warn!("worker: leaving {}: {e}", keys.orders);
+                }
+            }
+        }
     }
 
     /// Tells every dashboard (through the sale events channel) that this worker came or went.
@@ -148,20 +181,31 @@ impl Worker {
             self.recover().await?;
             *next_recover = Instant::now() + every;
         }
-        let entries = self.read(drain_own).await?;
+        let entries = match self.read(drain_own).await {
+            // Redis lost a group (and maybe the voucher): warm everything again.
+            Err(WorkError::Redis(e)) if e.code() == Some("NOGROUP") => {
+                tracing::warn!("worker: {e}; warming the live vouchers again");
+                self.known.clear();
+                self.streams.clear();
+                self.refresh().await?;
+                return Ok(0);
+            }
+            other => other?,
+        };
         let n = entries.len();
         self.handle(entries).await?;
         Ok(n)
     }
 
-    /// Picks up vouchers created since the last look, creating their groups.
+    /// Picks up vouchers created since the last look: warms them (a no-op when Redis
+    /// holds them; a rebuild when Redis lost them) and joins their groups.
     async fn refresh(&mut self) -> Result<(), WorkError> {
         for v in vouchers::live(&self.state.db, DRAIN_GRACE_MS).await? {
             if self.known.contains(&v.id) {
                 continue;
             }
             let keys = SaleKeys::new(&self.state.namespace, v.id);
-            ensure_group(&mut self.redis, &keys.orders).await?;
+            warm(&self.state, &v).await?;
             // Join the group at once, so operators (XINFO CONSUMERS) see every worker
             // reading the stream, not only those that were handed entries.
             let _: i64 = redis::cmd("XGROUP")
@@ -247,6 +291,7 @@ impl Worker {
             let Some(m) = &e.msg else { continue };
             match outcome {
                 Outcome::Persisted => {
+                    self.poison_strikes.remove(&e.id);
                     pipe.hset(&e.keys.results, m.order_id, format!("success:{}", m.user_id)).ignore();
                     pipe.xack(&e.keys.orders, GROUP, &[&e.id]).ignore();
                 }
@@ -285,8 +330,8 @@ impl Worker {
         Ok(())
     }
 
-    /// Takes over entries other consumers left idle too long; dead-letters those
-    /// delivered too often.
+    /// Takes over entries left idle too long (their consumer died, or this one failed
+    /// on them). Those delivered `max_deliveries` times get one last try on their own.
     async fn recover(&mut self) -> Result<(), WorkError> {
         for i in 0..self.streams.len() {
             let keys = self.streams[i].1.clone();
@@ -300,32 +345,44 @@ impl Worker {
                 .arg(self.settings.batch_size)
                 .query_async(&mut self.redis)
                 .await?;
-            let (worn, fresh): (Vec<_>, Vec<_>) = pending
-                .ids
-                .into_iter()
-                .partition(|p| p.times_delivered as u64 >= self.settings.max_deliveries);
-            for p in worn {
-                let range: StreamRangeReply = self.redis.xrange(&keys.orders, &p.id, &p.id).await?;
-                match range.ids.into_iter().next() {
-                    Some(found) => self.dead_letter(&entry(&keys, found)).await?,
-                    None => {
-                        let _: i64 = self.redis.xack(&keys.orders, GROUP, &[&p.id]).await?;
-                    }
-                }
-            }
-            if fresh.is_empty() {
+            if pending.ids.is_empty() {
                 continue;
             }
-            let ids: Vec<String> = fresh.into_iter().map(|p| p.id).collect();
+            let worn: HashSet<String> = pending
+                .ids
+                .iter()
+                .filter(|p| p.times_delivered as u64 >= self.settings.max_deliveries)
+                .map(|p| p.id.clone())
+                .collect();
+            let ids: Vec<String> = pending.ids.into_iter().map(|p| p.id).collect();
             let claimed: redis::streams::StreamClaimReply = self
                 .redis
                 .xclaim(&keys.orders, GROUP, &self.settings.consumer, self.settings.claim_idle_ms, &ids)
                 .await?;
             tracing::info!(stream = %keys.orders, claimed = claimed.ids.len(), "took over idle orders");
-            let entries = claimed.ids.into_iter().map(|e| entry(&keys, e)).collect();
-            self.handle(entries).await?;
+            let (last_tries, fresh): (Vec<Entry>, Vec<Entry>) =
+                claimed.ids.into_iter().map(|e| entry(&keys, e)).partition(|e| worn.contains(&e.id));
+            self.handle(fresh).await?;
+            for e in last_tries {
+                self.last_try(e).await?;
+            }
         }
         Ok(())
+    }
+
+    /// One more try for an entry delivered too often. If the database is up and still
+    /// will not take it, it is dead-lettered; if the database is down, it waits: an
+    /// outage delays orders, it never fails them.
+    async fn last_try(&mut self, e: Entry) -> Result<(), WorkError> {
+        let Some(msg) = e.msg.clone() else { return self.handle(vec![e]).await };
+        match store::persist(&self.state.db, &[msg]).await {
+            Ok(outcomes) => self.finish(std::slice::from_ref(&e), &outcomes).await,
+            Err(err) if store::reachable(&self.state.db).await => {
+                tracing::warn!(entry = %e.id, "order keeps failing: {err}");
+                self.dead_letter(&e).await
+            }
+            Err(err) => Err(err.into()),
+        }
     }
 }
 
@@ -346,4 +403,13 @@ pub enum WorkError {
     Redis(#[from] redis::RedisError),
     #[error("database: {0}")]
     Db(#[from] sqlx::Error),
+}
+
+impl From<WarmError> for WorkError {
+    fn from(e: WarmError) -> Self {
+        match e {
+            WarmError::Redis(e) => Self::Redis(e),
+            WarmError::Db(e) => Self::Db(e),
+        }
+    }
 }

@@ -99,12 +99,15 @@ pub async fn sale_stats(voucher_id: i64) -> AppResult<SaleFigures> {
         .query_async(&mut redis)
         .await
         .map_err(|e| AppError::unavailable("sale_stats redis", e))?;
-    // NOGROUP (Redis lost the voucher) means nothing is pending.
-    let pending = redis
+    // NOGROUP (Redis lost the voucher) means nothing is pending; other errors are errors.
+    let pending = match redis
         .xpending::<_, _, redis::streams::StreamPendingReply>(&keys.orders, super::keys::GROUP)
         .await
-        .map(|p| p.count() as i64)
-        .unwrap_or(0);
+    {
+        Ok(p) => p.count() as i64,
+        Err(e) if e.code() == Some("NOGROUP") => 0,
+        Err(e) => return Err(AppError::unavailable("sale_stats pending", e)),
+    };
     Ok(SaleFigures {
         voucher_id,
         total_stock: voucher.stock,

@@ -27,10 +27,6 @@ use sqlx::{
 use std::{future::Future, path::Path, str::FromStr, sync::Arc, time::Duration};
 use tokio::{net::TcpListener, sync::watch};
 
-/// How long a sold-out flag refuses grabs before the gate is asked again. Short, as
-/// pub/sub may lose the restock event that would clear it.
-const SOLD_OUT_TTL: Duration = Duration::from_secs(2);
-
 /// Why the server could not start or stopped with an error.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
@@ -87,6 +83,7 @@ async fn run(
     let secrets = Secrets::new(config.session_secret.as_deref(), admin_token.clone()).map_err(ServeError::Config)?;
     // One signal stops everything: HTTP (after open feeds end), worker, sampler, events.
     let (stop, stopping) = watch::channel(false);
+    let stop = Arc::new(stop);
     let state = AppState {
         leptos_options: leptos_options.clone(),
         db,
@@ -95,7 +92,7 @@ async fn run(
         ids: Arc::new(OrderIds::new(&config.redis_namespace, config.id_block)),
         secrets: Arc::new(secrets),
         namespace: config.redis_namespace.as_str().into(),
-        sold_out: Arc::new(SoldOutFlags::new(SOLD_OUT_TTL)),
+        sold_out: Arc::new(SoldOutFlags::new(Duration::from_millis(config.sold_out_ttl_ms))),
         hub: Arc::new(Hub::default()),
         stopping: stopping.clone(),
     };
@@ -117,15 +114,18 @@ async fn run(
     if generated {
         println!("Admin token (generated for this run): {admin_token}");
     }
+    let stop_on_signal = stop.clone();
     tokio::spawn(async move {
         shutdown.await;
-        let _ = stop.send(true);
+        let _ = stop_on_signal.send(true);
     });
     let mut http_stopping = stopping;
     let http_stop = async move {
         let _ = http_stopping.wait_for(|s| *s).await;
     };
     let served = axum::serve(listener, router(state)).with_graceful_shutdown(http_stop).await;
+    // Also when serving failed: the background tasks must stop either way.
+    let _ = stop.send(true);
     for task in tasks {
         let _ = task.await;
     }

@@ -38,7 +38,7 @@ async fn admin_feed_streams_numbers_and_pushes_sold_out_at_once() {
     assert_eq!(sold["voucher_id"], v);
     let sold = shop.until(SOON, |f| f["type"] == "event").await;
     assert_eq!((sold["kind"].as_str(), sold["voucher_id"].as_i64()), (Some("sold_out"), Some(v)));
-    let stock = shop.until(SOON, |f| f["type"] == "stock").await;
+    let stock = shop.until(SOON, |f| f["type"] == "stock" && voucher_in(f, v).is_some_and(|n| n["stock"] == 0)).await;
     let mine = voucher_in(&stock, v).unwrap();
     assert_eq!(mine["stock"], 0);
     assert!(mine.get("pending").is_none(), "shoppers see stock only: {mine}");
@@ -54,7 +54,7 @@ async fn admin_feed_streams_numbers_and_pushes_sold_out_at_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_processes_share_one_sale_and_the_sold_out_broadcast() {
     let a = TestApp::spawn().await;
-    let b = TestApp::with(a.restart_options()).await;
+    let b = TestApp::with(Options { sold_out_ttl_ms: 600_000, ..a.restart_options() }).await;
 
     // A storm split across both processes: exact stock, one per user.
     let v = a.create_voucher(60, -5, 3600).await;
@@ -149,4 +149,39 @@ async fn the_sampler_costs_the_same_for_one_viewer_or_forty() {
     drop((one, many));
     app.stop().await;
     private.stop().await;
+}
+
+#[tokio::test]
+async fn a_dead_letter_restocks_and_clears_other_processes_flags() {
+    // A serves shoppers without a worker; its only order will never persist.
+    // Flags outlive the test, so only the restock event can clear one.
+    let a = TestApp::with(Options { worker: false, sold_out_ttl_ms: 600_000, ..Options::default() }).await;
+    let v = a.create_voucher(1, -5, 3600).await;
+    let ghost = a.sign_in("ghost").await;
+    assert_eq!(a.grab(&ghost, v).await.0, 200);
+    sqlx::query("DELETE FROM users WHERE id = ?").bind(ghost.user_id).execute(&a.db).await.unwrap();
+    let sam = a.sign_in("sam").await;
+    let (status, body) = a.grab(&sam, v).await;
+    assert_eq!((status.as_u16(), code(&body)), (409, "sold_out"));
+    assert_eq!(a.stats(v).await["sold_out_flag"], true);
+    let mut feed = Feed::open(&a, false).await;
+
+    // C's worker gives up on the order: the unit comes back and every process hears it.
+    let c = TestApp::with(Options { claim_idle_ms: 100, max_deliveries: 2, ..a.restart_options() }).await;
+    let mut heard = HashSet::new();
+    while heard.len() < 2 {
+        let e = feed.until(SOON, |f| f["type"] == "event" && f["voucher_id"] == v).await;
+        let kind = e["kind"].as_str().unwrap().to_owned();
+        assert!(["dead_lettered", "restocked", "sold_out"].contains(&kind.as_str()), "{e}");
+        if kind != "sold_out" {
+            heard.insert(kind);
+        }
+    }
+    let stats = a.stats(v).await;
+    assert_eq!(stats["sold_out_flag"], false, "the restock event cleared the flag: {stats}");
+    assert_eq!(stats["redis_stock"], 1);
+    assert_eq!(a.grab(&sam, v).await.0, 200, "the unit given back can be bought");
+    drop(feed);
+    c.stop().await;
+    a.stop().await;
 }

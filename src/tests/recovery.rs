@@ -44,8 +44,14 @@ async fn orders_read_but_not_acked_are_persisted_once_after_restart() {
     app.stop().await;
 
     // The restarted process has the stable name "w-fixed": it drains its own pending
-    // list, claims w-gone's idle entries and reads the rest.
-    let app = TestApp::with(Options { worker_name: Some("w-fixed".into()), claim_idle_ms: 300, ..opts }).await;
+    // list at once (claiming is off: nothing is idle long enough) and reads the rest.
+    let app = TestApp::with(Options { worker_name: Some("w-fixed".into()), claim_idle_ms: 600_000, ..opts.clone() }).await;
+    app.wait_for_stats("own pending drained", v, |s| s["persisted"] == 3 && s["pending"] == 3).await;
+    let opts = app.restart_options();
+    app.stop().await;
+
+    // w-gone never comes back: its entries are claimed once idle.
+    let app = TestApp::with(Options { claim_idle_ms: 300, ..opts }).await;
     let stats = app.wait_for_stats("6 persisted, none pending", v, |s| s["persisted"] == 6 && s["pending"] == 0).await;
     assert_eq!(stats["redis_stock"], 4);
     assert_eq!(stats["granted"], 6);

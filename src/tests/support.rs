@@ -23,11 +23,13 @@ pub struct Options {
     pub reuse: Option<(Arc<TempDir>, String)>,
     /// A Redis other than `REDIS_URL`.
     pub redis_url: Option<String>,
+    /// Lifetime of sold-out flags; long in tests that must see a flag cleared by an event.
+    pub sold_out_ttl_ms: u64,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Self { worker: true, worker_name: None, claim_idle_ms: 30_000, max_deliveries: 10, reuse: None, redis_url: None }
+        Self { worker: true, worker_name: None, claim_idle_ms: 30_000, max_deliveries: 10, reuse: None, redis_url: None, sold_out_ttl_ms: 2_000 }
     }
 }
 
@@ -52,6 +54,8 @@ impl TestApp {
     }
 
     pub async fn with(opts: Options) -> Self {
+        // Server warnings show in a failing test's output.
+        let _ = tracing_subscriber::fmt().with_test_writer().with_env_filter("warn").try_init();
         let (dir, namespace) = opts.reuse.clone().unwrap_or_else(|| {
             (Arc::new(TempDir::new().unwrap()), format!("t{}", rand::random::<u64>()))
         });
@@ -60,11 +64,14 @@ impl TestApp {
         config.redis_url = Some(redis_url.clone());
         config.database_url = format!("sqlite://{}", dir.path().join("seckill.db").display());
         config.admin_token = Some(ADMIN_TOKEN.into());
+        // Shared by every process of a test, as in production: sessions survive restarts.
+        config.session_secret = Some("a test session secret of more than 32 bytes".into());
         config.redis_namespace = namespace.clone();
         config.worker = opts.worker;
         config.worker_name = opts.worker_name.clone();
         config.claim_idle_ms = opts.claim_idle_ms;
         config.max_deliveries = opts.max_deliveries;
+        config.sold_out_ttl_ms = opts.sold_out_ttl_ms;
         config.block_ms = 100;
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());

@@ -1,12 +1,13 @@
 //! Warm-up never resurrects sold stock, and rebuilds a voucher Redis lost.
 
-use crate::support::{code, TestApp};
+use crate::support::{code, Options, TestApp};
 use redis::AsyncCommands;
 use serde_json::json;
 
 #[tokio::test]
 async fn warm_up_keeps_sold_stock_and_rebuilds_lost_state() {
-    let app = TestApp::spawn().await;
+    // No worker yet: Redis has sold 3 units the database does not know of.
+    let app = TestApp::with(Options { worker: false, ..Options::default() }).await;
     let v = app.create_voucher(10, -5, 3600).await;
     let mut buyers = Vec::new();
     for name in ["w1", "w2", "w3"] {
@@ -14,12 +15,17 @@ async fn warm_up_keeps_sold_stock_and_rebuilds_lost_state() {
         assert_eq!(app.grab(&s, v).await.0, 200);
         buyers.push(s);
     }
-    app.wait_for_stats("3 persisted", v, |s| s["persisted"] == 3 && s["pending"] == 0).await;
-
+    let left: i64 = sqlx::query_scalar("SELECT stock_left FROM vouchers WHERE id = ?").bind(v).fetch_one(&app.db).await.unwrap();
+    assert_eq!(left, 10, "the database has not seen the sales yet");
     // Warming again changes nothing: the 3 sold units stay sold.
     let warmed = app.admin("warm_up", json!({ "voucher_id": v })).await;
     assert_eq!(warmed["remaining"], 7);
     assert_eq!(app.stats(v).await["redis_stock"], 7);
+
+    let opts = app.restart_options();
+    app.stop().await;
+    let app = TestApp::with(opts).await;
+    app.wait_for_stats("3 persisted", v, |s| s["persisted"] == 3 && s["pending"] == 0).await;
 
     // Redis loses the voucher: warm-up rebuilds stock and buyers from the database.
     let keys = app.keys(v);
@@ -39,6 +45,29 @@ async fn warm_up_keeps_sold_stock_and_rebuilds_lost_state() {
 }
 
 #[tokio::test]
+async fn a_worker_rebuilds_a_voucher_whose_group_redis_lost() {
+    let app = TestApp::spawn().await;
+    let v = app.create_voucher(5, -5, 3600).await;
+    let first = app.sign_in("g1").await;
+    assert_eq!(app.grab(&first, v).await.0, 200);
+    app.wait_for_stats("1 persisted", v, |s| s["persisted"] == 1 && s["pending"] == 0).await;
+
+    // Redis forgets everything about the voucher (a restart without persistence).
+    let keys = app.keys(v);
+    let mut redis = app.redis.clone();
+    let _: () = redis.del(&[&keys.stock, &keys.buyers, &keys.window, &keys.orders, &keys.results]).await.unwrap();
+    // The worker notices the missing group and warms the voucher again by itself.
+    let stats = app.wait_for_stats("rebuilt", v, |s| s["redis_stock"] == 4).await;
+    assert_eq!(stats["granted"], 1);
+    let (status, body) = app.grab(&first, v).await;
+    assert_eq!((status.as_u16(), code(&body)), (409, "already_bought"));
+    let second = app.sign_in("g2").await;
+    assert_eq!(app.grab(&second, v).await.0, 200);
+    app.wait_for_stats("2 persisted", v, |s| s["persisted"] == 2 && s["pending"] == 0).await;
+    app.stop().await;
+}
+
+#[tokio::test]
 async fn restart_warms_without_resetting_stock() {
     let app = TestApp::spawn().await;
     let v = app.create_voucher(5, -5, 3600).await;
@@ -46,7 +75,7 @@ async fn restart_warms_without_resetting_stock() {
     assert_eq!(app.grab(&s, v).await.0, 200);
     let opts = app.restart_options();
     app.stop().await;
-    let again = crate::support::TestApp::with(opts).await;
+    let again = TestApp::with(opts).await;
     let stats = again.wait_for_stats("persisted after restart", v, |s| s["persisted"] == 1).await;
     assert_eq!(stats["redis_stock"], 4);
     again.stop().await;

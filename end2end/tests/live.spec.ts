@@ -83,3 +83,26 @@ test('the dashboard says when it is reconnecting and recovers by itself', async 
   await expect(feed).toHaveText('Live', { timeout: 15_000 });
 
 });
+
+test('a dashboard whose admin session is gone asks for the token again', async ({ browser }) => {
+  const context = await browser.newContext();
+  // The feed's first connection ends at once, and the session is gone by then (as
+  // after a server restart with a new session key).
+  let first = true;
+  await context.route('**/api/live', async (route) => {
+    if (first) {
+      first = false;
+      await context.clearCookies();
+      await route.fulfill({ status: 200, contentType: 'text/event-stream', body: 'retry: 300\n\n' });
+    } else {
+      await route.continue();
+    }
+  });
+  const admin = await context.newPage();
+  await open(admin, '/admin');
+  await admin.getByLabel('Admin token').fill(adminToken);
+  await admin.getByRole('button', { name: 'Unlock' }).click();
+  await expect.poll(() => first).toBe(false); // the board was shown and its feed opened
+  await expect(admin.getByRole('button', { name: 'Unlock' })).toBeVisible();
+  await expect(admin.getByRole('status', { name: 'Feed' })).toHaveCount(0);
+});

@@ -241,8 +241,31 @@ pub fn Sparkline(
 
 /// The operator's live board: connection state, one panel per live voucher, the log.
 #[component]
-pub fn LiveBoard(titles: Signal<HashMap<i64, String>>) -> impl IntoView {
+pub fn LiveBoard(
+    titles: Signal<HashMap<i64, String>>,
+    /// Set to false when the server no longer knows this browser as admin.
+    unlocked: RwSignal<bool>,
+) -> impl IntoView {
     let feed = use_admin_feed();
+    // While reconnecting, ask whether this browser is still admin: a server restarted
+    // with a new session key refuses the old admin cookie, and then the token is
+    // needed again rather than endless retries.
+    Effect::new(move |_| {
+        if feed.connection.get() == Connection::Reconnecting {
+            leptos::task::spawn_local(async move {
+                loop {
+                    if let Ok(false) = crate::auth::api::admin_status().await {
+                        unlocked.try_set(false);
+                        return;
+                    }
+                    crate::app::pause(2000).await;
+                    if feed.connection.try_get_untracked() != Some(Connection::Reconnecting) {
+                        return;
+                    }
+                }
+            });
+        }
+    });
     let ids = move || {
         let mut ids: Vec<i64> = feed.latest.get().keys().copied().collect();
         ids.sort_unstable_by(|a, b| b.cmp(a));

@@ -24,7 +24,7 @@ pub fn AdminPage() -> impl IntoView {
     view! {
         <h1 class="mb-4 text-2xl font-bold">"Admin"</h1>
         <Show when=move || unlocked.get() fallback=move || view! { <Unlock unlocked/> }>
-            <AdminBoard/>
+            <AdminBoard unlocked/>
         </Show>
     }
 }
@@ -57,7 +57,7 @@ fn Unlock(unlocked: RwSignal<bool>) -> impl IntoView {
 }
 
 #[component]
-fn AdminBoard() -> impl IntoView {
+fn AdminBoard(unlocked: RwSignal<bool>) -> impl IntoView {
     // The list (titles, windows) changes rarely; the numbers come from the live feed.
     let refresh = RwSignal::new(0u64);
     every(5000, move || refresh.update(|n| *n += 1));
@@ -67,7 +67,7 @@ fn AdminBoard() -> impl IntoView {
     });
     view! {
         <CreateVoucher refresh/>
-        <LiveBoard titles/>
+        <LiveBoard titles unlocked/>
         <h2 class="mb-2 mt-6 text-xl font-semibold">"Vouchers"</h2>
         <Transition fallback=|| view! { <p>"Loading…"</p> }>
             {move || vouchers.get().map(|list| match list {

@@ -7,7 +7,10 @@
 //! from the server-function layer rejecting a malformed body.
 
 use serde::{Deserialize, Serialize};
-use server_fn::{codec::JsonEncoding, error::{FromServerFnError, ServerFnErrorErr}};
+use server_fn::{
+    codec::JsonEncoding,
+    error::{FromServerFnError, ServerFnErrorErr},
+};
 
 /// Why a call was refused. Serialised in `snake_case`; these names are API.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -121,9 +124,7 @@ impl FromServerFnError for AppError {
             ServerFnErrorErr::Args(msg) | ServerFnErrorErr::MissingArg(msg) => invalid_body(&msg),
             ServerFnErrorErr::Deserialization(msg) if cfg!(feature = "ssr") => invalid_body(&msg),
             // The browser could not reach us, or could not read our answer.
-            ServerFnErrorErr::Request(_) | ServerFnErrorErr::Deserialization(_) => {
-                Self::new(ErrorCode::Network)
-            }
+            ServerFnErrorErr::Request(_) | ServerFnErrorErr::Deserialization(_) => Self::new(ErrorCode::Network),
             _ => Self::new(ErrorCode::Internal),
         }
     }

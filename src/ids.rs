@@ -41,11 +41,7 @@ struct Block {
 
 impl OrderIds {
     pub fn new(namespace: &str, block_size: u32) -> Self {
-        Self {
-            namespace: namespace.to_owned(),
-            block_size: block_size.max(1),
-            block: Mutex::new(Block::default()),
-        }
+        Self { namespace: namespace.to_owned(), block_size: block_size.max(1), block: Mutex::new(Block::default()) }
     }
 
     /// The next id. Goes to Redis only when the block is used up or the day changed.

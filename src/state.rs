@@ -1,6 +1,11 @@
 //! The state every request handler and server function shares.
 
-use crate::{auth::Secrets, ids::OrderIds, live::hub::Hub, sale::{gate::Scripts, sold_out::SoldOutFlags}};
+use crate::{
+    auth::Secrets,
+    ids::OrderIds,
+    live::hub::Hub,
+    sale::{gate::Scripts, sold_out::SoldOutFlags},
+};
 use axum::extract::FromRef;
 use leptos::config::LeptosOptions;
 use redis::aio::ConnectionManager;

@@ -35,10 +35,8 @@ impl Secrets {
 
     /// True when the headers carry the admin token (bearer or admin cookie).
     pub fn is_admin(&self, headers: &HeaderMap) -> bool {
-        let bearer = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
+        let bearer =
+            headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
         if let Some(token) = bearer {
             return self.token_matches(token.trim());
         }

@@ -95,7 +95,8 @@ async fn main() -> ExitCode {
 }
 
 async fn run(args: Args) -> Result<bool, String> {
-    let http = reqwest::Client::builder().pool_max_idle_per_host(args.concurrency).build().map_err(|e| e.to_string())?;
+    let http =
+        reqwest::Client::builder().pool_max_idle_per_host(args.concurrency).build().map_err(|e| e.to_string())?;
     let client = Client { http, url: args.url.trim_end_matches('/').to_owned(), admin: args.admin_token.clone() };
     let now = chrono::Utc::now();
     let voucher = client
@@ -130,7 +131,8 @@ async fn run(args: Args) -> Result<bool, String> {
             let client = &client;
             async move {
                 let t = Instant::now();
-                let (status, body) = client.post("grab", json!({ "voucher_id": voucher_id }), &[("cookie", cookie)]).await?;
+                let (status, body) =
+                    client.post("grab", json!({ "voucher_id": voucher_id }), &[("cookie", cookie)]).await?;
                 Ok((*user, status, body, t.elapsed()))
             }
         })
@@ -146,7 +148,8 @@ async fn run(args: Args) -> Result<bool, String> {
     for answer in answers {
         let (user, status, body, took) = answer?;
         latencies.push(took);
-        let outcome = if status == 200 { "granted".to_owned() } else { body["code"].as_str().unwrap_or("?").to_owned() };
+        let outcome =
+            if status == 200 { "granted".to_owned() } else { body["code"].as_str().unwrap_or("?").to_owned() };
         *outcomes.entry(outcome).or_default() += 1;
         if status == 200 && !winners.insert(user) {
             println!("VIOLATION I2: user {user} granted twice");

@@ -2,7 +2,10 @@
 //! Frames are serialised once, whatever the number of subscribers.
 
 use super::{AdminFrame, LiveEvent, ShopFrame, Snapshot};
-use std::{collections::VecDeque, sync::{Arc, Mutex}};
+use std::{
+    collections::VecDeque,
+    sync::{Arc, Mutex},
+};
 use tokio::sync::broadcast;
 
 /// Snapshots kept for charts of a newly opened dashboard: one a second, 3 minutes.

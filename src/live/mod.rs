@@ -70,7 +70,12 @@ impl Snapshot {
     pub fn stock_only(&self) -> Vec<StockLive> {
         self.vouchers
             .iter()
-            .map(|v| StockLive { voucher_id: v.voucher_id, total: v.total, stock: v.stock, sold_out: v.sold_out || v.stock == 0 })
+            .map(|v| StockLive {
+                voucher_id: v.voucher_id,
+                total: v.total,
+                stock: v.stock,
+                sold_out: v.sold_out || v.stock == 0,
+            })
             .collect()
     }
 }
@@ -135,7 +140,10 @@ impl LiveEvent {
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum AdminFrame {
     /// Sent first on every (re)connection: recent snapshots (one a second) and events.
-    Hello { history: Vec<Snapshot>, events: Vec<LiveEvent> },
+    Hello {
+        history: Vec<Snapshot>,
+        events: Vec<LiveEvent>,
+    },
     Snapshot(Snapshot),
     Event(LiveEvent),
 }

@@ -2,7 +2,10 @@
 //! one pipelined Redis round trip and one SQL query, whatever the number of viewers.
 
 use super::{hub::Hub, Snapshot, VoucherLive};
-use crate::{sale::{keys::SaleKeys, sold_out::SoldOutFlags}, state::AppState};
+use crate::{
+    sale::{keys::SaleKeys, sold_out::SoldOutFlags},
+    state::AppState,
+};
 use std::{collections::HashMap, sync::Arc, time::Duration};
 use tokio::{sync::watch, time::MissedTickBehavior};
 
@@ -21,7 +24,12 @@ struct Prev {
     refused_locally: u64,
 }
 
-pub fn spawn(state: AppState, hub: Arc<Hub>, flags: Arc<SoldOutFlags>, mut stop: watch::Receiver<bool>) -> tokio::task::JoinHandle<()> {
+pub fn spawn(
+    state: AppState,
+    hub: Arc<Hub>,
+    flags: Arc<SoldOutFlags>,
+    mut stop: watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut prev = HashMap::new();
         let mut tick = tokio::time::interval(EVERY);
@@ -55,7 +63,11 @@ enum SampleError {
     Db(#[from] sqlx::Error),
 }
 
-async fn sample(state: &AppState, flags: &SoldOutFlags, prev: &mut HashMap<i64, Prev>) -> Result<Snapshot, SampleError> {
+async fn sample(
+    state: &AppState,
+    flags: &SoldOutFlags,
+    prev: &mut HashMap<i64, Prev>,
+) -> Result<Snapshot, SampleError> {
     let since = chrono::Utc::now().timestamp_millis() - SHOWN_AFTER_END_MS;
     let rows: Vec<(i64, i64, i64)> =
         sqlx::query_as("SELECT id, stock, stock_left FROM vouchers WHERE ends_at > ? ORDER BY id")

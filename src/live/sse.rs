@@ -3,7 +3,10 @@
 //! browsers reconnect by themselves and get a fresh `hello` each time.
 
 use super::hub::Frame;
-use crate::{error::{AppError, ErrorCode}, state::AppState};
+use crate::{
+    error::{AppError, ErrorCode},
+    state::AppState,
+};
 use axum::{
     extract::{Query, State},
     http::{HeaderMap, StatusCode},

@@ -151,7 +151,11 @@ fn apply_stock_event(map: &mut HashMap<i64, StockLive>, e: &LiveEvent) {
 /// `None` (its component is gone). The browser reconnects after a blip by itself; when
 /// it gives up (the server was down), a new connection is tried every 2 seconds.
 #[allow(unused_variables)]
-fn listen<T: 'static>(url: &'static str, connection: RwSignal<Connection>, on_message: impl Fn(String) -> Option<T> + 'static) {
+fn listen<T: 'static>(
+    url: &'static str,
+    connection: RwSignal<Connection>,
+    on_message: impl Fn(String) -> Option<T> + 'static,
+) {
     #[cfg(feature = "hydrate")]
     browser::open(url, connection, std::rc::Rc::new(move |s| on_message(s).is_some()));
 }

@@ -51,9 +51,8 @@ async fn persist_one(tx: &mut Transaction<'_, Sqlite>, m: &OrderMsg) -> sqlx::Re
     .await?
     .rows_affected();
     if inserted == 0 {
-        let existing: Option<i64> = sqlx::query_scalar(
-            "SELECT id FROM orders WHERE voucher_id = ? AND user_id = ? AND status <> 'cancelled'",
-        )
+        let existing: Option<i64> =
+            sqlx::query_scalar("SELECT id FROM orders WHERE voucher_id = ? AND user_id = ? AND status <> 'cancelled'")
                 .bind(m.voucher_id)
                 .bind(m.user_id)
                 .fetch_optional(&mut **tx)
@@ -79,22 +78,19 @@ pub async fn reachable(db: &SqlitePool) -> bool {
 
 /// True when the order is in the database.
 pub async fn exists(db: &SqlitePool, order_id: i64) -> sqlx::Result<bool> {
-    let found: Option<i64> = sqlx::query_scalar("SELECT id FROM orders WHERE id = ?")
-        .bind(order_id)
-        .fetch_optional(db)
-        .await?;
+    let found: Option<i64> =
+        sqlx::query_scalar("SELECT id FROM orders WHERE id = ?").bind(order_id).fetch_optional(db).await?;
     Ok(found.is_some())
 }
 
 /// The shopper's order with this id, if it is theirs.
 pub async fn get_for_user(db: &SqlitePool, order_id: i64, user_id: i64) -> sqlx::Result<Option<Order>> {
-    let row: Option<(i64, i64, i64, String, i64)> = sqlx::query_as(
-        "SELECT id, voucher_id, user_id, status, created_at FROM orders WHERE id = ? AND user_id = ?",
-    )
-    .bind(order_id)
-    .bind(user_id)
-    .fetch_optional(db)
-    .await?;
+    let row: Option<(i64, i64, i64, String, i64)> =
+        sqlx::query_as("SELECT id, voucher_id, user_id, status, created_at FROM orders WHERE id = ? AND user_id = ?")
+            .bind(order_id)
+            .bind(user_id)
+            .fetch_optional(db)
+            .await?;
     Ok(row.map(|(id, voucher_id, user_id, status, created_at)| Order {
         order_id: id.to_string(),
         voucher_id,

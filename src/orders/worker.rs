@@ -1,8 +1,8 @@
 //! The worker: moves granted orders from the voucher streams into SQL.
 //!
-//! It reads every live voucher's stream through one consumer group (so several
-//! processes share the work), persists a batch in one transaction, then marks the
-//! results "success" and acknowledges. Acknowledging last makes it at-least-once;
+//! One reader per live voucher reads its stream through the voucher's consumer group
+//! (so several processes share the work), persists a batch in one transaction, then
+//! marks the results "success" and acknowledges. Acknowledging last makes it at-least-once;
 //! idempotent persistence makes that exactly one order.
 //!
 //! Recovery, in order of likelihood:
@@ -10,8 +10,8 @@
 //! - another process died: entries idle past `claim_idle` are claimed (XCLAIM);
 //! - the database is down: the batch stays pending and is retried with backoff, as
 //!   long as it takes (an outage delays orders, never fails them);
-//! - Redis lost a group: the live vouchers are warmed again (groups recreated, stock
-//!   and buyers rebuilt from the database);
+//! - Redis lost a group: the voucher is warmed again (group recreated, stock and
+//!   buyers rebuilt from the database);
 //! - a message the database refuses `max_deliveries` times while it answers other
 //!   queries (a poison message): it goes to the dead-letter stream, its result
 //!   becomes "failed" and its stock and buyer slot are given back in one Lua step.
@@ -24,12 +24,12 @@ use crate::{
     },
     state::AppState,
     voucher::{
-        store as vouchers,
+        store::{self as vouchers, VoucherRow},
         warm::{warm, WarmError},
     },
 };
 use redis::{
-    aio::ConnectionManager,
+    aio::{ConnectionManager, ConnectionManagerConfig},
     streams::{StreamId, StreamPendingCountReply, StreamReadOptions, StreamReadReply},
     AsyncCommands,
 };
@@ -49,7 +49,7 @@ const MAX_BACKOFF: Duration = Duration::from_secs(5);
 /// Tuning of one worker.
 #[derive(Clone, Debug)]
 pub struct WorkerSettings {
-    /// Consumer name in the group; unique per process.
+    /// Consumer name in the groups; unique per process.
     pub consumer: String,
     pub batch_size: usize,
     pub block_ms: u64,
@@ -57,32 +57,76 @@ pub struct WorkerSettings {
     pub max_deliveries: u64,
 }
 
-/// Starts the worker. `redis` must be a connection of its own: the worker's blocking
-/// reads would otherwise hold up every request sharing the connection.
+/// Starts this process's worker: one reader per live voucher stream, each with a
+/// connection of its own. One stream per read keeps every command in one hash slot
+/// (Redis Cluster), and a blocking read on a connection of its own holds up nobody.
 pub fn spawn(
     state: AppState,
-    redis: ConnectionManager,
+    client: redis::Client,
     settings: WorkerSettings,
     shutdown: watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<()> {
-    let worker = Worker {
-        state,
-        redis,
-        settings,
-        streams: Vec::new(),
-        known: HashSet::new(),
-        poison_strikes: HashMap::new(),
-    };
-    tokio::spawn(worker.run(shutdown))
+    tokio::spawn(supervise(state, client, settings, shutdown))
 }
 
+/// Starts a reader for each voucher that goes live, until shutdown; then waits for them.
+async fn supervise(
+    state: AppState,
+    client: redis::Client,
+    settings: WorkerSettings,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    tracing::info!(consumer = %settings.consumer, "worker started");
+    announce(&state, "worker_joined", &settings.consumer).await;
+    let mut readers: HashMap<i64, tokio::task::JoinHandle<()>> = HashMap::new();
+    while !*shutdown.borrow() {
+        match vouchers::live(&state.db, DRAIN_GRACE_MS).await {
+            Ok(live) => {
+                for v in live {
+                    if readers.contains_key(&v.id) {
+                        continue;
+                    }
+                    let config = ConnectionManagerConfig::new().set_connection_timeout(Duration::from_secs(5));
+                    match ConnectionManager::new_with_config(client.clone(), config).await {
+                        Ok(redis) => {
+                            let reader = Worker::new(state.clone(), redis, settings.clone(), v);
+                            readers.insert(reader.voucher.id, tokio::spawn(reader.run(shutdown.clone())));
+                        }
+                        Err(e) => tracing::warn!("worker: connecting for voucher {}: {e}", v.id),
+                    }
+                }
+            }
+            Err(e) => tracing::warn!("worker: listing live vouchers: {e}"),
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(REFRESH_EVERY) => {}
+            _ = shutdown.changed() => break,
+        }
+    }
+    for (_, reader) in readers {
+        let _ = reader.await;
+    }
+    tracing::info!(consumer = %settings.consumer, "worker stopped");
+    announce(&state, "worker_left", &settings.consumer).await;
+}
+
+/// Tells every dashboard (through the sale events channel) that this worker came or went.
+async fn announce(state: &AppState, what: &str, consumer: &str) {
+    let channel = crate::sale::keys::events_channel(&state.namespace);
+    let mut redis = state.redis.clone();
+    let sent: redis::RedisResult<i64> = redis.publish(channel, format!("{what}:{consumer}")).await;
+    if let Err(e) = sent {
+        tracing::warn!("worker: announcing {what}: {e}");
+    }
+}
+
+/// Reads one voucher's stream.
 struct Worker {
     state: AppState,
     redis: ConnectionManager,
     settings: WorkerSettings,
-    /// Streams being read, one per live voucher.
-    streams: Vec<(i64, SaleKeys)>,
-    known: HashSet<i64>,
+    voucher: VoucherRow,
+    keys: SaleKeys,
     /// Times the database refused an entry on its own, by entry id.
     poison_strikes: HashMap<String, u64>,
 }
@@ -95,28 +139,31 @@ struct Entry {
 }
 
 impl Worker {
+    fn new(state: AppState, redis: ConnectionManager, settings: WorkerSettings, voucher: VoucherRow) -> Self {
+        let keys = SaleKeys::new(&state.namespace, voucher.id);
+        Self { state, redis, settings, voucher, keys, poison_strikes: HashMap::new() }
+    }
+
     async fn run(mut self, mut shutdown: watch::Receiver<bool>) {
-        tracing::info!(consumer = %self.settings.consumer, "worker started");
-        self.announce("worker_joined").await;
+        let mut joined = false;
         let mut drain_own = true;
         let mut backoff = Duration::from_millis(100);
-        let mut next_refresh = Instant::now();
         let mut next_recover = Instant::now();
         let recover_every = Duration::from_millis((self.settings.claim_idle_ms / 2).clamp(50, 5_000));
-        while !*shutdown.borrow() {
-            if Instant::now() >= next_refresh {
-                if let Err(e) = self.refresh().await {
-                    tracing::warn!("worker: refreshing vouchers: {e}");
-                }
-                next_refresh = Instant::now() + REFRESH_EVERY;
-            }
+        while !*shutdown.borrow() && !self.drained() {
             // Not cancelled by shutdown: a read's entries are handled before stopping,
             // and a step is short (one blocking read of at most `block_ms`).
-            match self.step(drain_own, &mut next_recover, recover_every).await {
+            let step = if joined {
+                self.step(drain_own, &mut next_recover, recover_every).await
+            } else {
+                self.join().await.map(|()| 0)
+            };
+            match step {
+                Ok(_) if !joined => joined = true,
                 Ok(0) if drain_own => drain_own = false,
                 Ok(_) => backoff = Duration::from_millis(100),
                 Err(e) => {
-                    tracing::warn!("worker: {e}; retrying in {backoff:?}");
+                    tracing::warn!(voucher = self.voucher.id, "worker: {e}; retrying in {backoff:?}");
                     drain_own = true;
                     tokio::select! {
                         _ = tokio::time::sleep(backoff) => {}
@@ -126,68 +173,71 @@ impl Worker {
                 }
             }
         }
-        self.leave_groups().await;
-        tracing::info!(consumer = %self.settings.consumer, "worker stopped");
-        self.announce("worker_left").await;
+        self.leave().await;
     }
 
-    /// Leaves each group it holds nothing pending in, so dead names do not pile up
+    /// Past the drain grace after the sale: nothing more will come.
+    fn drained(&self) -> bool {
+        chrono::Utc::now().timestamp_millis() > self.voucher.ends_at + DRAIN_GRACE_MS
+    }
+
+    /// Warms the voucher (a no-op when Redis holds it; a rebuild when Redis lost it)
+    /// and joins its group at once, so operators (XINFO CONSUMERS) see every worker
+    /// reading the stream, not only those that were handed entries.
+    async fn join(&mut self) -> Result<(), WorkError> {
+        // The row as it is now: a rebuild from a stale row would resurrect sold stock.
+        if let Some(row) = vouchers::get(&self.state.db, self.voucher.id).await? {
+            self.voucher = row;
+        }
+        warm(&self.state, &self.voucher).await?;
+        let _: i64 = redis::cmd("XGROUP")
+            .arg("CREATECONSUMER")
+            .arg(&self.keys.orders)
+            .arg(GROUP)
+            .arg(&self.settings.consumer)
+            .query_async(&mut self.redis)
+            .await?;
+        Ok(())
+    }
+
+    /// Leaves the group if it holds nothing pending, so dead names do not pile up
     /// (names are unique per process). Entries it still holds stay for others to claim.
-    async fn leave_groups(&mut self) {
-        for (_, keys) in self.streams.clone() {
-            let mine: redis::RedisResult<StreamPendingCountReply> = redis::cmd("XPENDING")
-                .arg(&keys.orders)
+    async fn leave(&mut self) {
+        let mine: redis::RedisResult<StreamPendingCountReply> = redis::cmd("XPENDING")
+            .arg(&self.keys.orders)
+            .arg(GROUP)
+            .arg("-")
+            .arg("+")
+            .arg(1)
+            .arg(&self.settings.consumer)
+            .query_async(&mut self.redis)
+            .await;
+        if mine.is_ok_and(|p| p.ids.is_empty()) {
+            let left: redis::RedisResult<i64> = redis::cmd("XGROUP")
+                .arg("DELCONSUMER")
+                .arg(&self.keys.orders)
                 .arg(GROUP)
-                .arg("-")
-                .arg("+")
-                .arg(1)
                 .arg(&self.settings.consumer)
                 .query_async(&mut self.redis)
                 .await;
-            if mine.is_ok_and(|p| p.ids.is_empty()) {
-                let left: redis::RedisResult<i64> = redis::cmd("XGROUP")
-                    .arg("DELCONSUMER")
-                    .arg(&keys.orders)
-                    .arg(GROUP)
-                    .arg(&self.settings.consumer)
-                    .query_async(&mut self.redis)
-                    .await;
-                if let Err(e) = left {
-                    tracing::warn!("worker: leaving {}: {e}", keys.orders);
-                }
+            if let Err(e) = left {
+                tracing::warn!("worker: leaving {}: {e}", self.keys.orders);
             }
-        }
-    }
-
-    /// Tells every dashboard (through the sale events channel) that this worker came or went.
-    async fn announce(&mut self, what: &str) {
-        let channel = crate::sale::keys::events_channel(&self.state.namespace);
-        let message = format!("{what}:{}", self.settings.consumer);
-        let sent: redis::RedisResult<i64> = self.redis.publish(channel, message).await;
-        if let Err(e) = sent {
-            tracing::warn!("worker: announcing {what}: {e}");
         }
     }
 
     /// One unit of work: recover idle entries when due, then read and persist a batch.
     /// Returns how many entries it handled.
     async fn step(&mut self, drain_own: bool, next_recover: &mut Instant, every: Duration) -> Result<usize, WorkError> {
-        if self.streams.is_empty() {
-            // Nothing to read until a voucher appears; look again at the next refresh.
-            tokio::time::sleep(REFRESH_EVERY).await;
-            return Ok(0);
-        }
         if Instant::now() >= *next_recover {
             self.recover().await?;
             *next_recover = Instant::now() + every;
         }
         let entries = match self.read(drain_own).await {
-            // Redis lost a group (and maybe the voucher): warm everything again.
+            // Redis lost the group (and maybe the voucher): warm it again.
             Err(WorkError::Redis(e)) if e.code() == Some("NOGROUP") => {
-                tracing::warn!("worker: {e}; warming the live vouchers again");
-                self.known.clear();
-                self.streams.clear();
-                self.refresh().await?;
+                tracing::warn!(voucher = self.voucher.id, "worker: {e}; warming the voucher again");
+                self.join().await?;
                 return Ok(0);
             }
             other => other?,
@@ -197,45 +247,23 @@ impl Worker {
         Ok(n)
     }
 
-    /// Picks up vouchers created since the last look: warms them (a no-op when Redis
-    /// holds them; a rebuild when Redis lost them) and joins their groups.
-    async fn refresh(&mut self) -> Result<(), WorkError> {
-        for v in vouchers::live(&self.state.db, DRAIN_GRACE_MS).await? {
-            if self.known.contains(&v.id) {
-                continue;
-            }
-            let keys = SaleKeys::new(&self.state.namespace, v.id);
-            warm(&self.state, &v).await?;
-            // Join the group at once, so operators (XINFO CONSUMERS) see every worker
-            // reading the stream, not only those that were handed entries.
-            let _: i64 = redis::cmd("XGROUP")
-                .arg("CREATECONSUMER")
-                .arg(&keys.orders)
-                .arg(GROUP)
-                .arg(&self.settings.consumer)
-                .query_async(&mut self.redis)
-                .await?;
-            self.known.insert(v.id);
-            self.streams.push((v.id, keys));
-        }
-        Ok(())
-    }
-
     /// Reads new entries (`>`), or this consumer's own pending ones (`0`).
     async fn read(&mut self, own_pending: bool) -> Result<Vec<Entry>, WorkError> {
-        let names: Vec<&str> = self.streams.iter().map(|(_, k)| k.orders.as_str()).collect();
-        let ids = vec![if own_pending { "0" } else { ">" }; names.len()];
-        let mut opts = StreamReadOptions::default().group(GROUP, &self.settings.consumer).count(self.settings.batch_size);
+        let mut opts =
+            StreamReadOptions::default().group(GROUP, &self.settings.consumer).count(self.settings.batch_size);
         if !own_pending {
             opts = opts.block(self.settings.block_ms as usize);
         }
-        let reply: Option<StreamReadReply> = self.redis.xread_options(&names, &ids, &opts).await?;
-        let mut entries = Vec::new();
-        for stream in reply.map(|r| r.keys).unwrap_or_default() {
-            let Some((_, keys)) = self.streams.iter().find(|(_, k)| k.orders == stream.key) else { continue };
-            entries.extend(stream.ids.into_iter().map(|e| entry(keys, e)));
-        }
-        Ok(entries)
+        let id = if own_pending { "0" } else { ">" };
+        let reply: Option<StreamReadReply> = self.redis.xread_options(&[&self.keys.orders], &[id], &opts).await?;
+        let keys = &self.keys;
+        Ok(reply
+            .map(|r| r.keys)
+            .unwrap_or_default()
+            .into_iter()
+            .flat_map(|stream| stream.ids)
+            .map(|e| entry(keys, e))
+            .collect())
     }
 
     /// Persists entries, in one transaction if it can, else one by one.
@@ -314,7 +342,14 @@ impl Worker {
         self.give_back(e, "dead_letter", true, true, true).await
     }
 
-    async fn give_back(&mut self, e: &Entry, reason: &str, stock: bool, slot: bool, dead: bool) -> Result<(), WorkError> {
+    async fn give_back(
+        &mut self,
+        e: &Entry,
+        reason: &str,
+        stock: bool,
+        slot: bool,
+        dead: bool,
+    ) -> Result<(), WorkError> {
         let Some(m) = &e.msg else { return Ok(()) };
         let g = GiveBack {
             order_id: m.order_id,
@@ -333,39 +368,35 @@ impl Worker {
     /// Takes over entries left idle too long (their consumer died, or this one failed
     /// on them). Those delivered `max_deliveries` times get one last try on their own.
     async fn recover(&mut self) -> Result<(), WorkError> {
-        for i in 0..self.streams.len() {
-            let keys = self.streams[i].1.clone();
-            let pending: StreamPendingCountReply = redis::cmd("XPENDING")
-                .arg(&keys.orders)
-                .arg(GROUP)
-                .arg("IDLE")
-                .arg(self.settings.claim_idle_ms)
-                .arg("-")
-                .arg("+")
-                .arg(self.settings.batch_size)
-                .query_async(&mut self.redis)
-                .await?;
-            if pending.ids.is_empty() {
-                continue;
-            }
-            let worn: HashSet<String> = pending
-                .ids
-                .iter()
-                .filter(|p| p.times_delivered as u64 >= self.settings.max_deliveries)
-                .map(|p| p.id.clone())
-                .collect();
-            let ids: Vec<String> = pending.ids.into_iter().map(|p| p.id).collect();
-            let claimed: redis::streams::StreamClaimReply = self
-                .redis
-                .xclaim(&keys.orders, GROUP, &self.settings.consumer, self.settings.claim_idle_ms, &ids)
-                .await?;
-            tracing::info!(stream = %keys.orders, claimed = claimed.ids.len(), "took over idle orders");
-            let (last_tries, fresh): (Vec<Entry>, Vec<Entry>) =
-                claimed.ids.into_iter().map(|e| entry(&keys, e)).partition(|e| worn.contains(&e.id));
-            self.handle(fresh).await?;
-            for e in last_tries {
-                self.last_try(e).await?;
-            }
+        let keys = self.keys.clone();
+        let pending: StreamPendingCountReply = redis::cmd("XPENDING")
+            .arg(&keys.orders)
+            .arg(GROUP)
+            .arg("IDLE")
+            .arg(self.settings.claim_idle_ms)
+            .arg("-")
+            .arg("+")
+            .arg(self.settings.batch_size)
+            .query_async(&mut self.redis)
+            .await?;
+        if pending.ids.is_empty() {
+            return Ok(());
+        }
+        let worn: HashSet<String> = pending
+            .ids
+            .iter()
+            .filter(|p| p.times_delivered as u64 >= self.settings.max_deliveries)
+            .map(|p| p.id.clone())
+            .collect();
+        let ids: Vec<String> = pending.ids.into_iter().map(|p| p.id).collect();
+        let claimed: redis::streams::StreamClaimReply =
+            self.redis.xclaim(&keys.orders, GROUP, &self.settings.consumer, self.settings.claim_idle_ms, &ids).await?;
+        tracing::info!(stream = %keys.orders, claimed = claimed.ids.len(), "took over idle orders");
+        let (last_tries, fresh): (Vec<Entry>, Vec<Entry>) =
+            claimed.ids.into_iter().map(|e| entry(&keys, e)).partition(|e| worn.contains(&e.id));
+        self.handle(fresh).await?;
+        for e in last_tries {
+            self.last_try(e).await?;
         }
         Ok(())
     }

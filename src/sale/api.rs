@@ -100,14 +100,12 @@ pub async fn sale_stats(voucher_id: i64) -> AppResult<SaleFigures> {
         .await
         .map_err(|e| AppError::unavailable("sale_stats redis", e))?;
     // NOGROUP (Redis lost the voucher) means nothing is pending; other errors are errors.
-    let pending = match redis
-        .xpending::<_, _, redis::streams::StreamPendingReply>(&keys.orders, super::keys::GROUP)
-        .await
-    {
-        Ok(p) => p.count() as i64,
-        Err(e) if e.code() == Some("NOGROUP") => 0,
-        Err(e) => return Err(AppError::unavailable("sale_stats pending", e)),
-    };
+    let pending =
+        match redis.xpending::<_, _, redis::streams::StreamPendingReply>(&keys.orders, super::keys::GROUP).await {
+            Ok(p) => p.count() as i64,
+            Err(e) if e.code() == Some("NOGROUP") => 0,
+            Err(e) => return Err(AppError::unavailable("sale_stats pending", e)),
+        };
     Ok(SaleFigures {
         voucher_id,
         total_stock: voucher.stock,

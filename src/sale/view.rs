@@ -4,13 +4,13 @@ use super::{
     api::{grab, grab_result},
     GrabState, GrabStatus,
 };
+use crate::live::{view::use_shop_feed, StockLive};
 use crate::{
     app::{every, pause},
     auth::{api::me, view::SignInBox, User},
     error::AppError,
     voucher::{api::list_vouchers, Voucher},
 };
-use crate::live::{view::use_shop_feed, StockLive};
 use chrono::{DateTime, Utc};
 use leptos::prelude::*;
 use std::collections::HashMap;
@@ -82,9 +82,7 @@ fn SaleCard(
     now: RwSignal<DateTime<Utc>>,
 ) -> impl IntoView {
     // The card follows the list as it refreshes, without being rebuilt.
-    let voucher = move || {
-        vouchers.get().and_then(Result::ok).and_then(|l| l.into_iter().find(|v| v.id == id))
-    };
+    let voucher = move || vouchers.get().and_then(Result::ok).and_then(|l| l.into_iter().find(|v| v.id == id));
     let order_id = RwSignal::new(None::<String>);
     let result = RwSignal::new(None::<GrabState>);
     let refusal = RwSignal::new(None::<String>);

@@ -74,7 +74,7 @@ async fn run(
     let db = open_database(&config.database_url).await?;
     sqlx::migrate!().run(&db).await?;
     let client = redis::Client::open(redis_url.as_str())?;
-    let redis = connect(&client, Some(Duration::from_secs(5))).await?;
+    let redis = connect(&client).await?;
 
     let (admin_token, generated) = match config.admin_token.clone() {
         Some(t) if !t.trim().is_empty() => (t, false),
@@ -104,9 +104,7 @@ async fn run(
         sampler::spawn(state.clone(), state.hub.clone(), state.sold_out.clone(), stopping.clone()),
     ];
     if config.worker {
-        // Blocking stream reads get a connection of their own (no response timeout).
-        let conn = connect(&client, None).await?;
-        tasks.push(worker::spawn(state.clone(), conn, worker_settings(&config), stopping.clone()));
+        tasks.push(worker::spawn(state.clone(), client.clone(), worker_settings(&config), stopping.clone()));
     }
 
     let addr = listener.local_addr()?;
@@ -163,11 +161,12 @@ async fn open_database(url: &str) -> Result<SqlitePool, ServeError> {
     Ok(SqlitePoolOptions::new().max_connections(8).connect_with(options).await?)
 }
 
-async fn connect(client: &redis::Client, response_timeout: Option<Duration>) -> redis::RedisResult<ConnectionManager> {
-    let mut cfg = ConnectionManagerConfig::new().set_connection_timeout(Duration::from_secs(5));
-    if let Some(t) = response_timeout {
-        cfg = cfg.set_response_timeout(t);
-    }
+/// The connection requests share: multiplexed, reconnecting, and never waiting on
+/// Redis longer than 5 seconds.
+async fn connect(client: &redis::Client) -> redis::RedisResult<ConnectionManager> {
+    let cfg = ConnectionManagerConfig::new()
+        .set_connection_timeout(Duration::from_secs(5))
+        .set_response_timeout(Duration::from_secs(5));
     ConnectionManager::new_with_config(client.clone(), cfg).await
 }
 

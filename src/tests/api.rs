@@ -24,7 +24,13 @@ async fn bad_input_gets_4xx_with_invalid_input() {
     assert_eq!(raw.status(), 400);
     let body: serde_json::Value = raw.json().await.unwrap();
     assert_eq!(code(&body), "invalid_input");
-    for body in [json!({}), json!({ "voucher_id": "seven" }), json!({ "voucher_id": 1.5 }), json!({ "voucher_id": null }), json!("7")] {
+    for body in [
+        json!({}),
+        json!({ "voucher_id": "seven" }),
+        json!({ "voucher_id": 1.5 }),
+        json!({ "voucher_id": null }),
+        json!("7"),
+    ] {
         let (status, answer) = app.call("grab", body.clone(), &cookie).await;
         assert_eq!((status.as_u16(), code(&answer)), (400, "invalid_input"), "{body}");
     }
@@ -55,8 +61,11 @@ async fn bad_input_gets_4xx_with_invalid_input() {
 async fn admin_calls_need_the_token() {
     let app = TestApp::spawn().await;
     let v = app.create_voucher(5, -5, 3600).await;
-    let body = json!({ "title": "t", "stock": 1, "begins_at": "2030-01-01T00:00:00Z", "ends_at": "2030-01-02T00:00:00Z" });
-    for (name, body) in [("create_voucher", body), ("warm_up", json!({ "voucher_id": v })), ("sale_stats", json!({ "voucher_id": v }))] {
+    let body =
+        json!({ "title": "t", "stock": 1, "begins_at": "2030-01-01T00:00:00Z", "ends_at": "2030-01-02T00:00:00Z" });
+    for (name, body) in
+        [("create_voucher", body), ("warm_up", json!({ "voucher_id": v })), ("sale_stats", json!({ "voucher_id": v }))]
+    {
         let (status, answer) = app.call(name, body.clone(), &[]).await;
         assert_eq!((status.as_u16(), code(&answer)), (401, "admin_required"), "{name}");
         let (status, _) = app.call(name, body, &[("authorization", "Bearer wrong")]).await;

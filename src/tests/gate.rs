@@ -2,8 +2,8 @@
 
 use crate::support::{code, TestApp};
 use seckill::{
-    sale::gate::{Scripts, Verdict},
     error::ErrorCode,
+    sale::gate::{Scripts, Verdict},
     voucher::store::VoucherRow,
 };
 use serde_json::json;
@@ -83,14 +83,8 @@ async fn gate_refuses_after_the_window() {
     let scripts = Scripts::new(&app.namespace);
     let mut redis = app.redis.clone();
     let now = chrono::Utc::now().timestamp_millis();
-    let row = |id, begins_at, ends_at| VoucherRow {
-        id,
-        title: "t".into(),
-        stock: 5,
-        stock_left: 5,
-        begins_at,
-        ends_at,
-    };
+    let row =
+        |id, begins_at, ends_at| VoucherRow { id, title: "t".into(), stock: 5, stock_left: 5, begins_at, ends_at };
     let past = app.keys(900_001);
     assert!(scripts.warm(&mut redis, &past, &row(900_001, now - 60_000, now - 1_000), &[]).await.unwrap());
     let verdict = scripts.grab(&mut redis, &past, 900_001, 1, 42).await.unwrap();

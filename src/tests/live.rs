@@ -5,7 +5,10 @@ use futures::{stream, StreamExt};
 use redis::AsyncCommands;
 use seckill::server::local_redis::LocalRedis;
 use serde_json::{json, Value};
-use std::{collections::HashSet, time::{Duration, Instant}};
+use std::{
+    collections::HashSet,
+    time::{Duration, Instant},
+};
 
 const SOON: Duration = Duration::from_secs(10);
 
@@ -43,9 +46,8 @@ async fn admin_feed_streams_numbers_and_pushes_sold_out_at_once() {
     assert_eq!(mine["stock"], 0);
     assert!(mine.get("pending").is_none(), "shoppers see stock only: {mine}");
 
-    let done = feed
-        .until(SOON, |f| f["type"] == "snapshot" && voucher_in(f, v).is_some_and(|n| n["persisted"] == 2))
-        .await;
+    let done =
+        feed.until(SOON, |f| f["type"] == "snapshot" && voucher_in(f, v).is_some_and(|n| n["persisted"] == 2)).await;
     let n = voucher_in(&done, v).unwrap();
     assert_eq!((n["stock"].as_i64(), n["granted"].as_i64(), n["dead_letters"].as_i64()), (Some(0), Some(2), Some(0)));
     app.stop().await;
@@ -58,8 +60,14 @@ async fn two_processes_share_one_sale_and_the_sold_out_broadcast() {
 
     // A storm split across both processes: exact stock, one per user.
     let v = a.create_voucher(60, -5, 3600).await;
-    let shoppers: Vec<Shopper> =
-        stream::iter(0..300).map(|i| { let a = &a; async move { a.sign_in(&format!("two-{i}")).await } }).buffer_unordered(32).collect().await;
+    let shoppers: Vec<Shopper> = stream::iter(0..300)
+        .map(|i| {
+            let a = &a;
+            async move { a.sign_in(&format!("two-{i}")).await }
+        })
+        .buffer_unordered(32)
+        .collect()
+        .await;
     let answers: Vec<(i64, u16)> = stream::iter(shoppers.iter().enumerate())
         .map(|(i, s)| {
             let app = if i % 2 == 0 { &a } else { &b };
@@ -130,7 +138,8 @@ async fn the_sampler_costs_the_same_for_one_viewer_or_forty() {
     for stock in [5, 7, 9] {
         app.create_voucher(stock, -5, 3600).await;
     }
-    let mut redis = redis::aio::ConnectionManager::new(redis::Client::open(private.url.as_str()).unwrap()).await.unwrap();
+    let mut redis =
+        redis::aio::ConnectionManager::new(redis::Client::open(private.url.as_str()).unwrap()).await.unwrap();
 
     let mut one = vec![Feed::open(&app, false).await];
     one[0].until(SOON, |f| f["type"] == "snapshot").await;

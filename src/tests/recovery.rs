@@ -5,7 +5,10 @@ use redis::{
     streams::{StreamReadOptions, StreamReadReply},
     AsyncCommands,
 };
-use seckill::{orders::store::{self, OrderMsg}, sale::keys::GROUP};
+use seckill::{
+    orders::store::{self, OrderMsg},
+    sale::keys::GROUP,
+};
 use std::collections::HashMap;
 
 /// Reads `count` new entries as `consumer` and does not acknowledge them, like a
@@ -45,7 +48,8 @@ async fn orders_read_but_not_acked_are_persisted_once_after_restart() {
 
     // The restarted process has the stable name "w-fixed": it drains its own pending
     // list at once (claiming is off: nothing is idle long enough) and reads the rest.
-    let app = TestApp::with(Options { worker_name: Some("w-fixed".into()), claim_idle_ms: 600_000, ..opts.clone() }).await;
+    let app =
+        TestApp::with(Options { worker_name: Some("w-fixed".into()), claim_idle_ms: 600_000, ..opts.clone() }).await;
     app.wait_for_stats("own pending drained", v, |s| s["persisted"] == 3 && s["pending"] == 3).await;
     let opts = app.restart_options();
     app.stop().await;
@@ -55,9 +59,14 @@ async fn orders_read_but_not_acked_are_persisted_once_after_restart() {
     let stats = app.wait_for_stats("6 persisted, none pending", v, |s| s["persisted"] == 6 && s["pending"] == 0).await;
     assert_eq!(stats["redis_stock"], 4);
     assert_eq!(stats["granted"], 6);
-    let left: i64 = sqlx::query_scalar("SELECT stock_left FROM vouchers WHERE id = ?").bind(v).fetch_one(&app.db).await.unwrap();
+    let left: i64 =
+        sqlx::query_scalar("SELECT stock_left FROM vouchers WHERE id = ?").bind(v).fetch_one(&app.db).await.unwrap();
     assert_eq!(left, 4, "database stock taken once per order");
-    let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM orders WHERE voucher_id = ?").bind(v).fetch_one(&app.db).await.unwrap();
+    let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM orders WHERE voucher_id = ?")
+        .bind(v)
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
     assert_eq!(count, 6);
     let mut redis = app.redis.clone();
     let results: HashMap<String, String> = redis.hgetall(app.keys(v).results).await.unwrap();

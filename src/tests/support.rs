@@ -29,7 +29,15 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Self { worker: true, worker_name: None, claim_idle_ms: 30_000, max_deliveries: 10, reuse: None, redis_url: None, sold_out_ttl_ms: 2_000 }
+        Self {
+            worker: true,
+            worker_name: None,
+            claim_idle_ms: 30_000,
+            max_deliveries: 10,
+            reuse: None,
+            redis_url: None,
+            sold_out_ttl_ms: 2_000,
+        }
     }
 }
 
@@ -56,9 +64,10 @@ impl TestApp {
     pub async fn with(opts: Options) -> Self {
         // Server warnings show in a failing test's output.
         let _ = tracing_subscriber::fmt().with_test_writer().with_env_filter("warn").try_init();
-        let (dir, namespace) = opts.reuse.clone().unwrap_or_else(|| {
-            (Arc::new(TempDir::new().unwrap()), format!("t{}", rand::random::<u64>()))
-        });
+        let (dir, namespace) = opts
+            .reuse
+            .clone()
+            .unwrap_or_else(|| (Arc::new(TempDir::new().unwrap()), format!("t{}", rand::random::<u64>())));
         let mut config = Config::defaults();
         let redis_url = opts.redis_url.clone().unwrap_or_else(redis_url);
         config.redis_url = Some(redis_url.clone());
@@ -129,7 +138,8 @@ impl TestApp {
 
     /// Signs in and returns the `Cookie` header value of the session.
     pub async fn sign_in(&self, name: &str) -> Shopper {
-        let res = self.http.post(format!("{}/api/sign_in", self.base)).json(&json!({ "name": name })).send().await.unwrap();
+        let res =
+            self.http.post(format!("{}/api/sign_in", self.base)).json(&json!({ "name": name })).send().await.unwrap();
         assert!(res.status().is_success(), "sign_in {name}: {}", res.status());
         let cookie = res.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_owned();
         let body: Value = res.json().await.unwrap();
@@ -232,7 +242,8 @@ impl Feed {
         loop {
             while let Some(end) = self.buffer.find("\n\n") {
                 let block: String = self.buffer.drain(..end + 2).collect();
-                let data: Vec<&str> = block.lines().filter_map(|l| l.strip_prefix("data:")).map(str::trim_start).collect();
+                let data: Vec<&str> =
+                    block.lines().filter_map(|l| l.strip_prefix("data:")).map(str::trim_start).collect();
                 if !data.is_empty() {
                     return serde_json::from_str(&data.join("\n")).unwrap();
                 }

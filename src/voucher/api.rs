@@ -8,7 +8,12 @@ use server_fn::codec::Json;
 #[cfg(feature = "ssr")]
 use {
     super::{store, store::VoucherRow, warm, NewVoucher},
-    crate::{auth::session::require_admin, error::{AppError, ErrorCode}, sale::keys::SaleKeys, state::AppState},
+    crate::{
+        auth::session::require_admin,
+        error::{AppError, ErrorCode},
+        sale::keys::SaleKeys,
+        state::AppState,
+    },
 };
 
 /// How many vouchers `list_vouchers` returns (newest first).

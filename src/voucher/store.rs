@@ -44,18 +44,12 @@ pub async fn insert(db: &SqlitePool, v: &NewVoucher) -> sqlx::Result<VoucherRow>
 }
 
 pub async fn get(db: &SqlitePool, id: i64) -> sqlx::Result<Option<VoucherRow>> {
-    sqlx::query_as(&format!("SELECT {COLUMNS} FROM vouchers WHERE id = ?"))
-        .bind(id)
-        .fetch_optional(db)
-        .await
+    sqlx::query_as(&format!("SELECT {COLUMNS} FROM vouchers WHERE id = ?")).bind(id).fetch_optional(db).await
 }
 
 /// The newest vouchers first, at most `limit`.
 pub async fn list(db: &SqlitePool, limit: i64) -> sqlx::Result<Vec<VoucherRow>> {
-    sqlx::query_as(&format!("SELECT {COLUMNS} FROM vouchers ORDER BY id DESC LIMIT ?"))
-        .bind(limit)
-        .fetch_all(db)
-        .await
+    sqlx::query_as(&format!("SELECT {COLUMNS} FROM vouchers ORDER BY id DESC LIMIT ?")).bind(limit).fetch_all(db).await
 }
 
 /// Vouchers whose sale has not ended `grace_ms` ago: the ones to warm and to drain.

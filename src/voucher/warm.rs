@@ -2,7 +2,10 @@
 //! order stream has the worker's consumer group.
 
 use super::store::{self, VoucherRow};
-use crate::{sale::keys::{SaleKeys, GROUP}, state::AppState};
+use crate::{
+    sale::keys::{SaleKeys, GROUP},
+    state::AppState,
+};
 use redis::aio::ConnectionManager;
 
 #[derive(Debug, thiserror::Error)]
@@ -28,14 +31,8 @@ pub async fn warm(state: &AppState, v: &VoucherRow) -> Result<bool, WarmError> {
 /// Creates the consumer group (and the stream) if missing, reading from the start,
 /// so a fresh Redis never answers NOGROUP and no queued order is skipped.
 pub async fn ensure_group(redis: &mut ConnectionManager, stream: &str) -> redis::RedisResult<()> {
-    let created: redis::RedisResult<()> = redis::cmd("XGROUP")
-        .arg("CREATE")
-        .arg(stream)
-        .arg(GROUP)
-        .arg("0")
-        .arg("MKSTREAM")
-        .query_async(redis)
-        .await;
+    let created: redis::RedisResult<()> =
+        redis::cmd("XGROUP").arg("CREATE").arg(stream).arg(GROUP).arg("0").arg("MKSTREAM").query_async(redis).await;
     match created {
         Err(e) if e.code() == Some("BUSYGROUP") => Ok(()),
         other => other,

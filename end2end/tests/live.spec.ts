@@ -2,10 +2,15 @@ import { expect, request as playwrightRequest, test, type Page } from '@playwrig
 import { adminToken, baseURL } from '../playwright.config';
 import { createVoucher, open, signIn, uniqueTitle } from './helpers';
 
-async function unlockAdmin(page: Page): Promise<void> {
+/** Opens the admin page and submits the token. */
+async function submitToken(page: Page): Promise<void> {
   await open(page, '/admin');
   await page.getByLabel('Admin token').fill(adminToken);
   await page.getByRole('button', { name: 'Unlock' }).click();
+}
+
+async function unlockAdmin(page: Page): Promise<void> {
+  await submitToken(page);
   await expect(page.getByRole('status', { name: 'Feed' })).toHaveText('Live');
 }
 
@@ -73,9 +78,7 @@ test('the dashboard says when it is reconnecting and recovers by itself', async 
     }
   });
   const admin = await context.newPage();
-  await open(admin, '/admin');
-  await admin.getByLabel('Admin token').fill(adminToken);
-  await admin.getByRole('button', { name: 'Unlock' }).click();
+  await submitToken(admin);
   const feed = admin.getByRole('status', { name: 'Feed' });
   await expect(feed).toHaveText('Reconnecting…');
   await expect.poll(() => calls).toBeGreaterThan(2); // it kept trying while down
@@ -99,9 +102,7 @@ test('a dashboard whose admin session is gone asks for the token again', async (
     }
   });
   const admin = await context.newPage();
-  await open(admin, '/admin');
-  await admin.getByLabel('Admin token').fill(adminToken);
-  await admin.getByRole('button', { name: 'Unlock' }).click();
+  await submitToken(admin);
   await expect.poll(() => first).toBe(false); // the board was shown and its feed opened
   await expect(admin.getByRole('button', { name: 'Unlock' })).toBeVisible();
   await expect(admin.getByRole('status', { name: 'Feed' })).toHaveCount(0);

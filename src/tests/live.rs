@@ -60,14 +60,7 @@ async fn two_processes_share_one_sale_and_the_sold_out_broadcast() {
 
     // A storm split across both processes: exact stock, one per user.
     let v = a.create_voucher(60, -5, 3600).await;
-    let shoppers: Vec<Shopper> = stream::iter(0..300)
-        .map(|i| {
-            let a = &a;
-            async move { a.sign_in(&format!("two-{i}")).await }
-        })
-        .buffer_unordered(32)
-        .collect()
-        .await;
+    let shoppers: Vec<Shopper> = a.sign_in_many("two", 300).await;
     let answers: Vec<(i64, u16)> = stream::iter(shoppers.iter().enumerate())
         .map(|(i, s)| {
             let app = if i % 2 == 0 { &a } else { &b };

@@ -12,14 +12,7 @@ const STOCK: i64 = 100;
 async fn storm_sells_exactly_the_stock_once_per_user() {
     let app = TestApp::spawn().await;
     let v = app.create_voucher(STOCK, -5, 3600).await;
-    let shoppers: Vec<Shopper> = stream::iter(0..USERS)
-        .map(|i| {
-            let app = &app;
-            async move { app.sign_in(&format!("storm-{i}")).await }
-        })
-        .buffer_unordered(64)
-        .collect()
-        .await;
+    let shoppers: Vec<Shopper> = app.sign_in_many("storm", USERS).await;
 
     // Every shopper grabs twice, all at once.
     let attempts = shoppers.iter().chain(shoppers.iter());

@@ -146,6 +146,16 @@ impl TestApp {
         Shopper { cookie, user_id: body["user_id"].as_i64().unwrap() }
     }
 
+    /// Signs in `n` shoppers named `<prefix>-<i>`, 64 at a time.
+    pub async fn sign_in_many(&self, prefix: &str, n: usize) -> Vec<Shopper> {
+        use futures::{stream, StreamExt};
+        stream::iter(0..n).map(|i| self.sign_in_owned(format!("{prefix}-{i}"))).buffer_unordered(64).collect().await
+    }
+
+    async fn sign_in_owned(&self, name: String) -> Shopper {
+        self.sign_in(&name).await
+    }
+
     /// Creates a voucher whose window is `[now + begins_in, now + ends_in]` seconds.
     pub async fn create_voucher(&self, stock: i64, begins_in: i64, ends_in: i64) -> i64 {
         let now = chrono::Utc::now();

@@ -3,7 +3,8 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-// The app under test is the debug build from `cargo leptos build`, started here on
+// The app under test is the release build from `cargo leptos build --release` (what
+// users deploy), started here on
 // loopback with its own SQLite file. REDIS_URL comes from `npm test` (.ci/test);
 // without it the app starts a private redis-server itself.
 const port = Number(process.env.E2E_PORT ?? 3917);
@@ -32,7 +33,7 @@ export default defineConfig({
     },
   },
   webServer: {
-    command: './target/debug/seckill',
+    command: './target/release/seckill',
     cwd: '..',
     url: `${baseURL}/`,
     timeout: 60_000,

@@ -1,6 +1,7 @@
-//! The HTML shell and the routes.
+//! The HTML shell and the routes: the top of the dependency graph (it imports the
+//! pages; nothing imports it but the server and the hydrate entry).
 
-use crate::{sale::view::ShopPage, voucher::view::AdminPage};
+use crate::pages::{admin::AdminPage, shop::ShopPage};
 use leptos::prelude::*;
 use leptos_meta::{provide_meta_context, MetaTags, Stylesheet, Title};
 use leptos_router::{
@@ -57,25 +58,4 @@ pub fn App() -> impl IntoView {
             </main>
         </Router>
     }
-}
-
-/// Calls `f` every `ms` milliseconds in the browser (never on the server), until
-/// the calling component is dropped.
-pub fn every(ms: u64, f: impl Fn() + 'static) {
-    #[cfg(feature = "hydrate")]
-    {
-        if let Ok(handle) = set_interval_with_handle(f, std::time::Duration::from_millis(ms)) {
-            on_cleanup(move || handle.clear());
-        }
-    }
-    #[cfg(not(feature = "hydrate"))]
-    let _ = (ms, f);
-}
-
-/// Waits `ms` milliseconds in the browser; returns at once on the server.
-pub async fn pause(ms: u32) {
-    #[cfg(feature = "hydrate")]
-    gloo_timers::future::TimeoutFuture::new(ms).await;
-    #[cfg(not(feature = "hydrate"))]
-    let _ = ms;
 }

@@ -16,9 +16,11 @@
 
 pub mod app;
 pub mod auth;
+pub mod browser;
 pub mod error;
 pub mod live;
 pub mod orders;
+pub mod pages;
 pub mod sale;
 pub mod voucher;
 

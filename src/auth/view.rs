@@ -1,7 +1,7 @@
-//! The shopper's sign-in box.
+//! The shopper's sign-in box and the operator's token form.
 
 use super::{
-    api::{sign_in, sign_out},
+    api::{admin_sign_in, sign_in, sign_out},
     User,
 };
 use leptos::prelude::*;
@@ -51,4 +51,33 @@ pub fn SignInBox(user: RwSignal<Option<User>>) -> impl IntoView {
             </Show>
         </section>
     }
+    .into_any()
+}
+
+/// Asks for the admin token and exchanges it for an admin cookie.
+#[component]
+pub fn AdminUnlock(unlocked: RwSignal<bool>) -> impl IntoView {
+    let token = RwSignal::new(String::new());
+    let unlock = Action::new(|t: &String| admin_sign_in(t.clone()));
+    Effect::new(move |_| {
+        if let Some(Ok(())) = unlock.value().get() {
+            unlocked.set(true);
+        }
+    });
+    view! {
+        <form class="flex flex-wrap items-end gap-3 rounded-lg bg-white p-4 shadow" on:submit=move |ev| {
+            ev.prevent_default();
+            unlock.dispatch(token.get_untracked());
+        }>
+            <label class="flex flex-col text-sm">
+                "Admin token"
+                <input class="rounded border px-2 py-1" type="password" bind:value=token/>
+            </label>
+            <button class="rounded bg-slate-800 px-4 py-1 text-white" type="submit">"Unlock"</button>
+            <p role="alert" class="text-sm text-red-700">
+                {move || unlock.value().get().and_then(Result::err).map(|e| e.message)}
+            </p>
+        </form>
+    }
+    .into_any()
 }

@@ -1,8 +1,11 @@
-//! The browser side of the live feed: an EventSource that reconnects by itself, the
-//! operator's live board (numbers, progress, charts, event log) and the shoppers'
+//! The browser side of the live feed: the operator's live board (numbers, progress, charts, event log) and the shoppers'
 //! live stock.
 
 use super::{AdminFrame, EventKind, LiveEvent, ShopFrame, Snapshot, StockLive, VoucherLive};
+use crate::{
+    auth::api::admin_status,
+    browser::{listen, pause, Connection},
+};
 use leptos::prelude::*;
 use std::collections::{HashMap, VecDeque};
 
@@ -10,24 +13,6 @@ use std::collections::{HashMap, VecDeque};
 const MAX_POINTS: usize = 720;
 /// Events shown in the log.
 const MAX_EVENTS: usize = 50;
-
-/// State of the feed's connection, shown to the operator.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Connection {
-    Connecting,
-    Live,
-    Reconnecting,
-}
-
-impl Connection {
-    pub fn label(self) -> &'static str {
-        match self {
-            Self::Connecting => "Connecting…",
-            Self::Live => "Live",
-            Self::Reconnecting => "Reconnecting…",
-        }
-    }
-}
 
 /// One point of a voucher's charts.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -147,65 +132,6 @@ fn apply_stock_event(map: &mut HashMap<i64, StockLive>, e: &LiveEvent) {
     }
 }
 
-/// Feeds each message of the event stream at `url` to `on_message` until it answers
-/// `None` (its component is gone). The browser reconnects after a blip by itself; when
-/// it gives up (the server was down), a new connection is tried every 2 seconds.
-#[allow(unused_variables)]
-fn listen<T: 'static>(
-    url: &'static str,
-    connection: RwSignal<Connection>,
-    on_message: impl Fn(String) -> Option<T> + 'static,
-) {
-    #[cfg(feature = "hydrate")]
-    browser::open(url, connection, std::rc::Rc::new(move |s| on_message(s).is_some()));
-}
-
-#[cfg(feature = "hydrate")]
-mod browser {
-    use super::Connection;
-    use leptos::prelude::*;
-    use std::rc::Rc;
-    use wasm_bindgen::{prelude::Closure, JsCast};
-    use web_sys::{EventSource, MessageEvent};
-
-    pub fn open(url: &'static str, connection: RwSignal<Connection>, on_message: Rc<dyn Fn(String) -> bool>) {
-        let Ok(source) = EventSource::new(url) else {
-            retry(url, connection, on_message);
-            return;
-        };
-        let onopen = Closure::<dyn FnMut()>::new(move || {
-            connection.try_set(Connection::Live);
-        });
-        let src = source.clone();
-        let handler = on_message.clone();
-        let onmessage = Closure::<dyn FnMut(MessageEvent)>::new(move |ev: MessageEvent| {
-            let alive = ev.data().as_string().is_none_or(|text| handler(text));
-            if !alive {
-                src.close();
-            }
-        });
-        let src = source.clone();
-        let onerror = Closure::<dyn FnMut()>::new(move || {
-            if connection.try_set(Connection::Reconnecting).is_some() {
-                src.close();
-            } else if src.ready_state() == EventSource::CLOSED {
-                retry(url, connection, on_message.clone());
-            }
-        });
-        source.set_onopen(Some(onopen.as_ref().unchecked_ref()));
-        source.set_onmessage(Some(onmessage.as_ref().unchecked_ref()));
-        source.set_onerror(Some(onerror.as_ref().unchecked_ref()));
-        // The callbacks live as long as the connection; a reconnect makes new ones.
-        onopen.forget();
-        onmessage.forget();
-        onerror.forget();
-    }
-
-    fn retry(url: &'static str, connection: RwSignal<Connection>, on_message: Rc<dyn Fn(String) -> bool>) {
-        set_timeout(move || open(url, connection, on_message), std::time::Duration::from_secs(2));
-    }
-}
-
 /// A small line chart of `values` (oldest first), scaled to its own maximum.
 #[component]
 pub fn Sparkline(
@@ -241,6 +167,7 @@ pub fn Sparkline(
             </svg>
         </figure>
     }
+    .into_any()
 }
 
 /// The operator's live board: connection state, one panel per live voucher, the log.
@@ -258,11 +185,11 @@ pub fn LiveBoard(
         if feed.connection.get() == Connection::Reconnecting {
             leptos::task::spawn_local(async move {
                 loop {
-                    if let Ok(false) = crate::auth::api::admin_status().await {
+                    if let Ok(false) = admin_status().await {
                         unlocked.try_set(false);
                         return;
                     }
-                    crate::app::pause(2000).await;
+                    pause(2000).await;
                     if feed.connection.try_get_untracked() != Some(Connection::Reconnecting) {
                         return;
                     }
@@ -292,6 +219,7 @@ pub fn LiveBoard(
             <EventLog events=feed.events/>
         </section>
     }
+    .into_any()
 }
 
 #[component]
@@ -345,6 +273,7 @@ fn LivePanel(id: i64, feed: AdminFeed, titles: Signal<HashMap<i64, String>>) -> 
             </p>
         </article>
     }
+    .into_any()
 }
 
 #[component]
@@ -362,4 +291,5 @@ fn EventLog(events: RwSignal<VecDeque<LiveEvent>>) -> impl IntoView {
             </ol>
         </section>
     }
+    .into_any()
 }

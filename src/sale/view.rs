@@ -1,54 +1,13 @@
-//! The shopper's page: sign in, see the sales with a countdown, grab, watch the result.
+//! A sale card: title, stock, countdown, the Grab button and the grab's result. The
+//! shop page feeds it the listed voucher and, when the live feed has it, live stock.
 
 use super::{
     api::{grab, grab_result},
     GrabState, GrabStatus,
 };
-use crate::live::{view::use_shop_feed, StockLive};
-use crate::{
-    app::{every, pause},
-    auth::{api::me, view::SignInBox, User},
-    error::AppError,
-    voucher::{api::list_vouchers, Voucher},
-};
+use crate::{browser::pause, voucher::Voucher};
 use chrono::{DateTime, Utc};
 use leptos::prelude::*;
-use std::collections::HashMap;
-
-#[component]
-pub fn ShopPage() -> impl IntoView {
-    let user = RwSignal::new(None::<User>);
-    let current = Resource::new(|| (), |_| me());
-    Effect::new(move |_| {
-        if let Some(Ok(u)) = current.get() {
-            user.set(u);
-        }
-    });
-    let now = RwSignal::new(Utc::now());
-    let refresh = RwSignal::new(0u64);
-    every(1000, move || now.set(Utc::now()));
-    // New sales appear on the next list refresh; stock moves live.
-    every(5000, move || refresh.update(|n| *n += 1));
-    let vouchers = Resource::new(move || refresh.get(), |_| list_vouchers());
-    let live = use_shop_feed();
-    view! {
-        <h1 class="mb-4 text-2xl font-bold">"Flash sales"</h1>
-        <SignInBox user/>
-        <Transition fallback=|| view! { <p>"Loading sales…"</p> }>
-            {move || vouchers.get().map(|list| match list {
-                Err(e) => view! { <p role="alert">{e.message}</p> }.into_any(),
-                Ok(list) if list.is_empty() => view! { <p>"No sales yet."</p> }.into_any(),
-                Ok(list) => view! {
-                    <div class="grid gap-4 sm:grid-cols-2">
-                        <For each=move || list.clone() key=|v| v.id let:v>
-                            <SaleCard id=v.id vouchers live now/>
-                        </For>
-                    </div>
-                }.into_any(),
-            })}
-        </Transition>
-    }
-}
 
 /// Countdown text: "Starts in 1m 05s", "Ends in 12s", "Ended".
 pub fn countdown(now: DateTime<Utc>, begins: DateTime<Utc>, ends: DateTime<Utc>) -> String {
@@ -75,14 +34,46 @@ pub fn countdown(now: DateTime<Utc>, begins: DateTime<Utc>, ends: DateTime<Utc>)
 
 /// One sale: title, stock, countdown, the Grab button and the grab's result.
 #[component]
-fn SaleCard(
+pub fn SaleCard(
     id: i64,
-    vouchers: Resource<Result<Vec<Voucher>, AppError>>,
-    live: RwSignal<HashMap<i64, StockLive>>,
+    /// The voucher as listed (`None` until the list has it).
+    #[prop(into)]
+    voucher: Signal<Option<Voucher>>,
+    /// Units left according to the live feed, when it has the voucher.
+    #[prop(into)]
+    live_left: Signal<Option<i64>>,
+    /// The live feed says sold out.
+    #[prop(into)]
+    live_sold_out: Signal<bool>,
     now: RwSignal<DateTime<Utc>>,
 ) -> impl IntoView {
-    // The card follows the list as it refreshes, without being rebuilt.
-    let voucher = move || vouchers.get().and_then(Result::ok).and_then(|l| l.into_iter().find(|v| v.id == id));
+    let title = move || voucher.get().map(|v| v.title).unwrap_or_default();
+    // Live stock when the feed has it, else the list's.
+    let remaining = move || live_left.get().or_else(|| voucher.get().map(|v| v.remaining));
+    let ended = move || voucher.get().is_some_and(|v| now.get() >= v.ends_at);
+    let sold_out = Signal::derive(move || live_sold_out.get() || remaining() == Some(0));
+    let closed = Signal::derive(move || sold_out.get() || ended());
+    view! {
+        <article class="rounded-lg bg-white p-4 shadow" aria-label=title>
+            <h2 class="text-lg font-semibold">{title}</h2>
+            <p>
+                {move || voucher.get().zip(remaining()).map(|(v, left)| format!("{left} of {} left", v.stock))}
+            </p>
+            <Show when=move || sold_out.get()>
+                <p role="status" class="font-semibold text-rose-700">"Sold out"</p>
+            </Show>
+            <p class="text-sm text-slate-600">
+                {move || voucher.get().map(|v| countdown(now.get(), v.begins_at, v.ends_at))}
+            </p>
+            <GrabButton id closed/>
+        </article>
+    }
+    .into_any()
+}
+
+/// The Grab button, the order id it got and where that order stands.
+#[component]
+fn GrabButton(id: i64, closed: Signal<bool>) -> impl IntoView {
     let order_id = RwSignal::new(None::<String>);
     let result = RwSignal::new(None::<GrabState>);
     let refusal = RwSignal::new(None::<String>);
@@ -97,38 +88,19 @@ fn SaleCard(
         Some(Err(e)) => refusal.set(Some(e.message)),
         None => {}
     });
-    let title = move || voucher().map(|v| v.title).unwrap_or_default();
-    // Live stock when the feed has it, else the list's.
-    let remaining = move || {
-        let listed = voucher().map(|v| v.remaining);
-        live.with(|m| m.get(&id).map(|l| l.stock.max(0))).or(listed)
-    };
-    let ended = move || voucher().is_some_and(|v| now.get() >= v.ends_at);
-    let sold_out = move || live.with(|m| m.get(&id).is_some_and(|l| l.sold_out)) || remaining() == Some(0);
     view! {
-        <article class="rounded-lg bg-white p-4 shadow" aria-label=title>
-            <h2 class="text-lg font-semibold">{title}</h2>
-            <p>
-                {move || voucher().zip(remaining()).map(|(v, left)| format!("{left} of {} left", v.stock))}
-            </p>
-            <Show when=sold_out>
-                <p role="status" class="font-semibold text-rose-700">"Sold out"</p>
-            </Show>
-            <p class="text-sm text-slate-600">
-                {move || voucher().map(|v| countdown(now.get(), v.begins_at, v.ends_at))}
-            </p>
-            <button class="mt-2 rounded bg-rose-600 px-4 py-1 text-white disabled:opacity-50"
-                disabled=move || grab.pending().get() || sold_out() || ended()
-                on:click=move |_| { grab.dispatch(()); }>
-                "Grab"
-            </button>
-            <Show when=move || order_id.get().is_some()>
-                <p>"Order " <span class="font-mono">{move || order_id.get()}</span></p>
-                <p>"Status: " {move || status_text(result.get())}</p>
-            </Show>
-            <p role="alert" class="text-sm text-red-700">{move || refusal.get()}</p>
-        </article>
+        <button class="mt-2 rounded bg-rose-600 px-4 py-1 text-white disabled:opacity-50"
+            disabled=move || grab.pending().get() || closed.get()
+            on:click=move |_| { grab.dispatch(()); }>
+            "Grab"
+        </button>
+        <Show when=move || order_id.get().is_some()>
+            <p>"Order " <span class="font-mono">{move || order_id.get()}</span></p>
+            <p>"Status: " {move || status_text(result.get())}</p>
+        </Show>
+        <p role="alert" class="text-sm text-red-700">{move || refusal.get()}</p>
     }
+    .into_any()
 }
 
 fn status_text(result: Option<GrabState>) -> String {

@@ -1,74 +1,18 @@
-//! The admin page: unlock with the token, create vouchers, warm them, watch numbers.
+//! The operator's voucher components: the form that creates one, and the list with a
+//! Warm up button per voucher.
 
 use super::{
-    api::{create_voucher, list_vouchers, warm_up},
+    api::{create_voucher, warm_up},
     Voucher,
 };
-use crate::{
-    app::every,
-    auth::api::{admin_sign_in, admin_status},
-    live::view::LiveBoard,
-};
+use crate::error::AppError;
 use chrono::{Duration, SubsecRound, Utc};
 use leptos::prelude::*;
 
+/// Every voucher with its window and Warm up button.
 #[component]
-pub fn AdminPage() -> impl IntoView {
-    let status = Resource::new(|| (), |_| admin_status());
-    let unlocked = RwSignal::new(false);
-    Effect::new(move |_| {
-        if let Some(Ok(true)) = status.get() {
-            unlocked.set(true);
-        }
-    });
+pub fn VoucherList(vouchers: Resource<Result<Vec<Voucher>, AppError>>) -> impl IntoView {
     view! {
-        <h1 class="mb-4 text-2xl font-bold">"Admin"</h1>
-        <Show when=move || unlocked.get() fallback=move || view! { <Unlock unlocked/> }>
-            <AdminBoard unlocked/>
-        </Show>
-    }
-}
-
-/// Asks for the admin token and exchanges it for an admin cookie.
-#[component]
-fn Unlock(unlocked: RwSignal<bool>) -> impl IntoView {
-    let token = RwSignal::new(String::new());
-    let unlock = Action::new(|t: &String| admin_sign_in(t.clone()));
-    Effect::new(move |_| {
-        if let Some(Ok(())) = unlock.value().get() {
-            unlocked.set(true);
-        }
-    });
-    view! {
-        <form class="flex flex-wrap items-end gap-3 rounded-lg bg-white p-4 shadow" on:submit=move |ev| {
-            ev.prevent_default();
-            unlock.dispatch(token.get_untracked());
-        }>
-            <label class="flex flex-col text-sm">
-                "Admin token"
-                <input class="rounded border px-2 py-1" type="password" bind:value=token/>
-            </label>
-            <button class="rounded bg-slate-800 px-4 py-1 text-white" type="submit">"Unlock"</button>
-            <p role="alert" class="text-sm text-red-700">
-                {move || unlock.value().get().and_then(Result::err).map(|e| e.message)}
-            </p>
-        </form>
-    }
-}
-
-#[component]
-fn AdminBoard(unlocked: RwSignal<bool>) -> impl IntoView {
-    // The list (titles, windows) changes rarely; the numbers come from the live feed.
-    let refresh = RwSignal::new(0u64);
-    every(5000, move || refresh.update(|n| *n += 1));
-    let vouchers = Resource::new(move || refresh.get(), |_| list_vouchers());
-    let titles = Signal::derive(move || {
-        vouchers.get().and_then(Result::ok).unwrap_or_default().into_iter().map(|v| (v.id, v.title)).collect()
-    });
-    view! {
-        <CreateVoucher refresh/>
-        <LiveBoard titles unlocked/>
-        <h2 class="mb-2 mt-6 text-xl font-semibold">"Vouchers"</h2>
         <Transition fallback=|| view! { <p>"Loading…"</p> }>
             {move || vouchers.get().map(|list| match list {
                 Err(e) => view! { <p role="alert">{e.message}</p> }.into_any(),
@@ -82,10 +26,12 @@ fn AdminBoard(unlocked: RwSignal<bool>) -> impl IntoView {
             })}
         </Transition>
     }
+    .into_any()
 }
 
+/// The form that puts a new voucher on sale; bumps `refresh` when one was created.
 #[component]
-fn CreateVoucher(refresh: RwSignal<u64>) -> impl IntoView {
+pub fn CreateVoucher(refresh: RwSignal<u64>) -> impl IntoView {
     let start = Utc::now().trunc_subsecs(0);
     let title = RwSignal::new(String::new());
     let stock = RwSignal::new("100".to_owned());
@@ -95,7 +41,7 @@ fn CreateVoucher(refresh: RwSignal<u64>) -> impl IntoView {
         let (t, b, e) = (t.clone(), b.clone(), e.clone());
         let s = s.trim().parse::<i64>();
         async move {
-            let s = s.map_err(|_| crate::error::AppError::invalid("Stock must be a whole number."))?;
+            let s = s.map_err(|_| AppError::invalid("Stock must be a whole number."))?;
             create_voucher(t, s, b, e).await
         }
     });
@@ -136,6 +82,7 @@ fn CreateVoucher(refresh: RwSignal<u64>) -> impl IntoView {
             </div>
         </form>
     }
+    .into_any()
 }
 
 /// One voucher: its window and its Warm up button.
@@ -161,4 +108,5 @@ fn VoucherRow(voucher: Voucher) -> impl IntoView {
             </button>
         </article>
     }
+    .into_any()
 }

@@ -1,0 +1,103 @@
+//! Browser helpers: timers and a self-reconnecting Server-Sent Events reader. On the
+//! server (SSR) they do nothing, so components can call them unconditionally. Only
+//! components import this module; it imports none of them.
+
+use leptos::prelude::*;
+
+/// Calls `f` every `ms` milliseconds in the browser (never on the server), until
+/// the calling component is dropped.
+pub fn every(ms: u64, f: impl Fn() + 'static) {
+    #[cfg(feature = "hydrate")]
+    {
+        if let Ok(handle) = set_interval_with_handle(f, std::time::Duration::from_millis(ms)) {
+            on_cleanup(move || handle.clear());
+        }
+    }
+    #[cfg(not(feature = "hydrate"))]
+    let _ = (ms, f);
+}
+
+/// Waits `ms` milliseconds in the browser; returns at once on the server.
+pub async fn pause(ms: u32) {
+    #[cfg(feature = "hydrate")]
+    gloo_timers::future::TimeoutFuture::new(ms).await;
+    #[cfg(not(feature = "hydrate"))]
+    let _ = ms;
+}
+
+/// State of an event stream's connection, shown to the operator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Connection {
+    Connecting,
+    Live,
+    Reconnecting,
+}
+
+impl Connection {
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Connecting => "Connecting…",
+            Self::Live => "Live",
+            Self::Reconnecting => "Reconnecting…",
+        }
+    }
+}
+
+/// Feeds each message of the event stream at `url` to `on_message` until it answers
+/// `None` (its component is gone). The browser reconnects after a blip by itself; when
+/// it gives up (the server was down), a new connection is tried every 2 seconds.
+#[allow(unused_variables)]
+pub fn listen<T: 'static>(
+    url: &'static str,
+    connection: RwSignal<Connection>,
+    on_message: impl Fn(String) -> Option<T> + 'static,
+) {
+    #[cfg(feature = "hydrate")]
+    event_source::open(url, connection, std::rc::Rc::new(move |s| on_message(s).is_some()));
+}
+
+#[cfg(feature = "hydrate")]
+mod event_source {
+    use super::Connection;
+    use leptos::prelude::*;
+    use std::rc::Rc;
+    use wasm_bindgen::{prelude::Closure, JsCast};
+    use web_sys::{EventSource, MessageEvent};
+
+    pub fn open(url: &'static str, connection: RwSignal<Connection>, on_message: Rc<dyn Fn(String) -> bool>) {
+        let Ok(source) = EventSource::new(url) else {
+            retry(url, connection, on_message);
+            return;
+        };
+        let onopen = Closure::<dyn FnMut()>::new(move || {
+            connection.try_set(Connection::Live);
+        });
+        let src = source.clone();
+        let handler = on_message.clone();
+        let onmessage = Closure::<dyn FnMut(MessageEvent)>::new(move |ev: MessageEvent| {
+            let alive = ev.data().as_string().is_none_or(|text| handler(text));
+            if !alive {
+                src.close();
+            }
+        });
+        let src = source.clone();
+        let onerror = Closure::<dyn FnMut()>::new(move || {
+            if connection.try_set(Connection::Reconnecting).is_some() {
+                src.close();
+            } else if src.ready_state() == EventSource::CLOSED {
+                retry(url, connection, on_message.clone());
+            }
+        });
+        source.set_onopen(Some(onopen.as_ref().unchecked_ref()));
+        source.set_onmessage(Some(onmessage.as_ref().unchecked_ref()));
+        source.set_onerror(Some(onerror.as_ref().unchecked_ref()));
+        // The callbacks live as long as the connection; a reconnect makes new ones.
+        onopen.forget();
+        onmessage.forget();
+        onerror.forget();
+    }
+
+    fn retry(url: &'static str, connection: RwSignal<Connection>, on_message: Rc<dyn Fn(String) -> bool>) {
+        set_timeout(move || open(url, connection, on_message), std::time::Duration::from_secs(2));
+    }
+}

@@ -1,0 +1,49 @@
+//! The operator's page (`/admin`): unlock with the token, create and warm vouchers,
+//! watch every sale live.
+
+use crate::{
+    auth::{api::admin_status, view::AdminUnlock},
+    browser::every,
+    live::view::LiveBoard,
+    voucher::{
+        api::list_vouchers,
+        view::{CreateVoucher, VoucherList},
+    },
+};
+use leptos::prelude::*;
+
+#[component]
+pub fn AdminPage() -> impl IntoView {
+    let status = Resource::new(|| (), |_| admin_status());
+    let unlocked = RwSignal::new(false);
+    Effect::new(move |_| {
+        if let Some(Ok(true)) = status.get() {
+            unlocked.set(true);
+        }
+    });
+    view! {
+        <h1 class="mb-4 text-2xl font-bold">"Admin"</h1>
+        <Show when=move || unlocked.get() fallback=move || view! { <AdminUnlock unlocked/> }>
+            <AdminBoard unlocked/>
+        </Show>
+    }
+    .into_any()
+}
+
+#[component]
+fn AdminBoard(unlocked: RwSignal<bool>) -> impl IntoView {
+    // The list (titles, windows) changes rarely; the numbers come from the live feed.
+    let refresh = RwSignal::new(0u64);
+    every(5000, move || refresh.update(|n| *n += 1));
+    let vouchers = Resource::new(move || refresh.get(), |_| list_vouchers());
+    let titles = Signal::derive(move || {
+        vouchers.get().and_then(Result::ok).unwrap_or_default().into_iter().map(|v| (v.id, v.title)).collect()
+    });
+    view! {
+        <CreateVoucher refresh/>
+        <LiveBoard titles unlocked/>
+        <h2 class="mb-2 mt-6 text-xl font-semibold">"Vouchers"</h2>
+        <VoucherList vouchers/>
+    }
+    .into_any()
+}

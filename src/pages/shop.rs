@@ -1,0 +1,66 @@
+//! The shopper's page (`/`): sign in, the sales with a countdown and live stock, grab.
+
+use crate::{
+    auth::{api::me, view::SignInBox, User},
+    browser::every,
+    error::AppError,
+    live::{view::use_shop_feed, StockLive},
+    sale::view::SaleCard,
+    voucher::{api::list_vouchers, Voucher},
+};
+use chrono::{DateTime, Utc};
+use leptos::prelude::*;
+use std::collections::HashMap;
+
+#[component]
+pub fn ShopPage() -> impl IntoView {
+    let user = RwSignal::new(None::<User>);
+    let current = Resource::new(|| (), |_| me());
+    Effect::new(move |_| {
+        if let Some(Ok(u)) = current.get() {
+            user.set(u);
+        }
+    });
+    let now = RwSignal::new(Utc::now());
+    let refresh = RwSignal::new(0u64);
+    every(1000, move || now.set(Utc::now()));
+    // New sales appear on the next list refresh; stock moves live.
+    every(5000, move || refresh.update(|n| *n += 1));
+    let vouchers = Resource::new(move || refresh.get(), |_| list_vouchers());
+    let live = use_shop_feed();
+    view! {
+        <h1 class="mb-4 text-2xl font-bold">"Flash sales"</h1>
+        <SignInBox user/>
+        <Transition fallback=|| view! { <p>"Loading sales…"</p> }>
+            {move || vouchers.get().map(|list| match list {
+                Err(e) => view! { <p role="alert">{e.message}</p> }.into_any(),
+                Ok(list) if list.is_empty() => view! { <p>"No sales yet."</p> }.into_any(),
+                Ok(list) => view! {
+                    <div class="grid gap-4 sm:grid-cols-2">
+                        <For each=move || list.clone() key=|v| v.id let:v>
+                            <ShopCard id=v.id vouchers live now/>
+                        </For>
+                    </div>
+                }.into_any(),
+            })}
+        </Transition>
+    }
+    .into_any()
+}
+
+/// A sale card that follows the list as it refreshes (without being rebuilt) and the
+/// live feed's stock.
+#[component]
+fn ShopCard(
+    id: i64,
+    vouchers: Resource<Result<Vec<Voucher>, AppError>>,
+    live: RwSignal<HashMap<i64, StockLive>>,
+    now: RwSignal<DateTime<Utc>>,
+) -> impl IntoView {
+    let voucher = move || vouchers.get().and_then(Result::ok).and_then(|l| l.into_iter().find(|v| v.id == id));
+    let live_left = move || live.with(|m| m.get(&id).map(|l| l.stock.max(0)));
+    let live_sold_out = move || live.with(|m| m.get(&id).is_some_and(|l| l.sold_out));
+    view! { <SaleCard id voucher=Signal::derive(voucher) live_left=Signal::derive(live_left)
+        live_sold_out=Signal::derive(live_sold_out) now/> }
+    .into_any()
+}

@@ -2,31 +2,33 @@
 -- KEYS[1] stock   KEYS[2] buyers   KEYS[3] window   KEYS[4] orders stream   KEYS[5] results
 -- KEYS[6] refusals counter (read by the live dashboard)
 -- ARGV[1] user id   ARGV[2] order id   ARGV[3] voucher id   ARGV[4] events channel
--- Returns 0 granted, 1 unknown (not warmed), 2 not started, 3 ended, 4 sold out,
--- 5 already bought. Time comes from Redis TIME so every app instance agrees.
+-- ARGV[5] the result to store when granted   ARGV[6] the sold-out event to publish
+-- (both written by Rust: src/sale/results.rs, src/sale/events.rs)
+-- Returns 'granted' or the refusal's API error code (src/sale/gate.rs reads it).
+-- Time comes from Redis TIME so every app instance agrees.
 local stock = redis.call('GET', KEYS[1])
-if not stock then return 1 end
+if not stock then return 'unknown_voucher' end
 
 local window = redis.call('HMGET', KEYS[3], 'begins', 'ends')
-if not window[1] or not window[2] then return 1 end
+if not window[1] or not window[2] then return 'unknown_voucher' end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local function refuse(code)
   redis.call('INCR', KEYS[6])
   return code
 end
-if now < tonumber(window[1]) then return refuse(2) end
-if now >= tonumber(window[2]) then return refuse(3) end
+if now < tonumber(window[1]) then return refuse('not_started') end
+if now >= tonumber(window[2]) then return refuse('ended') end
 
 -- Checked before stock: a buyer asking again is told they have it, not "sold out".
-if redis.call('SISMEMBER', KEYS[2], ARGV[1]) == 1 then return refuse(5) end
-if tonumber(stock) <= 0 then return refuse(4) end
+if redis.call('SISMEMBER', KEYS[2], ARGV[1]) == 1 then return refuse('already_bought') end
+if tonumber(stock) <= 0 then return refuse('sold_out') end
 
 local left = redis.call('DECR', KEYS[1])
 redis.call('SADD', KEYS[2], ARGV[1])
 redis.call('XADD', KEYS[4], '*', 'order', ARGV[2], 'user', ARGV[1], 'voucher', ARGV[3])
-redis.call('HSET', KEYS[5], ARGV[2], 'queued:' .. ARGV[1])
+redis.call('HSET', KEYS[5], ARGV[2], ARGV[5])
 if left == 0 then
-  redis.call('PUBLISH', ARGV[4], 'sold_out:' .. ARGV[3])
+  redis.call('PUBLISH', ARGV[4], ARGV[6])
 end
-return 0
+return 'granted'

@@ -2,8 +2,9 @@
 -- never fails on a missing stream or group (Redis may have lost the voucher).
 -- KEYS[1] stock   KEYS[2] buyers   KEYS[3] orders stream   KEYS[4] dlq
 -- KEYS[5] refusals counter   ARGV[1] consumer group
--- Returns {stock or -1, granted, stream length, group lag or -1, pending,
---          dead letters, refusals}.
+-- Returns name/value pairs (src/live/sampler.rs reads them by name): stock (-1 when
+-- Redis lacks the voucher), granted, stream_length, lag (-1 when unknown), pending,
+-- dead_letters, refused.
 local stock = tonumber(redis.call('GET', KEYS[1]) or '-1')
 local lag, pending = -1, 0
 local ok, groups = pcall(redis.call, 'XINFO', 'GROUPS', KEYS[3])
@@ -18,11 +19,11 @@ if ok then
   end
 end
 return {
-  stock,
-  redis.call('SCARD', KEYS[2]),
-  redis.call('XLEN', KEYS[3]),
-  lag,
-  pending,
-  redis.call('XLEN', KEYS[4]),
-  tonumber(redis.call('GET', KEYS[5]) or '0'),
+  'stock', stock,
+  'granted', redis.call('SCARD', KEYS[2]),
+  'stream_length', redis.call('XLEN', KEYS[3]),
+  'lag', lag,
+  'pending', pending,
+  'dead_letters', redis.call('XLEN', KEYS[4]),
+  'refused', tonumber(redis.call('GET', KEYS[5]) or '0'),
 }

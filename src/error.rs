@@ -43,6 +43,11 @@ pub enum ErrorCode {
 }
 
 impl ErrorCode {
+    /// The code with this wire name (`sold_out` → `SoldOut`).
+    pub fn from_name(name: &str) -> Option<Self> {
+        serde_json::from_value(serde_json::Value::String(name.to_owned())).ok()
+    }
+
     /// The HTTP status for this code: 4xx for the caller's fault, 5xx only for ours.
     pub fn status(self) -> u16 {
         match self {
@@ -98,13 +103,6 @@ impl AppError {
     pub fn internal(context: &str, err: impl std::fmt::Display) -> Self {
         tracing::error!("{context}: {err}");
         Self::new(ErrorCode::Internal)
-    }
-
-    /// Logs a failed dependency (Redis, SQL) and returns a retryable refusal.
-    #[cfg(feature = "ssr")]
-    pub fn unavailable(context: &str, err: impl std::fmt::Display) -> Self {
-        tracing::warn!("{context}: {err}");
-        Self::new(ErrorCode::Unavailable)
     }
 }
 

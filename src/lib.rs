@@ -25,11 +25,17 @@ pub mod sale;
 pub mod voucher;
 
 #[cfg(feature = "ssr")]
+pub mod backend;
+#[cfg(feature = "ssr")]
+pub mod client;
+#[cfg(feature = "ssr")]
 pub mod config;
 #[cfg(feature = "ssr")]
 pub mod ids;
 #[cfg(feature = "ssr")]
 pub mod server;
+#[cfg(feature = "ssr")]
+pub mod shutdown;
 #[cfg(feature = "ssr")]
 pub mod state;
 

@@ -1,15 +1,11 @@
-//! The state every request handler and server function shares.
+//! The state every request handler and server function shares. Background tasks do
+//! not take it: they take the narrow [`Backend`] and what else they need.
 
 use crate::{
-    auth::Secrets,
-    ids::OrderIds,
-    live::hub::Hub,
-    sale::{gate::Scripts, sold_out::SoldOutFlags},
+    auth::Secrets, backend::Backend, ids::OrderIds, live::hub::Hub, sale::sold_out::SoldOutFlags, shutdown::Shutdown,
 };
 use axum::extract::FromRef;
 use leptos::config::LeptosOptions;
-use redis::aio::ConnectionManager;
-use sqlx::SqlitePool;
 use std::sync::Arc;
 
 /// Cheap to clone: every field is a handle.
@@ -17,24 +13,18 @@ use std::sync::Arc;
 pub struct AppState {
     /// Site settings for rendering (paths of the WASM bundle and CSS).
     pub leptos_options: LeptosOptions,
-    /// The durable record: users, vouchers, orders.
-    pub db: SqlitePool,
-    /// One multiplexed, self-reconnecting connection shared by all requests.
-    pub redis: ConnectionManager,
-    /// The Lua scripts, loaded once and run by SHA.
-    pub scripts: Arc<Scripts>,
+    /// The stores: SQL, Redis, the scripts, the key namespace.
+    pub backend: Backend,
     /// Order id blocks of this process.
     pub ids: Arc<OrderIds>,
     /// Session key and admin token.
     pub secrets: Arc<Secrets>,
-    /// Prefix of every Redis key and channel.
-    pub namespace: Arc<str>,
     /// This process's sold-out flags (a cache fed by the sold-out broadcast).
     pub sold_out: Arc<SoldOutFlags>,
     /// Fans live numbers and events out to open dashboards.
     pub hub: Arc<Hub>,
-    /// Turns true when the server is stopping (long-lived feeds end then).
-    pub stopping: tokio::sync::watch::Receiver<bool>,
+    /// Fires when the server is stopping (long-lived feeds end then).
+    pub shutdown: Shutdown,
 }
 
 impl FromRef<AppState> for LeptosOptions {

@@ -7,8 +7,11 @@ use server_fn::codec::Json;
 
 #[cfg(feature = "ssr")]
 use {
-    super::session::{clearing_cookies, require_user, set_cookie},
-    crate::{error::AppError, state::AppState},
+    super::{
+        session::{clearing_cookies, require_admin, require_user, set_cookie},
+        store,
+    },
+    crate::{error::ErrorCode, state::AppState},
 };
 
 /// Signs in by name (same name, same user) and sets the session cookie.
@@ -16,18 +19,7 @@ use {
 pub async fn sign_in(name: String) -> AppResult<User> {
     let name = super::validate_name(&name)?;
     let state = expect_context::<AppState>();
-    let now = chrono::Utc::now().timestamp_millis();
-    sqlx::query("INSERT INTO users (name, created_at) VALUES (?, ?) ON CONFLICT (name) DO NOTHING")
-        .bind(&name)
-        .bind(now)
-        .execute(&state.db)
-        .await
-        .map_err(|e| AppError::unavailable("sign_in insert", e))?;
-    let user_id: i64 = sqlx::query_scalar("SELECT id FROM users WHERE name = ?")
-        .bind(&name)
-        .fetch_one(&state.db)
-        .await
-        .map_err(|e| AppError::unavailable("sign_in select", e))?;
+    let user_id = store::user_by_name(&state.backend.db, &name).await?;
     set_cookie(&state.secrets.session_cookie(user_id))?;
     Ok(User { user_id, name })
 }
@@ -43,11 +35,7 @@ pub async fn sign_out() -> AppResult<()> {
 pub async fn me() -> AppResult<Option<User>> {
     let state = expect_context::<AppState>();
     let Ok(user_id) = require_user(&state.secrets) else { return Ok(None) };
-    let name: Option<String> = sqlx::query_scalar("SELECT name FROM users WHERE id = ?")
-        .bind(user_id)
-        .fetch_optional(&state.db)
-        .await
-        .map_err(|e| AppError::unavailable("me", e))?;
+    let name = store::name_of(&state.backend.db, user_id).await?;
     Ok(name.map(|name| User { user_id, name }))
 }
 
@@ -56,7 +44,7 @@ pub async fn me() -> AppResult<Option<User>> {
 pub async fn admin_sign_in(token: String) -> AppResult<()> {
     let state = expect_context::<AppState>();
     if !state.secrets.token_matches(token.trim()) {
-        return Err(crate::error::ErrorCode::AdminRequired.into());
+        return Err(ErrorCode::AdminRequired.into());
     }
     set_cookie(&state.secrets.admin_cookie())
 }
@@ -65,5 +53,5 @@ pub async fn admin_sign_in(token: String) -> AppResult<()> {
 #[server(prefix = "/api", endpoint = "admin_status", input = Json)]
 pub async fn admin_status() -> AppResult<bool> {
     let state = expect_context::<AppState>();
-    Ok(super::session::require_admin(&state.secrets).is_ok())
+    Ok(require_admin(&state.secrets).is_ok())
 }

@@ -5,6 +5,8 @@
 pub mod api;
 #[cfg(feature = "ssr")]
 pub mod session;
+#[cfg(feature = "ssr")]
+pub mod store;
 pub mod view;
 
 #[cfg(feature = "ssr")]

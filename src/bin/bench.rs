@@ -7,7 +7,8 @@
 
 use clap::Parser;
 use futures::{stream, StreamExt};
-use serde_json::{json, Value};
+use seckill::client::{ApiClient, Shopper};
+use serde_json::Value;
 use std::{
     collections::{BTreeMap, HashSet},
     process::ExitCode,
@@ -37,50 +38,6 @@ struct Args {
     concurrency: usize,
 }
 
-struct Client {
-    http: reqwest::Client,
-    url: String,
-    admin: String,
-}
-
-impl Client {
-    async fn post(&self, name: &str, body: Value, headers: &[(&str, &str)]) -> Result<(u16, Value), String> {
-        let mut req = self.http.post(format!("{}/api/{name}", self.url)).json(&body);
-        for (k, v) in headers {
-            req = req.header(*k, *v);
-        }
-        let res = req.send().await.map_err(|e| format!("{name}: {e}"))?;
-        let status = res.status().as_u16();
-        let body = res.json().await.unwrap_or(Value::Null);
-        Ok((status, body))
-    }
-
-    async fn admin(&self, name: &str, body: Value) -> Result<Value, String> {
-        let auth = format!("Bearer {}", self.admin);
-        let (status, body) = self.post(name, body, &[("authorization", &auth)]).await?;
-        if status == 200 {
-            Ok(body)
-        } else {
-            Err(format!("{name}: {status} {body}"))
-        }
-    }
-
-    /// Signs in and returns (user id, cookie).
-    async fn sign_in(&self, name: String) -> Result<(i64, String), String> {
-        let res = self.http.post(format!("{}/api/sign_in", self.url)).json(&json!({ "name": name })).send().await;
-        let res = res.map_err(|e| format!("sign_in: {e}"))?;
-        let cookie = res
-            .headers()
-            .get("set-cookie")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.split(';').next())
-            .ok_or("sign_in: no session cookie")?
-            .to_owned();
-        let body: Value = res.json().await.map_err(|e| format!("sign_in: {e}"))?;
-        Ok((body["user_id"].as_i64().ok_or("sign_in: no user_id")?, cookie))
-    }
-}
-
 #[tokio::main]
 async fn main() -> ExitCode {
     let args = Args::parse();
@@ -95,45 +52,27 @@ async fn main() -> ExitCode {
 }
 
 async fn run(args: Args) -> Result<bool, String> {
-    let http =
-        reqwest::Client::builder().pool_max_idle_per_host(args.concurrency).build().map_err(|e| e.to_string())?;
-    let client = Client { http, url: args.url.trim_end_matches('/').to_owned(), admin: args.admin_token.clone() };
+    let client = ApiClient::new(&args.url, &args.admin_token, args.concurrency);
     let now = chrono::Utc::now();
-    let voucher = client
-        .admin(
-            "create_voucher",
-            json!({
-                "title": format!("bench {}", now.format("%H:%M:%S")),
-                "stock": args.stock,
-                "begins_at": (now - chrono::Duration::seconds(1)).to_rfc3339(),
-                "ends_at": (now + chrono::Duration::hours(1)).to_rfc3339(),
-            }),
-        )
+    let title = format!("bench {}", now.format("%H:%M:%S"));
+    let voucher_id = client
+        .create_voucher(&title, args.stock, now - chrono::Duration::seconds(1), now + chrono::Duration::hours(1))
         .await?;
-    let voucher_id = voucher["id"].as_i64().ok_or("create_voucher: no id")?;
 
-    let run_id = now.timestamp_millis();
     let started = Instant::now();
-    let shoppers: Vec<(i64, String)> = stream::iter(0..args.users)
-        .map(|i| client.sign_in(format!("b{run_id}-{i}")))
-        .buffer_unordered(args.concurrency)
-        .collect::<Vec<_>>()
-        .await
-        .into_iter()
-        .collect::<Result<_, _>>()?;
+    let shoppers = client.sign_in_many(&format!("b{}", now.timestamp_millis()), args.users, args.concurrency).await?;
     println!("signed in {} shoppers in {:.2?}", shoppers.len(), started.elapsed());
 
-    let grabs: Vec<&(i64, String)> = (0..args.grabs_per_user).flat_map(|_| shoppers.iter()).collect();
+    let grabs: Vec<&Shopper> = (0..args.grabs_per_user).flat_map(|_| shoppers.iter()).collect();
     let first_grab = Instant::now();
     let started = first_grab;
     let answers: Vec<Result<(i64, u16, Value, Duration), String>> = stream::iter(grabs)
-        .map(|(user, cookie)| {
+        .map(|shopper| {
             let client = &client;
             async move {
                 let t = Instant::now();
-                let (status, body) =
-                    client.post("grab", json!({ "voucher_id": voucher_id }), &[("cookie", cookie)]).await?;
-                Ok((*user, status, body, t.elapsed()))
+                let (status, body) = client.grab(shopper, voucher_id).await?;
+                Ok((shopper.user_id, status.as_u16(), body, t.elapsed()))
             }
         })
         .buffer_unordered(args.concurrency)
@@ -173,7 +112,7 @@ async fn run(args: Args) -> Result<bool, String> {
     let started = Instant::now();
     let deadline = started + Duration::from_secs(120);
     let stats = loop {
-        let s = client.admin("sale_stats", json!({ "voucher_id": voucher_id })).await?;
+        let s = client.stats(voucher_id).await?;
         if s["persisted"] == s["granted"] && s["pending"] == 0 {
             break s;
         }

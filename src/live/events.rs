@@ -2,23 +2,27 @@
 //! and forwards every event to the live feeds at once.
 
 use super::{hub::Hub, LiveEvent};
-use crate::sale::sold_out::SoldOutFlags;
+use crate::{
+    sale::{events::SaleEvent, sold_out::SoldOutFlags},
+    shutdown::Shutdown,
+};
 use futures::StreamExt;
 use std::{sync::Arc, time::Duration};
-use tokio::sync::watch;
 
 /// Subscribes (so no event after this call is missed), then listens in the
-/// background until `stop`, reconnecting after a dropped connection.
+/// background until shutdown, reconnecting after a dropped connection.
 pub async fn start(
     client: redis::Client,
     channel: String,
     flags: Arc<SoldOutFlags>,
     hub: Arc<Hub>,
-    mut stop: watch::Receiver<bool>,
+    shutdown: Shutdown,
 ) -> redis::RedisResult<tokio::task::JoinHandle<()>> {
     let mut pubsub = client.get_async_pubsub().await?;
     pubsub.subscribe(&channel).await?;
     Ok(tokio::spawn(async move {
+        let stopped = shutdown.wait();
+        tokio::pin!(stopped);
         loop {
             {
                 let mut messages = pubsub.on_message();
@@ -28,7 +32,7 @@ pub async fn start(
                             Some(msg) => handle(&msg.get_payload::<String>().unwrap_or_default(), &flags, &hub),
                             None => break,
                         },
-                        _ = stop.changed() => return,
+                        _ = &mut stopped => return,
                     }
                 }
             }
@@ -36,7 +40,7 @@ pub async fn start(
             pubsub = loop {
                 tokio::select! {
                     _ = tokio::time::sleep(Duration::from_millis(500)) => {}
-                    _ = stop.changed() => return,
+                    _ = &mut stopped => return,
                 }
                 if let Ok(mut p) = client.get_async_pubsub().await {
                     if p.subscribe(&channel).await.is_ok() {
@@ -51,14 +55,14 @@ pub async fn start(
 }
 
 fn handle(payload: &str, flags: &SoldOutFlags, hub: &Hub) {
-    let Some(event) = LiveEvent::parse(payload, chrono::Utc::now().timestamp_millis()) else {
+    let Some(event) = SaleEvent::parse(payload) else {
         tracing::warn!(payload, "unknown sale event");
         return;
     };
-    match (event.kind, event.voucher_id) {
-        (super::EventKind::SoldOut, Some(v)) => flags.set(v),
-        (super::EventKind::Restocked, Some(v)) => flags.clear(v),
+    match event {
+        SaleEvent::SoldOut { voucher_id } => flags.set(voucher_id),
+        SaleEvent::Restocked { voucher_id } => flags.clear(voucher_id),
         _ => {}
     }
-    hub.publish_event(event);
+    hub.publish_event(LiveEvent::from_sale(event, chrono::Utc::now().timestamp_millis()));
 }

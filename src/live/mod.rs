@@ -2,8 +2,10 @@
 //! few times a second and fans them out to every open dashboard over Server-Sent
 //! Events (`GET /api/live`); sale events (sold out, restocked, dead-lettered, worker
 //! joined or left) arrive through Redis pub/sub and are pushed the moment they happen.
-//! A thousand open dashboards cost one sampler, not a thousand.
+//! A thousand open dashboards cost one sampler, not a thousand. `sale_stats` gives one
+//! voucher's numbers on request.
 
+pub mod api;
 #[cfg(feature = "ssr")]
 pub mod events;
 #[cfg(feature = "ssr")]
@@ -115,24 +117,45 @@ impl LiveEvent {
         }
     }
 
-    /// Parses a pub/sub message: `sold_out:<id>`, `restock:<id>`,
-    /// `dead_letter:<id>:<order>`, `worker_joined:<name>`, `worker_left:<name>`.
-    pub fn parse(message: &str, at_ms: i64) -> Option<Self> {
-        let (kind, rest) = message.split_once(':')?;
-        let voucher = |s: &str| s.parse::<i64>().ok();
-        let (kind, voucher_id, detail) = match kind {
-            "sold_out" => (EventKind::SoldOut, Some(voucher(rest)?), None),
-            "restock" => (EventKind::Restocked, Some(voucher(rest)?), None),
-            "dead_letter" => {
-                let (v, order) = rest.split_once(':')?;
-                (EventKind::DeadLettered, Some(voucher(v)?), Some(order.to_owned()))
+    /// The feed's form of a sale event heard at `at_ms`.
+    #[cfg(feature = "ssr")]
+    pub fn from_sale(event: crate::sale::events::SaleEvent, at_ms: i64) -> Self {
+        use crate::sale::events::SaleEvent as E;
+        let (kind, voucher_id, detail) = match event {
+            E::SoldOut { voucher_id } => (EventKind::SoldOut, Some(voucher_id), None),
+            E::Restocked { voucher_id } => (EventKind::Restocked, Some(voucher_id), None),
+            E::DeadLettered { voucher_id, order_id } => {
+                (EventKind::DeadLettered, Some(voucher_id), Some(order_id.to_string()))
             }
-            "worker_joined" => (EventKind::WorkerJoined, None, Some(rest.to_owned())),
-            "worker_left" => (EventKind::WorkerLeft, None, Some(rest.to_owned())),
-            _ => return None,
+            E::WorkerJoined { worker } => (EventKind::WorkerJoined, None, Some(worker)),
+            E::WorkerLeft { worker } => (EventKind::WorkerLeft, None, Some(worker)),
         };
-        Some(Self { at_ms, kind, voucher_id, detail })
+        Self { at_ms, kind, voucher_id, detail }
     }
+}
+
+/// The operator's numbers for one voucher (`sale_stats`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SaleFigures {
+    pub voucher_id: i64,
+    /// Units put on sale.
+    pub total_stock: i64,
+    /// Units Redis still holds; `None` when Redis does not hold the voucher.
+    pub redis_stock: Option<i64>,
+    /// Shoppers the gate granted an order (the buyers set).
+    pub granted: i64,
+    /// Orders in the database.
+    pub persisted: i64,
+    /// Entries in the order stream.
+    pub stream_length: i64,
+    /// Entries read by a worker but not yet acknowledged.
+    pub pending: i64,
+    /// Orders given up after too many deliveries.
+    pub dead_letters: i64,
+    /// This process holds a sold-out flag for the voucher (answers without Redis).
+    pub sold_out_flag: bool,
+    /// Grabs this process refused from its sold-out flag, without asking Redis.
+    pub refused_locally: u64,
 }
 
 /// One message of the feed, as the browser receives it.
@@ -156,24 +179,25 @@ pub enum ShopFrame {
     Event(LiveEvent),
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "ssr"))]
 mod tests {
     use super::*;
+    use crate::sale::events::SaleEvent;
 
     #[test]
-    fn pubsub_messages_parse_into_events() {
-        let e = LiveEvent::parse("sold_out:42", 7).unwrap();
+    fn sale_events_become_feed_events() {
+        let e = LiveEvent::from_sale(SaleEvent::SoldOut { voucher_id: 42 }, 7);
         assert_eq!((e.kind, e.voucher_id, e.at_ms), (EventKind::SoldOut, Some(42), 7));
-        let e = LiveEvent::parse("dead_letter:42:123456", 7).unwrap();
+        let e = LiveEvent::from_sale(SaleEvent::DeadLettered { voucher_id: 42, order_id: 123_456 }, 7);
         assert_eq!((e.kind, e.detail.as_deref()), (EventKind::DeadLettered, Some("123456")));
-        assert_eq!(LiveEvent::parse("worker_joined:w-1", 0).unwrap().detail.as_deref(), Some("w-1"));
-        assert!(LiveEvent::parse("sold_out:x", 0).is_none());
-        assert!(LiveEvent::parse("nonsense", 0).is_none());
+        let e = LiveEvent::from_sale(SaleEvent::WorkerJoined { worker: "w-1".into() }, 0);
+        assert_eq!(e.detail.as_deref(), Some("w-1"));
     }
 
     #[test]
     fn frames_are_tagged_json() {
-        let f = serde_json::to_value(AdminFrame::Event(LiveEvent::parse("restock:3", 1).unwrap())).unwrap();
+        let event = LiveEvent::from_sale(SaleEvent::Restocked { voucher_id: 3 }, 1);
+        let f = serde_json::to_value(AdminFrame::Event(event)).unwrap();
         assert_eq!(f["type"], "event");
         assert_eq!(f["kind"], "restocked");
     }

@@ -1,18 +1,55 @@
 //! One sampler per process: a few times a second, every live voucher's numbers in
-//! one pipelined Redis round trip and one SQL query, whatever the number of viewers.
+//! one pipelined Redis round trip (`lua/sample.lua`, whose answer this module owns)
+//! and one SQL query, whatever the number of viewers.
 
 use super::{hub::Hub, Snapshot, VoucherLive};
 use crate::{
-    sale::{keys::SaleKeys, sold_out::SoldOutFlags},
-    state::AppState,
+    backend::{Backend, BackendError},
+    sale::{
+        keys::{SaleKeys, GROUP},
+        sold_out::SoldOutFlags,
+    },
+    shutdown::Shutdown,
+    voucher::store as vouchers,
 };
+use redis::{aio::ConnectionManager, RedisResult};
 use std::{collections::HashMap, sync::Arc, time::Duration};
-use tokio::{sync::watch, time::MissedTickBehavior};
+use tokio::time::MissedTickBehavior;
 
 /// How often the numbers are read.
 pub const EVERY: Duration = Duration::from_millis(250);
 /// Vouchers stay on the dashboard this long after their sale ended.
 const SHOWN_AFTER_END_MS: i64 = 10 * 60 * 1000;
+
+/// One voucher's numbers as `lua/sample.lua` reads them, by name.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct RedisFigures {
+    /// -1 when Redis does not hold the voucher.
+    stock: i64,
+    granted: i64,
+    stream_length: i64,
+    /// -1 when unknown.
+    lag: i64,
+    pending: i64,
+    dead_letters: i64,
+    refused: i64,
+}
+
+impl RedisFigures {
+    /// The script answers name/value pairs; a name it did not send reads as unknown.
+    fn from_pairs(pairs: &HashMap<String, i64>) -> Self {
+        let get = |name: &str, missing: i64| pairs.get(name).copied().unwrap_or(missing);
+        Self {
+            stock: get("stock", -1),
+            granted: get("granted", 0),
+            stream_length: get("stream_length", 0),
+            lag: get("lag", -1),
+            pending: get("pending", 0),
+            dead_letters: get("dead_letters", 0),
+            refused: get("refused", 0),
+        }
+    }
+}
 
 /// Counters of the previous sample, for rates.
 #[derive(Clone, Copy)]
@@ -25,22 +62,24 @@ struct Prev {
 }
 
 pub fn spawn(
-    state: AppState,
+    backend: Backend,
     hub: Arc<Hub>,
     flags: Arc<SoldOutFlags>,
-    mut stop: watch::Receiver<bool>,
+    shutdown: Shutdown,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut prev = HashMap::new();
         let mut tick = tokio::time::interval(EVERY);
         tick.set_missed_tick_behavior(MissedTickBehavior::Skip);
         let mut failing = false;
+        let stopped = shutdown.wait();
+        tokio::pin!(stopped);
         loop {
             tokio::select! {
                 _ = tick.tick() => {}
-                _ = stop.changed() => return,
+                _ = &mut stopped => return,
             }
-            match sample(&state, &flags, &mut prev).await {
+            match sample(&backend, &flags, &mut prev).await {
                 Ok(snapshot) => {
                     failing = false;
                     hub.publish_snapshot(snapshot);
@@ -55,48 +94,36 @@ pub fn spawn(
     })
 }
 
-#[derive(Debug, thiserror::Error)]
-enum SampleError {
-    #[error("redis: {0}")]
-    Redis(#[from] redis::RedisError),
-    #[error("database: {0}")]
-    Db(#[from] sqlx::Error),
-}
-
 async fn sample(
-    state: &AppState,
+    backend: &Backend,
     flags: &SoldOutFlags,
     prev: &mut HashMap<i64, Prev>,
-) -> Result<Snapshot, SampleError> {
-    let since = chrono::Utc::now().timestamp_millis() - SHOWN_AFTER_END_MS;
-    let rows: Vec<(i64, i64, i64)> =
-        sqlx::query_as("SELECT id, stock, stock_left FROM vouchers WHERE ends_at > ? ORDER BY id")
-            .bind(since)
-            .fetch_all(&state.db)
-            .await?;
-    let keys: Vec<SaleKeys> = rows.iter().map(|r| SaleKeys::new(&state.namespace, r.0)).collect();
-    let mut redis = state.redis.clone();
-    let numbers = state.scripts.sample(&mut redis, &keys).await?;
+) -> Result<Snapshot, BackendError> {
+    let rows = vouchers::live(&backend.db, SHOWN_AFTER_END_MS).await?;
+    let keys: Vec<SaleKeys> = rows.iter().map(|r| backend.keys(r.id)).collect();
+    let figures = read_figures(backend, &mut backend.redis.clone(), &keys).await?;
     let at_ms = chrono::Utc::now().timestamp_millis();
     let vouchers = rows
         .iter()
-        .zip(numbers)
-        .map(|(&(voucher_id, total, stock_left), n)| {
+        .zip(figures)
+        .map(|(row, n)| {
+            let voucher_id = row.id;
             let refused_locally = flags.refused_locally(voucher_id);
-            let now = Prev { at_ms, granted: n[1], persisted: total - stock_left, refused: n[6], refused_locally };
+            let persisted = row.stock - row.stock_left;
+            let now = Prev { at_ms, granted: n.granted, persisted, refused: n.refused, refused_locally };
             let before = prev.insert(voucher_id, now).unwrap_or(now);
             let secs = ((at_ms - before.at_ms) as f64 / 1000.0).max(0.001);
             let rate = |a: i64, b: i64| if a == b { 0.0 } else { (a - b).max(0) as f64 / secs };
             VoucherLive {
                 voucher_id,
-                total,
-                stock: n[0],
-                granted: n[1],
-                persisted: now.persisted,
-                stream_length: n[2],
-                lag: n[3],
-                pending: n[4],
-                dead_letters: n[5],
+                total: row.stock,
+                stock: n.stock,
+                granted: n.granted,
+                persisted,
+                stream_length: n.stream_length,
+                lag: n.lag,
+                pending: n.pending,
+                dead_letters: n.dead_letters,
                 grabs_per_s: rate(now.granted, before.granted),
                 refused_per_s: rate(now.refused, before.refused),
                 refused_locally_per_s: rate(refused_locally as i64, before.refused_locally as i64),
@@ -106,4 +133,45 @@ async fn sample(
         })
         .collect();
     Ok(Snapshot { at_ms, vouchers })
+}
+
+/// Runs `lua/sample.lua` for each voucher in one pipelined round trip. Pipelines do
+/// not reload scripts by themselves: on NOSCRIPT the script is loaded and the
+/// pipeline sent once more.
+async fn read_figures(
+    backend: &Backend,
+    redis: &mut ConnectionManager,
+    keys: &[SaleKeys],
+) -> RedisResult<Vec<RedisFigures>> {
+    if keys.is_empty() {
+        return Ok(Vec::new());
+    }
+    let script = &backend.scripts.sample;
+    let mut pipe = redis::pipe();
+    for k in keys {
+        let mut call = script.key(&k.stock);
+        call.key(&k.buyers).key(&k.orders).key(&k.dlq).key(&k.refused).arg(GROUP);
+        pipe.invoke_script(&call);
+    }
+    let answers: Vec<HashMap<String, i64>> = match pipe.query_async(redis).await {
+        Err(e) if e.kind() == redis::ErrorKind::NoScriptError => {
+            script.prepare_invoke().load_async(redis).await?;
+            pipe.query_async(redis).await?
+        }
+        other => other?,
+    };
+    Ok(answers.iter().map(RedisFigures::from_pairs).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn figures_are_read_by_name() {
+        let pairs: HashMap<String, i64> =
+            [("granted", 3), ("stock", 7), ("refused", 9)].into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
+        let f = RedisFigures::from_pairs(&pairs);
+        assert_eq!((f.stock, f.granted, f.refused, f.lag, f.pending), (7, 3, 9, -1, 0));
+    }
 }

@@ -5,6 +5,7 @@
 use super::hub::Frame;
 use crate::{
     error::{AppError, ErrorCode},
+    shutdown::Shutdown,
     state::AppState,
 };
 use axum::{
@@ -32,11 +33,11 @@ pub async fn live(State(state): State<AppState>, Query(q): Query<LiveQuery>, hea
         Some("shop") => {
             let (latest, rx) = state.hub.subscribe_shop();
             let first = latest.map(|s| s.to_string());
-            sse(first, rx, |f| f.shop.clone(), state.stopping.clone()).into_response()
+            sse(first, rx, |f| f.shop.clone(), &state.shutdown).into_response()
         }
         None if state.secrets.is_admin(&headers) => {
             let (hello, rx) = state.hub.subscribe_admin();
-            sse(Some(hello), rx, |f| Some(f.admin.clone()), state.stopping.clone()).into_response()
+            sse(Some(hello), rx, |f| Some(f.admin.clone()), &state.shutdown).into_response()
         }
         None => refuse(ErrorCode::AdminRequired, AppError::new(ErrorCode::AdminRequired)),
         Some(_) => refuse(ErrorCode::InvalidInput, AppError::invalid("view must be `shop` or absent.")),
@@ -53,7 +54,7 @@ fn sse(
     first: Option<String>,
     rx: broadcast::Receiver<Frame>,
     pick: fn(&Frame) -> Option<Arc<str>>,
-    mut stopping: tokio::sync::watch::Receiver<bool>,
+    shutdown: &Shutdown,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     let head = stream::iter(first.map(|data| Ok(Event::default().data(data))));
     let rest = stream::unfold(rx, move |mut rx| async move {
@@ -71,9 +72,6 @@ fn sse(
         }
     });
     // End the stream when the server stops, so graceful shutdown is not held up.
-    let stop = async move {
-        let _ = stopping.wait_for(|s| *s).await;
-    };
-    let body = head.chain(rest).take_until(Box::pin(stop));
+    let body = head.chain(rest).take_until(Box::pin(shutdown.wait()));
     Sse::new(body).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
 }

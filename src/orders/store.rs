@@ -1,6 +1,6 @@
 //! Orders in SQL. Persisting is idempotent: a message delivered twice yields one order.
 
-use crate::sale::Order;
+use super::Order;
 use sqlx::{Sqlite, SqlitePool, Transaction};
 
 /// One granted grab, as read from a voucher's order stream.
@@ -98,4 +98,20 @@ pub async fn get_for_user(db: &SqlitePool, order_id: i64, user_id: i64) -> sqlx:
         status,
         created_at: chrono::DateTime::from_timestamp_millis(created_at).unwrap_or_default(),
     }))
+}
+
+/// Users holding a (not cancelled) order for the voucher.
+pub async fn buyers(db: &SqlitePool, voucher_id: i64) -> sqlx::Result<Vec<i64>> {
+    sqlx::query_scalar("SELECT user_id FROM orders WHERE voucher_id = ? AND status <> 'cancelled'")
+        .bind(voucher_id)
+        .fetch_all(db)
+        .await
+}
+
+/// Orders persisted for the voucher (not cancelled).
+pub async fn persisted(db: &SqlitePool, voucher_id: i64) -> sqlx::Result<i64> {
+    sqlx::query_scalar("SELECT COUNT(*) FROM orders WHERE voucher_id = ? AND status <> 'cancelled'")
+        .bind(voucher_id)
+        .fetch_one(db)
+        .await
 }

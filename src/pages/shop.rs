@@ -61,6 +61,6 @@ fn ShopCard(
     let live_left = move || live.with(|m| m.get(&id).map(|l| l.stock.max(0)));
     let live_sold_out = move || live.with(|m| m.get(&id).is_some_and(|l| l.sold_out));
     view! { <SaleCard id voucher=Signal::derive(voucher) live_left=Signal::derive(live_left)
-        live_sold_out=Signal::derive(live_sold_out) now/> }
+    live_sold_out=Signal::derive(live_sold_out) now/> }
     .into_any()
 }

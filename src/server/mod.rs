@@ -7,11 +7,13 @@ pub mod local_redis;
 use crate::{
     app::{shell, App},
     auth::Secrets,
+    backend::{Backend, BackendError, Scripts},
     config::Config,
     ids::OrderIds,
     live::{events, hub::Hub, sampler, sse},
     orders::worker::{self, WorkerSettings},
-    sale::{gate::Scripts, keys::events_channel, sold_out::SoldOutFlags},
+    sale::sold_out::SoldOutFlags,
+    shutdown,
     state::AppState,
     voucher::warm,
 };
@@ -25,39 +27,47 @@ use sqlx::{
     SqlitePool,
 };
 use std::{future::Future, path::Path, str::FromStr, sync::Arc, time::Duration};
-use tokio::{net::TcpListener, sync::watch};
+use tokio::net::TcpListener;
 
 /// Why the server could not start or stopped with an error.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
     #[error("configuration: {0}")]
     Config(String),
-    #[error("redis: {0}")]
-    Redis(#[from] redis::RedisError),
-    #[error("database: {0}")]
-    Db(#[from] sqlx::Error),
+    #[error(transparent)]
+    Backend(#[from] BackendError),
     #[error("migrations: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
-    #[error("warm-up: {0}")]
-    Warm(#[from] warm::WarmError),
     #[error("http: {0}")]
     Io(#[from] std::io::Error),
 }
 
-/// Runs the app on `listener` until `shutdown` resolves: Redis (a private one when
+impl From<redis::RedisError> for ServeError {
+    fn from(e: redis::RedisError) -> Self {
+        Self::Backend(e.into())
+    }
+}
+
+impl From<sqlx::Error> for ServeError {
+    fn from(e: sqlx::Error) -> Self {
+        Self::Backend(e.into())
+    }
+}
+
+/// Runs the app on `listener` until `signal` resolves: Redis (a private one when
 /// `REDIS_URL` is unset), database and migrations, warm-up, worker, HTTP.
 pub async fn serve(
     config: Config,
     leptos_options: LeptosOptions,
     listener: TcpListener,
-    shutdown: impl Future<Output = ()> + Send + 'static,
+    signal: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
     let local_redis = match &config.redis_url {
         Some(_) => None,
         None => Some(LocalRedis::start(Path::new("data")).await.map_err(ServeError::Config)?),
     };
     let redis_url = config.redis_url.clone().or_else(|| local_redis.as_ref().map(|r| r.url.clone()));
-    let result = run(config, redis_url.unwrap_or_default(), leptos_options, listener, shutdown).await;
+    let result = run(config, redis_url.unwrap_or_default(), leptos_options, listener, signal).await;
     if let Some(redis) = local_redis {
         redis.stop().await;
     }
@@ -69,7 +79,7 @@ async fn run(
     redis_url: String,
     leptos_options: LeptosOptions,
     listener: TcpListener,
-    shutdown: impl Future<Output = ()> + Send + 'static,
+    signal: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
     let db = open_database(&config.database_url).await?;
     sqlx::migrate!().run(&db).await?;
@@ -81,30 +91,34 @@ async fn run(
         _ => (random_token(), true),
     };
     let secrets = Secrets::new(config.session_secret.as_deref(), admin_token.clone()).map_err(ServeError::Config)?;
+    let backend =
+        Backend { db, redis, scripts: Arc::new(Scripts::default()), namespace: config.redis_namespace.as_str().into() };
+    let warmed = warm::warm_all(&backend).await?;
+
     // One signal stops everything: HTTP (after open feeds end), worker, sampler, events.
-    let (stop, stopping) = watch::channel(false);
-    let stop = Arc::new(stop);
+    let (trigger, shutdown) = shutdown::channel();
     let state = AppState {
         leptos_options: leptos_options.clone(),
-        db,
-        redis,
-        scripts: Arc::new(Scripts::new(&config.redis_namespace)),
+        backend: backend.clone(),
         ids: Arc::new(OrderIds::new(&config.redis_namespace, config.id_block)),
         secrets: Arc::new(secrets),
-        namespace: config.redis_namespace.as_str().into(),
         sold_out: Arc::new(SoldOutFlags::new(Duration::from_millis(config.sold_out_ttl_ms))),
         hub: Arc::new(Hub::default()),
-        stopping: stopping.clone(),
+        shutdown: shutdown.clone(),
     };
-    let warmed = warm::warm_all(&state).await?;
-
-    let channel = events_channel(&config.redis_namespace);
     let mut tasks = vec![
-        events::start(client.clone(), channel, state.sold_out.clone(), state.hub.clone(), stopping.clone()).await?,
-        sampler::spawn(state.clone(), state.hub.clone(), state.sold_out.clone(), stopping.clone()),
+        events::start(
+            client.clone(),
+            backend.events_channel(),
+            state.sold_out.clone(),
+            state.hub.clone(),
+            shutdown.clone(),
+        )
+        .await?,
+        sampler::spawn(backend.clone(), state.hub.clone(), state.sold_out.clone(), shutdown.clone()),
     ];
     if config.worker {
-        tasks.push(worker::spawn(state.clone(), client.clone(), worker_settings(&config), stopping.clone()));
+        tasks.push(worker::spawn(backend, client.clone(), worker_settings(&config), shutdown.clone()));
     }
 
     let addr = listener.local_addr()?;
@@ -112,18 +126,15 @@ async fn run(
     if generated {
         println!("Admin token (generated for this run): {admin_token}");
     }
-    let stop_on_signal = stop.clone();
+    let trigger = Arc::new(trigger);
+    let on_signal = trigger.clone();
     tokio::spawn(async move {
-        shutdown.await;
-        let _ = stop_on_signal.send(true);
+        signal.await;
+        on_signal.fire();
     });
-    let mut http_stopping = stopping;
-    let http_stop = async move {
-        let _ = http_stopping.wait_for(|s| *s).await;
-    };
-    let served = axum::serve(listener, router(state)).with_graceful_shutdown(http_stop).await;
+    let served = axum::serve(listener, router(state)).with_graceful_shutdown(shutdown.wait()).await;
     // Also when serving failed: the background tasks must stop either way.
-    let _ = stop.send(true);
+    trigger.fire();
     for task in tasks {
         let _ = task.await;
     }

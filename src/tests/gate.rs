@@ -3,8 +3,8 @@
 use crate::support::{code, TestApp};
 use seckill::{
     error::ErrorCode,
-    sale::gate::{Scripts, Verdict},
-    voucher::store::VoucherRow,
+    sale::gate::{self, Verdict},
+    voucher::{store::VoucherRow, warm},
 };
 use serde_json::json;
 
@@ -80,21 +80,21 @@ async fn result_moves_from_queued_to_success_and_is_private() {
 #[tokio::test]
 async fn gate_refuses_after_the_window() {
     let app = TestApp::spawn().await;
-    let scripts = Scripts::new(&app.namespace);
+    let backend = app.backend();
     let mut redis = app.redis.clone();
     let now = chrono::Utc::now().timestamp_millis();
     let row =
         |id, begins_at, ends_at| VoucherRow { id, title: "t".into(), stock: 5, stock_left: 5, begins_at, ends_at };
     let past = app.keys(900_001);
-    assert!(scripts.warm(&mut redis, &past, &row(900_001, now - 60_000, now - 1_000), &[]).await.unwrap());
-    let verdict = scripts.grab(&mut redis, &past, 900_001, 1, 42).await.unwrap();
+    assert!(warm::load(&backend, &mut redis, &past, &row(900_001, now - 60_000, now - 1_000), &[]).await.unwrap());
+    let verdict = gate::grab(&backend, &past, 900_001, 1, 42).await.unwrap();
     assert_eq!(verdict, Verdict::Refused(ErrorCode::Ended));
 
     let open = app.keys(900_002);
-    assert!(scripts.warm(&mut redis, &open, &row(900_002, now - 1_000, now + 60_000), &[7]).await.unwrap());
-    let verdict = scripts.grab(&mut redis, &open, 900_002, 7, 43).await.unwrap();
+    assert!(warm::load(&backend, &mut redis, &open, &row(900_002, now - 1_000, now + 60_000), &[7]).await.unwrap());
+    let verdict = gate::grab(&backend, &open, 900_002, 7, 43).await.unwrap();
     assert_eq!(verdict, Verdict::Refused(ErrorCode::AlreadyBought), "warm-up loads buyers");
-    let verdict = scripts.grab(&mut redis, &open, 900_002, 8, 44).await.unwrap();
+    let verdict = gate::grab(&backend, &open, 900_002, 8, 44).await.unwrap();
     assert_eq!(verdict, Verdict::Granted);
     app.stop().await;
 }

@@ -3,7 +3,8 @@
 
 use redis::aio::ConnectionManager;
 use reqwest::StatusCode;
-use seckill::{config::Config, server};
+pub use seckill::client::Shopper;
+use seckill::{client::ApiClient, config::Config, server};
 use serde_json::{json, Value};
 use sqlx::SqlitePool;
 use std::{future::Future, sync::Arc, time::Duration};
@@ -44,6 +45,8 @@ impl Default for Options {
 pub struct TestApp {
     pub base: String,
     pub http: reqwest::Client,
+    /// The JSON API client the load tool uses too.
+    pub api: ApiClient,
     pub db: SqlitePool,
     pub redis: ConnectionManager,
     pub namespace: String,
@@ -89,7 +92,8 @@ impl TestApp {
         let handle = tokio::spawn(server::serve(config, leptos, listener, async {
             let _ = stopped.await;
         }));
-        let http = reqwest::Client::builder().pool_max_idle_per_host(256).build().unwrap();
+        let api = ApiClient::new(&base, ADMIN_TOKEN, 256);
+        let http = api.http.clone();
         let probe = format!("{base}/api/list_vouchers");
         wait_until("server answers", Duration::from_secs(20), || {
             let (http, probe) = (http.clone(), probe.clone());
@@ -98,7 +102,7 @@ impl TestApp {
         .await;
         let db = SqlitePool::connect(&format!("sqlite://{}", dir.path().join("seckill.db").display())).await.unwrap();
         let redis = ConnectionManager::new(redis::Client::open(redis_url).unwrap()).await.unwrap();
-        Self { base, http, db, redis, namespace, dir, stop: Some(stop), handle: Some(handle) }
+        Self { base, http, api, db, redis, namespace, dir, stop: Some(stop), handle: Some(handle) }
     }
 
     /// Options that restart this app's data under a new process.
@@ -118,68 +122,39 @@ impl TestApp {
 
     /// POSTs JSON to `/api/<name>` with optional extra headers; returns status and body.
     pub async fn call(&self, name: &str, body: Value, headers: &[(&str, &str)]) -> (StatusCode, Value) {
-        let mut req = self.http.post(format!("{}/api/{name}", self.base)).json(&body);
-        for (k, v) in headers {
-            req = req.header(*k, *v);
-        }
-        let res = req.send().await.unwrap();
-        let status = res.status();
-        let text = res.text().await.unwrap();
-        (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+        self.api.call(name, body, headers).await.unwrap()
     }
 
     /// An admin call (bearer token); panics unless it succeeds.
     pub async fn admin(&self, name: &str, body: Value) -> Value {
-        let auth = format!("Bearer {ADMIN_TOKEN}");
-        let (status, body) = self.call(name, body, &[("authorization", &auth)]).await;
-        assert!(status.is_success(), "{name}: {status} {body}");
-        body
+        self.api.admin(name, body).await.unwrap()
     }
 
-    /// Signs in and returns the `Cookie` header value of the session.
+    /// Signs in; panics unless it succeeds.
     pub async fn sign_in(&self, name: &str) -> Shopper {
-        let res =
-            self.http.post(format!("{}/api/sign_in", self.base)).json(&json!({ "name": name })).send().await.unwrap();
-        assert!(res.status().is_success(), "sign_in {name}: {}", res.status());
-        let cookie = res.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_owned();
-        let body: Value = res.json().await.unwrap();
-        Shopper { cookie, user_id: body["user_id"].as_i64().unwrap() }
+        self.api.sign_in(name).await.unwrap()
     }
 
     /// Signs in `n` shoppers named `<prefix>-<i>`, 64 at a time.
     pub async fn sign_in_many(&self, prefix: &str, n: usize) -> Vec<Shopper> {
-        use futures::{stream, StreamExt};
-        stream::iter(0..n).map(|i| self.sign_in_owned(format!("{prefix}-{i}"))).buffer_unordered(64).collect().await
-    }
-
-    async fn sign_in_owned(&self, name: String) -> Shopper {
-        self.sign_in(&name).await
+        self.api.sign_in_many(prefix, n, 64).await.unwrap()
     }
 
     /// Creates a voucher whose window is `[now + begins_in, now + ends_in]` seconds.
     pub async fn create_voucher(&self, stock: i64, begins_in: i64, ends_in: i64) -> i64 {
         let now = chrono::Utc::now();
-        let body = self
-            .admin(
-                "create_voucher",
-                json!({
-                    "title": format!("Voucher {}", rand::random::<u16>()),
-                    "stock": stock,
-                    "begins_at": (now + chrono::Duration::seconds(begins_in)).to_rfc3339(),
-                    "ends_at": (now + chrono::Duration::seconds(ends_in)).to_rfc3339(),
-                }),
-            )
-            .await;
-        body["id"].as_i64().unwrap()
+        let title = format!("Voucher {}", rand::random::<u16>());
+        let (begins, ends) = (now + chrono::Duration::seconds(begins_in), now + chrono::Duration::seconds(ends_in));
+        self.api.create_voucher(&title, stock, begins, ends).await.unwrap()
     }
 
     /// A grab; returns status and body.
     pub async fn grab(&self, who: &Shopper, voucher_id: i64) -> (StatusCode, Value) {
-        self.call("grab", json!({ "voucher_id": voucher_id }), &[("cookie", &who.cookie)]).await
+        self.api.grab(who, voucher_id).await.unwrap()
     }
 
     pub async fn stats(&self, voucher_id: i64) -> Value {
-        self.admin("sale_stats", json!({ "voucher_id": voucher_id })).await
+        self.api.stats(voucher_id).await.unwrap()
     }
 
     /// Polls `sale_stats` until `done` holds for it.
@@ -196,15 +171,18 @@ impl TestApp {
     }
 
     pub fn keys(&self, voucher_id: i64) -> seckill::sale::keys::SaleKeys {
-        seckill::sale::keys::SaleKeys::new(&self.namespace, voucher_id)
+        self.backend().keys(voucher_id)
     }
-}
 
-/// A signed-in shopper.
-#[derive(Clone, Debug)]
-pub struct Shopper {
-    pub cookie: String,
-    pub user_id: i64,
+    /// A handle on this app's stores, as its background tasks hold one.
+    pub fn backend(&self) -> seckill::backend::Backend {
+        seckill::backend::Backend {
+            db: self.db.clone(),
+            redis: self.redis.clone(),
+            scripts: Arc::new(Default::default()),
+            namespace: self.namespace.as_str().into(),
+        }
+    }
 }
 
 /// Polls `check` every 50 ms until it holds; fails the test after `limit`.

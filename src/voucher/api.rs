@@ -8,12 +8,7 @@ use server_fn::codec::Json;
 #[cfg(feature = "ssr")]
 use {
     super::{store, store::VoucherRow, warm, NewVoucher},
-    crate::{
-        auth::session::require_admin,
-        error::{AppError, ErrorCode},
-        sale::keys::SaleKeys,
-        state::AppState,
-    },
+    crate::{auth::session::require_admin, backend::Backend, error::ErrorCode, state::AppState},
 };
 
 /// How many vouchers `list_vouchers` returns (newest first).
@@ -26,8 +21,8 @@ pub async fn create_voucher(title: String, stock: i64, begins_at: String, ends_a
     let state = expect_context::<AppState>();
     require_admin(&state.secrets)?;
     let new = NewVoucher::parse(&title, stock, &begins_at, &ends_at, chrono::Utc::now())?;
-    let row = store::insert(&state.db, &new).await.map_err(|e| AppError::unavailable("create_voucher", e))?;
-    warm::warm(&state, &row).await.map_err(|e| AppError::unavailable("create_voucher warm", e))?;
+    let row = store::insert(&state.backend.db, &new).await?;
+    warm::warm(&state.backend, &row).await?;
     tracing::info!(voucher = row.id, stock = row.stock, "voucher created");
     Ok(to_voucher(&row, row.stock_left))
 }
@@ -38,12 +33,9 @@ pub async fn create_voucher(title: String, stock: i64, begins_at: String, ends_a
 pub async fn warm_up(voucher_id: i64) -> AppResult<Voucher> {
     let state = expect_context::<AppState>();
     require_admin(&state.secrets)?;
-    let row = store::get(&state.db, voucher_id)
-        .await
-        .map_err(|e| AppError::unavailable("warm_up", e))?
-        .ok_or(ErrorCode::UnknownVoucher)?;
-    warm::warm(&state, &row).await.map_err(|e| AppError::unavailable("warm_up", e))?;
-    let remaining = remaining(&state, std::slice::from_ref(&row)).await?;
+    let row = store::get(&state.backend.db, voucher_id).await?.ok_or(ErrorCode::UnknownVoucher)?;
+    warm::warm(&state.backend, &row).await?;
+    let remaining = remaining(&state.backend, std::slice::from_ref(&row)).await?;
     Ok(to_voucher(&row, remaining[0]))
 }
 
@@ -51,8 +43,8 @@ pub async fn warm_up(voucher_id: i64) -> AppResult<Voucher> {
 #[server(prefix = "/api", endpoint = "list_vouchers", input = Json)]
 pub async fn list_vouchers() -> AppResult<Vec<Voucher>> {
     let state = expect_context::<AppState>();
-    let rows = store::list(&state.db, LIST_LIMIT).await.map_err(|e| AppError::unavailable("list_vouchers", e))?;
-    let remaining = remaining(&state, &rows).await?;
+    let rows = store::list(&state.backend.db, LIST_LIMIT).await?;
+    let remaining = remaining(&state.backend, &rows).await?;
     Ok(rows.iter().zip(remaining).map(|(row, left)| to_voucher(row, left)).collect())
 }
 
@@ -60,17 +52,15 @@ pub async fn list_vouchers() -> AppResult<Vec<Voucher>> {
 /// does not hold the voucher. One pipelined round trip (GETs, not MGET: the keys
 /// live in different Cluster slots).
 #[cfg(feature = "ssr")]
-async fn remaining(state: &AppState, rows: &[VoucherRow]) -> AppResult<Vec<i64>> {
+async fn remaining(backend: &Backend, rows: &[VoucherRow]) -> AppResult<Vec<i64>> {
     if rows.is_empty() {
         return Ok(Vec::new());
     }
     let mut pipe = redis::pipe();
     for row in rows {
-        pipe.get(SaleKeys::new(&state.namespace, row.id).stock);
+        pipe.get(backend.keys(row.id).stock);
     }
-    let mut redis = state.redis.clone();
-    let counts: Vec<Option<i64>> =
-        pipe.query_async(&mut redis).await.map_err(|e| AppError::unavailable("remaining stock", e))?;
+    let counts: Vec<Option<i64>> = pipe.query_async(&mut backend.redis.clone()).await?;
     Ok(rows.iter().zip(counts).map(|(row, c)| c.unwrap_or(row.stock_left)).collect())
 }
 

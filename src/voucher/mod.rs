@@ -1,5 +1,6 @@
 //! Seckill vouchers: N units on sale in a time window. Creating one warms it into
-//! Redis; warm-up never gives back stock Redis already sold.
+//! Redis; warm-up never gives back stock Redis already sold. The operator's voucher
+//! form and list are here; the admin page composes them.
 
 pub mod api;
 #[cfg(feature = "ssr")]

@@ -60,19 +60,3 @@ pub async fn live(db: &SqlitePool, grace_ms: i64) -> sqlx::Result<Vec<VoucherRow
         .fetch_all(db)
         .await
 }
-
-/// Users holding a (not cancelled) order for the voucher.
-pub async fn buyers(db: &SqlitePool, voucher_id: i64) -> sqlx::Result<Vec<i64>> {
-    sqlx::query_scalar("SELECT user_id FROM orders WHERE voucher_id = ? AND status <> 'cancelled'")
-        .bind(voucher_id)
-        .fetch_all(db)
-        .await
-}
-
-/// Orders persisted for the voucher (not cancelled).
-pub async fn persisted(db: &SqlitePool, voucher_id: i64) -> sqlx::Result<i64> {
-    sqlx::query_scalar("SELECT COUNT(*) FROM orders WHERE voucher_id = ? AND status <> 'cancelled'")
-        .bind(voucher_id)
-        .fetch_one(db)
-        .await
-}

@@ -1,37 +1,46 @@
-//! Warm-up: puts a voucher's stock, buyers and window into Redis and makes sure its
-//! order stream has the worker's consumer group.
+//! Warm-up (`lua/warm.lua`): puts a voucher's stock, buyers and window into Redis and
+//! makes sure its order stream has the worker's consumer group. This module owns the
+//! script's interface.
 
 use super::store::{self, VoucherRow};
 use crate::{
+    backend::{Backend, BackendError},
+    orders::store as orders,
     sale::keys::{SaleKeys, GROUP},
-    state::AppState,
 };
-use redis::aio::ConnectionManager;
-
-#[derive(Debug, thiserror::Error)]
-pub enum WarmError {
-    #[error("redis: {0}")]
-    Redis(#[from] redis::RedisError),
-    #[error("database: {0}")]
-    Db(#[from] sqlx::Error),
-}
+use redis::{aio::ConnectionManager, RedisResult};
 
 /// Loads the voucher into Redis unless Redis already holds it. Returns true when it
 /// loaded it. Stock and buyers are rebuilt from the database, so a Redis that lost
 /// its data comes back with what was persisted; a Redis that kept it is left alone.
-pub async fn warm(state: &AppState, v: &VoucherRow) -> Result<bool, WarmError> {
-    let keys = SaleKeys::new(&state.namespace, v.id);
-    let mut redis = state.redis.clone();
-    let buyers = store::buyers(&state.db, v.id).await?;
-    let loaded = state.scripts.warm(&mut redis, &keys, v, &buyers).await?;
+pub async fn warm(backend: &Backend, v: &VoucherRow) -> Result<bool, BackendError> {
+    let keys = backend.keys(v.id);
+    let mut redis = backend.redis.clone();
+    let buyers = orders::buyers(&backend.db, v.id).await?;
+    let loaded = load(backend, &mut redis, &keys, v, &buyers).await?;
     ensure_group(&mut redis, &keys.orders).await?;
     Ok(loaded)
 }
 
+/// Runs `lua/warm.lua`: loads stock, window and buyers unless Redis holds the stock.
+pub async fn load(
+    backend: &Backend,
+    redis: &mut ConnectionManager,
+    keys: &SaleKeys,
+    v: &VoucherRow,
+    buyers: &[i64],
+) -> RedisResult<bool> {
+    let mut call = backend.scripts.warm.key(&keys.stock);
+    call.key(&keys.buyers).key(&keys.window);
+    call.arg(v.stock_left).arg(v.begins_at).arg(v.ends_at).arg(buyers);
+    let loaded: i64 = call.invoke_async(redis).await?;
+    Ok(loaded == 1)
+}
+
 /// Creates the consumer group (and the stream) if missing, reading from the start,
 /// so a fresh Redis never answers NOGROUP and no queued order is skipped.
-pub async fn ensure_group(redis: &mut ConnectionManager, stream: &str) -> redis::RedisResult<()> {
-    let created: redis::RedisResult<()> =
+pub async fn ensure_group(redis: &mut ConnectionManager, stream: &str) -> RedisResult<()> {
+    let created: RedisResult<()> =
         redis::cmd("XGROUP").arg("CREATE").arg(stream).arg(GROUP).arg("0").arg("MKSTREAM").query_async(redis).await;
     match created {
         Err(e) if e.code() == Some("BUSYGROUP") => Ok(()),
@@ -40,10 +49,10 @@ pub async fn ensure_group(redis: &mut ConnectionManager, stream: &str) -> redis:
 }
 
 /// Warms every voucher whose sale is upcoming, running or just ended.
-pub async fn warm_all(state: &AppState) -> Result<usize, WarmError> {
-    let live = store::live(&state.db, 0).await?;
+pub async fn warm_all(backend: &Backend) -> Result<usize, BackendError> {
+    let live = store::live(&backend.db, 0).await?;
     for v in &live {
-        warm(state, v).await?;
+        warm(backend, v).await?;
     }
     Ok(live.len())
 }

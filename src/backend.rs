@@ -1,0 +1,97 @@
+//! The narrow handle to the stores: the SQL pool, Redis, the Lua scripts and the key
+//! namespace. Background tasks (warm-up, worker, sampler) take a [`Backend`], not the
+//! request state, as realworld-axum-sqlx's `ApiContext` does; server functions reach it
+//! through the state.
+//!
+//! [`BackendError`] is the one error of this layer: a store that did not answer. It
+//! converts into the API's `unavailable` refusal, so `?` is all a caller writes.
+
+use crate::{
+    error::{AppError, ErrorCode},
+    sale::keys::{events_channel, SaleKeys},
+};
+use redis::{aio::ConnectionManager, Script};
+use sqlx::SqlitePool;
+use std::sync::Arc;
+
+/// Cheap to clone: every field is a handle.
+#[derive(Clone)]
+pub struct Backend {
+    /// The durable record: users, vouchers, orders.
+    pub db: SqlitePool,
+    /// One multiplexed, self-reconnecting connection, shared.
+    pub redis: ConnectionManager,
+    /// The Lua scripts, loaded once and run by SHA.
+    pub scripts: Arc<Scripts>,
+    /// Prefix of every Redis key and channel.
+    pub namespace: Arc<str>,
+}
+
+impl Backend {
+    /// The Redis keys of one voucher's sale.
+    pub fn keys(&self, voucher_id: i64) -> SaleKeys {
+        SaleKeys::new(&self.namespace, voucher_id)
+    }
+
+    /// The pub/sub channel of sale events.
+    pub fn events_channel(&self) -> String {
+        events_channel(&self.namespace)
+    }
+}
+
+/// The scripts in `lua/`. Each is called, and its arguments and answer are typed, in
+/// the one module that owns it: `grab` in `sale::gate`, `warm` in `voucher::warm`,
+/// `give_back` in `orders::give_back`, `sample` in `live::sampler`.
+pub struct Scripts {
+    pub grab: Script,
+    pub warm: Script,
+    pub give_back: Script,
+    pub sample: Script,
+}
+
+impl Default for Scripts {
+    fn default() -> Self {
+        Self {
+            grab: Script::new(include_str!("../lua/grab.lua")),
+            warm: Script::new(include_str!("../lua/warm.lua")),
+            give_back: Script::new(include_str!("../lua/give_back.lua")),
+            sample: Script::new(include_str!("../lua/sample.lua")),
+        }
+    }
+}
+
+/// A store did not answer (or refused a command).
+#[derive(Debug, thiserror::Error)]
+pub enum BackendError {
+    #[error("redis: {0}")]
+    Redis(#[from] redis::RedisError),
+    #[error("database: {0}")]
+    Db(#[from] sqlx::Error),
+}
+
+impl BackendError {
+    /// Redis has no consumer group for the stream: it lost the voucher.
+    pub fn is_no_group(&self) -> bool {
+        matches!(self, Self::Redis(e) if e.code() == Some("NOGROUP"))
+    }
+}
+
+/// Logs what failed and answers a retryable refusal that reveals nothing of it.
+impl From<BackendError> for AppError {
+    fn from(e: BackendError) -> Self {
+        tracing::warn!("unavailable: {e}");
+        Self::new(ErrorCode::Unavailable)
+    }
+}
+
+impl From<redis::RedisError> for AppError {
+    fn from(e: redis::RedisError) -> Self {
+        BackendError::from(e).into()
+    }
+}
+
+impl From<sqlx::Error> for AppError {
+    fn from(e: sqlx::Error) -> Self {
+        BackendError::from(e).into()
+    }
+}

@@ -1,0 +1,113 @@
+//! A client of the JSON API (`POST /api/<name>`), shared by the load tool
+//! (`src/bin/bench.rs`) and the integration tests: one place that knows how to sign in,
+//! carry a session cookie and make admin calls.
+
+use futures::{stream, StreamExt};
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+/// Talks to one server.
+#[derive(Clone)]
+pub struct ApiClient {
+    pub http: reqwest::Client,
+    /// `http://host:port`, without a trailing slash.
+    pub base: String,
+    admin_token: String,
+}
+
+/// A signed-in shopper.
+#[derive(Clone, Debug)]
+pub struct Shopper {
+    /// The `Cookie` header value that carries the session.
+    pub cookie: String,
+    pub user_id: i64,
+}
+
+impl ApiClient {
+    /// `idle_per_host` keeps that many connections open for reuse.
+    pub fn new(base: &str, admin_token: &str, idle_per_host: usize) -> Self {
+        let http = reqwest::Client::builder().pool_max_idle_per_host(idle_per_host).build().unwrap_or_default();
+        Self { http, base: base.trim_end_matches('/').to_owned(), admin_token: admin_token.to_owned() }
+    }
+
+    /// POSTs JSON to `/api/<name>` with extra headers; the status and the body (a JSON
+    /// string when it is not JSON).
+    pub async fn call(&self, name: &str, body: Value, headers: &[(&str, &str)]) -> Result<(StatusCode, Value), String> {
+        let mut req = self.http.post(format!("{}/api/{name}", self.base)).json(&body);
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let res = req.send().await.map_err(|e| format!("{name}: {e}"))?;
+        let status = res.status();
+        let text = res.text().await.map_err(|e| format!("{name}: {e}"))?;
+        Ok((status, serde_json::from_str(&text).unwrap_or(Value::String(text))))
+    }
+
+    /// An admin call (bearer token) that must succeed.
+    pub async fn admin(&self, name: &str, body: Value) -> Result<Value, String> {
+        let auth = format!("Bearer {}", self.admin_token);
+        let (status, body) = self.call(name, body, &[("authorization", &auth)]).await?;
+        if status.is_success() {
+            Ok(body)
+        } else {
+            Err(format!("{name}: {status} {body}"))
+        }
+    }
+
+    /// Signs in by name.
+    pub async fn sign_in(&self, name: &str) -> Result<Shopper, String> {
+        let res = self.http.post(format!("{}/api/sign_in", self.base)).json(&json!({ "name": name })).send().await;
+        let res = res.map_err(|e| format!("sign_in: {e}"))?;
+        if !res.status().is_success() {
+            return Err(format!("sign_in {name}: {}", res.status()));
+        }
+        let cookie = res
+            .headers()
+            .get("set-cookie")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split(';').next())
+            .ok_or("sign_in: no session cookie")?
+            .to_owned();
+        let body: Value = res.json().await.map_err(|e| format!("sign_in: {e}"))?;
+        Ok(Shopper { cookie, user_id: body["user_id"].as_i64().ok_or("sign_in: no user_id")? })
+    }
+
+    /// Signs in `n` shoppers named `<prefix>-<i>`, `concurrency` at a time.
+    pub async fn sign_in_many(&self, prefix: &str, n: usize, concurrency: usize) -> Result<Vec<Shopper>, String> {
+        stream::iter(0..n)
+            .map(|i| async move { self.sign_in(&format!("{prefix}-{i}")).await })
+            .buffer_unordered(concurrency)
+            .collect::<Vec<_>>()
+            .await
+            .into_iter()
+            .collect()
+    }
+
+    /// Creates a voucher (admin); its id.
+    pub async fn create_voucher(
+        &self,
+        title: &str,
+        stock: i64,
+        begins_at: chrono::DateTime<chrono::Utc>,
+        ends_at: chrono::DateTime<chrono::Utc>,
+    ) -> Result<i64, String> {
+        let body = json!({
+            "title": title,
+            "stock": stock,
+            "begins_at": begins_at.to_rfc3339(),
+            "ends_at": ends_at.to_rfc3339(),
+        });
+        let voucher = self.admin("create_voucher", body).await?;
+        voucher["id"].as_i64().ok_or_else(|| "create_voucher: no id".to_owned())
+    }
+
+    /// A grab by `who`.
+    pub async fn grab(&self, who: &Shopper, voucher_id: i64) -> Result<(StatusCode, Value), String> {
+        self.call("grab", json!({ "voucher_id": voucher_id }), &[("cookie", &who.cookie)]).await
+    }
+
+    /// `sale_stats` of one voucher (admin).
+    pub async fn stats(&self, voucher_id: i64) -> Result<Value, String> {
+        self.admin("sale_stats", json!({ "voucher_id": voucher_id })).await
+    }
+}

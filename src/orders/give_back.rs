@@ -1,0 +1,89 @@
+//! Ending an order that will never be persisted (`lua/give_back.lua`): its result
+//! becomes `failed`, what it held goes back, and its stream entry is acknowledged, in
+//! one Redis step. This module owns the script's interface; each way an order can end
+//! has a named constructor saying what goes back.
+
+use super::store::OrderMsg;
+use crate::{
+    backend::Backend,
+    sale::{
+        events::SaleEvent,
+        keys::GROUP,
+        results::{FailReason, StoredResult},
+    },
+};
+use redis::{aio::ConnectionManager, RedisResult};
+
+/// One order to end, and what it gives back.
+#[derive(Clone, Debug)]
+pub struct GiveBack<'a> {
+    order: &'a OrderMsg,
+    entry_id: &'a str,
+    reason: FailReason,
+    /// The unit it took goes back on sale.
+    restock: bool,
+    /// The shopper may grab this voucher again.
+    free_slot: bool,
+    /// A copy goes to the dead-letter stream for the operator.
+    dead_letter: bool,
+}
+
+impl<'a> GiveBack<'a> {
+    /// The shopper already holds another order: the unit goes back, the buyer slot
+    /// stays (it belongs to the other order).
+    pub fn duplicate(order: &'a OrderMsg, entry_id: &'a str) -> Self {
+        Self::new(order, entry_id, FailReason::AlreadyBought, true, false, false)
+    }
+
+    /// The database had no unit for it (Redis was rebuilt with too much): the buyer
+    /// slot goes back; the unit never existed.
+    pub fn no_stock(order: &'a OrderMsg, entry_id: &'a str) -> Self {
+        Self::new(order, entry_id, FailReason::SoldOut, false, true, false)
+    }
+
+    /// The database keeps refusing it: unit and slot go back, the operator is told.
+    pub fn dead_letter(order: &'a OrderMsg, entry_id: &'a str) -> Self {
+        Self::new(order, entry_id, FailReason::DeadLetter, true, true, true)
+    }
+
+    fn new(
+        order: &'a OrderMsg,
+        entry_id: &'a str,
+        reason: FailReason,
+        restock: bool,
+        free_slot: bool,
+        dead_letter: bool,
+    ) -> Self {
+        Self { order, entry_id, reason, restock, free_slot, dead_letter }
+    }
+
+    /// Runs the step; false when the entry was already acknowledged (another worker
+    /// ended it first), so nothing is ever given back twice.
+    pub async fn run(&self, backend: &Backend, redis: &mut ConnectionManager) -> RedisResult<bool> {
+        let m = self.order;
+        let keys = backend.keys(m.voucher_id);
+        let flag = |on: bool| if on { "1" } else { "0" };
+        let acted: i64 = backend
+            .scripts
+            .give_back
+            .key(&keys.stock)
+            .key(&keys.buyers)
+            .key(&keys.results)
+            .key(&keys.orders)
+            .key(&keys.dlq)
+            .arg(m.order_id)
+            .arg(m.user_id)
+            .arg(self.entry_id)
+            .arg(GROUP)
+            .arg(StoredResult::failed(m.user_id, self.reason).encode())
+            .arg(flag(self.restock))
+            .arg(flag(self.free_slot))
+            .arg(if self.dead_letter { self.reason.as_str() } else { "" })
+            .arg(backend.events_channel())
+            .arg(SaleEvent::Restocked { voucher_id: m.voucher_id }.encode())
+            .arg(SaleEvent::DeadLettered { voucher_id: m.voucher_id, order_id: m.order_id }.encode())
+            .invoke_async(redis)
+            .await?;
+        Ok(acted == 1)
+    }
+}

@@ -1,0 +1,103 @@
+//! The worker: moves granted orders from the voucher streams into SQL.
+//!
+//! One [`reader`] per live voucher reads its stream through the voucher's consumer
+//! group (so several processes share the work), persists a batch in one transaction,
+//! then marks the results "success" and acknowledges. Acknowledging last makes it
+//! at-least-once; idempotent persistence makes that exactly one order.
+//!
+//! Recovery, in order of likelihood:
+//! - this process stopped mid-batch: at start a reader drains its own pending list;
+//! - another process died: entries idle past `claim_idle` are claimed ([`recover`]);
+//! - the database is down: the batch stays pending and is retried with backoff, as
+//!   long as it takes (an outage delays orders, never fails them);
+//! - Redis lost a group: the voucher is warmed again (group recreated, stock and
+//!   buyers rebuilt from the database);
+//! - a message the database refuses `max_deliveries` times while it answers other
+//!   queries (a poison message): it goes to the dead-letter stream, its result
+//!   becomes "failed" and its stock and buyer slot are given back in one Lua step.
+//!
+//! This file is the supervisor: it starts a reader for each voucher that goes live.
+
+mod reader;
+mod recover;
+
+use crate::{backend::Backend, sale::events::SaleEvent, shutdown::Shutdown, voucher::store as vouchers};
+use reader::Reader;
+use redis::{
+    aio::{ConnectionManager, ConnectionManagerConfig},
+    AsyncCommands,
+};
+use std::{collections::HashMap, time::Duration};
+
+/// How long after its end a voucher's stream is still read.
+pub const DRAIN_GRACE_MS: i64 = 24 * 3600 * 1000;
+/// How often the list of live vouchers is re-read (new vouchers join within this).
+const REFRESH_EVERY: Duration = Duration::from_millis(500);
+
+/// Tuning of one worker.
+#[derive(Clone, Debug)]
+pub struct WorkerSettings {
+    /// Consumer name in the groups; unique per process.
+    pub consumer: String,
+    pub batch_size: usize,
+    pub block_ms: u64,
+    pub claim_idle_ms: u64,
+    pub max_deliveries: u64,
+}
+
+/// Starts this process's worker: one reader per live voucher stream, each with a
+/// connection of its own. One stream per read keeps every command in one hash slot
+/// (Redis Cluster), and a blocking read on a connection of its own holds up nobody.
+pub fn spawn(
+    backend: Backend,
+    client: redis::Client,
+    settings: WorkerSettings,
+    shutdown: Shutdown,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(supervise(backend, client, settings, shutdown))
+}
+
+/// Starts a reader for each voucher that goes live, until shutdown; then waits for them.
+async fn supervise(backend: Backend, client: redis::Client, settings: WorkerSettings, shutdown: Shutdown) {
+    tracing::info!(consumer = %settings.consumer, "worker started");
+    announce(&backend, SaleEvent::WorkerJoined { worker: settings.consumer.clone() }).await;
+    let mut readers: HashMap<i64, tokio::task::JoinHandle<()>> = HashMap::new();
+    let stopped = shutdown.wait();
+    tokio::pin!(stopped);
+    while !shutdown.is_shutdown() {
+        match vouchers::live(&backend.db, DRAIN_GRACE_MS).await {
+            Ok(live) => {
+                let new: Vec<_> = live.into_iter().filter(|v| !readers.contains_key(&v.id)).collect();
+                for v in new {
+                    let config = ConnectionManagerConfig::new().set_connection_timeout(Duration::from_secs(5));
+                    match ConnectionManager::new_with_config(client.clone(), config).await {
+                        Ok(redis) => {
+                            let id = v.id;
+                            let reader = Reader::new(backend.clone(), redis, settings.clone(), v);
+                            readers.insert(id, tokio::spawn(reader.run(shutdown.clone())));
+                        }
+                        Err(e) => tracing::warn!("worker: connecting for voucher {}: {e}", v.id),
+                    }
+                }
+            }
+            Err(e) => tracing::warn!("worker: listing live vouchers: {e}"),
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(REFRESH_EVERY) => {}
+            _ = &mut stopped => break,
+        }
+    }
+    for (_, reader) in readers {
+        let _ = reader.await;
+    }
+    tracing::info!(consumer = %settings.consumer, "worker stopped");
+    announce(&backend, SaleEvent::WorkerLeft { worker: settings.consumer.clone() }).await;
+}
+
+/// Tells every dashboard (through the sale events channel) that this worker came or went.
+async fn announce(backend: &Backend, event: SaleEvent) {
+    let sent: redis::RedisResult<i64> = backend.redis.clone().publish(backend.events_channel(), event.encode()).await;
+    if let Err(e) = sent {
+        tracing::warn!("worker: announcing {event:?}: {e}");
+    }
+}

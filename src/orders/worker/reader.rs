@@ -1,0 +1,271 @@
+//! One voucher's reader: joins the voucher's consumer group, drains its own pending
+//! list, then reads new entries in batches, persists them and records the outcomes.
+
+use super::{WorkerSettings, DRAIN_GRACE_MS};
+use crate::{
+    backend::{Backend, BackendError},
+    orders::{
+        give_back::GiveBack,
+        store::{self, OrderMsg, Outcome},
+    },
+    sale::{
+        keys::{SaleKeys, GROUP},
+        results::StoredResult,
+    },
+    shutdown::Shutdown,
+    voucher::{
+        store::{self as vouchers, VoucherRow},
+        warm::warm,
+    },
+};
+use redis::{
+    aio::ConnectionManager,
+    streams::{StreamId, StreamPendingCountReply, StreamReadOptions, StreamReadReply},
+    AsyncCommands,
+};
+use std::{collections::HashMap, time::Duration};
+use tokio::time::Instant;
+
+/// First pause after a failed step; it doubles up to [`MAX_BACKOFF`].
+const FIRST_BACKOFF: Duration = Duration::from_millis(100);
+/// Longest pause between retries while a store is down.
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+
+/// Where a reader stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// Warming the voucher and joining its group: at start, and when Redis lost it.
+    Joining,
+    /// Re-reading entries delivered to this consumer but never acknowledged: after
+    /// joining, and after any failed step.
+    DrainingOwn,
+    /// Reading new entries.
+    Reading,
+}
+
+/// Reads one voucher's stream.
+pub(super) struct Reader {
+    pub(super) backend: Backend,
+    /// A connection of its own: its blocking reads hold up nobody.
+    pub(super) redis: ConnectionManager,
+    pub(super) settings: WorkerSettings,
+    /// The voucher as last read from the database (re-read before every rebuild).
+    voucher: VoucherRow,
+    pub(super) keys: SaleKeys,
+    phase: Phase,
+    backoff: Duration,
+    /// When entries left idle by other consumers are next looked for.
+    pub(super) next_recover: Instant,
+    /// Times the database refused an entry on its own, by entry id.
+    pub(super) poison_strikes: HashMap<String, u64>,
+}
+
+/// One stream entry: its id and the order it carries (`None` when malformed).
+pub(super) struct Entry {
+    pub id: String,
+    pub msg: Option<OrderMsg>,
+}
+
+impl Entry {
+    /// Reads the fields the gate writes (`order`, `user`, `voucher`).
+    pub fn parse(e: StreamId) -> Self {
+        let field = |name: &str| e.get::<String>(name).and_then(|v| v.parse::<i64>().ok());
+        let msg =
+            (|| Some(OrderMsg { voucher_id: field("voucher")?, order_id: field("order")?, user_id: field("user")? }))();
+        Self { id: e.id, msg }
+    }
+}
+
+impl Reader {
+    pub fn new(backend: Backend, redis: ConnectionManager, settings: WorkerSettings, voucher: VoucherRow) -> Self {
+        let keys = backend.keys(voucher.id);
+        Self {
+            backend,
+            redis,
+            settings,
+            voucher,
+            keys,
+            phase: Phase::Joining,
+            backoff: FIRST_BACKOFF,
+            next_recover: Instant::now(),
+            poison_strikes: HashMap::new(),
+        }
+    }
+
+    /// Works until shutdown or until the stream is past its drain grace.
+    pub async fn run(mut self, shutdown: Shutdown) {
+        let stopped = shutdown.wait();
+        tokio::pin!(stopped);
+        while !shutdown.is_shutdown() && !self.drained() {
+            // Not cancelled by shutdown: a read's entries are handled before stopping,
+            // and a step is short (one blocking read of at most `block_ms`).
+            match self.step().await {
+                Ok(()) => self.backoff = FIRST_BACKOFF,
+                Err(e) => {
+                    tracing::warn!(voucher = self.voucher.id, "worker: {e}; retrying in {:?}", self.backoff);
+                    // Whatever failed, Redis may have lost the group (rejoin), and
+                    // entries read before the failure are still this consumer's.
+                    self.phase = if e.is_no_group() || self.phase == Phase::Joining {
+                        Phase::Joining
+                    } else {
+                        Phase::DrainingOwn
+                    };
+                    tokio::select! {
+                        _ = tokio::time::sleep(self.backoff) => {}
+                        _ = &mut stopped => break,
+                    }
+                    self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
+                }
+            }
+        }
+        self.leave().await;
+    }
+
+    /// Past the drain grace after the sale: nothing more will come.
+    fn drained(&self) -> bool {
+        chrono::Utc::now().timestamp_millis() > self.voucher.ends_at + DRAIN_GRACE_MS
+    }
+
+    /// One unit of work: join, or recover idle entries when due and then read and
+    /// persist a batch.
+    async fn step(&mut self) -> Result<(), BackendError> {
+        if self.phase == Phase::Joining {
+            self.join().await?;
+            self.phase = Phase::DrainingOwn;
+            return Ok(());
+        }
+        self.recover_if_due().await?;
+        let own = self.phase == Phase::DrainingOwn;
+        let entries = self.read(own).await?;
+        if own && entries.is_empty() {
+            self.phase = Phase::Reading;
+        }
+        self.handle(entries).await
+    }
+
+    /// Warms the voucher (a no-op when Redis holds it; a rebuild when Redis lost it)
+    /// and joins its group at once, so operators (XINFO CONSUMERS) see every worker
+    /// reading the stream, not only those that were handed entries.
+    async fn join(&mut self) -> Result<(), BackendError> {
+        // The row as it is now: a rebuild from a stale row would resurrect sold stock.
+        if let Some(row) = vouchers::get(&self.backend.db, self.voucher.id).await? {
+            self.voucher = row;
+        }
+        warm(&self.backend, &self.voucher).await?;
+        let _: i64 = redis::cmd("XGROUP")
+            .arg("CREATECONSUMER")
+            .arg(&self.keys.orders)
+            .arg(GROUP)
+            .arg(&self.settings.consumer)
+            .query_async(&mut self.redis)
+            .await?;
+        Ok(())
+    }
+
+    /// Leaves the group if it holds nothing pending, so dead names do not pile up
+    /// (names are unique per process). Entries it still holds stay for others to claim.
+    async fn leave(&mut self) {
+        let mine: redis::RedisResult<StreamPendingCountReply> = redis::cmd("XPENDING")
+            .arg(&self.keys.orders)
+            .arg(GROUP)
+            .arg("-")
+            .arg("+")
+            .arg(1)
+            .arg(&self.settings.consumer)
+            .query_async(&mut self.redis)
+            .await;
+        if mine.is_ok_and(|p| p.ids.is_empty()) {
+            let left: redis::RedisResult<i64> = redis::cmd("XGROUP")
+                .arg("DELCONSUMER")
+                .arg(&self.keys.orders)
+                .arg(GROUP)
+                .arg(&self.settings.consumer)
+                .query_async(&mut self.redis)
+                .await;
+            if let Err(e) = left {
+                tracing::warn!("worker: leaving {}: {e}", self.keys.orders);
+            }
+        }
+    }
+
+    /// Reads new entries (`>`), or this consumer's own pending ones (`0`).
+    async fn read(&mut self, own_pending: bool) -> Result<Vec<Entry>, BackendError> {
+        let mut opts =
+            StreamReadOptions::default().group(GROUP, &self.settings.consumer).count(self.settings.batch_size);
+        if !own_pending {
+            opts = opts.block(self.settings.block_ms as usize);
+        }
+        let id = if own_pending { "0" } else { ">" };
+        let reply: Option<StreamReadReply> = self.redis.xread_options(&[&self.keys.orders], &[id], &opts).await?;
+        Ok(reply.into_iter().flat_map(|r| r.keys).flat_map(|stream| stream.ids).map(Entry::parse).collect())
+    }
+
+    /// Persists entries, in one transaction if it can, else one by one.
+    pub(super) async fn handle(&mut self, entries: Vec<Entry>) -> Result<(), BackendError> {
+        let (good, bad): (Vec<Entry>, Vec<Entry>) = entries.into_iter().partition(|e| e.msg.is_some());
+        for e in &bad {
+            tracing::error!(entry = %e.id, stream = %self.keys.orders, "malformed order entry, acknowledged and dropped");
+            let _: i64 = self.redis.xack(&self.keys.orders, GROUP, &[&e.id]).await?;
+        }
+        if good.is_empty() {
+            return Ok(());
+        }
+        let msgs: Vec<OrderMsg> = good.iter().filter_map(|e| e.msg.clone()).collect();
+        match store::persist(&self.backend.db, &msgs).await {
+            Ok(outcomes) => self.finish(&good, &outcomes).await,
+            Err(e) if good.len() == 1 => self.refused(&good[0], e).await,
+            Err(e) => {
+                tracing::warn!("worker: batch of {} failed ({e}); retrying one by one", good.len());
+                for e in &good {
+                    let msg = e.msg.clone().into_iter().collect::<Vec<_>>();
+                    match store::persist(&self.backend.db, &msg).await {
+                        Ok(outcomes) => self.finish(std::slice::from_ref(e), &outcomes).await?,
+                        Err(err) => self.refused(e, err).await?,
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// The database refused one entry on its own. A refusal of the data itself (a
+    /// constraint) counts a strike; anything else means the database is unwell, and
+    /// the entry waits.
+    async fn refused(&mut self, e: &Entry, err: sqlx::Error) -> Result<(), BackendError> {
+        let poison = matches!(&err, sqlx::Error::Database(d) if d.kind() != sqlx::error::ErrorKind::Other);
+        if !poison {
+            return Err(err.into());
+        }
+        let strikes = self.poison_strikes.entry(e.id.clone()).or_default();
+        *strikes += 1;
+        tracing::warn!(entry = %e.id, strikes = *strikes, "database refused order: {err}");
+        if *strikes >= self.settings.max_deliveries {
+            self.poison_strikes.remove(&e.id);
+            self.dead_letter(e).await?;
+        }
+        Ok(())
+    }
+
+    /// Records the outcomes in Redis: results, acknowledgements, give-backs.
+    pub(super) async fn finish(&mut self, entries: &[Entry], outcomes: &[Outcome]) -> Result<(), BackendError> {
+        let mut pipe = redis::pipe();
+        for (e, outcome) in entries.iter().zip(outcomes) {
+            let Some(m) = &e.msg else { continue };
+            match outcome {
+                Outcome::Persisted => {
+                    self.poison_strikes.remove(&e.id);
+                    pipe.hset(&self.keys.results, m.order_id, StoredResult::success(m.user_id).encode()).ignore();
+                    pipe.xack(&self.keys.orders, GROUP, &[&e.id]).ignore();
+                }
+                Outcome::Duplicate => {
+                    GiveBack::duplicate(m, &e.id).run(&self.backend, &mut self.redis).await?;
+                }
+                Outcome::NoStock => {
+                    GiveBack::no_stock(m, &e.id).run(&self.backend, &mut self.redis).await?;
+                }
+            }
+        }
+        let () = pipe.query_async(&mut self.redis).await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,90 @@
+//! A reader's recovery duties: taking over entries other consumers left idle, a last
+//! try for entries delivered too often, and dead-lettering what the database keeps
+//! refusing while it answers.
+
+use super::reader::{Entry, Reader};
+use crate::{
+    backend::BackendError,
+    orders::{give_back::GiveBack, store, store::Outcome},
+    sale::keys::GROUP,
+};
+use redis::{streams::StreamPendingCountReply, AsyncCommands};
+use std::{collections::HashSet, time::Duration};
+use tokio::time::Instant;
+
+impl Reader {
+    /// Looks for idle entries every half claim-idle time (between 50 ms and 5 s).
+    pub(super) async fn recover_if_due(&mut self) -> Result<(), BackendError> {
+        if Instant::now() < self.next_recover {
+            return Ok(());
+        }
+        self.recover().await?;
+        let every = Duration::from_millis((self.settings.claim_idle_ms / 2).clamp(50, 5_000));
+        self.next_recover = Instant::now() + every;
+        Ok(())
+    }
+
+    /// Takes over entries left idle too long (their consumer died, or this one failed
+    /// on them). Those delivered `max_deliveries` times get one last try on their own.
+    async fn recover(&mut self) -> Result<(), BackendError> {
+        let pending: StreamPendingCountReply = redis::cmd("XPENDING")
+            .arg(&self.keys.orders)
+            .arg(GROUP)
+            .arg("IDLE")
+            .arg(self.settings.claim_idle_ms)
+            .arg("-")
+            .arg("+")
+            .arg(self.settings.batch_size)
+            .query_async(&mut self.redis)
+            .await?;
+        if pending.ids.is_empty() {
+            return Ok(());
+        }
+        let worn: HashSet<String> = pending
+            .ids
+            .iter()
+            .filter(|p| p.times_delivered as u64 >= self.settings.max_deliveries)
+            .map(|p| p.id.clone())
+            .collect();
+        let ids: Vec<String> = pending.ids.into_iter().map(|p| p.id).collect();
+        let claimed: redis::streams::StreamClaimReply = self
+            .redis
+            .xclaim(&self.keys.orders, GROUP, &self.settings.consumer, self.settings.claim_idle_ms, &ids)
+            .await?;
+        tracing::info!(stream = %self.keys.orders, claimed = claimed.ids.len(), "took over idle orders");
+        let (last_tries, fresh): (Vec<Entry>, Vec<Entry>) =
+            claimed.ids.into_iter().map(Entry::parse).partition(|e| worn.contains(&e.id));
+        self.handle(fresh).await?;
+        for e in last_tries {
+            self.last_try(e).await?;
+        }
+        Ok(())
+    }
+
+    /// One more try for an entry delivered too often. If the database is up and still
+    /// will not take it, it is dead-lettered; if the database is down, it waits: an
+    /// outage delays orders, it never fails them.
+    async fn last_try(&mut self, e: Entry) -> Result<(), BackendError> {
+        let Some(msg) = e.msg.clone() else { return self.handle(vec![e]).await };
+        match store::persist(&self.backend.db, &[msg]).await {
+            Ok(outcomes) => self.finish(std::slice::from_ref(&e), &outcomes).await,
+            Err(err) if store::reachable(&self.backend.db).await => {
+                tracing::warn!(entry = %e.id, "order keeps failing: {err}");
+                self.dead_letter(&e).await
+            }
+            Err(err) => Err(err.into()),
+        }
+    }
+
+    /// Gives up on an entry: unless the database has the order after all, it goes to
+    /// the dead-letter stream and its stock and buyer slot are given back.
+    pub(super) async fn dead_letter(&mut self, e: &Entry) -> Result<(), BackendError> {
+        let Some(m) = &e.msg else { return Ok(()) };
+        if store::exists(&self.backend.db, m.order_id).await? {
+            return self.finish(std::slice::from_ref(e), &[Outcome::Persisted]).await;
+        }
+        tracing::error!(order = m.order_id, entry = %e.id, "order dead-lettered");
+        GiveBack::dead_letter(m, &e.id).run(&self.backend, &mut self.redis).await?;
+        Ok(())
+    }
+}

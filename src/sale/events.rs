@@ -1,0 +1,79 @@
+//! Sale events on Redis pub/sub (`<namespace>:events`): the one owner of their format.
+//! Rust writes every message: the gate is handed its `sold_out` message and the
+//! give-back its `restock` and `dead_letter` messages as script arguments, and the
+//! worker publishes its comings and goings. The live feed's listener parses them.
+
+/// Something every process must hear of at once.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SaleEvent {
+    /// The last unit went: refuse grabs locally for a while.
+    SoldOut {
+        voucher_id: i64,
+    },
+    /// A unit came back: clear the local sold-out flag.
+    Restocked {
+        voucher_id: i64,
+    },
+    /// An order was given up and its unit and buyer slot returned.
+    DeadLettered {
+        voucher_id: i64,
+        order_id: i64,
+    },
+    WorkerJoined {
+        worker: String,
+    },
+    WorkerLeft {
+        worker: String,
+    },
+}
+
+impl SaleEvent {
+    /// The message as published: `sold_out:<voucher>`, `restock:<voucher>`,
+    /// `dead_letter:<voucher>:<order>`, `worker_joined:<name>`, `worker_left:<name>`.
+    pub fn encode(&self) -> String {
+        match self {
+            Self::SoldOut { voucher_id } => format!("sold_out:{voucher_id}"),
+            Self::Restocked { voucher_id } => format!("restock:{voucher_id}"),
+            Self::DeadLettered { voucher_id, order_id } => format!("dead_letter:{voucher_id}:{order_id}"),
+            Self::WorkerJoined { worker } => format!("worker_joined:{worker}"),
+            Self::WorkerLeft { worker } => format!("worker_left:{worker}"),
+        }
+    }
+
+    /// Reads a message; `None` for anything [`encode`](Self::encode) does not write.
+    pub fn parse(message: &str) -> Option<Self> {
+        let (kind, rest) = message.split_once(':')?;
+        let id = |s: &str| s.parse::<i64>().ok();
+        Some(match kind {
+            "sold_out" => Self::SoldOut { voucher_id: id(rest)? },
+            "restock" => Self::Restocked { voucher_id: id(rest)? },
+            "dead_letter" => {
+                let (v, order) = rest.split_once(':')?;
+                Self::DeadLettered { voucher_id: id(v)?, order_id: id(order)? }
+            }
+            "worker_joined" => Self::WorkerJoined { worker: rest.to_owned() },
+            "worker_left" => Self::WorkerLeft { worker: rest.to_owned() },
+            _ => return None,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_round_trip() {
+        for e in [
+            SaleEvent::SoldOut { voucher_id: 42 },
+            SaleEvent::Restocked { voucher_id: 42 },
+            SaleEvent::DeadLettered { voucher_id: 42, order_id: 123_456 },
+            SaleEvent::WorkerJoined { worker: "w-1".into() },
+            SaleEvent::WorkerLeft { worker: "w:2".into() },
+        ] {
+            assert_eq!(SaleEvent::parse(&e.encode()), Some(e));
+        }
+        assert_eq!(SaleEvent::parse("sold_out:x"), None);
+        assert_eq!(SaleEvent::parse("nonsense"), None);
+    }
+}

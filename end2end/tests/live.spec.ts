@@ -1,27 +1,5 @@
-import { expect, request as playwrightRequest, test, type Page } from '@playwright/test';
-import { adminToken, baseURL } from '../playwright.config';
-import { createVoucher, open, signIn, uniqueTitle } from './helpers';
-
-/** Opens the admin page and submits the token. */
-async function submitToken(page: Page): Promise<void> {
-  await open(page, '/admin');
-  await page.getByLabel('Admin token').fill(adminToken);
-  await page.getByRole('button', { name: 'Unlock' }).click();
-}
-
-async function unlockAdmin(page: Page): Promise<void> {
-  await submitToken(page);
-  await expect(page.getByRole('status', { name: 'Feed' })).toHaveText('Live');
-}
-
-/** A shopper outside any browser: signs in and grabs through the JSON API. */
-async function grabByApi(voucherId: number): Promise<number> {
-  const api = await playwrightRequest.newContext({ baseURL });
-  await api.post('/api/sign_in', { data: { name: uniqueTitle('api') } });
-  const status = (await api.post('/api/grab', { data: { voucher_id: voucherId } })).status();
-  await api.dispose();
-  return status;
-}
+import { expect, test } from '@playwright/test';
+import { createVoucher, grabByApi, open, signIn, submitToken, uniqueTitle, unlockAdmin } from './helpers';
 
 test('the dashboard moves live while others grab, and sold out shows within a second', async ({ browser, request }) => {
   const title = uniqueTitle('Live');

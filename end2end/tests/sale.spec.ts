@@ -1,12 +1,9 @@
-import { expect, request as playwrightRequest, test } from '@playwright/test';
-import { adminToken, baseURL } from '../playwright.config';
-import { createVoucher, open, signIn, uniqueTitle } from './helpers';
+import { expect, test } from '@playwright/test';
+import { createVoucher, grabByApi, open, signIn, submitToken, uniqueTitle } from './helpers';
 
 test('admin creates and warms a voucher, and sees its numbers', async ({ page }) => {
   const title = uniqueTitle('Coffee');
-  await open(page, '/admin');
-  await page.getByLabel('Admin token').fill(adminToken);
-  await page.getByRole('button', { name: 'Unlock' }).click();
+  await submitToken(page);
 
   await page.getByLabel('Title', { exact: true }).fill(title);
   await page.getByLabel('Stock', { exact: true }).fill('25');
@@ -20,9 +17,7 @@ test('admin creates and warms a voucher, and sees its numbers', async ({ page })
 });
 
 test('admin page refuses a wrong token', async ({ page }) => {
-  await open(page, '/admin');
-  await page.getByLabel('Admin token').fill('not-the-token');
-  await page.getByRole('button', { name: 'Unlock' }).click();
+  await submitToken(page, 'not-the-token');
   await expect(page.getByRole('alert')).toHaveText('This needs the admin token.');
 });
 
@@ -47,10 +42,7 @@ test('a sold-out voucher says sold out', async ({ page, request }) => {
   const title = uniqueTitle('Cake');
   const id = await createVoucher(request, title, 1);
   // Someone else takes the only unit through the API.
-  const rival = await playwrightRequest.newContext({ baseURL });
-  expect((await rival.post('/api/sign_in', { data: { name: uniqueTitle('rival') } })).status()).toBe(200);
-  expect((await rival.post('/api/grab', { data: { voucher_id: id } })).status()).toBe(200);
-  await rival.dispose();
+  expect(await grabByApi(id)).toBe(200);
 
   await open(page, '/');
   await signIn(page, uniqueTitle('bob'));

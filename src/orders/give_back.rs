@@ -14,47 +14,59 @@ use crate::{
 };
 use redis::{aio::ConnectionManager, RedisResult};
 
-/// One order to end, and what it gives back.
-#[derive(Clone, Debug)]
+/// One order to end, and how it ends.
+#[derive(Clone, Copy, Debug)]
 pub struct GiveBack<'a> {
     order: &'a OrderMsg,
     entry_id: &'a str,
-    reason: FailReason,
+    ending: Ending,
+}
+
+/// The ways an order ends without being persisted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ending {
+    Duplicate,
+    NoStock,
+    DeadLetter,
+}
+
+impl Ending {
+    fn reason(self) -> FailReason {
+        match self {
+            Self::Duplicate => FailReason::AlreadyBought,
+            Self::NoStock => FailReason::SoldOut,
+            Self::DeadLetter => FailReason::DeadLetter,
+        }
+    }
+
     /// The unit it took goes back on sale.
-    restock: bool,
+    fn restocks(self) -> bool {
+        self != Self::NoStock
+    }
+
     /// The shopper may grab this voucher again.
-    free_slot: bool,
-    /// A copy goes to the dead-letter stream for the operator.
-    dead_letter: bool,
+    fn frees_slot(self) -> bool {
+        self != Self::Duplicate
+    }
 }
 
 impl<'a> GiveBack<'a> {
     /// The shopper already holds another order: the unit goes back, the buyer slot
     /// stays (it belongs to the other order).
     pub fn duplicate(order: &'a OrderMsg, entry_id: &'a str) -> Self {
-        Self::new(order, entry_id, FailReason::AlreadyBought, true, false, false)
+        Self { order, entry_id, ending: Ending::Duplicate }
     }
 
     /// The database had no unit for it (Redis was rebuilt with too much): the buyer
     /// slot goes back; the unit never existed.
     pub fn no_stock(order: &'a OrderMsg, entry_id: &'a str) -> Self {
-        Self::new(order, entry_id, FailReason::SoldOut, false, true, false)
+        Self { order, entry_id, ending: Ending::NoStock }
     }
 
-    /// The database keeps refusing it: unit and slot go back, the operator is told.
+    /// The database keeps refusing it: unit and slot go back, and a copy goes to the
+    /// dead-letter stream for the operator.
     pub fn dead_letter(order: &'a OrderMsg, entry_id: &'a str) -> Self {
-        Self::new(order, entry_id, FailReason::DeadLetter, true, true, true)
-    }
-
-    fn new(
-        order: &'a OrderMsg,
-        entry_id: &'a str,
-        reason: FailReason,
-        restock: bool,
-        free_slot: bool,
-        dead_letter: bool,
-    ) -> Self {
-        Self { order, entry_id, reason, restock, free_slot, dead_letter }
+        Self { order, entry_id, ending: Ending::DeadLetter }
     }
 
     /// Runs the step; false when the entry was already acknowledged (another worker
@@ -62,7 +74,7 @@ impl<'a> GiveBack<'a> {
     pub async fn run(&self, backend: &Backend, redis: &mut ConnectionManager) -> RedisResult<bool> {
         let m = self.order;
         let keys = backend.keys(m.voucher_id);
-        let flag = |on: bool| if on { "1" } else { "0" };
+        let (ending, flag) = (self.ending, |on: bool| if on { "1" } else { "0" });
         let acted: i64 = backend
             .scripts
             .give_back
@@ -75,10 +87,10 @@ impl<'a> GiveBack<'a> {
             .arg(m.user_id)
             .arg(self.entry_id)
             .arg(GROUP)
-            .arg(StoredResult::failed(m.user_id, self.reason).encode())
-            .arg(flag(self.restock))
-            .arg(flag(self.free_slot))
-            .arg(if self.dead_letter { self.reason.as_str() } else { "" })
+            .arg(StoredResult::failed(m.user_id, ending.reason()).encode())
+            .arg(flag(ending.restocks()))
+            .arg(flag(ending.frees_slot()))
+            .arg(if ending == Ending::DeadLetter { ending.reason().as_str() } else { "" })
             .arg(backend.events_channel())
             .arg(SaleEvent::Restocked { voucher_id: m.voucher_id }.encode())
             .arg(SaleEvent::DeadLettered { voucher_id: m.voucher_id, order_id: m.order_id }.encode())

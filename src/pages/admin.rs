@@ -7,7 +7,8 @@ use crate::{
     live::view::LiveBoard,
     voucher::{
         api::list_vouchers,
-        view::{CreateVoucher, VoucherList},
+        view::{CreateVoucher, EachVoucher, VoucherRow},
+        Voucher,
     },
 };
 use leptos::prelude::*;
@@ -43,7 +44,8 @@ fn AdminBoard(unlocked: RwSignal<bool>) -> impl IntoView {
         <CreateVoucher refresh/>
         <LiveBoard titles unlocked/>
         <h2 class="mb-2 mt-6 text-xl font-semibold">"Vouchers"</h2>
-        <VoucherList vouchers/>
+        <EachVoucher vouchers class="grid gap-2" empty="No vouchers yet."
+            item=|v: Voucher| view! { <VoucherRow voucher=v/> }.into_any()/>
     }
     .into_any()
 }

@@ -6,7 +6,7 @@ use crate::{
     error::AppError,
     live::{view::use_shop_feed, StockLive},
     sale::view::SaleCard,
-    voucher::{api::list_vouchers, Voucher},
+    voucher::{api::list_vouchers, view::EachVoucher, Voucher},
 };
 use chrono::{DateTime, Utc};
 use leptos::prelude::*;
@@ -31,19 +31,8 @@ pub fn ShopPage() -> impl IntoView {
     view! {
         <h1 class="mb-4 text-2xl font-bold">"Flash sales"</h1>
         <SignInBox user/>
-        <Transition fallback=|| view! { <p>"Loading sales…"</p> }>
-            {move || vouchers.get().map(|list| match list {
-                Err(e) => view! { <p role="alert">{e.message}</p> }.into_any(),
-                Ok(list) if list.is_empty() => view! { <p>"No sales yet."</p> }.into_any(),
-                Ok(list) => view! {
-                    <div class="grid gap-4 sm:grid-cols-2">
-                        <For each=move || list.clone() key=|v| v.id let:v>
-                            <ShopCard id=v.id vouchers live now/>
-                        </For>
-                    </div>
-                }.into_any(),
-            })}
-        </Transition>
+        <EachVoucher vouchers class="grid gap-4 sm:grid-cols-2" empty="No sales yet."
+            item=move |v: Voucher| view! { <ShopCard id=v.id vouchers live now/> }.into_any()/>
     }
     .into_any()
 }

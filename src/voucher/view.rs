@@ -9,21 +9,34 @@ use crate::error::AppError;
 use chrono::{Duration, SubsecRound, Utc};
 use leptos::prelude::*;
 
-/// Every voucher with its window and Warm up button.
+/// Each voucher of a list that loads and refreshes, drawn by `item`; says so while
+/// loading, on error and (with `empty`) when there is none.
 #[component]
-pub fn VoucherList(vouchers: Resource<Result<Vec<Voucher>, AppError>>) -> impl IntoView {
+pub fn EachVoucher<F>(
+    vouchers: Resource<Result<Vec<Voucher>, AppError>>,
+    /// Classes of the grid around the items.
+    class: &'static str,
+    /// What to say when the list is empty.
+    empty: &'static str,
+    item: F,
+) -> impl IntoView
+where
+    F: Fn(Voucher) -> AnyView + Clone + Send + Sync + 'static,
+{
     view! {
         <Transition fallback=|| view! { <p>"Loading…"</p> }>
-            {move || vouchers.get().map(|list| match list {
-                Err(e) => view! { <p role="alert">{e.message}</p> }.into_any(),
-                Ok(list) => view! {
-                    <div class="grid gap-2">
-                        <For each=move || list.clone() key=|v| v.id let:v>
-                            <VoucherRow voucher=v/>
-                        </For>
-                    </div>
-                }.into_any(),
-            })}
+            {move || {
+                let item = item.clone();
+                vouchers.get().map(move |list| match list {
+                    Err(e) => view! { <p role="alert">{e.message}</p> }.into_any(),
+                    Ok(list) if list.is_empty() => view! { <p>{empty}</p> }.into_any(),
+                    Ok(list) => view! {
+                        <div class=class>
+                            <For each=move || list.clone() key=|v| v.id children=item/>
+                        </div>
+                    }.into_any(),
+                })
+            }}
         </Transition>
     }
     .into_any()
@@ -87,7 +100,7 @@ pub fn CreateVoucher(refresh: RwSignal<u64>) -> impl IntoView {
 
 /// One voucher: its window and its Warm up button.
 #[component]
-fn VoucherRow(voucher: Voucher) -> impl IntoView {
+pub fn VoucherRow(voucher: Voucher) -> impl IntoView {
     let id = voucher.id;
     let warm = Action::new(move |_: &()| warm_up(id));
     let warm_message = move || match warm.value().get() {

@@ -34,7 +34,16 @@ pub enum ErrorCode {
     SoldOut,
     /// This shopper already holds an order for the voucher.
     AlreadyBought,
-    /// Redis or the database is unreachable; retrying later may work.
+    /// No such `/api/...` endpoint.
+    NotFound,
+    /// The endpoint exists but not for this HTTP method (API calls are POST).
+    MethodNotAllowed,
+    /// A state-changing call whose body is not `application/json`.
+    UnsupportedMediaType,
+    /// A state-changing call sent from another site (its `Origin` or
+    /// `Sec-Fetch-Site` says so): refused so no other site can act for a shopper.
+    CrossSite,
+    /// Redis or the database is unreachable, or the server is stopping; retry.
     Unavailable,
     /// The browser could not reach the server (client side only).
     Network,
@@ -55,6 +64,10 @@ impl ErrorCode {
             Self::NotSignedIn | Self::AdminRequired => 401,
             Self::UnknownVoucher | Self::UnknownOrder => 404,
             Self::NotStarted | Self::Ended | Self::SoldOut | Self::AlreadyBought => 409,
+            Self::NotFound => 404,
+            Self::MethodNotAllowed => 405,
+            Self::UnsupportedMediaType => 415,
+            Self::CrossSite => 403,
             Self::Unavailable => 503,
             Self::Network => 502,
             Self::Internal => 500,
@@ -73,6 +86,10 @@ impl ErrorCode {
             Self::Ended => "The sale has ended.",
             Self::SoldOut => "Sold out.",
             Self::AlreadyBought => "You already bought this voucher.",
+            Self::NotFound => "There is no such API call.",
+            Self::MethodNotAllowed => "API calls are POST requests.",
+            Self::UnsupportedMediaType => "Send the body as JSON (Content-Type: application/json).",
+            Self::CrossSite => "Requests from other sites are refused.",
             Self::Unavailable => "The service is busy; please try again.",
             Self::Network => "Could not reach the server; please try again.",
             Self::Internal => "Something went wrong on our side.",
@@ -151,6 +168,10 @@ mod tests {
             ErrorCode::Ended,
             ErrorCode::SoldOut,
             ErrorCode::AlreadyBought,
+            ErrorCode::NotFound,
+            ErrorCode::MethodNotAllowed,
+            ErrorCode::UnsupportedMediaType,
+            ErrorCode::CrossSite,
         ] {
             assert!((400..500).contains(&code.status()), "{code:?}");
         }

@@ -1,7 +1,7 @@
 //! Start-up and the HTTP server. [`serve`] takes its listener and a shutdown future
 //! from the caller, so tests bind `127.0.0.1:0` and run the real thing.
 
-mod api_status;
+mod api_guard;
 pub mod local_redis;
 
 use crate::{
@@ -17,7 +17,10 @@ use crate::{
     state::AppState,
     voucher::warm,
 };
-use axum::{routing::get, Router};
+use axum::{
+    routing::{any, get},
+    Router,
+};
 use leptos::config::LeptosOptions;
 use leptos_axum::{generate_route_list, LeptosRoutes};
 use local_redis::LocalRedis;
@@ -147,12 +150,14 @@ pub fn router(state: AppState) -> Router {
     let options = state.leptos_options.clone();
     Router::new()
         .route("/api/live", get(sse::live))
+        .route("/api/{*rest}", any(api_guard::not_found))
         .leptos_routes_with_context(&state, routes, || {}, {
             let options = options.clone();
             move || shell(options.clone())
         })
         .fallback(leptos_axum::file_and_error_handler::<AppState, _>(shell))
-        .layer(axum::middleware::from_fn(api_status::status_from_code))
+        .layer(axum::middleware::from_fn(api_guard::status_from_code))
+        .layer(axum::middleware::from_fn(api_guard::same_site_json))
         .with_state(state)
 }
 

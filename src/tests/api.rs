@@ -102,3 +102,75 @@ async fn same_name_same_user_and_lists_show_remaining_stock() {
     assert!(listed["begins_at"].as_str().unwrap().parse::<chrono::DateTime<chrono::Utc>>().is_ok());
     app.stop().await;
 }
+
+/// A cross-site form can send `text/plain` or a form body with the shopper's cookies,
+/// or any body with a foreign `Origin`: none of it may act.
+#[tokio::test]
+async fn cross_site_and_non_json_calls_change_nothing() {
+    let app = TestApp::spawn().await;
+    let ann = app.sign_in("ann").await;
+    let v = app.create_voucher(5, -5, 3600).await;
+    let post = |content_type: &'static str, extra: Option<(&'static str, &'static str)>| {
+        let mut req = app
+            .http
+            .post(format!("{}/api/grab", app.base))
+            .header("content-type", content_type)
+            .header("cookie", &ann.cookie)
+            .body(format!(r#"{{"voucher_id":{v}}}"#));
+        if let Some((k, val)) = extra {
+            req = req.header(k, val);
+        }
+        async move {
+            let res = req.send().await.unwrap();
+            (res.status().as_u16(), res.json::<serde_json::Value>().await.unwrap())
+        }
+    };
+    for content_type in ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"] {
+        let (status, body) = post(content_type, None).await;
+        assert_eq!((status, code(&body)), (415, "unsupported_media_type"), "{content_type}");
+    }
+    let (status, body) = post("application/json", Some(("origin", "https://evil.example"))).await;
+    assert_eq!((status, code(&body)), (403, "cross_site"));
+    let (status, body) = post("application/json", Some(("sec-fetch-site", "cross-site"))).await;
+    assert_eq!((status, code(&body)), (403, "cross_site"));
+    let stats = app.stats(v).await;
+    assert_eq!((stats["redis_stock"].as_i64(), stats["granted"].as_i64()), (Some(5), Some(0)), "nothing granted");
+
+    // Signing in or out, and the admin door, are guarded the same way.
+    let form = app.http.post(format!("{}/api/sign_in", app.base)).header("content-type", "text/plain");
+    let res = form.body(r#"{"name":"mallory"}"#).send().await.unwrap();
+    assert_eq!(res.status(), 415);
+    assert!(res.headers().get("set-cookie").is_none());
+    let res = app
+        .http
+        .post(format!("{}/api/admin_sign_in", app.base))
+        .header("content-type", "application/json")
+        .header("origin", "https://evil.example")
+        .body(format!(r#"{{"token":"{ADMIN_TOKEN}"}}"#))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 403);
+
+    // The same call from this site works.
+    let origin = app.base.clone();
+    let (status, body) =
+        app.call("grab", json!({ "voucher_id": v }), &[("cookie", &ann.cookie), ("origin", &origin)]).await;
+    assert_eq!(status, 200, "{body}");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn unknown_paths_and_wrong_methods_answer_json() {
+    let app = TestApp::spawn().await;
+    let (status, body) = app.call("no_such_call", json!({}), &[]).await;
+    assert_eq!((status.as_u16(), code(&body)), (404, "not_found"));
+    let res = app.http.get(format!("{}/api/grab", app.base)).send().await.unwrap();
+    assert_eq!(res.status(), 405);
+    let body: serde_json::Value = res.json().await.unwrap();
+    assert_eq!(code(&body), "method_not_allowed");
+    let res = app.http.get(format!("{}/api/deep/unknown/path", app.base)).send().await.unwrap();
+    assert_eq!(res.status(), 404);
+    assert_eq!(code(&res.json::<serde_json::Value>().await.unwrap()), "not_found");
+    app.stop().await;
+}

@@ -1,0 +1,122 @@
+//! What every `/api/...` call goes through, whatever its endpoint:
+//! - [`same_site_json`]: a state-changing call must carry JSON and come from this site,
+//!   so a cross-site form (which can send `text/plain` or a form body, with the
+//!   shopper's cookies) can neither grab, nor sign anyone in or out, nor act as admin;
+//! - [`status_from_code`]: a refusal gets the HTTP status its error code calls for, and
+//!   a wrong method the JSON error shape;
+//! - [`not_found`]: an unknown path answers the JSON error shape too.
+
+use crate::error::{AppError, ErrorCode};
+use axum::{
+    body::{to_bytes, Body},
+    extract::Request,
+    http::{header, HeaderMap, Method, StatusCode},
+    middleware::Next,
+    response::{IntoResponse, Response},
+    Json,
+};
+
+/// Error bodies are small; anything larger is not ours and is passed on untouched.
+const MAX_ERROR_BODY: usize = 64 * 1024;
+
+/// A refusal in the API's shape, with its status.
+pub fn refusal(code: ErrorCode) -> Response {
+    let status = StatusCode::from_u16(code.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    (status, Json(AppError::new(code))).into_response()
+}
+
+/// Refuses state-changing API calls that are not JSON or come from another site.
+pub async fn same_site_json(req: Request, next: Next) -> Response {
+    if req.method() == Method::POST && req.uri().path().starts_with("/api/") {
+        if let Err(code) = check_same_site_json(req.headers()) {
+            return refusal(code);
+        }
+    }
+    next.run(req).await
+}
+
+fn check_same_site_json(headers: &HeaderMap) -> Result<(), ErrorCode> {
+    let text = |name| headers.get(name).and_then(|v| v.to_str().ok());
+    if text("sec-fetch-site") == Some("cross-site") {
+        return Err(ErrorCode::CrossSite);
+    }
+    // Browsers send Origin on cross-origin POSTs; it must name the host asked.
+    if let (Some(origin), Some(host)) = (text(header::ORIGIN.as_str()), text(header::HOST.as_str())) {
+        let origin_host = origin.split_once("://").map_or(origin, |(_, rest)| rest);
+        if !origin_host.eq_ignore_ascii_case(host) {
+            return Err(ErrorCode::CrossSite);
+        }
+    }
+    let media_type = text(header::CONTENT_TYPE.as_str()).and_then(|v| v.split(';').next()).map(str::trim);
+    if !media_type.is_some_and(|m| m.eq_ignore_ascii_case("application/json")) {
+        return Err(ErrorCode::UnsupportedMediaType);
+    }
+    Ok(())
+}
+
+/// `/api/...` paths no endpoint serves.
+pub async fn not_found() -> Response {
+    refusal(ErrorCode::NotFound)
+}
+
+/// Gives `/api/...` refusals the HTTP status their error code calls for. The
+/// server-function layer answers every error with 500, including bodies it could not
+/// decode (the caller's fault). Mapping here, from the JSON error body, keeps one rule
+/// for all endpoints: 4xx for the caller's fault, 5xx only for ours.
+pub async fn status_from_code(req: Request, next: Next) -> Response {
+    let is_api = req.uri().path().starts_with("/api/");
+    let res = next.run(req).await;
+    if is_api && res.status() == StatusCode::METHOD_NOT_ALLOWED {
+        let mut refused = refusal(ErrorCode::MethodNotAllowed);
+        if let Some(allow) = res.headers().get(header::ALLOW) {
+            refused.headers_mut().insert(header::ALLOW, allow.clone());
+        }
+        return refused;
+    }
+    if !is_api || res.status() != StatusCode::INTERNAL_SERVER_ERROR {
+        return res;
+    }
+    let (mut parts, body) = res.into_parts();
+    let Ok(bytes) = to_bytes(body, MAX_ERROR_BODY).await else {
+        parts.status = StatusCode::INTERNAL_SERVER_ERROR;
+        return Response::from_parts(parts, Body::empty());
+    };
+    if let Ok(err) = serde_json::from_slice::<AppError>(&bytes) {
+        parts.status = StatusCode::from_u16(err.code.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    }
+    Response::from_parts(parts, Body::from(bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        pairs.iter().map(|(k, v)| (header::HeaderName::from_static(k), HeaderValue::from_static(v))).collect()
+    }
+
+    #[test]
+    fn only_same_site_json_passes() {
+        let json = ("content-type", "application/json; charset=utf-8");
+        let host = ("host", "shop.example:3000");
+        assert_eq!(check_same_site_json(&headers(&[json, host])), Ok(()));
+        assert_eq!(check_same_site_json(&headers(&[json, host, ("origin", "http://shop.example:3000")])), Ok(()));
+        assert_eq!(check_same_site_json(&headers(&[json, ("sec-fetch-site", "same-origin")])), Ok(()));
+        for bad in [
+            headers(&[("content-type", "text/plain"), host]),
+            headers(&[("content-type", "application/x-www-form-urlencoded")]),
+            headers(&[host]),
+        ] {
+            assert_eq!(check_same_site_json(&bad), Err(ErrorCode::UnsupportedMediaType));
+        }
+        assert_eq!(
+            check_same_site_json(&headers(&[json, host, ("origin", "https://evil.example")])),
+            Err(ErrorCode::CrossSite)
+        );
+        assert_eq!(
+            check_same_site_json(&headers(&[json, ("sec-fetch-site", "cross-site")])),
+            Err(ErrorCode::CrossSite)
+        );
+    }
+}

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 // without it the app starts a private redis-server itself.
 const port = Number(process.env.E2E_PORT ?? 3917);
 export const baseURL = `http://127.0.0.1:${port}`;
-export const adminToken = 'e2e-admin-token';
+export const adminToken = 'e2e-admin-token-0001';
 // Set once in the main process; workers inherit it.
 process.env.SECKILL_E2E_DIR ??= mkdtempSync(join(tmpdir(), 'seckill-e2e-'));
 

@@ -72,9 +72,66 @@ pub struct Config {
     pub id_block: u32,
 }
 
+/// Shortest admin token accepted: it is the only key to the admin door.
+pub const MIN_ADMIN_TOKEN: usize = 16;
+/// Largest batch: one transaction of this many orders, one XREADGROUP COUNT.
+pub const MAX_BATCH: usize = 10_000;
+
 impl Config {
+    /// Refuses settings that cannot work, with a message naming the setting, rather than
+    /// changing them silently. Trims the admin token (an empty one means "generate").
+    pub fn check(mut self) -> Result<Self, String> {
+        self.admin_token = self.admin_token.map(|t| t.trim().to_owned()).filter(|t| !t.is_empty());
+        if self.admin_token.as_ref().is_some_and(|t| t.chars().count() < MIN_ADMIN_TOKEN) {
+            return Err(format!("SECKILL_ADMIN_TOKEN must have at least {MIN_ADMIN_TOKEN} characters"));
+        }
+        if !(1..=MAX_BATCH).contains(&self.batch_size) {
+            return Err(format!("SECKILL_BATCH_SIZE must be between 1 and {MAX_BATCH}"));
+        }
+        for (name, value) in [
+            ("SECKILL_BLOCK_MS", self.block_ms),
+            ("SECKILL_CLAIM_IDLE_MS", self.claim_idle_ms),
+            ("SECKILL_MAX_DELIVERIES", self.max_deliveries),
+            ("SECKILL_ID_BLOCK", u64::from(self.id_block)),
+        ] {
+            if value == 0 {
+                return Err(format!("{name} must be at least 1"));
+            }
+        }
+        if self.redis_namespace.is_empty() || self.redis_namespace.contains(['{', '}', ' ']) {
+            return Err("SECKILL_REDIS_NAMESPACE must be non-empty, without braces or spaces".into());
+        }
+        Ok(self)
+    }
+
     /// The defaults, as if no flag or variable were given (for tests and tools).
     pub fn defaults() -> Self {
         Self::parse_from(["seckill"])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with(args: &[&str]) -> Result<Config, String> {
+        Config::try_parse_from(std::iter::once("seckill").chain(args.iter().copied()))
+            .map_err(|e| e.to_string())?
+            .check()
+    }
+
+    #[test]
+    fn settings_that_cannot_work_are_refused_by_name() {
+        assert!(with(&[]).is_ok());
+        let trimmed = with(&["--admin-token", "  a-long-enough-admin-token \n"]).unwrap();
+        assert_eq!(trimmed.admin_token.as_deref(), Some("a-long-enough-admin-token"));
+        assert_eq!(with(&["--admin-token", "   "]).unwrap().admin_token, None, "blank means generate");
+        assert!(with(&["--admin-token", "short"]).unwrap_err().contains("SECKILL_ADMIN_TOKEN"));
+        assert!(with(&["--batch-size", "0"]).unwrap_err().contains("SECKILL_BATCH_SIZE"));
+        assert!(with(&["--batch-size", "10001"]).is_err());
+        assert!(with(&["--claim-idle-ms", "0"]).unwrap_err().contains("SECKILL_CLAIM_IDLE_MS"));
+        assert!(with(&["--max-deliveries", "0"]).is_err());
+        assert!(with(&["--redis-namespace", "a{b}"]).is_err());
+        assert!(with(&["--batch-size", "-1"]).is_err(), "clap refuses what does not parse");
     }
 }

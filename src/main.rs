@@ -1,4 +1,4 @@
-//! The `seckill` server: parse settings, then serve until Ctrl-C.
+//! The `seckill` server: parse settings, then serve until Ctrl-C or SIGTERM.
 //! Start-up order (Redis, database, migrations, warm-up, worker, HTTP) is in
 //! [`seckill::server::serve`].
 
@@ -22,12 +22,26 @@ async fn main() -> std::process::ExitCode {
         Ok(l) => l,
         Err(e) => return fail(format!("binding {addr}: {e}")),
     };
-    let shutdown = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    match server::serve(config, leptos, listener, shutdown).await {
+    match server::serve(config, leptos, listener, stop_signal()).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => fail(e.to_string()),
+    }
+}
+
+/// Ctrl-C, or SIGTERM (what process managers and orchestrators send).
+async fn stop_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = match signal(SignalKind::terminate()) {
+        Ok(term) => term,
+        Err(e) => {
+            eprintln!("seckill: cannot listen for SIGTERM ({e}); Ctrl-C still stops");
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
     }
 }
 

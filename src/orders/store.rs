@@ -71,9 +71,11 @@ async fn persist_one(tx: &mut Transaction<'_, Sqlite>, m: &OrderMsg) -> sqlx::Re
     Ok(Outcome::Persisted)
 }
 
-/// True when the database answers at all.
-pub async fn reachable(db: &SqlitePool) -> bool {
-    sqlx::query("SELECT 1").execute(db).await.is_ok()
+/// True when the database refused the data itself (a constraint: the order can never
+/// be stored), not when it could not write at all (locked, full, read-only, down): only
+/// the first may fail an order; the second only delays it.
+pub fn refuses_data(err: &sqlx::Error) -> bool {
+    matches!(err, sqlx::Error::Database(d) if d.kind() != sqlx::error::ErrorKind::Other)
 }
 
 /// True when the order is in the database.

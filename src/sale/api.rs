@@ -15,7 +15,14 @@ use {
         state::AppState,
     },
     redis::AsyncCommands,
+    std::time::Duration,
 };
+
+/// Longest a grab waits on Redis before answering `unavailable`: a shopper must hear
+/// back, and a Redis that has not answered by then is down or overloaded. (A grab the
+/// gate decided just before the deadline still stands; asking again says so.)
+#[cfg(feature = "ssr")]
+const REDIS_DEADLINE: Duration = Duration::from_secs(2);
 
 /// Tries to buy one unit. Answers at once with the order id (status queued); the
 /// order is persisted in the background. Refusals: `not_signed_in`,
@@ -26,12 +33,25 @@ use {
 pub async fn grab(voucher_id: i64) -> AppResult<GrabTicket> {
     let state = expect_context::<AppState>();
     let user_id = require_user(&state.secrets)?;
+    // A stopping process takes no new orders; the client retries on another.
+    if state.shutdown.is_shutdown() {
+        return Err(ErrorCode::Unavailable.into());
+    }
     if state.sold_out.refuse(voucher_id) {
         return Err(ErrorCode::SoldOut.into());
     }
     let backend = &state.backend;
-    let order_id = state.ids.next(&mut backend.redis.clone()).await?;
-    match gate::grab(backend, &backend.keys(voucher_id), voucher_id, user_id, order_id).await? {
+    let decide = async {
+        let order_id = state.ids.next(&mut backend.redis.clone()).await?;
+        let verdict = gate::grab(backend, &backend.keys(voucher_id), voucher_id, user_id, order_id).await?;
+        Ok::<_, redis::RedisError>((order_id, verdict))
+    };
+    let Ok(decided) = tokio::time::timeout(REDIS_DEADLINE, decide).await else {
+        tracing::warn!(voucher_id, "grab: Redis did not answer within {REDIS_DEADLINE:?}");
+        return Err(ErrorCode::Unavailable.into());
+    };
+    let (order_id, verdict) = decided?;
+    match verdict {
         Verdict::Granted => Ok(GrabTicket { order_id: order_id.to_string(), status: GrabStatus::Queued }),
         Verdict::Refused(code) => {
             if code == ErrorCode::SoldOut {

@@ -29,7 +29,13 @@ use sqlx::{
     sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous},
     SqlitePool,
 };
-use std::{future::Future, path::Path, str::FromStr, sync::Arc, time::Duration};
+use std::{
+    future::{Future, IntoFuture},
+    path::Path,
+    str::FromStr,
+    sync::Arc,
+    time::Duration,
+};
 use tokio::net::TcpListener;
 
 /// Why the server could not start or stopped with an error.
@@ -65,6 +71,7 @@ pub async fn serve(
     listener: TcpListener,
     signal: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
+    let config = config.check().map_err(ServeError::Config)?;
     let local_redis = match &config.redis_url {
         Some(_) => None,
         None => Some(LocalRedis::start(Path::new("data")).await.map_err(ServeError::Config)?),
@@ -90,8 +97,8 @@ async fn run(
     let redis = connect(&client).await?;
 
     let (admin_token, generated) = match config.admin_token.clone() {
-        Some(t) if !t.trim().is_empty() => (t, false),
-        _ => (random_token(), true),
+        Some(t) => (t, false),
+        None => (random_token(), true),
     };
     let secrets = Secrets::new(config.session_secret.as_deref(), admin_token.clone()).map_err(ServeError::Config)?;
     let backend =
@@ -135,14 +142,31 @@ async fn run(
         signal.await;
         on_signal.fire();
     });
-    let served = axum::serve(listener, router(state)).with_graceful_shutdown(shutdown.wait()).await;
-    // Also when serving failed: the background tasks must stop either way.
+    let server = axum::serve(listener, router(state)).with_graceful_shutdown(shutdown.wait());
+    // Requests in flight get STOP_GRACE to finish; a client that holds on longer is cut.
+    let deadline = async {
+        shutdown.wait().await;
+        tokio::time::sleep(STOP_GRACE).await;
+    };
+    let served = tokio::select! {
+        served = server.into_future() => served,
+        () = deadline => {
+            tracing::warn!("requests still open {STOP_GRACE:?} after the stop signal; closing them");
+            Ok(())
+        }
+    };
+    // Also when serving failed: the background tasks must stop either way. Each
+    // finishes the step in hand (a worker acknowledges the batch it persisted).
     trigger.fire();
-    for task in tasks {
-        let _ = task.await;
+    let stopped = tokio::time::timeout(STOP_GRACE, futures::future::join_all(tasks)).await;
+    if stopped.is_err() {
+        tracing::warn!("background tasks still busy {STOP_GRACE:?} after the stop signal; leaving them");
     }
     Ok(served?)
 }
+
+/// How long a stop waits for requests in flight, and then for background tasks.
+const STOP_GRACE: Duration = Duration::from_secs(10);
 
 /// The routes: pages, the `/api/...` server functions, static files.
 pub fn router(state: AppState) -> Router {
@@ -189,10 +213,10 @@ async fn connect(client: &redis::Client) -> redis::RedisResult<ConnectionManager
 fn worker_settings(config: &Config) -> WorkerSettings {
     WorkerSettings {
         consumer: config.worker_name.clone().unwrap_or_else(|| format!("worker-{}", &random_token()[..12])),
-        batch_size: config.batch_size.clamp(1, 10_000),
-        block_ms: config.block_ms.max(1),
-        claim_idle_ms: config.claim_idle_ms.max(1),
-        max_deliveries: config.max_deliveries.max(1),
+        batch_size: config.batch_size,
+        block_ms: config.block_ms,
+        claim_idle_ms: config.claim_idle_ms,
+        max_deliveries: config.max_deliveries,
     }
 }
 

@@ -64,6 +64,8 @@ pub(super) struct Reader {
 pub(super) struct Entry {
     pub id: String,
     pub msg: Option<OrderMsg>,
+    /// The fields as read, kept for the dead-letter stream should the entry be refused.
+    pub raw: String,
 }
 
 impl Entry {
@@ -72,7 +74,10 @@ impl Entry {
         let field = |name: &str| e.get::<String>(name).and_then(|v| v.parse::<i64>().ok());
         let msg =
             (|| Some(OrderMsg { voucher_id: field("voucher")?, order_id: field("order")?, user_id: field("user")? }))();
-        Self { id: e.id, msg }
+        let mut names: Vec<&String> = e.map.keys().collect();
+        names.sort();
+        let raw = names.iter().map(|k| format!("{k}={}", e.get::<String>(k).unwrap_or_default())).collect::<Vec<_>>();
+        Self { id: e.id, msg, raw: raw.join(" ") }
     }
 }
 
@@ -202,10 +207,11 @@ impl Reader {
 
     /// Persists entries, in one transaction if it can, else one by one.
     pub(super) async fn handle(&mut self, entries: Vec<Entry>) -> Result<(), BackendError> {
-        let (good, bad): (Vec<Entry>, Vec<Entry>) = entries.into_iter().partition(|e| e.msg.is_some());
+        let voucher_id = self.voucher.id;
+        let (good, bad): (Vec<Entry>, Vec<Entry>) =
+            entries.into_iter().partition(|e| e.msg.as_ref().is_some_and(|m| m.voucher_id == voucher_id));
         for e in &bad {
-            tracing::error!(entry = %e.id, stream = %self.keys.orders, "malformed order entry, acknowledged and dropped");
-            let _: i64 = self.redis.xack(&self.keys.orders, GROUP, &[&e.id]).await?;
+            self.reject(e).await?;
         }
         if good.is_empty() {
             return Ok(());
@@ -228,12 +234,29 @@ impl Reader {
         }
     }
 
+    /// An entry the gate did not write for this voucher (malformed, or naming another
+    /// voucher) is never persisted here: it goes to the dead-letter stream for the
+    /// operator, in the same step as its acknowledgement. It held no unit of this
+    /// voucher, so nothing is given back.
+    async fn reject(&mut self, e: &Entry) -> Result<(), BackendError> {
+        let why = if e.msg.is_some() { "foreign voucher" } else { "malformed" };
+        tracing::error!(entry = %e.id, stream = %self.keys.orders, "{why} order entry, dead-lettered");
+        let () = redis::pipe()
+            .atomic()
+            .xadd(&self.keys.dlq, "*", &[("entry", e.id.as_str()), ("reason", why), ("raw", e.raw.as_str())])
+            .ignore()
+            .xack(&self.keys.orders, GROUP, &[&e.id])
+            .ignore()
+            .query_async(&mut self.redis)
+            .await?;
+        Ok(())
+    }
+
     /// The database refused one entry on its own. A refusal of the data itself (a
     /// constraint) counts a strike; anything else means the database is unwell, and
     /// the entry waits.
     async fn refused(&mut self, e: &Entry, err: sqlx::Error) -> Result<(), BackendError> {
-        let poison = matches!(&err, sqlx::Error::Database(d) if d.kind() != sqlx::error::ErrorKind::Other);
-        if !poison {
+        if !store::refuses_data(&err) {
             return Err(err.into());
         }
         let strikes = self.poison_strikes.entry(e.id.clone()).or_default();

@@ -61,14 +61,15 @@ impl Reader {
         Ok(())
     }
 
-    /// One more try for an entry delivered too often. If the database is up and still
-    /// will not take it, it is dead-lettered; if the database is down, it waits: an
-    /// outage delays orders, it never fails them.
+    /// One more try for an entry delivered too often. If the database refuses its data
+    /// it is dead-lettered; if the database cannot write at all (down, locked, full),
+    /// it waits: an outage delays orders, it never fails them, however many times
+    /// the entry was delivered meanwhile.
     async fn last_try(&mut self, e: Entry) -> Result<(), BackendError> {
         let Some(msg) = e.msg.clone() else { return self.handle(vec![e]).await };
         match store::persist(&self.backend.db, &[msg]).await {
             Ok(outcomes) => self.finish(std::slice::from_ref(&e), &outcomes).await,
-            Err(err) if store::reachable(&self.backend.db).await => {
+            Err(err) if store::refuses_data(&err) => {
                 tracing::warn!(entry = %e.id, "order keeps failing: {err}");
                 self.dead_letter(&e).await
             }

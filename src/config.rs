@@ -67,6 +67,21 @@ pub struct Config {
     #[arg(long, env = "SECKILL_SOLD_OUT_TTL_MS", default_value_t = 2_000)]
     pub sold_out_ttl_ms: u64,
 
+    /// Calls per second one session may make to `grab`, `grab_result` and `sign_in`
+    /// (twice that in a burst); more answer 429. 0 turns the limit off.
+    #[arg(long, env = "SECKILL_RATE_PER_SESSION", default_value_t = 10)]
+    pub rate_per_session: u32,
+
+    /// Calls per second one client address may make to those calls (twice that in a
+    /// burst). 0 turns the limit off: load tests from one address need that.
+    #[arg(long, env = "SECKILL_RATE_PER_ADDRESS", default_value_t = 100)]
+    pub rate_per_address: u32,
+
+    /// Address of the reverse proxy in front: only from it is `X-Forwarded-For` (the
+    /// client's address, for rate limits) believed. Unset: the socket's peer is the client.
+    #[arg(long, env = "SECKILL_TRUSTED_PROXY")]
+    pub trusted_proxy: Option<std::net::IpAddr>,
+
     /// Order ids reserved from the Redis day counter at a time.
     #[arg(long, env = "SECKILL_ID_BLOCK", default_value_t = 1000)]
     pub id_block: u32,

@@ -43,6 +43,8 @@ pub enum ErrorCode {
     /// A state-changing call sent from another site (its `Origin` or
     /// `Sec-Fetch-Site` says so): refused so no other site can act for a shopper.
     CrossSite,
+    /// Too many calls from this session or address; retry after `Retry-After` seconds.
+    RateLimited,
     /// Redis or the database is unreachable, or the server is stopping; retry.
     Unavailable,
     /// The browser could not reach the server (client side only).
@@ -68,6 +70,7 @@ impl ErrorCode {
             Self::MethodNotAllowed => 405,
             Self::UnsupportedMediaType => 415,
             Self::CrossSite => 403,
+            Self::RateLimited => 429,
             Self::Unavailable => 503,
             Self::Network => 502,
             Self::Internal => 500,
@@ -90,6 +93,7 @@ impl ErrorCode {
             Self::MethodNotAllowed => "API calls are POST requests.",
             Self::UnsupportedMediaType => "Send the body as JSON (Content-Type: application/json).",
             Self::CrossSite => "Requests from other sites are refused.",
+            Self::RateLimited => "Too many requests; please wait a moment.",
             Self::Unavailable => "The service is busy; please try again.",
             Self::Network => "Could not reach the server; please try again.",
             Self::Internal => "Something went wrong on our side.",
@@ -172,6 +176,7 @@ mod tests {
             ErrorCode::MethodNotAllowed,
             ErrorCode::UnsupportedMediaType,
             ErrorCode::CrossSite,
+            ErrorCode::RateLimited,
         ] {
             assert!((400..500).contains(&code.status()), "{code:?}");
         }

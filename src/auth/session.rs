@@ -6,7 +6,8 @@ use cookie::{Cookie, CookieJar, Key, SameSite};
 use leptos::prelude::*;
 use leptos_axum::ResponseOptions;
 
-const SESSION_COOKIE: &str = "seckill_session";
+/// Name of the shopper's session cookie.
+pub const SESSION_COOKIE: &str = "seckill_session";
 const ADMIN_COOKIE: &str = "seckill_admin";
 
 /// What signs sessions and opens the admin door.

@@ -3,6 +3,7 @@
 
 mod api_guard;
 pub mod local_redis;
+mod rate_limit;
 
 use crate::{
     app::{shell, App},
@@ -116,7 +117,10 @@ async fn run(
         hub: Arc::new(Hub::default()),
         shutdown: shutdown.clone(),
     };
+    let limits =
+        Arc::new(rate_limit::Limits::new(config.rate_per_session, config.rate_per_address, config.trusted_proxy));
     let mut tasks = vec![
+        forget_idle_callers(limits.clone(), shutdown.clone()),
         events::start(
             client.clone(),
             backend.events_channel(),
@@ -142,7 +146,9 @@ async fn run(
         signal.await;
         on_signal.fire();
     });
-    let server = axum::serve(listener, router(state)).with_graceful_shutdown(shutdown.wait());
+    let app = router(state).layer(axum::middleware::from_fn_with_state(limits, rate_limit::limit));
+    let server = axum::serve(listener, app.into_make_service_with_connect_info::<std::net::SocketAddr>())
+        .with_graceful_shutdown(shutdown.wait());
     // Requests in flight get STOP_GRACE to finish; a client that holds on longer is cut.
     let deadline = async {
         shutdown.wait().await;
@@ -183,6 +189,20 @@ pub fn router(state: AppState) -> Router {
         .layer(axum::middleware::from_fn(api_guard::status_from_code))
         .layer(axum::middleware::from_fn(api_guard::same_site_json))
         .with_state(state)
+}
+
+/// Every minute, rate limits forget callers that went quiet.
+fn forget_idle_callers(limits: Arc<rate_limit::Limits>, shutdown: shutdown::Shutdown) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let stopped = shutdown.wait();
+        tokio::pin!(stopped);
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_secs(60)) => limits.forget_idle(),
+                _ = &mut stopped => return,
+            }
+        }
+    })
 }
 
 /// Opens the pool, creating the SQLite file (and `./data/`) when needed.

@@ -1,6 +1,6 @@
 //! The JSON API refuses bad input with 4xx and a stable code, never 5xx.
 
-use crate::support::{code, TestApp, ADMIN_TOKEN};
+use crate::support::{code, Options, Shopper, TestApp, ADMIN_TOKEN};
 use serde_json::json;
 
 #[tokio::test]
@@ -172,5 +172,52 @@ async fn unknown_paths_and_wrong_methods_answer_json() {
     let res = app.http.get(format!("{}/api/deep/unknown/path", app.base)).send().await.unwrap();
     assert_eq!(res.status(), 404);
     assert_eq!(code(&res.json::<serde_json::Value>().await.unwrap()), "not_found");
+    app.stop().await;
+}
+
+/// A script hammering from one session, or from one address, is slowed down with 429
+/// and `Retry-After`; other sessions are not.
+#[tokio::test]
+async fn rate_limits_stop_a_hammering_session_and_address() {
+    let app = TestApp::with(Options { rate_per_session: 3, ..Options::default() }).await;
+    let v = app.create_voucher(5, -5, 3600).await;
+    let ann = app.sign_in("ann").await;
+    let bob = app.sign_in("bob").await;
+    let ask = |who: &Shopper| {
+        let cookie = who.cookie.clone();
+        let app = &app;
+        async move { app.call("grab_result", json!({ "voucher_id": v, "order_id": "1" }), &[("cookie", &cookie)]).await }
+    };
+    let mut limited = None;
+    for _ in 0..20 {
+        let (status, body) = ask(&ann).await;
+        if status == 429 {
+            limited = Some(body);
+            break;
+        }
+    }
+    let body = limited.expect("20 calls at once from one session meet the limit");
+    assert_eq!(code(&body), "rate_limited");
+    let res = app
+        .http
+        .post(format!("{}/api/grab_result", app.base))
+        .json(&json!({ "voucher_id": v, "order_id": "1" }))
+        .header("cookie", &ann.cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 429);
+    let retry: u64 = res.headers()["retry-after"].to_str().unwrap().parse().unwrap();
+    assert!((1..=2).contains(&retry), "Retry-After {retry}");
+    assert_ne!(ask(&bob).await.0, 429, "another session is not slowed down");
+    app.stop().await;
+
+    let app = TestApp::with(Options { rate_per_address: 3, ..Options::default() }).await;
+    let answers =
+        futures::future::join_all((0..20).map(|i| app.call("sign_in", json!({ "name": format!("n{i}") }), &[]))).await;
+    assert!(
+        answers.iter().any(|(s, b)| *s == 429 && code(b) == "rate_limited"),
+        "one address signing in 20 names at once"
+    );
     app.stop().await;
 }

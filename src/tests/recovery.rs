@@ -98,3 +98,33 @@ async fn a_poison_order_is_dead_lettered_and_its_stock_given_back() {
     assert_eq!(result, format!("failed:{}:dead_letter", ghost.user_id));
     app.stop().await;
 }
+
+/// An entry the gate did not write for this voucher (malformed, or naming another
+/// voucher) is dead-lettered for the operator, never persisted and never dropped
+/// silently; the real order behind it is persisted.
+#[tokio::test]
+async fn foreign_and_malformed_entries_are_dead_lettered() {
+    let app = TestApp::spawn().await;
+    let v = app.create_voucher(5, -5, 3600).await;
+    let ann = app.sign_in("ann").await;
+    let keys = app.keys(v);
+    let mut redis = app.redis.clone();
+    let malformed = [("order", "1".to_owned()), ("user", "x".to_owned())];
+    let _: String = redis.xadd(&keys.orders, "*", &malformed).await.unwrap();
+    let foreign = [("order", "2".to_owned()), ("user", ann.user_id.to_string()), ("voucher", (v + 1000).to_string())];
+    let _: String = redis.xadd(&keys.orders, "*", &foreign).await.unwrap();
+    assert_eq!(app.grab(&ann, v).await.0, 200);
+
+    let stats = app
+        .wait_for_stats("every entry handled", v, |s| {
+            s["pending"] == 0 && s["dead_letters"] == 2 && s["persisted"] == 1
+        })
+        .await;
+    assert_eq!(stats["redis_stock"], 4, "a refused entry gives nothing back: it held nothing");
+    let dead: redis::streams::StreamRangeReply = redis.xrange_all(&keys.dlq).await.unwrap();
+    let reasons: Vec<String> = dead.ids.iter().filter_map(|e| e.get::<String>("reason")).collect();
+    assert_eq!(reasons, ["malformed", "foreign voucher"]);
+    let orders: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM orders").fetch_one(&app.db).await.unwrap();
+    assert_eq!(orders, 1);
+    app.stop().await;
+}

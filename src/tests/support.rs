@@ -26,6 +26,9 @@ pub struct Options {
     pub redis_url: Option<String>,
     /// Lifetime of sold-out flags; long in tests that must see a flag cleared by an event.
     pub sold_out_ttl_ms: u64,
+    /// Rate limits (0: off, as storms from one address need).
+    pub rate_per_session: u32,
+    pub rate_per_address: u32,
 }
 
 impl Default for Options {
@@ -38,6 +41,8 @@ impl Default for Options {
             reuse: None,
             redis_url: None,
             sold_out_ttl_ms: 2_000,
+            rate_per_session: 0,
+            rate_per_address: 0,
         }
     }
 }
@@ -85,6 +90,8 @@ impl TestApp {
         config.max_deliveries = opts.max_deliveries;
         config.sold_out_ttl_ms = opts.sold_out_ttl_ms;
         config.block_ms = 100;
+        config.rate_per_session = opts.rate_per_session;
+        config.rate_per_address = opts.rate_per_address;
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let leptos = leptos::config::get_configuration(None).unwrap().leptos_options;

@@ -82,6 +82,12 @@ pub struct Config {
     #[arg(long, env = "SECKILL_TRUSTED_PROXY")]
     pub trusted_proxy: Option<std::net::IpAddr>,
 
+    /// Mark cookies `Secure` (and name them with the `__Host-` prefix). Default: on
+    /// unless the listen address is loopback. Turn off only to serve plain HTTP beyond
+    /// loopback; turn on behind a TLS proxy that reaches this process on loopback.
+    #[arg(long, env = "SECKILL_SECURE_COOKIES", action = clap::ArgAction::Set)]
+    pub secure_cookies: Option<bool>,
+
     /// Order ids reserved from the Redis day counter at a time.
     #[arg(long, env = "SECKILL_ID_BLOCK", default_value_t = 1000)]
     pub id_block: u32,

@@ -8,7 +8,7 @@ use server_fn::codec::Json;
 #[cfg(feature = "ssr")]
 use {
     super::{
-        session::{clearing_cookies, require_admin, require_user, set_cookie},
+        session::{require_admin, require_user, set_cookie},
         store,
     },
     crate::{error::ErrorCode, state::AppState},
@@ -27,7 +27,8 @@ pub async fn sign_in(name: String) -> AppResult<User> {
 /// Ends the session (and the admin session of this browser).
 #[server(prefix = "/api", endpoint = "sign_out", input = Json)]
 pub async fn sign_out() -> AppResult<()> {
-    clearing_cookies().iter().try_for_each(|c| set_cookie(c))
+    let state = expect_context::<AppState>();
+    state.secrets.clearing_cookies().iter().try_for_each(|c| set_cookie(c))
 }
 
 /// The signed-in shopper, if any.

@@ -6,35 +6,47 @@ use cookie::{Cookie, CookieJar, Key, SameSite};
 use leptos::prelude::*;
 use leptos_axum::ResponseOptions;
 
-/// Name of the shopper's session cookie.
+/// Name of the shopper's session cookie (with the `__Host-` prefix when cookies are
+/// `Secure`: the browser then refuses it from any subdomain or over plain HTTP).
 pub const SESSION_COOKIE: &str = "seckill_session";
 const ADMIN_COOKIE: &str = "seckill_admin";
+const HOST_PREFIX: &str = "__Host-";
+
+/// Sessions last a week; signing in again starts a new one. The admin session lasts
+/// a working day. Each expiry is inside the signed (or encrypted) value, so a cookie
+/// kept past its `Max-Age` is still refused.
+const SESSION_SECS: i64 = 7 * 24 * 3600;
+const ADMIN_SECS: i64 = 12 * 3600;
 
 /// What signs sessions and opens the admin door.
 pub struct Secrets {
     key: Key,
     admin_token: String,
+    /// Cookies carry `Secure` and the `__Host-` prefix.
+    secure: bool,
 }
 
 impl Secrets {
     /// `session_secret` must have at least 32 bytes; `None` means a random key.
-    pub fn new(session_secret: Option<&str>, admin_token: String) -> Result<Self, String> {
+    pub fn new(session_secret: Option<&str>, admin_token: String, secure: bool) -> Result<Self, String> {
         let key = match session_secret {
             Some(s) if s.len() >= 32 => Key::derive_from(s.as_bytes()),
             Some(_) => return Err("SECKILL_SESSION_SECRET must be at least 32 bytes".into()),
             None => Key::generate(),
         };
-        Ok(Self { key, admin_token })
+        Ok(Self { key, admin_token, secure })
     }
 
-    /// The user id of a valid session cookie in these headers.
+    /// The user id of a valid, unexpired session cookie in these headers.
     pub fn session_user(&self, headers: &HeaderMap) -> Option<i64> {
         let jar = jar_of(headers);
-        let cookie = jar.signed(&self.key).get(SESSION_COOKIE)?;
-        cookie.value().parse().ok()
+        let cookie = jar.signed(&self.key).get(&self.name(SESSION_COOKIE))?;
+        let (user, expires) = cookie.value().split_once('.')?;
+        unexpired(expires)?;
+        user.parse().ok()
     }
 
-    /// True when the headers carry the admin token (bearer or admin cookie).
+    /// True when the headers carry the admin token (bearer, or an unexpired admin cookie).
     pub fn is_admin(&self, headers: &HeaderMap) -> bool {
         let bearer =
             headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
@@ -42,8 +54,9 @@ impl Secrets {
             return self.token_matches(token.trim());
         }
         let jar = jar_of(headers);
-        let cookie = jar.private(&self.key).get(ADMIN_COOKIE);
-        cookie.is_some_and(|c| self.token_matches(c.value()))
+        let Some(cookie) = jar.private(&self.key).get(&self.name(ADMIN_COOKIE)) else { return false };
+        let Some((expires, token)) = cookie.value().split_once('.') else { return false };
+        unexpired(expires).is_some() && self.token_matches(token)
     }
 
     /// Compares in constant time, so the token cannot be guessed byte by byte.
@@ -55,37 +68,55 @@ impl Secrets {
     /// A `Set-Cookie` value that starts a session for `user_id`.
     pub fn session_cookie(&self, user_id: i64) -> String {
         let mut jar = CookieJar::new();
-        jar.signed_mut(&self.key).add(base_cookie(SESSION_COOKIE, user_id.to_string()));
+        let value = format!("{user_id}.{}", expiry(SESSION_SECS));
+        jar.signed_mut(&self.key).add(self.cookie(SESSION_COOKIE, value, SESSION_SECS));
         delta_header(&jar)
     }
 
     /// A `Set-Cookie` value that lets this browser make admin calls.
     pub fn admin_cookie(&self) -> String {
         let mut jar = CookieJar::new();
-        jar.private_mut(&self.key).add(base_cookie(ADMIN_COOKIE, self.admin_token.clone()));
+        let value = format!("{}.{}", expiry(ADMIN_SECS), self.admin_token);
+        jar.private_mut(&self.key).add(self.cookie(ADMIN_COOKIE, value, ADMIN_SECS));
         delta_header(&jar)
+    }
+
+    /// `Set-Cookie` values that end the session and the admin session.
+    pub fn clearing_cookies(&self) -> [String; 2] {
+        [SESSION_COOKIE, ADMIN_COOKIE].map(|name| {
+            let mut c = self.cookie(name, String::new(), 0);
+            c.make_removal();
+            c.encoded().to_string()
+        })
+    }
+
+    fn name(&self, base: &str) -> String {
+        if self.secure {
+            format!("{HOST_PREFIX}{base}")
+        } else {
+            base.to_owned()
+        }
+    }
+
+    fn cookie(&self, name: &str, value: String, max_age_secs: i64) -> Cookie<'static> {
+        Cookie::build((self.name(name), value))
+            .path("/")
+            .http_only(true)
+            .secure(self.secure)
+            .same_site(SameSite::Lax)
+            .max_age(cookie::time::Duration::seconds(max_age_secs))
+            .build()
     }
 }
 
-/// `Set-Cookie` values that end the session and the admin session.
-pub fn clearing_cookies() -> [String; 2] {
-    [SESSION_COOKIE, ADMIN_COOKIE].map(|name| {
-        let mut c = base_cookie(name, String::new());
-        c.make_removal();
-        c.encoded().to_string()
-    })
+/// Unix seconds `secs` from now.
+fn expiry(secs: i64) -> i64 {
+    chrono::Utc::now().timestamp() + secs
 }
 
-/// Sessions last a week; signing in again starts a new one.
-const SESSION_DAYS: i64 = 7;
-
-fn base_cookie(name: &'static str, value: String) -> Cookie<'static> {
-    Cookie::build((name, value))
-        .path("/")
-        .http_only(true)
-        .same_site(SameSite::Lax)
-        .max_age(cookie::time::Duration::days(SESSION_DAYS))
-        .build()
+/// `Some` when the Unix time `expires` is still ahead.
+fn unexpired(expires: &str) -> Option<()> {
+    (expires.parse::<i64>().ok()? > chrono::Utc::now().timestamp()).then_some(())
 }
 
 fn delta_header(jar: &CookieJar) -> String {
@@ -142,20 +173,20 @@ mod tests {
 
     #[test]
     fn session_cookie_round_trips_and_rejects_tampering() {
-        let s = Secrets::new(None, "tok".into()).unwrap();
+        let s = Secrets::new(None, "tok".into(), false).unwrap();
         let set = s.session_cookie(7);
         assert!(set.contains("HttpOnly"));
         assert_eq!(s.session_user(&headers_with_cookie(&set)), Some(7));
         let pair = set.split(';').next().unwrap();
         let forged = format!("{}8", &pair[..pair.len() - 1]);
         assert_eq!(s.session_user(&headers_with_cookie(&forged)), None);
-        let other = Secrets::new(None, "tok".into()).unwrap();
+        let other = Secrets::new(None, "tok".into(), false).unwrap();
         assert_eq!(other.session_user(&headers_with_cookie(&set)), None);
     }
 
     #[test]
     fn admin_needs_the_exact_token() {
-        let s = Secrets::new(Some(&"k".repeat(32)), "secret-token".into()).unwrap();
+        let s = Secrets::new(Some(&"k".repeat(32)), "secret-token".into(), false).unwrap();
         let mut h = HeaderMap::new();
         h.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer secret-token"));
         assert!(s.is_admin(&h));
@@ -163,6 +194,27 @@ mod tests {
         assert!(!s.is_admin(&h));
         assert!(!s.is_admin(&HeaderMap::new()));
         assert!(s.is_admin(&headers_with_cookie(&s.admin_cookie())));
-        assert!(Secrets::new(Some("short"), "t".into()).is_err());
+        assert!(Secrets::new(Some("short"), "t".into(), false).is_err());
+    }
+
+    #[test]
+    fn secure_cookies_carry_the_host_prefix_and_an_expiry_inside() {
+        let s = Secrets::new(Some(&"k".repeat(32)), "secret-token".into(), true).unwrap();
+        let set = s.session_cookie(7);
+        assert!(set.starts_with("__Host-seckill_session=") && set.contains("Secure"), "{set}");
+        assert_eq!(s.session_user(&headers_with_cookie(&set)), Some(7));
+        assert!(s.is_admin(&headers_with_cookie(&s.admin_cookie())));
+        let plain = Secrets::new(Some(&"k".repeat(32)), "secret-token".into(), false).unwrap();
+        assert_eq!(plain.session_user(&headers_with_cookie(&set)), None, "names differ by mode");
+
+        // A validly signed value whose expiry has passed is refused, whatever Max-Age said.
+        let mut jar = CookieJar::new();
+        let stale = format!("7.{}", chrono::Utc::now().timestamp() - 1);
+        jar.signed_mut(&s.key).add(s.cookie(SESSION_COOKIE, stale, 3600));
+        assert_eq!(s.session_user(&headers_with_cookie(&delta_header(&jar))), None);
+        let mut jar = CookieJar::new();
+        let stale = format!("{}.secret-token", chrono::Utc::now().timestamp() - 1);
+        jar.private_mut(&s.key).add(s.cookie(ADMIN_COOKIE, stale, 3600));
+        assert!(!s.is_admin(&headers_with_cookie(&delta_header(&jar))));
     }
 }

@@ -101,7 +101,9 @@ async fn run(
         Some(t) => (t, false),
         None => (random_token(), true),
     };
-    let secrets = Secrets::new(config.session_secret.as_deref(), admin_token.clone()).map_err(ServeError::Config)?;
+    let secure = config.secure_cookies.unwrap_or(!listener.local_addr()?.ip().is_loopback());
+    let secrets =
+        Secrets::new(config.session_secret.as_deref(), admin_token.clone(), secure).map_err(ServeError::Config)?;
     let backend =
         Backend { db, redis, scripts: Arc::new(Scripts::default()), namespace: config.redis_namespace.as_str().into() };
     let warmed = warm::warm_all(&backend).await?;

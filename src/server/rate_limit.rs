@@ -91,7 +91,7 @@ fn quota(per_second: u32) -> Option<Quota> {
 fn session_of(headers: &HeaderMap) -> Option<String> {
     headers.get_all(header::COOKIE).iter().filter_map(|v| v.to_str().ok()).flat_map(|v| v.split(';')).find_map(|pair| {
         let (name, value) = pair.trim().split_once('=')?;
-        (name == SESSION_COOKIE).then(|| value.to_owned())
+        name.trim_start_matches("__Host-").eq(SESSION_COOKIE).then(|| value.to_owned())
     })
 }
 

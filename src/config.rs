@@ -82,6 +82,19 @@ pub struct Config {
     #[arg(long, env = "SECKILL_TRUSTED_PROXY")]
     pub trusted_proxy: Option<std::net::IpAddr>,
 
+    /// Live feeds (`/api/live`) open at once; more answer 503. Each holds a socket, so
+    /// keep this below the process's file descriptor limit (`ulimit -n`).
+    #[arg(long, env = "SECKILL_MAX_FEEDS", default_value_t = 10_000)]
+    pub max_feeds: usize,
+
+    /// Live feeds one client address may hold open at once; more answer 503.
+    #[arg(long, env = "SECKILL_MAX_FEEDS_PER_ADDRESS", default_value_t = 64)]
+    pub max_feeds_per_address: usize,
+
+    /// Other requests served at once; more answer 503 at once rather than queueing.
+    #[arg(long, env = "SECKILL_MAX_REQUESTS", default_value_t = 4_096)]
+    pub max_requests: usize,
+
     /// Mark cookies `Secure` (and name them with the `__Host-` prefix). Default: on
     /// unless the listen address is loopback. Turn off only to serve plain HTTP beyond
     /// loopback; turn on behind a TLS proxy that reaches this process on loopback.
@@ -114,6 +127,9 @@ impl Config {
             ("SECKILL_CLAIM_IDLE_MS", self.claim_idle_ms),
             ("SECKILL_MAX_DELIVERIES", self.max_deliveries),
             ("SECKILL_ID_BLOCK", u64::from(self.id_block)),
+            ("SECKILL_MAX_FEEDS", self.max_feeds as u64),
+            ("SECKILL_MAX_FEEDS_PER_ADDRESS", self.max_feeds_per_address as u64),
+            ("SECKILL_MAX_REQUESTS", self.max_requests as u64),
         ] {
             if value == 0 {
                 return Err(format!("{name} must be at least 1"));

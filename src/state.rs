@@ -2,7 +2,12 @@
 //! not take it: they take the narrow [`Backend`] and what else they need.
 
 use crate::{
-    auth::Secrets, backend::Backend, ids::OrderIds, live::hub::Hub, sale::sold_out::SoldOutFlags, shutdown::Shutdown,
+    auth::Secrets,
+    backend::Backend,
+    ids::OrderIds,
+    live::{hub::Hub, slots::FeedSlots},
+    sale::sold_out::SoldOutFlags,
+    shutdown::Shutdown,
 };
 use axum::extract::FromRef;
 use leptos::config::LeptosOptions;
@@ -23,6 +28,8 @@ pub struct AppState {
     pub sold_out: Arc<SoldOutFlags>,
     /// Fans live numbers and events out to open dashboards.
     pub hub: Arc<Hub>,
+    /// Caps on open live feeds.
+    pub feeds: Arc<FeedSlots>,
     /// Fires when the server is stopping (long-lived feeds end then).
     pub shutdown: Shutdown,
 }
@@ -32,3 +39,8 @@ impl FromRef<AppState> for LeptosOptions {
         state.leptos_options.clone()
     }
 }
+
+/// The client's address as the server trusts it (the socket's peer, or what the
+/// trusted proxy says), set on every request before any handler runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClientIp(pub std::net::IpAddr);

@@ -13,6 +13,8 @@ pub mod hub;
 #[cfg(feature = "ssr")]
 pub mod sampler;
 #[cfg(feature = "ssr")]
+pub mod slots;
+#[cfg(feature = "ssr")]
 pub mod sse;
 pub mod view;
 

@@ -2,14 +2,14 @@
 //! `GET /api/live?view=shop`: the shoppers' stock feed (public). Server-Sent Events;
 //! browsers reconnect by themselves and get a fresh `hello` each time.
 
-use super::hub::Frame;
+use super::{hub::Frame, slots::FeedSlot};
 use crate::{
     error::{AppError, ErrorCode},
     shutdown::Shutdown,
-    state::AppState,
+    state::{AppState, ClientIp},
 };
 use axum::{
-    extract::{Query, State},
+    extract::{Extension, Query, State},
     http::{HeaderMap, StatusCode},
     response::{
         sse::{Event, KeepAlive, Sse},
@@ -28,16 +28,28 @@ pub struct LiveQuery {
     view: Option<String>,
 }
 
-pub async fn live(State(state): State<AppState>, Query(q): Query<LiveQuery>, headers: HeaderMap) -> Response {
+pub async fn live(
+    State(state): State<AppState>,
+    Extension(ClientIp(client)): Extension<ClientIp>,
+    Query(q): Query<LiveQuery>,
+    headers: HeaderMap,
+) -> Response {
+    let slot = || state.feeds.take(client);
     match q.view.as_deref() {
         Some("shop") => {
+            let Some(slot) = slot() else {
+                return refuse(ErrorCode::Unavailable, AppError::new(ErrorCode::Unavailable));
+            };
             let (latest, rx) = state.hub.subscribe_shop();
             let first = latest.map(|s| s.to_string());
-            sse(first, rx, |f| f.shop.clone(), &state.shutdown).into_response()
+            sse(first, rx, |f| f.shop.clone(), &state.shutdown, slot).into_response()
         }
         None if state.secrets.is_admin(&headers) => {
+            let Some(slot) = slot() else {
+                return refuse(ErrorCode::Unavailable, AppError::new(ErrorCode::Unavailable));
+            };
             let (hello, rx) = state.hub.subscribe_admin();
-            sse(Some(hello), rx, |f| Some(f.admin.clone()), &state.shutdown).into_response()
+            sse(Some(hello), rx, |f| Some(f.admin.clone()), &state.shutdown, slot).into_response()
         }
         None => refuse(ErrorCode::AdminRequired, AppError::new(ErrorCode::AdminRequired)),
         Some(_) => refuse(ErrorCode::InvalidInput, AppError::invalid("view must be `shop` or absent.")),
@@ -55,14 +67,16 @@ fn sse(
     rx: broadcast::Receiver<Frame>,
     pick: fn(&Frame) -> Option<Arc<str>>,
     shutdown: &Shutdown,
+    slot: FeedSlot,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     let head = stream::iter(first.map(|data| Ok(Event::default().data(data))));
-    let rest = stream::unfold(rx, move |mut rx| async move {
+    // The slot lives as long as the stream: the feed's place comes back when it ends.
+    let rest = stream::unfold((rx, slot), move |(mut rx, slot)| async move {
         loop {
             match rx.recv().await {
                 Ok(frame) => {
                     if let Some(data) = pick(&frame) {
-                        return Some((Ok(Event::default().data(data.as_ref())), rx));
+                        return Some((Ok(Event::default().data(data.as_ref())), (rx, slot)));
                     }
                 }
                 // A slow reader skips frames; the next snapshot is complete anyway.

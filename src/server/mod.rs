@@ -10,8 +10,9 @@ use crate::{
     auth::Secrets,
     backend::{Backend, BackendError, Scripts},
     config::Config,
+    error::ErrorCode,
     ids::OrderIds,
-    live::{events, hub::Hub, sampler, sse},
+    live::{events, hub::Hub, sampler, slots::FeedSlots, sse},
     orders::worker::{self, WorkerSettings},
     sale::sold_out::SoldOutFlags,
     shutdown,
@@ -19,8 +20,9 @@ use crate::{
     voucher::warm,
 };
 use axum::{
+    error_handling::HandleErrorLayer,
     routing::{any, get},
-    Router,
+    BoxError, Router,
 };
 use leptos::config::LeptosOptions;
 use leptos_axum::{generate_route_list, LeptosRoutes};
@@ -38,6 +40,7 @@ use std::{
     time::Duration,
 };
 use tokio::net::TcpListener;
+use tower::ServiceBuilder;
 
 /// Why the server could not start or stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -117,6 +120,7 @@ async fn run(
         secrets: Arc::new(secrets),
         sold_out: Arc::new(SoldOutFlags::new(Duration::from_millis(config.sold_out_ttl_ms))),
         hub: Arc::new(Hub::default()),
+        feeds: Arc::new(FeedSlots::new(config.max_feeds, config.max_feeds_per_address)),
         shutdown: shutdown.clone(),
     };
     let limits =
@@ -148,7 +152,7 @@ async fn run(
         signal.await;
         on_signal.fire();
     });
-    let app = router(state).layer(axum::middleware::from_fn_with_state(limits, rate_limit::limit));
+    let app = router(state, config.max_requests).layer(axum::middleware::from_fn_with_state(limits, rate_limit::limit));
     let server = axum::serve(listener, app.into_make_service_with_connect_info::<std::net::SocketAddr>())
         .with_graceful_shutdown(shutdown.wait());
     // Requests in flight get STOP_GRACE to finish; a client that holds on longer is cut.
@@ -176,18 +180,25 @@ async fn run(
 /// How long a stop waits for requests in flight, and then for background tasks.
 const STOP_GRACE: Duration = Duration::from_secs(10);
 
-/// The routes: pages, the `/api/...` server functions, static files.
-pub fn router(state: AppState) -> Router {
+/// The routes: pages, the `/api/...` server functions, static files, the live feed.
+/// At most `max_requests` are served at once (more answer 503 at once); live feeds,
+/// which stay open, have caps of their own.
+pub fn router(state: AppState, max_requests: usize) -> Router {
     let routes = generate_route_list(App);
     let options = state.leptos_options.clone();
+    let capped = ServiceBuilder::new()
+        .layer(HandleErrorLayer::new(|_: BoxError| async { api_guard::refusal(ErrorCode::Unavailable) }))
+        .load_shed()
+        .concurrency_limit(max_requests);
     Router::new()
-        .route("/api/live", get(sse::live))
         .route("/api/{*rest}", any(api_guard::not_found))
         .leptos_routes_with_context(&state, routes, || {}, {
             let options = options.clone();
             move || shell(options.clone())
         })
         .fallback(leptos_axum::file_and_error_handler::<AppState, _>(shell))
+        .layer(capped)
+        .route("/api/live", get(sse::live))
         .layer(axum::middleware::from_fn(api_guard::status_from_code))
         .layer(axum::middleware::from_fn(api_guard::same_site_json))
         .with_state(state)

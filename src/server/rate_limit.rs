@@ -1,4 +1,4 @@
-//! Rate limits on the calls a script would hammer (`grab`, `grab_result`, `sign_in`),
+//! Who is calling, and rate limits on the calls a script would hammer (`grab`, `grab_result`, `sign_in`),
 //! per session and per client address: a caller over either answers 429
 //! `rate_limited` with `Retry-After`. The limits (requests per second, twice that in
 //! a burst) are far above what a shopper's clicks and result polls need.
@@ -7,7 +7,7 @@
 //! (`SECKILL_TRUSTED_PROXY`), the last address that proxy appended to
 //! `X-Forwarded-For`: a header anyone else sends is ignored.
 
-use crate::{auth::session::SESSION_COOKIE, error::ErrorCode};
+use crate::{auth::session::SESSION_COOKIE, error::ErrorCode, state::ClientIp};
 use axum::{
     extract::{ConnectInfo, Request, State},
     http::{header, HeaderMap, HeaderValue},
@@ -95,17 +95,19 @@ fn session_of(headers: &HeaderMap) -> Option<String> {
     })
 }
 
-/// The middleware.
+/// The middleware: records who is calling (for the handlers, as [`ClientIp`]), then
+/// holds back a caller over its limits.
 pub async fn limit(
     State(limits): State<Arc<Limits>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    req: Request,
+    mut req: Request,
     next: Next,
 ) -> Response {
+    let client = limits.client(peer.ip(), req.headers());
+    req.extensions_mut().insert(ClientIp(client));
     if !LIMITED.contains(&req.uri().path()) {
         return next.run(req).await;
     }
-    let client = limits.client(peer.ip(), req.headers());
     match limits.check(session_of(req.headers()).as_deref(), client) {
         Ok(()) => next.run(req).await,
         Err(wait) => {

@@ -1,6 +1,6 @@
 //! The live feed and the cross-process sold-out broadcast.
 
-use crate::support::{code, Feed, Options, Shopper, TestApp};
+use crate::support::{code, wait_until, Feed, Options, Shopper, TestApp};
 use futures::{stream, StreamExt};
 use redis::AsyncCommands;
 use seckill::server::local_redis::LocalRedis;
@@ -186,4 +186,36 @@ async fn a_dead_letter_restocks_and_clears_other_processes_flags() {
     drop(feed);
     c.stop().await;
     a.stop().await;
+}
+
+/// Live feeds are capped per address (503 rather than running out of descriptors),
+/// a closed feed gives its place back, and a thousand idle sockets do not stop grabs.
+#[tokio::test]
+async fn feed_caps_and_idle_sockets_leave_grabs_alone() {
+    let app = TestApp::with(Options { max_feeds_per_address: 2, ..Options::default() }).await;
+    let first = Feed::open(&app, true).await;
+    let _second = Feed::open(&app, true).await;
+    let shop_feed = format!("{}/api/live?view=shop", app.base);
+    let res = app.http.get(&shop_feed).send().await.unwrap();
+    assert_eq!(res.status(), 503);
+    assert_eq!(code(&res.json::<Value>().await.unwrap()), "unavailable");
+    drop(first);
+    // The server notices a closed feed at its next frame (4 a second).
+    wait_until("a closed feed gives its place back", Duration::from_secs(10), || {
+        let (http, url) = (app.http.clone(), shop_feed.clone());
+        async move { http.get(&url).send().await.is_ok_and(|r| r.status() == 200) }
+    })
+    .await;
+
+    let addr = app.base.trim_start_matches("http://").to_owned();
+    let mut idle = Vec::new();
+    for _ in 0..1000 {
+        idle.push(tokio::net::TcpStream::connect(&addr).await.unwrap());
+    }
+    let v = app.create_voucher(5, -5, 3600).await;
+    let ann = app.sign_in("ann").await;
+    let (status, body) = app.grab(&ann, v).await;
+    assert_eq!(status, 200, "{body}");
+    drop(idle);
+    app.stop().await;
 }

@@ -29,6 +29,8 @@ pub struct Options {
     /// Rate limits (0: off, as storms from one address need).
     pub rate_per_session: u32,
     pub rate_per_address: u32,
+    /// Live feeds one address may hold open.
+    pub max_feeds_per_address: usize,
 }
 
 impl Default for Options {
@@ -43,6 +45,7 @@ impl Default for Options {
             sold_out_ttl_ms: 2_000,
             rate_per_session: 0,
             rate_per_address: 0,
+            max_feeds_per_address: 64,
         }
     }
 }
@@ -92,6 +95,7 @@ impl TestApp {
         config.block_ms = 100;
         config.rate_per_session = opts.rate_per_session;
         config.rate_per_address = opts.rate_per_address;
+        config.max_feeds_per_address = opts.max_feeds_per_address;
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let leptos = leptos::config::get_configuration(None).unwrap().leptos_options;

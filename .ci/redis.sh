@@ -1,6 +1,7 @@
 # Sourced by the scripts here: `start_redis [dir]` runs a redis-server on a free
 # loopback port, exports REDIS_URL, and stops it when the calling script exits.
-# Without `dir` it is throw-away; with one, it keeps its data there (append-only file).
+# Without `dir` it is throw-away; with one, it keeps its data there in an append-only
+# file synced on every write (appendfsync always): nothing answered `queued` is lost.
 
 free_port() {
   python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
@@ -11,6 +12,7 @@ start_redis() {
   port=$(free_port)
   if [ -n "${1:-}" ]; then dir=$1; aof=yes; mkdir -p "$dir"; else dir=$(mktemp -d); fi
   redis-server --bind 127.0.0.1 --port "$port" --dir "$dir" --save '' --appendonly "$aof" \
+    --appendfsync always \
     --daemonize no >"$dir/redis.log" 2>&1 &
   SECKILL_REDIS_PID=$!
   trap 'stop_redis' EXIT

@@ -1,5 +1,6 @@
 //! A private `redis-server` for runs without `REDIS_URL`: started on a free loopback
-//! port with its data under `./data/redis`, stopped when the app stops.
+//! port with its data under `./data/redis` (append-only file, synced on every write),
+//! stopped when the app stops.
 
 use std::{path::Path, process::Stdio, time::Duration};
 use tokio::process::{Child, Command};
@@ -19,7 +20,10 @@ impl LocalRedis {
             .map_err(|e| format!("finding a free port: {e}"))?
             .port();
         let child = Command::new("redis-server")
-            .args(["--bind", "127.0.0.1", "--port", &port.to_string(), "--appendonly", "yes", "--save", ""])
+            .args(["--bind", "127.0.0.1", "--port", &port.to_string(), "--save", ""])
+            // Every write reaches the disk before Redis answers: a grab answered
+            // `queued` survives a crash of Redis or of the machine.
+            .args(["--appendonly", "yes", "--appendfsync", "always"])
             .arg("--dir")
             .arg(&dir)
             .stdout(Stdio::null())

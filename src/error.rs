@@ -149,8 +149,12 @@ impl FromServerFnError for AppError {
     }
 }
 
+/// The decoder's words, cut short: they may quote the input, which can be huge.
 fn invalid_body(detail: &str) -> AppError {
-    AppError::invalid(format!("The request body is not valid: {detail}"))
+    const MAX_DETAIL_CHARS: usize = 200;
+    let cut: String = detail.chars().take(MAX_DETAIL_CHARS).collect();
+    let more = if cut.len() < detail.len() { "…" } else { "" };
+    AppError::invalid(format!("The request body is not valid: {cut}{more}"))
 }
 
 /// `Result` of a server function.

@@ -2,6 +2,7 @@
 
 mod api;
 mod gate;
+mod hostile;
 mod ids;
 mod live;
 mod recovery;

@@ -56,6 +56,9 @@ impl NewVoucher {
         if title.chars().count() > MAX_TITLE_CHARS {
             return Err(AppError::invalid(format!("A title has at most {MAX_TITLE_CHARS} characters.")));
         }
+        if title.chars().any(char::is_control) {
+            return Err(AppError::invalid("A title cannot contain control characters."));
+        }
         if !(1..=MAX_STOCK).contains(&stock) {
             return Err(AppError::invalid(format!("Stock must be between 1 and {MAX_STOCK}.")));
         }
@@ -103,6 +106,7 @@ mod tests {
         let (b, e) = ("2026-11-23T10:00:00Z", "2026-11-23T11:00:00Z");
         assert!(parse("", 1, b, e).is_err());
         assert!(parse(&"t".repeat(101), 1, b, e).is_err());
+        assert!(parse("a\u{0}\u{1b}[2J", 1, b, e).is_err());
         assert!(parse("t", 0, b, e).is_err());
         assert!(parse("t", -5, b, e).is_err());
         assert!(parse("t", MAX_STOCK + 1, b, e).is_err());

@@ -1,0 +1,158 @@
+//! Hostile input: every server function is driven with malformed JSON, wrong types,
+//! huge and negative numbers, unicode, oversized strings and bodies, missing and extra
+//! fields, with and without credentials. Every answer is a 2xx (the input was valid
+//! after all) or a 4xx with a stable code that changed nothing; never a 5xx.
+
+use crate::support::{code, TestApp, ADMIN_TOKEN};
+use serde_json::{json, Map, Value};
+
+/// Every endpoint and its fields, each field with a valid value.
+fn endpoints() -> Vec<(&'static str, Vec<(&'static str, Value)>)> {
+    let when = |s: i64| json!((chrono::Utc::now() + chrono::Duration::seconds(s)).to_rfc3339());
+    vec![
+        ("sign_in", vec![("name", json!("hostile"))]),
+        ("sign_out", vec![]),
+        ("me", vec![]),
+        ("admin_sign_in", vec![("token", json!("not-the-token-at-all"))]),
+        ("admin_status", vec![]),
+        (
+            "create_voucher",
+            vec![("title", json!("t")), ("stock", json!(5)), ("begins_at", when(0)), ("ends_at", when(60))],
+        ),
+        ("warm_up", vec![("voucher_id", json!(987_654))]),
+        ("list_vouchers", vec![]),
+        ("grab", vec![("voucher_id", json!(987_654))]),
+        ("grab_result", vec![("voucher_id", json!(987_654)), ("order_id", json!("1"))]),
+        ("sale_stats", vec![("voucher_id", json!(987_654))]),
+    ]
+}
+
+/// Values of the wrong type, out of range, or hostile, for any field.
+fn bad_values() -> Vec<Value> {
+    let big = "x".repeat(100_000);
+    vec![
+        json!(null),
+        json!(true),
+        json!([]),
+        json!([1, 2]),
+        json!({}),
+        json!({ "$gt": "" }),
+        json!(7.5),
+        json!(-1),
+        json!(0),
+        json!(i64::MAX),
+        json!(i64::MIN),
+        json!(1e300),
+        serde_json::from_str("9223372036854775808").unwrap(),
+        serde_json::from_str("-9223372036854775809").unwrap(),
+        json!(""),
+        json!("   "),
+        json!("\u{0}\u{7}\u{1b}[2J"),
+        json!("١٢٣"),
+        json!("💥".repeat(40)),
+        json!("'; DROP TABLE orders; --"),
+        json!("<script>alert(1)</script>"),
+        json!(big),
+    ]
+}
+
+/// Whole bodies that are not the right JSON at all (sent as `application/json`).
+fn bad_bodies() -> Vec<Vec<u8>> {
+    let mut bodies: Vec<Vec<u8>> = ["", "{", "null", "1", "\"x\"", "{\"a\":", "{}}", "[{}, 1]", "{\"\\ud800\": 1}"]
+        .iter()
+        .map(|s| s.as_bytes().to_vec())
+        .collect();
+    bodies.push(vec![0xff, 0xfe, b'{', 0x80]);
+    bodies.push(format!("{{\"a\": \"{}\"}}", "y".repeat(3 << 20)).into_bytes());
+    bodies.push(("[".repeat(100_000) + &"]".repeat(100_000)).into_bytes());
+    bodies
+}
+
+/// The bodies to try on one endpoint: each field missing, each field replaced by each
+/// bad value (with an extra field too), and the bad bodies.
+fn corpus(fields: &[(&'static str, Value)]) -> Vec<Vec<u8>> {
+    let valid: Map<String, Value> = fields.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
+    let mut out = Vec::new();
+    for (name, _) in fields {
+        let mut missing = valid.clone();
+        missing.remove(*name);
+        out.push(serde_json::to_vec(&missing).unwrap());
+        for bad in bad_values() {
+            let mut body = valid.clone();
+            body.insert(name.to_string(), bad.clone());
+            out.push(serde_json::to_vec(&body).unwrap());
+            body.insert("unexpected".into(), bad);
+            out.push(serde_json::to_vec(&body).unwrap());
+        }
+    }
+    out.extend(bad_bodies());
+    out
+}
+
+/// What could change: rows in every table and keys of this app in Redis (but for the
+/// order id counter: ids are taken in blocks ahead of grabs, refused or not).
+async fn state_of(app: &TestApp) -> (i64, i64, i64, usize) {
+    let count = |table: &str| format!("SELECT COUNT(*) FROM {table}");
+    let users: i64 = sqlx::query_scalar(&count("users")).fetch_one(&app.db).await.unwrap();
+    let vouchers: i64 = sqlx::query_scalar(&count("vouchers")).fetch_one(&app.db).await.unwrap();
+    let orders: i64 = sqlx::query_scalar(&count("orders")).fetch_one(&app.db).await.unwrap();
+    let keys: Vec<String> =
+        redis::cmd("KEYS").arg(format!("{}:*", app.namespace)).query_async(&mut app.redis.clone()).await.unwrap();
+    (users, vouchers, orders, keys.iter().filter(|k| !k.contains(":icr:")).count())
+}
+
+const STABLE_CODES: [&str; 14] = [
+    "invalid_input",
+    "not_signed_in",
+    "admin_required",
+    "unknown_voucher",
+    "unknown_order",
+    "not_started",
+    "ended",
+    "sold_out",
+    "already_bought",
+    "not_found",
+    "method_not_allowed",
+    "unsupported_media_type",
+    "cross_site",
+    "rate_limited",
+];
+
+#[tokio::test]
+async fn hostile_input_gets_4xx_and_changes_nothing() {
+    let app = TestApp::spawn().await;
+    let shopper = app.sign_in("someone").await;
+    let live = app.create_voucher(3, -5, 3600).await;
+    let auth = format!("Bearer {ADMIN_TOKEN}");
+    let mut tried = 0;
+    for (name, fields) in endpoints() {
+        for body in corpus(&fields) {
+            for credentials in [false, true] {
+                let before = state_of(&app).await;
+                let mut req = app
+                    .http
+                    .post(format!("{}/api/{name}", app.base))
+                    .header("content-type", "application/json")
+                    .body(body.clone());
+                if credentials {
+                    req = req.header("cookie", &shopper.cookie).header("authorization", &auth);
+                }
+                let res = req.send().await.unwrap();
+                let status = res.status().as_u16();
+                let text = res.text().await.unwrap_or_default();
+                let shown = String::from_utf8_lossy(&body[..body.len().min(120)]).into_owned();
+                assert!(status < 500, "{name} {shown}: {status} {text}");
+                if status >= 400 {
+                    let answer: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+                    assert!(STABLE_CODES.contains(&code(&answer)), "{name} {shown}: {status} {text}");
+                    assert_eq!(state_of(&app).await, before, "{name} {shown} changed something");
+                }
+                tried += 1;
+            }
+        }
+    }
+    assert!(tried > 1_000, "{tried} requests");
+    let stats = app.stats(live).await;
+    assert_eq!((stats["redis_stock"].as_i64(), stats["granted"].as_i64()), (Some(3), Some(0)));
+    app.stop().await;
+}

@@ -56,3 +56,62 @@ async fn redis_back_empty_after_an_outage() {
     app.stop().await;
     private.stop().await;
 }
+
+/// A stop (SIGTERM or Ctrl-C) in the middle of a storm: the process stops within its
+/// grace, every grab it answered `queued` is persisted exactly once (by it, or by the
+/// next process from the pending list), and the rest were refused, never lost.
+#[tokio::test]
+async fn a_stop_in_the_middle_of_a_storm_loses_nothing() {
+    use futures::{stream, StreamExt};
+    use std::collections::HashSet;
+
+    let app = TestApp::spawn().await;
+    let v = app.create_voucher(300, -5, 3600).await;
+    let shoppers = app.sign_in_many("storm", 800).await;
+    let api = app.api.clone();
+    let storm = tokio::spawn(async move {
+        stream::iter(shoppers)
+            .map(|s| {
+                let api = api.clone();
+                async move { (s.user_id, api.grab(&s, v).await) }
+            })
+            .buffer_unordered(64)
+            .collect::<Vec<_>>()
+            .await
+    });
+    app.wait_for_stats("the storm is under way", v, |s| s["granted"].as_i64() >= Some(50)).await;
+    let restart = app.restart_options();
+    let stopping = Instant::now();
+    app.stop().await;
+    let took = stopping.elapsed();
+    assert!(took < Duration::from_secs(25), "stopped in {took:?}");
+
+    let answers = storm.await.unwrap();
+    let queued: HashSet<i64> = answers
+        .iter()
+        .filter(|(_, a)| a.as_ref().is_ok_and(|(status, _)| status.as_u16() == 200))
+        .map(|(user, _)| *user)
+        .collect();
+    let refused = answers.iter().filter(|(_, a)| a.as_ref().is_ok_and(|(s, _)| s.as_u16() == 503)).count();
+    let unreachable = answers.iter().filter(|(_, a)| a.is_err()).count();
+
+    // The next process takes over whatever the stopped one left pending.
+    let app = TestApp::with(Options { claim_idle_ms: 500, ..restart }).await;
+    let stats = app.wait_for_stats("all persisted", v, |s| s["persisted"] == s["granted"] && s["pending"] == 0).await;
+    let persisted: Vec<i64> =
+        sqlx::query_scalar("SELECT user_id FROM orders WHERE voucher_id = ?").bind(v).fetch_all(&app.db).await.unwrap();
+    let unique: HashSet<i64> = persisted.iter().copied().collect();
+    println!(
+        "drill stop_in_storm: stopped in {took:?}; {} answered queued, {refused} unavailable, {unreachable} \
+         unreachable; {} persisted, {} duplicated",
+        queued.len(),
+        persisted.len(),
+        persisted.len() - unique.len()
+    );
+    assert_eq!(unique.len(), persisted.len(), "I5: one order per grab");
+    assert!(queued.is_subset(&unique), "I3: every grab answered queued is persisted");
+    let n = |k: &str| stats[k].as_i64().unwrap();
+    assert_eq!(n("redis_stock") + n("granted"), 300, "I4: {stats}");
+    assert_eq!(n("dead_letters"), 0);
+    app.stop().await;
+}

@@ -22,6 +22,18 @@ pub enum Outcome {
     /// The database has no stock left for it (Redis was rebuilt with too much).
     /// The buyer slot goes back; the unit does not exist.
     NoStock,
+    /// The order was dead-lettered (buried) before this delivery: it is not stored,
+    /// and its give-back is finished if a crash left it undone.
+    Buried,
+}
+
+/// What burying (dead-lettering) an order came to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Burial {
+    /// Buried now, or by an earlier try: its unit and slot are to be given back.
+    Buried,
+    /// The order was persisted after all: it is not dead.
+    Persisted,
 }
 
 /// Persists a batch in one transaction: insert each order unless (voucher, user)
@@ -40,17 +52,21 @@ async fn persist_one(tx: &mut Transaction<'_, Sqlite>, m: &OrderMsg) -> sqlx::Re
     let created_at = crate::ids::decompose(m.order_id).0.timestamp_millis();
     let inserted = sqlx::query(
         "INSERT INTO orders (id, voucher_id, user_id, status, created_at) \
-         VALUES (?, ?, ?, 'unpaid', ?) \
+         SELECT ?, ?, ?, 'unpaid', ? WHERE NOT EXISTS (SELECT 1 FROM dead_letters WHERE order_id = ?) \
          ON CONFLICT (voucher_id, user_id) WHERE status <> 'cancelled' DO NOTHING",
     )
     .bind(m.order_id)
     .bind(m.voucher_id)
     .bind(m.user_id)
     .bind(created_at)
+    .bind(m.order_id)
     .execute(&mut **tx)
     .await?
     .rows_affected();
     if inserted == 0 {
+        if is_buried(&mut **tx, m.order_id).await? {
+            return Ok(Outcome::Buried);
+        }
         let existing: Option<i64> =
             sqlx::query_scalar("SELECT id FROM orders WHERE voucher_id = ? AND user_id = ? AND status <> 'cancelled'")
                 .bind(m.voucher_id)
@@ -78,10 +94,30 @@ pub fn refuses_data(err: &sqlx::Error) -> bool {
     matches!(err, sqlx::Error::Database(d) if d.kind() != sqlx::error::ErrorKind::Other)
 }
 
-/// True when the order is in the database.
-pub async fn exists(db: &SqlitePool, order_id: i64) -> sqlx::Result<bool> {
-    let found: Option<i64> =
-        sqlx::query_scalar("SELECT id FROM orders WHERE id = ?").bind(order_id).fetch_optional(db).await?;
+/// Buries an order (dead-letters it) unless it was persisted: one statement decides,
+/// so a dead letter racing a late persist of the same order has one winner.
+pub async fn bury(db: &SqlitePool, m: &OrderMsg, reason: &str) -> sqlx::Result<Burial> {
+    sqlx::query(
+        "INSERT INTO dead_letters (order_id, voucher_id, user_id, reason, created_at) \
+         SELECT ?, ?, ?, ?, ? WHERE NOT EXISTS (SELECT 1 FROM orders WHERE id = ?) \
+         ON CONFLICT (order_id) DO NOTHING",
+    )
+    .bind(m.order_id)
+    .bind(m.voucher_id)
+    .bind(m.user_id)
+    .bind(reason)
+    .bind(chrono::Utc::now().timestamp_millis())
+    .bind(m.order_id)
+    .execute(db)
+    .await?;
+    Ok(if is_buried(db, m.order_id).await? { Burial::Buried } else { Burial::Persisted })
+}
+
+async fn is_buried<'e>(db: impl sqlx::SqliteExecutor<'e>, order_id: i64) -> sqlx::Result<bool> {
+    let found: Option<i64> = sqlx::query_scalar("SELECT order_id FROM dead_letters WHERE order_id = ?")
+        .bind(order_id)
+        .fetch_optional(db)
+        .await?;
     Ok(found.is_some())
 }
 

@@ -128,3 +128,42 @@ async fn foreign_and_malformed_entries_are_dead_lettered() {
     assert_eq!(orders, 1);
     app.stop().await;
 }
+
+/// A dead letter racing a late persist of the same order has one winner, decided in
+/// the database: each order ends persisted or buried, never both and never neither,
+/// and the database's stock counts only the persisted ones.
+#[tokio::test]
+async fn a_dead_letter_and_a_late_persist_never_both_win() {
+    use seckill::orders::store::{Burial, Outcome};
+
+    let app = TestApp::with(Options { worker: false, ..Options::default() }).await;
+    let v = app.create_voucher(300, -5, 3600).await;
+    let users = app.sign_in_many("race", 200).await;
+    let msgs: Vec<OrderMsg> = users
+        .iter()
+        .enumerate()
+        .map(|(i, u)| OrderMsg { voucher_id: v, order_id: 1_000_000 + i as i64, user_id: u.user_id })
+        .collect();
+    let races = msgs.iter().map(|m| {
+        let db = app.db.clone();
+        async move {
+            let (persisted, buried) =
+                tokio::join!(store::persist(&db, std::slice::from_ref(m)), store::bury(&db, m, "race"));
+            (persisted.unwrap()[0], buried.unwrap())
+        }
+    });
+    let results = futures::future::join_all(races).await;
+    let won_by_persist = results.iter().filter(|r| **r == (Outcome::Persisted, Burial::Persisted)).count();
+    let won_by_burial = results.iter().filter(|r| **r == (Outcome::Buried, Burial::Buried)).count();
+    println!("race persist vs dead letter: {won_by_persist} persisted, {won_by_burial} buried of {}", results.len());
+    assert_eq!(won_by_persist + won_by_burial, results.len(), "every race has one winner: {results:?}");
+
+    let count = |sql: &'static str| sqlx::query_scalar::<_, i64>(sql).fetch_one(&app.db);
+    let both = count("SELECT COUNT(*) FROM orders o JOIN dead_letters d ON d.order_id = o.id").await.unwrap();
+    assert_eq!(both, 0, "no order both persisted and buried");
+    assert_eq!(count("SELECT COUNT(*) FROM orders").await.unwrap(), won_by_persist as i64);
+    let left: i64 =
+        sqlx::query_scalar("SELECT stock_left FROM vouchers WHERE id = ?").bind(v).fetch_one(&app.db).await.unwrap();
+    assert_eq!(left + won_by_persist as i64, 300, "the database's stock counts persisted orders only");
+    app.stop().await;
+}

@@ -286,6 +286,10 @@ impl Reader {
                 Outcome::NoStock => {
                     GiveBack::no_stock(m, &e.id).run(&self.backend, &mut self.redis).await?;
                 }
+                // Acknowledges too, so it is given back once whoever gets here first.
+                Outcome::Buried => {
+                    GiveBack::dead_letter(m, &e.id).run(&self.backend, &mut self.redis).await?;
+                }
             }
         }
         let () = pipe.query_async(&mut self.redis).await?;

@@ -5,8 +5,8 @@
 use super::reader::{Entry, Reader};
 use crate::{
     backend::BackendError,
-    orders::{give_back::GiveBack, store, store::Outcome},
-    sale::keys::GROUP,
+    orders::store::{self, Burial, Outcome},
+    sale::{keys::GROUP, results::FailReason},
 };
 use redis::{streams::StreamPendingCountReply, AsyncCommands};
 use std::{collections::HashSet, time::Duration};
@@ -77,15 +77,18 @@ impl Reader {
         }
     }
 
-    /// Gives up on an entry: unless the database has the order after all, it goes to
-    /// the dead-letter stream and its stock and buyer slot are given back.
+    /// Gives up on an entry: unless the database has the order after all, it is buried
+    /// there (so no late delivery can store it), then it goes to the dead-letter stream
+    /// and its stock and buyer slot are given back, once.
     pub(super) async fn dead_letter(&mut self, e: &Entry) -> Result<(), BackendError> {
         let Some(m) = &e.msg else { return Ok(()) };
-        if store::exists(&self.backend.db, m.order_id).await? {
-            return self.finish(std::slice::from_ref(e), &[Outcome::Persisted]).await;
-        }
-        tracing::error!(order = m.order_id, entry = %e.id, "order dead-lettered");
-        GiveBack::dead_letter(m, &e.id).run(&self.backend, &mut self.redis).await?;
-        Ok(())
+        let outcome = match store::bury(&self.backend.db, m, FailReason::DeadLetter.as_str()).await? {
+            Burial::Persisted => Outcome::Persisted,
+            Burial::Buried => {
+                tracing::error!(order = m.order_id, entry = %e.id, "order dead-lettered");
+                Outcome::Buried
+            }
+        };
+        self.finish(std::slice::from_ref(e), &[outcome]).await
     }
 }

@@ -1,6 +1,7 @@
 -- Ends an order that will never be persisted: result "failed", its unit and buyer
 -- slot given back as asked, message acknowledged, all in one step.
 -- KEYS[1] stock   KEYS[2] buyers   KEYS[3] results   KEYS[4] orders stream   KEYS[5] dlq
+-- KEYS[6] window (its `expires` is when the sale's keys expire)
 -- ARGV[1] order id   ARGV[2] user id   ARGV[3] stream entry id   ARGV[4] group
 -- ARGV[5] the failed result to store   ARGV[6] '1': give the unit back
 -- ARGV[7] '1': free the buyer slot   ARGV[8] dead-letter reason ('' : no dead letter)
@@ -21,5 +22,9 @@ redis.call('HSET', KEYS[3], ARGV[1], ARGV[5])
 if ARGV[8] ~= '' then
   redis.call('XADD', KEYS[5], '*', 'order', ARGV[1], 'user', ARGV[2], 'reason', ARGV[8])
   redis.call('PUBLISH', ARGV[9], ARGV[11])
+end
+local expires = redis.call('HGET', KEYS[6], 'expires')
+for _, key in ipairs({KEYS[3], KEYS[5]}) do
+  if expires and redis.call('PTTL', key) == -1 then redis.call('PEXPIREAT', key, expires) end
 end
 return 1

@@ -9,6 +9,9 @@ use chrono::{DateTime, NaiveDate, Utc};
 use redis::aio::ConnectionManager;
 use tokio::sync::Mutex;
 
+/// How long a day's counter is kept in Redis.
+const COUNTER_TTL_SECS: i64 = 2 * 24 * 3600;
+
 /// 2020-01-01T00:00:00Z in Unix seconds.
 pub const EPOCH_SECS: i64 = 1_577_836_800;
 
@@ -51,7 +54,17 @@ impl OrderIds {
         let mut block = self.block.lock().await;
         if block.day != Some(today) || block.next > block.end {
             let key = format!("{}:icr:order:{}", self.namespace, today.format("%Y%m%d"));
-            let end: u64 = redis::cmd("INCRBY").arg(&key).arg(self.block_size).query_async(redis).await?;
+            // The day's counter is needed for the day only; two days cover any clock skew.
+            let (end,): (u64,) = redis::pipe()
+                .cmd("INCRBY")
+                .arg(&key)
+                .arg(self.block_size)
+                .cmd("EXPIRE")
+                .arg(&key)
+                .arg(COUNTER_TTL_SECS)
+                .ignore()
+                .query_async(redis)
+                .await?;
             if end > u64::from(u32::MAX) {
                 return Err(redis::RedisError::from((
                     redis::ErrorKind::ExtensionError,

@@ -83,6 +83,7 @@ impl<'a> GiveBack<'a> {
             .key(&keys.results)
             .key(&keys.orders)
             .key(&keys.dlq)
+            .key(&keys.window)
             .arg(m.order_id)
             .arg(m.user_id)
             .arg(self.entry_id)

@@ -124,6 +124,8 @@ async fn foreign_and_malformed_entries_are_dead_lettered() {
     let dead: redis::streams::StreamRangeReply = redis.xrange_all(&keys.dlq).await.unwrap();
     let reasons: Vec<String> = dead.ids.iter().filter_map(|e| e.get::<String>("reason")).collect();
     assert_eq!(reasons, ["malformed", "foreign voucher"]);
+    let ttl: i64 = redis.pttl(&keys.dlq).await.unwrap();
+    assert!(ttl > 3_600_000, "the dead letters expire with the sale: {ttl}");
     let orders: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM orders").fetch_one(&app.db).await.unwrap();
     assert_eq!(orders, 1);
     app.stop().await;

@@ -81,3 +81,30 @@ async fn restart_warms_without_resetting_stock() {
     assert_eq!(stats["redis_stock"], 4);
     again.stop().await;
 }
+
+/// Redis does not grow forever: every key of a sale expires its drain grace after the
+/// sale ends, the ones scripts create later too, and the order id counter of a day
+/// after two days.
+#[tokio::test]
+async fn a_sales_keys_expire_after_the_drain_grace() {
+    let app = TestApp::spawn().await;
+    let v = app.create_voucher(5, -5, 3600).await;
+    let ann = app.sign_in("ann").await;
+    assert_eq!(app.grab(&ann, v).await.0, 200);
+    assert_eq!(app.grab(&ann, v).await.0, 409, "a refusal creates the refusals counter");
+    app.wait_for_stats("persisted", v, |s| s["persisted"] == 1).await;
+
+    let grace_ms = seckill::voucher::DRAIN_GRACE_MS;
+    let keys = app.keys(v);
+    let mut redis = app.redis.clone();
+    for key in [&keys.stock, &keys.buyers, &keys.window, &keys.orders, &keys.results, &keys.refused] {
+        let ttl: i64 = redis.pttl(key).await.unwrap();
+        let expected = 3600 * 1000 + grace_ms;
+        assert!((expected - 60_000..=expected).contains(&ttl), "{key} expires in {ttl} ms, not about {expected}");
+    }
+    let counters: Vec<String> = redis.keys(format!("{}:icr:order:*", app.namespace)).await.unwrap();
+    assert_eq!(counters.len(), 1);
+    let ttl: i64 = redis.ttl(&counters[0]).await.unwrap();
+    assert!((1..=2 * 24 * 3600).contains(&ttl), "the day's id counter expires: {ttl}");
+    app.stop().await;
+}

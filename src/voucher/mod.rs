@@ -26,6 +26,11 @@ pub struct Voucher {
     pub ends_at: DateTime<Utc>,
 }
 
+/// How long after its end a sale's Redis state is kept (the worker drains its stream
+/// meanwhile); then every key of the voucher expires. Results stay readable from the
+/// database.
+pub const DRAIN_GRACE_MS: i64 = 24 * 3600 * 1000;
+
 /// Longest accepted title, in characters.
 pub const MAX_TITLE_CHARS: usize = 100;
 /// Largest stock one voucher may have: beyond it the warm-up and buyer set get unwieldy.

@@ -2,7 +2,10 @@
 //! makes sure its order stream has the worker's consumer group. This module owns the
 //! script's interface.
 
-use super::store::{self, VoucherRow};
+use super::{
+    store::{self, VoucherRow},
+    DRAIN_GRACE_MS,
+};
 use crate::{
     backend::{Backend, BackendError},
     orders::store as orders,
@@ -17,12 +20,12 @@ pub async fn warm(backend: &Backend, v: &VoucherRow) -> Result<bool, BackendErro
     let keys = backend.keys(v.id);
     let mut redis = backend.redis.clone();
     let buyers = orders::buyers(&backend.db, v.id).await?;
-    let loaded = load(backend, &mut redis, &keys, v, &buyers).await?;
     ensure_group(&mut redis, &keys.orders).await?;
-    Ok(loaded)
+    Ok(load(backend, &mut redis, &keys, v, &buyers).await?)
 }
 
-/// Runs `lua/warm.lua`: loads stock, window and buyers unless Redis holds the stock.
+/// Runs `lua/warm.lua`: loads stock, window and buyers unless Redis holds the stock,
+/// and (every time) makes every key of the sale expire [`DRAIN_GRACE_MS`] after its end.
 pub async fn load(
     backend: &Backend,
     redis: &mut ConnectionManager,
@@ -31,8 +34,8 @@ pub async fn load(
     buyers: &[i64],
 ) -> RedisResult<bool> {
     let mut call = backend.scripts.warm.key(&keys.stock);
-    call.key(&keys.buyers).key(&keys.window);
-    call.arg(v.stock_left).arg(v.begins_at).arg(v.ends_at).arg(buyers);
+    call.key(&keys.buyers).key(&keys.window).key(&keys.orders).key(&keys.results).key(&keys.dlq).key(&keys.refused);
+    call.arg(v.stock_left).arg(v.begins_at).arg(v.ends_at).arg(v.ends_at + DRAIN_GRACE_MS).arg(buyers);
     let loaded: i64 = call.invoke_async(redis).await?;
     Ok(loaded == 1)
 }

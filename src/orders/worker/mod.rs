@@ -21,7 +21,12 @@
 mod reader;
 mod recover;
 
-use crate::{backend::Backend, sale::events::SaleEvent, shutdown::Shutdown, voucher::store as vouchers};
+use crate::{
+    backend::Backend,
+    sale::events::SaleEvent,
+    shutdown::Shutdown,
+    voucher::{store as vouchers, DRAIN_GRACE_MS},
+};
 use reader::Reader;
 use redis::{
     aio::{ConnectionManager, ConnectionManagerConfig},
@@ -29,8 +34,6 @@ use redis::{
 };
 use std::{collections::HashMap, time::Duration};
 
-/// How long after its end a voucher's stream is still read.
-pub const DRAIN_GRACE_MS: i64 = 24 * 3600 * 1000;
 /// How often the list of live vouchers is re-read (new vouchers join within this).
 const REFRESH_EVERY: Duration = Duration::from_millis(500);
 

@@ -1,7 +1,7 @@
 //! One voucher's reader: joins the voucher's consumer group, drains its own pending
 //! list, then reads new entries in batches, persists them and records the outcomes.
 
-use super::{WorkerSettings, DRAIN_GRACE_MS};
+use super::WorkerSettings;
 use crate::{
     backend::{Backend, BackendError},
     orders::{
@@ -16,6 +16,7 @@ use crate::{
     voucher::{
         store::{self as vouchers, VoucherRow},
         warm::warm,
+        DRAIN_GRACE_MS,
     },
 };
 use redis::{
@@ -244,6 +245,8 @@ impl Reader {
         let () = redis::pipe()
             .atomic()
             .xadd(&self.keys.dlq, "*", &[("entry", e.id.as_str()), ("reason", why), ("raw", e.raw.as_str())])
+            .ignore()
+            .pexpire_at(&self.keys.dlq, self.voucher.ends_at + DRAIN_GRACE_MS)
             .ignore()
             .xack(&self.keys.orders, GROUP, &[&e.id])
             .ignore()

@@ -99,7 +99,12 @@ async fn run(
     sqlx::migrate!().run(&db).await?;
     let client = redis::Client::open(redis_url.as_str())?;
     let redis = connect(&client).await?;
+    let backend =
+        Backend { db, redis, scripts: Arc::new(Scripts::default()), namespace: config.redis_namespace.as_str().into() };
+    let warmed = warm::warm_all(&backend).await?;
 
+    // One signal stops everything: HTTP (after open feeds end), worker, sampler, events.
+    let (trigger, shutdown) = shutdown::channel();
     let (admin_token, generated) = match config.admin_token.clone() {
         Some(t) => (t, false),
         None => (random_token(), true),
@@ -107,14 +112,8 @@ async fn run(
     let secure = config.secure_cookies.unwrap_or(!listener.local_addr()?.ip().is_loopback());
     let secrets =
         Secrets::new(config.session_secret.as_deref(), admin_token.clone(), secure).map_err(ServeError::Config)?;
-    let backend =
-        Backend { db, redis, scripts: Arc::new(Scripts::default()), namespace: config.redis_namespace.as_str().into() };
-    let warmed = warm::warm_all(&backend).await?;
-
-    // One signal stops everything: HTTP (after open feeds end), worker, sampler, events.
-    let (trigger, shutdown) = shutdown::channel();
     let state = AppState {
-        leptos_options: leptos_options.clone(),
+        leptos_options,
         backend: backend.clone(),
         ids: Arc::new(OrderIds::new(&config.redis_namespace, config.id_block)),
         secrets: Arc::new(secrets),
@@ -125,24 +124,9 @@ async fn run(
     };
     let limits =
         Arc::new(rate_limit::Limits::new(config.rate_per_session, config.rate_per_address, config.trusted_proxy));
-    let mut tasks = vec![
-        forget_idle_callers(limits.clone(), shutdown.clone()),
-        events::start(
-            client.clone(),
-            backend.events_channel(),
-            state.sold_out.clone(),
-            state.hub.clone(),
-            shutdown.clone(),
-        )
-        .await?,
-        sampler::spawn(backend.clone(), state.hub.clone(), state.sold_out.clone(), shutdown.clone()),
-    ];
-    if config.worker {
-        tasks.push(worker::spawn(backend, client.clone(), worker_settings(&config), shutdown.clone()));
-    }
+    let tasks = spawn_background(&config, &state, &client, &limits).await?;
 
-    let addr = listener.local_addr()?;
-    println!("Seckill listening on http://{addr} ({warmed} live vouchers warmed)");
+    println!("Seckill listening on http://{} ({warmed} live vouchers warmed)", listener.local_addr()?);
     if generated {
         println!("Admin token (generated for this run): {admin_token}");
     }
@@ -153,20 +137,7 @@ async fn run(
         on_signal.fire();
     });
     let app = router(state, config.max_requests).layer(axum::middleware::from_fn_with_state(limits, rate_limit::limit));
-    let server = axum::serve(listener, app.into_make_service_with_connect_info::<std::net::SocketAddr>())
-        .with_graceful_shutdown(shutdown.wait());
-    // Requests in flight get STOP_GRACE to finish; a client that holds on longer is cut.
-    let deadline = async {
-        shutdown.wait().await;
-        tokio::time::sleep(STOP_GRACE).await;
-    };
-    let served = tokio::select! {
-        served = server.into_future() => served,
-        () = deadline => {
-            tracing::warn!("requests still open {STOP_GRACE:?} after the stop signal; closing them");
-            Ok(())
-        }
-    };
+    let served = serve_http(listener, app, &shutdown).await;
     // Also when serving failed: the background tasks must stop either way. Each
     // finishes the step in hand (a worker acknowledges the batch it persisted).
     trigger.fire();
@@ -175,6 +146,48 @@ async fn run(
         tracing::warn!("background tasks still busy {STOP_GRACE:?} after the stop signal; leaving them");
     }
     Ok(served?)
+}
+
+/// The tasks that run beside HTTP until shutdown: the sale event listener, the live
+/// sampler, the worker (unless turned off) and the rate limits' clean-up.
+async fn spawn_background(
+    config: &Config,
+    state: &AppState,
+    client: &redis::Client,
+    limits: &Arc<rate_limit::Limits>,
+) -> Result<Vec<tokio::task::JoinHandle<()>>, ServeError> {
+    let (backend, shutdown) = (&state.backend, &state.shutdown);
+    let channel = backend.events_channel();
+    let mut tasks = vec![
+        events::start(client.clone(), channel, state.sold_out.clone(), state.hub.clone(), shutdown.clone()).await?,
+        sampler::spawn(backend.clone(), state.hub.clone(), state.sold_out.clone(), shutdown.clone()),
+        forget_idle_callers(limits.clone(), shutdown.clone()),
+    ];
+    if config.worker {
+        tasks.push(worker::spawn(backend.clone(), client.clone(), worker_settings(config), shutdown.clone()));
+    }
+    Ok(tasks)
+}
+
+/// Serves HTTP until shutdown; requests in flight then get [`STOP_GRACE`] to finish,
+/// and a client that holds on longer is cut.
+async fn serve_http(listener: TcpListener, app: Router, shutdown: &shutdown::Shutdown) -> std::io::Result<()> {
+    let server = axum::serve(listener, app.into_make_service_with_connect_info::<std::net::SocketAddr>())
+        .with_graceful_shutdown(shutdown.wait());
+    let deadline = {
+        let stopped = shutdown.wait();
+        async move {
+            stopped.await;
+            tokio::time::sleep(STOP_GRACE).await;
+        }
+    };
+    tokio::select! {
+        served = server.into_future() => served,
+        () = deadline => {
+            tracing::warn!("requests still open {STOP_GRACE:?} after the stop signal; closing them");
+            Ok(())
+        }
+    }
 }
 
 /// How long a stop waits for requests in flight, and then for background tasks.

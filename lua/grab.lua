@@ -11,14 +11,12 @@ if not stock then return 'unknown_voucher' end
 
 local window = redis.call('HMGET', KEYS[3], 'begins', 'ends', 'expires')
 if not window[1] or not window[2] then return 'unknown_voucher' end
--- Keys this script creates expire with the rest of the sale (see warm.lua).
-local function expire_with_sale(key)
-  if window[3] and redis.call('PTTL', key) == -1 then redis.call('PEXPIREAT', key, window[3]) end
-end
+-- The refusals counter expires with the rest of the sale (see warm.lua); buyers and
+-- results get their expiry from the worker, once a batch, not here on every grant.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local function refuse(code)
-  if redis.call('INCR', KEYS[6]) == 1 then expire_with_sale(KEYS[6]) end
+  if redis.call('INCR', KEYS[6]) == 1 and window[3] then redis.call('PEXPIREAT', KEYS[6], window[3]) end
   return code
 end
 if now < tonumber(window[1]) then return refuse('not_started') end
@@ -32,8 +30,6 @@ local left = redis.call('DECR', KEYS[1])
 redis.call('SADD', KEYS[2], ARGV[1])
 redis.call('XADD', KEYS[4], '*', 'order', ARGV[2], 'user', ARGV[1], 'voucher', ARGV[3])
 redis.call('HSET', KEYS[5], ARGV[2], ARGV[5])
-expire_with_sale(KEYS[2])
-expire_with_sale(KEYS[5])
 if left == 0 then
   redis.call('PUBLISH', ARGV[4], ARGV[6])
 end

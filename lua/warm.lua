@@ -6,8 +6,9 @@
 -- ARGV[4] when the sale's keys expire (ms)   ARGV[5..] buyer ids
 -- Returns 1 when it loaded the voucher, 0 when Redis already had it. Never touches
 -- stock Redis holds: that would resurrect units sold since the database was read.
--- Keys made later (results, dead letters, refusals) get the same expiry from the
--- scripts that make them, which read it from the window (`expires`).
+-- Keys made later get the same expiry: refusals from the gate, dead letters from the
+-- give-back (both read it from the window's `expires`), results and buyers from the
+-- worker's batches.
 redis.call('HSET', KEYS[3], 'begins', ARGV[2], 'ends', ARGV[3], 'expires', ARGV[4])
 local loaded = 0
 if redis.call('EXISTS', KEYS[1]) == 0 then

@@ -25,17 +25,24 @@ pub struct Backend {
     pub scripts: Arc<Scripts>,
     /// Prefix of every Redis key and channel.
     pub namespace: Arc<str>,
+    /// The pub/sub channel of sale events, named once (every grab hands it to the gate).
+    pub events_channel: Arc<str>,
 }
 
 impl Backend {
+    pub fn new(db: SqlitePool, redis: ConnectionManager, namespace: &str) -> Self {
+        Self {
+            db,
+            redis,
+            scripts: Arc::new(Scripts::default()),
+            namespace: namespace.into(),
+            events_channel: events_channel(namespace).into(),
+        }
+    }
+
     /// The Redis keys of one voucher's sale.
     pub fn keys(&self, voucher_id: i64) -> SaleKeys {
         SaleKeys::new(&self.namespace, voucher_id)
-    }
-
-    /// The pub/sub channel of sale events.
-    pub fn events_channel(&self) -> String {
-        events_channel(&self.namespace)
     }
 }
 

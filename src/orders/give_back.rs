@@ -92,7 +92,7 @@ impl<'a> GiveBack<'a> {
             .arg(flag(ending.restocks()))
             .arg(flag(ending.frees_slot()))
             .arg(if ending == Ending::DeadLetter { ending.reason().as_str() } else { "" })
-            .arg(backend.events_channel())
+            .arg(&*backend.events_channel)
             .arg(SaleEvent::Restocked { voucher_id: m.voucher_id }.encode())
             .arg(SaleEvent::DeadLettered { voucher_id: m.voucher_id, order_id: m.order_id }.encode())
             .invoke_async(redis)

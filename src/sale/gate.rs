@@ -42,7 +42,7 @@ pub async fn grab(
         .arg(user_id)
         .arg(order_id)
         .arg(voucher_id)
-        .arg(backend.events_channel())
+        .arg(&*backend.events_channel)
         .arg(StoredResult::queued(user_id).encode())
         .arg(SaleEvent::SoldOut { voucher_id }.encode())
         .invoke_async(&mut backend.redis.clone())

@@ -8,7 +8,7 @@ mod rate_limit;
 use crate::{
     app::{shell, App},
     auth::Secrets,
-    backend::{Backend, BackendError, Scripts},
+    backend::{Backend, BackendError},
     config::Config,
     error::ErrorCode,
     ids::OrderIds,
@@ -99,8 +99,7 @@ async fn run(
     sqlx::migrate!().run(&db).await?;
     let client = redis::Client::open(redis_url.as_str())?;
     let redis = connect(&client).await?;
-    let backend =
-        Backend { db, redis, scripts: Arc::new(Scripts::default()), namespace: config.redis_namespace.as_str().into() };
+    let backend = Backend::new(db, redis, &config.redis_namespace);
     let warmed = warm::warm_all(&backend).await?;
 
     // One signal stops everything: HTTP (after open feeds end), worker, sampler, events.
@@ -157,7 +156,7 @@ async fn spawn_background(
     limits: &Arc<rate_limit::Limits>,
 ) -> Result<Vec<tokio::task::JoinHandle<()>>, ServeError> {
     let (backend, shutdown) = (&state.backend, &state.shutdown);
-    let channel = backend.events_channel();
+    let channel = backend.events_channel.to_string();
     let mut tasks = vec![
         events::start(client.clone(), channel, state.sold_out.clone(), state.hub.clone(), shutdown.clone()).await?,
         sampler::spawn(backend.clone(), state.hub.clone(), state.sold_out.clone(), shutdown.clone()),

@@ -187,12 +187,7 @@ impl TestApp {
 
     /// A handle on this app's stores, as its background tasks hold one.
     pub fn backend(&self) -> seckill::backend::Backend {
-        seckill::backend::Backend {
-            db: self.db.clone(),
-            redis: self.redis.clone(),
-            scripts: Arc::new(Default::default()),
-            namespace: self.namespace.as_str().into(),
-        }
+        seckill::backend::Backend::new(self.db.clone(), self.redis.clone(), &self.namespace)
     }
 }
 

@@ -99,7 +99,7 @@ async fn supervise(backend: Backend, client: redis::Client, settings: WorkerSett
 
 /// Tells every dashboard (through the sale events channel) that this worker came or went.
 async fn announce(backend: &Backend, event: SaleEvent) {
-    let sent: redis::RedisResult<i64> = backend.redis.clone().publish(backend.events_channel(), event.encode()).await;
+    let sent: redis::RedisResult<i64> = backend.redis.clone().publish(&*backend.events_channel, event.encode()).await;
     if let Err(e) = sent {
         tracing::warn!("worker: announcing {event:?}: {e}");
     }

@@ -65,8 +65,8 @@ pub(super) struct Reader {
 pub(super) struct Entry {
     pub id: String,
     pub msg: Option<OrderMsg>,
-    /// The fields as read, kept for the dead-letter stream should the entry be refused.
-    pub raw: String,
+    /// The entry as read, kept (not copied) for the dead-letter stream should it be refused.
+    pub read: StreamId,
 }
 
 impl Entry {
@@ -75,10 +75,16 @@ impl Entry {
         let field = |name: &str| e.get::<String>(name).and_then(|v| v.parse::<i64>().ok());
         let msg =
             (|| Some(OrderMsg { voucher_id: field("voucher")?, order_id: field("order")?, user_id: field("user")? }))();
-        let mut names: Vec<&String> = e.map.keys().collect();
+        Self { id: e.id.clone(), msg, read: e }
+    }
+
+    /// Its fields as `name=value` pairs, sorted by name (only for refused entries).
+    fn raw(&self) -> String {
+        let mut names: Vec<&String> = self.read.map.keys().collect();
         names.sort();
-        let raw = names.iter().map(|k| format!("{k}={}", e.get::<String>(k).unwrap_or_default())).collect::<Vec<_>>();
-        Self { id: e.id, msg, raw: raw.join(" ") }
+        let pairs: Vec<String> =
+            names.iter().map(|k| format!("{k}={}", self.read.get::<String>(k).unwrap_or_default())).collect();
+        pairs.join(" ")
     }
 }
 
@@ -244,7 +250,7 @@ impl Reader {
         tracing::error!(entry = %e.id, stream = %self.keys.orders, "{why} order entry, dead-lettered");
         let () = redis::pipe()
             .atomic()
-            .xadd(&self.keys.dlq, "*", &[("entry", e.id.as_str()), ("reason", why), ("raw", e.raw.as_str())])
+            .xadd(&self.keys.dlq, "*", &[("entry", e.id.as_str()), ("reason", why), ("raw", e.raw().as_str())])
             .ignore()
             .pexpire_at(&self.keys.dlq, self.voucher.ends_at + DRAIN_GRACE_MS)
             .ignore()
@@ -295,6 +301,10 @@ impl Reader {
                 }
             }
         }
+        // The gate creates results and buyers without an expiry (it must stay lean);
+        // each batch gives them the sale's, so they go with the rest of its keys.
+        let expires = self.voucher.ends_at + DRAIN_GRACE_MS;
+        pipe.pexpire_at(&self.keys.results, expires).ignore().pexpire_at(&self.keys.buyers, expires).ignore();
         let () = pipe.query_async(&mut self.redis).await?;
         Ok(())
     }

@@ -127,6 +127,18 @@ impl AppError {
     }
 }
 
+/// The one way a refusal becomes an HTTP answer, for handlers outside the
+/// server-function layer (middleware, the live feed): the JSON shape, with the status
+/// its code calls for.
+#[cfg(feature = "ssr")]
+impl axum::response::IntoResponse for AppError {
+    fn into_response(self) -> axum::response::Response {
+        let status = axum::http::StatusCode::from_u16(self.code.status())
+            .unwrap_or(axum::http::StatusCode::INTERNAL_SERVER_ERROR);
+        (status, axum::Json(self)).into_response()
+    }
+}
+
 impl From<ErrorCode> for AppError {
     fn from(code: ErrorCode) -> Self {
         Self::new(code)

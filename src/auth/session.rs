@@ -8,7 +8,7 @@ use leptos_axum::ResponseOptions;
 
 /// Name of the shopper's session cookie (with the `__Host-` prefix when cookies are
 /// `Secure`: the browser then refuses it from any subdomain or over plain HTTP).
-pub const SESSION_COOKIE: &str = "seckill_session";
+const SESSION_COOKIE: &str = "seckill_session";
 const ADMIN_COOKIE: &str = "seckill_admin";
 const HOST_PREFIX: &str = "__Host-";
 
@@ -107,6 +107,11 @@ impl Secrets {
             .max_age(cookie::time::Duration::seconds(max_age_secs))
             .build()
     }
+}
+
+/// True for the session cookie's name, with or without the `__Host-` prefix.
+pub fn is_session_cookie(name: &str) -> bool {
+    name.strip_prefix(HOST_PREFIX).unwrap_or(name) == SESSION_COOKIE
 }
 
 /// Unix seconds `secs` from now.

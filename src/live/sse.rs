@@ -10,12 +10,11 @@ use crate::{
 };
 use axum::{
     extract::{Extension, Query, State},
-    http::{HeaderMap, StatusCode},
+    http::HeaderMap,
     response::{
         sse::{Event, KeepAlive, Sse},
         IntoResponse, Response,
     },
-    Json,
 };
 use futures::{stream, Stream, StreamExt};
 use serde::Deserialize;
@@ -37,28 +36,19 @@ pub async fn live(
     let slot = || state.feeds.take(client);
     match q.view.as_deref() {
         Some("shop") => {
-            let Some(slot) = slot() else {
-                return refuse(ErrorCode::Unavailable, AppError::new(ErrorCode::Unavailable));
-            };
+            let Some(slot) = slot() else { return AppError::new(ErrorCode::Unavailable).into_response() };
             let (latest, rx) = state.hub.subscribe_shop();
             let first = latest.map(|s| s.to_string());
             sse(first, rx, |f| f.shop.clone(), &state.shutdown, slot).into_response()
         }
         None if state.secrets.is_admin(&headers) => {
-            let Some(slot) = slot() else {
-                return refuse(ErrorCode::Unavailable, AppError::new(ErrorCode::Unavailable));
-            };
+            let Some(slot) = slot() else { return AppError::new(ErrorCode::Unavailable).into_response() };
             let (hello, rx) = state.hub.subscribe_admin();
             sse(Some(hello), rx, |f| Some(f.admin.clone()), &state.shutdown, slot).into_response()
         }
-        None => refuse(ErrorCode::AdminRequired, AppError::new(ErrorCode::AdminRequired)),
-        Some(_) => refuse(ErrorCode::InvalidInput, AppError::invalid("view must be `shop` or absent.")),
+        None => AppError::new(ErrorCode::AdminRequired).into_response(),
+        Some(_) => AppError::invalid("view must be `shop` or absent.").into_response(),
     }
-}
-
-fn refuse(code: ErrorCode, err: AppError) -> Response {
-    let status = StatusCode::from_u16(code.status()).unwrap_or(StatusCode::BAD_REQUEST);
-    (status, Json(err)).into_response()
 }
 
 /// The first message, then every frame this feed shows, until the server stops.

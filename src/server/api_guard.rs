@@ -13,7 +13,6 @@ use axum::{
     http::{header, HeaderMap, Method, StatusCode},
     middleware::Next,
     response::{IntoResponse, Response},
-    Json,
 };
 
 /// Error bodies are small; anything larger is not ours and is passed on untouched.
@@ -21,8 +20,7 @@ const MAX_ERROR_BODY: usize = 64 * 1024;
 
 /// A refusal in the API's shape, with its status.
 pub fn refusal(code: ErrorCode) -> Response {
-    let status = StatusCode::from_u16(code.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    (status, Json(AppError::new(code))).into_response()
+    AppError::new(code).into_response()
 }
 
 /// Refuses state-changing API calls that are not JSON or come from another site.

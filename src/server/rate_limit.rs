@@ -7,12 +7,12 @@
 //! (`SECKILL_TRUSTED_PROXY`), the last address that proxy appended to
 //! `X-Forwarded-For`: a header anyone else sends is ignored.
 
-use crate::{auth::session::SESSION_COOKIE, error::ErrorCode, state::ClientIp};
+use crate::{auth::session::is_session_cookie, error::AppError, error::ErrorCode, state::ClientIp};
 use axum::{
     extract::{ConnectInfo, Request, State},
     http::{header, HeaderMap, HeaderValue},
     middleware::Next,
-    response::Response,
+    response::{IntoResponse, Response},
 };
 use governor::{
     clock::{Clock, DefaultClock},
@@ -47,14 +47,15 @@ impl Limits {
         }
     }
 
-    /// `Err(wait)` when this caller must wait before calling again.
-    pub fn check(&self, session: Option<&str>, address: IpAddr) -> Result<(), Duration> {
+    /// `Err(wait)` when this caller must wait before calling again. `session` is asked
+    /// for only when a per-session limit is set.
+    pub fn check(&self, session: impl FnOnce() -> Option<String>, address: IpAddr) -> Result<(), Duration> {
         let now = self.clock.now();
         if let Some(limiter) = &self.per_address {
             limiter.check_key(&address).map_err(|n| n.wait_time_from(now))?;
         }
-        if let (Some(limiter), Some(session)) = (&self.per_session, session) {
-            limiter.check_key(&session.to_owned()).map_err(|n| n.wait_time_from(now))?;
+        if let Some((limiter, session)) = self.per_session.as_ref().and_then(|l| Some((l, session()?))) {
+            limiter.check_key(&session).map_err(|n| n.wait_time_from(now))?;
         }
         Ok(())
     }
@@ -91,7 +92,7 @@ fn quota(per_second: u32) -> Option<Quota> {
 fn session_of(headers: &HeaderMap) -> Option<String> {
     headers.get_all(header::COOKIE).iter().filter_map(|v| v.to_str().ok()).flat_map(|v| v.split(';')).find_map(|pair| {
         let (name, value) = pair.trim().split_once('=')?;
-        name.trim_start_matches("__Host-").eq(SESSION_COOKIE).then(|| value.to_owned())
+        is_session_cookie(name).then(|| value.to_owned())
     })
 }
 
@@ -108,10 +109,10 @@ pub async fn limit(
     if !LIMITED.contains(&req.uri().path()) {
         return next.run(req).await;
     }
-    match limits.check(session_of(req.headers()).as_deref(), client) {
+    match limits.check(|| session_of(req.headers()), client) {
         Ok(()) => next.run(req).await,
         Err(wait) => {
-            let mut refused = super::api_guard::refusal(ErrorCode::RateLimited);
+            let mut refused = AppError::new(ErrorCode::RateLimited).into_response();
             let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
             refused.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs.max(1)));
             refused
@@ -128,14 +129,14 @@ mod tests {
         let limits = Limits::new(2, 0, None);
         let me: IpAddr = [127, 0, 0, 1].into();
         for _ in 0..4 {
-            assert_eq!(limits.check(Some("s1"), me), Ok(()), "a burst of twice the rate passes");
+            assert_eq!(limits.check(|| Some("s1".into()), me), Ok(()), "a burst of twice the rate passes");
         }
-        let wait = limits.check(Some("s1"), me).unwrap_err();
+        let wait = limits.check(|| Some("s1".into()), me).unwrap_err();
         assert!(wait > Duration::ZERO && wait <= Duration::from_secs(1));
-        assert_eq!(limits.check(Some("s2"), me), Ok(()), "another session has its own allowance");
-        assert_eq!(limits.check(None, me), Ok(()), "no session, no per-session limit");
+        assert_eq!(limits.check(|| Some("s2".into()), me), Ok(()), "another session has its own allowance");
+        assert_eq!(limits.check(|| None, me), Ok(()), "no session, no per-session limit");
         let off = Limits::new(0, 0, None);
-        assert!((0..10_000).all(|_| off.check(Some("s"), me).is_ok()), "0 turns limits off");
+        assert!((0..10_000).all(|_| off.check(|| Some("s".into()), me).is_ok()), "0 turns limits off");
     }
 
     #[test]
@@ -152,7 +153,7 @@ mod tests {
     #[test]
     fn the_session_cookie_is_found_among_others() {
         let mut headers = HeaderMap::new();
-        headers.insert(header::COOKIE, HeaderValue::from_str(&format!("a=1; {SESSION_COOKIE}=abc; b=2")).unwrap());
+        headers.insert(header::COOKIE, HeaderValue::from_static("a=1; __Host-seckill_session=abc; b=2"));
         assert_eq!(session_of(&headers).as_deref(), Some("abc"));
     }
 }

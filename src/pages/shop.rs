@@ -46,10 +46,12 @@ fn ShopCard(
     live: RwSignal<HashMap<i64, StockLive>>,
     now: RwSignal<DateTime<Utc>>,
 ) -> impl IntoView {
-    let voucher = move || vouchers.get().and_then(Result::ok).and_then(|l| l.into_iter().find(|v| v.id == id));
+    // Looked up once per list refresh, not on every read (the countdown reads it every second).
+    let voucher =
+        Memo::new(move |_| vouchers.get().and_then(Result::ok).and_then(|l| l.into_iter().find(|v| v.id == id)));
     let live_left = move || live.with(|m| m.get(&id).map(|l| l.stock.max(0)));
     let live_sold_out = move || live.with(|m| m.get(&id).is_some_and(|l| l.sold_out));
-    view! { <SaleCard id voucher=Signal::derive(voucher) live_left=Signal::derive(live_left)
+    view! { <SaleCard id voucher live_left=Signal::derive(live_left)
     live_sold_out=Signal::derive(live_sold_out) now/> }
     .into_any()
 }

@@ -4,12 +4,10 @@
 //! (`lua/grab.lua`, `lua/give_back.lua`), and the worker writes `success`.
 
 use super::GrabStatus;
-use serde::{Deserialize, Serialize};
 
-/// Why a granted grab ended without an order. Serialised in `snake_case`: these names
+/// Why a granted grab ended without an order. The names ([`FailReason::as_str`])
 /// reach clients as `grab_result`'s `reason`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FailReason {
     /// The shopper already holds another order for the voucher.
     AlreadyBought,

@@ -1,16 +1,34 @@
 //! Order ids: 64 bits, sign bit 0, 31 bits of seconds since 2020-01-01 UTC, then
 //! 32 bits of a per-day Redis counter (`<ns>:icr:order:<yyyymmdd>`).
 //!
-//! The counter is taken in blocks (one `INCRBY` per block), so a grab needs no extra
+//! The counter is taken in blocks (`lua/order_ids.lua`), so a grab needs no extra
 //! round trip. A block belongs to the UTC day it was taken on and is dropped when
 //! the day changes: within a day the counter is unique, across days the timestamp is.
+//!
+//! Two rules keep ids unique when Redis loses the counter: a counter made afresh
+//! starts from the time of day, ahead of anything a gate could have granted since
+//! midnight, and a counter found behind what this process already took jumps past it
+//! by [`LOSS_MARGIN`]. The next block is fetched in the background when half of what
+//! is in hand is used, so grabs do not queue behind a refill, and no lock is held
+//! across a Redis call.
 
 use chrono::{DateTime, NaiveDate, Utc};
-use redis::aio::ConnectionManager;
-use tokio::sync::Mutex;
+use redis::{aio::ConnectionManager, Script};
+use std::{
+    collections::VecDeque,
+    ops::RangeInclusive,
+    sync::{Arc, Mutex},
+};
 
 /// How long a day's counter is kept in Redis.
 const COUNTER_TTL_SECS: i64 = 2 * 24 * 3600;
+
+/// How far a counter found behind this process's highest value jumps past it.
+pub const LOSS_MARGIN: u64 = 1 << 24;
+
+/// Counter values per millisecond of the day for a counter made afresh: 40 000 a
+/// second, beyond what one gate grants, and a whole day (3.46 billion) fits in 32 bits.
+const PER_MS_OF_DAY: u64 = 40;
 
 /// 2020-01-01T00:00:00Z in Unix seconds.
 pub const EPOCH_SECS: i64 = 1_577_836_800;
@@ -32,50 +50,127 @@ pub fn decompose(id: i64) -> (DateTime<Utc>, u32) {
 pub struct OrderIds {
     namespace: String,
     block_size: u32,
-    block: Mutex<Block>,
+    script: Script,
+    hand: Mutex<Hand>,
 }
 
+/// The blocks this process holds for one day.
 #[derive(Default)]
-struct Block {
+struct Hand {
     day: Option<NaiveDate>,
-    next: u64,
-    end: u64,
+    blocks: VecDeque<RangeInclusive<u64>>,
+    /// The highest counter value taken today: the floor passed to the script.
+    highest: u64,
+    refilling: bool,
+}
+
+impl Hand {
+    fn for_day(&mut self, day: NaiveDate) {
+        if self.day != Some(day) {
+            *self = Hand { day: Some(day), ..Hand::default() };
+        }
+    }
+
+    fn take(&mut self) -> Option<u64> {
+        while let Some(block) = self.blocks.front_mut() {
+            if let Some(value) = block.next() {
+                return Some(value);
+            }
+            self.blocks.pop_front();
+        }
+        None
+    }
+
+    fn left(&self) -> u64 {
+        self.blocks.iter().map(|b| b.end().saturating_sub(*b.start()) + u64::from(!b.is_empty())).sum()
+    }
+
+    fn add(&mut self, day: NaiveDate, block: RangeInclusive<u64>) {
+        if self.day == Some(day) {
+            self.highest = self.highest.max(*block.end());
+            self.blocks.push_back(block);
+        }
+    }
 }
 
 impl OrderIds {
     pub fn new(namespace: &str, block_size: u32) -> Self {
-        Self { namespace: namespace.to_owned(), block_size: block_size.max(1), block: Mutex::new(Block::default()) }
+        Self {
+            namespace: namespace.to_owned(),
+            block_size: block_size.max(1),
+            script: Script::new(include_str!("../lua/order_ids.lua")),
+            hand: Mutex::new(Hand::default()),
+        }
     }
 
-    /// The next id. Goes to Redis only when the block is used up or the day changed.
-    pub async fn next(&self, redis: &mut ConnectionManager) -> redis::RedisResult<i64> {
+    /// The next id. Goes to Redis itself only when nothing is in hand (the first grab
+    /// of a day, or grabs outrunning the background refill).
+    pub async fn next(self: &Arc<Self>, redis: &ConnectionManager) -> redis::RedisResult<i64> {
         let now = Utc::now();
         let today = now.date_naive();
-        let mut block = self.block.lock().await;
-        if block.day != Some(today) || block.next > block.end {
-            let key = format!("{}:icr:order:{}", self.namespace, today.format("%Y%m%d"));
-            // The day's counter is needed for the day only; two days cover any clock skew.
-            let (end,): (u64,) = redis::pipe()
-                .cmd("INCRBY")
-                .arg(&key)
-                .arg(self.block_size)
-                .cmd("EXPIRE")
-                .arg(&key)
-                .arg(COUNTER_TTL_SECS)
-                .ignore()
-                .query_async(redis)
-                .await?;
-            if end > u64::from(u32::MAX) {
-                return Err(redis::RedisError::from((
-                    redis::ErrorKind::ExtensionError,
-                    "order id counter exhausted for today",
-                )));
+        loop {
+            if let Some(counter) = self.take(today, redis) {
+                return Ok(compose(now.timestamp(), counter));
             }
-            *block = Block { day: Some(today), next: end - u64::from(self.block_size) + 1, end };
+            let floor = self.lock().highest;
+            let block = self.fetch(&mut redis.clone(), today, floor).await?;
+            self.lock().add(today, block);
         }
-        let counter = block.next as u32;
-        block.next += 1;
-        Ok(compose(now.timestamp(), counter))
+    }
+
+    /// Takes a value from the blocks in hand, starting a background refill when
+    /// half a block or less is left.
+    fn take(self: &Arc<Self>, today: NaiveDate, redis: &ConnectionManager) -> Option<u32> {
+        let mut hand = self.lock();
+        hand.for_day(today);
+        let value = hand.take()?;
+        if !hand.refilling && hand.left() <= u64::from(self.block_size / 2) {
+            hand.refilling = true;
+            let (ids, mut redis, floor) = (self.clone(), redis.clone(), hand.highest);
+            tokio::spawn(async move {
+                let fetched = ids.fetch(&mut redis, today, floor).await;
+                let mut hand = ids.lock();
+                hand.refilling = false;
+                match fetched {
+                    Ok(block) => hand.add(today, block),
+                    Err(e) => tracing::warn!("order ids: background refill failed: {e}"),
+                }
+            });
+        }
+        // The script refuses to go past u32::MAX, so this never truncates.
+        Some(value as u32)
+    }
+
+    /// One block of the day's counter from Redis.
+    async fn fetch(
+        &self,
+        redis: &mut ConnectionManager,
+        day: NaiveDate,
+        floor: u64,
+    ) -> redis::RedisResult<RangeInclusive<u64>> {
+        let key = format!("{}:icr:order:{}", self.namespace, day.format("%Y%m%d"));
+        let last: u64 = self
+            .script
+            .key(key)
+            .arg(self.block_size)
+            .arg(floor)
+            .arg(LOSS_MARGIN)
+            .arg(COUNTER_TTL_SECS)
+            .arg(PER_MS_OF_DAY)
+            .invoke_async(redis)
+            .await?;
+        if last > u64::from(u32::MAX) {
+            return Err(redis::RedisError::from((
+                redis::ErrorKind::ExtensionError,
+                "order id counter exhausted for today",
+            )));
+        }
+        Ok(last - u64::from(self.block_size) + 1..=last)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Hand> {
+        // A panic while holding this lock leaves the hand consistent (plain fields).
+        self.hand.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 

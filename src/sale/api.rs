@@ -42,7 +42,7 @@ pub async fn grab(voucher_id: i64) -> AppResult<GrabTicket> {
     }
     let backend = &state.backend;
     let decide = async {
-        let order_id = state.ids.next(&mut backend.redis.clone()).await?;
+        let order_id = state.ids.next(&backend.redis).await?;
         let verdict = gate::grab(backend, &backend.keys(voucher_id), voucher_id, user_id, order_id).await?;
         Ok::<_, redis::RedisError>((order_id, verdict))
     };

@@ -48,11 +48,13 @@ impl Backend {
 
 /// The scripts in `lua/`. Each is called, and its arguments and answer are typed, in
 /// the one module that owns it: `grab` in `sale::gate`, `warm` in `voucher::warm`,
-/// `give_back` in `orders::give_back`, `sample` in `live::sampler`.
+/// `give_back` in `orders::give_back`, `settle` in
+/// `orders::settle`, `sample` in `live::sampler`.
 pub struct Scripts {
     pub grab: Script,
     pub warm: Script,
     pub give_back: Script,
+    pub settle: Script,
     pub sample: Script,
 }
 
@@ -62,6 +64,7 @@ impl Default for Scripts {
             grab: Script::new(include_str!("../lua/grab.lua")),
             warm: Script::new(include_str!("../lua/warm.lua")),
             give_back: Script::new(include_str!("../lua/give_back.lua")),
+            settle: Script::new(include_str!("../lua/settle.lua")),
             sample: Script::new(include_str!("../lua/sample.lua")),
         }
     }

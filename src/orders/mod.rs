@@ -4,6 +4,8 @@
 #[cfg(feature = "ssr")]
 pub mod give_back;
 #[cfg(feature = "ssr")]
+pub mod settle;
+#[cfg(feature = "ssr")]
 pub mod store;
 #[cfg(feature = "ssr")]
 pub mod worker;

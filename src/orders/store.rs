@@ -138,12 +138,29 @@ pub async fn get_for_user(db: &SqlitePool, order_id: i64, user_id: i64) -> sqlx:
     }))
 }
 
-/// Users holding a (not cancelled) order for the voucher.
-pub async fn buyers(db: &SqlitePool, voucher_id: i64) -> sqlx::Result<Vec<i64>> {
-    sqlx::query_scalar("SELECT user_id FROM orders WHERE voucher_id = ? AND status <> 'cancelled'")
-        .bind(voucher_id)
-        .fetch_all(db)
-        .await
+/// What a rebuild of a voucher in Redis starts from.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Snapshot {
+    /// Units the database has not sold.
+    pub stock_left: i64,
+    /// Users holding a (not cancelled) order for the voucher.
+    pub buyers: Vec<i64>,
+}
+
+/// Takes the write lock persisting takes (the voucher's row: SQLite's one writer,
+/// PostgreSQL's row lock), then reads stock and buyers in one statement, so they agree
+/// and no order of the voucher commits until the transaction ends. `None`: no such voucher.
+pub async fn lock_for_rebuild(tx: &mut Transaction<'_, Sqlite>, voucher_id: i64) -> sqlx::Result<Option<Snapshot>> {
+    sqlx::query("UPDATE vouchers SET stock_left = stock_left WHERE id = ?").bind(voucher_id).execute(&mut **tx).await?;
+    let rows: Vec<(i64, Option<i64>)> = sqlx::query_as(
+        "SELECT v.stock_left, o.user_id FROM vouchers v \
+         LEFT JOIN orders o ON o.voucher_id = v.id AND o.status <> 'cancelled' WHERE v.id = ?",
+    )
+    .bind(voucher_id)
+    .fetch_all(&mut **tx)
+    .await?;
+    let Some(&(stock_left, _)) = rows.first() else { return Ok(None) };
+    Ok(Some(Snapshot { stock_left, buyers: rows.into_iter().filter_map(|(_, user)| user).collect() }))
 }
 
 /// Orders persisted for the voucher (not cancelled).

@@ -3,6 +3,7 @@
 use crate::support::{code, TestApp};
 use seckill::{
     error::ErrorCode,
+    orders::store::Snapshot,
     sale::gate::{self, Verdict},
     voucher::{store::VoucherRow, warm},
 };
@@ -85,13 +86,18 @@ async fn gate_refuses_after_the_window() {
     let now = chrono::Utc::now().timestamp_millis();
     let row =
         |id, begins_at, ends_at| VoucherRow { id, title: "t".into(), stock: 5, stock_left: 5, begins_at, ends_at };
+    let snapshot = |buyers| Snapshot { stock_left: 5, buyers };
     let past = app.keys(900_001);
-    assert!(warm::load(&backend, &mut redis, &past, &row(900_001, now - 60_000, now - 1_000), &[]).await.unwrap());
+    assert!(warm::load(&backend, &mut redis, &past, &row(900_001, now - 60_000, now - 1_000), &snapshot(vec![]))
+        .await
+        .unwrap());
     let verdict = gate::grab(&backend, &past, 900_001, 1, 42).await.unwrap();
     assert_eq!(verdict, Verdict::Refused(ErrorCode::Ended));
 
     let open = app.keys(900_002);
-    assert!(warm::load(&backend, &mut redis, &open, &row(900_002, now - 1_000, now + 60_000), &[7]).await.unwrap());
+    assert!(warm::load(&backend, &mut redis, &open, &row(900_002, now - 1_000, now + 60_000), &snapshot(vec![7]))
+        .await
+        .unwrap());
     let verdict = gate::grab(&backend, &open, 900_002, 7, 43).await.unwrap();
     assert_eq!(verdict, Verdict::Refused(ErrorCode::AlreadyBought), "warm-up loads buyers");
     let verdict = gate::grab(&backend, &open, 900_002, 8, 44).await.unwrap();

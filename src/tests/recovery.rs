@@ -6,10 +6,20 @@ use redis::{
     AsyncCommands,
 };
 use seckill::{
-    orders::store::{self, OrderMsg},
+    orders::{
+        settle::settle,
+        store::{self, OrderMsg},
+    },
     sale::keys::GROUP,
+    voucher::{store as vouchers, warm::warm},
 };
-use std::collections::HashMap;
+use std::{
+    collections::HashMap,
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc,
+    },
+};
 
 /// Reads `count` new entries as `consumer` and does not acknowledge them, like a
 /// worker killed mid-batch. Returns the messages it read.
@@ -167,5 +177,113 @@ async fn a_dead_letter_and_a_late_persist_never_both_win() {
     let left: i64 =
         sqlx::query_scalar("SELECT stock_left FROM vouchers WHERE id = ?").bind(v).fetch_one(&app.db).await.unwrap();
     assert_eq!(left + won_by_persist as i64, 300, "the database's stock counts persisted orders only");
+    app.stop().await;
+}
+
+/// Redis loses a voucher while a worker holds orders it has read but not committed.
+/// The rebuild reads the database without them; when they commit, settling them takes
+/// their units and buyer slots, so Redis never sells more than the stock and none of
+/// their buyers can buy again.
+#[tokio::test]
+async fn orders_committed_after_a_rebuild_take_their_units() {
+    let app = TestApp::with(Options { worker: false, ..Options::default() }).await;
+    let v = app.create_voucher(10, -5, 3600).await;
+    let mut buyers = Vec::new();
+    for i in 0..4 {
+        let s = app.sign_in(&format!("inflight-{i}")).await;
+        assert_eq!(app.grab(&s, v).await.0, 200);
+        buyers.push(s);
+    }
+    let backend = app.backend();
+    let mut redis = app.redis.clone();
+    let read = read_and_crash(&app, v, "w-slow", 4).await;
+    let (early, late) = read.split_at(1);
+    // One order committed and settled before Redis lost the voucher.
+    store::persist(&app.db, early).await.unwrap();
+    settle(&backend, &mut redis, v, i64::MAX / 2, &[("0-1", &early[0])]).await.unwrap();
+    let keys = app.keys(v);
+    let () = redis
+        .del(&[&keys.stock, &keys.buyers, &keys.window, &keys.orders, &keys.results, &keys.dlq, &keys.refused])
+        .await
+        .unwrap();
+    let row = vouchers::get(&app.db, v).await.unwrap().unwrap();
+    assert!(warm(&backend, &row).await.unwrap(), "the voucher is rebuilt");
+    let rebuilt: i64 = redis.get(&keys.stock).await.unwrap();
+    assert_eq!(rebuilt, 9, "the database knew one order when Redis was rebuilt");
+
+    // The three in the worker's hands commit after the rebuild, and are settled.
+    store::persist(&app.db, late).await.unwrap();
+    let entries: Vec<(&str, &OrderMsg)> = late.iter().map(|m| ("0-1", m)).collect();
+    assert_eq!(settle(&backend, &mut redis, v, i64::MAX / 2, &entries).await.unwrap(), 0);
+    let stock: i64 = redis.get(&keys.stock).await.unwrap();
+    let in_redis: i64 = redis.scard(&keys.buyers).await.unwrap();
+    assert_eq!((stock, in_redis), (6, 4), "Redis stock + buyers = total");
+    for s in &buyers {
+        let (status, body) = app.grab(s, v).await;
+        assert_eq!((status.as_u16(), body["code"].as_str()), (409, Some("already_bought")));
+    }
+    // Exactly the six units left sell.
+    let others = app.sign_in_many("after-rebuild", 8).await;
+    let mut granted = 0;
+    for s in &others {
+        granted += usize::from(app.grab(s, v).await.0 == 200);
+    }
+    assert_eq!(granted, 6);
+    let left: i64 =
+        sqlx::query_scalar("SELECT stock_left FROM vouchers WHERE id = ?").bind(v).fetch_one(&app.db).await.unwrap();
+    assert_eq!(left, 6, "the database agrees before the last six are persisted");
+    app.stop().await;
+}
+
+/// Rebuilds racing commits: Redis loses the voucher again and again while 120 orders
+/// are committed and settled in batches. Whatever the interleaving, Redis ends with the
+/// database's stock and buyers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn rebuilds_racing_commits_keep_redis_and_the_database_equal() {
+    let app = TestApp::with(Options { worker: false, ..Options::default() }).await;
+    let v = app.create_voucher(200, -5, 3600).await;
+    let shoppers = app.sign_in_many("race-rebuild", 120).await;
+    for s in &shoppers {
+        assert_eq!(app.grab(s, v).await.0, 200);
+    }
+    let read = read_and_crash(&app, v, "w-race", 120).await;
+    let backend = app.backend();
+    let keys = app.keys(v);
+    let committing = Arc::new(AtomicBool::new(true));
+    let commits = {
+        let (backend, db, committing) = (backend.clone(), app.db.clone(), committing.clone());
+        tokio::spawn(async move {
+            let mut redis = backend.redis.clone();
+            for chunk in read.chunks(5) {
+                store::persist(&db, chunk).await.unwrap();
+                let entries: Vec<(&str, &OrderMsg)> = chunk.iter().map(|m| ("0-1", m)).collect();
+                settle(&backend, &mut redis, v, i64::MAX / 2, &entries).await.unwrap();
+            }
+            committing.store(false, Ordering::SeqCst);
+        })
+    };
+    let rebuilds = {
+        let (backend, db) = (backend.clone(), app.db.clone());
+        tokio::spawn(async move {
+            let mut redis = backend.redis.clone();
+            let mut rebuilt = 0;
+            while committing.load(Ordering::SeqCst) {
+                let () = redis.del(&[&keys.stock, &keys.buyers, &keys.window]).await.unwrap();
+                let row = vouchers::get(&db, v).await.unwrap().unwrap();
+                warm(&backend, &row).await.unwrap();
+                rebuilt += 1;
+            }
+            rebuilt
+        })
+    };
+    commits.await.unwrap();
+    assert!(rebuilds.await.unwrap() > 1, "the rebuilds ran during the commits");
+    let mut redis = app.redis.clone();
+    let keys = app.keys(v);
+    let stock: i64 = redis.get(&keys.stock).await.unwrap();
+    let in_redis: i64 = redis.scard(&keys.buyers).await.unwrap();
+    let left: i64 =
+        sqlx::query_scalar("SELECT stock_left FROM vouchers WHERE id = ?").bind(v).fetch_one(&app.db).await.unwrap();
+    assert_eq!((stock, in_redis, left), (80, 120, 80), "Redis stock, Redis buyers, database stock");
     app.stop().await;
 }

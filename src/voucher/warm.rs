@@ -8,34 +8,51 @@ use super::{
 };
 use crate::{
     backend::{Backend, BackendError},
-    orders::store as orders,
+    orders::store::{self as orders, Snapshot},
     sale::keys::{SaleKeys, GROUP},
 };
-use redis::{aio::ConnectionManager, RedisResult};
+use redis::{aio::ConnectionManager, RedisError, RedisResult};
+use std::time::Duration;
+
+/// Longest a rebuild holds the database's write lock waiting on Redis.
+const REBUILD_DEADLINE: Duration = Duration::from_secs(2);
 
 /// Loads the voucher into Redis unless Redis already holds it. Returns true when it
 /// loaded it. Stock and buyers are rebuilt from the database, so a Redis that lost
 /// its data comes back with what was persisted; a Redis that kept it is left alone.
+///
+/// The database can lag Redis by orders a worker holds but has not committed. The
+/// rebuild reads its snapshot and loads Redis under the database's write lock on the
+/// voucher, so each such order commits either before (the snapshot has it) or after
+/// Redis holds the rebuilt voucher, where settling it takes its unit and buyer slot
+/// (`orders::settle`). Stock Redis and the database agree on either way.
 pub async fn warm(backend: &Backend, v: &VoucherRow) -> Result<bool, BackendError> {
     let keys = backend.keys(v.id);
     let mut redis = backend.redis.clone();
-    let buyers = orders::buyers(&backend.db, v.id).await?;
     ensure_group(&mut redis, &keys.orders).await?;
-    Ok(load(backend, &mut redis, &keys, v, &buyers).await?)
+    let mut tx = backend.db.begin().await?;
+    let Some(snapshot) = orders::lock_for_rebuild(&mut tx, v.id).await? else { return Ok(false) };
+    let loaded = tokio::time::timeout(REBUILD_DEADLINE, load(backend, &mut redis, &keys, v, &snapshot))
+        .await
+        .map_err(|_| RedisError::from(std::io::Error::from(std::io::ErrorKind::TimedOut)))??;
+    // Nothing was changed: the transaction only held the lock.
+    tx.rollback().await?;
+    Ok(loaded)
 }
 
-/// Runs `lua/warm.lua`: loads stock, window and buyers unless Redis holds the stock,
-/// and (every time) makes every key of the sale expire [`DRAIN_GRACE_MS`] after its end.
+/// Runs `lua/warm.lua`: loads the snapshot's stock and buyers and the window unless
+/// Redis holds the stock, and (every time) makes every key of the sale expire
+/// [`DRAIN_GRACE_MS`] after its end.
 pub async fn load(
     backend: &Backend,
     redis: &mut ConnectionManager,
     keys: &SaleKeys,
     v: &VoucherRow,
-    buyers: &[i64],
+    snapshot: &Snapshot,
 ) -> RedisResult<bool> {
     let mut call = backend.scripts.warm.key(&keys.stock);
     call.key(&keys.buyers).key(&keys.window).key(&keys.orders).key(&keys.results).key(&keys.dlq).key(&keys.refused);
-    call.arg(v.stock_left).arg(v.begins_at).arg(v.ends_at).arg(v.ends_at + DRAIN_GRACE_MS).arg(buyers);
+    call.arg(snapshot.stock_left).arg(v.begins_at).arg(v.ends_at).arg(v.ends_at + DRAIN_GRACE_MS).arg(&snapshot.buyers);
     let loaded: i64 = call.invoke_async(redis).await?;
     Ok(loaded == 1)
 }

@@ -6,12 +6,10 @@ use crate::{
     backend::{Backend, BackendError},
     orders::{
         give_back::GiveBack,
+        settle::settle,
         store::{self, OrderMsg, Outcome},
     },
-    sale::{
-        keys::{SaleKeys, GROUP},
-        results::StoredResult,
-    },
+    sale::keys::{SaleKeys, GROUP},
     shutdown::Shutdown,
     voucher::{
         store::{self as vouchers, VoucherRow},
@@ -278,16 +276,16 @@ impl Reader {
         Ok(())
     }
 
-    /// Records the outcomes in Redis: results, acknowledgements, give-backs.
+    /// Records the outcomes in Redis: persisted orders settled in one step, the others
+    /// ended with their give-backs.
     pub(super) async fn finish(&mut self, entries: &[Entry], outcomes: &[Outcome]) -> Result<(), BackendError> {
-        let mut pipe = redis::pipe();
+        let mut persisted = Vec::with_capacity(entries.len());
         for (e, outcome) in entries.iter().zip(outcomes) {
             let Some(m) = &e.msg else { continue };
             match outcome {
                 Outcome::Persisted => {
                     self.poison_strikes.remove(&e.id);
-                    pipe.hset(&self.keys.results, m.order_id, StoredResult::success(m.user_id).encode()).ignore();
-                    pipe.xack(&self.keys.orders, GROUP, &[&e.id]).ignore();
+                    persisted.push((e.id.as_str(), m));
                 }
                 Outcome::Duplicate => {
                     GiveBack::duplicate(m, &e.id).run(&self.backend, &mut self.redis).await?;
@@ -301,11 +299,8 @@ impl Reader {
                 }
             }
         }
-        // The gate creates results and buyers without an expiry (it must stay lean);
-        // each batch gives them the sale's, so they go with the rest of its keys.
         let expires = self.voucher.ends_at + DRAIN_GRACE_MS;
-        pipe.pexpire_at(&self.keys.results, expires).ignore().pexpire_at(&self.keys.buyers, expires).ignore();
-        let () = pipe.query_async(&mut self.redis).await?;
+        settle(&self.backend, &mut self.redis, self.voucher.id, expires, &persisted).await?;
         Ok(())
     }
 }

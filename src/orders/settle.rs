@@ -1,0 +1,38 @@
+//! Settling persisted orders in Redis (`lua/settle.lua`): their results become
+//! `success`, their entries are acknowledged, and a voucher Redis rebuilt before they
+//! were committed gives up the units they hold, in one Redis step per batch. This
+//! module owns the script's interface.
+
+use super::store::OrderMsg;
+use crate::{
+    backend::Backend,
+    sale::{keys::GROUP, results::StoredResult},
+};
+use redis::{aio::ConnectionManager, RedisResult};
+
+/// Settles orders of one voucher the database has committed, given with the ids of
+/// the stream entries that carried them. `expires_at` (Unix ms) is when the sale's
+/// keys go. Returns how many found Redis had already sold their unit again (a
+/// rebuild's race, logged; the database refuses the later grant).
+pub async fn settle(
+    backend: &Backend,
+    redis: &mut ConnectionManager,
+    voucher_id: i64,
+    expires_at: i64,
+    orders: &[(&str, &OrderMsg)],
+) -> RedisResult<i64> {
+    if orders.is_empty() {
+        return Ok(0);
+    }
+    let keys = backend.keys(voucher_id);
+    let mut call = backend.scripts.settle.key(&keys.stock);
+    call.key(&keys.buyers).key(&keys.results).key(&keys.orders).arg(GROUP).arg(expires_at);
+    for (entry_id, m) in orders {
+        call.arg(entry_id).arg(m.order_id).arg(m.user_id).arg(StoredResult::success(m.user_id).encode());
+    }
+    let short: i64 = call.invoke_async(redis).await?;
+    if short > 0 {
+        tracing::warn!(voucher_id, short, "orders committed after a rebuild found their units sold again");
+    }
+    Ok(short)
+}

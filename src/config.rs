@@ -95,6 +95,16 @@ pub struct Config {
     #[arg(long, env = "SECKILL_MAX_REQUESTS", default_value_t = 4_096)]
     pub max_requests: usize,
 
+    /// How long (ms) a client may take to send a request's headers; a connection that
+    /// sends none in that time, a kept-alive idle one included, is closed.
+    #[arg(long, env = "SECKILL_HEADER_TIMEOUT_MS", default_value_t = 10_000)]
+    pub header_timeout_ms: u64,
+
+    /// Longest (ms) a request may take, body included, before it answers 503
+    /// `unavailable` (live feeds excepted: they stay open).
+    #[arg(long, env = "SECKILL_REQUEST_TIMEOUT_MS", default_value_t = 30_000)]
+    pub request_timeout_ms: u64,
+
     /// Mark cookies `Secure` (and name them with the `__Host-` prefix). Default: on
     /// unless the listen address is loopback. Turn off only to serve plain HTTP beyond
     /// loopback; turn on behind a TLS proxy that reaches this process on loopback.
@@ -130,6 +140,8 @@ impl Config {
             ("SECKILL_MAX_FEEDS", self.max_feeds as u64),
             ("SECKILL_MAX_FEEDS_PER_ADDRESS", self.max_feeds_per_address as u64),
             ("SECKILL_MAX_REQUESTS", self.max_requests as u64),
+            ("SECKILL_HEADER_TIMEOUT_MS", self.header_timeout_ms),
+            ("SECKILL_REQUEST_TIMEOUT_MS", self.request_timeout_ms),
         ] {
             if value == 0 {
                 return Err(format!("{name} must be at least 1"));

@@ -2,6 +2,7 @@
 //! from the caller, so tests bind `127.0.0.1:0` and run the real thing.
 
 mod api_guard;
+mod http;
 pub mod local_redis;
 mod rate_limit;
 
@@ -32,13 +33,7 @@ use sqlx::{
     sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous},
     SqlitePool,
 };
-use std::{
-    future::{Future, IntoFuture},
-    path::Path,
-    str::FromStr,
-    sync::Arc,
-    time::Duration,
-};
+use std::{future::Future, path::Path, str::FromStr, sync::Arc, time::Duration};
 use tokio::net::TcpListener;
 use tower::ServiceBuilder;
 
@@ -135,8 +130,10 @@ async fn run(
         signal.await;
         on_signal.fire();
     });
-    let app = router(state, config.max_requests).layer(axum::middleware::from_fn_with_state(limits, rate_limit::limit));
-    let served = serve_http(listener, app, &shutdown).await;
+    let app = router(state, config.max_requests, Duration::from_millis(config.request_timeout_ms))
+        .layer(axum::middleware::from_fn_with_state(limits, rate_limit::limit));
+    let header_timeout = Duration::from_millis(config.header_timeout_ms);
+    http::serve(listener, app, header_timeout, STOP_GRACE, shutdown.wait()).await;
     // Also when serving failed: the background tasks must stop either way. Each
     // finishes the step in hand (a worker acknowledges the batch it persisted).
     trigger.fire();
@@ -144,7 +141,7 @@ async fn run(
     if stopped.is_err() {
         tracing::warn!("background tasks still busy {STOP_GRACE:?} after the stop signal; leaving them");
     }
-    Ok(served?)
+    Ok(())
 }
 
 /// The tasks that run beside HTTP until shutdown: the sale event listener, the live
@@ -168,40 +165,20 @@ async fn spawn_background(
     Ok(tasks)
 }
 
-/// Serves HTTP until shutdown; requests in flight then get [`STOP_GRACE`] to finish,
-/// and a client that holds on longer is cut.
-async fn serve_http(listener: TcpListener, app: Router, shutdown: &shutdown::Shutdown) -> std::io::Result<()> {
-    let server = axum::serve(listener, app.into_make_service_with_connect_info::<std::net::SocketAddr>())
-        .with_graceful_shutdown(shutdown.wait());
-    let deadline = {
-        let stopped = shutdown.wait();
-        async move {
-            stopped.await;
-            tokio::time::sleep(STOP_GRACE).await;
-        }
-    };
-    tokio::select! {
-        served = server.into_future() => served,
-        () = deadline => {
-            tracing::warn!("requests still open {STOP_GRACE:?} after the stop signal; closing them");
-            Ok(())
-        }
-    }
-}
-
 /// How long a stop waits for requests in flight, and then for background tasks.
 const STOP_GRACE: Duration = Duration::from_secs(10);
 
 /// The routes: pages, the `/api/...` server functions, static files, the live feed.
-/// At most `max_requests` are served at once (more answer 503 at once); live feeds,
-/// which stay open, have caps of their own.
-pub fn router(state: AppState, max_requests: usize) -> Router {
+/// At most `max_requests` are served at once (more answer 503 at once), each within
+/// `request_timeout` (then 503); live feeds, which stay open, have caps of their own.
+pub fn router(state: AppState, max_requests: usize, request_timeout: Duration) -> Router {
     let routes = generate_route_list(App);
     let options = state.leptos_options.clone();
     let capped = ServiceBuilder::new()
         .layer(HandleErrorLayer::new(|_: BoxError| async { api_guard::refusal(ErrorCode::Unavailable) }))
         .load_shed()
-        .concurrency_limit(max_requests);
+        .concurrency_limit(max_requests)
+        .timeout(request_timeout);
     Router::new()
         .route("/api/{*rest}", any(api_guard::not_found))
         .leptos_routes_with_context(&state, routes, || {}, {

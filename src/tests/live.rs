@@ -219,3 +219,48 @@ async fn feed_caps_and_idle_sockets_leave_grabs_alone() {
     drop(idle);
     app.stop().await;
 }
+
+/// A client that never finishes its headers, one that sends nothing, and a kept-alive
+/// connection left idle are all closed after the header timeout, while grabs go on; a
+/// body that never finishes answers 503 after the request timeout.
+#[tokio::test]
+async fn slow_and_idle_connections_are_closed() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let app = TestApp::with(Options { header_timeout_ms: 300, request_timeout_ms: 500, ..Options::default() }).await;
+    let addr = app.base.trim_start_matches("http://").to_owned();
+    let mut silent = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let mut slow = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    slow.write_all(b"POST /api/grab HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: app").await.unwrap();
+    let mut kept = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    kept.write_all(b"GET /admin HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").await.unwrap();
+
+    let mut trickle = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let head = "POST /api/sign_in HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n";
+    trickle.write_all(format!("{head}{{\"name\":").as_bytes()).await.unwrap();
+
+    let v = app.create_voucher(5, -5, 3600).await;
+    let ann = app.sign_in("ann").await;
+    assert_eq!(app.grab(&ann, v).await.0, 200);
+
+    let mut answer = vec![0u8; 4096];
+    let read = tokio::time::timeout(Duration::from_secs(10), trickle.read(&mut answer)).await;
+    let read = read.expect("a body that never finishes is answered").unwrap();
+    let answer = String::from_utf8_lossy(&answer[..read]);
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    assert!(answer.contains("unavailable"), "{answer}");
+
+    for (what, socket) in [("silent", &mut silent), ("slow", &mut slow), ("kept-alive", &mut kept)] {
+        let mut buf = vec![0u8; 64 * 1024];
+        let closed = tokio::time::timeout(Duration::from_secs(10), async {
+            loop {
+                match socket.read(&mut buf).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(_) => continue, // the kept-alive one's page
+                }
+            }
+        })
+        .await;
+        assert!(closed.is_ok(), "the {what} connection is still open 10 s later");
+    }
+    app.stop().await;
+}

@@ -31,6 +31,10 @@ pub struct Options {
     pub rate_per_address: u32,
     /// Live feeds one address may hold open.
     pub max_feeds_per_address: usize,
+    /// How long a client may take to send its headers.
+    pub header_timeout_ms: u64,
+    /// Longest a request may take.
+    pub request_timeout_ms: u64,
 }
 
 impl Default for Options {
@@ -46,6 +50,8 @@ impl Default for Options {
             rate_per_session: 0,
             rate_per_address: 0,
             max_feeds_per_address: 64,
+            header_timeout_ms: 10_000,
+            request_timeout_ms: 30_000,
         }
     }
 }
@@ -96,6 +102,8 @@ impl TestApp {
         config.rate_per_session = opts.rate_per_session;
         config.rate_per_address = opts.rate_per_address;
         config.max_feeds_per_address = opts.max_feeds_per_address;
+        config.header_timeout_ms = opts.header_timeout_ms;
+        config.request_timeout_ms = opts.request_timeout_ms;
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let leptos = leptos::config::get_configuration(None).unwrap().leptos_options;

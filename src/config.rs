@@ -35,6 +35,11 @@ pub struct Config {
     #[arg(long, env = "SECKILL_REDIS_NAMESPACE", default_value = "seckill")]
     pub redis_namespace: String,
 
+    /// How long (ms) an SQLite write waits for another writer's lock before it fails
+    /// (the worker then retries the batch; nothing is failed for it).
+    #[arg(long, env = "SECKILL_DB_BUSY_MS", default_value_t = 10_000)]
+    pub db_busy_ms: u64,
+
     /// Run the stream worker in this process (turn off for API-only instances).
     #[arg(long, env = "SECKILL_WORKER", default_value_t = true, action = clap::ArgAction::Set)]
     pub worker: bool,

@@ -8,17 +8,24 @@ use tokio::process::{Child, Command};
 pub struct LocalRedis {
     child: Child,
     pub url: String,
+    pub port: u16,
 }
 
 impl LocalRedis {
-    /// Starts `redis-server` and waits (up to 10 s) until it answers PING.
+    /// Starts `redis-server` on a free port and waits (up to 10 s) until it answers PING.
     pub async fn start(data_dir: &Path) -> Result<Self, String> {
-        let dir = data_dir.join("redis");
-        std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .map_err(|e| format!("finding a free port: {e}"))?
             .port();
+        Self::start_on(data_dir, port).await
+    }
+
+    /// Starts `redis-server` on `port` with the data under `data_dir` (a restart finds
+    /// the append-only file of the last run there).
+    pub async fn start_on(data_dir: &Path, port: u16) -> Result<Self, String> {
+        let dir = data_dir.join("redis");
+        std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
         let child = Command::new("redis-server")
             .args(["--bind", "127.0.0.1", "--port", &port.to_string(), "--save", ""])
             // Every write reaches the disk before Redis answers: a grab answered
@@ -31,7 +38,7 @@ impl LocalRedis {
             .spawn()
             .map_err(|e| format!("starting redis-server (is it installed? `npm start` installs it): {e}"))?;
         let url = format!("redis://127.0.0.1:{port}/");
-        let me = Self { child, url };
+        let me = Self { child, url, port };
         me.wait_ready().await?;
         Ok(me)
     }
@@ -50,6 +57,11 @@ impl LocalRedis {
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+    }
+
+    /// Kills it without warning (SIGKILL), as a crash would, and reaps it.
+    pub async fn crash(mut self) {
+        let _ = self.child.kill().await;
     }
 
     /// Asks Redis to save and exit, then reaps it.

@@ -90,7 +90,7 @@ async fn run(
     listener: TcpListener,
     signal: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
-    let db = open_database(&config.database_url).await?;
+    let db = open_database(&config.database_url, Duration::from_millis(config.db_busy_ms)).await?;
     sqlx::migrate!().run(&db).await?;
     let client = redis::Client::open(redis_url.as_str())?;
     let redis = connect(&client).await?;
@@ -208,7 +208,7 @@ fn forget_idle_callers(limits: Arc<rate_limit::Limits>, shutdown: shutdown::Shut
 }
 
 /// Opens the pool, creating the SQLite file (and `./data/`) when needed.
-async fn open_database(url: &str) -> Result<SqlitePool, ServeError> {
+async fn open_database(url: &str, busy: Duration) -> Result<SqlitePool, ServeError> {
     if let Some(path) = url.strip_prefix("sqlite://").or_else(|| url.strip_prefix("sqlite:")) {
         let path = path.split('?').next().unwrap_or_default();
         if let Some(dir) = Path::new(path).parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -219,7 +219,7 @@ async fn open_database(url: &str) -> Result<SqlitePool, ServeError> {
         .create_if_missing(true)
         .journal_mode(SqliteJournalMode::Wal)
         .synchronous(SqliteSynchronous::Normal)
-        .busy_timeout(Duration::from_secs(10));
+        .busy_timeout(busy);
     Ok(SqlitePoolOptions::new().max_connections(8).connect_with(options).await?)
 }
 

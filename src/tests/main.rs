@@ -6,6 +6,7 @@ mod gate;
 mod hostile;
 mod ids;
 mod live;
+mod process;
 mod recovery;
 mod storm;
 mod support;

@@ -18,7 +18,7 @@ use std::time::Duration;
 const REBUILD_DEADLINE: Duration = Duration::from_secs(2);
 
 /// Loads the voucher into Redis unless Redis already holds it. Returns true when it
-/// loaded it. Stock and buyers are rebuilt from the database, so a Redis that lost
+/// loaded it (rebuilt it). Stock and buyers are rebuilt from the database, so a Redis that lost
 /// its data comes back with what was persisted; a Redis that kept it is left alone.
 ///
 /// The database can lag Redis by orders a worker holds but has not committed. The
@@ -30,31 +30,40 @@ pub async fn warm(backend: &Backend, v: &VoucherRow) -> Result<bool, BackendErro
     let keys = backend.keys(v.id);
     let mut redis = backend.redis.clone();
     ensure_group(&mut redis, &keys.orders).await?;
+    // Most warm-ups find Redis holding the voucher: they need no snapshot, and no
+    // database lock (a worker must be able to join while the database cannot write).
+    if load(backend, &mut redis, &keys, v, None).await? {
+        return Ok(false);
+    }
     let mut tx = backend.db.begin().await?;
     let Some(snapshot) = orders::lock_for_rebuild(&mut tx, v.id).await? else { return Ok(false) };
-    let loaded = tokio::time::timeout(REBUILD_DEADLINE, load(backend, &mut redis, &keys, v, &snapshot))
+    let loaded = tokio::time::timeout(REBUILD_DEADLINE, load(backend, &mut redis, &keys, v, Some(&snapshot)))
         .await
         .map_err(|_| RedisError::from(std::io::Error::from(std::io::ErrorKind::TimedOut)))??;
     // Nothing was changed: the transaction only held the lock.
     tx.rollback().await?;
-    Ok(loaded)
+    Ok(!loaded)
 }
 
-/// Runs `lua/warm.lua`: loads the snapshot's stock and buyers and the window unless
-/// Redis holds the stock, and (every time) makes every key of the sale expire
-/// [`DRAIN_GRACE_MS`] after its end.
+/// Runs `lua/warm.lua`. With a snapshot, loads its stock and buyers and the window
+/// unless Redis holds the stock; without, only looks. Either way, when Redis holds
+/// the voucher, refreshes its window and makes every key of the sale expire
+/// [`DRAIN_GRACE_MS`] after its end. Returns true when Redis already held it.
 pub async fn load(
     backend: &Backend,
     redis: &mut ConnectionManager,
     keys: &SaleKeys,
     v: &VoucherRow,
-    snapshot: &Snapshot,
+    snapshot: Option<&Snapshot>,
 ) -> RedisResult<bool> {
     let mut call = backend.scripts.warm.key(&keys.stock);
     call.key(&keys.buyers).key(&keys.window).key(&keys.orders).key(&keys.results).key(&keys.dlq).key(&keys.refused);
-    call.arg(snapshot.stock_left).arg(v.begins_at).arg(v.ends_at).arg(v.ends_at + DRAIN_GRACE_MS).arg(&snapshot.buyers);
-    let loaded: i64 = call.invoke_async(redis).await?;
-    Ok(loaded == 1)
+    call.arg(v.begins_at).arg(v.ends_at).arg(v.ends_at + DRAIN_GRACE_MS);
+    if let Some(snapshot) = snapshot {
+        call.arg(snapshot.stock_left).arg(&snapshot.buyers);
+    }
+    let held: i64 = call.invoke_async(redis).await?;
+    Ok(held == 1)
 }
 
 /// Creates the consumer group (and the stream) if missing, reading from the start,

@@ -7,7 +7,12 @@ use server_fn::codec::Json;
 
 #[cfg(feature = "ssr")]
 use {
-    super::{gate, gate::Verdict, results::StoredResult, GrabStatus},
+    super::{
+        gate,
+        gate::Verdict,
+        results::{FailReason, StoredResult},
+        GrabStatus,
+    },
     crate::{
         auth::session::require_user,
         error::{AppError, ErrorCode},
@@ -63,7 +68,9 @@ pub async fn grab(voucher_id: i64) -> AppResult<GrabTicket> {
 }
 
 /// Where the shopper's own grab stands: queued, success (with the order) or failed
-/// (with the reason). Other shoppers' orders are `unknown_order`.
+/// (with the reason: `already_bought`, `sold_out`, `dead_letter`, or `lost` when Redis
+/// lost the grab with its data before it was saved). Other shoppers' orders are
+/// `unknown_order`.
 #[server(prefix = "/api", endpoint = "grab_result", input = Json)]
 pub async fn grab_result(voucher_id: i64, order_id: String) -> AppResult<GrabState> {
     let state = expect_context::<AppState>();
@@ -80,9 +87,25 @@ pub async fn grab_result(voucher_id: i64, order_id: String) -> AppResult<GrabSta
     if status != GrabStatus::Success {
         return Ok(GrabState { status, reason, order: None });
     }
-    let order = orders::get_for_user(&backend.db, order_id, user_id)
-        .await?
-        .filter(|o| o.voucher_id == voucher_id)
-        .ok_or(ErrorCode::UnknownOrder)?;
-    Ok(GrabState { status, reason: None, order: Some(order) })
+    let order = orders::get_for_user(&backend.db, order_id, user_id).await?.filter(|o| o.voucher_id == voucher_id);
+    match order {
+        Some(order) => Ok(GrabState { status, reason: None, order: Some(order) }),
+        None if raw.is_none() && lost_in_a_rebuild(backend, voucher_id, order_id).await? => {
+            Ok(GrabState { status: GrabStatus::Failed, reason: Some(FailReason::Lost.as_str().into()), order: None })
+        }
+        None => Err(ErrorCode::UnknownOrder.into()),
+    }
+}
+
+/// An order neither Redis nor the database knows, granted during the sale but before
+/// Redis last loaded the voucher from the database: Redis lost it with its data (the
+/// gate writes every grant's result in the same step as the grant, so one granted
+/// after the load would be there). Ids carry their grab's second; a second's slack
+/// covers the app's and Redis's clocks.
+#[cfg(feature = "ssr")]
+async fn lost_in_a_rebuild(backend: &crate::backend::Backend, voucher_id: i64, order_id: i64) -> AppResult<bool> {
+    let (begins, loaded_at): (Option<i64>, Option<i64>) =
+        backend.redis.clone().hget(&backend.keys(voucher_id).window, &["begins", "loaded_at"]).await?;
+    let granted_at = crate::ids::decompose(order_id).0.timestamp_millis();
+    Ok(matches!((begins, loaded_at), (Some(b), Some(l)) if b - 1_000 <= granted_at && granted_at <= l))
 }

@@ -15,6 +15,9 @@ pub enum FailReason {
     SoldOut,
     /// The database kept refusing the order; it went to the dead-letter stream.
     DeadLetter,
+    /// Redis lost the grab (a restart without persistence, or a failover) before the
+    /// worker saved it. The shopper may grab again. Never stored: `grab_result` infers it.
+    Lost,
 }
 
 impl FailReason {
@@ -23,6 +26,7 @@ impl FailReason {
             Self::AlreadyBought => "already_bought",
             Self::SoldOut => "sold_out",
             Self::DeadLetter => "dead_letter",
+            Self::Lost => "lost",
         }
     }
 }

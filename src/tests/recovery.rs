@@ -287,3 +287,34 @@ async fn rebuilds_racing_commits_keep_redis_and_the_database_equal() {
     assert_eq!((stock, in_redis, left), (80, 120, 80), "Redis stock, Redis buyers, database stock");
     app.stop().await;
 }
+
+/// Redis (without persistence) loses a sale with a grab not yet persisted: once the
+/// voucher is rebuilt, that grab reads `failed` with reason `lost`, not a silent
+/// `unknown_order`, and its shopper may grab again. Ids never granted stay unknown.
+#[tokio::test]
+async fn a_grab_lost_with_redis_reads_failed_lost() {
+    let app = TestApp::with(Options { worker: false, ..Options::default() }).await;
+    let v = app.create_voucher(5, -5, 3600).await;
+    let ann = app.sign_in("lost-ann").await;
+    let (status, body) = app.grab(&ann, v).await;
+    assert_eq!(status, 200);
+    let order_id = body["order_id"].as_str().unwrap().to_owned();
+    let keys = app.keys(v);
+    let mut redis = app.redis.clone();
+    let () = redis
+        .del(&[&keys.stock, &keys.buyers, &keys.window, &keys.orders, &keys.results, &keys.dlq, &keys.refused])
+        .await
+        .unwrap();
+    app.admin("warm_up", serde_json::json!({ "voucher_id": v })).await;
+
+    let cookie = [("cookie", ann.cookie.as_str())];
+    let ask = |id: String| app.call("grab_result", serde_json::json!({ "voucher_id": v, "order_id": id }), &cookie);
+    let (status, body) = ask(order_id.clone()).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!((body["status"].as_str(), body["reason"].as_str()), (Some("failed"), Some("lost")));
+    let made_up = seckill::ids::compose(chrono::Utc::now().timestamp() + 120, 7).to_string();
+    assert_eq!(ask(made_up).await.0, 404, "an id granted after the rebuild would have a result");
+    let (status, body) = app.grab(&ann, v).await;
+    assert_eq!(status, 200, "the shopper may grab again: {body}");
+    app.stop().await;
+}

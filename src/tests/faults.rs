@@ -120,12 +120,12 @@ async fn redis_back_empty_after_an_outage() {
     app.wait_for_stats("5 persisted", v, |s| s["persisted"] == 5 && s["pending"] == 0).await;
     let late = app.sign_in_many("late", 5).await;
 
-    // Redis loses everything, then answers nobody for 4 seconds.
+    // Redis loses everything, then answers nobody for 10 seconds.
     let client = redis::Client::open(private.url.as_str()).unwrap();
     let mut admin = client.get_multiplexed_async_connection().await.unwrap();
     let () = redis::cmd("FLUSHALL").query_async(&mut admin).await.unwrap();
-    let () = redis::cmd("CLIENT").arg("PAUSE").arg(4_000).arg("ALL").query_async(&mut admin).await.unwrap();
-    let answers_again = Instant::now() + Duration::from_secs(4);
+    let () = redis::cmd("CLIENT").arg("PAUSE").arg(10_000).arg("ALL").query_async(&mut admin).await.unwrap();
+    let answers_again = Instant::now() + Duration::from_secs(10);
     let asked = Instant::now();
     let (status, body) = app.grab(&late[0], v).await;
     assert!(asked.elapsed() < Duration::from_secs(3), "a grab waited {:?}", asked.elapsed());
@@ -150,6 +150,12 @@ async fn redis_back_empty_after_an_outage() {
     assert!(n("granted") >= 9 && n("persisted") <= 20, "I1: {stats}");
     assert_eq!(n("redis_stock") + n("granted"), 20, "I4: {stats}");
     assert_eq!(n("dead_letters"), 0);
+    println!(
+        "drill redis_back_empty: granted {}, persisted {}, failed and given back 0, lost 0, duplicated 0 \
+         (Redis held nothing unpersisted when it was emptied)",
+        n("granted"),
+        n("persisted")
+    );
     app.stop().await;
     private.stop().await;
 }

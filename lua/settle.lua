@@ -1,6 +1,7 @@
 -- Settles a batch of orders the database has just committed: results `success`,
 -- stream entries acknowledged, and Redis's books squared with the database's.
 -- KEYS[1] stock   KEYS[2] buyers   KEYS[3] results   KEYS[4] orders stream
+-- KEYS[5] restocked (cancelled orders whose unit Redis took back)
 -- ARGV[1] consumer group   ARGV[2] when the sale's keys expire (ms)
 -- ARGV[3..] four per order: entry id, order id, user id, result value
 -- Returns how many orders found the stock already at 0 (see below).
@@ -17,7 +18,9 @@ local short = 0
 for i = 3, #ARGV, 4 do
   redis.call('HSET', KEYS[3], ARGV[i + 1], ARGV[i + 3])
   redis.call('XACK', KEYS[4], ARGV[1], ARGV[i])
-  if known and redis.call('SADD', KEYS[2], ARGV[i + 2]) == 1 then
+  -- (An order cancelled the moment it was committed has given its slot back.)
+  if known and redis.call('SISMEMBER', KEYS[5], ARGV[i + 1]) == 0
+      and redis.call('SADD', KEYS[2], ARGV[i + 2]) == 1 then
     if tonumber(redis.call('GET', KEYS[1])) > 0 then
       redis.call('DECR', KEYS[1])
     else

@@ -1,10 +1,11 @@
 -- Warm-up: loads one voucher into Redis unless Redis already holds it, and makes
 -- every key of its sale expire after the drain grace.
 -- KEYS[1] stock   KEYS[2] buyers   KEYS[3] window   KEYS[4] orders stream
--- KEYS[5] results   KEYS[6] dlq   KEYS[7] refusals counter
+-- KEYS[5] results   KEYS[6] dlq   KEYS[7] refusals counter   KEYS[8] restocked orders
 -- ARGV[1] begins (ms)   ARGV[2] ends (ms)   ARGV[3] when the sale's keys expire (ms)
--- ARGV[4] stock left, ARGV[5..] buyer ids: the database's snapshot. Without it the
--- script only looks: it loads nothing when Redis lost the voucher.
+-- ARGV[4] stock left, ARGV[5] how many buyers, then the buyer ids, then the ids of
+-- cancelled orders (their units are in the stock left): the database's snapshot.
+-- Without it the script only looks: it loads nothing when Redis lost the voucher.
 -- Returns 1 when Redis already held the voucher, 0 when it did not (and loaded the
 -- snapshot if given). Never touches stock Redis holds: that would resurrect units sold
 -- since the database was read.
@@ -16,10 +17,14 @@ if held == 0 then
   if #ARGV < 4 then
     return 0
   end
-  redis.call('DEL', KEYS[2])
+  redis.call('DEL', KEYS[2], KEYS[8])
+  local first, last = 6, 5 + tonumber(ARGV[5])
   local chunk = 1000
-  for i = 5, #ARGV, chunk do
-    redis.call('SADD', KEYS[2], unpack(ARGV, i, math.min(i + chunk - 1, #ARGV)))
+  for i = first, last, chunk do
+    redis.call('SADD', KEYS[2], unpack(ARGV, i, math.min(i + chunk - 1, last)))
+  end
+  for i = last + 1, #ARGV, chunk do
+    redis.call('SADD', KEYS[8], unpack(ARGV, i, math.min(i + chunk - 1, #ARGV)))
   end
   redis.call('SET', KEYS[1], ARGV[4])
   -- When this load happened: a grab granted before it and neither in the results nor

@@ -49,12 +49,13 @@ impl Backend {
 /// The scripts in `lua/`. Each is called, and its arguments and answer are typed, in
 /// the one module that owns it: `grab` in `sale::gate`, `warm` in `voucher::warm`,
 /// `give_back` in `orders::give_back`, `settle` in
-/// `orders::settle`, `sample` in `live::sampler`.
+/// `orders::settle`, `restock` in `orders::restock`, `sample` in `live::sampler`.
 pub struct Scripts {
     pub grab: Script,
     pub warm: Script,
     pub give_back: Script,
     pub settle: Script,
+    pub restock: Script,
     pub sample: Script,
 }
 
@@ -65,6 +66,7 @@ impl Default for Scripts {
             warm: Script::new(include_str!("../lua/warm.lua")),
             give_back: Script::new(include_str!("../lua/give_back.lua")),
             settle: Script::new(include_str!("../lua/settle.lua")),
+            restock: Script::new(include_str!("../lua/restock.lua")),
             sample: Script::new(include_str!("../lua/sample.lua")),
         }
     }

@@ -72,6 +72,15 @@ pub struct Config {
     #[arg(long, env = "SECKILL_SOLD_OUT_TTL_MS", default_value_t = 2_000)]
     pub sold_out_ttl_ms: u64,
 
+    /// How long (ms) after its grab an order may be paid; then the sweeper cancels it
+    /// and its unit goes back on sale.
+    #[arg(long, env = "SECKILL_PAY_TIMEOUT_MS", default_value_t = 20 * 60 * 1000)]
+    pub pay_timeout_ms: u64,
+
+    /// How often (ms) the sweeper looks for overdue orders and unfinished give-backs.
+    #[arg(long, env = "SECKILL_SWEEP_MS", default_value_t = 500)]
+    pub sweep_ms: u64,
+
     /// Calls per second one session may make to `grab`, `grab_result` and `sign_in`
     /// (twice that in a burst); more answer 429. 0 turns the limit off.
     #[arg(long, env = "SECKILL_RATE_PER_SESSION", default_value_t = 10)]
@@ -125,6 +134,9 @@ pub struct Config {
 pub const MIN_ADMIN_TOKEN: usize = 16;
 /// Largest batch: one transaction of this many orders, one XREADGROUP COUNT.
 pub const MAX_BATCH: usize = 10_000;
+/// Longest time to pay: a sale's Redis keys live a day past its end, and an order
+/// cancelled later still gives its unit back in the database.
+pub const MAX_PAY_TIMEOUT_MS: u64 = 30 * 24 * 3600 * 1000;
 
 impl Config {
     /// Refuses settings that cannot work, with a message naming the setting, rather than
@@ -146,11 +158,16 @@ impl Config {
             ("SECKILL_MAX_FEEDS_PER_ADDRESS", self.max_feeds_per_address as u64),
             ("SECKILL_MAX_REQUESTS", self.max_requests as u64),
             ("SECKILL_HEADER_TIMEOUT_MS", self.header_timeout_ms),
+            ("SECKILL_PAY_TIMEOUT_MS", self.pay_timeout_ms),
+            ("SECKILL_SWEEP_MS", self.sweep_ms),
             ("SECKILL_REQUEST_TIMEOUT_MS", self.request_timeout_ms),
         ] {
             if value == 0 {
                 return Err(format!("{name} must be at least 1"));
             }
+        }
+        if self.pay_timeout_ms > MAX_PAY_TIMEOUT_MS {
+            return Err("SECKILL_PAY_TIMEOUT_MS must be at most 30 days".into());
         }
         if self.redis_namespace.is_empty() || self.redis_namespace.contains(['{', '}', ' ']) {
             return Err("SECKILL_REDIS_NAMESPACE must be non-empty, without braces or spaces".into());

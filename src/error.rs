@@ -34,6 +34,14 @@ pub enum ErrorCode {
     SoldOut,
     /// This shopper already holds an order for the voucher.
     AlreadyBought,
+    /// The order was granted but is not saved yet; retry in a moment.
+    OrderQueued,
+    /// The order's payment deadline passed; it is (or is about to be) cancelled.
+    OrderExpired,
+    /// The order was cancelled; it can no longer be paid.
+    OrderCancelled,
+    /// The order is paid; it can no longer be cancelled.
+    OrderPaid,
     /// No such `/api/...` endpoint.
     NotFound,
     /// The endpoint exists but not for this HTTP method (API calls are POST).
@@ -66,6 +74,7 @@ impl ErrorCode {
             Self::NotSignedIn | Self::AdminRequired => 401,
             Self::UnknownVoucher | Self::UnknownOrder => 404,
             Self::NotStarted | Self::Ended | Self::SoldOut | Self::AlreadyBought => 409,
+            Self::OrderQueued | Self::OrderExpired | Self::OrderCancelled | Self::OrderPaid => 409,
             Self::NotFound => 404,
             Self::MethodNotAllowed => 405,
             Self::UnsupportedMediaType => 415,
@@ -89,6 +98,10 @@ impl ErrorCode {
             Self::Ended => "The sale has ended.",
             Self::SoldOut => "Sold out.",
             Self::AlreadyBought => "You already bought this voucher.",
+            Self::OrderQueued => "Your order is still being saved; try again in a moment.",
+            Self::OrderExpired => "The time to pay this order has run out.",
+            Self::OrderCancelled => "This order was cancelled.",
+            Self::OrderPaid => "This order is paid and can no longer be cancelled.",
             Self::NotFound => "There is no such API call.",
             Self::MethodNotAllowed => "API calls are POST requests.",
             Self::UnsupportedMediaType => "Send the body as JSON (Content-Type: application/json).",

@@ -48,6 +48,10 @@ pub struct VoucherLive {
     pub refused_locally_per_s: f64,
     /// Orders persisted per second.
     pub orders_per_s: f64,
+    /// Orders awaiting payment, paid, and cancelled (their units given back).
+    pub unpaid: i64,
+    pub paid: i64,
+    pub cancelled: i64,
     /// This process holds a sold-out flag for the voucher.
     pub sold_out: bool,
 }
@@ -146,8 +150,12 @@ pub struct SaleFigures {
     pub redis_stock: Option<i64>,
     /// Shoppers the gate granted an order (the buyers set).
     pub granted: i64,
-    /// Orders in the database.
+    /// Orders in the database, cancelled ones not counted.
     pub persisted: i64,
+    /// Of those, awaiting payment and paid; and orders cancelled (units given back).
+    pub unpaid: i64,
+    pub paid: i64,
+    pub cancelled: i64,
     /// Entries in the order stream.
     pub stream_length: i64,
     /// Entries read by a worker but not yet acknowledged.

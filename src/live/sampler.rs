@@ -128,6 +128,9 @@ async fn sample(
                 refused_per_s: rate(now.refused, before.refused),
                 refused_locally_per_s: rate(refused_locally as i64, before.refused_locally as i64),
                 orders_per_s: rate(now.persisted, before.persisted),
+                unpaid: persisted - row.paid,
+                paid: row.paid,
+                cancelled: row.cancelled,
                 sold_out: flags.is_flagged(voucher_id),
             }
         })

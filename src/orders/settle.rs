@@ -26,7 +26,7 @@ pub async fn settle(
     }
     let keys = backend.keys(voucher_id);
     let mut call = backend.scripts.settle.key(&keys.stock);
-    call.key(&keys.buyers).key(&keys.results).key(&keys.orders).arg(GROUP).arg(expires_at);
+    call.key(&keys.buyers).key(&keys.results).key(&keys.orders).key(&keys.restocked).arg(GROUP).arg(expires_at);
     for (entry_id, m) in orders {
         call.arg(entry_id).arg(m.order_id).arg(m.user_id).arg(StoredResult::success(m.user_id).encode());
     }

@@ -1,6 +1,5 @@
 //! Orders in SQL. Persisting is idempotent: a message delivered twice yields one order.
 
-use super::Order;
 use sqlx::{Sqlite, SqlitePool, Transaction};
 
 /// One granted grab, as read from a voucher's order stream.
@@ -37,28 +36,30 @@ pub enum Burial {
 }
 
 /// Persists a batch in one transaction: insert each order unless (voucher, user)
-/// already has one, and take one unit of database stock per inserted order.
-pub async fn persist(db: &SqlitePool, batch: &[OrderMsg]) -> sqlx::Result<Vec<Outcome>> {
+/// already has one, and take one unit of database stock per inserted order. Each
+/// order must be paid within `pay_timeout_ms` of its grab (the time in its id).
+pub async fn persist(db: &SqlitePool, batch: &[OrderMsg], pay_timeout_ms: i64) -> sqlx::Result<Vec<Outcome>> {
     let mut tx = db.begin().await?;
     let mut outcomes = Vec::with_capacity(batch.len());
     for msg in batch {
-        outcomes.push(persist_one(&mut tx, msg).await?);
+        outcomes.push(persist_one(&mut tx, msg, pay_timeout_ms).await?);
     }
     tx.commit().await?;
     Ok(outcomes)
 }
 
-async fn persist_one(tx: &mut Transaction<'_, Sqlite>, m: &OrderMsg) -> sqlx::Result<Outcome> {
+async fn persist_one(tx: &mut Transaction<'_, Sqlite>, m: &OrderMsg, pay_timeout_ms: i64) -> sqlx::Result<Outcome> {
     let created_at = crate::ids::decompose(m.order_id).0.timestamp_millis();
     let inserted = sqlx::query(
-        "INSERT INTO orders (id, voucher_id, user_id, status, created_at) \
-         SELECT ?, ?, ?, 'unpaid', ? WHERE NOT EXISTS (SELECT 1 FROM dead_letters WHERE order_id = ?) \
+        "INSERT INTO orders (id, voucher_id, user_id, status, created_at, pay_deadline) \
+         SELECT ?, ?, ?, 'unpaid', ?, ? WHERE NOT EXISTS (SELECT 1 FROM dead_letters WHERE order_id = ?) \
          ON CONFLICT (voucher_id, user_id) WHERE status <> 'cancelled' DO NOTHING",
     )
     .bind(m.order_id)
     .bind(m.voucher_id)
     .bind(m.user_id)
     .bind(created_at)
+    .bind(created_at + pay_timeout_ms)
     .bind(m.order_id)
     .execute(&mut **tx)
     .await?
@@ -121,23 +122,6 @@ async fn is_buried<'e>(db: impl sqlx::SqliteExecutor<'e>, order_id: i64) -> sqlx
     Ok(found.is_some())
 }
 
-/// The shopper's order with this id, if it is theirs.
-pub async fn get_for_user(db: &SqlitePool, order_id: i64, user_id: i64) -> sqlx::Result<Option<Order>> {
-    let row: Option<(i64, i64, i64, String, i64)> =
-        sqlx::query_as("SELECT id, voucher_id, user_id, status, created_at FROM orders WHERE id = ? AND user_id = ?")
-            .bind(order_id)
-            .bind(user_id)
-            .fetch_optional(db)
-            .await?;
-    Ok(row.map(|(id, voucher_id, user_id, status, created_at)| Order {
-        order_id: id.to_string(),
-        voucher_id,
-        user_id,
-        status,
-        created_at: chrono::DateTime::from_timestamp_millis(created_at).unwrap_or_default(),
-    }))
-}
-
 /// What a rebuild of a voucher in Redis starts from.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Snapshot {
@@ -145,6 +129,8 @@ pub struct Snapshot {
     pub stock_left: i64,
     /// Users holding a (not cancelled) order for the voucher.
     pub buyers: Vec<i64>,
+    /// Cancelled orders: their units are in `stock_left` already.
+    pub restocked: Vec<i64>,
 }
 
 /// Takes the write lock persisting takes (the voucher's row: SQLite's one writer,
@@ -152,15 +138,25 @@ pub struct Snapshot {
 /// and no order of the voucher commits until the transaction ends. `None`: no such voucher.
 pub async fn lock_for_rebuild(tx: &mut Transaction<'_, Sqlite>, voucher_id: i64) -> sqlx::Result<Option<Snapshot>> {
     sqlx::query("UPDATE vouchers SET stock_left = stock_left WHERE id = ?").bind(voucher_id).execute(&mut **tx).await?;
-    let rows: Vec<(i64, Option<i64>)> = sqlx::query_as(
-        "SELECT v.stock_left, o.user_id FROM vouchers v \
-         LEFT JOIN orders o ON o.voucher_id = v.id AND o.status <> 'cancelled' WHERE v.id = ?",
+    // Stock left, then each order's id, user and status (NULLs for a voucher without orders).
+    type Row = (i64, Option<i64>, Option<i64>, Option<String>);
+    let rows: Vec<Row> = sqlx::query_as(
+        "SELECT v.stock_left, o.id, o.user_id, o.status FROM vouchers v \
+         LEFT JOIN orders o ON o.voucher_id = v.id WHERE v.id = ?",
     )
     .bind(voucher_id)
     .fetch_all(&mut **tx)
     .await?;
-    let Some(&(stock_left, _)) = rows.first() else { return Ok(None) };
-    Ok(Some(Snapshot { stock_left, buyers: rows.into_iter().filter_map(|(_, user)| user).collect() }))
+    let Some(&(stock_left, ..)) = rows.first() else { return Ok(None) };
+    let mut snapshot = Snapshot { stock_left, ..Snapshot::default() };
+    for (_, order, user, status) in rows {
+        match (order, user, status.as_deref()) {
+            (Some(order), _, Some("cancelled")) => snapshot.restocked.push(order),
+            (_, Some(user), Some(_)) => snapshot.buyers.push(user),
+            _ => {}
+        }
+    }
+    Ok(Some(snapshot))
 }
 
 /// Orders persisted for the voucher (not cancelled).

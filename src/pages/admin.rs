@@ -1,10 +1,11 @@
 //! The operator's page (`/admin`): unlock with the token, create and warm vouchers,
-//! watch every sale live.
+//! watch every sale live, and each voucher's orders.
 
 use crate::{
     auth::{api::admin_status, view::AdminUnlock},
     browser::every,
     live::view::LiveBoard,
+    orders::view::VoucherOrders,
     voucher::{
         api::list_vouchers,
         view::{CreateVoucher, EachVoucher, VoucherRow},
@@ -45,7 +46,7 @@ fn AdminBoard(unlocked: RwSignal<bool>) -> impl IntoView {
         <LiveBoard titles unlocked/>
         <h2 class="mb-2 mt-6 text-xl font-semibold">"Vouchers"</h2>
         <EachVoucher vouchers class="grid gap-2" empty="No vouchers yet."
-            item=|v: Voucher| view! { <VoucherRow voucher=v/> }.into_any()/>
+            item=|v: Voucher| view! { <div><VoucherRow voucher=v.clone()/><VoucherOrders voucher_id=v.id/></div> }.into_any()/>
     }
     .into_any()
 }

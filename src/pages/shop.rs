@@ -1,10 +1,12 @@
-//! The shopper's page (`/`): sign in, the sales with a countdown and live stock, grab.
+//! The shopper's page (`/`): sign in, the sales with a countdown and live stock, grab,
+//! and the shopper's orders to pay or cancel.
 
 use crate::{
     auth::{api::me, view::SignInBox, User},
     browser::every,
     error::AppError,
     live::{view::use_shop_feed, StockLive},
+    orders::view::MyOrders,
     sale::view::SaleCard,
     voucher::{api::list_vouchers, view::EachVoucher, Voucher},
 };
@@ -33,6 +35,7 @@ pub fn ShopPage() -> impl IntoView {
         <SignInBox user/>
         <EachVoucher vouchers class="grid gap-4 sm:grid-cols-2" empty="No sales yet."
             item=move |v: Voucher| view! { <ShopCard id=v.id vouchers live now/> }.into_any()/>
+        <MyOrders user now/>
     }
     .into_any()
 }

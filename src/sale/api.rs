@@ -16,7 +16,7 @@ use {
     crate::{
         auth::session::require_user,
         error::{AppError, ErrorCode},
-        orders::store as orders,
+        orders::lifecycle,
         state::AppState,
     },
     redis::AsyncCommands,
@@ -87,7 +87,7 @@ pub async fn grab_result(voucher_id: i64, order_id: String) -> AppResult<GrabSta
     if status != GrabStatus::Success {
         return Ok(GrabState { status, reason, order: None });
     }
-    let order = orders::get_for_user(&backend.db, order_id, user_id).await?.filter(|o| o.voucher_id == voucher_id);
+    let order = lifecycle::get_for_user(&backend.db, order_id, user_id).await?.filter(|o| o.voucher_id == voucher_id);
     match order {
         Some(order) => Ok(GrabState { status, reason: None, order: Some(order) }),
         None if raw.is_none() && lost_in_a_rebuild(backend, voucher_id, order_id).await? => {

@@ -18,6 +18,8 @@ pub struct SaleKeys {
     pub dlq: String,
     /// Count of grabs the gate refused (for the live refusal rate).
     pub refused: String,
+    /// Set of cancelled order ids whose unit Redis has taken back (once each).
+    pub restocked: String,
 }
 
 impl SaleKeys {
@@ -31,6 +33,7 @@ impl SaleKeys {
             results: format!("{base}:results"),
             dlq: format!("{base}:dlq"),
             refused: format!("{base}:refused"),
+            restocked: format!("{base}:restocked"),
         }
     }
 }
@@ -50,7 +53,7 @@ mod tests {
     #[test]
     fn keys_of_one_voucher_share_a_hash_tag() {
         let k = SaleKeys::new("seckill", 42);
-        for key in [&k.stock, &k.buyers, &k.window, &k.orders, &k.results, &k.dlq, &k.refused] {
+        for key in [&k.stock, &k.buyers, &k.window, &k.orders, &k.results, &k.dlq, &k.refused, &k.restocked] {
             assert!(key.starts_with("seckill:{v42}:"), "{key}");
         }
         assert_ne!(SaleKeys::new("seckill", 4).stock, SaleKeys::new("seckill", 42).stock);

@@ -14,7 +14,10 @@ use crate::{
     error::ErrorCode,
     ids::OrderIds,
     live::{events, hub::Hub, sampler, slots::FeedSlots, sse},
-    orders::worker::{self, WorkerSettings},
+    orders::{
+        sweeper,
+        worker::{self, WorkerSettings},
+    },
     sale::sold_out::SoldOutFlags,
     shutdown,
     state::AppState,
@@ -145,7 +148,8 @@ async fn run(
 }
 
 /// The tasks that run beside HTTP until shutdown: the sale event listener, the live
-/// sampler, the worker (unless turned off) and the rate limits' clean-up.
+/// sampler, the rate limits' clean-up, the sweeper of unpaid orders and the worker
+/// (unless turned off).
 async fn spawn_background(
     config: &Config,
     state: &AppState,
@@ -158,6 +162,7 @@ async fn spawn_background(
         events::start(client.clone(), channel, state.sold_out.clone(), state.hub.clone(), shutdown.clone()).await?,
         sampler::spawn(backend.clone(), state.hub.clone(), state.sold_out.clone(), shutdown.clone()),
         forget_idle_callers(limits.clone(), shutdown.clone()),
+        sweeper::spawn(backend.clone(), Duration::from_millis(config.sweep_ms), shutdown.clone()),
     ];
     if config.worker {
         tasks.push(worker::spawn(backend.clone(), client.clone(), worker_settings(config), shutdown.clone()));
@@ -239,6 +244,8 @@ fn worker_settings(config: &Config) -> WorkerSettings {
         block_ms: config.block_ms,
         claim_idle_ms: config.claim_idle_ms,
         max_deliveries: config.max_deliveries,
+        // `check` keeps it within 30 days.
+        pay_timeout_ms: config.pay_timeout_ms as i64,
     }
 }
 

@@ -84,9 +84,17 @@ async fn gate_refuses_after_the_window() {
     let backend = app.backend();
     let mut redis = app.redis.clone();
     let now = chrono::Utc::now().timestamp_millis();
-    let row =
-        |id, begins_at, ends_at| VoucherRow { id, title: "t".into(), stock: 5, stock_left: 5, begins_at, ends_at };
-    let snapshot = |buyers| Snapshot { stock_left: 5, buyers };
+    let row = |id, begins_at, ends_at| VoucherRow {
+        id,
+        title: "t".into(),
+        stock: 5,
+        stock_left: 5,
+        begins_at,
+        ends_at,
+        paid: 0,
+        cancelled: 0,
+    };
+    let snapshot = |buyers| Snapshot { stock_left: 5, buyers, restocked: vec![] };
     let past = app.keys(900_001);
     let (ended, none) = (row(900_001, now - 60_000, now - 1_000), snapshot(vec![]));
     let held = warm::load(&backend, &mut redis, &past, &ended, Some(&none));

@@ -24,6 +24,10 @@ fn endpoints() -> Vec<(&'static str, Vec<(&'static str, Value)>)> {
         ("grab", vec![("voucher_id", json!(987_654))]),
         ("grab_result", vec![("voucher_id", json!(987_654)), ("order_id", json!("1"))]),
         ("sale_stats", vec![("voucher_id", json!(987_654))]),
+        ("my_orders", vec![]),
+        ("pay_order", vec![("order_id", json!("1"))]),
+        ("cancel_order", vec![("order_id", json!("1"))]),
+        ("list_orders", vec![("voucher_id", json!(987_654)), ("status", json!("paid")), ("limit", json!(10))]),
     ]
 }
 
@@ -101,7 +105,7 @@ async fn state_of(app: &TestApp) -> (i64, i64, i64, usize) {
     (users, vouchers, orders, keys.iter().filter(|k| !k.contains(":icr:")).count())
 }
 
-const STABLE_CODES: [&str; 14] = [
+const STABLE_CODES: [&str; 18] = [
     "invalid_input",
     "not_signed_in",
     "admin_required",
@@ -111,6 +115,10 @@ const STABLE_CODES: [&str; 14] = [
     "ended",
     "sold_out",
     "already_bought",
+    "order_queued",
+    "order_expired",
+    "order_cancelled",
+    "order_paid",
     "not_found",
     "method_not_allowed",
     "unsupported_media_type",

@@ -5,6 +5,7 @@ mod faults;
 mod gate;
 mod hostile;
 mod ids;
+mod lifecycle;
 mod live;
 mod process;
 mod recovery;

@@ -13,6 +13,9 @@ use seckill::{
     sale::keys::GROUP,
     voucher::{store as vouchers, warm::warm},
 };
+/// Time to pay for orders these tests persist by hand: longer than any test.
+const PAY: i64 = 3_600_000;
+
 use std::{
     collections::HashMap,
     sync::{
@@ -49,7 +52,7 @@ async fn orders_read_but_not_acked_are_persisted_once_after_restart() {
     }
     // Worker "w-fixed" read 2 and even committed them, but died before XACK.
     let committed = read_and_crash(&app, v, "w-fixed", 2).await;
-    assert_eq!(store::persist(&app.db, &committed).await.unwrap().len(), 2);
+    assert_eq!(store::persist(&app.db, &committed, PAY).await.unwrap().len(), 2);
     // Worker "w-gone" read 3 and died before writing anything; it never comes back.
     read_and_crash(&app, v, "w-gone", 3).await;
     // One order was never read at all.
@@ -146,21 +149,26 @@ async fn foreign_and_malformed_entries_are_dead_lettered() {
 /// and the database's stock counts only the persisted ones.
 #[tokio::test]
 async fn a_dead_letter_and_a_late_persist_never_both_win() {
-    use seckill::orders::store::{Burial, Outcome};
+    use seckill::{
+        ids::compose,
+        orders::store::{Burial, Outcome},
+    };
 
     let app = TestApp::with(Options { worker: false, ..Options::default() }).await;
     let v = app.create_voucher(300, -5, 3600).await;
     let users = app.sign_in_many("race", 200).await;
+    // Ids of grabs made now: their payment deadline is ahead (the sweeper leaves them be).
+    let now = chrono::Utc::now().timestamp();
     let msgs: Vec<OrderMsg> = users
         .iter()
         .enumerate()
-        .map(|(i, u)| OrderMsg { voucher_id: v, order_id: 1_000_000 + i as i64, user_id: u.user_id })
+        .map(|(i, u)| OrderMsg { voucher_id: v, order_id: compose(now, i as u32), user_id: u.user_id })
         .collect();
     let races = msgs.iter().map(|m| {
         let db = app.db.clone();
         async move {
             let (persisted, buried) =
-                tokio::join!(store::persist(&db, std::slice::from_ref(m)), store::bury(&db, m, "race"));
+                tokio::join!(store::persist(&db, std::slice::from_ref(m), PAY), store::bury(&db, m, "race"));
             (persisted.unwrap()[0], buried.unwrap())
         }
     });
@@ -199,7 +207,7 @@ async fn orders_committed_after_a_rebuild_take_their_units() {
     let read = read_and_crash(&app, v, "w-slow", 4).await;
     let (early, late) = read.split_at(1);
     // One order committed and settled before Redis lost the voucher.
-    store::persist(&app.db, early).await.unwrap();
+    store::persist(&app.db, early, PAY).await.unwrap();
     settle(&backend, &mut redis, v, i64::MAX / 2, &[("0-1", &early[0])]).await.unwrap();
     let keys = app.keys(v);
     let () = redis
@@ -212,7 +220,7 @@ async fn orders_committed_after_a_rebuild_take_their_units() {
     assert_eq!(rebuilt, 9, "the database knew one order when Redis was rebuilt");
 
     // The three in the worker's hands commit after the rebuild, and are settled.
-    store::persist(&app.db, late).await.unwrap();
+    store::persist(&app.db, late, PAY).await.unwrap();
     let entries: Vec<(&str, &OrderMsg)> = late.iter().map(|m| ("0-1", m)).collect();
     assert_eq!(settle(&backend, &mut redis, v, i64::MAX / 2, &entries).await.unwrap(), 0);
     let stock: i64 = redis.get(&keys.stock).await.unwrap();
@@ -255,7 +263,7 @@ async fn rebuilds_racing_commits_keep_redis_and_the_database_equal() {
         tokio::spawn(async move {
             let mut redis = backend.redis.clone();
             for chunk in read.chunks(5) {
-                store::persist(&db, chunk).await.unwrap();
+                store::persist(&db, chunk, PAY).await.unwrap();
                 let entries: Vec<(&str, &OrderMsg)> = chunk.iter().map(|m| ("0-1", m)).collect();
                 settle(&backend, &mut redis, v, i64::MAX / 2, &entries).await.unwrap();
             }

@@ -35,6 +35,9 @@ pub struct Options {
     pub header_timeout_ms: u64,
     /// Longest a request may take.
     pub request_timeout_ms: u64,
+    /// Time to pay an order, and how often the sweeper looks for overdue ones.
+    pub pay_timeout_ms: u64,
+    pub sweep_ms: u64,
 }
 
 impl Default for Options {
@@ -52,6 +55,8 @@ impl Default for Options {
             max_feeds_per_address: 64,
             header_timeout_ms: 10_000,
             request_timeout_ms: 30_000,
+            pay_timeout_ms: 1_200_000,
+            sweep_ms: 500,
         }
     }
 }
@@ -104,6 +109,8 @@ impl TestApp {
         config.max_feeds_per_address = opts.max_feeds_per_address;
         config.header_timeout_ms = opts.header_timeout_ms;
         config.request_timeout_ms = opts.request_timeout_ms;
+        config.pay_timeout_ms = opts.pay_timeout_ms;
+        config.sweep_ms = opts.sweep_ms;
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let leptos = leptos::config::get_configuration(None).unwrap().leptos_options;

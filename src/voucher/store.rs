@@ -13,6 +13,10 @@ pub struct VoucherRow {
     pub stock_left: i64,
     pub begins_at: i64,
     pub ends_at: i64,
+    /// Orders paid.
+    pub paid: i64,
+    /// Orders cancelled (their units are back in `stock_left`).
+    pub cancelled: i64,
 }
 
 impl VoucherRow {
@@ -25,7 +29,7 @@ impl VoucherRow {
     }
 }
 
-const COLUMNS: &str = "id, title, stock, stock_left, begins_at, ends_at";
+const COLUMNS: &str = "id, title, stock, stock_left, begins_at, ends_at, paid, cancelled";
 
 pub async fn insert(db: &SqlitePool, v: &NewVoucher) -> sqlx::Result<VoucherRow> {
     let sql = format!(

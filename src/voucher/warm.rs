@@ -58,9 +58,9 @@ pub async fn load(
 ) -> RedisResult<bool> {
     let mut call = backend.scripts.warm.key(&keys.stock);
     call.key(&keys.buyers).key(&keys.window).key(&keys.orders).key(&keys.results).key(&keys.dlq).key(&keys.refused);
-    call.arg(v.begins_at).arg(v.ends_at).arg(v.ends_at + DRAIN_GRACE_MS);
-    if let Some(snapshot) = snapshot {
-        call.arg(snapshot.stock_left).arg(&snapshot.buyers);
+    call.key(&keys.restocked).arg(v.begins_at).arg(v.ends_at).arg(v.ends_at + DRAIN_GRACE_MS);
+    if let Some(s) = snapshot {
+        call.arg(s.stock_left).arg(s.buyers.len()).arg(&s.buyers).arg(&s.restocked);
     }
     let held: i64 = call.invoke_async(redis).await?;
     Ok(held == 1)

@@ -46,6 +46,8 @@ pub struct WorkerSettings {
     pub block_ms: u64,
     pub claim_idle_ms: u64,
     pub max_deliveries: u64,
+    /// Each order must be paid this long (ms) after its grab.
+    pub pay_timeout_ms: i64,
 }
 
 /// Starts this process's worker: one reader per live voucher stream, each with a

@@ -222,14 +222,14 @@ impl Reader {
             return Ok(());
         }
         let msgs: Vec<OrderMsg> = good.iter().filter_map(|e| e.msg.clone()).collect();
-        match store::persist(&self.backend.db, &msgs).await {
+        match store::persist(&self.backend.db, &msgs, self.settings.pay_timeout_ms).await {
             Ok(outcomes) => self.finish(&good, &outcomes).await,
             Err(e) if good.len() == 1 => self.refused(&good[0], e).await,
             Err(e) => {
                 tracing::warn!("worker: batch of {} failed ({e}); retrying one by one", good.len());
                 for e in &good {
                     let msg = e.msg.clone().into_iter().collect::<Vec<_>>();
-                    match store::persist(&self.backend.db, &msg).await {
+                    match store::persist(&self.backend.db, &msg, self.settings.pay_timeout_ms).await {
                         Ok(outcomes) => self.finish(std::slice::from_ref(e), &outcomes).await?,
                         Err(err) => self.refused(e, err).await?,
                     }

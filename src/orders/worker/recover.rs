@@ -67,7 +67,7 @@ impl Reader {
     /// the entry was delivered meanwhile.
     async fn last_try(&mut self, e: Entry) -> Result<(), BackendError> {
         let Some(msg) = e.msg.clone() else { return self.handle(vec![e]).await };
-        match store::persist(&self.backend.db, &[msg]).await {
+        match store::persist(&self.backend.db, &[msg], self.settings.pay_timeout_ms).await {
             Ok(outcomes) => self.finish(std::slice::from_ref(&e), &outcomes).await,
             Err(err) if store::refuses_data(&err) => {
                 tracing::warn!(entry = %e.id, "order keeps failing: {err}");

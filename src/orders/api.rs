@@ -1,0 +1,121 @@
+//! Order endpoints: `/api/my_orders`, `/api/pay_order`, `/api/cancel_order` (shopper)
+//! and `/api/list_orders` (admin).
+
+use super::Order;
+use crate::error::AppResult;
+use leptos::prelude::*;
+use server_fn::codec::Json;
+
+#[cfg(feature = "ssr")]
+use {
+    super::{
+        lifecycle::{self, Cancel, Payment},
+        restock::restock,
+    },
+    crate::{
+        auth::session::{require_admin, require_user},
+        backend::Backend,
+        error::{AppError, ErrorCode},
+        sale::{results::StoredResult, GrabStatus},
+        state::AppState,
+        voucher::store as vouchers,
+    },
+};
+
+/// Orders `my_orders` returns, newest first.
+#[cfg(feature = "ssr")]
+const MY_ORDERS: i64 = 50;
+/// Most orders `list_orders` returns.
+#[cfg(feature = "ssr")]
+const MAX_LIST: i64 = 1_000;
+
+/// The caller's orders, newest first (at most 50).
+#[server(prefix = "/api", endpoint = "my_orders", input = Json)]
+pub async fn my_orders() -> AppResult<Vec<Order>> {
+    let state = expect_context::<AppState>();
+    let user_id = require_user(&state.secrets)?;
+    Ok(lifecycle::of_user(&state.backend.db, user_id, MY_ORDERS).await?)
+}
+
+/// Pays the caller's unpaid order (a simulated payment). Paying a paid order answers
+/// it again. Refusals: `unknown_order`, `order_queued` (not saved yet; retry),
+/// `order_expired` (its deadline passed), `order_cancelled`.
+#[server(prefix = "/api", endpoint = "pay_order", input = Json)]
+pub async fn pay_order(order_id: String) -> AppResult<Order> {
+    let state = expect_context::<AppState>();
+    let user_id = require_user(&state.secrets)?;
+    let order_id = parse_id(&order_id)?;
+    let now = chrono::Utc::now().timestamp_millis();
+    match lifecycle::pay(&state.backend.db, order_id, user_id, now).await? {
+        Payment::Paid(order) => Ok(order),
+        Payment::Expired => Err(ErrorCode::OrderExpired.into()),
+        Payment::Cancelled => Err(ErrorCode::OrderCancelled.into()),
+        Payment::NotFound => Err(not_saved_yet(&state.backend, order_id, user_id).await?.into()),
+    }
+}
+
+/// Cancels the caller's unpaid order; its unit goes back on sale and the caller may
+/// grab the voucher again. Cancelling a cancelled order answers it again. Refusals:
+/// `unknown_order`, `order_queued`, `order_paid`.
+#[server(prefix = "/api", endpoint = "cancel_order", input = Json)]
+pub async fn cancel_order(order_id: String) -> AppResult<Order> {
+    let state = expect_context::<AppState>();
+    let user_id = require_user(&state.secrets)?;
+    let order_id = parse_id(&order_id)?;
+    let now = chrono::Utc::now().timestamp_millis();
+    match lifecycle::cancel_by_shopper(&state.backend.db, order_id, user_id, now).await? {
+        Cancel::Cancelled(order, owed) => {
+            // Should Redis fail here, the sweeper finishes the give-back: it is owed.
+            if let Err(e) = restock(&state.backend, &owed).await {
+                tracing::warn!(order_id, "cancel: give-back left to the sweeper: {e}");
+            }
+            Ok(order)
+        }
+        Cancel::Already(order) => Ok(order),
+        Cancel::Paid => Err(ErrorCode::OrderPaid.into()),
+        Cancel::NotFound => Err(not_saved_yet(&state.backend, order_id, user_id).await?.into()),
+    }
+}
+
+/// A voucher's orders, newest first (admin): `status` one of `unpaid`, `paid`,
+/// `cancelled` or all when absent; `limit` 1–1000, default 100.
+#[server(prefix = "/api", endpoint = "list_orders", input = Json)]
+pub async fn list_orders(voucher_id: i64, status: Option<String>, limit: Option<i64>) -> AppResult<Vec<Order>> {
+    let state = expect_context::<AppState>();
+    require_admin(&state.secrets)?;
+    if let Some(s) = status.as_deref().filter(|s| !["unpaid", "paid", "cancelled"].contains(s)) {
+        return Err(AppError::invalid(format!(
+            "status must be unpaid, paid or cancelled, not {:?}.",
+            s.chars().take(20).collect::<String>()
+        )));
+    }
+    let limit = limit.unwrap_or(100);
+    if !(1..=MAX_LIST).contains(&limit) {
+        return Err(AppError::invalid(format!("limit must be between 1 and {MAX_LIST}.")));
+    }
+    vouchers::get(&state.backend.db, voucher_id).await?.ok_or(ErrorCode::UnknownVoucher)?;
+    Ok(lifecycle::of_voucher(&state.backend.db, voucher_id, status.as_deref(), limit).await?)
+}
+
+#[cfg(feature = "ssr")]
+fn parse_id(order_id: &str) -> AppResult<i64> {
+    order_id.trim().parse().map_err(|_| AppError::invalid("order_id must be a decimal number."))
+}
+
+/// An order the database does not have for this shopper: granted and still on its way
+/// to the database (`order_queued`), or not theirs at all (`unknown_order`). Grab
+/// results live per sale, so the live sales are asked.
+#[cfg(feature = "ssr")]
+async fn not_saved_yet(backend: &Backend, order_id: i64, user_id: i64) -> AppResult<ErrorCode> {
+    let live = vouchers::live(&backend.db, 0).await?;
+    let mut pipe = redis::pipe();
+    for v in &live {
+        pipe.hget(backend.keys(v.id).results, order_id);
+    }
+    let results: Vec<Option<String>> = pipe.query_async(&mut backend.redis.clone()).await?;
+    let queued = results
+        .iter()
+        .filter_map(|r| r.as_deref().and_then(StoredResult::parse))
+        .any(|r| r.user_id == user_id && r.status == GrabStatus::Queued);
+    Ok(if queued { ErrorCode::OrderQueued } else { ErrorCode::UnknownOrder })
+}

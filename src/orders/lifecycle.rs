@@ -1,0 +1,219 @@
+//! The order lifecycle in SQL: `unpaid → paid` or `unpaid → cancelled`, nothing else.
+//! Every change is one conditional statement (`WHERE status = 'unpaid'`), so the
+//! database decides every race between a payment, a shopper's cancel and the
+//! sweeper's timeout: exactly one of them happens.
+
+use super::Order;
+use sqlx::{Sqlite, SqlitePool, Transaction};
+
+/// Why an unpaid order was cancelled. The names are API (`cancel_reason`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CancelReason {
+    /// The payment deadline passed (the sweeper).
+    Timeout,
+    /// The shopper cancelled it.
+    Shopper,
+}
+
+impl CancelReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Timeout => "timeout",
+            Self::Shopper => "shopper",
+        }
+    }
+}
+
+/// A give-back the database has done and Redis still owes (`restocks_owed`).
+#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
+pub struct Owed {
+    pub order_id: i64,
+    pub voucher_id: i64,
+    pub user_id: i64,
+}
+
+/// What paying came to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Payment {
+    /// Paid, now or before (paying twice answers the same order).
+    Paid(Order),
+    /// No such order of this shopper.
+    NotFound,
+    /// Cancelled before the payment; `Expired` when the deadline passed first.
+    Cancelled,
+    Expired,
+}
+
+/// What a shopper's cancel came to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Cancel {
+    /// Cancelled now: Redis owes the give-back.
+    Cancelled(Order, Owed),
+    /// Cancelled before (cancelling twice answers the same order).
+    Already(Order),
+    NotFound,
+    Paid,
+}
+
+const ORDER_COLUMNS: &str = "o.id, o.voucher_id, o.user_id, v.title, o.status, o.created_at, o.pay_deadline, \
+     o.cancel_reason";
+
+type OrderRow = (i64, i64, i64, String, String, i64, i64, Option<String>);
+
+fn order(row: OrderRow) -> Order {
+    let (id, voucher_id, user_id, title, status, created_at, pay_deadline, cancel_reason) = row;
+    let at = |ms| chrono::DateTime::from_timestamp_millis(ms).unwrap_or_default();
+    Order {
+        order_id: id.to_string(),
+        voucher_id,
+        user_id,
+        title,
+        status,
+        created_at: at(created_at),
+        pay_deadline: at(pay_deadline),
+        cancel_reason,
+    }
+}
+
+/// The shopper's order with this id.
+pub async fn get_for_user(db: &SqlitePool, order_id: i64, user_id: i64) -> sqlx::Result<Option<Order>> {
+    let sql = format!(
+        "SELECT {ORDER_COLUMNS} FROM orders o JOIN vouchers v ON v.id = o.voucher_id WHERE o.id = ? AND o.user_id = ?"
+    );
+    let row: Option<OrderRow> = sqlx::query_as(&sql).bind(order_id).bind(user_id).fetch_optional(db).await?;
+    Ok(row.map(order))
+}
+
+/// The shopper's orders, newest first.
+pub async fn of_user(db: &SqlitePool, user_id: i64, limit: i64) -> sqlx::Result<Vec<Order>> {
+    let sql = format!(
+        "SELECT {ORDER_COLUMNS} FROM orders o JOIN vouchers v ON v.id = o.voucher_id \
+         WHERE o.user_id = ? ORDER BY o.id DESC LIMIT ?"
+    );
+    let rows: Vec<OrderRow> = sqlx::query_as(&sql).bind(user_id).bind(limit).fetch_all(db).await?;
+    Ok(rows.into_iter().map(order).collect())
+}
+
+/// A voucher's orders, newest first, of one status or all.
+pub async fn of_voucher(
+    db: &SqlitePool,
+    voucher_id: i64,
+    status: Option<&str>,
+    limit: i64,
+) -> sqlx::Result<Vec<Order>> {
+    let sql = format!(
+        "SELECT {ORDER_COLUMNS} FROM orders o JOIN vouchers v ON v.id = o.voucher_id \
+         WHERE o.voucher_id = ? AND (? IS NULL OR o.status = ?) ORDER BY o.id DESC LIMIT ?"
+    );
+    let rows: Vec<OrderRow> =
+        sqlx::query_as(&sql).bind(voucher_id).bind(status).bind(status).bind(limit).fetch_all(db).await?;
+    Ok(rows.into_iter().map(order).collect())
+}
+
+/// Pays the shopper's order if it is unpaid and its deadline (`now_ms`) has not passed.
+pub async fn pay(db: &SqlitePool, order_id: i64, user_id: i64, now_ms: i64) -> sqlx::Result<Payment> {
+    let mut tx = db.begin().await?;
+    let paid: Option<i64> = sqlx::query_scalar(
+        "UPDATE orders SET status = 'paid', paid_at = ? \
+         WHERE id = ? AND user_id = ? AND status = 'unpaid' AND pay_deadline > ? RETURNING voucher_id",
+    )
+    .bind(now_ms)
+    .bind(order_id)
+    .bind(user_id)
+    .bind(now_ms)
+    .fetch_optional(&mut *tx)
+    .await?;
+    if let Some(voucher_id) = paid {
+        sqlx::query("UPDATE vouchers SET paid = paid + 1 WHERE id = ?").bind(voucher_id).execute(&mut *tx).await?;
+    }
+    tx.commit().await?;
+    let Some(order) = get_for_user(db, order_id, user_id).await? else { return Ok(Payment::NotFound) };
+    Ok(match (order.status.as_str(), order.cancel_reason.as_deref()) {
+        ("paid", _) => Payment::Paid(order),
+        ("cancelled", Some("timeout")) | ("unpaid", _) => Payment::Expired,
+        _ => Payment::Cancelled,
+    })
+}
+
+/// The shopper cancels their unpaid order.
+pub async fn cancel_by_shopper(db: &SqlitePool, order_id: i64, user_id: i64, now_ms: i64) -> sqlx::Result<Cancel> {
+    let owed = cancel(db, order_id, Some(user_id), CancelReason::Shopper, now_ms).await?;
+    let Some(order) = get_for_user(db, order_id, user_id).await? else { return Ok(Cancel::NotFound) };
+    Ok(match (owed, order.status.as_str()) {
+        (Some(owed), _) => Cancel::Cancelled(order, owed),
+        (None, "paid") => Cancel::Paid,
+        (None, _) => Cancel::Already(order),
+    })
+}
+
+/// Cancels an unpaid order (of `user_id` when given): status, the voucher's stock and
+/// the give-back Redis owes, in one transaction. `None` when it was not unpaid.
+pub async fn cancel(
+    db: &SqlitePool,
+    order_id: i64,
+    user_id: Option<i64>,
+    reason: CancelReason,
+    now_ms: i64,
+) -> sqlx::Result<Option<Owed>> {
+    let mut tx = db.begin().await?;
+    let owed: Option<Owed> = sqlx::query_as(
+        "UPDATE orders SET status = 'cancelled', cancelled_at = ?, cancel_reason = ? \
+         WHERE id = ? AND status = 'unpaid' AND (? IS NULL OR user_id = ?) \
+         RETURNING id AS order_id, voucher_id, user_id",
+    )
+    .bind(now_ms)
+    .bind(reason.as_str())
+    .bind(order_id)
+    .bind(user_id)
+    .bind(user_id)
+    .fetch_optional(&mut *tx)
+    .await?;
+    let Some(owed) = owed else { return Ok(None) };
+    give_back_in_db(&mut tx, &owed, now_ms).await?;
+    tx.commit().await?;
+    Ok(Some(owed))
+}
+
+async fn give_back_in_db(tx: &mut Transaction<'_, Sqlite>, owed: &Owed, now_ms: i64) -> sqlx::Result<()> {
+    sqlx::query("UPDATE vouchers SET stock_left = stock_left + 1, cancelled = cancelled + 1 WHERE id = ?")
+        .bind(owed.voucher_id)
+        .execute(&mut **tx)
+        .await?;
+    sqlx::query("INSERT INTO restocks_owed (order_id, voucher_id, user_id, created_at) VALUES (?, ?, ?, ?)")
+        .bind(owed.order_id)
+        .bind(owed.voucher_id)
+        .bind(owed.user_id)
+        .bind(now_ms)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+/// Unpaid orders whose deadline is at or before `now_ms`, oldest deadline first.
+pub async fn overdue(db: &SqlitePool, now_ms: i64, limit: i64) -> sqlx::Result<Vec<i64>> {
+    sqlx::query_scalar(
+        "SELECT id FROM orders WHERE status = 'unpaid' AND pay_deadline <= ? ORDER BY pay_deadline LIMIT ?",
+    )
+    .bind(now_ms)
+    .bind(limit)
+    .fetch_all(db)
+    .await
+}
+
+/// Give-backs Redis has owed since before `before_ms`: their canceller died or failed
+/// between the database and Redis.
+pub async fn owed(db: &SqlitePool, before_ms: i64, limit: i64) -> sqlx::Result<Vec<Owed>> {
+    sqlx::query_as(
+        "SELECT order_id, voucher_id, user_id FROM restocks_owed WHERE created_at <= ? ORDER BY created_at LIMIT ?",
+    )
+    .bind(before_ms)
+    .bind(limit)
+    .fetch_all(db)
+    .await
+}
+
+/// Redis has done the give-back.
+pub async fn settled(db: &SqlitePool, order_id: i64) -> sqlx::Result<()> {
+    sqlx::query("DELETE FROM restocks_owed WHERE order_id = ?").bind(order_id).execute(db).await?;
+    Ok(())
+}

@@ -1,0 +1,55 @@
+//! The sweeper: every server process runs one. Each round it cancels unpaid orders
+//! whose payment deadline has passed, and finishes give-backs Redis still owes
+//! (a canceller that died between the database and Redis). The deadline lives in the
+//! database, so a restart forgets nothing; each cancel is one conditional update, so
+//! any number of sweepers cancel each order once.
+
+use super::{
+    lifecycle::{self, CancelReason},
+    restock::restock,
+};
+use crate::{
+    backend::{Backend, BackendError},
+    shutdown::Shutdown,
+};
+use std::time::Duration;
+
+/// Orders handled per round at most; the next round goes on.
+const ROUND: i64 = 500;
+/// A give-back owed for this long is taken as abandoned by its canceller.
+const ABANDONED_AFTER_MS: i64 = 2_000;
+
+pub fn spawn(backend: Backend, every: Duration, shutdown: Shutdown) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let stopped = shutdown.wait();
+        tokio::pin!(stopped);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                _ = &mut stopped => return,
+            }
+            if let Err(e) = sweep(&backend).await {
+                tracing::warn!("sweeper: {e}; trying again next round");
+            }
+        }
+    })
+}
+
+/// One round. Returns how many orders it cancelled for their deadline.
+pub async fn sweep(backend: &Backend) -> Result<usize, BackendError> {
+    let now = chrono::Utc::now().timestamp_millis();
+    let mut cancelled = 0;
+    for order_id in lifecycle::overdue(&backend.db, now, ROUND).await? {
+        // Another sweeper, the shopper or a payment may have got there first.
+        if let Some(owed) = lifecycle::cancel(&backend.db, order_id, None, CancelReason::Timeout, now).await? {
+            cancelled += 1;
+            restock(backend, &owed).await?;
+        }
+    }
+    for owed in lifecycle::owed(&backend.db, now - ABANDONED_AFTER_MS, ROUND).await? {
+        restock(backend, &owed).await?;
+    }
+    Ok(cancelled)
+}

@@ -1,0 +1,294 @@
+//! The order lifecycle: pay, cancel, and the unpaid timeout that gives stock back.
+//! Both conservation equations hold after every race: in Redis, stock + live buyers
+//! = total; in the database, `stock_left` + orders not cancelled = stock.
+
+use crate::support::{code, wait_until, Options, Shopper, TestApp};
+use futures::future::join_all;
+use redis::AsyncCommands;
+use seckill::orders::{
+    lifecycle::{self, CancelReason},
+    restock::restock,
+};
+use serde_json::{json, Value};
+use std::{collections::HashMap, time::Duration};
+
+/// The shopper's call of `name` with `order_id`; status and body.
+async fn order_call(app: &TestApp, who: &Shopper, name: &str, order_id: &str) -> (u16, Value) {
+    let (status, body) = app.call(name, json!({ "order_id": order_id }), &[("cookie", &who.cookie)]).await;
+    (status.as_u16(), body)
+}
+
+/// Grabs once per shopper; returns each shopper's order id.
+async fn grab_all(app: &TestApp, shoppers: &[Shopper], v: i64) -> Vec<String> {
+    let grabs = join_all(shoppers.iter().map(|s| app.grab(s, v))).await;
+    grabs
+        .into_iter()
+        .map(|(status, body)| {
+            assert_eq!(status, 200, "{body}");
+            body["order_id"].as_str().unwrap().to_owned()
+        })
+        .collect()
+}
+
+/// Checks both conservation equations and that Redis gave back each cancelled unit
+/// once; returns (stock in Redis, buyers in Redis, orders paid, orders cancelled).
+async fn books(app: &TestApp, v: i64, total: i64) -> (i64, i64, i64, i64) {
+    let keys = app.keys(v);
+    let mut redis = app.redis.clone();
+    let stock: i64 = redis.get(&keys.stock).await.unwrap();
+    let buyers: i64 = redis.scard(&keys.buyers).await.unwrap();
+    let restocked: i64 = redis.scard(&keys.restocked).await.unwrap();
+    let (left, paid_col, cancelled_col): (i64, i64, i64) =
+        sqlx::query_as("SELECT stock_left, paid, cancelled FROM vouchers WHERE id = ?")
+            .bind(v)
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+    let counts: HashMap<String, i64> =
+        sqlx::query_as("SELECT status, COUNT(*) FROM orders WHERE voucher_id = ? GROUP BY status")
+            .bind(v)
+            .fetch_all(&app.db)
+            .await
+            .unwrap()
+            .into_iter()
+            .collect();
+    let n = |s: &str| counts.get(s).copied().unwrap_or(0);
+    assert_eq!(stock + buyers, total, "Redis: stock + live buyers = total");
+    assert_eq!(left + n("unpaid") + n("paid"), total, "database: stock_left + orders not cancelled = stock");
+    assert_eq!((paid_col, cancelled_col), (n("paid"), n("cancelled")), "the voucher's counts");
+    assert_eq!(restocked, n("cancelled"), "each cancelled unit given back in Redis once");
+    let owed: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM restocks_owed").fetch_one(&app.db).await.unwrap();
+    assert_eq!(owed, 0, "no give-back left owed");
+    (stock, buyers, n("paid"), n("cancelled"))
+}
+
+/// Cancellation lateness (cancelled_at − pay_deadline) of timed-out orders: p50, max (ms).
+async fn lateness(app: &TestApp, v: i64) -> (i64, i64) {
+    let mut late: Vec<i64> = sqlx::query_scalar(
+        "SELECT cancelled_at - pay_deadline FROM orders WHERE voucher_id = ? AND cancel_reason = 'timeout'",
+    )
+    .bind(v)
+    .fetch_all(&app.db)
+    .await
+    .unwrap();
+    late.sort_unstable();
+    (late.get(late.len() / 2).copied().unwrap_or(0), late.last().copied().unwrap_or(0))
+}
+
+#[tokio::test]
+async fn shoppers_pay_cancel_and_see_their_orders() {
+    let app = TestApp::with(Options { worker: true, ..Options::default() }).await;
+    let v = app.create_voucher(5, -5, 3600).await;
+    let (ann, bob) = (app.sign_in("pay-ann").await, app.sign_in("pay-bob").await);
+    let ids = grab_all(&app, &[ann.clone(), bob.clone()], v).await;
+    app.wait_for_stats("both persisted", v, |s| s["persisted"] == 2).await;
+
+    let (status, mine) = app.call("my_orders", json!({}), &[("cookie", &ann.cookie)]).await;
+    assert_eq!(status, 200);
+    let mine = mine.as_array().unwrap();
+    assert_eq!(mine.len(), 1);
+    assert_eq!((mine[0]["order_id"].as_str(), mine[0]["status"].as_str()), (Some(ids[0].as_str()), Some("unpaid")));
+    assert!(mine[0]["pay_deadline"].as_str().is_some() && mine[0]["title"].as_str().is_some());
+
+    let (status, paid) = order_call(&app, &ann, "pay_order", &ids[0]).await;
+    assert_eq!((status, paid["status"].as_str()), (200, Some("paid")));
+    assert_eq!(
+        order_call(&app, &ann, "pay_order", &ids[0]).await,
+        (200, paid.clone()),
+        "paying again answers the same"
+    );
+    let (status, body) = order_call(&app, &ann, "cancel_order", &ids[0]).await;
+    assert_eq!((status, code(&body)), (409, "order_paid"));
+    let (status, body) = order_call(&app, &ann, "pay_order", &ids[1]).await;
+    assert_eq!((status, code(&body)), (404, "unknown_order"), "bob's order is not ann's");
+
+    let (status, cancelled) = order_call(&app, &bob, "cancel_order", &ids[1]).await;
+    assert_eq!((status, cancelled["status"].as_str()), (200, Some("cancelled")));
+    assert_eq!(cancelled["cancel_reason"], "shopper");
+    assert_eq!(order_call(&app, &bob, "cancel_order", &ids[1]).await, (200, cancelled), "cancelling again too");
+    let (status, body) = order_call(&app, &bob, "pay_order", &ids[1]).await;
+    assert_eq!((status, code(&body)), (409, "order_cancelled"));
+    let (status, body) = app.grab(&bob, v).await;
+    assert_eq!(status, 200, "after a cancel the shopper may grab again: {body}");
+    app.wait_for_stats("the new order persisted", v, |s| s["persisted"] == 2).await;
+    assert_eq!(books(&app, v, 5).await, (3, 2, 1, 1));
+
+    let (status, body) = order_call(&app, &bob, "pay_order", "not-a-number").await;
+    assert_eq!((status, code(&body)), (400, "invalid_input"));
+    let list = app.admin("list_orders", json!({ "voucher_id": v, "status": "cancelled" })).await;
+    assert_eq!(list.as_array().unwrap().len(), 1);
+    let (status, body) = app.call("list_orders", json!({ "voucher_id": v, "status": "lost" }), &[]).await;
+    assert_eq!((status.as_u16(), code(&body)), (401, "admin_required"));
+    let stats = app.stats(v).await;
+    assert_eq!(
+        (stats["unpaid"].as_i64(), stats["paid"].as_i64(), stats["cancelled"].as_i64()),
+        (Some(1), Some(1), Some(1))
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn orders_not_saved_yet_or_past_their_deadline_are_refused_clearly() {
+    // No worker: grabs stay queued. A sweeper that never comes: deadlines pass unswept.
+    let app =
+        TestApp::with(Options { worker: false, pay_timeout_ms: 300, sweep_ms: 3_600_000, ..Options::default() }).await;
+    let v = app.create_voucher(5, -5, 3600).await;
+    let ann = app.sign_in("queued-ann").await;
+    let id = grab_all(&app, std::slice::from_ref(&ann), v).await.remove(0);
+    let (status, body) = order_call(&app, &ann, "pay_order", &id).await;
+    assert_eq!((status, code(&body)), (409, "order_queued"));
+    let (status, body) = order_call(&app, &ann, "cancel_order", &id).await;
+    assert_eq!((status, code(&body)), (409, "order_queued"));
+    app.admin("list_orders", json!({ "voucher_id": v, "limit": 1000 })).await;
+    let (status, body) = app
+        .api
+        .call("list_orders", json!({ "voucher_id": v, "limit": 0 }), &[("authorization", "Bearer test-admin-token")])
+        .await
+        .unwrap();
+    assert_eq!((status.as_u16(), code(&body)), (400, "invalid_input"));
+    let opts = Options { worker: true, pay_timeout_ms: 300, sweep_ms: 3_600_000, ..app.restart_options() };
+    app.stop().await;
+
+    let app = TestApp::with(opts).await;
+    app.wait_for_stats("persisted", v, |s| s["persisted"] == 1).await;
+    tokio::time::sleep(Duration::from_millis(400)).await; // past the 300 ms to pay
+    let (status, body) = order_call(&app, &ann, "pay_order", &id).await;
+    assert_eq!((status, code(&body)), (409, "order_expired"), "the database refuses a payment after the deadline");
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn unpaid_orders_time_out_and_their_units_sell_again() {
+    let app =
+        TestApp::with(Options { pay_timeout_ms: 1_500, sweep_ms: 100, sold_out_ttl_ms: 60_000, ..Options::default() })
+            .await;
+    let v = app.create_voucher(30, -5, 3600).await;
+    let first = app.sign_in_many("timeout", 30).await;
+    let ids = grab_all(&app, &first, v).await;
+    let (status, body) = app.grab(&app.sign_in("too-late").await, v).await;
+    assert_eq!((status.as_u16(), code(&body)), (409, "sold_out"));
+    app.wait_for_stats("all persisted", v, |s| s["persisted"] == 30).await;
+    for (s, id) in first.iter().zip(&ids).take(10) {
+        assert_eq!(order_call(&app, s, "pay_order", id).await.0, 200);
+    }
+    app.wait_for_stats("20 unpaid orders cancelled", v, |s| s["cancelled"] == 20).await;
+    let (p50, max) = lateness(&app, v).await;
+    println!("timeout: 20 of 30 orders cancelled {p50} ms (p50) and {max} ms (max) after their deadline");
+    wait_until("Redis got every unit back", Duration::from_secs(10), || async {
+        app.stats(v).await["redis_stock"] == 20
+    })
+    .await;
+    assert_eq!(books(&app, v, 30).await, (20, 10, 10, 20));
+
+    // The sale was sold out; the returned units sell again, to the timed-out shoppers too.
+    let again: Vec<Shopper> = first[10..15].iter().cloned().chain(app.sign_in_many("second-wave", 20).await).collect();
+    let answers = join_all(again.iter().map(|s| app.grab(s, v))).await;
+    assert_eq!(answers.iter().filter(|(s, _)| *s == 200).count(), 20, "exactly the 20 returned units sell");
+    assert!(answers[..5].iter().any(|(s, _)| *s == 200), "a shopper whose order timed out may grab again");
+    app.wait_for_stats("the second wave persisted", v, |s| s["persisted"] == 30).await;
+    app.stop().await;
+}
+
+/// Hundreds of payments racing a shopper's cancel, and racing the sweeper at the
+/// deadline: the database lets exactly one win each, a paid order is never given
+/// back, and no unit is lost or returned twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn payments_racing_cancels_and_timeouts_lose_no_unit() {
+    const N: usize = 300;
+    let app = TestApp::with(Options { pay_timeout_ms: 4_000, sweep_ms: 50, ..Options::default() }).await;
+    let v = app.create_voucher(N as i64, -5, 3600).await;
+    let shoppers = app.sign_in_many("race", N).await;
+    let ids = grab_all(&app, &shoppers, v).await;
+    app.wait_for_stats("all persisted", v, |s| s["persisted"] == N as i64).await;
+    let deadline: i64 = sqlx::query_scalar("SELECT MAX(pay_deadline) FROM orders WHERE voucher_id = ?")
+        .bind(v)
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+
+    // Half: pay and cancel at once. The other half: pay around the deadline as the sweeper runs.
+    let half = N / 2;
+    let vs_cancel = (0..half).map(|i| {
+        let (app, s, id) = (&app, &shoppers[i], &ids[i]);
+        async move {
+            let (pay, cancel) =
+                tokio::join!(order_call(app, s, "pay_order", id), order_call(app, s, "cancel_order", id));
+            (pay.0 == 200, cancel.0 == 200 && cancel.1["status"] == "cancelled")
+        }
+    });
+    let vs_timeout = (half..N).map(|i| {
+        let (app, s, id) = (&app, &shoppers[i], &ids[i]);
+        async move {
+            let at = deadline - 250 + (i as i64 % 50) * 10; // spread over the last 250 ms and 250 ms past
+            let wait = at - chrono::Utc::now().timestamp_millis();
+            tokio::time::sleep(Duration::from_millis(wait.max(0) as u64)).await;
+            (order_call(app, s, "pay_order", id).await.0 == 200, false)
+        }
+    });
+    let (a, b) = tokio::join!(join_all(vs_cancel), join_all(vs_timeout));
+    let paid_answers = a.iter().chain(&b).filter(|(p, _)| *p).count();
+    let cancel_answers = a.iter().filter(|(_, c)| *c).count();
+    assert!(a.iter().all(|(p, c)| p != c), "exactly one of pay and cancel wins");
+    app.wait_for_stats("no order left unpaid", v, |s| s["unpaid"] == 0).await;
+    wait_until("Redis got every cancelled unit back", Duration::from_secs(10), || async { books_ready(&app, v).await })
+        .await;
+    let (stock, buyers, paid, cancelled) = books(&app, v, N as i64).await;
+    assert_eq!(paid as usize, paid_answers, "every payment answered paid is paid, none given back");
+    assert_eq!(stock, cancelled, "each cancelled unit returned once: none lost, none twice");
+    println!(
+        "race: {N} orders, {half} pay-vs-cancel pairs and {} pay-vs-timeout pairs; paid {paid}, cancelled \
+         {cancelled} ({cancel_answers} by the shopper), units returned {stock}, buyers left {buyers}, lost 0, \
+         double returns 0",
+        N - half
+    );
+    let (p50, max) = lateness(&app, v).await;
+    println!("race: timed-out orders cancelled {p50} ms (p50) and {max} ms (max) after their deadline");
+    app.stop().await;
+}
+
+/// True once no give-back is owed.
+async fn books_ready(app: &TestApp, _v: i64) -> bool {
+    let owed: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM restocks_owed").fetch_one(&app.db).await.unwrap();
+    owed == 0
+}
+
+/// Two processes sweep the same overdue orders: each is cancelled, and its unit given
+/// back, exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_sweepers_cancel_each_order_once() {
+    let opts = Options { pay_timeout_ms: 1_000, sweep_ms: 20, ..Options::default() };
+    let one = TestApp::with(opts.clone()).await;
+    let two = TestApp::with(Options { pay_timeout_ms: 1_000, sweep_ms: 20, ..one.restart_options() }).await;
+    let v = one.create_voucher(100, -5, 3600).await;
+    let shoppers = one.sign_in_many("sweep", 100).await;
+    grab_all(&one, &shoppers, v).await;
+    one.wait_for_stats("all cancelled", v, |s| s["cancelled"] == 100).await;
+    wait_until("no give-back owed", Duration::from_secs(10), || books_ready(&one, v)).await;
+    assert_eq!(books(&one, v, 100).await, (100, 0, 0, 100));
+    two.stop().await;
+    one.stop().await;
+}
+
+/// A process dies between the database's cancel and Redis's give-back: the next
+/// sweep finishes the give-back, once; running it again does nothing.
+#[tokio::test]
+async fn a_give_back_left_owed_by_a_dead_process_is_finished_once() {
+    let app = TestApp::with(Options { sweep_ms: 100, ..Options::default() }).await;
+    let v = app.create_voucher(3, -5, 3600).await;
+    let ann = app.sign_in("owed-ann").await;
+    let id: i64 = grab_all(&app, std::slice::from_ref(&ann), v).await[0].parse().unwrap();
+    app.wait_for_stats("persisted", v, |s| s["persisted"] == 1).await;
+    let now = chrono::Utc::now().timestamp_millis();
+    // The cancel commits; the process "dies" before Redis hears of it.
+    let owed = lifecycle::cancel(&app.db, id, Some(ann.user_id), CancelReason::Shopper, now).await.unwrap().unwrap();
+    assert_eq!(app.stats(v).await["redis_stock"], 2, "Redis does not know yet");
+    wait_until("the sweeper finishes the give-back", Duration::from_secs(10), || async {
+        app.stats(v).await["redis_stock"] == 3 && books_ready(&app, v).await
+    })
+    .await;
+    assert!(!restock(&app.backend(), &owed).await.unwrap(), "a second give-back does nothing");
+    assert_eq!(books(&app, v, 3).await, (3, 0, 0, 1));
+    let (status, body) = app.grab(&ann, v).await;
+    assert_eq!(status, 200, "{body}");
+    app.stop().await;
+}

@@ -10,6 +10,7 @@ import { join } from 'node:path';
 const port = Number(process.env.E2E_PORT ?? 3917);
 export const baseURL = `http://127.0.0.1:${port}`;
 export const adminToken = 'e2e-admin-token-0001';
+export const payTimeoutMs = 10_000;
 // Set once in the main process; workers inherit it.
 process.env.SECKILL_E2E_DIR ??= mkdtempSync(join(tmpdir(), 'seckill-e2e-'));
 
@@ -46,6 +47,10 @@ export default defineConfig({
       DATABASE_URL: `sqlite://${process.env.SECKILL_E2E_DIR}/e2e.db`,
       SECKILL_ADMIN_TOKEN: adminToken,
       SECKILL_REDIS_NAMESPACE: `e2e${process.pid}`,
+      // Short enough for a test to watch an unpaid order time out; long enough that
+      // no other test's order does.
+      SECKILL_PAY_TIMEOUT_MS: String(payTimeoutMs),
+      SECKILL_SWEEP_MS: '200',
     } as Record<string, string>,
   },
 });

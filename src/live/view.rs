@@ -158,7 +158,7 @@ pub fn Sparkline(
     let last = move || values.get().last().map(|v| format!("{v:.0}")).unwrap_or_else(|| "–".into());
     view! {
         <figure class="rounded bg-slate-100 p-2">
-            <figcaption class="flex justify-between text-xs text-slate-500">
+            <figcaption class="flex justify-between text-xs text-slate-700">
                 <span>{label}</span>
                 <span>{last}</span>
             </figcaption>
@@ -232,7 +232,7 @@ fn LivePanel(id: i64, feed: AdminFeed, titles: Signal<HashMap<i64, String>>) -> 
     let big = |label: &'static str, value: Signal<String>| {
         view! {
             <div class="rounded bg-slate-100 p-2">
-                <dt class="text-xs text-slate-500">{label}</dt>
+                <dt class="text-xs text-slate-700">{label}</dt>
                 <dd class="text-2xl font-bold tabular-nums">{value}</dd>
             </div>
         }
@@ -252,13 +252,16 @@ fn LivePanel(id: i64, feed: AdminFeed, titles: Signal<HashMap<i64, String>>) -> 
                 <div class="h-3 rounded bg-rose-600"
                     style:width=move || format!("{:.1}%", 100.0 * sold() as f64 / live().total.max(1) as f64)></div>
             </div>
-            <dl class="grid grid-cols-2 gap-2 sm:grid-cols-6">
+            <dl class="grid grid-cols-3 gap-2 lg:grid-cols-9">
                 {big("Stock left", Signal::derive(move || { let l = live(); format!("{} / {}", l.stock.max(0), l.total) }))}
                 {big("Granted", num(|l| l.granted))}
                 {big("Persisted", num(|l| l.persisted))}
                 {big("Queue depth", num(|l| l.lag.max(0)))}
                 {big("Pending", num(|l| l.pending))}
                 {big("Dead letters", num(|l| l.dead_letters))}
+                {big("Unpaid", num(|l| l.unpaid))}
+                {big("Paid", num(|l| l.paid))}
+                {big("Cancelled", num(|l| l.cancelled))}
             </dl>
             <div class="mt-2 grid gap-2 sm:grid-cols-3">
                 <Sparkline values=series(|p| p.grabs_per_s) label="Grabs/s" color="#e11d48"/>
@@ -266,7 +269,7 @@ fn LivePanel(id: i64, feed: AdminFeed, titles: Signal<HashMap<i64, String>>) -> 
                 <Sparkline values=series(|p| p.stock) label="Stock" color="#16a34a"
                     top=Signal::derive(move || live().total as f64)/>
             </div>
-            <p class="mt-1 text-xs text-slate-500">
+            <p class="mt-1 text-xs text-slate-600">
                 {move || { let l = live(); format!(
                     "refused {:.0}/s at the gate, {:.0}/s locally here; stream {} entries",
                     l.refused_per_s, l.refused_locally_per_s, l.stream_length) }}
@@ -281,14 +284,17 @@ fn EventLog(events: RwSignal<VecDeque<LiveEvent>>) -> impl IntoView {
     view! {
         <section class="mt-4 rounded-lg bg-white p-4 shadow" aria-label="Event log">
             <h3 class="mb-2 font-semibold">"Events"</h3>
-            <ol class="space-y-1 text-sm" role="log">
-                {move || events.get().into_iter().map(|e| {
-                    let at = chrono::DateTime::from_timestamp_millis(e.at_ms)
-                        .map(|t| t.format("%H:%M:%S").to_string())
-                        .unwrap_or_default();
-                    view! { <li><span class="mr-2 font-mono text-slate-500">{at}</span>{e.describe()}</li> }
-                }).collect_view()}
-            </ol>
+            // The log role goes on a wrapper: on the list itself it would hide the list.
+            <div role="log">
+                <ol class="space-y-1 text-sm">
+                    {move || events.get().into_iter().map(|e| {
+                        let at = chrono::DateTime::from_timestamp_millis(e.at_ms)
+                            .map(|t| t.format("%H:%M:%S").to_string())
+                            .unwrap_or_default();
+                        view! { <li><span class="mr-2 font-mono text-slate-600">{at}</span>{e.describe()}</li> }
+                    }).collect_view()}
+                </ol>
+            </div>
         </section>
     }
     .into_any()

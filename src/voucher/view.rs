@@ -75,7 +75,7 @@ pub fn CreateVoucher(refresh: RwSignal<u64>) -> impl IntoView {
                 <label for=id>{label}</label>
                 <input id=id class="rounded border px-2 py-1" type="text" bind:value=value
                     aria-describedby=hint_id.clone()/>
-                <span id=hint_id class="text-xs text-slate-500">{hint}</span>
+                <span id=hint_id class="text-xs text-slate-600">{hint}</span>
             </div>
         }
     };
@@ -112,7 +112,7 @@ pub fn VoucherRow(voucher: Voucher) -> impl IntoView {
         <article class="flex flex-wrap items-center justify-between gap-2 rounded-lg bg-white p-3 shadow"
             aria-label=voucher.title.clone()>
             <h3 class="font-semibold">{format!("#{} {}", voucher.id, voucher.title)}</h3>
-            <span class="text-xs text-slate-500">
+            <span class="text-xs text-slate-600">
                 {format!("{} units, {} → {}", voucher.stock, voucher.begins_at.to_rfc3339(), voucher.ends_at.to_rfc3339())}
             </span>
             <p role="status" class="text-sm">{warm_message}</p>

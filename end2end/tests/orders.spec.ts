@@ -1,0 +1,61 @@
+import { expect, test } from '@playwright/test';
+import { payTimeoutMs } from '../playwright.config';
+import { createVoucher, open, signIn, uniqueTitle } from './helpers';
+
+test('shopper grabs, sees the time left to pay, and pays', async ({ page, request }) => {
+  const title = uniqueTitle('Scarf');
+  await createVoucher(request, title, 5);
+  await open(page, '/');
+  await signIn(page, uniqueTitle('payer'));
+  const card = page.getByRole('article', { name: title });
+  await card.getByRole('button', { name: 'Grab' }).click();
+  await expect(card.getByText('Status: success')).toBeVisible();
+
+  const order = page.getByRole('region', { name: 'My orders' }).getByRole('listitem').filter({ hasText: title });
+  await expect(order.getByRole('status')).toHaveText(/^Unpaid: pay within \d+s$/);
+  const first = await order.getByRole('status').textContent();
+  await expect(order.getByRole('status')).not.toHaveText(first ?? '', { timeout: 3_000 }); // it counts down
+  await order.getByRole('button', { name: 'Pay' }).click();
+  await expect(order.getByRole('status')).toHaveText('Paid');
+  await expect(order.getByRole('button', { name: 'Pay' })).toHaveCount(0);
+});
+
+test('an order left unpaid is cancelled and its unit goes back on sale without a reload', async ({
+  page,
+  request,
+}) => {
+  test.setTimeout(payTimeoutMs + 30_000);
+  const title = uniqueTitle('Gloves');
+  await createVoucher(request, title, 1);
+  await open(page, '/');
+  await signIn(page, uniqueTitle('forgetful'));
+  const card = page.getByRole('article', { name: title });
+  await card.getByRole('button', { name: 'Grab' }).click();
+  await expect(card.getByText('Status: success')).toBeVisible();
+  await expect(card).toContainText('0 of 1 left');
+  await expect(card.getByRole('status')).toHaveText('Sold out');
+
+  const order = page.getByRole('region', { name: 'My orders' }).getByRole('listitem').filter({ hasText: title });
+  await expect(order.getByRole('status')).toHaveText('Cancelled: not paid in time', {
+    timeout: payTimeoutMs + 10_000,
+  });
+  await expect(card).toContainText('1 of 1 left');
+  await expect(card.getByRole('status')).toHaveCount(0);
+  await expect(card.getByRole('button', { name: 'Grab' })).toBeEnabled();
+});
+
+test('a shopper cancels an unpaid order and may grab again', async ({ page, request }) => {
+  const title = uniqueTitle('Hat');
+  await createVoucher(request, title, 2);
+  await open(page, '/');
+  await signIn(page, uniqueTitle('changes-mind'));
+  const card = page.getByRole('article', { name: title });
+  await card.getByRole('button', { name: 'Grab' }).click();
+  await expect(card.getByText('Status: success')).toBeVisible();
+  const orders = page.getByRole('region', { name: 'My orders' }).getByRole('listitem').filter({ hasText: title });
+  await orders.getByRole('button', { name: 'Cancel' }).click();
+  await expect(orders.getByRole('status')).toHaveText('Cancelled by you');
+  await expect(card).toContainText('2 of 2 left');
+  await card.getByRole('button', { name: 'Grab' }).click();
+  await expect(orders.filter({ has: page.getByRole('button', { name: 'Pay' }) })).toHaveCount(1);
+});

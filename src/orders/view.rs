@@ -23,83 +23,70 @@ pub fn status_text(order: &Order, now: DateTime<Utc>) -> String {
     }
 }
 
-/// The signed-in shopper's orders, refreshed every 2 seconds.
+/// The signed-in shopper's orders, refreshed every 2 seconds and after each action.
+/// Plain signals and tasks rather than resources and actions: this panel is on every
+/// shopper's page, and every generic view helper adds to the WASM they download.
 #[component]
 pub fn MyOrders(user: RwSignal<Option<User>>, now: RwSignal<DateTime<Utc>>) -> impl IntoView {
-    let refresh = RwSignal::new(0u64);
-    every(2000, move || refresh.update(|n| *n += 1));
-    let orders = Resource::new(
-        move || (user.get().map(|u| u.user_id), refresh.get()),
-        |(user, _)| async move {
-            match user {
-                Some(_) => my_orders().await,
-                None => Ok(Vec::new()),
+    let orders = RwSignal::new(Vec::<Order>::new());
+    let message = RwSignal::new(None::<String>);
+    let load = move || {
+        leptos::task::spawn_local(async move {
+            if let Ok(list) = my_orders().await {
+                orders.try_set(list);
             }
-        },
-    );
-    let list = move || orders.get().and_then(Result::ok).unwrap_or_default();
+        })
+    };
+    Effect::new(move |_| match user.get() {
+        Some(_) => load(),
+        None => orders.set(Vec::new()),
+    });
+    every(2000, move || {
+        if user.try_get_untracked().flatten().is_some() {
+            load();
+        }
+    });
+    let act = move |order_id: String, pay: bool| {
+        leptos::task::spawn_local(async move {
+            let done = if pay { pay_order(order_id).await } else { cancel_order(order_id).await };
+            message.try_set(done.err().map(|e| e.message));
+            load();
+        })
+    };
     view! {
-        <Show when=move || user.get().is_some()>
-            <section class="mt-6" aria-labelledby="my-orders">
-                <h2 id="my-orders" class="mb-2 text-xl font-semibold">"My orders"</h2>
-                <Show when=move || !list().is_empty() fallback=|| view! { <p>"No orders yet."</p> }>
-                    <ul class="grid gap-2">
-                        <For each=list key=|o| (o.order_id.clone(), o.status.clone()) let(order)>
-                            <OrderItem order now refresh/>
-                        </For>
-                    </ul>
-                </Show>
-            </section>
-        </Show>
+        <section class="mt-6" aria-labelledby="my-orders" hidden=move || user.get().is_none()>
+            <h2 id="my-orders" class="mb-2 text-xl font-semibold">"My orders"</h2>
+            <p role="alert" class="text-sm text-red-700">{move || message.get()}</p>
+            <p hidden=move || !orders.with(Vec::is_empty)>"No orders yet."</p>
+            <ul class="grid gap-2">
+                {move || orders.get().into_iter().map(|o| order_item(o, now, act)).collect_view()}
+            </ul>
+        </section>
     }
     .into_any()
 }
 
-#[component]
-fn OrderItem(order: Order, now: RwSignal<DateTime<Utc>>, refresh: RwSignal<u64>) -> impl IntoView {
-    let id = order.order_id.clone();
-    let pay = Action::new({
-        let id = id.clone();
-        move |_: &()| pay_order(id.clone())
-    });
-    let cancel = Action::new({
-        let id = id.clone();
-        move |_: &()| cancel_order(id.clone())
-    });
-    let refusal = RwSignal::new(None::<String>);
-    Effect::new(move |_| {
-        for done in [pay.value().get(), cancel.value().get()].into_iter().flatten() {
-            match done {
-                Ok(_) => refresh.update(|n| *n += 1),
-                Err(e) => refusal.set(Some(e.message)),
-            }
-        }
-    });
-    let open = {
-        let deadline = order.pay_deadline;
-        let unpaid = order.status == "unpaid";
-        move || unpaid && now.get() < deadline
-    };
-    let busy = move || pay.pending().get() || cancel.pending().get();
-    let status = {
-        let order = order.clone();
-        move || status_text(&order, now.get())
-    };
+/// One order: title, id, status with the time left to pay, and Pay / Cancel while open.
+fn order_item(
+    order: Order,
+    now: RwSignal<DateTime<Utc>>,
+    act: impl Fn(String, bool) + Copy + 'static,
+) -> impl IntoView {
+    let (id, deadline) = (order.order_id.clone(), order.pay_deadline);
+    let unpaid = order.status == "unpaid";
+    let closed = move || !unpaid || now.get() >= deadline;
+    let (pay_id, cancel_id, label) = (id.clone(), id.clone(), format!("Order {id}"));
     view! {
-        <li class="flex flex-wrap items-center gap-3 rounded-lg bg-white p-3 shadow" aria-label=format!("Order {id}")>
+        <li class="flex flex-wrap items-center gap-3 rounded-lg bg-white p-3 shadow" aria-label=label>
             <span class="font-semibold">{order.title.clone()}</span>
-            <span class="font-mono text-sm">{id.clone()}</span>
-            <span role="status">{status}</span>
-            <Show when=open>
-                <button class="rounded bg-emerald-700 px-3 py-1 text-white disabled:opacity-50"
-                    disabled=busy on:click=move |_| { pay.dispatch(()); }>"Pay"</button>
-                <button class="rounded border px-3 py-1 disabled:opacity-50"
-                    disabled=busy on:click=move |_| { cancel.dispatch(()); }>"Cancel"</button>
-            </Show>
-            <span role="alert" class="text-sm text-red-700">{move || refusal.get()}</span>
+            <span class="font-mono text-sm">{id}</span>
+            <span role="status">{move || status_text(&order, now.get())}</span>
+            <button class="rounded bg-emerald-700 px-3 py-1 text-white" hidden=closed
+                on:click=move |_| act(pay_id.clone(), true)>"Pay"</button>
+            <button class="rounded border px-3 py-1" hidden=closed
+                on:click=move |_| act(cancel_id.clone(), false)>"Cancel"</button>
         </li>
     }
-    .into_any()
 }
 
 /// A voucher's newest orders (admin), behind a disclosure; loaded and refreshed every
@@ -107,37 +94,42 @@ fn OrderItem(order: Order, now: RwSignal<DateTime<Utc>>, refresh: RwSignal<u64>)
 #[component]
 pub fn VoucherOrders(voucher_id: i64) -> impl IntoView {
     let open = RwSignal::new(false);
-    let refresh = RwSignal::new(0u64);
-    every(3000, move || refresh.update(|n| *n += 1));
-    let orders = Resource::new(
-        move || (open.get(), refresh.get()),
-        move |(open, _)| async move {
-            match open {
-                true => list_orders(voucher_id, None, Some(50)).await,
-                false => Ok(Vec::new()),
+    let rows = RwSignal::new(Vec::<Order>::new());
+    let load = move || {
+        leptos::task::spawn_local(async move {
+            if let Ok(list) = list_orders(voucher_id, None, Some(50)).await {
+                rows.try_set(list);
             }
-        },
-    );
-    let rows = move || orders.get().and_then(Result::ok).unwrap_or_default();
-    let count = move |status: &'static str| move || rows().iter().filter(|o| o.status == status).count();
+        })
+    };
+    every(3000, move || {
+        if open.try_get_untracked() == Some(true) {
+            load();
+        }
+    });
+    let count = move |status: &'static str| move || rows.with(|r| r.iter().filter(|o| o.status == status).count());
     view! {
-        <details class="ml-3 text-sm" on:toggle=move |_| open.update(|o| *o = !*o)>
-        <summary class="cursor-pointer">{format!("Orders of voucher #{voucher_id}")}</summary>
-        <table class="w-full text-left text-sm">
-            <caption class="text-left text-slate-700">
-                "Newest 50: " {count("unpaid")} " unpaid, " {count("paid")} " paid, " {count("cancelled")} " cancelled"
-            </caption>
-            <thead><tr><th scope="col">"Order"</th><th scope="col">"User"</th><th scope="col">"Status"</th></tr></thead>
-            <tbody>
-                <For each=rows key=|o| (o.order_id.clone(), o.status.clone()) let(o)>
-                    <tr>
-                        <td class="font-mono">{o.order_id}</td>
-                        <td>{o.user_id}</td>
-                        <td>{o.status}{o.cancel_reason.map(|r| format!(" ({r})"))}</td>
-                    </tr>
-                </For>
-            </tbody>
-        </table>
+        <details class="ml-3 text-sm" on:toggle=move |_| {
+            open.update(|o| *o = !*o);
+            load();
+        }>
+            <summary class="cursor-pointer">{format!("Orders of voucher #{voucher_id}")}</summary>
+            <table class="w-full text-left text-sm">
+                <caption class="text-left text-slate-700">
+                    "Newest 50: " {count("unpaid")} " unpaid, " {count("paid")} " paid, " {count("cancelled")}
+                    " cancelled"
+                </caption>
+                <thead><tr><th scope="col">"Order"</th><th scope="col">"User"</th><th scope="col">"Status"</th></tr></thead>
+                <tbody>
+                    {move || rows.get().into_iter().map(|o| {
+                        let status = match o.cancel_reason {
+                            Some(r) => format!("{} ({r})", o.status),
+                            None => o.status,
+                        };
+                        view! { <tr><td class="font-mono">{o.order_id}</td><td>{o.user_id}</td><td>{status}</td></tr> }
+                    }).collect_view()}
+                </tbody>
+            </table>
         </details>
     }
     .into_any()

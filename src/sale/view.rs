@@ -80,21 +80,30 @@ fn GrabButton(id: i64, closed: Signal<bool>) -> impl IntoView {
     let order_id = RwSignal::new(None::<String>);
     let result = RwSignal::new(None::<GrabState>);
     let refusal = RwSignal::new(None::<String>);
-    let grab = Action::new(move |_: &()| grab(id));
-    Effect::new(move |_| match grab.value().get() {
-        Some(Ok(ticket)) => {
-            refusal.set(None);
-            order_id.set(Some(ticket.order_id.clone()));
-            result.set(None);
-            leptos::task::spawn_local(follow(id, ticket.order_id, result, refusal));
-        }
-        Some(Err(e)) => refusal.set(Some(e.message)),
-        None => {}
-    });
+    // A task rather than an `Action`: the same behaviour in less WASM.
+    let pending = RwSignal::new(false);
+    let press = move |_| {
+        pending.set(true);
+        leptos::task::spawn_local(async move {
+            let answer = grab(id).await;
+            pending.try_set(false);
+            match answer {
+                Ok(ticket) => {
+                    refusal.try_set(None);
+                    order_id.try_set(Some(ticket.order_id.clone()));
+                    result.try_set(None);
+                    follow(id, ticket.order_id, result, refusal).await;
+                }
+                Err(e) => {
+                    refusal.try_set(Some(e.message));
+                }
+            }
+        })
+    };
     view! {
         <button class="mt-2 rounded bg-rose-600 px-4 py-1 text-white disabled:opacity-50"
-            disabled=move || grab.pending().get() || closed.get()
-            on:click=move |_| { grab.dispatch(()); }>
+            disabled=move || pending.get() || closed.get()
+            on:click=press>
             "Grab"
         </button>
         <Show when=move || order_id.get().is_some()>

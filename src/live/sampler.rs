@@ -109,6 +109,7 @@ async fn sample(
         .map(|(row, n)| {
             let voucher_id = row.id;
             let refused_locally = flags.refused_locally(voucher_id);
+            record(voucher_id, &n, flags.is_flagged(voucher_id));
             let persisted = row.stock - row.stock_left;
             let now = Prev { at_ms, granted: n.granted, persisted, refused: n.refused, refused_locally };
             let before = prev.insert(voucher_id, now).unwrap_or(now);
@@ -136,6 +137,16 @@ async fn sample(
         })
         .collect();
     Ok(Snapshot { at_ms, vouchers })
+}
+
+/// Hands one voucher's figures to the metrics recorder (`/metrics`).
+fn record(voucher_id: i64, n: &RedisFigures, sold_out: bool) {
+    let voucher = voucher_id.to_string();
+    metrics::gauge!("seckill_redis_stock", "voucher" => voucher.clone()).set(n.stock as f64);
+    metrics::gauge!("seckill_stream_lag", "voucher" => voucher.clone()).set(n.lag as f64);
+    metrics::gauge!("seckill_stream_pending", "voucher" => voucher.clone()).set(n.pending as f64);
+    metrics::gauge!("seckill_dead_letters", "voucher" => voucher.clone()).set(n.dead_letters as f64);
+    metrics::gauge!("seckill_sold_out_flag", "voucher" => voucher).set(if sold_out { 1.0 } else { 0.0 });
 }
 
 /// Runs `lua/sample.lua` for each voucher in one pipelined round trip. Pipelines do

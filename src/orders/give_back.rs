@@ -97,6 +97,9 @@ impl<'a> GiveBack<'a> {
             .arg(SaleEvent::DeadLettered { voucher_id: m.voucher_id, order_id: m.order_id }.encode())
             .invoke_async(redis)
             .await?;
+        if acted == 1 && ending == Ending::DeadLetter {
+            metrics::counter!("seckill_dead_letters_total").increment(1);
+        }
         Ok(acted == 1)
     }
 }

@@ -127,6 +127,9 @@ pub async fn pay(db: &SqlitePool, order_id: i64, user_id: i64, now_ms: i64) -> s
         sqlx::query("UPDATE vouchers SET paid = paid + 1 WHERE id = ?").bind(voucher_id).execute(&mut *tx).await?;
     }
     tx.commit().await?;
+    if paid.is_some() {
+        metrics::counter!("seckill_orders_paid_total").increment(1);
+    }
     let Some(order) = get_for_user(db, order_id, user_id).await? else { return Ok(Payment::NotFound) };
     Ok(match (order.status.as_str(), order.cancel_reason.as_deref()) {
         ("paid", _) => Payment::Paid(order),
@@ -171,6 +174,7 @@ pub async fn cancel(
     let Some(owed) = owed else { return Ok(None) };
     give_back_in_db(&mut tx, &owed, now_ms).await?;
     tx.commit().await?;
+    metrics::counter!("seckill_orders_cancelled_total", "reason" => reason.as_str()).increment(1);
     Ok(Some(owed))
 }
 

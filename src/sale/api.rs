@@ -43,19 +43,27 @@ pub async fn grab(voucher_id: i64) -> AppResult<GrabTicket> {
         return Err(ErrorCode::Unavailable.into());
     }
     if state.sold_out.refuse(voucher_id) {
+        metrics::counter!("seckill_grabs_total", "outcome" => "sold_out_locally").increment(1);
         return Err(ErrorCode::SoldOut.into());
     }
     let backend = &state.backend;
+    let started = std::time::Instant::now();
     let decide = async {
         let order_id = state.ids.next(&backend.redis).await?;
         let verdict = gate::grab(backend, &backend.keys(voucher_id), voucher_id, user_id, order_id).await?;
         Ok::<_, redis::RedisError>((order_id, verdict))
     };
-    let Ok(decided) = tokio::time::timeout(REDIS_DEADLINE, decide).await else {
-        tracing::warn!(voucher_id, "grab: Redis did not answer within {REDIS_DEADLINE:?}");
+    let decided = tokio::time::timeout(REDIS_DEADLINE, decide).await;
+    metrics::histogram!("seckill_gate_seconds").record(started.elapsed());
+    let Ok(Ok((order_id, verdict))) = decided else {
+        metrics::counter!("seckill_grabs_total", "outcome" => "unavailable").increment(1);
+        match decided {
+            Ok(Err(e)) => tracing::warn!(voucher_id, "grab: {e}"),
+            _ => tracing::warn!(voucher_id, "grab: Redis did not answer within {REDIS_DEADLINE:?}"),
+        }
         return Err(ErrorCode::Unavailable.into());
     };
-    let (order_id, verdict) = decided?;
+    metrics::counter!("seckill_grabs_total", "outcome" => verdict.label()).increment(1);
     match verdict {
         Verdict::Granted => Ok(GrabTicket { order_id: order_id.to_string(), status: GrabStatus::Queued }),
         Verdict::Refused(code) => {

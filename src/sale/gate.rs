@@ -13,6 +13,19 @@ pub enum Verdict {
 }
 
 impl Verdict {
+    /// The verdict as a metric label (a fixed set).
+    pub fn label(&self) -> &'static str {
+        match self {
+            Self::Granted => "granted",
+            Self::Refused(ErrorCode::SoldOut) => "sold_out",
+            Self::Refused(ErrorCode::AlreadyBought) => "already_bought",
+            Self::Refused(ErrorCode::NotStarted) => "not_started",
+            Self::Refused(ErrorCode::Ended) => "ended",
+            Self::Refused(ErrorCode::UnknownVoucher) => "unknown_voucher",
+            Self::Refused(_) => "refused",
+        }
+    }
+
     /// The script answers `granted` or the refusal's API error code by name.
     fn from_reply(reply: &str) -> Self {
         match reply {

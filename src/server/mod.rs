@@ -4,6 +4,7 @@
 mod api_guard;
 mod http;
 pub mod local_redis;
+pub mod ops;
 mod rate_limit;
 
 use crate::{
@@ -74,6 +75,7 @@ pub async fn serve(
     signal: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
     let config = config.check().map_err(ServeError::Config)?;
+    ops::recorder();
     let local_redis = match &config.redis_url {
         Some(_) => None,
         None => Some(LocalRedis::start(Path::new("data")).await.map_err(ServeError::Config)?),
@@ -185,6 +187,9 @@ pub fn router(state: AppState, max_requests: usize, request_timeout: Duration) -
         .concurrency_limit(max_requests)
         .timeout(request_timeout);
     Router::new()
+        .route("/healthz", get(ops::healthz))
+        .route("/readyz", get(ops::readyz))
+        .route("/metrics", get(ops::metrics))
         .route("/api/{*rest}", any(api_guard::not_found))
         .leptos_routes_with_context(&state, routes, || {}, {
             let options = options.clone();
@@ -195,6 +200,7 @@ pub fn router(state: AppState, max_requests: usize, request_timeout: Duration) -
         .route("/api/live", get(sse::live))
         .layer(axum::middleware::from_fn(api_guard::status_from_code))
         .layer(axum::middleware::from_fn(api_guard::same_site_json))
+        .layer(axum::middleware::from_fn(ops::track))
         .with_state(state)
 }
 

@@ -7,6 +7,7 @@ mod hostile;
 mod ids;
 mod lifecycle;
 mod live;
+mod ops;
 mod process;
 mod recovery;
 mod storm;

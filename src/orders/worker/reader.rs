@@ -222,6 +222,8 @@ impl Reader {
             return Ok(());
         }
         let msgs: Vec<OrderMsg> = good.iter().filter_map(|e| e.msg.clone()).collect();
+        metrics::counter!("seckill_worker_batches_total").increment(1);
+        metrics::histogram!("seckill_worker_batch_orders").record(msgs.len() as f64);
         match store::persist(&self.backend.db, &msgs, self.settings.pay_timeout_ms).await {
             Ok(outcomes) => self.finish(&good, &outcomes).await,
             Err(e) if good.len() == 1 => self.refused(&good[0], e).await,
@@ -301,6 +303,7 @@ impl Reader {
         }
         let expires = self.voucher.ends_at + DRAIN_GRACE_MS;
         settle(&self.backend, &mut self.redis, self.voucher.id, expires, &persisted).await?;
+        metrics::counter!("seckill_orders_persisted_total").increment(persisted.len() as u64);
         Ok(())
     }
 }

@@ -1,0 +1,109 @@
+//! What a load balancer and a monitoring system ask of each process: `GET /healthz`
+//! (the process is alive), `GET /readyz` (Redis and the database answer, migrations ran,
+//! not stopping) and `GET /metrics` (Prometheus text format, admin only: it names
+//! vouchers and reveals traffic).
+
+use crate::{
+    error::{AppError, ErrorCode},
+    state::AppState,
+};
+use axum::{
+    extract::{Request, State},
+    http::{header, StatusCode},
+    middleware::Next,
+    response::{IntoResponse, Response},
+    Json,
+};
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use serde_json::json;
+use std::{
+    collections::HashSet,
+    sync::OnceLock,
+    time::{Duration, Instant},
+};
+
+/// Upper bounds (seconds) of the latency histograms: from 100 µs to 10 s.
+const LATENCY_BUCKETS: [f64; 14] =
+    [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 10.0];
+
+/// The process's metrics recorder, installed on first use (one per process: tests run
+/// several servers in one process and share it).
+pub fn recorder() -> &'static PrometheusHandle {
+    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+    HANDLE.get_or_init(|| {
+        PrometheusBuilder::new().set_buckets(&LATENCY_BUCKETS).and_then(|b| b.install_recorder()).unwrap_or_else(|e| {
+            // Another recorder is installed: metrics go there, and /metrics is empty.
+            tracing::warn!("metrics: {e}");
+            PrometheusBuilder::new().build_recorder().handle()
+        })
+    })
+}
+
+/// `GET /healthz`: answers while the process runs.
+pub async fn healthz() -> impl IntoResponse {
+    Json(json!({ "status": "ok" }))
+}
+
+/// `GET /readyz`: 200 when this process should get traffic, else 503 saying why.
+pub async fn readyz(State(state): State<AppState>) -> Response {
+    let backend = &state.backend;
+    let redis = tokio::time::timeout(Duration::from_secs(1), async {
+        redis::cmd("PING").query_async::<String>(&mut backend.redis.clone()).await
+    });
+    let database = tokio::time::timeout(Duration::from_secs(1), async {
+        sqlx::query_scalar::<_, i64>("SELECT 1").fetch_one(&backend.db).await
+    });
+    let (redis, database) = tokio::join!(redis, database);
+    let checks = json!({
+        "redis": matches!(redis, Ok(Ok(_))),
+        "database": matches!(database, Ok(Ok(_))),
+        "migrations": true,
+        "stopping": state.shutdown.is_shutdown(),
+    });
+    let ready = checks["redis"] == true && checks["database"] == true && checks["stopping"] == false;
+    let status = if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+    (status, Json(json!({ "ready": ready, "checks": checks }))).into_response()
+}
+
+/// `GET /metrics`: the Prometheus text format, for the admin token only.
+pub async fn metrics(State(state): State<AppState>, request: Request) -> Response {
+    if !state.secrets.is_admin(request.headers()) {
+        return AppError::new(ErrorCode::AdminRequired).into_response();
+    }
+    metrics::gauge!("seckill_live_feeds").set(state.feeds.open() as f64);
+    let handle = recorder();
+    handle.run_upkeep();
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], handle.render()).into_response()
+}
+
+/// Times every request by route and counts answers by status class.
+pub async fn track(request: Request, next: Next) -> Response {
+    let route = route_label(request.uri().path());
+    let started = Instant::now();
+    let response = next.run(request).await;
+    let status = match response.status().as_u16() {
+        200..=299 => "2xx",
+        300..=399 => "3xx",
+        400..=499 => "4xx",
+        _ => "5xx",
+    };
+    metrics::histogram!("seckill_http_request_seconds", "route" => route).record(started.elapsed());
+    metrics::counter!("seckill_http_responses_total", "route" => route, "status" => status).increment(1);
+    response
+}
+
+/// A request's route as a metric label: a server function's path, a page, `static`,
+/// or `other`. Never the raw path, so callers cannot grow the label set.
+fn route_label(path: &str) -> &'static str {
+    static KNOWN: OnceLock<HashSet<&'static str>> = OnceLock::new();
+    let known = KNOWN.get_or_init(|| {
+        let mut known: HashSet<&'static str> = server_fn::axum::server_fn_paths().map(|(p, _)| p).collect();
+        known.extend(["/", "/admin", "/api/live", "/healthz", "/readyz", "/metrics"]);
+        known
+    });
+    match known.get(path) {
+        Some(route) => route,
+        None if path.starts_with("/pkg/") => "static",
+        None => "other",
+    }
+}

@@ -1,0 +1,73 @@
+//! What a load balancer and a monitoring system see: `/healthz`, `/readyz`, `/metrics`.
+
+use crate::support::{code, wait_until, Options, TestApp, ADMIN_TOKEN};
+use seckill::server::local_redis::LocalRedis;
+use serde_json::Value;
+use std::time::Duration;
+
+#[tokio::test]
+async fn health_and_readiness_follow_the_stores() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let private = LocalRedis::start(dir.path()).await.unwrap();
+    let app = TestApp::with(Options { redis_url: Some(private.url.clone()), ..Options::default() }).await;
+    let get = |path: &'static str| {
+        let (http, url) = (app.http.clone(), format!("{}{path}", app.base));
+        async move {
+            let res = http.get(url).send().await.unwrap();
+            (res.status().as_u16(), res.json::<Value>().await.unwrap())
+        }
+    };
+    let (status, body) = get("/healthz").await;
+    assert_eq!((status, body["status"].as_str()), (200, Some("ok")));
+    let (status, body) = get("/readyz").await;
+    assert_eq!((status, body["ready"].as_bool()), (200, Some(true)), "{body}");
+
+    private.stop().await;
+    wait_until("not ready without Redis", Duration::from_secs(10), || async {
+        let (status, body) = get("/readyz").await;
+        status == 503 && body["checks"]["redis"] == false && body["checks"]["database"] == true
+    })
+    .await;
+    assert_eq!(get("/healthz").await.0, 200, "alive all the same");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn metrics_are_for_the_admin_and_count_grabs_and_orders() {
+    let app = TestApp::spawn().await;
+    let url = format!("{}/metrics", app.base);
+    let res = app.http.get(&url).send().await.unwrap();
+    assert_eq!(res.status(), 401);
+    assert_eq!(code(&res.json::<Value>().await.unwrap()), "admin_required");
+
+    let v = app.create_voucher(1, -5, 3600).await;
+    let (ann, bob) = (app.sign_in("metrics-ann").await, app.sign_in("metrics-bob").await);
+    assert_eq!(app.grab(&ann, v).await.0, 200);
+    assert_eq!(app.grab(&bob, v).await.0, 409);
+    app.wait_for_stats("persisted", v, |s| s["persisted"] == 1).await;
+    let scrape = || async {
+        let res = app.http.get(&url).bearer_auth(ADMIN_TOKEN).send().await.unwrap();
+        assert_eq!(res.status(), 200);
+        assert!(res.headers()["content-type"].to_str().unwrap().starts_with("text/plain"));
+        res.text().await.unwrap()
+    };
+    wait_until("the sampler has reported the voucher", Duration::from_secs(10), || async {
+        scrape().await.contains(&format!("seckill_stream_lag{{voucher=\"{v}\"}}"))
+    })
+    .await;
+    let text = scrape().await;
+    for wanted in [
+        "seckill_grabs_total{outcome=\"granted\"}",
+        "seckill_grabs_total{outcome=\"sold_out",
+        "seckill_gate_seconds_bucket{le=",
+        "seckill_http_request_seconds_bucket{route=\"/api/grab\",le=",
+        "seckill_orders_persisted_total",
+        "seckill_worker_batches_total",
+        &format!("seckill_stream_pending{{voucher=\"{v}\"}}"),
+        &format!("seckill_sold_out_flag{{voucher=\"{v}\"}}"),
+        "seckill_live_feeds",
+    ] {
+        assert!(text.contains(wanted), "{wanted} missing from:\n{text}");
+    }
+    app.stop().await;
+}

@@ -11,14 +11,19 @@ use crate::{
     sale::keys::{events_channel, SaleKeys},
 };
 use redis::{aio::ConnectionManager, Script};
-use sqlx::SqlitePool;
+
+/// The SQL pool: SQLite or PostgreSQL, chosen by `DATABASE_URL`'s scheme at run time.
+/// Every statement is written once, in SQL both engines run (`$1` placeholders).
+pub type Db = sqlx::AnyPool;
+/// A transaction on [`Db`].
+pub type Tx<'a> = sqlx::Transaction<'a, sqlx::Any>;
 use std::sync::Arc;
 
 /// Cheap to clone: every field is a handle.
 #[derive(Clone)]
 pub struct Backend {
     /// The durable record: users, vouchers, orders.
-    pub db: SqlitePool,
+    pub db: Db,
     /// One multiplexed, self-reconnecting connection, shared.
     pub redis: ConnectionManager,
     /// The Lua scripts, loaded once and run by SHA.
@@ -30,7 +35,7 @@ pub struct Backend {
 }
 
 impl Backend {
-    pub fn new(db: SqlitePool, redis: ConnectionManager, namespace: &str) -> Self {
+    pub fn new(db: Db, redis: ConnectionManager, namespace: &str) -> Self {
         Self {
             db,
             redis,

@@ -6,9 +6,11 @@
 //! the day changes: within a day the counter is unique, across days the timestamp is.
 //!
 //! Two rules keep ids unique when Redis loses the counter: a counter made afresh
-//! starts from the time of day, ahead of anything a gate could have granted since
-//! midnight, and a counter found behind what this process already took jumps past it
-//! by [`LOSS_MARGIN`]. The next block is fetched in the background when half of what
+//! starts from the time of day (40 values per elapsed millisecond), ahead of what was
+//! taken before unless more than that was taken on average, blocks included, between
+//! the lost counter's start and the loss; and a counter found behind what this process
+//! already took jumps past it by [`LOSS_MARGIN`]. A reused value would also have to
+//! meet the same second to repeat an id. The next block is fetched in the background when half of what
 //! is in hand is used, so grabs do not queue behind a refill, and no lock is held
 //! across a Redis call.
 

@@ -4,7 +4,7 @@
 //! sweeper's timeout: exactly one of them happens.
 
 use super::Order;
-use sqlx::{Sqlite, SqlitePool, Transaction};
+use crate::backend::{Db, Tx};
 
 /// Why an unpaid order was cancelled. The names are API (`cancel_reason`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -76,34 +76,29 @@ fn order(row: OrderRow) -> Order {
 }
 
 /// The shopper's order with this id.
-pub async fn get_for_user(db: &SqlitePool, order_id: i64, user_id: i64) -> sqlx::Result<Option<Order>> {
+pub async fn get_for_user(db: &Db, order_id: i64, user_id: i64) -> sqlx::Result<Option<Order>> {
     let sql = format!(
-        "SELECT {ORDER_COLUMNS} FROM orders o JOIN vouchers v ON v.id = o.voucher_id WHERE o.id = ? AND o.user_id = ?"
+        "SELECT {ORDER_COLUMNS} FROM orders o JOIN vouchers v ON v.id = o.voucher_id WHERE o.id = $1 AND o.user_id = $2"
     );
     let row: Option<OrderRow> = sqlx::query_as(&sql).bind(order_id).bind(user_id).fetch_optional(db).await?;
     Ok(row.map(order))
 }
 
 /// The shopper's orders, newest first.
-pub async fn of_user(db: &SqlitePool, user_id: i64, limit: i64) -> sqlx::Result<Vec<Order>> {
+pub async fn of_user(db: &Db, user_id: i64, limit: i64) -> sqlx::Result<Vec<Order>> {
     let sql = format!(
         "SELECT {ORDER_COLUMNS} FROM orders o JOIN vouchers v ON v.id = o.voucher_id \
-         WHERE o.user_id = ? ORDER BY o.id DESC LIMIT ?"
+         WHERE o.user_id = $1 ORDER BY o.id DESC LIMIT $2"
     );
     let rows: Vec<OrderRow> = sqlx::query_as(&sql).bind(user_id).bind(limit).fetch_all(db).await?;
     Ok(rows.into_iter().map(order).collect())
 }
 
 /// A voucher's orders, newest first, of one status or all.
-pub async fn of_voucher(
-    db: &SqlitePool,
-    voucher_id: i64,
-    status: Option<&str>,
-    limit: i64,
-) -> sqlx::Result<Vec<Order>> {
+pub async fn of_voucher(db: &Db, voucher_id: i64, status: Option<&str>, limit: i64) -> sqlx::Result<Vec<Order>> {
     let sql = format!(
         "SELECT {ORDER_COLUMNS} FROM orders o JOIN vouchers v ON v.id = o.voucher_id \
-         WHERE o.voucher_id = ? AND (? IS NULL OR o.status = ?) ORDER BY o.id DESC LIMIT ?"
+         WHERE o.voucher_id = $1 AND ($2 IS NULL OR o.status = $3) ORDER BY o.id DESC LIMIT $4"
     );
     let rows: Vec<OrderRow> =
         sqlx::query_as(&sql).bind(voucher_id).bind(status).bind(status).bind(limit).fetch_all(db).await?;
@@ -111,11 +106,11 @@ pub async fn of_voucher(
 }
 
 /// Pays the shopper's order if it is unpaid and its deadline (`now_ms`) has not passed.
-pub async fn pay(db: &SqlitePool, order_id: i64, user_id: i64, now_ms: i64) -> sqlx::Result<Payment> {
+pub async fn pay(db: &Db, order_id: i64, user_id: i64, now_ms: i64) -> sqlx::Result<Payment> {
     let mut tx = db.begin().await?;
     let paid: Option<i64> = sqlx::query_scalar(
-        "UPDATE orders SET status = 'paid', paid_at = ? \
-         WHERE id = ? AND user_id = ? AND status = 'unpaid' AND pay_deadline > ? RETURNING voucher_id",
+        "UPDATE orders SET status = 'paid', paid_at = $1 \
+         WHERE id = $2 AND user_id = $3 AND status = 'unpaid' AND pay_deadline > $4 RETURNING voucher_id",
     )
     .bind(now_ms)
     .bind(order_id)
@@ -124,7 +119,7 @@ pub async fn pay(db: &SqlitePool, order_id: i64, user_id: i64, now_ms: i64) -> s
     .fetch_optional(&mut *tx)
     .await?;
     if let Some(voucher_id) = paid {
-        sqlx::query("UPDATE vouchers SET paid = paid + 1 WHERE id = ?").bind(voucher_id).execute(&mut *tx).await?;
+        sqlx::query("UPDATE vouchers SET paid = paid + 1 WHERE id = $1").bind(voucher_id).execute(&mut *tx).await?;
     }
     tx.commit().await?;
     if paid.is_some() {
@@ -139,7 +134,7 @@ pub async fn pay(db: &SqlitePool, order_id: i64, user_id: i64, now_ms: i64) -> s
 }
 
 /// The shopper cancels their unpaid order.
-pub async fn cancel_by_shopper(db: &SqlitePool, order_id: i64, user_id: i64, now_ms: i64) -> sqlx::Result<Cancel> {
+pub async fn cancel_by_shopper(db: &Db, order_id: i64, user_id: i64, now_ms: i64) -> sqlx::Result<Cancel> {
     let owed = cancel(db, order_id, Some(user_id), CancelReason::Shopper, now_ms).await?;
     let Some(order) = get_for_user(db, order_id, user_id).await? else { return Ok(Cancel::NotFound) };
     Ok(match (owed, order.status.as_str()) {
@@ -152,7 +147,7 @@ pub async fn cancel_by_shopper(db: &SqlitePool, order_id: i64, user_id: i64, now
 /// Cancels an unpaid order (of `user_id` when given): status, the voucher's stock and
 /// the give-back Redis owes, in one transaction. `None` when it was not unpaid.
 pub async fn cancel(
-    db: &SqlitePool,
+    db: &Db,
     order_id: i64,
     user_id: Option<i64>,
     reason: CancelReason,
@@ -160,8 +155,8 @@ pub async fn cancel(
 ) -> sqlx::Result<Option<Owed>> {
     let mut tx = db.begin().await?;
     let owed: Option<Owed> = sqlx::query_as(
-        "UPDATE orders SET status = 'cancelled', cancelled_at = ?, cancel_reason = ? \
-         WHERE id = ? AND status = 'unpaid' AND (? IS NULL OR user_id = ?) \
+        "UPDATE orders SET status = 'cancelled', cancelled_at = $1, cancel_reason = $2 \
+         WHERE id = $3 AND status = 'unpaid' AND ($4 IS NULL OR user_id = $5) \
          RETURNING id AS order_id, voucher_id, user_id",
     )
     .bind(now_ms)
@@ -178,12 +173,12 @@ pub async fn cancel(
     Ok(Some(owed))
 }
 
-async fn give_back_in_db(tx: &mut Transaction<'_, Sqlite>, owed: &Owed, now_ms: i64) -> sqlx::Result<()> {
-    sqlx::query("UPDATE vouchers SET stock_left = stock_left + 1, cancelled = cancelled + 1 WHERE id = ?")
+async fn give_back_in_db(tx: &mut Tx<'_>, owed: &Owed, now_ms: i64) -> sqlx::Result<()> {
+    sqlx::query("UPDATE vouchers SET stock_left = stock_left + 1, cancelled = cancelled + 1 WHERE id = $1")
         .bind(owed.voucher_id)
         .execute(&mut **tx)
         .await?;
-    sqlx::query("INSERT INTO restocks_owed (order_id, voucher_id, user_id, created_at) VALUES (?, ?, ?, ?)")
+    sqlx::query("INSERT INTO restocks_owed (order_id, voucher_id, user_id, created_at) VALUES ($1, $2, $3, $4)")
         .bind(owed.order_id)
         .bind(owed.voucher_id)
         .bind(owed.user_id)
@@ -194,9 +189,9 @@ async fn give_back_in_db(tx: &mut Transaction<'_, Sqlite>, owed: &Owed, now_ms: 
 }
 
 /// Unpaid orders whose deadline is at or before `now_ms`, oldest deadline first.
-pub async fn overdue(db: &SqlitePool, now_ms: i64, limit: i64) -> sqlx::Result<Vec<i64>> {
+pub async fn overdue(db: &Db, now_ms: i64, limit: i64) -> sqlx::Result<Vec<i64>> {
     sqlx::query_scalar(
-        "SELECT id FROM orders WHERE status = 'unpaid' AND pay_deadline <= ? ORDER BY pay_deadline LIMIT ?",
+        "SELECT id FROM orders WHERE status = 'unpaid' AND pay_deadline <= $1 ORDER BY pay_deadline LIMIT $2",
     )
     .bind(now_ms)
     .bind(limit)
@@ -206,9 +201,9 @@ pub async fn overdue(db: &SqlitePool, now_ms: i64, limit: i64) -> sqlx::Result<V
 
 /// Give-backs Redis has owed since before `before_ms`: their canceller died or failed
 /// between the database and Redis.
-pub async fn owed(db: &SqlitePool, before_ms: i64, limit: i64) -> sqlx::Result<Vec<Owed>> {
+pub async fn owed(db: &Db, before_ms: i64, limit: i64) -> sqlx::Result<Vec<Owed>> {
     sqlx::query_as(
-        "SELECT order_id, voucher_id, user_id FROM restocks_owed WHERE created_at <= ? ORDER BY created_at LIMIT ?",
+        "SELECT order_id, voucher_id, user_id FROM restocks_owed WHERE created_at <= $1 ORDER BY created_at LIMIT $2",
     )
     .bind(before_ms)
     .bind(limit)
@@ -217,7 +212,7 @@ pub async fn owed(db: &SqlitePool, before_ms: i64, limit: i64) -> sqlx::Result<V
 }
 
 /// Redis has done the give-back.
-pub async fn settled(db: &SqlitePool, order_id: i64) -> sqlx::Result<()> {
-    sqlx::query("DELETE FROM restocks_owed WHERE order_id = ?").bind(order_id).execute(db).await?;
+pub async fn settled(db: &Db, order_id: i64) -> sqlx::Result<()> {
+    sqlx::query("DELETE FROM restocks_owed WHERE order_id = $1").bind(order_id).execute(db).await?;
     Ok(())
 }

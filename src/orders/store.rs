@@ -1,6 +1,6 @@
 //! Orders in SQL. Persisting is idempotent: a message delivered twice yields one order.
 
-use sqlx::{Sqlite, SqlitePool, Transaction};
+use crate::backend::{Db, Tx};
 
 /// One granted grab, as read from a voucher's order stream.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -38,8 +38,14 @@ pub enum Burial {
 /// Persists a batch in one transaction: insert each order unless (voucher, user)
 /// already has one, and take one unit of database stock per inserted order. Each
 /// order must be paid within `pay_timeout_ms` of its grab (the time in its id).
-pub async fn persist(db: &SqlitePool, batch: &[OrderMsg], pay_timeout_ms: i64) -> sqlx::Result<Vec<Outcome>> {
+pub async fn persist(db: &Db, batch: &[OrderMsg], pay_timeout_ms: i64) -> sqlx::Result<Vec<Outcome>> {
     let mut tx = db.begin().await?;
+    let mut vouchers: Vec<i64> = batch.iter().map(|m| m.voucher_id).collect();
+    vouchers.sort_unstable();
+    vouchers.dedup();
+    for voucher_id in vouchers {
+        lock_voucher(&mut tx, voucher_id).await?;
+    }
     let mut outcomes = Vec::with_capacity(batch.len());
     for msg in batch {
         outcomes.push(persist_one(&mut tx, msg, pay_timeout_ms).await?);
@@ -48,11 +54,11 @@ pub async fn persist(db: &SqlitePool, batch: &[OrderMsg], pay_timeout_ms: i64) -
     Ok(outcomes)
 }
 
-async fn persist_one(tx: &mut Transaction<'_, Sqlite>, m: &OrderMsg, pay_timeout_ms: i64) -> sqlx::Result<Outcome> {
+async fn persist_one(tx: &mut Tx<'_>, m: &OrderMsg, pay_timeout_ms: i64) -> sqlx::Result<Outcome> {
     let created_at = crate::ids::decompose(m.order_id).0.timestamp_millis();
     let inserted = sqlx::query(
         "INSERT INTO orders (id, voucher_id, user_id, status, created_at, pay_deadline) \
-         SELECT ?, ?, ?, 'unpaid', ?, ? WHERE NOT EXISTS (SELECT 1 FROM dead_letters WHERE order_id = ?) \
+         SELECT $1, $2, $3, 'unpaid', $4, $5 WHERE NOT EXISTS (SELECT 1 FROM dead_letters WHERE order_id = $6) \
          ON CONFLICT (voucher_id, user_id) WHERE status <> 'cancelled' DO NOTHING",
     )
     .bind(m.order_id)
@@ -68,21 +74,22 @@ async fn persist_one(tx: &mut Transaction<'_, Sqlite>, m: &OrderMsg, pay_timeout
         if is_buried(&mut **tx, m.order_id).await? {
             return Ok(Outcome::Buried);
         }
-        let existing: Option<i64> =
-            sqlx::query_scalar("SELECT id FROM orders WHERE voucher_id = ? AND user_id = ? AND status <> 'cancelled'")
-                .bind(m.voucher_id)
-                .bind(m.user_id)
-                .fetch_optional(&mut **tx)
-                .await?;
+        let existing: Option<i64> = sqlx::query_scalar(
+            "SELECT id FROM orders WHERE voucher_id = $1 AND user_id = $2 AND status <> 'cancelled'",
+        )
+        .bind(m.voucher_id)
+        .bind(m.user_id)
+        .fetch_optional(&mut **tx)
+        .await?;
         return Ok(if existing == Some(m.order_id) { Outcome::Persisted } else { Outcome::Duplicate });
     }
-    let took = sqlx::query("UPDATE vouchers SET stock_left = stock_left - 1 WHERE id = ? AND stock_left > 0")
+    let took = sqlx::query("UPDATE vouchers SET stock_left = stock_left - 1 WHERE id = $1 AND stock_left > 0")
         .bind(m.voucher_id)
         .execute(&mut **tx)
         .await?
         .rows_affected();
     if took == 0 {
-        sqlx::query("DELETE FROM orders WHERE id = ?").bind(m.order_id).execute(&mut **tx).await?;
+        sqlx::query("DELETE FROM orders WHERE id = $1").bind(m.order_id).execute(&mut **tx).await?;
         return Ok(Outcome::NoStock);
     }
     Ok(Outcome::Persisted)
@@ -95,12 +102,27 @@ pub fn refuses_data(err: &sqlx::Error) -> bool {
     matches!(err, sqlx::Error::Database(d) if d.kind() != sqlx::error::ErrorKind::Other)
 }
 
+/// Takes the voucher's row lock for the rest of the transaction. Persisting, burying
+/// and rebuilding take it first, so on PostgreSQL (where readers do not wait for
+/// writers) each decides on what the other committed; SQLite's single writer gives the
+/// same order anyway.
+async fn lock_voucher(tx: &mut Tx<'_>, voucher_id: i64) -> sqlx::Result<()> {
+    sqlx::query("UPDATE vouchers SET stock_left = stock_left WHERE id = $1")
+        .bind(voucher_id)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
 /// Buries an order (dead-letters it) unless it was persisted: one statement decides,
-/// so a dead letter racing a late persist of the same order has one winner.
-pub async fn bury(db: &SqlitePool, m: &OrderMsg, reason: &str) -> sqlx::Result<Burial> {
+/// under the voucher's lock, so a dead letter racing a late persist of the same order
+/// has one winner.
+pub async fn bury(db: &Db, m: &OrderMsg, reason: &str) -> sqlx::Result<Burial> {
+    let mut tx = db.begin().await?;
+    lock_voucher(&mut tx, m.voucher_id).await?;
     sqlx::query(
         "INSERT INTO dead_letters (order_id, voucher_id, user_id, reason, created_at) \
-         SELECT ?, ?, ?, ?, ? WHERE NOT EXISTS (SELECT 1 FROM orders WHERE id = ?) \
+         SELECT $1, $2, $3, $4, $5 WHERE NOT EXISTS (SELECT 1 FROM orders WHERE id = $6) \
          ON CONFLICT (order_id) DO NOTHING",
     )
     .bind(m.order_id)
@@ -109,13 +131,15 @@ pub async fn bury(db: &SqlitePool, m: &OrderMsg, reason: &str) -> sqlx::Result<B
     .bind(reason)
     .bind(chrono::Utc::now().timestamp_millis())
     .bind(m.order_id)
-    .execute(db)
+    .execute(&mut *tx)
     .await?;
-    Ok(if is_buried(db, m.order_id).await? { Burial::Buried } else { Burial::Persisted })
+    let buried = is_buried(&mut *tx, m.order_id).await?;
+    tx.commit().await?;
+    Ok(if buried { Burial::Buried } else { Burial::Persisted })
 }
 
-async fn is_buried<'e>(db: impl sqlx::SqliteExecutor<'e>, order_id: i64) -> sqlx::Result<bool> {
-    let found: Option<i64> = sqlx::query_scalar("SELECT order_id FROM dead_letters WHERE order_id = ?")
+async fn is_buried<'e>(db: impl sqlx::any::AnyExecutor<'e>, order_id: i64) -> sqlx::Result<bool> {
+    let found: Option<i64> = sqlx::query_scalar("SELECT order_id FROM dead_letters WHERE order_id = $1")
         .bind(order_id)
         .fetch_optional(db)
         .await?;
@@ -136,13 +160,13 @@ pub struct Snapshot {
 /// Takes the write lock persisting takes (the voucher's row: SQLite's one writer,
 /// PostgreSQL's row lock), then reads stock and buyers in one statement, so they agree
 /// and no order of the voucher commits until the transaction ends. `None`: no such voucher.
-pub async fn lock_for_rebuild(tx: &mut Transaction<'_, Sqlite>, voucher_id: i64) -> sqlx::Result<Option<Snapshot>> {
-    sqlx::query("UPDATE vouchers SET stock_left = stock_left WHERE id = ?").bind(voucher_id).execute(&mut **tx).await?;
+pub async fn lock_for_rebuild(tx: &mut Tx<'_>, voucher_id: i64) -> sqlx::Result<Option<Snapshot>> {
+    lock_voucher(tx, voucher_id).await?;
     // Stock left, then each order's id, user and status (NULLs for a voucher without orders).
     type Row = (i64, Option<i64>, Option<i64>, Option<String>);
     let rows: Vec<Row> = sqlx::query_as(
         "SELECT v.stock_left, o.id, o.user_id, o.status FROM vouchers v \
-         LEFT JOIN orders o ON o.voucher_id = v.id WHERE v.id = ?",
+         LEFT JOIN orders o ON o.voucher_id = v.id WHERE v.id = $1",
     )
     .bind(voucher_id)
     .fetch_all(&mut **tx)
@@ -160,8 +184,8 @@ pub async fn lock_for_rebuild(tx: &mut Transaction<'_, Sqlite>, voucher_id: i64)
 }
 
 /// Orders persisted for the voucher (not cancelled).
-pub async fn persisted(db: &SqlitePool, voucher_id: i64) -> sqlx::Result<i64> {
-    sqlx::query_scalar("SELECT COUNT(*) FROM orders WHERE voucher_id = ? AND status <> 'cancelled'")
+pub async fn persisted(db: &Db, voucher_id: i64) -> sqlx::Result<i64> {
+    sqlx::query_scalar("SELECT COUNT(*) FROM orders WHERE voucher_id = $1 AND status <> 'cancelled'")
         .bind(voucher_id)
         .fetch_one(db)
         .await

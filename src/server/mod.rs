@@ -10,7 +10,7 @@ mod rate_limit;
 use crate::{
     app::{shell, App},
     auth::Secrets,
-    backend::{Backend, BackendError},
+    backend::{Backend, BackendError, Db},
     config::Config,
     error::ErrorCode,
     ids::OrderIds,
@@ -33,11 +33,8 @@ use leptos::config::LeptosOptions;
 use leptos_axum::{generate_route_list, LeptosRoutes};
 use local_redis::LocalRedis;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use sqlx::{
-    sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous},
-    SqlitePool,
-};
-use std::{future::Future, path::Path, str::FromStr, sync::Arc, time::Duration};
+use sqlx::{any::AnyPoolOptions, Executor};
+use std::{future::Future, path::Path, sync::Arc, time::Duration};
 use tokio::net::TcpListener;
 use tower::ServiceBuilder;
 
@@ -96,7 +93,7 @@ async fn run(
     signal: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
     let db = open_database(&config.database_url, Duration::from_millis(config.db_busy_ms)).await?;
-    sqlx::migrate!().run(&db).await?;
+    migrate(&db, &config.database_url).await?;
     let client = redis::Client::open(redis_url.as_str())?;
     let redis = connect(&client).await?;
     let backend = Backend::new(db, redis, &config.redis_namespace);
@@ -218,20 +215,62 @@ fn forget_idle_callers(limits: Arc<rate_limit::Limits>, shutdown: shutdown::Shut
     })
 }
 
-/// Opens the pool, creating the SQLite file (and `./data/`) when needed.
-async fn open_database(url: &str, busy: Duration) -> Result<SqlitePool, ServeError> {
-    if let Some(path) = url.strip_prefix("sqlite://").or_else(|| url.strip_prefix("sqlite:")) {
+/// Opens the pool for `DATABASE_URL`. SQLite (the one-box default): the file and its
+/// folder are created when missing, WAL journal, `NORMAL` sync, and `busy` as the busy
+/// timeout. PostgreSQL: the URL as given, with `busy` as the lock timeout.
+async fn open_database(url: &str, busy: Duration) -> Result<Db, ServeError> {
+    sqlx::any::install_default_drivers();
+    let sqlite = is_sqlite(url);
+    let mut url = url.to_owned();
+    if sqlite {
+        let path = url.trim_start_matches("sqlite://").trim_start_matches("sqlite:");
         let path = path.split('?').next().unwrap_or_default();
         if let Some(dir) = Path::new(path).parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir)?;
         }
+        if !url.contains("mode=") {
+            url.push_str(if url.contains('?') { "&mode=rwc" } else { "?mode=rwc" });
+        }
     }
-    let options = SqliteConnectOptions::from_str(url)?
-        .create_if_missing(true)
-        .journal_mode(SqliteJournalMode::Wal)
-        .synchronous(SqliteSynchronous::Normal)
-        .busy_timeout(busy);
-    Ok(SqlitePoolOptions::new().max_connections(8).connect_with(options).await?)
+    let pragmas = format!(
+        "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = {}; \
+         PRAGMA foreign_keys = ON",
+        busy.as_millis()
+    );
+    // PostgreSQL's counterpart of the busy timeout: a write waits this long for a lock.
+    let lock_timeout = format!("SET lock_timeout = {}", busy.as_millis());
+    let pool = AnyPoolOptions::new()
+        .max_connections(if sqlite { 8 } else { 16 })
+        .after_connect(move |conn, _| {
+            let (pragmas, lock_timeout) = (pragmas.clone(), lock_timeout.clone());
+            Box::pin(async move {
+                if sqlite {
+                    conn.execute(pragmas.as_str()).await?;
+                } else {
+                    conn.execute(lock_timeout.as_str()).await?;
+                }
+                Ok(())
+            })
+        })
+        .connect(&url)
+        .await?;
+    Ok(pool)
+}
+
+/// SQLite or PostgreSQL, by the URL's scheme.
+fn is_sqlite(url: &str) -> bool {
+    url.starts_with("sqlite:")
+}
+
+/// Runs the migrations of the engine behind `url` (`migrations/sqlite` or
+/// `migrations/postgres`: the same schema, each in its engine's dialect).
+async fn migrate(db: &Db, url: &str) -> Result<(), ServeError> {
+    if is_sqlite(url) {
+        sqlx::migrate!("./migrations/sqlite").run(db).await?;
+    } else {
+        sqlx::migrate!("./migrations/postgres").run(db).await?;
+    }
+    Ok(())
 }
 
 /// The connection requests share: multiplexed, reconnecting, and never waiting on

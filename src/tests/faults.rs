@@ -2,6 +2,7 @@
 //! invariants hold (I1 no oversell, I2 one per user, I3 nothing persisted is lost,
 //! I4 conservation).
 
+use crate::support::connect_db;
 use crate::{
     process::{Process, Shared},
     support::{code, redis_url, wait_until, Options, Shopper, TestApp},
@@ -9,13 +10,14 @@ use crate::{
 use futures::{stream, StreamExt};
 use redis::{aio::ConnectionManager, streams::StreamPendingCountReply};
 use reqwest::StatusCode;
+use seckill::backend::Db;
 use seckill::{
     client::ApiClient,
     sale::keys::{SaleKeys, GROUP},
     server::local_redis::LocalRedis,
 };
 use serde_json::Value;
-use sqlx::{Connection, SqliteConnection, SqlitePool};
+use sqlx::{AnyConnection, Connection};
 use std::{
     collections::HashSet,
     time::{Duration, Instant},
@@ -43,7 +45,7 @@ fn queued(answers: &[Answer]) -> HashSet<i64> {
 
 /// Waits until every granted order is persisted, then checks I1–I5 against the
 /// database and returns a line of counts for the drill's report.
-async fn books_balance(api: &ApiClient, db: &SqlitePool, v: i64, stock: i64, queued: &HashSet<i64>) -> String {
+async fn books_balance(api: &ApiClient, db: &Db, v: i64, stock: i64, queued: &HashSet<i64>) -> String {
     let deadline = Instant::now() + Duration::from_secs(60);
     let stats = loop {
         let s = api.stats(v).await.unwrap();
@@ -55,10 +57,10 @@ async fn books_balance(api: &ApiClient, db: &SqlitePool, v: i64, stock: i64, que
     };
     let n = |k: &str| stats[k].as_i64().unwrap();
     let users: Vec<i64> =
-        sqlx::query_scalar("SELECT user_id FROM orders WHERE voucher_id = ?").bind(v).fetch_all(db).await.unwrap();
+        sqlx::query_scalar("SELECT user_id FROM orders WHERE voucher_id = $1").bind(v).fetch_all(db).await.unwrap();
     let distinct: HashSet<i64> = users.iter().copied().collect();
     let left: i64 =
-        sqlx::query_scalar("SELECT stock_left FROM vouchers WHERE id = ?").bind(v).fetch_one(db).await.unwrap();
+        sqlx::query_scalar("SELECT stock_left FROM vouchers WHERE id = $1").bind(v).fetch_one(db).await.unwrap();
     let lost = queued.difference(&distinct).count();
     assert!(users.len() as i64 <= stock, "I1 no oversell: {} orders", users.len());
     assert_eq!(distinct.len(), users.len(), "I2/I5: an order twice");
@@ -98,7 +100,7 @@ async fn most_deliveries(redis: &mut ConnectionManager, stream: &str) -> usize {
 
 /// A drill's shared stores: a fresh SQLite file and namespace on the test Redis.
 async fn stores(dir: &TempDir, redis: &str) -> (Shared, ConnectionManager) {
-    let shared = Shared::new(dir.path(), redis);
+    let shared = Shared::new(dir.path(), redis).await;
     let conn = ConnectionManager::new(redis::Client::open(redis).unwrap()).await.unwrap();
     (shared, conn)
 }
@@ -198,7 +200,7 @@ async fn kill_9_in_the_middle_of_persisting_a_storm() {
     let took_over = killed.elapsed();
     let answers = fired.await.unwrap();
     let unreachable = answers.iter().filter(|(_, a)| a.is_err()).count();
-    let db = SqlitePool::connect(&shared.database_url).await.unwrap();
+    let db = connect_db(&shared.database_url).await;
     let books = books_balance(&b.api, &db, v, 1500, &queued(&answers)).await;
     println!(
         "drill kill_9: A killed holding {held} read entries, B took them over in {took_over:?}; {books}; \
@@ -238,7 +240,7 @@ async fn sigterm_in_the_middle_of_a_storm_loses_nothing() {
     drop(api);
 
     let b = Process::start(&shared, &[("SECKILL_CLAIM_IDLE_MS", "500")]).await;
-    let db = SqlitePool::connect(&shared.database_url).await.unwrap();
+    let db = connect_db(&shared.database_url).await;
     let books = books_balance(&b.api, &db, v, 300, &queued(&answers)).await;
     println!(
         "drill sigterm: exited cleanly in {took:?}; {books}; {refused} answered unavailable, {unreachable} unreachable"
@@ -275,8 +277,14 @@ async fn database_blocked_past_the_claim_time_fails_nobody() {
     })
     .await;
     // Another writer takes SQLite's write lock and keeps it.
-    let mut blocker = SqliteConnection::connect(&shared.database_url).await.unwrap();
-    sqlx::query("BEGIN IMMEDIATE").execute(&mut blocker).await.unwrap();
+    let mut blocker = AnyConnection::connect(&shared.database_url).await.unwrap();
+    // SQLite: the one write lock. PostgreSQL: the vouchers' rows, which every write of an order takes.
+    let lock = if shared.database_url.starts_with("sqlite:") {
+        "BEGIN IMMEDIATE"
+    } else {
+        "BEGIN; LOCK TABLE vouchers IN EXCLUSIVE MODE"
+    };
+    sqlx::raw_sql(lock).execute(&mut blocker).await.unwrap();
     let locked = Instant::now();
     // Grabs need Redis only. One at a time, through both, until A has read some.
     let mut answers = Vec::new();
@@ -305,7 +313,7 @@ async fn database_blocked_past_the_claim_time_fails_nobody() {
     sqlx::query("ROLLBACK").execute(&mut blocker).await.unwrap();
     let held = locked.elapsed();
 
-    let db = SqlitePool::connect(&shared.database_url).await.unwrap();
+    let db = connect_db(&shared.database_url).await;
     let books = books_balance(&b.api, &db, v, 40, &queued).await;
     let results: Vec<String> =
         redis::AsyncCommands::hvals(&mut redis, SaleKeys::new(&shared.namespace, v).results).await.unwrap();

@@ -51,8 +51,9 @@ async fn a_lost_counter_never_repeats_an_id() {
     let key = format!("{namespace}:icr:order:{}", chrono::Utc::now().format("%Y%m%d"));
     let deleted: i64 = redis.del(&key).await.unwrap();
     assert_eq!(deleted, 1, "the counter lives where the test expects it");
-    // The outage: Redis is gone for a moment before it answers again, empty.
-    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    // The outage: Redis is gone for a moment (50 ms; real ones last seconds) before it
+    // answers again, empty.
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     let after = Arc::new(OrderIds::new(&namespace, 50));
     for round in 0..200 {
         for ids in before.iter().chain([&after]) {

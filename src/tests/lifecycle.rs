@@ -39,13 +39,13 @@ async fn books(app: &TestApp, v: i64, total: i64) -> (i64, i64, i64, i64) {
     let buyers: i64 = redis.scard(&keys.buyers).await.unwrap();
     let restocked: i64 = redis.scard(&keys.restocked).await.unwrap();
     let (left, paid_col, cancelled_col): (i64, i64, i64) =
-        sqlx::query_as("SELECT stock_left, paid, cancelled FROM vouchers WHERE id = ?")
+        sqlx::query_as("SELECT stock_left, paid, cancelled FROM vouchers WHERE id = $1")
             .bind(v)
             .fetch_one(&app.db)
             .await
             .unwrap();
     let counts: HashMap<String, i64> =
-        sqlx::query_as("SELECT status, COUNT(*) FROM orders WHERE voucher_id = ? GROUP BY status")
+        sqlx::query_as("SELECT status, COUNT(*) FROM orders WHERE voucher_id = $1 GROUP BY status")
             .bind(v)
             .fetch_all(&app.db)
             .await
@@ -65,7 +65,7 @@ async fn books(app: &TestApp, v: i64, total: i64) -> (i64, i64, i64, i64) {
 /// Cancellation lateness (cancelled_at − pay_deadline) of timed-out orders: p50, max (ms).
 async fn lateness(app: &TestApp, v: i64) -> (i64, i64) {
     let mut late: Vec<i64> = sqlx::query_scalar(
-        "SELECT cancelled_at - pay_deadline FROM orders WHERE voucher_id = ? AND cancel_reason = 'timeout'",
+        "SELECT cancelled_at - pay_deadline FROM orders WHERE voucher_id = $1 AND cancel_reason = 'timeout'",
     )
     .bind(v)
     .fetch_all(&app.db)
@@ -200,7 +200,7 @@ async fn payments_racing_cancels_and_timeouts_lose_no_unit() {
     let shoppers = app.sign_in_many("race", N).await;
     let ids = grab_all(&app, &shoppers, v).await;
     app.wait_for_stats("all persisted", v, |s| s["persisted"] == N as i64).await;
-    let deadline: i64 = sqlx::query_scalar("SELECT MAX(pay_deadline) FROM orders WHERE voucher_id = ?")
+    let deadline: i64 = sqlx::query_scalar("SELECT MAX(pay_deadline) FROM orders WHERE voucher_id = $1")
         .bind(v)
         .fetch_one(&app.db)
         .await

@@ -161,7 +161,7 @@ async fn a_dead_letter_restocks_and_clears_other_processes_flags() {
     let v = a.create_voucher(1, -5, 3600).await;
     let ghost = a.sign_in("ghost").await;
     assert_eq!(a.grab(&ghost, v).await.0, 200);
-    sqlx::query("DELETE FROM users WHERE id = ?").bind(ghost.user_id).execute(&a.db).await.unwrap();
+    sqlx::query("DELETE FROM users WHERE id = $1").bind(ghost.user_id).execute(&a.db).await.unwrap();
     let sam = a.sign_in("sam").await;
     let (status, body) = a.grab(&sam, v).await;
     assert_eq!((status.as_u16(), code(&body)), (409, "sold_out"));

@@ -1,7 +1,7 @@
 //! The server as a child process (the `seckill` binary), for drills that kill it with
 //! SIGKILL or stop it with SIGTERM, as an operator or a crash would.
 
-use crate::support::{wait_until, ADMIN_TOKEN};
+use crate::support::{fresh_database, wait_until, ADMIN_TOKEN};
 use seckill::client::ApiClient;
 use serde_json::json;
 use std::{path::Path, process::ExitStatus, process::Stdio, time::Duration};
@@ -16,11 +16,11 @@ pub struct Shared {
 }
 
 impl Shared {
-    /// A fresh SQLite file under `dir` and a fresh namespace on `redis_url`.
-    pub fn new(dir: &Path, redis_url: &str) -> Self {
+    /// A fresh database (see [`fresh_database`]) and a fresh namespace on `redis_url`.
+    pub async fn new(dir: &Path, redis_url: &str) -> Self {
         Self {
             redis_url: redis_url.to_owned(),
-            database_url: format!("sqlite://{}", dir.join("seckill.db").display()),
+            database_url: fresh_database(dir).await,
             namespace: format!("t{}", rand::random::<u64>()),
         }
     }

@@ -19,7 +19,7 @@ const PAY: i64 = 3_600_000;
 use std::{
     collections::HashMap,
     sync::{
-        atomic::{AtomicBool, Ordering},
+        atomic::{AtomicBool, AtomicUsize, Ordering},
         Arc,
     },
 };
@@ -73,9 +73,9 @@ async fn orders_read_but_not_acked_are_persisted_once_after_restart() {
     assert_eq!(stats["redis_stock"], 4);
     assert_eq!(stats["granted"], 6);
     let left: i64 =
-        sqlx::query_scalar("SELECT stock_left FROM vouchers WHERE id = ?").bind(v).fetch_one(&app.db).await.unwrap();
+        sqlx::query_scalar("SELECT stock_left FROM vouchers WHERE id = $1").bind(v).fetch_one(&app.db).await.unwrap();
     assert_eq!(left, 4, "database stock taken once per order");
-    let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM orders WHERE voucher_id = ?")
+    let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM orders WHERE voucher_id = $1")
         .bind(v)
         .fetch_one(&app.db)
         .await
@@ -96,7 +96,7 @@ async fn a_poison_order_is_dead_lettered_and_its_stock_given_back() {
     assert_eq!(status, 200);
     // The user vanishes before the order is persisted: the database will refuse it
     // (foreign key) on every delivery.
-    sqlx::query("DELETE FROM users WHERE id = ?").bind(ghost.user_id).execute(&app.db).await.unwrap();
+    sqlx::query("DELETE FROM users WHERE id = $1").bind(ghost.user_id).execute(&app.db).await.unwrap();
     let opts = app.restart_options();
     app.stop().await;
 
@@ -183,7 +183,7 @@ async fn a_dead_letter_and_a_late_persist_never_both_win() {
     assert_eq!(both, 0, "no order both persisted and buried");
     assert_eq!(count("SELECT COUNT(*) FROM orders").await.unwrap(), won_by_persist as i64);
     let left: i64 =
-        sqlx::query_scalar("SELECT stock_left FROM vouchers WHERE id = ?").bind(v).fetch_one(&app.db).await.unwrap();
+        sqlx::query_scalar("SELECT stock_left FROM vouchers WHERE id = $1").bind(v).fetch_one(&app.db).await.unwrap();
     assert_eq!(left + won_by_persist as i64, 300, "the database's stock counts persisted orders only");
     app.stop().await;
 }
@@ -238,7 +238,7 @@ async fn orders_committed_after_a_rebuild_take_their_units() {
     }
     assert_eq!(granted, 6);
     let left: i64 =
-        sqlx::query_scalar("SELECT stock_left FROM vouchers WHERE id = ?").bind(v).fetch_one(&app.db).await.unwrap();
+        sqlx::query_scalar("SELECT stock_left FROM vouchers WHERE id = $1").bind(v).fetch_one(&app.db).await.unwrap();
     assert_eq!(left, 6, "the database agrees before the last six are persisted");
     app.stop().await;
 }
@@ -258,11 +258,17 @@ async fn rebuilds_racing_commits_keep_redis_and_the_database_equal() {
     let backend = app.backend();
     let keys = app.keys(v);
     let committing = Arc::new(AtomicBool::new(true));
+    let rebuilt = Arc::new(AtomicUsize::new(0));
     let commits = {
-        let (backend, db, committing) = (backend.clone(), app.db.clone(), committing.clone());
+        let (backend, db, committing, rebuilt) = (backend.clone(), app.db.clone(), committing.clone(), rebuilt.clone());
         tokio::spawn(async move {
             let mut redis = backend.redis.clone();
-            for chunk in read.chunks(5) {
+            for (i, chunk) in read.chunks(5).enumerate() {
+                // Keep the two interleaved however the machine schedules them: a
+                // rebuild every other chunk at least.
+                while rebuilt.load(Ordering::SeqCst) < i / 2 {
+                    tokio::task::yield_now().await;
+                }
                 store::persist(&db, chunk, PAY).await.unwrap();
                 let entries: Vec<(&str, &OrderMsg)> = chunk.iter().map(|m| ("0-1", m)).collect();
                 settle(&backend, &mut redis, v, i64::MAX / 2, &entries).await.unwrap();
@@ -274,14 +280,13 @@ async fn rebuilds_racing_commits_keep_redis_and_the_database_equal() {
         let (backend, db) = (backend.clone(), app.db.clone());
         tokio::spawn(async move {
             let mut redis = backend.redis.clone();
-            let mut rebuilt = 0;
             while committing.load(Ordering::SeqCst) {
                 let () = redis.del(&[&keys.stock, &keys.buyers, &keys.window]).await.unwrap();
                 let row = vouchers::get(&db, v).await.unwrap().unwrap();
                 warm(&backend, &row).await.unwrap();
-                rebuilt += 1;
+                rebuilt.fetch_add(1, Ordering::SeqCst);
             }
-            rebuilt
+            rebuilt.load(Ordering::SeqCst)
         })
     };
     commits.await.unwrap();
@@ -291,7 +296,7 @@ async fn rebuilds_racing_commits_keep_redis_and_the_database_equal() {
     let stock: i64 = redis.get(&keys.stock).await.unwrap();
     let in_redis: i64 = redis.scard(&keys.buyers).await.unwrap();
     let left: i64 =
-        sqlx::query_scalar("SELECT stock_left FROM vouchers WHERE id = ?").bind(v).fetch_one(&app.db).await.unwrap();
+        sqlx::query_scalar("SELECT stock_left FROM vouchers WHERE id = $1").bind(v).fetch_one(&app.db).await.unwrap();
     assert_eq!((stock, in_redis, left), (80, 120, 80), "Redis stock, Redis buyers, database stock");
     app.stop().await;
 }

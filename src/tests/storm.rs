@@ -52,14 +52,17 @@ async fn storm_sells_exactly_the_stock_once_per_user() {
     // Conservation (I4): stock left + granted = total.
     assert_eq!(stats["redis_stock"].as_i64().unwrap() + stats["granted"].as_i64().unwrap(), STOCK);
 
-    let rows: Vec<(i64, i64)> =
-        sqlx::query_as("SELECT id, user_id FROM orders WHERE voucher_id = ?").bind(v).fetch_all(&app.db).await.unwrap();
+    let rows: Vec<(i64, i64)> = sqlx::query_as("SELECT id, user_id FROM orders WHERE voucher_id = $1")
+        .bind(v)
+        .fetch_all(&app.db)
+        .await
+        .unwrap();
     let users: HashSet<i64> = rows.iter().map(|r| r.1).collect();
     assert_eq!(users, winners, "the persisted buyers are exactly the granted ones");
     let ids: HashSet<String> = rows.iter().map(|r| r.0.to_string()).collect();
     assert_eq!(ids, order_ids, "persisted order ids are the ones handed out");
     let left: i64 =
-        sqlx::query_scalar("SELECT stock_left FROM vouchers WHERE id = ?").bind(v).fetch_one(&app.db).await.unwrap();
+        sqlx::query_scalar("SELECT stock_left FROM vouchers WHERE id = $1").bind(v).fetch_one(&app.db).await.unwrap();
     assert_eq!(left, 0);
 
     let mut redis = app.redis.clone();

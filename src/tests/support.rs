@@ -3,10 +3,10 @@
 
 use redis::aio::ConnectionManager;
 use reqwest::StatusCode;
+use seckill::backend::Db;
 pub use seckill::client::Shopper;
 use seckill::{client::ApiClient, config::Config, server};
 use serde_json::{json, Value};
-use sqlx::SqlitePool;
 use std::{future::Future, sync::Arc, time::Duration};
 use tempfile::TempDir;
 use tokio::{net::TcpListener, sync::oneshot, task::JoinHandle};
@@ -20,8 +20,8 @@ pub struct Options {
     pub worker_name: Option<String>,
     pub claim_idle_ms: u64,
     pub max_deliveries: u64,
-    /// Reuse another server's database and namespace (a restart, or a second process).
-    pub reuse: Option<(Arc<TempDir>, String)>,
+    /// Reuse another server's data (a restart, or a second process).
+    pub reuse: Option<Reuse>,
     /// A Redis other than `REDIS_URL`.
     pub redis_url: Option<String>,
     /// Lifetime of sold-out flags; long in tests that must see a flag cleared by an event.
@@ -66,12 +66,43 @@ pub struct TestApp {
     pub http: reqwest::Client,
     /// The JSON API client the load tool uses too.
     pub api: ApiClient,
-    pub db: SqlitePool,
+    pub db: Db,
+    /// The database this app (and any process reusing its data) runs on.
+    pub database_url: String,
     pub redis: ConnectionManager,
     pub namespace: String,
     pub dir: Arc<TempDir>,
     stop: Option<oneshot::Sender<()>>,
     handle: Option<JoinHandle<Result<(), server::ServeError>>>,
+}
+
+/// Another server's data: its folder, Redis namespace and database.
+#[derive(Clone)]
+pub struct Reuse {
+    pub dir: Arc<TempDir>,
+    pub namespace: String,
+    pub database_url: String,
+}
+
+/// A database of its own for one test: a SQLite file in `dir`, or, when
+/// `TEST_POSTGRES_URL` names a PostgreSQL server (`.ci/test` starts one), a fresh
+/// database there.
+pub async fn fresh_database(dir: &std::path::Path) -> String {
+    let Some(server) = std::env::var("TEST_POSTGRES_URL").ok().filter(|u| !u.is_empty()) else {
+        return format!("sqlite://{}", dir.join("seckill.db").display());
+    };
+    let name = format!("t{}", rand::random::<u64>());
+    let admin = connect_db(&server).await;
+    sqlx::query(&format!("CREATE DATABASE {name}")).execute(&admin).await.unwrap();
+    admin.close().await;
+    let (base, _) = server.rsplit_once('/').expect("TEST_POSTGRES_URL ends with /<database>");
+    format!("{base}/{name}")
+}
+
+/// A pool on `url` (SQLite or PostgreSQL), as the server opens one.
+pub async fn connect_db(url: &str) -> Db {
+    sqlx::any::install_default_drivers();
+    Db::connect(url).await.unwrap()
 }
 
 pub fn redis_url() -> String {
@@ -86,14 +117,18 @@ impl TestApp {
     pub async fn with(opts: Options) -> Self {
         // Server warnings show in a failing test's output.
         let _ = tracing_subscriber::fmt().with_test_writer().with_env_filter("warn").try_init();
-        let (dir, namespace) = opts
-            .reuse
-            .clone()
-            .unwrap_or_else(|| (Arc::new(TempDir::new().unwrap()), format!("t{}", rand::random::<u64>())));
+        let Reuse { dir, namespace, database_url } = match opts.reuse.clone() {
+            Some(reuse) => reuse,
+            None => {
+                let dir = Arc::new(TempDir::new().unwrap());
+                let database_url = fresh_database(dir.path()).await;
+                Reuse { dir, namespace: format!("t{}", rand::random::<u64>()), database_url }
+            }
+        };
         let mut config = Config::defaults();
         let redis_url = opts.redis_url.clone().unwrap_or_else(redis_url);
         config.redis_url = Some(redis_url.clone());
-        config.database_url = format!("sqlite://{}", dir.path().join("seckill.db").display());
+        config.database_url = database_url.clone();
         config.admin_token = Some(ADMIN_TOKEN.into());
         // Shared by every process of a test, as in production: sessions survive restarts.
         config.session_secret = Some("a test session secret of more than 32 bytes".into());
@@ -126,14 +161,16 @@ impl TestApp {
             async move { http.post(&probe).json(&json!({})).send().await.is_ok_and(|r| r.status().is_success()) }
         })
         .await;
-        let db = SqlitePool::connect(&format!("sqlite://{}", dir.path().join("seckill.db").display())).await.unwrap();
+        let db = connect_db(&database_url).await;
         let redis = ConnectionManager::new(redis::Client::open(redis_url).unwrap()).await.unwrap();
-        Self { base, http, api, db, redis, namespace, dir, stop: Some(stop), handle: Some(handle) }
+        Self { base, http, api, db, database_url, redis, namespace, dir, stop: Some(stop), handle: Some(handle) }
     }
 
     /// Options that restart this app's data under a new process.
     pub fn restart_options(&self) -> Options {
-        Options { reuse: Some((self.dir.clone(), self.namespace.clone())), ..Options::default() }
+        let reuse =
+            Reuse { dir: self.dir.clone(), namespace: self.namespace.clone(), database_url: self.database_url.clone() };
+        Options { reuse: Some(reuse), ..Options::default() }
     }
 
     /// Stops the server gracefully and waits for it (worker included).

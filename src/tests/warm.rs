@@ -16,7 +16,7 @@ async fn warm_up_keeps_sold_stock_and_rebuilds_lost_state() {
         buyers.push(s);
     }
     let left: i64 =
-        sqlx::query_scalar("SELECT stock_left FROM vouchers WHERE id = ?").bind(v).fetch_one(&app.db).await.unwrap();
+        sqlx::query_scalar("SELECT stock_left FROM vouchers WHERE id = $1").bind(v).fetch_one(&app.db).await.unwrap();
     assert_eq!(left, 10, "the database has not seen the sales yet");
     // Warming again changes nothing: the 3 sold units stay sold.
     let warmed = app.admin("warm_up", json!({ "voucher_id": v })).await;

@@ -1,8 +1,9 @@
 //! Vouchers in SQL.
 
 use super::NewVoucher;
+use crate::backend::Db;
 use chrono::{DateTime, Utc};
-use sqlx::{FromRow, SqlitePool};
+use sqlx::FromRow;
 
 /// A voucher row. Times are Unix milliseconds.
 #[derive(Clone, Debug, FromRow)]
@@ -31,10 +32,10 @@ impl VoucherRow {
 
 const COLUMNS: &str = "id, title, stock, stock_left, begins_at, ends_at, paid, cancelled";
 
-pub async fn insert(db: &SqlitePool, v: &NewVoucher) -> sqlx::Result<VoucherRow> {
+pub async fn insert(db: &Db, v: &NewVoucher) -> sqlx::Result<VoucherRow> {
     let sql = format!(
         "INSERT INTO vouchers (title, stock, stock_left, begins_at, ends_at, created_at) \
-         VALUES (?, ?, ?, ?, ?, ?) RETURNING {COLUMNS}"
+         VALUES ($1, $2, $3, $4, $5, $6) RETURNING {COLUMNS}"
     );
     sqlx::query_as(&sql)
         .bind(&v.title)
@@ -47,19 +48,19 @@ pub async fn insert(db: &SqlitePool, v: &NewVoucher) -> sqlx::Result<VoucherRow>
         .await
 }
 
-pub async fn get(db: &SqlitePool, id: i64) -> sqlx::Result<Option<VoucherRow>> {
-    sqlx::query_as(&format!("SELECT {COLUMNS} FROM vouchers WHERE id = ?")).bind(id).fetch_optional(db).await
+pub async fn get(db: &Db, id: i64) -> sqlx::Result<Option<VoucherRow>> {
+    sqlx::query_as(&format!("SELECT {COLUMNS} FROM vouchers WHERE id = $1")).bind(id).fetch_optional(db).await
 }
 
 /// The newest vouchers first, at most `limit`.
-pub async fn list(db: &SqlitePool, limit: i64) -> sqlx::Result<Vec<VoucherRow>> {
-    sqlx::query_as(&format!("SELECT {COLUMNS} FROM vouchers ORDER BY id DESC LIMIT ?")).bind(limit).fetch_all(db).await
+pub async fn list(db: &Db, limit: i64) -> sqlx::Result<Vec<VoucherRow>> {
+    sqlx::query_as(&format!("SELECT {COLUMNS} FROM vouchers ORDER BY id DESC LIMIT $1")).bind(limit).fetch_all(db).await
 }
 
 /// Vouchers whose sale has not ended `grace_ms` ago: the ones to warm and to drain.
-pub async fn live(db: &SqlitePool, grace_ms: i64) -> sqlx::Result<Vec<VoucherRow>> {
+pub async fn live(db: &Db, grace_ms: i64) -> sqlx::Result<Vec<VoucherRow>> {
     let since = Utc::now().timestamp_millis() - grace_ms;
-    sqlx::query_as(&format!("SELECT {COLUMNS} FROM vouchers WHERE ends_at > ? ORDER BY id"))
+    sqlx::query_as(&format!("SELECT {COLUMNS} FROM vouchers WHERE ends_at > $1 ORDER BY id"))
         .bind(since)
         .fetch_all(db)
         .await

@@ -35,64 +35,116 @@ pub enum Burial {
     Persisted,
 }
 
+/// Orders per insert statement: 5 parameters each stays under both engines' limits.
+const INSERT_CHUNK: usize = 1_000;
+
 /// Persists a batch in one transaction: insert each order unless (voucher, user)
 /// already has one, and take one unit of database stock per inserted order. Each
 /// order must be paid within `pay_timeout_ms` of its grab (the time in its id).
+///
+/// One multi-row insert per 1,000 orders and one stock update per voucher; only when
+/// the database has less stock than Redis granted (Redis was rebuilt with too much)
+/// does it go order by order, to say which ones found no stock.
 pub async fn persist(db: &Db, batch: &[OrderMsg], pay_timeout_ms: i64) -> sqlx::Result<Vec<Outcome>> {
     let mut tx = db.begin().await?;
     let mut vouchers: Vec<i64> = batch.iter().map(|m| m.voucher_id).collect();
     vouchers.sort_unstable();
     vouchers.dedup();
-    for voucher_id in vouchers {
+    for &voucher_id in &vouchers {
         lock_voucher(&mut tx, voucher_id).await?;
     }
+    let mut inserted = std::collections::HashSet::new();
+    for chunk in batch.chunks(INSERT_CHUNK) {
+        inserted.extend(insert_new(&mut tx, chunk, pay_timeout_ms).await?);
+    }
+    let voucher_of: std::collections::HashMap<i64, i64> = batch.iter().map(|m| (m.order_id, m.voucher_id)).collect();
+    for &voucher_id in &vouchers {
+        let taken = inserted.iter().filter(|id| voucher_of.get(id) == Some(&voucher_id)).count();
+        if taken > 0 && !take_stock(&mut tx, voucher_id, taken as i64).await? {
+            tx.rollback().await?;
+            return persist_one_by_one(db, batch, pay_timeout_ms).await;
+        }
+    }
     let mut outcomes = Vec::with_capacity(batch.len());
-    for msg in batch {
-        outcomes.push(persist_one(&mut tx, msg, pay_timeout_ms).await?);
+    for m in batch {
+        // Only what the insert skipped (a redelivery, a buried order, a second order of
+        // one shopper: rare) costs a query.
+        let outcome = if inserted.contains(&m.order_id) { Outcome::Persisted } else { classify(&mut tx, m).await? };
+        outcomes.push(outcome);
     }
     tx.commit().await?;
     Ok(outcomes)
 }
 
-async fn persist_one(tx: &mut Tx<'_>, m: &OrderMsg, pay_timeout_ms: i64) -> sqlx::Result<Outcome> {
-    let created_at = crate::ids::decompose(m.order_id).0.timestamp_millis();
-    let inserted = sqlx::query(
+/// Inserts the orders not yet stored, not buried, and whose shopper holds no other
+/// live order; returns the ids it inserted.
+async fn insert_new(tx: &mut Tx<'_>, chunk: &[OrderMsg], pay_timeout_ms: i64) -> sqlx::Result<Vec<i64>> {
+    let rows: Vec<String> = (0..chunk.len())
+        .map(|i| {
+            let p = |k: usize| format!("CAST(${} AS BIGINT)", i * 5 + k);
+            format!("({}, {}, {}, {}, {})", p(1), p(2), p(3), p(4), p(5))
+        })
+        .collect();
+    // VALUES columns are column1..column5 in both engines.
+    let sql = format!(
         "INSERT INTO orders (id, voucher_id, user_id, status, created_at, pay_deadline) \
-         SELECT $1, $2, $3, 'unpaid', $4, $5 WHERE NOT EXISTS (SELECT 1 FROM dead_letters WHERE order_id = $6) \
-         ON CONFLICT (voucher_id, user_id) WHERE status <> 'cancelled' DO NOTHING",
-    )
-    .bind(m.order_id)
-    .bind(m.voucher_id)
-    .bind(m.user_id)
-    .bind(created_at)
-    .bind(created_at + pay_timeout_ms)
-    .bind(m.order_id)
-    .execute(&mut **tx)
-    .await?
-    .rows_affected();
-    if inserted == 0 {
-        if is_buried(&mut **tx, m.order_id).await? {
-            return Ok(Outcome::Buried);
-        }
-        let existing: Option<i64> = sqlx::query_scalar(
-            "SELECT id FROM orders WHERE voucher_id = $1 AND user_id = $2 AND status <> 'cancelled'",
-        )
-        .bind(m.voucher_id)
-        .bind(m.user_id)
-        .fetch_optional(&mut **tx)
-        .await?;
-        return Ok(if existing == Some(m.order_id) { Outcome::Persisted } else { Outcome::Duplicate });
+         SELECT v.column1, v.column2, v.column3, 'unpaid', v.column4, v.column5 FROM (VALUES {}) AS v \
+         WHERE NOT EXISTS (SELECT 1 FROM dead_letters d WHERE d.order_id = v.column1) \
+         AND NOT EXISTS (SELECT 1 FROM orders o WHERE o.id = v.column1) \
+         ON CONFLICT (voucher_id, user_id) WHERE status <> 'cancelled' DO NOTHING RETURNING id",
+        rows.join(", ")
+    );
+    let mut query = sqlx::query_scalar(&sql);
+    for m in chunk {
+        let created_at = crate::ids::decompose(m.order_id).0.timestamp_millis();
+        query = query.bind(m.order_id).bind(m.voucher_id).bind(m.user_id).bind(created_at);
+        query = query.bind(created_at + pay_timeout_ms);
     }
-    let took = sqlx::query("UPDATE vouchers SET stock_left = stock_left - 1 WHERE id = $1 AND stock_left > 0")
-        .bind(m.voucher_id)
+    query.fetch_all(&mut **tx).await
+}
+
+/// Takes `units` of the voucher's database stock; false when it has fewer.
+async fn take_stock(tx: &mut Tx<'_>, voucher_id: i64, units: i64) -> sqlx::Result<bool> {
+    let took = sqlx::query("UPDATE vouchers SET stock_left = stock_left - $1 WHERE id = $2 AND stock_left >= $1")
+        .bind(units)
+        .bind(voucher_id)
         .execute(&mut **tx)
         .await?
         .rows_affected();
-    if took == 0 {
-        sqlx::query("DELETE FROM orders WHERE id = $1").bind(m.order_id).execute(&mut **tx).await?;
-        return Ok(Outcome::NoStock);
+    Ok(took == 1)
+}
+
+/// What became of an order after the inserts: stored (now or before), buried, or
+/// refused because its shopper holds another order.
+async fn classify(tx: &mut Tx<'_>, m: &OrderMsg) -> sqlx::Result<Outcome> {
+    let stored: Option<i64> =
+        sqlx::query_scalar("SELECT id FROM orders WHERE id = $1").bind(m.order_id).fetch_optional(&mut **tx).await?;
+    if stored.is_some() {
+        return Ok(Outcome::Persisted);
     }
-    Ok(Outcome::Persisted)
+    Ok(if is_buried(&mut **tx, m.order_id).await? { Outcome::Buried } else { Outcome::Duplicate })
+}
+
+/// The slow path: each order in turn takes a unit, and those that find none are
+/// removed again (`NoStock`).
+async fn persist_one_by_one(db: &Db, batch: &[OrderMsg], pay_timeout_ms: i64) -> sqlx::Result<Vec<Outcome>> {
+    let mut tx = db.begin().await?;
+    let mut outcomes = Vec::with_capacity(batch.len());
+    for m in batch {
+        lock_voucher(&mut tx, m.voucher_id).await?;
+        let inserted = insert_new(&mut tx, std::slice::from_ref(m), pay_timeout_ms).await?;
+        let outcome = match inserted.is_empty() {
+            true => classify(&mut tx, m).await?,
+            false if take_stock(&mut tx, m.voucher_id, 1).await? => Outcome::Persisted,
+            false => {
+                sqlx::query("DELETE FROM orders WHERE id = $1").bind(m.order_id).execute(&mut *tx).await?;
+                Outcome::NoStock
+            }
+        };
+        outcomes.push(outcome);
+    }
+    tx.commit().await?;
+    Ok(outcomes)
 }
 
 /// True when the database refused the data itself (a constraint: the order can never

@@ -331,3 +331,30 @@ async fn a_grab_lost_with_redis_reads_failed_lost() {
     assert_eq!(status, 200, "the shopper may grab again: {body}");
     app.stop().await;
 }
+
+/// One batch with every kind of entry: new orders, a redelivery, a second order of one
+/// shopper, a buried order, and more new orders than the database has stock for.
+#[tokio::test]
+async fn a_mixed_batch_gets_each_entry_its_outcome() {
+    use seckill::{ids::compose, orders::store::Outcome};
+
+    let app = TestApp::with(Options { worker: false, ..Options::default() }).await;
+    let v = app.create_voucher(3, -5, 3600).await;
+    let users = app.sign_in_many("mixed", 5).await;
+    let now = chrono::Utc::now().timestamp();
+    let msg = |i: u32, user: usize| OrderMsg { voucher_id: v, order_id: compose(now, i), user_id: users[user].user_id };
+    assert_eq!(store::persist(&app.db, &[msg(1, 0)], PAY).await.unwrap(), vec![Outcome::Persisted]);
+    store::bury(&app.db, &msg(2, 1), "test").await.unwrap();
+
+    let batch = [msg(1, 0), msg(3, 0), msg(2, 1), msg(4, 2), msg(5, 3)];
+    let outcomes = store::persist(&app.db, &batch, PAY).await.unwrap();
+    use Outcome::*;
+    assert_eq!(outcomes, vec![Persisted, Duplicate, Buried, Persisted, Persisted]);
+    // Stock 3: one taken before, two now. A sixth order finds none.
+    let outcomes = store::persist(&app.db, &[msg(6, 4), msg(1, 0)], PAY).await.unwrap();
+    assert_eq!(outcomes, vec![NoStock, Persisted]);
+    let left: i64 =
+        sqlx::query_scalar("SELECT stock_left FROM vouchers WHERE id = $1").bind(v).fetch_one(&app.db).await.unwrap();
+    assert_eq!(left, 0);
+    app.stop().await;
+}

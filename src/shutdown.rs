@@ -39,6 +39,23 @@ impl Shutdown {
             let _ = rx.wait_for(|fired| *fired).await;
         }
     }
+
+    /// Waits for `interval`'s next tick: true, or false once the signal fired. The loop
+    /// of every periodic task (`while shutdown.tick(&mut every).await { … }`).
+    pub async fn tick(&self, interval: &mut tokio::time::Interval) -> bool {
+        tokio::select! {
+            _ = interval.tick() => !self.is_shutdown(),
+            () = self.wait() => false,
+        }
+    }
+}
+
+/// An interval for [`Shutdown::tick`] whose rounds, when one overruns, skip the ticks
+/// they missed rather than bunching up.
+pub fn interval(period: std::time::Duration) -> tokio::time::Interval {
+    let mut interval = tokio::time::interval(period);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    interval
 }
 
 #[cfg(test)]
@@ -58,5 +75,15 @@ mod tests {
         let (trigger, shutdown) = channel();
         drop(trigger);
         assert!(shutdown.is_shutdown(), "a dropped trigger stops everything too");
+    }
+
+    #[tokio::test]
+    async fn a_periodic_task_ticks_until_the_signal_fires() {
+        let (trigger, shutdown) = channel();
+        let mut every = interval(std::time::Duration::from_millis(1));
+        assert!(shutdown.tick(&mut every).await);
+        assert!(shutdown.tick(&mut every).await);
+        trigger.fire();
+        assert!(!shutdown.tick(&mut every).await, "no round after the signal");
     }
 }

@@ -9,12 +9,11 @@ use crate::{
         keys::{SaleKeys, GROUP},
         sold_out::SoldOutFlags,
     },
-    shutdown::Shutdown,
+    shutdown::{self, Shutdown},
     voucher::store as vouchers,
 };
 use redis::{aio::ConnectionManager, RedisResult};
 use std::{collections::HashMap, sync::Arc, time::Duration};
-use tokio::time::MissedTickBehavior;
 
 /// How often the numbers are read.
 pub const EVERY: Duration = Duration::from_millis(250);
@@ -69,16 +68,9 @@ pub fn spawn(
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut prev = HashMap::new();
-        let mut tick = tokio::time::interval(EVERY);
-        tick.set_missed_tick_behavior(MissedTickBehavior::Skip);
+        let mut ticks = shutdown::interval(EVERY);
         let mut failing = false;
-        let stopped = shutdown.wait();
-        tokio::pin!(stopped);
-        loop {
-            tokio::select! {
-                _ = tick.tick() => {}
-                _ = &mut stopped => return,
-            }
+        while shutdown.tick(&mut ticks).await {
             match sample(&backend, &flags, &mut prev).await {
                 Ok(snapshot) => {
                     failing = false;

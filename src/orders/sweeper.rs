@@ -10,7 +10,7 @@ use super::{
 };
 use crate::{
     backend::{Backend, BackendError},
-    shutdown::Shutdown,
+    shutdown::{self, Shutdown},
 };
 use std::time::Duration;
 
@@ -21,15 +21,8 @@ const ABANDONED_AFTER_MS: i64 = 2_000;
 
 pub fn spawn(backend: Backend, every: Duration, shutdown: Shutdown) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        let mut tick = tokio::time::interval(every);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let stopped = shutdown.wait();
-        tokio::pin!(stopped);
-        loop {
-            tokio::select! {
-                _ = tick.tick() => {}
-                _ = &mut stopped => return,
-            }
+        let mut rounds = shutdown::interval(every);
+        while shutdown.tick(&mut rounds).await {
             if let Err(e) = sweep(&backend).await {
                 tracing::warn!("sweeper: {e}; trying again next round");
             }

@@ -204,13 +204,9 @@ pub fn router(state: AppState, max_requests: usize, request_timeout: Duration) -
 /// Every minute, rate limits forget callers that went quiet.
 fn forget_idle_callers(limits: Arc<rate_limit::Limits>, shutdown: shutdown::Shutdown) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        let stopped = shutdown.wait();
-        tokio::pin!(stopped);
-        loop {
-            tokio::select! {
-                _ = tokio::time::sleep(Duration::from_secs(60)) => limits.forget_idle(),
-                _ = &mut stopped => return,
-            }
+        let mut minutes = shutdown::interval(Duration::from_secs(60));
+        while shutdown.tick(&mut minutes).await {
+            limits.forget_idle();
         }
     })
 }

@@ -18,7 +18,7 @@ use {
         error::{AppError, ErrorCode},
         sale::{results::StoredResult, GrabStatus},
         state::AppState,
-        voucher::store as vouchers,
+        voucher::{store as vouchers, DRAIN_GRACE_MS},
     },
 };
 
@@ -107,7 +107,10 @@ fn parse_id(order_id: &str) -> AppResult<i64> {
 /// results live per sale, so the live sales are asked.
 #[cfg(feature = "ssr")]
 async fn not_saved_yet(backend: &Backend, order_id: i64, user_id: i64) -> AppResult<ErrorCode> {
-    let live = vouchers::live(&backend.db, 0).await?;
+    let live = vouchers::live(&backend.db, DRAIN_GRACE_MS).await?;
+    if live.is_empty() {
+        return Ok(ErrorCode::UnknownOrder);
+    }
     let mut pipe = redis::pipe();
     for v in &live {
         pipe.hget(backend.keys(v.id).results, order_id);

@@ -57,6 +57,7 @@ pub async fn readyz(State(state): State<AppState>) -> Response {
     let checks = json!({
         "redis": matches!(redis, Ok(Ok(_))),
         "database": matches!(database, Ok(Ok(_))),
+        // They run before the server listens: a process that answers has run them.
         "migrations": true,
         "stopping": state.shutdown.is_shutdown(),
     });

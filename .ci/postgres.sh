@@ -1,5 +1,5 @@
-# Sourced by .ci/test: `start_postgres` creates a throw-away PostgreSQL cluster (Debian's
-# server binaries; installed with apt when missing) on a free loopback port, exports
+# Sourced by .ci/test and .ci/bench: `start_postgres` creates a throw-away PostgreSQL
+# cluster (Debian's server binaries; .ci/setup installs them) on a free loopback port, exports
 # TEST_POSTGRES_URL for the integration tests (each makes a database of its own), and
 # `stop_postgres` removes it. initdb refuses to run as root, so as root the cluster
 # belongs to the `postgres` user.
@@ -16,9 +16,8 @@ start_postgres() {
   local bin port
   bin=$(pg_bin)
   if [ -z "$bin" ] || [ ! -x "$bin/initdb" ]; then
-    echo "[postgres] installing the PostgreSQL server (apt)"
-    apt-get install -y --no-install-recommends postgresql >/dev/null
-    bin=$(pg_bin)
+    echo "no PostgreSQL server binaries (run .ci/setup with SECKILL_NEED_POSTGRES=1)" >&2
+    return 1
   fi
   port=$(free_port)
   SECKILL_PG_DIR=$(mktemp -d)

@@ -98,10 +98,9 @@ pub async fn of_user(db: &Db, user_id: i64, limit: i64) -> sqlx::Result<Vec<Orde
 pub async fn of_voucher(db: &Db, voucher_id: i64, status: Option<&str>, limit: i64) -> sqlx::Result<Vec<Order>> {
     let sql = format!(
         "SELECT {ORDER_COLUMNS} FROM orders o JOIN vouchers v ON v.id = o.voucher_id \
-         WHERE o.voucher_id = $1 AND ($2 IS NULL OR o.status = $3) ORDER BY o.id DESC LIMIT $4"
+         WHERE o.voucher_id = $1 AND ($2 IS NULL OR o.status = $2) ORDER BY o.id DESC LIMIT $3"
     );
-    let rows: Vec<OrderRow> =
-        sqlx::query_as(&sql).bind(voucher_id).bind(status).bind(status).bind(limit).fetch_all(db).await?;
+    let rows: Vec<OrderRow> = sqlx::query_as(&sql).bind(voucher_id).bind(status).bind(limit).fetch_all(db).await?;
     Ok(rows.into_iter().map(order).collect())
 }
 
@@ -156,13 +155,12 @@ pub async fn cancel(
     let mut tx = db.begin().await?;
     let owed: Option<Owed> = sqlx::query_as(
         "UPDATE orders SET status = 'cancelled', cancelled_at = $1, cancel_reason = $2 \
-         WHERE id = $3 AND status = 'unpaid' AND ($4 IS NULL OR user_id = $5) \
+         WHERE id = $3 AND status = 'unpaid' AND ($4 IS NULL OR user_id = $4) \
          RETURNING id AS order_id, voucher_id, user_id",
     )
     .bind(now_ms)
     .bind(reason.as_str())
     .bind(order_id)
-    .bind(user_id)
     .bind(user_id)
     .fetch_optional(&mut *tx)
     .await?;

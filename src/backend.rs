@@ -8,9 +8,13 @@
 
 use crate::{
     error::{AppError, ErrorCode},
+    orders::worker::Wakeups,
     sale::keys::{events_channel, SaleKeys},
 };
-use redis::{aio::ConnectionManager, Script};
+use redis::Script;
+
+mod redis_conn;
+pub use redis_conn::{RedisConn, RedisTarget};
 
 /// The SQL pool: SQLite or PostgreSQL, chosen by `DATABASE_URL`'s scheme at run time.
 /// Every statement is written once, in SQL both engines run (`$1` placeholders).
@@ -24,24 +28,27 @@ use std::sync::Arc;
 pub struct Backend {
     /// The durable record: users, vouchers, orders.
     pub db: Db,
-    /// One multiplexed, self-reconnecting connection, shared.
-    pub redis: ConnectionManager,
+    /// One multiplexed, self-reconnecting connection (per node, on a cluster), shared.
+    pub redis: RedisConn,
     /// The Lua scripts, loaded once and run by SHA.
     pub scripts: Arc<Scripts>,
     /// Prefix of every Redis key and channel.
     pub namespace: Arc<str>,
     /// The pub/sub channel of sale events, named once (every grab hands it to the gate).
     pub events_channel: Arc<str>,
+    /// The worker's readers in this process, woken when the gate grants an order.
+    pub wakeups: Arc<Wakeups>,
 }
 
 impl Backend {
-    pub fn new(db: Db, redis: ConnectionManager, namespace: &str) -> Self {
+    pub fn new(db: Db, redis: RedisConn, namespace: &str) -> Self {
         Self {
             db,
             redis,
             scripts: Arc::new(Scripts::default()),
             namespace: namespace.into(),
             events_channel: events_channel(namespace).into(),
+            wakeups: Arc::default(),
         }
     }
 

@@ -53,9 +53,11 @@ pub struct Config {
     #[arg(long, env = "SECKILL_BATCH_SIZE", default_value_t = 200)]
     pub batch_size: usize,
 
-    /// How long one stream read waits for new orders, in milliseconds.
-    #[arg(long, env = "SECKILL_BLOCK_MS", default_value_t = 1000)]
-    pub block_ms: u64,
+    /// Longest pause (ms) between reads of a voucher stream that had nothing new.
+    /// Orders this process grants wake its reader at once; this bounds how soon
+    /// orders granted by other processes are picked up when the stream was idle.
+    #[arg(long, env = "SECKILL_POLL_MS", default_value_t = 100)]
+    pub poll_ms: u64,
 
     /// Orders pending this long (ms) on another consumer are taken over: that
     /// consumer is presumed dead.
@@ -150,7 +152,7 @@ impl Config {
             return Err(format!("SECKILL_BATCH_SIZE must be between 1 and {MAX_BATCH}"));
         }
         for (name, value) in [
-            ("SECKILL_BLOCK_MS", self.block_ms),
+            ("SECKILL_POLL_MS", self.poll_ms),
             ("SECKILL_CLAIM_IDLE_MS", self.claim_idle_ms),
             ("SECKILL_MAX_DELIVERIES", self.max_deliveries),
             ("SECKILL_ID_BLOCK", u64::from(self.id_block)),

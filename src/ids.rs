@@ -14,8 +14,9 @@
 //! is in hand is used, so grabs do not queue behind a refill, and no lock is held
 //! across a Redis call.
 
+use crate::backend::RedisConn;
 use chrono::{DateTime, NaiveDate, Utc};
-use redis::{aio::ConnectionManager, Script};
+use redis::Script;
 use std::{
     collections::VecDeque,
     ops::RangeInclusive,
@@ -107,7 +108,7 @@ impl OrderIds {
 
     /// The next id. Goes to Redis itself only when nothing is in hand (the first grab
     /// of a day, or grabs outrunning the background refill).
-    pub async fn next(self: &Arc<Self>, redis: &ConnectionManager) -> redis::RedisResult<i64> {
+    pub async fn next(self: &Arc<Self>, redis: &RedisConn) -> redis::RedisResult<i64> {
         let now = Utc::now();
         let today = now.date_naive();
         loop {
@@ -122,7 +123,7 @@ impl OrderIds {
 
     /// Takes a value from the blocks in hand, starting a background refill when
     /// half a block or less is left.
-    fn take(self: &Arc<Self>, today: NaiveDate, redis: &ConnectionManager) -> Option<u32> {
+    fn take(self: &Arc<Self>, today: NaiveDate, redis: &RedisConn) -> Option<u32> {
         let mut hand = self.lock();
         hand.for_day(today);
         let value = hand.take()?;
@@ -146,7 +147,7 @@ impl OrderIds {
     /// One block of the day's counter from Redis.
     async fn fetch(
         &self,
-        redis: &mut ConnectionManager,
+        redis: &mut RedisConn,
         day: NaiveDate,
         floor: u64,
     ) -> redis::RedisResult<RangeInclusive<u64>> {

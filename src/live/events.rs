@@ -3,6 +3,7 @@
 
 use super::{hub::Hub, LiveEvent};
 use crate::{
+    backend::RedisTarget,
     sale::{events::SaleEvent, sold_out::SoldOutFlags},
     shutdown::Shutdown,
 };
@@ -10,15 +11,16 @@ use futures::StreamExt;
 use std::{sync::Arc, time::Duration};
 
 /// Subscribes (so no event after this call is missed), then listens in the
-/// background until shutdown, reconnecting after a dropped connection.
+/// background until shutdown, reconnecting after a dropped connection (on a cluster,
+/// to the next node: classic pub/sub reaches every node).
 pub async fn start(
-    client: redis::Client,
+    redis: Arc<RedisTarget>,
     channel: String,
     flags: Arc<SoldOutFlags>,
     hub: Arc<Hub>,
     shutdown: Shutdown,
 ) -> redis::RedisResult<tokio::task::JoinHandle<()>> {
-    let mut pubsub = client.get_async_pubsub().await?;
+    let mut pubsub = redis.pubsub().await?;
     pubsub.subscribe(&channel).await?;
     Ok(tokio::spawn(async move {
         let stopped = shutdown.wait();
@@ -42,7 +44,7 @@ pub async fn start(
                     _ = tokio::time::sleep(Duration::from_millis(500)) => {}
                     _ = &mut stopped => return,
                 }
-                if let Ok(mut p) = client.get_async_pubsub().await {
+                if let Ok(mut p) = redis.pubsub().await {
                     if p.subscribe(&channel).await.is_ok() {
                         break p;
                     }

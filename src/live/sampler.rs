@@ -3,6 +3,7 @@
 //! and one SQL query, whatever the number of viewers.
 
 use super::{hub::Hub, Snapshot, VoucherLive};
+use crate::backend::RedisConn;
 use crate::{
     backend::{Backend, BackendError},
     sale::{
@@ -12,7 +13,7 @@ use crate::{
     shutdown::{self, Shutdown},
     voucher::store as vouchers,
 };
-use redis::{aio::ConnectionManager, RedisResult};
+use redis::RedisResult;
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
 /// How often the numbers are read.
@@ -144,11 +145,7 @@ fn record(voucher_id: i64, n: &RedisFigures, sold_out: bool) {
 /// Runs `lua/sample.lua` for each voucher in one pipelined round trip. Pipelines do
 /// not reload scripts by themselves: on NOSCRIPT the script is loaded and the
 /// pipeline sent once more.
-async fn read_figures(
-    backend: &Backend,
-    redis: &mut ConnectionManager,
-    keys: &[SaleKeys],
-) -> RedisResult<Vec<RedisFigures>> {
+async fn read_figures(backend: &Backend, redis: &mut RedisConn, keys: &[SaleKeys]) -> RedisResult<Vec<RedisFigures>> {
     if keys.is_empty() {
         return Ok(Vec::new());
     }

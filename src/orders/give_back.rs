@@ -4,6 +4,7 @@
 //! has a named constructor saying what goes back.
 
 use super::store::OrderMsg;
+use crate::backend::RedisConn;
 use crate::{
     backend::Backend,
     sale::{
@@ -12,7 +13,7 @@ use crate::{
         results::{FailReason, StoredResult},
     },
 };
-use redis::{aio::ConnectionManager, RedisResult};
+use redis::RedisResult;
 
 /// One order to end, and how it ends.
 #[derive(Clone, Copy, Debug)]
@@ -71,7 +72,7 @@ impl<'a> GiveBack<'a> {
 
     /// Runs the step; false when the entry was already acknowledged (another worker
     /// ended it first), so nothing is ever given back twice.
-    pub async fn run(&self, backend: &Backend, redis: &mut ConnectionManager) -> RedisResult<bool> {
+    pub async fn run(&self, backend: &Backend, redis: &mut RedisConn) -> RedisResult<bool> {
         let m = self.order;
         let keys = backend.keys(m.voucher_id);
         let (ending, flag) = (self.ending, |on: bool| if on { "1" } else { "0" });

@@ -4,11 +4,12 @@
 //! module owns the script's interface.
 
 use super::store::OrderMsg;
+use crate::backend::RedisConn;
 use crate::{
     backend::Backend,
     sale::{keys::GROUP, results::StoredResult},
 };
-use redis::{aio::ConnectionManager, RedisResult};
+use redis::RedisResult;
 
 /// Settles orders of one voucher the database has committed, given with the ids of
 /// the stream entries that carried them. `expires_at` (Unix ms) is when the sale's
@@ -16,7 +17,7 @@ use redis::{aio::ConnectionManager, RedisResult};
 /// rebuild's race, logged; the database refuses the later grant).
 pub async fn settle(
     backend: &Backend,
-    redis: &mut ConnectionManager,
+    redis: &mut RedisConn,
     voucher_id: i64,
     expires_at: i64,
     orders: &[(&str, &OrderMsg)],

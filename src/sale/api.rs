@@ -65,7 +65,10 @@ pub async fn grab(voucher_id: i64) -> AppResult<GrabTicket> {
     };
     metrics::counter!("seckill_grabs_total", "outcome" => verdict.label()).increment(1);
     match verdict {
-        Verdict::Granted => Ok(GrabTicket { order_id: order_id.to_string(), status: GrabStatus::Queued }),
+        Verdict::Granted => {
+            backend.wakeups.wake(voucher_id);
+            Ok(GrabTicket { order_id: order_id.to_string(), status: GrabStatus::Queued })
+        }
         Verdict::Refused(code) => {
             if code == ErrorCode::SoldOut {
                 state.sold_out.set(voucher_id);

@@ -10,7 +10,7 @@ mod rate_limit;
 use crate::{
     app::{shell, App},
     auth::Secrets,
-    backend::{Backend, BackendError, Db},
+    backend::{Backend, BackendError, Db, RedisTarget},
     config::Config,
     error::ErrorCode,
     ids::OrderIds,
@@ -32,7 +32,6 @@ use axum::{
 use leptos::config::LeptosOptions;
 use leptos_axum::{generate_route_list, LeptosRoutes};
 use local_redis::LocalRedis;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use sqlx::{any::AnyPoolOptions, Executor};
 use std::{future::Future, path::Path, sync::Arc, time::Duration};
 use tokio::net::TcpListener;
@@ -94,8 +93,8 @@ async fn run(
 ) -> Result<(), ServeError> {
     let db = open_database(&config.database_url, Duration::from_millis(config.db_busy_ms)).await?;
     migrate(&db, &config.database_url).await?;
-    let client = redis::Client::open(redis_url.as_str())?;
-    let redis = connect(&client).await?;
+    let target = Arc::new(RedisTarget::open(&redis_url)?);
+    let redis = target.connect().await?;
     let backend = Backend::new(db, redis, &config.redis_namespace);
     let warmed = warm::warm_all(&backend).await?;
 
@@ -120,7 +119,7 @@ async fn run(
     };
     let limits =
         Arc::new(rate_limit::Limits::new(config.rate_per_session, config.rate_per_address, config.trusted_proxy));
-    let tasks = spawn_background(&config, &state, &client, &limits).await?;
+    let tasks = spawn_background(&config, &state, &target, &limits).await?;
 
     println!("Seckill listening on http://{} ({warmed} live vouchers warmed)", listener.local_addr()?);
     if generated {
@@ -152,19 +151,19 @@ async fn run(
 async fn spawn_background(
     config: &Config,
     state: &AppState,
-    client: &redis::Client,
+    target: &Arc<RedisTarget>,
     limits: &Arc<rate_limit::Limits>,
 ) -> Result<Vec<tokio::task::JoinHandle<()>>, ServeError> {
     let (backend, shutdown) = (&state.backend, &state.shutdown);
     let channel = backend.events_channel.to_string();
     let mut tasks = vec![
-        events::start(client.clone(), channel, state.sold_out.clone(), state.hub.clone(), shutdown.clone()).await?,
+        events::start(target.clone(), channel, state.sold_out.clone(), state.hub.clone(), shutdown.clone()).await?,
         sampler::spawn(backend.clone(), state.hub.clone(), state.sold_out.clone(), shutdown.clone()),
         forget_idle_callers(limits.clone(), shutdown.clone()),
         sweeper::spawn(backend.clone(), Duration::from_millis(config.sweep_ms), shutdown.clone()),
     ];
     if config.worker {
-        tasks.push(worker::spawn(backend.clone(), client.clone(), worker_settings(config), shutdown.clone()));
+        tasks.push(worker::spawn(backend.clone(), worker_settings(config), shutdown.clone()));
     }
     Ok(tasks)
 }
@@ -269,20 +268,11 @@ async fn migrate(db: &Db, url: &str) -> Result<(), ServeError> {
     Ok(())
 }
 
-/// The connection requests share: multiplexed, reconnecting, and never waiting on
-/// Redis longer than 5 seconds.
-async fn connect(client: &redis::Client) -> redis::RedisResult<ConnectionManager> {
-    let cfg = ConnectionManagerConfig::new()
-        .set_connection_timeout(Duration::from_secs(5))
-        .set_response_timeout(Duration::from_secs(5));
-    ConnectionManager::new_with_config(client.clone(), cfg).await
-}
-
 fn worker_settings(config: &Config) -> WorkerSettings {
     WorkerSettings {
         consumer: config.worker_name.clone().unwrap_or_else(|| format!("worker-{}", &random_token()[..12])),
         batch_size: config.batch_size,
-        block_ms: config.block_ms,
+        poll_ms: config.poll_ms,
         claim_idle_ms: config.claim_idle_ms,
         max_deliveries: config.max_deliveries,
         // `check` keeps it within 30 days.

@@ -8,9 +8,10 @@ use crate::{
     support::{code, redis_url, wait_until, Options, Shopper, TestApp},
 };
 use futures::{stream, StreamExt};
-use redis::{aio::ConnectionManager, streams::StreamPendingCountReply};
+use redis::streams::StreamPendingCountReply;
 use reqwest::StatusCode;
 use seckill::backend::Db;
+use seckill::backend::RedisConn;
 use seckill::{
     client::ApiClient,
     sale::keys::{SaleKeys, GROUP},
@@ -78,7 +79,7 @@ async fn books_balance(api: &ApiClient, db: &Db, v: i64, stock: i64, queued: &Ha
 }
 
 /// Entries pending on one consumer of the voucher's group.
-async fn pending_on(redis: &mut ConnectionManager, stream: &str, consumer: &str) -> usize {
+async fn pending_on(redis: &mut RedisConn, stream: &str, consumer: &str) -> usize {
     let reply: redis::RedisResult<StreamPendingCountReply> = redis::cmd("XPENDING")
         .arg(stream)
         .arg(GROUP)
@@ -92,16 +93,16 @@ async fn pending_on(redis: &mut ConnectionManager, stream: &str, consumer: &str)
 }
 
 /// The most times any pending entry of the group was delivered.
-async fn most_deliveries(redis: &mut ConnectionManager, stream: &str) -> usize {
+async fn most_deliveries(redis: &mut RedisConn, stream: &str) -> usize {
     let reply: StreamPendingCountReply =
         redis::cmd("XPENDING").arg(stream).arg(GROUP).arg("-").arg("+").arg(10_000).query_async(redis).await.unwrap();
     reply.ids.iter().map(|p| p.times_delivered).max().unwrap_or(0)
 }
 
 /// A drill's shared stores: a fresh SQLite file and namespace on the test Redis.
-async fn stores(dir: &TempDir, redis: &str) -> (Shared, ConnectionManager) {
+async fn stores(dir: &TempDir, redis: &str) -> (Shared, RedisConn) {
     let shared = Shared::new(dir.path(), redis).await;
-    let conn = ConnectionManager::new(redis::Client::open(redis).unwrap()).await.unwrap();
+    let conn = RedisConn::open(redis).await.unwrap();
     (shared, conn)
 }
 

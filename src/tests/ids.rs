@@ -2,14 +2,15 @@
 
 use crate::support::redis_url;
 use futures::future::join_all;
-use redis::{aio::ConnectionManager, AsyncCommands};
+use redis::AsyncCommands;
+use seckill::backend::RedisConn;
 use seckill::ids::{decompose, OrderIds};
 use std::{collections::HashSet, sync::Arc};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_generators_never_repeat_an_id() {
     let namespace = format!("t{}", rand::random::<u64>());
-    let redis = ConnectionManager::new(redis::Client::open(redis_url()).unwrap()).await.unwrap();
+    let redis = RedisConn::open(&redis_url()).await.unwrap();
     // Two "processes" with small blocks, so blocks are refilled often and concurrently.
     let gens = [Arc::new(OrderIds::new(&namespace, 7)), Arc::new(OrderIds::new(&namespace, 13))];
     let tasks = (0..16).map(|i| {
@@ -40,7 +41,7 @@ async fn concurrent_generators_never_repeat_an_id() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_lost_counter_never_repeats_an_id() {
     let namespace = format!("t{}", rand::random::<u64>());
-    let mut redis = ConnectionManager::new(redis::Client::open(redis_url()).unwrap()).await.unwrap();
+    let mut redis = RedisConn::open(&redis_url()).await.unwrap();
     // Blocks of 100, 30 taken from each: no refill is on its way when the counter goes
     // (a refill during a real outage would fail, not land on the empty Redis).
     let before = [Arc::new(OrderIds::new(&namespace, 100)), Arc::new(OrderIds::new(&namespace, 100))];

@@ -3,7 +3,7 @@
 use crate::support::{code, wait_until, Feed, Options, Shopper, TestApp};
 use futures::{stream, StreamExt};
 use redis::AsyncCommands;
-use seckill::server::local_redis::LocalRedis;
+use seckill::{backend::RedisConn, server::local_redis::LocalRedis};
 use serde_json::{json, Value};
 use std::{
     collections::HashSet,
@@ -110,8 +110,8 @@ async fn two_processes_share_one_sale_and_the_sold_out_broadcast() {
 }
 
 /// Read Redis's own command counter over a window.
-async fn commands_during(redis: &mut redis::aio::ConnectionManager, window: Duration) -> f64 {
-    async fn total(redis: &mut redis::aio::ConnectionManager) -> f64 {
+async fn commands_during(redis: &mut RedisConn, window: Duration) -> f64 {
+    async fn total(redis: &mut RedisConn) -> f64 {
         let info: String = redis::cmd("INFO").arg("stats").query_async(redis).await.unwrap();
         let line = info.lines().find(|l| l.starts_with("total_commands_processed:")).unwrap();
         line.split(':').nth(1).unwrap().trim().parse().unwrap()
@@ -131,8 +131,7 @@ async fn the_sampler_costs_the_same_for_one_viewer_or_forty() {
     for stock in [5, 7, 9] {
         app.create_voucher(stock, -5, 3600).await;
     }
-    let mut redis =
-        redis::aio::ConnectionManager::new(redis::Client::open(private.url.as_str()).unwrap()).await.unwrap();
+    let mut redis = RedisConn::open(&private.url).await.unwrap();
 
     let mut one = vec![Feed::open(&app, false).await];
     one[0].until(SOON, |f| f["type"] == "snapshot").await;

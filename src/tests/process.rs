@@ -45,7 +45,7 @@ impl Process {
             .env("SECKILL_SESSION_SECRET", "a test session secret of more than 32 bytes")
             .env("SECKILL_RATE_PER_SESSION", "0")
             .env("SECKILL_RATE_PER_ADDRESS", "0")
-            .env("SECKILL_BLOCK_MS", "100")
+            .env("SECKILL_POLL_MS", "100")
             .env("RUST_LOG", "error")
             .env("LEPTOS_OUTPUT_NAME", "seckill")
             .envs(extra.iter().copied())

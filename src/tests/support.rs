@@ -1,9 +1,9 @@
 //! Runs the real server on 127.0.0.1:0 against the Redis in `REDIS_URL` (each test
 //! gets its own key namespace) and a fresh SQLite file, and talks to it over HTTP.
 
-use redis::aio::ConnectionManager;
 use reqwest::StatusCode;
 use seckill::backend::Db;
+use seckill::backend::RedisConn;
 pub use seckill::client::Shopper;
 use seckill::{client::ApiClient, config::Config, server};
 use serde_json::{json, Value};
@@ -69,7 +69,7 @@ pub struct TestApp {
     pub db: Db,
     /// The database this app (and any process reusing its data) runs on.
     pub database_url: String,
-    pub redis: ConnectionManager,
+    pub redis: RedisConn,
     pub namespace: String,
     pub dir: Arc<TempDir>,
     stop: Option<oneshot::Sender<()>>,
@@ -138,7 +138,7 @@ impl TestApp {
         config.claim_idle_ms = opts.claim_idle_ms;
         config.max_deliveries = opts.max_deliveries;
         config.sold_out_ttl_ms = opts.sold_out_ttl_ms;
-        config.block_ms = 100;
+        config.poll_ms = 100;
         config.rate_per_session = opts.rate_per_session;
         config.rate_per_address = opts.rate_per_address;
         config.max_feeds_per_address = opts.max_feeds_per_address;
@@ -162,7 +162,7 @@ impl TestApp {
         })
         .await;
         let db = connect_db(&database_url).await;
-        let redis = ConnectionManager::new(redis::Client::open(redis_url).unwrap()).await.unwrap();
+        let redis = RedisConn::open(&redis_url).await.unwrap();
         Self { base, http, api, db, database_url, redis, namespace, dir, stop: Some(stop), handle: Some(handle) }
     }
 

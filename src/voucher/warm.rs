@@ -6,12 +6,13 @@ use super::{
     store::{self, VoucherRow},
     DRAIN_GRACE_MS,
 };
+use crate::backend::RedisConn;
 use crate::{
     backend::{Backend, BackendError},
     orders::store::{self as orders, Snapshot},
     sale::keys::{SaleKeys, GROUP},
 };
-use redis::{aio::ConnectionManager, RedisError, RedisResult};
+use redis::{RedisError, RedisResult};
 use std::time::Duration;
 
 /// Longest a rebuild holds the database's write lock waiting on Redis.
@@ -51,7 +52,7 @@ pub async fn warm(backend: &Backend, v: &VoucherRow) -> Result<bool, BackendErro
 /// [`DRAIN_GRACE_MS`] after its end. Returns true when Redis already held it.
 pub async fn load(
     backend: &Backend,
-    redis: &mut ConnectionManager,
+    redis: &mut RedisConn,
     keys: &SaleKeys,
     v: &VoucherRow,
     snapshot: Option<&Snapshot>,
@@ -68,7 +69,7 @@ pub async fn load(
 
 /// Creates the consumer group (and the stream) if missing, reading from the start,
 /// so a fresh Redis never answers NOGROUP and no queued order is skipped.
-pub async fn ensure_group(redis: &mut ConnectionManager, stream: &str) -> RedisResult<()> {
+pub async fn ensure_group(redis: &mut RedisConn, stream: &str) -> RedisResult<()> {
     let created: RedisResult<()> =
         redis::cmd("XGROUP").arg("CREATE").arg(stream).arg(GROUP).arg("0").arg("MKSTREAM").query_async(redis).await;
     match created {

@@ -20,6 +20,9 @@
 
 mod reader;
 mod recover;
+mod wake;
+
+pub use wake::Wakeups;
 
 use crate::{
     backend::Backend,
@@ -28,10 +31,7 @@ use crate::{
     voucher::{store as vouchers, DRAIN_GRACE_MS},
 };
 use reader::Reader;
-use redis::{
-    aio::{ConnectionManager, ConnectionManagerConfig},
-    AsyncCommands,
-};
+use redis::AsyncCommands;
 use std::{collections::HashMap, time::Duration};
 
 /// How often the list of live vouchers is re-read (new vouchers join within this).
@@ -43,27 +43,23 @@ pub struct WorkerSettings {
     /// Consumer name in the groups; unique per process.
     pub consumer: String,
     pub batch_size: usize,
-    pub block_ms: u64,
+    /// Longest pause between reads of a stream that had nothing new.
+    pub poll_ms: u64,
     pub claim_idle_ms: u64,
     pub max_deliveries: u64,
     /// Each order must be paid this long (ms) after its grab.
     pub pay_timeout_ms: i64,
 }
 
-/// Starts this process's worker: one reader per live voucher stream, each with a
-/// connection of its own. One stream per read keeps every command in one hash slot
-/// (Redis Cluster), and a blocking read on a connection of its own holds up nobody.
-pub fn spawn(
-    backend: Backend,
-    client: redis::Client,
-    settings: WorkerSettings,
-    shutdown: Shutdown,
-) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(supervise(backend, client, settings, shutdown))
+/// Starts this process's worker: one reader per live voucher stream, all on the
+/// backend's shared connection. One stream per read keeps every command in one hash
+/// slot (Redis Cluster); reads never block, so readers do not hold the connection up.
+pub fn spawn(backend: Backend, settings: WorkerSettings, shutdown: Shutdown) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(supervise(backend, settings, shutdown))
 }
 
 /// Starts a reader for each voucher that goes live, until shutdown; then waits for them.
-async fn supervise(backend: Backend, client: redis::Client, settings: WorkerSettings, shutdown: Shutdown) {
+async fn supervise(backend: Backend, settings: WorkerSettings, shutdown: Shutdown) {
     tracing::info!(consumer = %settings.consumer, "worker started");
     announce(&backend, SaleEvent::WorkerJoined { worker: settings.consumer.clone() }).await;
     let mut readers: HashMap<i64, tokio::task::JoinHandle<()>> = HashMap::new();
@@ -74,15 +70,9 @@ async fn supervise(backend: Backend, client: redis::Client, settings: WorkerSett
             Ok(live) => {
                 let new: Vec<_> = live.into_iter().filter(|v| !readers.contains_key(&v.id)).collect();
                 for v in new {
-                    let config = ConnectionManagerConfig::new().set_connection_timeout(Duration::from_secs(5));
-                    match ConnectionManager::new_with_config(client.clone(), config).await {
-                        Ok(redis) => {
-                            let id = v.id;
-                            let reader = Reader::new(backend.clone(), redis, settings.clone(), v);
-                            readers.insert(id, tokio::spawn(reader.run(shutdown.clone())));
-                        }
-                        Err(e) => tracing::warn!("worker: connecting for voucher {}: {e}", v.id),
-                    }
+                    let id = v.id;
+                    let reader = Reader::new(backend.clone(), settings.clone(), v);
+                    readers.insert(id, tokio::spawn(reader.run(shutdown.clone())));
                 }
             }
             Err(e) => tracing::warn!("worker: listing live vouchers: {e}"),

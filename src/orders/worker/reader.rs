@@ -2,6 +2,7 @@
 //! list, then reads new entries in batches, persists them and records the outcomes.
 
 use super::WorkerSettings;
+use crate::backend::RedisConn;
 use crate::{
     backend::{Backend, BackendError},
     orders::{
@@ -18,17 +19,18 @@ use crate::{
     },
 };
 use redis::{
-    aio::ConnectionManager,
     streams::{StreamId, StreamPendingCountReply, StreamReadOptions, StreamReadReply},
     AsyncCommands,
 };
-use std::{collections::HashMap, time::Duration};
-use tokio::time::Instant;
+use std::{collections::HashMap, sync::Arc, time::Duration};
+use tokio::{sync::Notify, time::Instant};
 
 /// First pause after a failed step; it doubles up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 /// Longest pause between retries while a store is down.
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
+/// First pause after a read found nothing new; it doubles up to the poll setting.
+const FIRST_IDLE: Duration = Duration::from_millis(5);
 
 /// Where a reader stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,14 +47,18 @@ enum Phase {
 /// Reads one voucher's stream.
 pub(super) struct Reader {
     pub(super) backend: Backend,
-    /// A connection of its own: its blocking reads hold up nobody.
-    pub(super) redis: ConnectionManager,
+    /// The backend's shared connection (reads never block it).
+    pub(super) redis: RedisConn,
+    /// Rung by this process's gate when it grants an order here.
+    bell: Arc<Notify>,
     pub(super) settings: WorkerSettings,
     /// The voucher as last read from the database (re-read before every rebuild).
     voucher: VoucherRow,
     pub(super) keys: SaleKeys,
     phase: Phase,
     backoff: Duration,
+    /// Pause before the next read when the last found nothing.
+    idle: Duration,
     /// When entries left idle by other consumers are next looked for.
     pub(super) next_recover: Instant,
     /// Times the database refused an entry on its own, by entry id.
@@ -87,16 +93,19 @@ impl Entry {
 }
 
 impl Reader {
-    pub fn new(backend: Backend, redis: ConnectionManager, settings: WorkerSettings, voucher: VoucherRow) -> Self {
+    pub fn new(backend: Backend, settings: WorkerSettings, voucher: VoucherRow) -> Self {
         let keys = backend.keys(voucher.id);
+        let bell = backend.wakeups.register(voucher.id);
         Self {
+            redis: backend.redis.clone(),
             backend,
-            redis,
+            bell,
             settings,
             voucher,
             keys,
             phase: Phase::Joining,
             backoff: FIRST_BACKOFF,
+            idle: FIRST_IDLE,
             next_recover: Instant::now(),
             poison_strikes: HashMap::new(),
         }
@@ -108,9 +117,24 @@ impl Reader {
         tokio::pin!(stopped);
         while !shutdown.is_shutdown() && !self.drained() {
             // Not cancelled by shutdown: a read's entries are handled before stopping,
-            // and a step is short (one blocking read of at most `block_ms`).
+            // and a step is short (one read that never blocks, and its batch).
             match self.step().await {
-                Ok(()) => self.backoff = FIRST_BACKOFF,
+                Ok(true) => {
+                    self.backoff = FIRST_BACKOFF;
+                    self.idle = FIRST_IDLE;
+                }
+                // Nothing new: wait for this process's gate to ring, or poll again
+                // later for orders other processes granted.
+                Ok(false) => {
+                    self.backoff = FIRST_BACKOFF;
+                    tokio::select! {
+                        _ = self.bell.notified() => self.idle = FIRST_IDLE,
+                        _ = tokio::time::sleep(self.idle) => {
+                            self.idle = (self.idle * 2).min(Duration::from_millis(self.settings.poll_ms.max(1)));
+                        }
+                        _ = &mut stopped => break,
+                    }
+                }
                 Err(e) => {
                     tracing::warn!(voucher = self.voucher.id, "worker: {e}; retrying in {:?}", self.backoff);
                     // Whatever failed, Redis may have lost the group (rejoin), and
@@ -129,6 +153,7 @@ impl Reader {
             }
         }
         self.leave().await;
+        self.backend.wakeups.unregister(self.voucher.id);
     }
 
     /// Past the drain grace after the sale: nothing more will come.
@@ -137,20 +162,24 @@ impl Reader {
     }
 
     /// One unit of work: join, or recover idle entries when due and then read and
-    /// persist a batch.
-    async fn step(&mut self) -> Result<(), BackendError> {
+    /// persist a batch. False when there was nothing new to read.
+    async fn step(&mut self) -> Result<bool, BackendError> {
         if self.phase == Phase::Joining {
             self.join().await?;
             self.phase = Phase::DrainingOwn;
-            return Ok(());
+            return Ok(true);
         }
         self.recover_if_due().await?;
         let own = self.phase == Phase::DrainingOwn;
         let entries = self.read(own).await?;
-        if own && entries.is_empty() {
-            self.phase = Phase::Reading;
+        if entries.is_empty() {
+            if own {
+                self.phase = Phase::Reading;
+            }
+            return Ok(own);
         }
-        self.handle(entries).await
+        self.handle(entries).await?;
+        Ok(true)
     }
 
     /// Warms the voucher (a no-op when Redis holds it; a rebuild when Redis lost it)
@@ -198,13 +227,10 @@ impl Reader {
         }
     }
 
-    /// Reads new entries (`>`), or this consumer's own pending ones (`0`).
+    /// Reads new entries (`>`), or this consumer's own pending ones (`0`), without
+    /// blocking.
     async fn read(&mut self, own_pending: bool) -> Result<Vec<Entry>, BackendError> {
-        let mut opts =
-            StreamReadOptions::default().group(GROUP, &self.settings.consumer).count(self.settings.batch_size);
-        if !own_pending {
-            opts = opts.block(self.settings.block_ms as usize);
-        }
+        let opts = StreamReadOptions::default().group(GROUP, &self.settings.consumer).count(self.settings.batch_size);
         let id = if own_pending { "0" } else { ">" };
         let reply: Option<StreamReadReply> = self.redis.xread_options(&[&self.keys.orders], &[id], &opts).await?;
         Ok(reply.into_iter().flat_map(|r| r.keys).flat_map(|stream| stream.ids).map(Entry::parse).collect())

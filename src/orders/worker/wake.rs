@@ -1,0 +1,38 @@
+//! Wakes a voucher's reader the moment this process's gate grants an order there, so
+//! an idle reader need not wait out its poll pause. Orders granted by other processes
+//! are found by the next poll: readers never block on Redis, which lets every reader
+//! share the process's one multiplexed connection (and one per node on a cluster)
+//! however many vouchers are live.
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, RwLock},
+};
+use tokio::sync::Notify;
+
+/// The readers of this process, by voucher.
+#[derive(Default)]
+pub struct Wakeups {
+    readers: RwLock<HashMap<i64, Arc<Notify>>>,
+}
+
+impl Wakeups {
+    /// New orders wait in `voucher_id`'s stream. A no-op when no reader runs here.
+    pub fn wake(&self, voucher_id: i64) {
+        let readers = self.readers.read().unwrap_or_else(|e| e.into_inner());
+        if let Some(reader) = readers.get(&voucher_id) {
+            // Stores a permit when the reader is busy: its next pause ends at once.
+            reader.notify_one();
+        }
+    }
+
+    /// The bell of `voucher_id`'s reader.
+    pub(super) fn register(&self, voucher_id: i64) -> Arc<Notify> {
+        let mut readers = self.readers.write().unwrap_or_else(|e| e.into_inner());
+        readers.entry(voucher_id).or_default().clone()
+    }
+
+    pub(super) fn unregister(&self, voucher_id: i64) {
+        self.readers.write().unwrap_or_else(|e| e.into_inner()).remove(&voucher_id);
+    }
+}

@@ -35,3 +35,72 @@ stop_redis() {
     SECKILL_REDIS_PID=""
   fi
 }
+
+# `start_redis_cluster` runs a throw-away Redis Cluster of three masters, each with one
+# replica, on loopback ports, and exports REDIS_CLUSTER_URL (the six node URLs,
+# comma-separated: what REDIS_URL takes for a cluster). `stop_redis_cluster` removes it.
+cluster_ports() {
+  # Six free ports whose cluster-bus ports (port + 10000) are free too.
+  python3 - <<'PY'
+import socket
+ports, held = [], []
+while len(ports) < 6:
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]; held.append(s)
+    if p > 55000: continue
+    try:
+        b = socket.socket(); b.bind(("127.0.0.1", p + 10000)); held.append(b)
+    except OSError:
+        continue
+    ports.append(p)
+print(" ".join(map(str, ports)))
+PY
+}
+
+start_redis_cluster() {
+  local port urls="" nodes=() ok
+  SECKILL_CLUSTER_DIR=$(mktemp -d)
+  SECKILL_CLUSTER_PIDS=()
+  for port in $(cluster_ports); do
+    mkdir -p "$SECKILL_CLUSTER_DIR/$port"
+    redis-server --bind 127.0.0.1 --port "$port" --dir "$SECKILL_CLUSTER_DIR/$port" --save '' \
+      --appendonly no --cluster-enabled yes --cluster-config-file nodes.conf \
+      --cluster-node-timeout 3000 --daemonize no >"$SECKILL_CLUSTER_DIR/$port/redis.log" 2>&1 &
+    SECKILL_CLUSTER_PIDS+=($!)
+    nodes+=("127.0.0.1:$port")
+    urls+="${urls:+,}redis://127.0.0.1:$port/"
+  done
+  for node in "${nodes[@]}"; do
+    for _ in $(seq 1 100); do
+      redis-cli -p "${node#*:}" ping >/dev/null 2>&1 && break
+      sleep 0.1
+    done
+  done
+  redis-cli --cluster create "${nodes[@]}" --cluster-replicas 1 --cluster-yes >"$SECKILL_CLUSTER_DIR/create.log" 2>&1 || {
+    cat "$SECKILL_CLUSTER_DIR/create.log" >&2
+    return 1
+  }
+  for _ in $(seq 1 200); do
+    ok=1
+    for node in "${nodes[@]}"; do
+      redis-cli -p "${node#*:}" cluster info 2>/dev/null | grep -q 'cluster_state:ok' || ok=0
+    done
+    [ "$ok" = 1 ] && break
+    sleep 0.1
+  done
+  if [ "$ok" != 1 ]; then
+    echo "the Redis Cluster did not come up; see $SECKILL_CLUSTER_DIR" >&2
+    return 1
+  fi
+  export REDIS_CLUSTER_URL=$urls
+}
+
+stop_redis_cluster() {
+  local pid
+  for pid in "${SECKILL_CLUSTER_PIDS[@]}"; do
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
+  SECKILL_CLUSTER_PIDS=()
+  [ -n "${SECKILL_CLUSTER_DIR:-}" ] && rm -rf "$SECKILL_CLUSTER_DIR"
+  SECKILL_CLUSTER_DIR=""
+}

@@ -27,10 +27,6 @@ if held == 0 then
     redis.call('SADD', KEYS[8], unpack(ARGV, i, math.min(i + chunk - 1, #ARGV)))
   end
   redis.call('SET', KEYS[1], ARGV[4])
-  -- When this load happened: a grab granted before it and neither in the results nor
-  -- in the database was lost with the data Redis lost (`grab_result` says so).
-  local t = redis.call('TIME')
-  redis.call('HSET', KEYS[3], 'loaded_at', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
 end
 redis.call('HSET', KEYS[3], 'begins', ARGV[1], 'ends', ARGV[2], 'expires', ARGV[3])
 for i = 1, #KEYS do

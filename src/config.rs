@@ -59,6 +59,17 @@ pub struct Config {
     #[arg(long, env = "SECKILL_POLL_MS", default_value_t = 100)]
     pub poll_ms: u64,
 
+    /// Redis replicas that must hold the orders a worker read before it saves them
+    /// (Redis `WAIT`). Set 1 when Redis has replicas: a failover then never loses a
+    /// grant the database already has. 0 (the default): no replicas, no wait.
+    #[arg(long, env = "SECKILL_WAIT_REPLICAS", default_value_t = 0)]
+    pub wait_replicas: u32,
+
+    /// Longest wait (ms) for those replicas; past it the batch is saved anyway, and
+    /// the short wait is logged and counted (`seckill_replica_waits_short_total`).
+    #[arg(long, env = "SECKILL_WAIT_REPLICAS_MS", default_value_t = 100)]
+    pub wait_replicas_ms: u64,
+
     /// Orders pending this long (ms) on another consumer are taken over: that
     /// consumer is presumed dead.
     #[arg(long, env = "SECKILL_CLAIM_IDLE_MS", default_value_t = 30_000)]
@@ -153,6 +164,7 @@ impl Config {
         }
         for (name, value) in [
             ("SECKILL_POLL_MS", self.poll_ms),
+            ("SECKILL_WAIT_REPLICAS_MS", self.wait_replicas_ms),
             ("SECKILL_CLAIM_IDLE_MS", self.claim_idle_ms),
             ("SECKILL_MAX_DELIVERIES", self.max_deliveries),
             ("SECKILL_ID_BLOCK", u64::from(self.id_block)),

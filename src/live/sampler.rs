@@ -3,7 +3,6 @@
 //! and one SQL query, whatever the number of viewers.
 
 use super::{hub::Hub, Snapshot, VoucherLive};
-use crate::backend::RedisConn;
 use crate::{
     backend::{Backend, BackendError},
     sale::{
@@ -94,7 +93,7 @@ async fn sample(
 ) -> Result<Snapshot, BackendError> {
     let rows = vouchers::live(&backend.db, SHOWN_AFTER_END_MS).await?;
     let keys: Vec<SaleKeys> = rows.iter().map(|r| backend.keys(r.id)).collect();
-    let figures = read_figures(backend, &mut backend.redis.clone(), &keys).await?;
+    let figures = read_figures(backend, &keys).await?;
     let at_ms = chrono::Utc::now().timestamp_millis();
     let vouchers = rows
         .iter()
@@ -142,27 +141,19 @@ fn record(voucher_id: i64, n: &RedisFigures, sold_out: bool) {
     metrics::gauge!("seckill_sold_out_flag", "voucher" => voucher).set(if sold_out { 1.0 } else { 0.0 });
 }
 
-/// Runs `lua/sample.lua` for each voucher in one pipelined round trip. Pipelines do
-/// not reload scripts by themselves: on NOSCRIPT the script is loaded and the
-/// pipeline sent once more.
-async fn read_figures(backend: &Backend, redis: &mut RedisConn, keys: &[SaleKeys]) -> RedisResult<Vec<RedisFigures>> {
-    if keys.is_empty() {
-        return Ok(Vec::new());
-    }
+/// Runs `lua/sample.lua` for each voucher, all at once: each call stays in its
+/// voucher's slot, and the multiplexed connections write them back to back.
+async fn read_figures(backend: &Backend, keys: &[SaleKeys]) -> RedisResult<Vec<RedisFigures>> {
     let script = &backend.scripts.sample;
-    let mut pipe = redis::pipe();
-    for k in keys {
-        let mut call = script.key(&k.stock);
-        call.key(&k.buyers).key(&k.orders).key(&k.dlq).key(&k.refused).arg(GROUP);
-        pipe.invoke_script(&call);
-    }
-    let answers: Vec<HashMap<String, i64>> = match pipe.query_async(redis).await {
-        Err(e) if e.kind() == redis::ErrorKind::NoScriptError => {
-            script.prepare_invoke().load_async(redis).await?;
-            pipe.query_async(redis).await?
+    let calls = keys.iter().map(|k| {
+        let mut redis = backend.redis.clone();
+        async move {
+            let mut call = script.key(&k.stock);
+            call.key(&k.buyers).key(&k.orders).key(&k.dlq).key(&k.refused).arg(GROUP);
+            call.invoke_async::<HashMap<String, i64>>(&mut redis).await
         }
-        other => other?,
-    };
+    });
+    let answers = futures::future::try_join_all(calls).await?;
     Ok(answers.iter().map(RedisFigures::from_pairs).collect())
 }
 

@@ -111,11 +111,8 @@ async fn not_saved_yet(backend: &Backend, order_id: i64, user_id: i64) -> AppRes
     if live.is_empty() {
         return Ok(ErrorCode::UnknownOrder);
     }
-    let mut pipe = redis::pipe();
-    for v in &live {
-        pipe.hget(backend.keys(v.id).results, order_id);
-    }
-    let results: Vec<Option<String>> = pipe.query_async(&mut backend.redis.clone()).await?;
+    let asks = live.iter().map(|v| redis::Cmd::hget(backend.keys(v.id).results, order_id));
+    let results: Vec<Option<String>> = backend.redis.query_all(asks).await?;
     let queued = results
         .iter()
         .filter_map(|r| r.as_deref().and_then(StoredResult::parse))

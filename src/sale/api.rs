@@ -101,22 +101,24 @@ pub async fn grab_result(voucher_id: i64, order_id: String) -> AppResult<GrabSta
     let order = lifecycle::get_for_user(&backend.db, order_id, user_id).await?.filter(|o| o.voucher_id == voucher_id);
     match order {
         Some(order) => Ok(GrabState { status, reason: None, order: Some(order) }),
-        None if raw.is_none() && lost_in_a_rebuild(backend, voucher_id, order_id).await? => {
+        None if raw.is_none() && lost_by_redis(backend, voucher_id, order_id).await? => {
             Ok(GrabState { status: GrabStatus::Failed, reason: Some(FailReason::Lost.as_str().into()), order: None })
         }
         None => Err(ErrorCode::UnknownOrder.into()),
     }
 }
 
-/// An order neither Redis nor the database knows, granted during the sale but before
-/// Redis last loaded the voucher from the database: Redis lost it with its data (the
-/// gate writes every grant's result in the same step as the grant, so one granted
-/// after the load would be there). Ids carry their grab's second; a second's slack
-/// covers the app's and Redis's clocks.
+/// An order neither Redis nor the database knows, minted during the sale and not in
+/// the future: Redis lost it with its data, emptied and rebuilt from the database, or
+/// a replica promoted before the grab reached it. The gate writes every grant's result
+/// in the same step as the grant, and the result stays until the sale's keys expire,
+/// so a grant Redis still holds always has one. Ids carry their grab's second; a
+/// second's slack covers the app's and Redis's clocks. The window comes from the
+/// database, which Redis's losses do not touch.
 #[cfg(feature = "ssr")]
-async fn lost_in_a_rebuild(backend: &crate::backend::Backend, voucher_id: i64, order_id: i64) -> AppResult<bool> {
-    let (begins, loaded_at): (Option<i64>, Option<i64>) =
-        backend.redis.clone().hget(&backend.keys(voucher_id).window, &["begins", "loaded_at"]).await?;
+async fn lost_by_redis(backend: &crate::backend::Backend, voucher_id: i64, order_id: i64) -> AppResult<bool> {
+    let Some(voucher) = crate::voucher::store::get(&backend.db, voucher_id).await? else { return Ok(false) };
     let granted_at = crate::ids::decompose(order_id).0.timestamp_millis();
-    Ok(matches!((begins, loaded_at), (Some(b), Some(l)) if b - 1_000 <= granted_at && granted_at <= l))
+    let until = voucher.ends_at.min(chrono::Utc::now().timestamp_millis()) + 1_000;
+    Ok(voucher.begins_at - 1_000 <= granted_at && granted_at <= until)
 }

@@ -163,7 +163,8 @@ async fn spawn_background(
         sweeper::spawn(backend.clone(), Duration::from_millis(config.sweep_ms), shutdown.clone()),
     ];
     if config.worker {
-        tasks.push(worker::spawn(backend.clone(), worker_settings(config), shutdown.clone()));
+        let redis = target.connect().await?;
+        tasks.push(worker::spawn(backend.clone(), redis, worker_settings(config), shutdown.clone()));
     }
     Ok(tasks)
 }
@@ -273,6 +274,8 @@ fn worker_settings(config: &Config) -> WorkerSettings {
         consumer: config.worker_name.clone().unwrap_or_else(|| format!("worker-{}", &random_token()[..12])),
         batch_size: config.batch_size,
         poll_ms: config.poll_ms,
+        wait_replicas: config.wait_replicas,
+        wait_replicas_ms: config.wait_replicas_ms,
         claim_idle_ms: config.claim_idle_ms,
         max_deliveries: config.max_deliveries,
         // `check` keeps it within 30 days.

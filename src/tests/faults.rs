@@ -163,9 +163,10 @@ async fn redis_back_empty_after_an_outage() {
     private.stop().await;
 }
 
-/// kill -9 of one of two processes while they persist a storm: the other takes over
+/// kill -9 of one of three processes while they persist a storm: the others take over
 /// what the dead one had read, every grab answered `queued` is persisted once, and the
-/// sale never stops (the survivor answers throughout).
+/// sale never stops (the survivors answer throughout). In the second pass of `npm test`
+/// this runs on PostgreSQL and a Redis Cluster.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_in_the_middle_of_persisting_a_storm() {
     let dir = TempDir::new().unwrap();
@@ -173,6 +174,7 @@ async fn kill_9_in_the_middle_of_persisting_a_storm() {
     let claim = [("SECKILL_CLAIM_IDLE_MS", "1000"), ("SECKILL_BATCH_SIZE", "20")];
     let a = Process::start(&shared, &[claim[0], claim[1], ("SECKILL_WORKER_NAME", "drill-a")]).await;
     let b = Process::start(&shared, &claim).await;
+    let c = Process::start(&shared, &claim).await;
     let v = b
         .api
         .create_voucher("kill -9 drill", 1500, chrono::Utc::now(), chrono::Utc::now() + chrono::Duration::hours(1))
@@ -180,7 +182,7 @@ async fn kill_9_in_the_middle_of_persisting_a_storm() {
         .unwrap();
     let shoppers = b.api.sign_in_many("kill9", 2000, 64).await.unwrap();
     let stream = SaleKeys::new(&shared.namespace, v).orders;
-    let fired = tokio::spawn(storm(vec![a.api.clone(), b.api.clone()], shoppers, v));
+    let fired = tokio::spawn(storm(vec![a.api.clone(), b.api.clone(), c.api.clone()], shoppers, v));
 
     // Kill A while it holds entries it has read and not acknowledged.
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -193,7 +195,7 @@ async fn kill_9_in_the_middle_of_persisting_a_storm() {
     };
     a.kill9().await;
     let killed = Instant::now();
-    wait_until("B takes over what A held", Duration::from_secs(30), || {
+    wait_until("B and C take over what A held", Duration::from_secs(30), || {
         let (mut redis, stream) = (redis.clone(), stream.clone());
         async move { pending_on(&mut redis, &stream, "drill-a").await == 0 }
     })
@@ -204,10 +206,11 @@ async fn kill_9_in_the_middle_of_persisting_a_storm() {
     let db = connect_db(&shared.database_url).await;
     let books = books_balance(&b.api, &db, v, 1500, &queued(&answers)).await;
     println!(
-        "drill kill_9: A killed holding {held} read entries, B took them over in {took_over:?}; {books}; \
+        "drill kill_9 (3 processes): A killed holding {held} read entries, taken over in {took_over:?}; {books}; \
          {unreachable} grabs sent to A after its death failed to connect, the sale never stopped"
     );
     b.terminate(Duration::from_secs(20)).await.expect("B stops");
+    c.terminate(Duration::from_secs(20)).await.expect("C stops");
 }
 
 /// SIGTERM in the middle of a storm: the process refuses new grabs, finishes the

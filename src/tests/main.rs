@@ -1,6 +1,7 @@
 //! Integration tests: the real server, a real redis-server, a real SQLite database.
 
 mod api;
+mod cluster;
 mod faults;
 mod gate;
 mod hostile;

@@ -49,18 +49,15 @@ pub async fn list_vouchers() -> AppResult<Vec<Voucher>> {
 }
 
 /// Remaining stock of each voucher: Redis's count, or the database's where Redis
-/// does not hold the voucher. One pipelined round trip (GETs, not MGET: the keys
-/// live in different Cluster slots).
+/// does not hold the voucher. GETs sent at once, not an MGET: the keys live in
+/// different Cluster slots.
 #[cfg(feature = "ssr")]
 async fn remaining(backend: &Backend, rows: &[VoucherRow]) -> AppResult<Vec<i64>> {
     if rows.is_empty() {
         return Ok(Vec::new());
     }
-    let mut pipe = redis::pipe();
-    for row in rows {
-        pipe.get(backend.keys(row.id).stock);
-    }
-    let counts: Vec<Option<i64>> = pipe.query_async(&mut backend.redis.clone()).await?;
+    let counts: Vec<Option<i64>> =
+        backend.redis.query_all(rows.iter().map(|r| redis::Cmd::get(backend.keys(r.id).stock))).await?;
     Ok(rows.iter().zip(counts).map(|(row, c)| c.unwrap_or(row.stock_left)).collect())
 }
 

@@ -25,7 +25,7 @@ mod wake;
 pub use wake::Wakeups;
 
 use crate::{
-    backend::Backend,
+    backend::{Backend, RedisConn},
     sale::events::SaleEvent,
     shutdown::Shutdown,
     voucher::{store as vouchers, DRAIN_GRACE_MS},
@@ -45,21 +45,30 @@ pub struct WorkerSettings {
     pub batch_size: usize,
     /// Longest pause between reads of a stream that had nothing new.
     pub poll_ms: u64,
+    /// Replicas that must hold a batch before it is saved, and how long to wait (ms).
+    pub wait_replicas: u32,
+    pub wait_replicas_ms: u64,
     pub claim_idle_ms: u64,
     pub max_deliveries: u64,
     /// Each order must be paid this long (ms) after its grab.
     pub pay_timeout_ms: i64,
 }
 
-/// Starts this process's worker: one reader per live voucher stream, all on the
-/// backend's shared connection. One stream per read keeps every command in one hash
-/// slot (Redis Cluster); reads never block, so readers do not hold the connection up.
-pub fn spawn(backend: Backend, settings: WorkerSettings, shutdown: Shutdown) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(supervise(backend, settings, shutdown))
+/// Starts this process's worker: one reader per live voucher stream, all on `redis`,
+/// the worker's own connection (per node, on a cluster), so neither its replica waits
+/// nor its batches queue behind grabs, and connections do not grow with vouchers.
+/// One stream per command keeps every command in one hash slot (Redis Cluster).
+pub fn spawn(
+    backend: Backend,
+    redis: RedisConn,
+    settings: WorkerSettings,
+    shutdown: Shutdown,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(supervise(backend, redis, settings, shutdown))
 }
 
 /// Starts a reader for each voucher that goes live, until shutdown; then waits for them.
-async fn supervise(backend: Backend, settings: WorkerSettings, shutdown: Shutdown) {
+async fn supervise(backend: Backend, redis: RedisConn, settings: WorkerSettings, shutdown: Shutdown) {
     tracing::info!(consumer = %settings.consumer, "worker started");
     announce(&backend, SaleEvent::WorkerJoined { worker: settings.consumer.clone() }).await;
     let mut readers: HashMap<i64, tokio::task::JoinHandle<()>> = HashMap::new();
@@ -71,7 +80,7 @@ async fn supervise(backend: Backend, settings: WorkerSettings, shutdown: Shutdow
                 let new: Vec<_> = live.into_iter().filter(|v| !readers.contains_key(&v.id)).collect();
                 for v in new {
                     let id = v.id;
-                    let reader = Reader::new(backend.clone(), settings.clone(), v);
+                    let reader = Reader::new(backend.clone(), redis.clone(), settings.clone(), v);
                     readers.insert(id, tokio::spawn(reader.run(shutdown.clone())));
                 }
             }

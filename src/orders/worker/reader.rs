@@ -47,7 +47,7 @@ enum Phase {
 /// Reads one voucher's stream.
 pub(super) struct Reader {
     pub(super) backend: Backend,
-    /// The backend's shared connection (reads never block it).
+    /// The worker's connection, shared by its readers (reads never block it).
     pub(super) redis: RedisConn,
     /// Rung by this process's gate when it grants an order here.
     bell: Arc<Notify>,
@@ -93,11 +93,11 @@ impl Entry {
 }
 
 impl Reader {
-    pub fn new(backend: Backend, settings: WorkerSettings, voucher: VoucherRow) -> Self {
+    pub fn new(backend: Backend, redis: RedisConn, settings: WorkerSettings, voucher: VoucherRow) -> Self {
         let keys = backend.keys(voucher.id);
         let bell = backend.wakeups.register(voucher.id);
         Self {
-            redis: backend.redis.clone(),
+            redis,
             backend,
             bell,
             settings,
@@ -233,7 +233,29 @@ impl Reader {
         let opts = StreamReadOptions::default().group(GROUP, &self.settings.consumer).count(self.settings.batch_size);
         let id = if own_pending { "0" } else { ">" };
         let reply: Option<StreamReadReply> = self.redis.xread_options(&[&self.keys.orders], &[id], &opts).await?;
-        Ok(reply.into_iter().flat_map(|r| r.keys).flat_map(|stream| stream.ids).map(Entry::parse).collect())
+        let entries: Vec<Entry> =
+            reply.into_iter().flat_map(|r| r.keys).flat_map(|stream| stream.ids).map(Entry::parse).collect();
+        if !entries.is_empty() {
+            self.wait_for_replicas().await?;
+        }
+        Ok(entries)
+    }
+
+    /// With replicas configured, waits until they hold the entries just read, so that
+    /// what the database saves survives a failover (asynchronous replication could
+    /// otherwise lose a grant whose order is saved, and the unit would sell twice).
+    /// A replica slower than the wait delays nothing: the batch is saved anyway.
+    async fn wait_for_replicas(&mut self) -> Result<(), BackendError> {
+        let want = self.settings.wait_replicas;
+        if want == 0 {
+            return Ok(());
+        }
+        let have = self.redis.wait_for_replicas(&self.keys.orders, want, self.settings.wait_replicas_ms).await?;
+        if have < want {
+            metrics::counter!("seckill_replica_waits_short_total").increment(1);
+            tracing::warn!(stream = %self.keys.orders, have, want, "replicas lag: saving the batch anyway");
+        }
+        Ok(())
     }
 
     /// Persists entries, in one transaction if it can, else one by one.

@@ -1,0 +1,349 @@
+//! Redis Cluster drills on a private cluster of three masters, each with a replica
+//! (`redis-server --cluster-enabled yes`, `redis-cli --cluster create`): a master
+//! killed mid-sale, and vouchers spread over every node on a fixed set of
+//! connections. The rest of the suite runs against a shared cluster in the second
+//! pass of `npm test` (see `.ci/test`).
+
+use crate::{
+    process::{Process, Shared},
+    support::{connect_db, wait_until, Options, Shopper, TestApp},
+};
+use futures::{stream, StreamExt};
+use redis::AsyncCommands;
+use seckill::{client::ApiClient, sale::keys::SaleKeys};
+use serde_json::{json, Value};
+use std::{
+    collections::{HashMap, HashSet},
+    process::Stdio,
+    time::{Duration, Instant},
+};
+use tempfile::TempDir;
+use tokio::process::{Child, Command};
+
+/// A throw-away Redis Cluster on loopback ports.
+pub struct PrivateCluster {
+    nodes: HashMap<u16, Child>,
+    /// The node URLs, comma-separated: what `REDIS_URL` takes.
+    pub url: String,
+    _dir: TempDir,
+}
+
+impl PrivateCluster {
+    /// Starts `masters × (1 + replicas)` nodes and joins them; returns once every node
+    /// sees the cluster `ok` and every master has its replicas in sync.
+    pub async fn start(masters: usize, replicas: usize) -> Self {
+        let dir = TempDir::new().unwrap();
+        let ports = cluster_ports(masters * (1 + replicas));
+        let mut nodes = HashMap::new();
+        for &port in &ports {
+            let data = dir.path().join(port.to_string());
+            std::fs::create_dir_all(&data).unwrap();
+            let child = Command::new("redis-server")
+                .args(["--bind", "127.0.0.1", "--port", &port.to_string(), "--save", "", "--appendonly", "no"])
+                .args(["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"])
+                .args(["--cluster-node-timeout", "1000"])
+                .arg("--dir")
+                .arg(&data)
+                .stdout(Stdio::null())
+                .kill_on_drop(true)
+                .spawn()
+                .expect("redis-server starts");
+            nodes.insert(port, child);
+        }
+        for &port in &ports {
+            wait_until("a cluster node answers", Duration::from_secs(10), || async move {
+                node_query::<String>(port, &mut redis::cmd("PING")).await.is_some()
+            })
+            .await;
+        }
+        let addresses: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+        let created = Command::new("redis-cli")
+            .args(["--cluster", "create"])
+            .args(&addresses)
+            .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
+            .output()
+            .await
+            .unwrap();
+        assert!(created.status.success(), "{}", String::from_utf8_lossy(&created.stdout));
+        let want = format!("connected_slaves:{replicas}");
+        wait_until("the cluster is ok and replicas in sync", Duration::from_secs(30), || {
+            let (ports, want) = (ports.clone(), want.clone());
+            async move {
+                for port in ports {
+                    let info = node_query::<String>(port, redis::cmd("CLUSTER").arg("INFO")).await;
+                    if !info.is_some_and(|i| i.contains("cluster_state:ok")) {
+                        return false;
+                    }
+                    let repl = node_query::<String>(port, redis::cmd("INFO").arg("replication")).await;
+                    let repl = repl.unwrap_or_default();
+                    if repl.contains("role:master") && !(repl.contains(&want) && !repl.contains("state=wait_bgsave")) {
+                        return false;
+                    }
+                }
+                true
+            }
+        })
+        .await;
+        let url = ports.iter().map(|p| format!("redis://127.0.0.1:{p}/")).collect::<Vec<_>>().join(",");
+        Self { nodes, url, _dir: dir }
+    }
+
+    /// The port of the master that holds `key`'s slot now.
+    pub async fn master_of(&self, key: &str) -> u16 {
+        for &port in self.nodes.keys() {
+            let Some(slot) = node_query::<u16>(port, redis::cmd("CLUSTER").arg("KEYSLOT").arg(key)).await else {
+                continue;
+            };
+            let Some(nodes) = node_query::<String>(port, redis::cmd("CLUSTER").arg("NODES")).await else { continue };
+            for line in nodes.lines() {
+                let f: Vec<&str> = line.split_whitespace().collect();
+                if !f[2].contains("master") || f[2].contains("fail") {
+                    continue;
+                }
+                let serves = f[8..].iter().any(|range| {
+                    let (lo, hi) = range.split_once('-').unwrap_or((range, range));
+                    matches!((lo.parse::<u16>(), hi.parse::<u16>()), (Ok(lo), Ok(hi)) if lo <= slot && slot <= hi)
+                });
+                if serves {
+                    let address = f[1].split('@').next().unwrap();
+                    return address.rsplit(':').next().unwrap().parse().unwrap();
+                }
+            }
+        }
+        panic!("no live master serves {key}");
+    }
+
+    /// Ports of the nodes that are masters now.
+    pub async fn masters(&self) -> Vec<u16> {
+        let mut masters = Vec::new();
+        for &port in self.nodes.keys() {
+            let role = node_query::<String>(port, redis::cmd("INFO").arg("replication")).await;
+            if role.is_some_and(|r| r.contains("role:master")) {
+                masters.push(port);
+            }
+        }
+        masters
+    }
+
+    /// SIGKILL of one node.
+    pub async fn kill9(&mut self, port: u16) {
+        let mut child = self.nodes.remove(&port).expect("a node of this cluster");
+        child.kill().await.unwrap();
+    }
+
+    /// Client connections open on these nodes now (this probe's own included).
+    pub async fn clients_on(&self, ports: &[u16]) -> usize {
+        let mut total = 0;
+        for &port in ports {
+            total += self.clients(port).await;
+        }
+        total
+    }
+
+    /// Client connections open on a node now.
+    pub async fn clients(&self, port: u16) -> usize {
+        let info = node_query::<String>(port, redis::cmd("INFO").arg("clients")).await.unwrap();
+        let line = info.lines().find(|l| l.starts_with("connected_clients:")).unwrap();
+        line.split(':').nth(1).unwrap().trim().parse().unwrap()
+    }
+}
+
+/// `n` free loopback ports whose cluster-bus ports (port + 10000) are free too.
+fn cluster_ports(n: usize) -> Vec<u16> {
+    let mut held = Vec::new();
+    let mut ports = Vec::new();
+    while ports.len() < n {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        held.push(l);
+        if port > 55_000 {
+            continue;
+        }
+        if let Ok(bus) = std::net::TcpListener::bind(("127.0.0.1", port + 10_000)) {
+            held.push(bus);
+            ports.push(port);
+        }
+    }
+    ports
+}
+
+/// One command to one node on a connection of its own (`None` when it does not answer).
+async fn node_query<T: redis::FromRedisValue>(port: u16, cmd: &mut redis::Cmd) -> Option<T> {
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).ok()?;
+    let mut conn =
+        tokio::time::timeout(Duration::from_secs(2), client.get_multiplexed_async_connection()).await.ok()?.ok()?;
+    cmd.query_async(&mut conn).await.ok()
+}
+
+/// A shopper's grab, retried as a client would while the sale answers `unavailable`
+/// (or not at all): the final answer, and when it came.
+struct Outcome {
+    shopper: Shopper,
+    status: u16,
+    body: Value,
+    at: Instant,
+    retries: usize,
+}
+
+async fn grab_until_answered(apis: &[ApiClient], i: usize, shopper: Shopper, v: i64) -> Outcome {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut retries = 0;
+    loop {
+        let api = &apis[(i + retries) % apis.len()];
+        if let Ok((status, body)) = api.grab(&shopper, v).await {
+            if status.as_u16() != 503 {
+                return Outcome { shopper, status: status.as_u16(), body, at: Instant::now(), retries };
+            }
+        }
+        assert!(Instant::now() < deadline, "a grab still unanswered after 60 s");
+        retries += 1;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A master killed with SIGKILL in the middle of a storm: its replica takes over, the
+/// sale goes on by itself, every unit is sold once, and each grab answered `queued`
+/// ends as a persisted order or as `failed` with reason `lost` (a grant the replica
+/// never received, whose unit therefore stayed on sale). The workers wait for a
+/// replica before saving (SECKILL_WAIT_REPLICAS=1), so no saved order is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_master_killed_mid_sale_is_replaced_and_the_sale_goes_on() {
+    let mut cluster = PrivateCluster::start(3, 1).await;
+    let dir = TempDir::new().unwrap();
+    let shared = Shared::new(dir.path(), &cluster.url).await;
+    let settings = [("SECKILL_WAIT_REPLICAS", "1"), ("SECKILL_CLAIM_IDLE_MS", "1000"), ("SECKILL_BATCH_SIZE", "20")];
+    let a = Process::start(&shared, &settings).await;
+    let b = Process::start(&shared, &settings).await;
+    let (stock, shoppers) = (600, 900);
+    let now = chrono::Utc::now();
+    let v = a.api.create_voucher("failover drill", stock, now, now + chrono::Duration::hours(1)).await.unwrap();
+    let keys = SaleKeys::new(&shared.namespace, v);
+    let master = cluster.master_of(&keys.stock).await;
+    let people = a.api.sign_in_many("failover", shoppers, 32).await.unwrap();
+    let apis = vec![a.api.clone(), b.api.clone()];
+    let storm = tokio::spawn(async move {
+        stream::iter(people.into_iter().enumerate())
+            .map(|(i, s)| {
+                let apis = apis.clone();
+                async move { grab_until_answered(&apis, i, s, v).await }
+            })
+            .buffer_unordered(16)
+            .collect::<Vec<_>>()
+            .await
+    });
+    wait_until("the storm is under way", Duration::from_secs(30), || {
+        let api = a.api.clone();
+        async move { api.stats(v).await.is_ok_and(|s| s["granted"].as_i64() >= Some(100)) }
+    })
+    .await;
+    cluster.kill9(master).await;
+    let killed = Instant::now();
+    let outcomes = storm.await.unwrap();
+
+    // The longest the sale stopped granting around the kill.
+    let mut granted_at: Vec<Instant> = outcomes.iter().filter(|o| o.status == 200).map(|o| o.at).collect();
+    granted_at.sort();
+    let resumed = granted_at.iter().find(|&&t| t > killed).map(|t| t.duration_since(killed));
+    let retried = outcomes.iter().map(|o| o.retries).sum::<usize>();
+    assert!(resumed.is_some(), "no grab was granted after the master died");
+    let promoted = cluster.masters().await.len();
+    assert_eq!(promoted, 3, "a replica replaced the dead master");
+
+    let books = settle_books(&a.api, &shared.database_url, v, stock, &outcomes).await;
+    println!(
+        "drill failover: master of the voucher killed; grants resumed {:?} after the kill; {books}; \
+         {retried} retries of grabs answered unavailable meanwhile",
+        resumed.unwrap()
+    );
+    a.terminate(Duration::from_secs(20)).await.expect("A stops");
+    b.terminate(Duration::from_secs(20)).await.expect("B stops");
+}
+
+/// Waits until every grant is saved, then checks the invariants after a failover:
+/// I1 exactly `stock` orders (more shoppers than units, and lost grants left their
+/// units on sale), I2/I5 one each, I4 in Redis and in the database, and I3: every
+/// grab answered `queued` is an order, or reads `failed` with reason `lost`.
+async fn settle_books(api: &ApiClient, database_url: &str, v: i64, stock: i64, outcomes: &[Outcome]) -> String {
+    let stats =
+        wait_for(api, v, |s| s["persisted"] == s["granted"] && s["pending"] == 0 && s["redis_stock"] == 0).await;
+    let n = |k: &str| stats[k].as_i64().unwrap();
+    let db = connect_db(database_url).await;
+    let users: Vec<i64> =
+        sqlx::query_scalar("SELECT user_id FROM orders WHERE voucher_id = $1").bind(v).fetch_all(&db).await.unwrap();
+    let owners: HashSet<i64> = users.iter().copied().collect();
+    let left: i64 =
+        sqlx::query_scalar("SELECT stock_left FROM vouchers WHERE id = $1").bind(v).fetch_one(&db).await.unwrap();
+    assert_eq!(users.len() as i64, stock, "I1: every unit sold once");
+    assert_eq!(owners.len(), users.len(), "I2/I5: an order twice");
+    assert_eq!(n("redis_stock") + n("granted"), stock, "I4 in Redis: {stats}");
+    assert_eq!(left + users.len() as i64, stock, "I4 in the database");
+    let mut lost = 0;
+    for o in outcomes.iter().filter(|o| o.status == 200 && !owners.contains(&o.shopper.user_id)) {
+        let order_id = o.body["order_id"].as_str().unwrap();
+        let cookie = [("cookie", o.shopper.cookie.as_str())];
+        let (status, body) =
+            api.call("grab_result", json!({ "voucher_id": v, "order_id": order_id }), &cookie).await.unwrap();
+        assert_eq!(status, 200, "{body}");
+        assert_eq!((body["status"].as_str(), body["reason"].as_str()), (Some("failed"), Some("lost")), "I3");
+        lost += 1;
+    }
+    let queued = outcomes.iter().filter(|o| o.status == 200).count();
+    format!("answered queued {queued}, persisted {}, lost in the failover and read failed(lost) {lost}", users.len())
+}
+
+async fn wait_for(api: &ApiClient, v: i64, done: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let s = api.stats(v).await.unwrap();
+        if done(&s) {
+            return s;
+        }
+        assert!(Instant::now() < deadline, "the sale did not settle: {s}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Thirty live vouchers, spread over all three masters: each sells and is saved, the
+/// voucher list and the live board read them all (commands to many slots), and the
+/// process holds as many Redis connections as it did with one voucher.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vouchers_on_every_node_sell_on_a_fixed_set_of_connections() {
+    let cluster = PrivateCluster::start(3, 0).await;
+    let app = TestApp::with(Options { redis_url: Some(cluster.url.clone()), ..Options::default() }).await;
+    let first = app.create_voucher(5, -5, 3600).await;
+    let ann = app.sign_in("ann").await;
+    assert_eq!(app.grab(&ann, first).await.0, 200);
+    app.wait_for_stats("the first voucher saved", first, |s| s["persisted"] == 1).await;
+    let masters = cluster.masters().await;
+    let before = cluster.clients_on(&masters).await;
+
+    let mut vouchers = vec![first];
+    for _ in 0..29 {
+        vouchers.push(app.create_voucher(5, -5, 3600).await);
+    }
+    let mut homes = HashSet::new();
+    for &v in &vouchers {
+        homes.insert(cluster.master_of(&app.keys(v).stock).await);
+    }
+    assert_eq!(homes.len(), 3, "the vouchers live on every master");
+    let buyers = app.sign_in_many("spread", 30).await;
+    for (&v, buyer) in vouchers.iter().zip(&buyers) {
+        assert_eq!(app.grab(buyer, v).await.0, 200);
+    }
+    for &v in &vouchers {
+        app.wait_for_stats("every voucher saved", v, |s| s["persisted"].as_i64() >= Some(1)).await;
+    }
+    let listed = app.call("list_vouchers", json!({}), &[]).await.1;
+    assert_eq!(listed.as_array().map(Vec::len), Some(30), "{listed}");
+    // Polled: a probe's own connection may take a moment to close.
+    wait_until("as many connections as with one voucher", Duration::from_secs(5), || async {
+        cluster.clients_on(&masters).await <= before
+    })
+    .await;
+    println!("redis connections on the masters: {before} with one live voucher and with thirty");
+
+    let mut redis = app.redis.clone();
+    let stock: Option<i64> = redis.get(app.keys(vouchers[29]).stock).await.unwrap();
+    assert_eq!(stock, Some(4));
+    app.stop().await;
+}

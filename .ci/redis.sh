@@ -96,11 +96,11 @@ start_redis_cluster() {
 
 stop_redis_cluster() {
   local pid
-  for pid in "${SECKILL_CLUSTER_PIDS[@]}"; do
+  for pid in ${SECKILL_CLUSTER_PIDS[@]+"${SECKILL_CLUSTER_PIDS[@]}"}; do
     kill "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
   done
   SECKILL_CLUSTER_PIDS=()
-  [ -n "${SECKILL_CLUSTER_DIR:-}" ] && rm -rf "$SECKILL_CLUSTER_DIR"
+  if [ -n "${SECKILL_CLUSTER_DIR:-}" ]; then rm -rf "$SECKILL_CLUSTER_DIR"; fi
   SECKILL_CLUSTER_DIR=""
 }

@@ -18,7 +18,8 @@ use std::{
 #[derive(Parser, Debug)]
 #[command(about = "Fire concurrent grabs at a Seckill server and check the invariants")]
 struct Args {
-    /// Base URL of the server.
+    /// Base URL of the server; several, comma-separated, for processes sharing one
+    /// sale (grabs go to them in turn).
     #[arg(long, default_value = "http://127.0.0.1:3000")]
     url: String,
     /// Admin token of that server.
@@ -52,7 +53,9 @@ async fn main() -> ExitCode {
 }
 
 async fn run(args: Args) -> Result<bool, String> {
-    let client = ApiClient::new(&args.url, &args.admin_token, args.concurrency);
+    let servers: Vec<ApiClient> =
+        args.url.split(',').map(|u| ApiClient::new(u.trim(), &args.admin_token, args.concurrency)).collect();
+    let client = servers[0].clone();
     let now = chrono::Utc::now();
     let title = format!("bench {}", now.format("%H:%M:%S"));
     let voucher_id = client
@@ -62,13 +65,14 @@ async fn run(args: Args) -> Result<bool, String> {
     let started = Instant::now();
     let shoppers = client.sign_in_many(&format!("b{}", now.timestamp_millis()), args.users, args.concurrency).await?;
     println!("signed in {} shoppers in {:.2?}", shoppers.len(), started.elapsed());
+    println!("grabs go to {} process(es) in turn", servers.len());
 
-    let grabs: Vec<&Shopper> = (0..args.grabs_per_user).flat_map(|_| shoppers.iter()).collect();
+    let grabs: Vec<(usize, &Shopper)> = (0..args.grabs_per_user).flat_map(|_| shoppers.iter()).enumerate().collect();
     let first_grab = Instant::now();
     let started = first_grab;
     let answers: Vec<Result<(i64, u16, Value, Duration), String>> = stream::iter(grabs)
-        .map(|shopper| {
-            let client = &client;
+        .map(|(i, shopper)| {
+            let client = &servers[i % servers.len()];
             async move {
                 let t = Instant::now();
                 let (status, body) = client.grab(shopper, voucher_id).await?;

@@ -4,9 +4,8 @@
 //! has a named constructor saying what goes back.
 
 use super::store::OrderMsg;
-use crate::backend::RedisConn;
 use crate::{
-    backend::Backend,
+    backend::{Backend, RedisConn},
     sale::{
         events::SaleEvent,
         keys::GROUP,

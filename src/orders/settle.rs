@@ -4,9 +4,8 @@
 //! module owns the script's interface.
 
 use super::store::OrderMsg;
-use crate::backend::RedisConn;
 use crate::{
-    backend::Backend,
+    backend::{Backend, RedisConn},
     sale::{keys::GROUP, results::StoredResult},
 };
 use redis::RedisResult;

@@ -6,9 +6,8 @@ use super::{
     store::{self, VoucherRow},
     DRAIN_GRACE_MS,
 };
-use crate::backend::RedisConn;
 use crate::{
-    backend::{Backend, BackendError},
+    backend::{Backend, BackendError, RedisConn},
     orders::store::{self as orders, Snapshot},
     sale::keys::{SaleKeys, GROUP},
 };

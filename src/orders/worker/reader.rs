@@ -2,9 +2,8 @@
 //! list, then reads new entries in batches, persists them and records the outcomes.
 
 use super::WorkerSettings;
-use crate::backend::RedisConn;
 use crate::{
-    backend::{Backend, BackendError},
+    backend::{Backend, BackendError, RedisConn},
     orders::{
         give_back::GiveBack,
         settle::settle,

@@ -1,13 +1,28 @@
-//! Load tool: fires concurrent grabs from many signed-in shoppers at a running
-//! server through the JSON API, prints throughput and latency, then checks the
-//! invariants (I1 no oversell, I2 one per user, I3 nothing lost, I4 conservation).
+//! Load tool: measures a running server through the JSON API, beside the physical
+//! limit of a grab, Redis running the gate script on its own, in one run:
+//!
+//! 1. signs shoppers in (not measured with the grabs);
+//! 2. the raw gate: `redis-benchmark` running `lua/grab.lua` by EVALSHA with random
+//!    users on the same Redis (single Redis only), on keys of its own;
+//! 3. the granted storm: one grab per shopper against ample stock, until every order
+//!    is persisted, with the CPU time server and Redis spent on it (from `/proc`);
+//! 4. the sold-out storm: the same shoppers at a sale of few units, most refused from
+//!    the server's local sold-out flag;
+//! 5. pages: `/` and `/admin` on one kept-alive connection, and `/` at 64;
+//!
+//! then checks the invariants (I1 no oversell, I2 one per user, I3 nothing lost, I4
+//! conservation) and prints each figure beside its target. Only a broken invariant
+//! fails the run: speed targets are figures to read, not a test.
 //!
 //! `npm run bench` builds a release server, starts it with Redis and runs this;
 //! or run it yourself: `cargo run --release --features ssr --bin bench -- --help`.
 
 use clap::Parser;
 use futures::{stream, StreamExt};
-use seckill::client::{ApiClient, Shopper};
+use seckill::{
+    backend::{RedisConn, Scripts},
+    client::{ApiClient, Shopper},
+};
 use serde_json::Value;
 use std::{
     collections::{BTreeMap, HashSet},
@@ -16,7 +31,7 @@ use std::{
 };
 
 #[derive(Parser, Debug)]
-#[command(about = "Fire concurrent grabs at a Seckill server and check the invariants")]
+#[command(about = "Fire concurrent grabs at a Seckill server, beside the raw gate, and check the invariants")]
 struct Args {
     /// Base URL of the server; several, comma-separated, for processes sharing one
     /// sale (grabs go to them in turn).
@@ -25,18 +40,29 @@ struct Args {
     /// Admin token of that server.
     #[arg(long, env = "SECKILL_ADMIN_TOKEN", hide_env_values = true)]
     admin_token: String,
+    /// The server's Redis, for the raw gate (skipped when unset or a cluster).
+    #[arg(long, env = "REDIS_URL")]
+    redis_url: Option<String>,
+    /// Process ids of the servers and of Redis, comma-separated, for CPU per grab.
+    #[arg(long, default_value = "")]
+    server_pids: String,
+    #[arg(long, default_value = "")]
+    redis_pids: String,
     /// Shoppers to sign in.
-    #[arg(long, default_value_t = 2_000)]
+    #[arg(long, default_value_t = 10_000)]
     users: usize,
-    /// Grabs each shopper fires (the extra ones must be refused).
-    #[arg(long, default_value_t = 2)]
-    grabs_per_user: usize,
-    /// Units on sale.
-    #[arg(long, default_value_t = 500)]
+    /// Units on sale in the granted storm (0: as many as shoppers).
+    #[arg(long, default_value_t = 0)]
     stock: i64,
+    /// Units on sale in the sold-out storm (0: skip it).
+    #[arg(long, default_value_t = 100)]
+    sold_out_stock: i64,
     /// Requests in flight at once.
     #[arg(long, default_value_t = 256)]
     concurrency: usize,
+    /// Gate calls the raw run makes.
+    #[arg(long, default_value_t = 100_000)]
+    raw_calls: usize,
 }
 
 #[tokio::main]
@@ -55,22 +81,94 @@ async fn main() -> ExitCode {
 async fn run(args: Args) -> Result<bool, String> {
     let servers: Vec<ApiClient> =
         args.url.split(',').map(|u| ApiClient::new(u.trim(), &args.admin_token, args.concurrency)).collect();
-    let client = servers[0].clone();
-    let now = chrono::Utc::now();
-    let title = format!("bench {}", now.format("%H:%M:%S"));
-    let voucher_id = client
-        .create_voucher(&title, args.stock, now - chrono::Duration::seconds(1), now + chrono::Duration::hours(1))
-        .await?;
-
+    let admin = servers[0].clone();
+    let cpu = Cpu::new(&args.server_pids, &args.redis_pids);
     let started = Instant::now();
-    let shoppers = client.sign_in_many(&format!("b{}", now.timestamp_millis()), args.users, args.concurrency).await?;
-    println!("signed in {} shoppers in {:.2?}", shoppers.len(), started.elapsed());
-    println!("grabs go to {} process(es) in turn", servers.len());
+    let prefix = format!("b{}", chrono::Utc::now().timestamp_millis());
+    let shoppers = admin.sign_in_many(&prefix, args.users, args.concurrency).await?;
+    println!(
+        "signed in {} new shoppers in {:.2?} ({:.0}/s); grabs go to {} process(es) in turn",
+        shoppers.len(),
+        started.elapsed(),
+        shoppers.len() as f64 / started.elapsed().as_secs_f64(),
+        servers.len()
+    );
+    let again = Instant::now();
+    let n_again = shoppers.len().min(2_000);
+    admin.sign_in_many(&prefix, n_again, args.concurrency).await?;
+    println!("signed in {n_again} existing names again: {:.0}/s", n_again as f64 / again.elapsed().as_secs_f64());
 
-    let grabs: Vec<(usize, &Shopper)> = (0..args.grabs_per_user).flat_map(|_| shoppers.iter()).enumerate().collect();
+    let raw = match &args.redis_url {
+        Some(url) if !url.contains(',') => Some(raw_gate(url, args.raw_calls).await?),
+        _ => None,
+    };
+    if let Some(raw) = raw {
+        println!("raw gate: redis-benchmark EVALSHA lua/grab.lua, c=50, random users: {raw:.0}/s");
+    }
+
+    let stock = if args.stock > 0 { args.stock } else { shoppers.len() as i64 };
+    let before = cpu.sample();
+    let granted = storm(&servers, args.concurrency, &shoppers, stock, "granted").await?;
+    let settled = settle(&admin, granted.voucher_id, granted.last_answer).await?;
+    let spent = spent(before, cpu.sample());
+    granted.print(raw);
+    println!(
+        "  all {} orders persisted {:.2?} after the last grab ({:.0} orders/s from the first grab)",
+        settled.stats["persisted"],
+        settled.lag,
+        settled.stats["persisted"].as_f64().unwrap_or(0.0) / granted.first_grab.elapsed().as_secs_f64()
+    );
+    let per_grab = |secs: f64| secs * 1e6 / (granted.granted.max(1) as f64);
+    if let Some((server, redis)) = spent {
+        println!(
+            "  CPU per granted grab, persisting included: server {:.0} µs, Redis {:.0} µs (server/Redis {:.2}; target ≤ 2)",
+            per_grab(server),
+            per_grab(redis),
+            server / redis.max(1e-9)
+        );
+    }
+    let mut ok = check(&granted, &settled.stats, stock, shoppers.len());
+
+    if args.sold_out_stock > 0 {
+        let sold_out = storm(&servers, args.concurrency, &shoppers, args.sold_out_stock, "sold-out").await?;
+        let settled_sold_out = settle(&admin, sold_out.voucher_id, sold_out.last_answer).await?;
+        sold_out.print(raw);
+        println!("  refused from the local flag: {}", settled_sold_out.stats["refused_locally"]);
+        ok &= check(&sold_out, &settled_sold_out.stats, args.sold_out_stock, shoppers.len());
+    }
+
+    pages(&args.url.split(',').next().unwrap_or_default().trim().to_owned()).await?;
+    Ok(ok)
+}
+
+/// One storm: a fresh voucher of `stock` units, one grab per shopper.
+struct Storm {
+    name: &'static str,
+    voucher_id: i64,
+    first_grab: Instant,
+    last_answer: Instant,
+    wall: Duration,
+    latencies: Vec<Duration>,
+    outcomes: BTreeMap<String, usize>,
+    granted: usize,
+    twice: Vec<i64>,
+}
+
+async fn storm(
+    servers: &[ApiClient],
+    concurrency: usize,
+    shoppers: &[Shopper],
+    stock: i64,
+    name: &'static str,
+) -> Result<Storm, String> {
+    let admin = &servers[0];
+    let now = chrono::Utc::now();
+    let title = format!("bench {name} {}", now.format("%H:%M:%S"));
+    let voucher_id = admin
+        .create_voucher(&title, stock, now - chrono::Duration::seconds(1), now + chrono::Duration::hours(1))
+        .await?;
     let first_grab = Instant::now();
-    let started = first_grab;
-    let answers: Vec<Result<(i64, u16, Value, Duration), String>> = stream::iter(grabs)
+    let answers: Vec<Result<(i64, u16, Value, Duration), String>> = stream::iter(shoppers.iter().enumerate())
         .map(|(i, shopper)| {
             let client = &servers[i % servers.len()];
             async move {
@@ -79,73 +177,229 @@ async fn run(args: Args) -> Result<bool, String> {
                 Ok((shopper.user_id, status.as_u16(), body, t.elapsed()))
             }
         })
-        .buffer_unordered(args.concurrency)
+        .buffer_unordered(concurrency)
         .collect()
         .await;
-    let wall = started.elapsed();
-
-    let mut latencies = Vec::with_capacity(answers.len());
-    let mut outcomes: BTreeMap<String, usize> = BTreeMap::new();
+    let last_answer = Instant::now();
+    let mut s = Storm {
+        name,
+        voucher_id,
+        first_grab,
+        last_answer,
+        wall: last_answer - first_grab,
+        latencies: Vec::with_capacity(answers.len()),
+        outcomes: BTreeMap::new(),
+        granted: 0,
+        twice: Vec::new(),
+    };
     let mut winners = HashSet::new();
-    let mut ok = true;
     for answer in answers {
         let (user, status, body, took) = answer?;
-        latencies.push(took);
+        s.latencies.push(took);
         let outcome =
             if status == 200 { "granted".to_owned() } else { body["code"].as_str().unwrap_or("?").to_owned() };
-        *outcomes.entry(outcome).or_default() += 1;
-        if status == 200 && !winners.insert(user) {
-            println!("VIOLATION I2: user {user} granted twice");
-            ok = false;
+        *s.outcomes.entry(outcome).or_default() += 1;
+        if status == 200 {
+            s.granted += 1;
+            if !winners.insert(user) {
+                s.twice.push(user);
+            }
         }
     }
-    latencies.sort();
-    let pct = |p: f64| latencies[((latencies.len() as f64 * p) as usize).min(latencies.len() - 1)];
-    println!(
-        "grabs: {} in {:.2?} = {:.0} grabs/s; latency p50 {:.2?}, p99 {:.2?}, max {:.2?}",
-        latencies.len(),
-        wall,
-        latencies.len() as f64 / wall.as_secs_f64(),
-        pct(0.50),
-        pct(0.99),
-        latencies[latencies.len() - 1]
-    );
-    println!("outcomes: {outcomes:?}");
+    s.latencies.sort();
+    Ok(s)
+}
 
-    // Wait for the worker to persist every granted order.
-    let started = Instant::now();
-    let deadline = started + Duration::from_secs(120);
-    let stats = loop {
-        let s = client.stats(voucher_id).await?;
+impl Storm {
+    fn pct(&self, p: f64) -> Duration {
+        self.latencies[((self.latencies.len() as f64 * p) as usize).min(self.latencies.len() - 1)]
+    }
+
+    fn rate(&self) -> f64 {
+        self.latencies.len() as f64 / self.wall.as_secs_f64()
+    }
+
+    fn print(&self, raw: Option<f64>) {
+        let ratio = raw.map(|r| format!(" = {:.2}× the raw gate", self.rate() / r)).unwrap_or_default();
+        println!(
+            "{} storm: {} grabs in {:.2?} = {:.0} grabs/s{ratio}; latency p50 {:.2?}, p99 {:.2?} (target ≤ 15 ms), max {:.2?}",
+            self.name,
+            self.latencies.len(),
+            self.wall,
+            self.rate(),
+            self.pct(0.50),
+            self.pct(0.99),
+            self.latencies[self.latencies.len() - 1]
+        );
+        println!("  outcomes: {:?}", self.outcomes);
+    }
+}
+
+/// The voucher's figures once every granted order is persisted, and how long after
+/// the storm's last answer that was.
+struct Settled {
+    stats: Value,
+    lag: Duration,
+}
+
+async fn settle(admin: &ApiClient, voucher_id: i64, last_answer: Instant) -> Result<Settled, String> {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let s = admin.stats(voucher_id).await?;
         if s["persisted"] == s["granted"] && s["pending"] == 0 {
-            break s;
+            return Ok(Settled { stats: s, lag: last_answer.elapsed() });
         }
         if Instant::now() > deadline {
-            println!("VIOLATION I3: orders still not persisted after 120 s: {s}");
-            return Ok(false);
+            return Err(format!("VIOLATION I3: orders still not persisted after 120 s: {s}"));
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
-    println!(
-        "all {} orders persisted {:.2?} after the last grab ({:.0} orders/s from the first grab)",
-        stats["persisted"],
-        started.elapsed(),
-        stats["persisted"].as_f64().unwrap_or(0.0) / first_grab.elapsed().as_secs_f64()
-    );
-    println!("stats: {stats}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
 
+/// The invariants after one storm.
+fn check(storm: &Storm, stats: &Value, stock: i64, users: usize) -> bool {
     let n = |k: &str| stats[k].as_i64().unwrap_or(-1);
-    let expected = args.stock.min(args.users as i64);
+    let expected = stock.min(users as i64);
     let checks = [
-        ("I1 granted = min(stock, users)", winners.len() as i64 == expected && n("granted") == expected),
-        ("I1 persisted <= stock, redis stock >= 0", n("persisted") <= args.stock && n("redis_stock") >= 0),
-        ("I2 one order per user", winners.len() as i64 == n("persisted")),
+        ("I1 granted = min(stock, users)", storm.granted as i64 == expected && n("granted") == expected),
+        ("I1 persisted <= stock, redis stock >= 0", n("persisted") <= stock && n("redis_stock") >= 0),
+        ("I2 one order per user", storm.twice.is_empty() && storm.granted as i64 == n("persisted")),
         ("I3 nothing lost, nothing dead", n("persisted") == n("granted") && n("dead_letters") == 0),
         ("I4 redis stock + granted = total", n("redis_stock") + n("granted") == n("total_stock")),
     ];
+    let mut ok = true;
     for (name, held) in checks {
-        println!("{} {name}", if held { "ok  " } else { "FAIL" });
+        if !held {
+            println!("  FAIL {name} ({} storm): {stats}", storm.name);
+        }
         ok &= held;
     }
-    Ok(ok)
+    if ok {
+        println!("  invariants I1–I4 hold");
+    }
+    ok
+}
+
+/// Grabs per second Redis alone decides: `redis-benchmark` running the gate script by
+/// EVALSHA with random users, on keys of the bench's own (removed after).
+async fn raw_gate(redis_url: &str, calls: usize) -> Result<f64, String> {
+    let mut redis = RedisConn::open(redis_url).await.map_err(|e| format!("raw gate: {e}"))?;
+    let script = Scripts::default().grab;
+    let sha = script.prepare_invoke().load_async(&mut redis).await.map_err(|e| format!("raw gate: {e}"))?;
+    let base = format!("benchraw{}:{{v1}}", rand::random::<u32>());
+    let keys: Vec<String> =
+        ["stock", "buyers", "window", "orders", "results", "refused"].iter().map(|k| format!("{base}:{k}")).collect();
+    let () = redis::pipe()
+        .set(&keys[0], 1_000_000_000)
+        .ignore()
+        .hset_multiple(&keys[2], &[("begins", 0_i64), ("ends", 4_102_444_800_000), ("expires", 4_102_444_800_000)])
+        .ignore()
+        .query_async(&mut redis)
+        .await
+        .map_err(|e| format!("raw gate: {e}"))?;
+    let url = redis::IntoConnectionInfo::into_connection_info(redis_url).map_err(|e| e.to_string())?;
+    let (host, port) = match url.addr {
+        redis::ConnectionAddr::Tcp(host, port) => (host, port),
+        other => return Err(format!("raw gate: {other:?} is not a TCP address")),
+    };
+    let out = tokio::process::Command::new("redis-benchmark")
+        .args(["-h", &host, "-p", &port.to_string(), "-c", "50", "-n", &calls.to_string(), "-r", "1000000000"])
+        .args(["--csv", "EVALSHA", &sha, "6"])
+        .args(&keys)
+        .args(["__rand_int__", "__rand_int__", "1", &format!("{base}:events"), "q", "s"])
+        .output()
+        .await
+        .map_err(|e| format!("raw gate: running redis-benchmark: {e}"))?;
+    let _: redis::RedisResult<()> = redis::cmd("DEL").arg(&keys).query_async(&mut redis).await;
+    let csv = String::from_utf8_lossy(&out.stdout);
+    let rps = csv.lines().nth(1).and_then(|l| l.split("\",\"").nth(1)).and_then(|r| r.trim_matches('"').parse().ok());
+    rps.ok_or_else(|| format!("raw gate: no figure in redis-benchmark's output: {csv}"))
+}
+
+/// Page figures: mean time of `/` and `/admin` on one kept-alive connection, and `/`
+/// pages per second at 64 connections.
+async fn pages(base: &str) -> Result<(), String> {
+    for path in ["/", "/admin"] {
+        let one = reqwest::Client::builder().pool_max_idle_per_host(1).build().map_err(|e| e.to_string())?;
+        let url = format!("{base}{path}");
+        one.get(&url).send().await.map_err(|e| e.to_string())?.bytes().await.map_err(|e| e.to_string())?;
+        let started = Instant::now();
+        let n = 100;
+        for _ in 0..n {
+            one.get(&url).send().await.map_err(|e| e.to_string())?.bytes().await.map_err(|e| e.to_string())?;
+        }
+        println!(
+            "page {path} on one kept-alive connection: {:.2} ms per page (target ≤ 2 ms)",
+            started.elapsed().as_secs_f64() * 1000.0 / n as f64
+        );
+    }
+    let many = reqwest::Client::builder().pool_max_idle_per_host(64).build().map_err(|e| e.to_string())?;
+    let url = format!("{base}/");
+    let window = Duration::from_secs(3);
+    let started = Instant::now();
+    let served: Vec<usize> = stream::iter(0..64)
+        .map(|_| {
+            let (many, url) = (many.clone(), url.clone());
+            async move {
+                let mut n = 0;
+                while started.elapsed() < window {
+                    if let Ok(r) = many.get(&url).send().await {
+                        if r.bytes().await.is_ok() {
+                            n += 1;
+                        }
+                    }
+                }
+                n
+            }
+        })
+        .buffer_unordered(64)
+        .collect()
+        .await;
+    let total: usize = served.iter().sum();
+    println!(
+        "page / at 64 connections: {:.0} pages/s (target ≥ 5,000)",
+        total as f64 / started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// CPU time of the server processes and of Redis, from `/proc/<pid>/stat`.
+struct Cpu {
+    servers: Vec<u32>,
+    redis: Vec<u32>,
+}
+
+struct CpuSample {
+    server: f64,
+    redis: f64,
+}
+
+impl Cpu {
+    fn new(servers: &str, redis: &str) -> Self {
+        let pids = |s: &str| s.split(',').filter_map(|p| p.trim().parse().ok()).collect();
+        Self { servers: pids(servers), redis: pids(redis) }
+    }
+
+    fn sample(&self) -> Option<CpuSample> {
+        if self.servers.is_empty() || self.redis.is_empty() {
+            return None;
+        }
+        let total = |pids: &[u32]| pids.iter().map(|&p| cpu_seconds(p)).sum::<Option<f64>>();
+        Some(CpuSample { server: total(&self.servers)?, redis: total(&self.redis)? })
+    }
+}
+
+/// Server and Redis CPU seconds between two samples.
+fn spent(before: Option<CpuSample>, after: Option<CpuSample>) -> Option<(f64, f64)> {
+    let (b, a) = (before?, after?);
+    Some((a.server - b.server, a.redis - b.redis))
+}
+
+/// User plus system CPU seconds of a process (fields 14 and 15 of its `stat`, in
+/// clock ticks of 1/100 s, Linux's USER_HZ).
+fn cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    Some(ticks / 100.0)
 }

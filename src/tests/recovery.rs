@@ -356,5 +356,13 @@ async fn a_mixed_batch_gets_each_entry_its_outcome() {
     let left: i64 =
         sqlx::query_scalar("SELECT stock_left FROM vouchers WHERE id = $1").bind(v).fetch_one(&app.db).await.unwrap();
     assert_eq!(left, 0);
+    // The grab time is read from the id in SQL; the deadline is that plus the time to pay.
+    let (created_at, deadline): (i64, i64) =
+        sqlx::query_as("SELECT created_at, pay_deadline FROM orders WHERE id = $1")
+            .bind(msg(4, 2).order_id)
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+    assert_eq!((created_at, deadline), (now * 1000, now * 1000 + PAY));
     app.stop().await;
 }

@@ -11,11 +11,30 @@ use crate::{
 };
 use axum::extract::FromRef;
 use leptos::config::LeptosOptions;
-use std::sync::Arc;
+use std::{ops::Deref, sync::Arc};
 
-/// Cheap to clone: every field is a handle.
+/// The shared state behind one reference count: routing, middleware and the server
+/// function layer clone it several times per request, and a clone of the fields (a
+/// dozen handles and the site settings' strings) showed in the grab's profile.
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<SharedState>);
+
+impl AppState {
+    pub fn new(shared: SharedState) -> Self {
+        Self(Arc::new(shared))
+    }
+}
+
+impl Deref for AppState {
+    type Target = SharedState;
+
+    fn deref(&self) -> &SharedState {
+        &self.0
+    }
+}
+
+/// What [`AppState`] holds.
+pub struct SharedState {
     /// Site settings for rendering (paths of the WASM bundle and CSS).
     pub leptos_options: LeptosOptions,
     /// The stores: SQL, Redis, the scripts, the key namespace.

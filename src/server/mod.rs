@@ -21,7 +21,7 @@ use crate::{
     },
     sale::sold_out::SoldOutFlags,
     shutdown,
-    state::AppState,
+    state::{AppState, SharedState},
     voucher::warm,
 };
 use axum::{
@@ -107,7 +107,7 @@ async fn run(
     let secure = config.secure_cookies.unwrap_or(!listener.local_addr()?.ip().is_loopback());
     let secrets =
         Secrets::new(config.session_secret.as_deref(), admin_token.clone(), secure).map_err(ServeError::Config)?;
-    let state = AppState {
+    let state = AppState::new(SharedState {
         leptos_options,
         backend: backend.clone(),
         ids: Arc::new(OrderIds::new(&config.redis_namespace, config.id_block)),
@@ -116,7 +116,7 @@ async fn run(
         hub: Arc::new(Hub::default()),
         feeds: Arc::new(FeedSlots::new(config.max_feeds, config.max_feeds_per_address)),
         shutdown: shutdown.clone(),
-    };
+    });
     let limits =
         Arc::new(rate_limit::Limits::new(config.rate_per_session, config.rate_per_address, config.trusted_proxy));
     let tasks = spawn_background(&config, &state, &target, &limits).await?;

@@ -238,6 +238,18 @@ async fn grab_until_answered(apis: &[ApiClient], i: usize, shopper: Shopper, v: 
     }
 }
 
+/// One grab per shopper, `concurrency` at a time, each retried until answered.
+async fn retrying_storm(apis: Vec<ApiClient>, people: Vec<Shopper>, v: i64, concurrency: usize) -> Vec<Outcome> {
+    stream::iter(people.into_iter().enumerate())
+        .map(|(i, s)| {
+            let apis = apis.clone();
+            async move { grab_until_answered(&apis, i, s, v).await }
+        })
+        .buffer_unordered(concurrency)
+        .collect()
+        .await
+}
+
 /// A master killed with SIGKILL in the middle of a storm: its replica takes over, the
 /// sale goes on by itself, every unit is sold once, and each grab answered `queued`
 /// ends as a persisted order or as `failed` with reason `lost` (a grant the replica
@@ -258,16 +270,7 @@ async fn a_master_killed_mid_sale_is_replaced_and_the_sale_goes_on() {
     let master = cluster.master_of(&keys.stock).await;
     let people = a.api.sign_in_many("failover", shoppers, 32).await.unwrap();
     let apis = vec![a.api.clone(), b.api.clone()];
-    let storm = tokio::spawn(async move {
-        stream::iter(people.into_iter().enumerate())
-            .map(|(i, s)| {
-                let apis = apis.clone();
-                async move { grab_until_answered(&apis, i, s, v).await }
-            })
-            .buffer_unordered(16)
-            .collect::<Vec<_>>()
-            .await
-    });
+    let storm = tokio::spawn(retrying_storm(apis, people, v, 16));
     wait_until("the storm is under way", Duration::from_secs(30), || {
         let api = a.api.clone();
         async move { api.stats(v).await.is_ok_and(|s| s["granted"].as_i64() >= Some(100)) }
@@ -310,16 +313,7 @@ async fn a_slot_moved_mid_sale_is_followed() {
     let before = cluster.master_of(&key).await;
     let people = app.sign_in_many("reshard", shoppers).await;
     let apis = vec![app.api.clone()];
-    let storm = tokio::spawn(async move {
-        stream::iter(people.into_iter().enumerate())
-            .map(|(i, s)| {
-                let apis = apis.clone();
-                async move { grab_until_answered(&apis, i, s, v).await }
-            })
-            .buffer_unordered(8)
-            .collect::<Vec<_>>()
-            .await
-    });
+    let storm = tokio::spawn(retrying_storm(apis, people, v, 8));
     app.wait_for_stats("the storm is under way", v, |s| s["granted"].as_i64() >= Some(30)).await;
     let moving = Instant::now();
     let after = cluster.move_slot_of(&key).await;

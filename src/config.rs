@@ -65,8 +65,9 @@ pub struct Config {
     #[arg(long, env = "SECKILL_WAIT_REPLICAS", default_value_t = 0)]
     pub wait_replicas: u32,
 
-    /// Longest wait (ms) for those replicas; past it the batch is saved anyway, and
-    /// the short wait is logged and counted (`seckill_replica_waits_short_total`).
+    /// Longest wait (ms) for those replicas (at most 4000); past it the batch is saved
+    /// anyway, the short wait is logged and counted (`seckill_replica_waits_short_total`),
+    /// and this process saves without waiting for the next 5 seconds.
     #[arg(long, env = "SECKILL_WAIT_REPLICAS_MS", default_value_t = 100)]
     pub wait_replicas_ms: u64,
 
@@ -179,6 +180,10 @@ impl Config {
             if value == 0 {
                 return Err(format!("{name} must be at least 1"));
             }
+        }
+        // Beyond Redis's reply timeout (5 s) the wait would fail instead of running out.
+        if self.wait_replicas_ms > 4_000 {
+            return Err("SECKILL_WAIT_REPLICAS_MS must be at most 4000".into());
         }
         if self.pay_timeout_ms > MAX_PAY_TIMEOUT_MS {
             return Err("SECKILL_PAY_TIMEOUT_MS must be at most 30 days".into());

@@ -118,16 +118,17 @@ impl RedisConn {
         RedisTarget::open(urls)?.connect().await
     }
 
-    /// Sends every command at once and answers in their order. The keys may live in
-    /// different Cluster slots (one command each, where a pipeline must keep to one
-    /// slot); the multiplexed connections still write them back to back, so this
-    /// costs about one round trip per node.
-    pub async fn query_all<T: FromRedisValue>(&self, cmds: impl IntoIterator<Item = Cmd>) -> RedisResult<Vec<T>> {
+    /// Sends every command at once and answers each one's result, in their order. The
+    /// keys may live in different Cluster slots (one command each, where a pipeline
+    /// must keep to one slot); the multiplexed connections still write them back to
+    /// back, so this costs about one round trip per node. Each result stands alone: a
+    /// node failing over fails only the commands sent to it.
+    pub async fn query_each<T: FromRedisValue>(&self, cmds: impl IntoIterator<Item = Cmd>) -> Vec<RedisResult<T>> {
         let calls = cmds.into_iter().map(|cmd| {
             let mut conn = self.clone();
             async move { cmd.query_async::<T>(&mut conn).await }
         });
-        futures::future::try_join_all(calls).await
+        futures::future::join_all(calls).await
     }
 
     /// Waits up to `timeout_ms` until `replicas` replicas of the master holding `key`
@@ -197,7 +198,9 @@ mod tests {
         assert_eq!(slot(b"123456789"), 12739);
         assert_eq!(slot(b"foo"), 12182);
         assert_eq!(slot(b"seckill:{v42}:orders"), slot(b"v42"));
-        assert_eq!(slot(b"a{}b"), slot(b"a{}b"), "an empty tag hashes the whole key");
-        assert_ne!(slot(b"a{}b"), slot(b""));
+        assert_ne!(slot(b"a{}b"), slot(b""), "an empty tag hashes the whole key");
+        assert_eq!(slot(b"foo{bar"), 15278, "an open brace alone is no tag");
+        assert_eq!(slot(b"{}{x}"), 3257);
+        assert_ne!(slot(b"{}{x}"), slot(b"x"), "only the first pair of braces counts");
     }
 }

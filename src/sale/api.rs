@@ -101,7 +101,7 @@ pub async fn grab_result(voucher_id: i64, order_id: String) -> AppResult<GrabSta
     let order = lifecycle::get_for_user(&backend.db, order_id, user_id).await?.filter(|o| o.voucher_id == voucher_id);
     match order {
         Some(order) => Ok(GrabState { status, reason: None, order: Some(order) }),
-        None if raw.is_none() && lost_by_redis(backend, voucher_id, order_id).await? => {
+        None if raw.is_none() && lost_by_redis(backend, voucher_id, order_id, user_id).await? => {
             Ok(GrabState { status: GrabStatus::Failed, reason: Some(FailReason::Lost.as_str().into()), order: None })
         }
         None => Err(ErrorCode::UnknownOrder.into()),
@@ -109,16 +109,27 @@ pub async fn grab_result(voucher_id: i64, order_id: String) -> AppResult<GrabSta
 }
 
 /// An order neither Redis nor the database knows, minted during the sale and not in
-/// the future: Redis lost it with its data, emptied and rebuilt from the database, or
-/// a replica promoted before the grab reached it. The gate writes every grant's result
-/// in the same step as the grant, and the result stays until the sale's keys expire,
-/// so a grant Redis still holds always has one. Ids carry their grab's second; a
-/// second's slack covers the app's and Redis's clocks. The window comes from the
-/// database, which Redis's losses do not touch.
+/// the future, asked about while Redis still keeps the sale, by a shopper Redis holds
+/// no grant for: Redis lost it with its data (emptied and rebuilt from the database,
+/// or a replica promoted before the grab reached it). The gate writes every grant's
+/// result and buyer in the same step as the grant, and both stay until the sale's keys
+/// expire, so a grant Redis still holds always has them. Ids carry their grab's
+/// second; a second's slack covers the app's and Redis's clocks. The window comes from
+/// the database, which Redis's losses do not touch.
 #[cfg(feature = "ssr")]
-async fn lost_by_redis(backend: &crate::backend::Backend, voucher_id: i64, order_id: i64) -> AppResult<bool> {
+async fn lost_by_redis(
+    backend: &crate::backend::Backend,
+    voucher_id: i64,
+    order_id: i64,
+    user_id: i64,
+) -> AppResult<bool> {
     let Some(voucher) = crate::voucher::store::get(&backend.db, voucher_id).await? else { return Ok(false) };
+    let now = chrono::Utc::now().timestamp_millis();
     let granted_at = crate::ids::decompose(order_id).0.timestamp_millis();
-    let until = voucher.ends_at.min(chrono::Utc::now().timestamp_millis()) + 1_000;
-    Ok(voucher.begins_at - 1_000 <= granted_at && granted_at <= until)
+    let minted_in_sale = voucher.begins_at - 1_000 <= granted_at && granted_at <= voucher.ends_at.min(now) + 1_000;
+    if !minted_in_sale || now > voucher.ends_at + crate::voucher::DRAIN_GRACE_MS {
+        return Ok(false);
+    }
+    let holds_a_grant: bool = backend.redis.clone().sismember(&backend.keys(voucher_id).buyers, user_id).await?;
+    Ok(!holds_a_grant)
 }

@@ -76,7 +76,8 @@ impl PrivateCluster {
                     }
                     let repl = node_query::<String>(port, redis::cmd("INFO").arg("replication")).await;
                     let repl = repl.unwrap_or_default();
-                    if repl.contains("role:master") && !(repl.contains(&want) && !repl.contains("state=wait_bgsave")) {
+                    let synced = repl.matches("state=online").count() == replicas;
+                    if repl.contains("role:master") && !(repl.contains(&want) && synced) {
                         return false;
                     }
                 }
@@ -283,17 +284,21 @@ async fn a_master_killed_mid_sale_is_replaced_and_the_sale_goes_on() {
     // The longest the sale stopped granting around the kill.
     let mut granted_at: Vec<Instant> = outcomes.iter().filter(|o| o.status == 200).map(|o| o.at).collect();
     granted_at.sort();
-    let resumed = granted_at.iter().find(|&&t| t > killed).map(|t| t.duration_since(killed));
+    // Answers to grabs Redis ran just before the kill may arrive just after it.
+    let paused = granted_at
+        .windows(2)
+        .filter(|w| w[1] > killed)
+        .map(|w| w[1].duration_since(w[0]))
+        .max()
+        .expect("grabs granted after the master died");
     let retried = outcomes.iter().map(|o| o.retries).sum::<usize>();
-    assert!(resumed.is_some(), "no grab was granted after the master died");
     let promoted = cluster.masters().await.len();
     assert_eq!(promoted, 3, "a replica replaced the dead master");
 
     let books = settle_books(&a.api, &shared.database_url, v, stock, &outcomes).await;
     println!(
-        "drill failover: master of the voucher killed; grants resumed {:?} after the kill; {books}; \
-         {retried} retries of grabs answered unavailable meanwhile",
-        resumed.unwrap()
+        "drill failover: master of the voucher killed; the longest pause between two grants was {paused:?}; \
+         {books}; {retried} retries of grabs answered unavailable meanwhile"
     );
     a.terminate(Duration::from_secs(20)).await.expect("A stops");
     b.terminate(Duration::from_secs(20)).await.expect("B stops");
@@ -307,21 +312,24 @@ async fn a_master_killed_mid_sale_is_replaced_and_the_sale_goes_on() {
 async fn a_slot_moved_mid_sale_is_followed() {
     let cluster = PrivateCluster::start(3, 0).await;
     let app = TestApp::with(Options { redis_url: Some(cluster.url.clone()), ..Options::default() }).await;
-    let (stock, shoppers) = (300, 400);
+    let (stock, shoppers, late) = (400, 400, 60);
     let v = app.create_voucher(stock, -5, 3600).await;
     let key = app.keys(v).stock;
     let before = cluster.master_of(&key).await;
-    let people = app.sign_in_many("reshard", shoppers).await;
+    let mut people = app.sign_in_many("reshard", shoppers).await;
+    let latecomers = people.split_off(shoppers - late);
     let apis = vec![app.api.clone()];
-    let storm = tokio::spawn(retrying_storm(apis, people, v, 8));
+    let storm = tokio::spawn(retrying_storm(apis.clone(), people, v, 8));
     app.wait_for_stats("the storm is under way", v, |s| s["granted"].as_i64() >= Some(30)).await;
     let moving = Instant::now();
     let after = cluster.move_slot_of(&key).await;
     let moved = Instant::now();
-    let outcomes = storm.await.unwrap();
+    let mut outcomes = storm.await.unwrap();
     let during = outcomes.iter().filter(|o| o.status == 200 && o.at > moving && o.at < moved).count();
+    // Shoppers who come once the slot has moved: the client finds its new home.
+    outcomes.extend(retrying_storm(apis, latecomers, v, 8).await);
     let later = outcomes.iter().filter(|o| o.status == 200 && o.at > moved).count();
-    assert!(during > 0 && later > 0, "grants while the slot moved ({during}) and after ({later})");
+    assert!(later >= late, "grants after the move: {later}");
     assert_ne!(before, after);
     assert_eq!(cluster.master_of(&key).await, after, "the slot lives on its new master");
     let retried = outcomes.iter().map(|o| o.retries).sum::<usize>();

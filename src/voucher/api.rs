@@ -49,16 +49,16 @@ pub async fn list_vouchers() -> AppResult<Vec<Voucher>> {
 }
 
 /// Remaining stock of each voucher: Redis's count, or the database's where Redis
-/// does not hold the voucher. GETs sent at once, not an MGET: the keys live in
-/// different Cluster slots.
+/// does not hold the voucher or does not answer for it (a node failing over). GETs
+/// sent at once, not an MGET: the keys live in different Cluster slots.
 #[cfg(feature = "ssr")]
 async fn remaining(backend: &Backend, rows: &[VoucherRow]) -> AppResult<Vec<i64>> {
     if rows.is_empty() {
         return Ok(Vec::new());
     }
-    let counts: Vec<Option<i64>> =
-        backend.redis.query_all(rows.iter().map(|r| redis::Cmd::get(backend.keys(r.id).stock))).await?;
-    Ok(rows.iter().zip(counts).map(|(row, c)| c.unwrap_or(row.stock_left)).collect())
+    let counts =
+        backend.redis.query_each::<Option<i64>>(rows.iter().map(|r| redis::Cmd::get(backend.keys(r.id).stock))).await;
+    Ok(rows.iter().zip(counts).map(|(row, c)| c.ok().flatten().unwrap_or(row.stock_left)).collect())
 }
 
 #[cfg(feature = "ssr")]

@@ -32,7 +32,11 @@ use crate::{
 };
 use reader::Reader;
 use redis::AsyncCommands;
-use std::{collections::HashMap, time::Duration};
+use std::{
+    collections::HashMap,
+    sync::{atomic::AtomicI64, Arc},
+    time::Duration,
+};
 
 /// How often the list of live vouchers is re-read (new vouchers join within this).
 const REFRESH_EVERY: Duration = Duration::from_millis(500);
@@ -72,6 +76,7 @@ async fn supervise(backend: Backend, redis: RedisConn, settings: WorkerSettings,
     tracing::info!(consumer = %settings.consumer, "worker started");
     announce(&backend, SaleEvent::WorkerJoined { worker: settings.consumer.clone() }).await;
     let mut readers: HashMap<i64, tokio::task::JoinHandle<()>> = HashMap::new();
+    let replicas_short_until = Arc::new(AtomicI64::new(0));
     let stopped = shutdown.wait();
     tokio::pin!(stopped);
     while !shutdown.is_shutdown() {
@@ -80,7 +85,8 @@ async fn supervise(backend: Backend, redis: RedisConn, settings: WorkerSettings,
                 let new: Vec<_> = live.into_iter().filter(|v| !readers.contains_key(&v.id)).collect();
                 for v in new {
                     let id = v.id;
-                    let reader = Reader::new(backend.clone(), redis.clone(), settings.clone(), v);
+                    let reader =
+                        Reader::new(backend.clone(), redis.clone(), replicas_short_until.clone(), settings.clone(), v);
                     readers.insert(id, tokio::spawn(reader.run(shutdown.clone())));
                 }
             }

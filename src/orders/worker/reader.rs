@@ -21,7 +21,14 @@ use redis::{
     streams::{StreamId, StreamPendingCountReply, StreamReadOptions, StreamReadReply},
     AsyncCommands,
 };
-use std::{collections::HashMap, sync::Arc, time::Duration};
+use std::{
+    collections::HashMap,
+    sync::{
+        atomic::{AtomicI64, Ordering},
+        Arc,
+    },
+    time::Duration,
+};
 use tokio::{sync::Notify, time::Instant};
 
 /// First pause after a failed step; it doubles up to [`MAX_BACKOFF`].
@@ -30,6 +37,8 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
 /// First pause after a read found nothing new; it doubles up to the poll setting.
 const FIRST_IDLE: Duration = Duration::from_millis(5);
+/// How long readers save without waiting for replicas after a wait ran out.
+const SHORT_REPLICAS_PAUSE: Duration = Duration::from_secs(5);
 
 /// Where a reader stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,6 +59,9 @@ pub(super) struct Reader {
     pub(super) redis: RedisConn,
     /// Rung by this process's gate when it grants an order here.
     bell: Arc<Notify>,
+    /// Until when (Unix ms) this process's readers save without waiting for replicas,
+    /// after a wait ran out: shared by the worker's readers.
+    replicas_short_until: Arc<AtomicI64>,
     pub(super) settings: WorkerSettings,
     /// The voucher as last read from the database (re-read before every rebuild).
     voucher: VoucherRow,
@@ -92,13 +104,20 @@ impl Entry {
 }
 
 impl Reader {
-    pub fn new(backend: Backend, redis: RedisConn, settings: WorkerSettings, voucher: VoucherRow) -> Self {
+    pub fn new(
+        backend: Backend,
+        redis: RedisConn,
+        replicas_short_until: Arc<AtomicI64>,
+        settings: WorkerSettings,
+        voucher: VoucherRow,
+    ) -> Self {
         let keys = backend.keys(voucher.id);
         let bell = backend.wakeups.register(voucher.id);
         Self {
             redis,
             backend,
             bell,
+            replicas_short_until,
             settings,
             voucher,
             keys,
@@ -243,16 +262,22 @@ impl Reader {
     /// With replicas configured, waits until they hold the entries just read, so that
     /// what the database saves survives a failover (asynchronous replication could
     /// otherwise lose a grant whose order is saved, and the unit would sell twice).
-    /// A replica slower than the wait delays nothing: the batch is saved anyway.
+    /// A replica slower than the wait delays nothing: the batch is saved anyway. A
+    /// `WAIT` holds up the worker's connection to that node, so after one runs out
+    /// (a replica down, or a new master without one yet) the readers save without
+    /// waiting for [`SHORT_REPLICAS_PAUSE`] before trying again.
     async fn wait_for_replicas(&mut self) -> Result<(), BackendError> {
         let want = self.settings.wait_replicas;
-        if want == 0 {
+        let now = chrono::Utc::now().timestamp_millis();
+        if want == 0 || now < self.replicas_short_until.load(Ordering::Relaxed) {
             return Ok(());
         }
         let have = self.redis.wait_for_replicas(&self.keys.orders, want, self.settings.wait_replicas_ms).await?;
         if have < want {
             metrics::counter!("seckill_replica_waits_short_total").increment(1);
-            tracing::warn!(stream = %self.keys.orders, have, want, "replicas lag: saving the batch anyway");
+            let pause = SHORT_REPLICAS_PAUSE.as_millis() as i64;
+            self.replicas_short_until.store(chrono::Utc::now().timestamp_millis() + pause, Ordering::Relaxed);
+            tracing::warn!(stream = %self.keys.orders, have, want, "replicas lag: saving without waiting for {pause} ms");
         }
         Ok(())
     }

@@ -175,7 +175,7 @@ impl FromServerFnError for AppError {
 }
 
 /// The decoder's words, cut short: they may quote the input, which can be huge.
-fn invalid_body(detail: &str) -> AppError {
+pub(crate) fn invalid_body(detail: &str) -> AppError {
     const MAX_DETAIL_CHARS: usize = 200;
     let cut: String = detail.chars().take(MAX_DETAIL_CHARS).collect();
     let more = if cut.len() < detail.len() { "…" } else { "" };

@@ -144,9 +144,14 @@ fn request_headers() -> HeaderMap {
     use_context::<Parts>().map(|p| p.headers).unwrap_or_default()
 }
 
-/// The signed-in shopper's id, or `not_signed_in`.
+/// The signed-in shopper's id, or `not_signed_in` (inside a server function).
 pub fn require_user(secrets: &Secrets) -> AppResult<i64> {
-    secrets.session_user(&request_headers()).ok_or_else(|| ErrorCode::NotSignedIn.into())
+    signed_in_user(secrets, &request_headers())
+}
+
+/// The id of the shopper whose session these request headers carry, or `not_signed_in`.
+pub fn signed_in_user(secrets: &Secrets, headers: &HeaderMap) -> AppResult<i64> {
+    secrets.session_user(headers).ok_or_else(|| ErrorCode::NotSignedIn.into())
 }
 
 /// Succeeds only for callers holding the admin token.

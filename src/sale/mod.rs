@@ -12,6 +12,10 @@ pub mod keys;
 #[cfg(feature = "ssr")]
 pub mod results;
 #[cfg(feature = "ssr")]
+pub mod routes;
+#[cfg(feature = "ssr")]
+mod server;
+#[cfg(feature = "ssr")]
 pub mod sold_out;
 pub mod view;
 

@@ -19,7 +19,7 @@ use crate::{
         sweeper,
         worker::{self, WorkerSettings},
     },
-    sale::sold_out::SoldOutFlags,
+    sale::{self, sold_out::SoldOutFlags},
     shutdown,
     state::{AppState, SharedState},
     voucher::warm,
@@ -30,7 +30,7 @@ use axum::{
     BoxError, Router,
 };
 use leptos::config::LeptosOptions;
-use leptos_axum::{generate_route_list, LeptosRoutes};
+use leptos_axum::{generate_route_list_with_exclusions, LeptosRoutes};
 use local_redis::LocalRedis;
 use sqlx::{any::AnyPoolOptions, Executor};
 use std::{future::Future, path::Path, sync::Arc, time::Duration};
@@ -176,7 +176,8 @@ const STOP_GRACE: Duration = Duration::from_secs(10);
 /// At most `max_requests` are served at once (more answer 503 at once), each within
 /// `request_timeout` (then 503); live feeds, which stay open, have caps of their own.
 pub fn router(state: AppState, max_requests: usize, request_timeout: Duration) -> Router {
-    let routes = generate_route_list(App);
+    // The hottest endpoints skip the server-function layer (`sale::routes`).
+    let routes = generate_route_list_with_exclusions(App, Some(sale::routes::paths()));
     let options = state.leptos_options.clone();
     let capped = ServiceBuilder::new()
         .layer(HandleErrorLayer::new(|_: BoxError| async { api_guard::refusal(ErrorCode::Unavailable) }))
@@ -188,6 +189,7 @@ pub fn router(state: AppState, max_requests: usize, request_timeout: Duration) -
         .route("/readyz", get(ops::readyz))
         .route("/metrics", get(ops::metrics))
         .route("/api/{*rest}", any(api_guard::not_found))
+        .merge(sale::routes::routes())
         .leptos_routes_with_context(&state, routes, || {}, {
             let options = options.clone();
             move || shell(options.clone())

@@ -1,0 +1,73 @@
+//! `/api/grab` and `/api/grab_result` served as plain axum handlers. In a storm every
+//! shopper calls these, and the server-function layer's own cost per call (a reactive
+//! owner, contexts, a copy of the request's headers, a 500 rewritten to its real status
+//! from the body) weighed more than the grab. The server functions in `api.rs` stay the
+//! API: same paths, same JSON in and out, same errors; the UI calls them as before and
+//! lands here. Both doors run `server.rs`.
+
+use super::{
+    api::{Grab, GrabResult},
+    server,
+};
+use crate::{
+    auth::session::signed_in_user,
+    error::{invalid_body, AppError, AppResult},
+    state::AppState,
+};
+use axum::{
+    body::{to_bytes, Body},
+    extract::State,
+    http::HeaderMap,
+    response::{IntoResponse, Response},
+    routing::post,
+    Json, Router,
+};
+use serde::{de::DeserializeOwned, Serialize};
+use server_fn::ServerFn;
+
+/// Arguments are a few dozen bytes; a larger body is refused unread.
+const MAX_ARGS_BYTES: usize = 4 * 1024;
+
+/// The paths these routes take over from the server-function layer.
+pub fn paths() -> Vec<String> {
+    vec![Grab::PATH.to_owned(), GrabResult::PATH.to_owned()]
+}
+
+pub fn routes() -> Router<AppState> {
+    Router::new().route(Grab::PATH, post(grab)).route(GrabResult::PATH, post(grab_result))
+}
+
+async fn grab(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Response {
+    answer(async {
+        let args: Grab = arguments(body).await?;
+        let user_id = signed_in_user(&state.secrets, &headers)?;
+        server::grab(&state, user_id, args.voucher_id).await
+    })
+    .await
+}
+
+async fn grab_result(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Response {
+    answer(async {
+        let args: GrabResult = arguments(body).await?;
+        let user_id = signed_in_user(&state.secrets, &headers)?;
+        server::grab_result(&state, user_id, args.voucher_id, &args.order_id).await
+    })
+    .await
+}
+
+/// The call's JSON arguments, refused the way the server-function layer refuses them.
+async fn arguments<T: DeserializeOwned>(body: Body) -> AppResult<T> {
+    let bytes = to_bytes(body, MAX_ARGS_BYTES)
+        .await
+        .map_err(|_| AppError::invalid(format!("The request body is larger than {MAX_ARGS_BYTES} bytes.")))?;
+    serde_json::from_slice(&bytes).map_err(|e| invalid_body(&e.to_string()))
+}
+
+/// The answer as the server functions give it: the value as JSON, or the error's JSON
+/// with the status its code calls for.
+async fn answer<T: Serialize>(call: impl std::future::Future<Output = AppResult<T>>) -> Response {
+    match call.await {
+        Ok(value) => Json(value).into_response(),
+        Err(e) => e.into_response(),
+    }
+}

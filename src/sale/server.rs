@@ -1,0 +1,108 @@
+//! What `grab` and `grab_result` do, whichever door the call came in by: the server
+//! functions (`api.rs`, the documented API the UI is written against) or the plain
+//! axum routes that serve the same paths (`routes.rs`). One code path, two doors.
+
+use super::{
+    gate::{self, Verdict},
+    results::{FailReason, StoredResult},
+    GrabState, GrabStatus, GrabTicket,
+};
+use crate::{
+    backend::Backend,
+    error::{AppError, AppResult, ErrorCode},
+    orders::lifecycle,
+    state::AppState,
+};
+use redis::AsyncCommands;
+use std::time::{Duration, Instant};
+
+/// Longest a grab waits on Redis before answering `unavailable`: a shopper must hear
+/// back, and a Redis that has not answered by then is down or overloaded. (A grab the
+/// gate decided just before the deadline still stands; asking again says so.)
+const REDIS_DEADLINE: Duration = Duration::from_secs(2);
+
+/// `user_id` tries to buy one unit of `voucher_id` (see `api::grab`).
+pub async fn grab(state: &AppState, user_id: i64, voucher_id: i64) -> AppResult<GrabTicket> {
+    // A stopping process takes no new orders; the client retries on another.
+    if state.shutdown.is_shutdown() {
+        return Err(ErrorCode::Unavailable.into());
+    }
+    if state.sold_out.refuse(voucher_id) {
+        metrics::counter!("seckill_grabs_total", "outcome" => "sold_out_locally").increment(1);
+        return Err(ErrorCode::SoldOut.into());
+    }
+    let backend = &state.backend;
+    let started = Instant::now();
+    let decide = async {
+        let order_id = state.ids.next(&backend.redis).await?;
+        let verdict = gate::grab(backend, &backend.keys(voucher_id), voucher_id, user_id, order_id).await?;
+        Ok::<_, redis::RedisError>((order_id, verdict))
+    };
+    let decided = tokio::time::timeout(REDIS_DEADLINE, decide).await;
+    metrics::histogram!("seckill_gate_seconds").record(started.elapsed());
+    let Ok(Ok((order_id, verdict))) = decided else {
+        metrics::counter!("seckill_grabs_total", "outcome" => "unavailable").increment(1);
+        match decided {
+            Ok(Err(e)) => tracing::warn!(voucher_id, "grab: {e}"),
+            _ => tracing::warn!(voucher_id, "grab: Redis did not answer within {REDIS_DEADLINE:?}"),
+        }
+        return Err(ErrorCode::Unavailable.into());
+    };
+    metrics::counter!("seckill_grabs_total", "outcome" => verdict.label()).increment(1);
+    match verdict {
+        Verdict::Granted => {
+            backend.wakeups.wake(voucher_id);
+            Ok(GrabTicket { order_id: order_id.to_string(), status: GrabStatus::Queued })
+        }
+        Verdict::Refused(code) => {
+            if code == ErrorCode::SoldOut {
+                state.sold_out.set(voucher_id);
+            }
+            Err(code.into())
+        }
+    }
+}
+
+/// Where `user_id`'s grab `order_id` stands (see `api::grab_result`).
+pub async fn grab_result(state: &AppState, user_id: i64, voucher_id: i64, order_id: &str) -> AppResult<GrabState> {
+    let order_id: i64 = order_id.trim().parse().map_err(|_| AppError::invalid("order_id must be a decimal number."))?;
+    let backend = &state.backend;
+    let raw: Option<String> = backend.redis.clone().hget(&backend.keys(voucher_id).results, order_id).await?;
+    let (status, reason) = match raw.as_deref().and_then(StoredResult::parse) {
+        Some(r) if r.user_id == user_id => (r.status, r.reason),
+        Some(_) => return Err(ErrorCode::UnknownOrder.into()),
+        // Redis forgot the result (it was rebuilt): the database still knows.
+        None => (GrabStatus::Success, None),
+    };
+    if status != GrabStatus::Success {
+        return Ok(GrabState { status, reason, order: None });
+    }
+    let order = lifecycle::get_for_user(&backend.db, order_id, user_id).await?.filter(|o| o.voucher_id == voucher_id);
+    match order {
+        Some(order) => Ok(GrabState { status, reason: None, order: Some(order) }),
+        None if raw.is_none() && lost_by_redis(backend, voucher_id, order_id, user_id).await? => {
+            Ok(GrabState { status: GrabStatus::Failed, reason: Some(FailReason::Lost.as_str().into()), order: None })
+        }
+        None => Err(ErrorCode::UnknownOrder.into()),
+    }
+}
+
+/// An order neither Redis nor the database knows, minted during the sale and not in
+/// the future, asked about while Redis still keeps the sale, by a shopper Redis holds
+/// no grant for: Redis lost it with its data (emptied and rebuilt from the database,
+/// or a replica promoted before the grab reached it). The gate writes every grant's
+/// result and buyer in the same step as the grant, and both stay until the sale's keys
+/// expire, so a grant Redis still holds always has them. Ids carry their grab's
+/// second; a second's slack covers the app's and Redis's clocks. The window comes from
+/// the database, which Redis's losses do not touch.
+async fn lost_by_redis(backend: &Backend, voucher_id: i64, order_id: i64, user_id: i64) -> AppResult<bool> {
+    let Some(voucher) = crate::voucher::store::get(&backend.db, voucher_id).await? else { return Ok(false) };
+    let now = chrono::Utc::now().timestamp_millis();
+    let granted_at = crate::ids::decompose(order_id).0.timestamp_millis();
+    let minted_in_sale = voucher.begins_at - 1_000 <= granted_at && granted_at <= voucher.ends_at.min(now) + 1_000;
+    if !minted_in_sale || now > voucher.ends_at + crate::voucher::DRAIN_GRACE_MS {
+        return Ok(false);
+    }
+    let holds_a_grant: bool = backend.redis.clone().sismember(&backend.keys(voucher_id).buyers, user_id).await?;
+    Ok(!holds_a_grant)
+}

@@ -10,6 +10,9 @@
 //!    the server's local sold-out flag;
 //! 5. pages: `/` and `/admin` on one kept-alive connection, and `/` at 64;
 //!
+//! The storms and pages go through a lean client (`lean.rs`) on one thread, as lean as
+//! `redis-benchmark`, so the figures are the server's and not the load tool's.
+//!
 //! then checks the invariants (I1 no oversell, I2 one per user, I3 nothing lost, I4
 //! conservation) and prints each figure beside its target. Only a broken invariant
 //! fails the run: speed targets are figures to read, not a test.
@@ -17,13 +20,15 @@
 //! `npm run bench` builds a release server, starts it with Redis and runs this;
 //! or run it yourself: `cargo run --release --features ssr --bin bench -- --help`.
 
+mod lean;
+
 use clap::Parser;
-use futures::{stream, StreamExt};
 use seckill::{
     backend::{RedisConn, Scripts},
     client::{ApiClient, Shopper},
 };
 use serde_json::Value;
+use hyper::{body::Bytes, header::HeaderValue, Method, StatusCode};
 use std::{
     collections::{BTreeMap, HashSet},
     process::ExitCode,
@@ -65,7 +70,7 @@ struct Args {
     raw_calls: usize,
 }
 
-#[tokio::main]
+#[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
     let args = Args::parse();
     match run(args).await {
@@ -79,9 +84,8 @@ async fn main() -> ExitCode {
 }
 
 async fn run(args: Args) -> Result<bool, String> {
-    let servers: Vec<ApiClient> =
-        args.url.split(',').map(|u| ApiClient::new(u.trim(), &args.admin_token, args.concurrency)).collect();
-    let admin = servers[0].clone();
+    let bases: Vec<String> = args.url.split(',').map(|u| u.trim().to_owned()).collect();
+    let admin = ApiClient::new(&bases[0], &args.admin_token, args.concurrency);
     let cpu = Cpu::new(&args.server_pids, &args.redis_pids);
     let started = Instant::now();
     let prefix = format!("b{}", chrono::Utc::now().timestamp_millis());
@@ -91,7 +95,7 @@ async fn run(args: Args) -> Result<bool, String> {
         shoppers.len(),
         started.elapsed(),
         shoppers.len() as f64 / started.elapsed().as_secs_f64(),
-        servers.len()
+        bases.len()
     );
     let again = Instant::now();
     let n_again = shoppers.len().min(2_000);
@@ -108,7 +112,7 @@ async fn run(args: Args) -> Result<bool, String> {
 
     let stock = if args.stock > 0 { args.stock } else { shoppers.len() as i64 };
     let before = cpu.sample();
-    let granted = storm(&servers, args.concurrency, &shoppers, stock, "granted").await?;
+    let granted = storm(&admin, &bases, args.concurrency, &shoppers, stock, "granted").await?;
     let settled = settle(&admin, granted.voucher_id, granted.last_answer).await?;
     let spent = spent(before, cpu.sample());
     granted.print(raw);
@@ -119,25 +123,29 @@ async fn run(args: Args) -> Result<bool, String> {
         settled.stats["persisted"].as_f64().unwrap_or(0.0) / granted.first_grab.elapsed().as_secs_f64()
     );
     let per_grab = |secs: f64| secs * 1e6 / (granted.granted.max(1) as f64);
-    if let Some((server, redis)) = spent {
+    if let Some(spent) = spent {
         println!(
-            "  CPU per granted grab, persisting included: server {:.0} µs, Redis {:.0} µs (server/Redis {:.2}; target ≤ 2)",
-            per_grab(server),
-            per_grab(redis),
-            server / redis.max(1e-9)
+            "  CPU per granted grab, persisting included: server {:.0} µs, Redis {:.0} µs (server/Redis {:.2}; target ≤ 2); load tool {:.0} µs",
+            per_grab(spent.server),
+            per_grab(spent.redis),
+            spent.server / spent.redis.max(1e-9),
+            per_grab(spent.tool)
         );
+    }
+    if let Some(mb) = cpu.peak_rss_mb() {
+        println!("  server peak RSS {mb:.0} MB (target ≤ 150 MB in a 100k-grab storm: --users 100000)");
     }
     let mut ok = check(&granted, &settled.stats, stock, shoppers.len());
 
     if args.sold_out_stock > 0 {
-        let sold_out = storm(&servers, args.concurrency, &shoppers, args.sold_out_stock, "sold-out").await?;
+        let sold_out = storm(&admin, &bases, args.concurrency, &shoppers, args.sold_out_stock, "sold-out").await?;
         let settled_sold_out = settle(&admin, sold_out.voucher_id, sold_out.last_answer).await?;
         sold_out.print(raw);
         println!("  refused from the local flag: {}", settled_sold_out.stats["refused_locally"]);
         ok &= check(&sold_out, &settled_sold_out.stats, args.sold_out_stock, shoppers.len());
     }
 
-    pages(&args.url.split(',').next().unwrap_or_default().trim().to_owned()).await?;
+    pages(&bases[0]).await?;
     Ok(ok)
 }
 
@@ -155,31 +163,28 @@ struct Storm {
 }
 
 async fn storm(
-    servers: &[ApiClient],
+    admin: &ApiClient,
+    bases: &[String],
     concurrency: usize,
     shoppers: &[Shopper],
     stock: i64,
     name: &'static str,
 ) -> Result<Storm, String> {
-    let admin = &servers[0];
     let now = chrono::Utc::now();
     let title = format!("bench {name} {}", now.format("%H:%M:%S"));
     let voucher_id = admin
         .create_voucher(&title, stock, now - chrono::Duration::seconds(1), now + chrono::Duration::hours(1))
         .await?;
-    let first_grab = Instant::now();
-    let answers: Vec<Result<(i64, u16, Value, Duration), String>> = stream::iter(shoppers.iter().enumerate())
-        .map(|(i, shopper)| {
-            let client = &servers[i % servers.len()];
-            async move {
-                let t = Instant::now();
-                let (status, body) = client.grab(shopper, voucher_id).await?;
-                Ok((shopper.user_id, status.as_u16(), body, t.elapsed()))
-            }
+    let body = Bytes::from(format!(r#"{{"voucher_id":{voucher_id}}}"#));
+    let calls = shoppers
+        .iter()
+        .map(|s| {
+            let cookie = HeaderValue::from_str(&s.cookie).map_err(|e| e.to_string())?;
+            Ok(lean::Call { user_id: s.user_id, cookie, body: body.clone() })
         })
-        .buffer_unordered(concurrency)
-        .collect()
-        .await;
+        .collect::<Result<Vec<_>, String>>()?;
+    let first_grab = Instant::now();
+    let answers = lean::storm(bases, concurrency, "/api/grab", &calls).await?;
     let last_answer = Instant::now();
     let mut s = Storm {
         name,
@@ -194,15 +199,19 @@ async fn storm(
     };
     let mut winners = HashSet::new();
     for answer in answers {
-        let (user, status, body, took) = answer?;
-        s.latencies.push(took);
-        let outcome =
-            if status == 200 { "granted".to_owned() } else { body["code"].as_str().unwrap_or("?").to_owned() };
+        s.latencies.push(answer.took);
+        let granted = answer.status == StatusCode::OK;
+        let outcome = if granted {
+            "granted".to_owned()
+        } else {
+            let body: Value = serde_json::from_slice(&answer.body).unwrap_or_default();
+            body["code"].as_str().map_or_else(|| format!("http {}", answer.status), str::to_owned)
+        };
         *s.outcomes.entry(outcome).or_default() += 1;
-        if status == 200 {
+        if granted {
             s.granted += 1;
-            if !winners.insert(user) {
-                s.twice.push(user);
+            if !winners.insert(answer.user_id) {
+                s.twice.push(answer.user_id);
             }
         }
     }
@@ -320,50 +329,25 @@ async fn raw_gate(redis_url: &str, calls: usize) -> Result<f64, String> {
 /// pages per second at 64 connections.
 async fn pages(base: &str) -> Result<(), String> {
     for path in ["/", "/admin"] {
-        let one = reqwest::Client::builder().pool_max_idle_per_host(1).build().map_err(|e| e.to_string())?;
-        let url = format!("{base}{path}");
-        one.get(&url).send().await.map_err(|e| e.to_string())?.bytes().await.map_err(|e| e.to_string())?;
-        let started = Instant::now();
+        let mut one = lean::Conn::open(base).await?;
+        one.send(Method::GET, path, None, None).await?;
         let n = 100;
+        let started = Instant::now();
         for _ in 0..n {
-            one.get(&url).send().await.map_err(|e| e.to_string())?.bytes().await.map_err(|e| e.to_string())?;
+            one.send(Method::GET, path, None, None).await?;
         }
         println!(
             "page {path} on one kept-alive connection: {:.2} ms per page (target ≤ 2 ms)",
             started.elapsed().as_secs_f64() * 1000.0 / n as f64
         );
     }
-    let many = reqwest::Client::builder().pool_max_idle_per_host(64).build().map_err(|e| e.to_string())?;
-    let url = format!("{base}/");
-    let window = Duration::from_secs(3);
-    let started = Instant::now();
-    let served: Vec<usize> = stream::iter(0..64)
-        .map(|_| {
-            let (many, url) = (many.clone(), url.clone());
-            async move {
-                let mut n = 0;
-                while started.elapsed() < window {
-                    if let Ok(r) = many.get(&url).send().await {
-                        if r.bytes().await.is_ok() {
-                            n += 1;
-                        }
-                    }
-                }
-                n
-            }
-        })
-        .buffer_unordered(64)
-        .collect()
-        .await;
-    let total: usize = served.iter().sum();
-    println!(
-        "page / at 64 connections: {:.0} pages/s (target ≥ 5,000)",
-        total as f64 / started.elapsed().as_secs_f64()
-    );
+    let (served, took) = lean::pages(base, 64, "/", Duration::from_secs(3)).await?;
+    println!("page / at 64 connections: {:.0} pages/s (target ≥ 5,000)", served as f64 / took.as_secs_f64());
     Ok(())
 }
 
-/// CPU time of the server processes and of Redis, from `/proc/<pid>/stat`.
+/// CPU time of the server processes and of Redis, from `/proc/<pid>/stat`, and the
+/// servers' peak memory.
 struct Cpu {
     servers: Vec<u32>,
     redis: Vec<u32>,
@@ -372,6 +356,8 @@ struct Cpu {
 struct CpuSample {
     server: f64,
     redis: f64,
+    /// This load tool, to show how much of the machine it took.
+    tool: f64,
 }
 
 impl Cpu {
@@ -380,19 +366,31 @@ impl Cpu {
         Self { servers: pids(servers), redis: pids(redis) }
     }
 
+    /// The largest peak resident set of the server processes so far (`VmHWM`), in MB.
+    fn peak_rss_mb(&self) -> Option<f64> {
+        let peak = |pid: &u32| {
+            let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+            let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+            line.split_whitespace().nth(1)?.parse::<f64>().ok()
+        };
+        let kib = self.servers.iter().map(peak).collect::<Option<Vec<f64>>>()?;
+        kib.into_iter().reduce(f64::max).map(|k| k / 1024.0)
+    }
+
     fn sample(&self) -> Option<CpuSample> {
         if self.servers.is_empty() || self.redis.is_empty() {
             return None;
         }
         let total = |pids: &[u32]| pids.iter().map(|&p| cpu_seconds(p)).sum::<Option<f64>>();
-        Some(CpuSample { server: total(&self.servers)?, redis: total(&self.redis)? })
+        let tool = cpu_seconds(std::process::id())?;
+        Some(CpuSample { server: total(&self.servers)?, redis: total(&self.redis)?, tool })
     }
 }
 
-/// Server and Redis CPU seconds between two samples.
-fn spent(before: Option<CpuSample>, after: Option<CpuSample>) -> Option<(f64, f64)> {
+/// CPU seconds spent between two samples.
+fn spent(before: Option<CpuSample>, after: Option<CpuSample>) -> Option<CpuSample> {
     let (b, a) = (before?, after?);
-    Some((a.server - b.server, a.redis - b.redis))
+    Some(CpuSample { server: a.server - b.server, redis: a.redis - b.redis, tool: a.tool - b.tool })
 }
 
 /// User plus system CPU seconds of a process (fields 14 and 15 of its `stat`, in

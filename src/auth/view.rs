@@ -51,7 +51,6 @@ pub fn SignInBox(user: RwSignal<Option<User>>) -> impl IntoView {
             </Show>
         </section>
     }
-    .into_any()
 }
 
 /// Asks for the admin token and exchanges it for an admin cookie.
@@ -79,5 +78,4 @@ pub fn AdminUnlock(unlocked: RwSignal<bool>) -> impl IntoView {
             </p>
         </form>
     }
-    .into_any()
 }

@@ -6,6 +6,7 @@ use crate::{
     auth::api::admin_status,
     browser::{listen, pause, Connection},
 };
+use chrono::Timelike;
 use leptos::prelude::*;
 use std::collections::{HashMap, VecDeque};
 
@@ -167,7 +168,6 @@ pub fn Sparkline(
             </svg>
         </figure>
     }
-    .into_any()
 }
 
 /// The operator's live board: connection state, one panel per live voucher, the log.
@@ -288,8 +288,10 @@ fn EventLog(events: RwSignal<VecDeque<LiveEvent>>) -> impl IntoView {
             <div role="log">
                 <ol class="space-y-1 text-sm">
                     {move || events.get().into_iter().map(|e| {
+                        // By hand: chrono's `format` would bring its strftime engine
+                        // (some 10 KB gzipped) into the browser's WASM.
                         let at = chrono::DateTime::from_timestamp_millis(e.at_ms)
-                            .map(|t| t.format("%H:%M:%S").to_string())
+                            .map(|t| format!("{:02}:{:02}:{:02}", t.hour(), t.minute(), t.second()))
                             .unwrap_or_default();
                         view! { <li><span class="mr-2 font-mono text-slate-600">{at}</span>{e.describe()}</li> }
                     }).collect_view()}
@@ -297,5 +299,4 @@ fn EventLog(events: RwSignal<VecDeque<LiveEvent>>) -> impl IntoView {
             </div>
         </section>
     }
-    .into_any()
 }

@@ -112,7 +112,6 @@ fn GrabButton(id: i64, closed: Signal<bool>) -> impl IntoView {
         </Show>
         <p role="alert" class="text-sm text-red-700">{move || refusal.get()}</p>
     }
-    .into_any()
 }
 
 fn status_text(result: Option<GrabState>) -> String {

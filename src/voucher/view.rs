@@ -95,7 +95,6 @@ pub fn CreateVoucher(refresh: RwSignal<u64>) -> impl IntoView {
             </div>
         </form>
     }
-    .into_any()
 }
 
 /// One voucher: its window and its Warm up button.
@@ -121,5 +120,4 @@ pub fn VoucherRow(voucher: Voucher) -> impl IntoView {
             </button>
         </article>
     }
-    .into_any()
 }

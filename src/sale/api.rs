@@ -1,5 +1,6 @@
-//! Sale endpoints: `/api/grab`, `/api/grab_result`. Over HTTP the same paths are served
-//! by plain axum handlers (`routes.rs`); both doors run `server.rs`.
+//! Sale endpoints: `/api/grab`, `/api/grab_result`. Over HTTP these paths are answered
+//! by plain axum handlers (`routes.rs`) with the same contract; the bodies below run
+//! only when called in-process. Both run `server.rs`.
 
 use super::{GrabState, GrabTicket};
 use crate::error::AppResult;

@@ -3,7 +3,8 @@
 //! owner, contexts, a copy of the request's headers, a 500 rewritten to its real status
 //! from the body) weighed more than the grab. The server functions in `api.rs` stay the
 //! API: same paths, same JSON in and out, same errors; the UI calls them as before and
-//! lands here. Both doors run `server.rs`.
+//! lands here. Over HTTP only these handlers answer; the server functions' bodies run
+//! only when called in-process. Both run `server.rs`, so neither can drift.
 
 use super::{
     api::{Grab, GrabResult},
@@ -33,10 +34,12 @@ pub fn paths() -> Vec<String> {
     vec![Grab::PATH.to_owned(), GrabResult::PATH.to_owned()]
 }
 
+/// The routes, for the app's router (inside its request cap and timeout).
 pub fn routes() -> Router<AppState> {
     Router::new().route(Grab::PATH, post(grab)).route(GrabResult::PATH, post(grab_result))
 }
 
+/// `POST /api/grab`: see `api::grab`.
 async fn grab(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Response {
     answer(async {
         let args: Grab = arguments(body).await?;
@@ -46,6 +49,7 @@ async fn grab(State(state): State<AppState>, headers: HeaderMap, body: Body) -> 
     .await
 }
 
+/// `POST /api/grab_result`: see `api::grab_result`.
 async fn grab_result(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Response {
     answer(async {
         let args: GrabResult = arguments(body).await?;
@@ -57,9 +61,9 @@ async fn grab_result(State(state): State<AppState>, headers: HeaderMap, body: Bo
 
 /// The call's JSON arguments, refused the way the server-function layer refuses them.
 async fn arguments<T: DeserializeOwned>(body: Body) -> AppResult<T> {
-    let bytes = to_bytes(body, MAX_ARGS_BYTES)
-        .await
-        .map_err(|_| AppError::invalid(format!("The request body is larger than {MAX_ARGS_BYTES} bytes.")))?;
+    let bytes = to_bytes(body, MAX_ARGS_BYTES).await.map_err(|_| {
+        AppError::invalid(format!("The request body is unreadable or larger than {MAX_ARGS_BYTES} bytes."))
+    })?;
     serde_json::from_slice(&bytes).map_err(|e| invalid_body(&e.to_string()))
 }
 

@@ -1,6 +1,6 @@
-//! What `grab` and `grab_result` do, whichever door the call came in by: the server
-//! functions (`api.rs`, the documented API the UI is written against) or the plain
-//! axum routes that serve the same paths (`routes.rs`). One code path, two doors.
+//! What `grab` and `grab_result` do. HTTP calls reach it through the plain axum routes
+//! on their paths (`routes.rs`); the server functions (`api.rs`, the API the UI is
+//! written against) run it too when called in-process. One code path for both.
 
 use super::{
     gate::{self, Verdict},

@@ -79,13 +79,22 @@ pub struct Answer {
 
 /// POSTs every call to `path` once, over `connections` kept-alive connections spread
 /// over `servers` in turn; each connection takes the next call as soon as it is free.
-pub async fn storm(servers: &[String], connections: usize, path: &str, calls: &[Call]) -> Result<Vec<Answer>, String> {
+/// Returns the answers and when the first call went out (after the connections
+/// opened). A connection the server drops fails the storm: the load tool does not
+/// retry a grab whose answer it lost.
+pub async fn storm(
+    servers: &[String],
+    connections: usize,
+    path: &str,
+    calls: &[Call],
+) -> Result<(Vec<Answer>, Instant), String> {
     let next = AtomicUsize::new(0);
     let mut opened = Vec::with_capacity(connections);
     for i in 0..connections.min(calls.len()).max(1) {
         opened.push(Conn::open(&servers[i % servers.len()]).await?);
     }
     let next = &next;
+    let started = Instant::now();
     let per_connection = opened.into_iter().map(|mut conn| async move {
         let mut answers = Vec::new();
         loop {
@@ -96,7 +105,7 @@ pub async fn storm(servers: &[String], connections: usize, path: &str, calls: &[
         }
     });
     let answers: Vec<Result<Vec<Answer>, String>> = futures::future::join_all(per_connection).await;
-    Ok(answers.into_iter().collect::<Result<Vec<_>, _>>()?.into_iter().flatten().collect())
+    Ok((answers.into_iter().collect::<Result<Vec<_>, _>>()?.into_iter().flatten().collect(), started))
 }
 
 /// GETs `path` over `connections` kept-alive connections for `window`: the answers

@@ -141,8 +141,8 @@ impl AppError {
 }
 
 /// The one way a refusal becomes an HTTP answer, for handlers outside the
-/// server-function layer (middleware, the live feed, the sale routes): the JSON shape, with the status
-/// its code calls for.
+/// server-function layer (middleware, the live feed, the sale routes): the JSON shape,
+/// with the status its code calls for.
 #[cfg(feature = "ssr")]
 impl axum::response::IntoResponse for AppError {
     fn into_response(self) -> axum::response::Response {

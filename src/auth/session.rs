@@ -188,8 +188,8 @@ mod tests {
         assert!(set.contains("HttpOnly"));
         assert_eq!(s.session_user(&headers_with_cookie(&set)), Some(7));
         let pair = set.split(';').next().unwrap();
-        // Change the last character of the signed value to a different one (a fixed
-        // replacement would equal the original once in 64 runs).
+        // Change the last character (the expiry's last digit) to a different one: a fixed
+        // digit equalled the original one run in ten.
         let last = if pair.ends_with('A') { 'B' } else { 'A' };
         let forged = format!("{}{last}", &pair[..pair.len() - 1]);
         assert_eq!(s.session_user(&headers_with_cookie(&forged)), None);

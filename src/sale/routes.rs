@@ -41,22 +41,22 @@ pub fn routes() -> Router<AppState> {
 
 /// `POST /api/grab`: see `api::grab`.
 async fn grab(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Response {
-    answer(async {
+    let call = async {
         let args: Grab = arguments(body).await?;
         let user_id = signed_in_user(&state.secrets, &headers)?;
         server::grab(&state, user_id, args.voucher_id).await
-    })
-    .await
+    };
+    answer(call.await)
 }
 
 /// `POST /api/grab_result`: see `api::grab_result`.
 async fn grab_result(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Response {
-    answer(async {
+    let call = async {
         let args: GrabResult = arguments(body).await?;
         let user_id = signed_in_user(&state.secrets, &headers)?;
         server::grab_result(&state, user_id, args.voucher_id, &args.order_id).await
-    })
-    .await
+    };
+    answer(call.await)
 }
 
 /// The call's JSON arguments, refused the way the server-function layer refuses them.
@@ -69,8 +69,8 @@ async fn arguments<T: DeserializeOwned>(body: Body) -> AppResult<T> {
 
 /// The answer as the server functions give it: the value as JSON, or the error's JSON
 /// with the status its code calls for.
-async fn answer<T: Serialize>(call: impl std::future::Future<Output = AppResult<T>>) -> Response {
-    match call.await {
+fn answer<T: Serialize>(result: AppResult<T>) -> Response {
+    match result {
         Ok(value) => Json(value).into_response(),
         Err(e) => e.into_response(),
     }

@@ -88,12 +88,8 @@ pub async fn storm(
     path: &str,
     calls: &[Call],
 ) -> Result<(Vec<Answer>, Instant), String> {
-    let next = AtomicUsize::new(0);
-    let mut opened = Vec::with_capacity(connections);
-    for i in 0..connections.min(calls.len()).max(1) {
-        opened.push(Conn::open(&servers[i % servers.len()]).await?);
-    }
-    let next = &next;
+    let opened = open_all(servers, connections.min(calls.len()).max(1)).await?;
+    let next = &AtomicUsize::new(0);
     let started = Instant::now();
     let per_connection = opened.into_iter().map(|mut conn| async move {
         let mut answers = Vec::new();
@@ -111,10 +107,7 @@ pub async fn storm(
 /// GETs `path` over `connections` kept-alive connections for `window`: the answers
 /// that were 200, and the time they took.
 pub async fn pages(base: &str, connections: usize, path: &str, window: Duration) -> Result<(usize, Duration), String> {
-    let mut opened = Vec::with_capacity(connections);
-    for _ in 0..connections {
-        opened.push(Conn::open(base).await?);
-    }
+    let opened = open_all(&[base.to_owned()], connections).await?;
     let started = Instant::now();
     let per_connection = opened.into_iter().map(|mut conn| async move {
         let mut served = 0;
@@ -126,4 +119,13 @@ pub async fn pages(base: &str, connections: usize, path: &str, window: Duration)
     });
     let served: Vec<Result<usize, String>> = futures::future::join_all(per_connection).await;
     Ok((served.into_iter().sum::<Result<usize, String>>()?, started.elapsed()))
+}
+
+/// Opens `n` connections, spread over `servers` in turn.
+async fn open_all(servers: &[String], n: usize) -> Result<Vec<Conn>, String> {
+    let mut opened = Vec::with_capacity(n);
+    for i in 0..n {
+        opened.push(Conn::open(&servers[i % servers.len()]).await?);
+    }
+    Ok(opened)
 }

@@ -10,12 +10,12 @@
 //!    the server's local sold-out flag;
 //! 5. pages: `/` and `/admin` on one kept-alive connection, and `/` at 64;
 //!
-//! The storms and pages go through a lean client (`lean.rs`) on one thread, as lean as
-//! `redis-benchmark`, so the figures are the server's and not the load tool's.
-//!
 //! then checks the invariants (I1 no oversell, I2 one per user, I3 nothing lost, I4
 //! conservation) and prints each figure beside its target. Only a broken invariant
 //! fails the run: speed targets are figures to read, not a test.
+//!
+//! The storms and pages go through a lean client (`lean.rs`) on one thread, as lean as
+//! `redis-benchmark`, so the figures are the server's and not the load tool's.
 //!
 //! `npm run bench` builds a release server, starts it with Redis and runs this;
 //! or run it yourself: `cargo run --release --features ssr --bin bench -- --help`.

@@ -268,8 +268,7 @@ impl Reader {
     /// waiting for [`SHORT_REPLICAS_PAUSE`] before trying again.
     async fn wait_for_replicas(&mut self) -> Result<(), BackendError> {
         let want = self.settings.wait_replicas;
-        let now = chrono::Utc::now().timestamp_millis();
-        if want == 0 || now < self.replicas_short_until.load(Ordering::Relaxed) {
+        if want == 0 || chrono::Utc::now().timestamp_millis() < self.replicas_short_until.load(Ordering::Relaxed) {
             return Ok(());
         }
         let have = self.redis.wait_for_replicas(&self.keys.orders, want, self.settings.wait_replicas_ms).await?;

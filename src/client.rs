@@ -24,9 +24,16 @@ pub struct Shopper {
 }
 
 impl ApiClient {
-    /// `idle_per_host` keeps that many connections open for reuse.
+    /// `idle_per_host` keeps that many connections open for reuse. A server answers
+    /// within its request timeout (30 s unless set) and its live feed speaks every
+    /// 15 s, so a connection silent for a minute is dead: the call fails instead of
+    /// waiting for ever.
     pub fn new(base: &str, admin_token: &str, idle_per_host: usize) -> Self {
-        let http = reqwest::Client::builder().pool_max_idle_per_host(idle_per_host).build().unwrap_or_default();
+        let http = reqwest::Client::builder()
+            .pool_max_idle_per_host(idle_per_host)
+            .read_timeout(std::time::Duration::from_secs(60))
+            .build()
+            .unwrap_or_default();
         Self { http, base: base.trim_end_matches('/').to_owned(), admin_token: admin_token.to_owned() }
     }
 

@@ -2,6 +2,7 @@
 //! from the caller, so tests bind `127.0.0.1:0` and run the real thing.
 
 mod api_guard;
+pub mod child;
 mod http;
 pub mod local_redis;
 pub mod ops;

@@ -6,14 +6,15 @@
 
 use crate::{
     process::{Process, Shared},
-    support::{connect_db, wait_until, Options, Shopper, TestApp},
+    support::{connect_db, wait_until, Options, Shopper, TestApp, Watchdog},
 };
 use futures::{stream, StreamExt};
 use redis::AsyncCommands;
-use seckill::{client::ApiClient, sale::keys::SaleKeys};
+use seckill::{client::ApiClient, sale::keys::SaleKeys, server::child::ends_with_parent};
 use serde_json::{json, Value};
 use std::{
     collections::{HashMap, HashSet},
+    path::Path,
     process::Stdio,
     time::{Duration, Instant},
 };
@@ -30,31 +31,32 @@ pub struct PrivateCluster {
 
 impl PrivateCluster {
     /// Starts `masters × (1 + replicas)` nodes and joins them; returns once every node
-    /// sees the cluster `ok` and every master has its replicas in sync.
+    /// sees the cluster `ok` and every master has its replicas in sync. A port picked
+    /// free can be taken before its node binds it (by an outgoing connection, say):
+    /// then the start begins again on new ports.
     pub async fn start(masters: usize, replicas: usize) -> Self {
+        // Drills start their clusters in turn, so two never pick the same ports.
+        static STARTING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+        let _turn = STARTING.lock().await;
+        let mut why = String::new();
+        for _ in 0..3 {
+            match Self::try_start(masters, replicas).await {
+                Ok(cluster) => return cluster,
+                Err(e) => why = e,
+            }
+        }
+        panic!("no private cluster in three starts; the last: {why}");
+    }
+
+    async fn try_start(masters: usize, replicas: usize) -> Result<Self, String> {
         let dir = TempDir::new().unwrap();
         let ports = cluster_ports(masters * (1 + replicas));
         let mut nodes = HashMap::new();
         for &port in &ports {
-            let data = dir.path().join(port.to_string());
-            std::fs::create_dir_all(&data).unwrap();
-            let child = Command::new("redis-server")
-                .args(["--bind", "127.0.0.1", "--port", &port.to_string(), "--save", "", "--appendonly", "no"])
-                .args(["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"])
-                .args(["--cluster-node-timeout", "1000"])
-                .arg("--dir")
-                .arg(&data)
-                .stdout(Stdio::null())
-                .kill_on_drop(true)
-                .spawn()
-                .expect("redis-server starts");
-            nodes.insert(port, child);
+            nodes.insert(port, spawn_node(dir.path(), port));
         }
-        for &port in &ports {
-            wait_until("a cluster node answers", Duration::from_secs(10), || async move {
-                node_query::<String>(port, &mut redis::cmd("PING")).await.is_some()
-            })
-            .await;
+        for (&port, node) in &mut nodes {
+            own_node_answers(port, node, dir.path()).await?;
         }
         let addresses: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
         let created = Command::new("redis-cli")
@@ -64,7 +66,9 @@ impl PrivateCluster {
             .output()
             .await
             .unwrap();
-        assert!(created.status.success(), "{}", String::from_utf8_lossy(&created.stdout));
+        if !created.status.success() {
+            return Err(format!("cluster create: {}", String::from_utf8_lossy(&created.stdout)));
+        }
         let want = format!("connected_slaves:{replicas}");
         wait_until("the cluster is ok and replicas in sync", Duration::from_secs(30), || {
             let (ports, want) = (ports.clone(), want.clone());
@@ -86,7 +90,7 @@ impl PrivateCluster {
         })
         .await;
         let url = ports.iter().map(|p| format!("redis://127.0.0.1:{p}/")).collect::<Vec<_>>().join(",");
-        Self { nodes, url, _dir: dir }
+        Ok(Self { nodes, url, _dir: dir })
     }
 
     /// The port of the master that holds `key`'s slot now.
@@ -186,6 +190,44 @@ impl PrivateCluster {
     }
 }
 
+/// A cluster node on `port`, its data in a folder of its own under `dir`.
+fn spawn_node(dir: &Path, port: u16) -> Child {
+    let data = dir.join(port.to_string());
+    std::fs::create_dir_all(&data).unwrap();
+    let mut command = Command::new("redis-server");
+    ends_with_parent(&mut command, libc::SIGKILL)
+        .args(["--bind", "127.0.0.1", "--port", &port.to_string(), "--save", "", "--appendonly", "no"])
+        .args(["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"])
+        .args(["--cluster-node-timeout", "1000"])
+        .arg("--dir")
+        .arg(&data)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("redis-server starts")
+}
+
+/// Waits until the node on `port` answers, and checks that it is the one this start
+/// spawned (its data folder is ours): a node that lost its port to another exits, and
+/// whatever answers there instead must not be taken into this cluster.
+async fn own_node_answers(port: u16, node: &mut Child, dir: &Path) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let ours = dir.join(port.to_string()).canonicalize().unwrap();
+    loop {
+        if let Some(status) = node.try_wait().unwrap() {
+            return Err(format!("the node for :{port} exited ({status}): its port was taken"));
+        }
+        let dir: Option<Vec<String>> = node_query(port, redis::cmd("CONFIG").arg("GET").arg("dir")).await;
+        match dir {
+            Some(d) if d.get(1).is_some_and(|d| Path::new(d) == ours) => return Ok(()),
+            Some(d) => return Err(format!("another server answers on :{port} ({d:?})")),
+            None if Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(50)).await,
+            None => return Err(format!("the node for :{port} did not answer in 10 s")),
+        }
+    }
+}
+
 /// `n` free loopback ports whose cluster-bus ports (port + 10000) are free too.
 fn cluster_ports(n: usize) -> Vec<u16> {
     let mut held = Vec::new();
@@ -208,8 +250,10 @@ fn cluster_ports(n: usize) -> Vec<u16> {
 /// One command to one node on a connection of its own (`None` when it does not answer).
 async fn node_query<T: redis::FromRedisValue>(port: u16, cmd: &mut redis::Cmd) -> Option<T> {
     let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).ok()?;
-    let mut conn =
-        tokio::time::timeout(Duration::from_secs(2), client.get_multiplexed_async_connection()).await.ok()?.ok()?;
+    let config = redis::AsyncConnectionConfig::new()
+        .set_connection_timeout(Duration::from_secs(2))
+        .set_response_timeout(Duration::from_secs(10));
+    let mut conn = client.get_multiplexed_async_connection_with_config(&config).await.ok()?;
     cmd.query_async(&mut conn).await.ok()
 }
 
@@ -258,6 +302,7 @@ async fn retrying_storm(apis: Vec<ApiClient>, people: Vec<Shopper>, v: i64, conc
 /// replica before saving (SECKILL_WAIT_REPLICAS=1), so no saved order is lost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_master_killed_mid_sale_is_replaced_and_the_sale_goes_on() {
+    let _watchdog = Watchdog::arm();
     let mut cluster = PrivateCluster::start(3, 1).await;
     let dir = TempDir::new().unwrap();
     let shared = Shared::new(dir.path(), &cluster.url).await;
@@ -310,6 +355,7 @@ async fn a_master_killed_mid_sale_is_replaced_and_the_sale_goes_on() {
 /// answered `queued` is saved once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slot_moved_mid_sale_is_followed() {
+    let _watchdog = Watchdog::arm();
     let cluster = PrivateCluster::start(3, 0).await;
     let app = TestApp::with(Options { redis_url: Some(cluster.url.clone()), ..Options::default() }).await;
     let (stock, shoppers, late) = (400, 400, 60);
@@ -392,6 +438,7 @@ async fn wait_for(api: &ApiClient, v: i64, done: impl Fn(&Value) -> bool) -> Val
 /// process holds as many Redis connections as it did with one voucher.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn vouchers_on_every_node_sell_on_a_fixed_set_of_connections() {
+    let _watchdog = Watchdog::arm();
     let cluster = PrivateCluster::start(3, 0).await;
     let app = TestApp::with(Options { redis_url: Some(cluster.url.clone()), ..Options::default() }).await;
     let first = app.create_voucher(5, -5, 3600).await;

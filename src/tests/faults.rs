@@ -5,7 +5,7 @@
 use crate::support::connect_db;
 use crate::{
     process::{Process, Shared},
-    support::{code, redis_url, wait_until, Options, Shopper, TestApp},
+    support::{code, redis_url, wait_until, Options, Shopper, TestApp, Watchdog},
 };
 use futures::{stream, StreamExt};
 use redis::streams::StreamPendingCountReply;
@@ -112,6 +112,7 @@ async fn stores(dir: &TempDir, redis: &str) -> (Shared, RedisConn) {
 /// buyers cannot buy again, and stock is conserved.
 #[tokio::test]
 async fn redis_back_empty_after_an_outage() {
+    let _watchdog = Watchdog::arm();
     let dir = tempfile::TempDir::new().unwrap();
     let private = LocalRedis::start(dir.path()).await.unwrap();
     let app = TestApp::with(Options { redis_url: Some(private.url.clone()), ..Options::default() }).await;
@@ -169,6 +170,7 @@ async fn redis_back_empty_after_an_outage() {
 /// this runs on PostgreSQL and a Redis Cluster.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_in_the_middle_of_persisting_a_storm() {
+    let _watchdog = Watchdog::arm();
     let dir = TempDir::new().unwrap();
     let (shared, mut redis) = stores(&dir, &redis_url()).await;
     let claim = [("SECKILL_CLAIM_IDLE_MS", "1000"), ("SECKILL_BATCH_SIZE", "20")];
@@ -218,6 +220,7 @@ async fn kill_9_in_the_middle_of_persisting_a_storm() {
 /// whatever it left, and every grab answered `queued` is persisted once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_in_the_middle_of_a_storm_loses_nothing() {
+    let _watchdog = Watchdog::arm();
     let dir = TempDir::new().unwrap();
     let (shared, _redis) = stores(&dir, &redis_url()).await;
     let a = Process::start(&shared, &[]).await;
@@ -258,6 +261,7 @@ async fn sigterm_in_the_middle_of_a_storm_loses_nothing() {
 /// still sign in, and once the lock goes every order is persisted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn database_blocked_past_the_claim_time_fails_nobody() {
+    let _watchdog = Watchdog::arm();
     let dir = TempDir::new().unwrap();
     let (shared, mut redis) = stores(&dir, &redis_url()).await;
     let settings = [("SECKILL_CLAIM_IDLE_MS", "1000"), ("SECKILL_MAX_DELIVERIES", "2"), ("SECKILL_DB_BUSY_MS", "200")];
@@ -334,6 +338,7 @@ async fn database_blocked_past_the_claim_time_fails_nobody() {
 /// sale resumes by itself, and the books balance.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_restarted_from_its_append_only_file() {
+    let _watchdog = Watchdog::arm();
     let dir = TempDir::new().unwrap();
     let private = LocalRedis::start(dir.path()).await.unwrap();
     let port = private.port;

@@ -2,10 +2,13 @@
 //! SIGKILL or stop it with SIGTERM, as an operator or a crash would.
 
 use crate::support::{fresh_database, wait_until, ADMIN_TOKEN};
-use seckill::client::ApiClient;
+use seckill::{client::ApiClient, server::child::ends_with_parent};
 use serde_json::json;
 use std::{path::Path, process::ExitStatus, process::Stdio, time::Duration};
-use tokio::process::{Child, Command};
+use tokio::{
+    io::{AsyncBufReadExt, BufReader},
+    process::{Child, Command},
+};
 
 /// Settings every process of one drill shares: one Redis, one database, one namespace.
 #[derive(Clone)]
@@ -33,11 +36,13 @@ pub struct Process {
 
 impl Process {
     /// Starts the binary with the shared settings plus `extra` (`SECKILL_*` variables),
-    /// and waits until it answers.
+    /// and waits until it answers. It binds a port of the kernel's choosing and says
+    /// which on its first line: a port picked here and bound there could be taken in
+    /// between, by another drill's process or any outgoing connection.
     pub async fn start(shared: &Shared, extra: &[(&str, &str)]) -> Self {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let child = Command::new(env!("CARGO_BIN_EXE_seckill"))
-            .env("LEPTOS_SITE_ADDR", format!("127.0.0.1:{port}"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_seckill"));
+        let mut child = ends_with_parent(&mut command, libc::SIGKILL)
+            .env("LEPTOS_SITE_ADDR", "127.0.0.1:0")
             .env("REDIS_URL", &shared.redis_url)
             .env("DATABASE_URL", &shared.database_url)
             .env("SECKILL_REDIS_NAMESPACE", &shared.namespace)
@@ -49,11 +54,12 @@ impl Process {
             .env("RUST_LOG", "error")
             .env("LEPTOS_OUTPUT_NAME", "seckill")
             .envs(extra.iter().copied())
-            .stdout(Stdio::null())
+            .stdout(Stdio::piped())
             .kill_on_drop(true)
             .spawn()
             .expect("the seckill binary starts");
-        let api = ApiClient::new(&format!("http://127.0.0.1:{port}"), ADMIN_TOKEN, 256);
+        let base = listening_on(&mut child).await;
+        let api = ApiClient::new(&base, ADMIN_TOKEN, 256);
         let probe = api.clone();
         wait_until("the process answers", Duration::from_secs(30), || {
             let probe = probe.clone();
@@ -75,4 +81,23 @@ impl Process {
         assert!(sent.success());
         tokio::time::timeout(limit, self.child.wait()).await.ok().map(Result::unwrap)
     }
+}
+
+/// The `http://address` a starting process prints once it listens; the rest of its
+/// output is read and dropped, so a full pipe never stalls it.
+async fn listening_on(child: &mut Child) -> String {
+    let stdout = child.stdout.take().expect("stdout is piped");
+    let mut lines = BufReader::new(stdout).lines();
+    let found = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(line) = lines.next_line().await.ok()? {
+            if let Some(rest) = line.split_once("listening on ").map(|(_, rest)| rest) {
+                return rest.split_whitespace().next().map(str::to_owned);
+            }
+        }
+        None
+    })
+    .await;
+    let base = found.ok().flatten().expect("the process says where it listens within 30 s");
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    base
 }

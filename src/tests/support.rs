@@ -243,6 +243,34 @@ impl TestApp {
     }
 }
 
+/// How long a drill may run: ten times the slowest one here, on a busy machine.
+pub const DRILL_LIMIT: Duration = Duration::from_secs(240);
+
+/// Ends the whole test run when a drill is still going after [`DRILL_LIMIT`]: a drill
+/// that starts servers of its own can wedge in ways no deadline inside it catches, and
+/// a wedged drill must fail CI at once, with its name, instead of holding it for
+/// hours. Disarmed when dropped, at the end of the drill (its thread then hears the
+/// channel close).
+pub struct Watchdog(#[allow(dead_code)] std::sync::mpsc::Sender<()>);
+
+impl Watchdog {
+    /// Armed on the test's own thread, which the test harness names after the test.
+    pub fn arm() -> Self {
+        let drill = std::thread::current().name().unwrap_or("a drill").to_owned();
+        let (done, finished) = std::sync::mpsc::channel::<()>();
+        std::thread::spawn(move || {
+            if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = finished.recv_timeout(DRILL_LIMIT) {
+                // Straight to stderr: `eprintln!` here would go to the test's captured
+                // output, which an abort throws away.
+                let said = format!("drill {drill} still running after {DRILL_LIMIT:?}: ending the test run\n");
+                let _ = std::io::Write::write_all(&mut std::io::stderr(), said.as_bytes());
+                std::process::abort();
+            }
+        });
+        Self(done)
+    }
+}
+
 /// Polls `check` every 50 ms until it holds; fails the test after `limit`.
 pub async fn wait_until<F, Fut>(what: &str, limit: Duration, check: F)
 where

@@ -17,7 +17,7 @@ use seckill::{
     sale::keys::{SaleKeys, GROUP},
     server::local_redis::LocalRedis,
 };
-use serde_json::Value;
+use serde_json::{json, Value};
 use sqlx::{AnyConnection, Connection};
 use std::{
     collections::HashSet,
@@ -108,7 +108,7 @@ async fn stores(dir: &TempDir, redis: &str) -> (Shared, RedisConn) {
 
 /// Redis comes back empty after an outage (a restart without persistence, or a
 /// failover that lost data): grabs answer `unavailable` within their deadline while
-/// Redis is silent, the sale resumes without anyone calling `warm_up`, persisted
+/// Redis is silent, the shop lists its sales from the database meanwhile, the sale resumes without anyone calling `warm_up`, persisted
 /// buyers cannot buy again, and stock is conserved.
 #[tokio::test]
 async fn redis_back_empty_after_an_outage() {
@@ -134,6 +134,13 @@ async fn redis_back_empty_after_an_outage() {
     let (status, body) = app.grab(&late[0], v).await;
     assert!(asked.elapsed() < Duration::from_secs(3), "a grab waited {:?}", asked.elapsed());
     assert_eq!((status.as_u16(), code(&body)), (503, "unavailable"));
+    // The shop still shows its sales, with the database's stock, without waiting on Redis.
+    let asked = Instant::now();
+    let (status, listed) = app.call("list_vouchers", json!({}), &[]).await;
+    let page = app.http.get(format!("{}/", app.base)).send().await.unwrap();
+    assert!(asked.elapsed() < Duration::from_secs(2), "the list and the page waited {:?}", asked.elapsed());
+    assert_eq!((status.as_u16(), listed[0]["remaining"].as_i64()), (200, Some(15)), "{listed}");
+    assert_eq!(page.status(), 200);
 
     // Once Redis answers again the worker rebuilds the voucher from the database.
     wait_until("the sale resumes by itself", Duration::from_secs(30), || async {
@@ -307,7 +314,7 @@ async fn database_blocked_past_the_claim_time_fails_nobody() {
     assert_eq!(queued.len(), answers.len(), "every grab is queued while the database is locked");
     assert!(pending_on(&mut redis, &stream, "drill-a").await > 0, "A holds orders it cannot write");
     a.kill9().await;
-    let (status, body) = b.api.call("sign_in", serde_json::json!({ "name": "locked-0" }), &[]).await.unwrap();
+    let (status, body) = b.api.call("sign_in", json!({ "name": "locked-0" }), &[]).await.unwrap();
     assert_eq!(status, 200, "signing in with a name that exists writes nothing: {body}");
     wait_until("B claims A's orders and fails to write them again and again", Duration::from_secs(30), || {
         let (mut redis, stream) = (redis.clone(), stream.clone());

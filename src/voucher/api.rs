@@ -15,6 +15,12 @@ use {
 #[cfg(feature = "ssr")]
 const LIST_LIMIT: i64 = 100;
 
+/// How long the list waits for Redis's stock counts before showing the database's.
+/// Redis answers in well under a millisecond; one that stalls (a failover, a slow
+/// script) must not hold up the shop page, which renders the list before it is sent.
+#[cfg(feature = "ssr")]
+const STOCK_DEADLINE: std::time::Duration = std::time::Duration::from_millis(250);
+
 /// Creates a voucher and warms it into Redis (admin). Times are RFC 3339.
 #[server(prefix = "/api", endpoint = "create_voucher", input = Json)]
 pub async fn create_voucher(title: String, stock: i64, begins_at: String, ends_at: String) -> AppResult<Voucher> {
@@ -49,16 +55,22 @@ pub async fn list_vouchers() -> AppResult<Vec<Voucher>> {
 }
 
 /// Remaining stock of each voucher: Redis's count, or the database's where Redis
-/// does not hold the voucher or does not answer for it (a node failing over). GETs
-/// sent at once, not an MGET: the keys live in different Cluster slots.
+/// does not hold the voucher or does not answer for it within [`STOCK_DEADLINE`] (a
+/// node failing over). GETs sent at once, not an MGET: the keys live in different
+/// Cluster slots.
 #[cfg(feature = "ssr")]
 async fn remaining(backend: &Backend, rows: &[VoucherRow]) -> AppResult<Vec<i64>> {
     if rows.is_empty() {
         return Ok(Vec::new());
     }
-    let counts =
-        backend.redis.query_each::<Option<i64>>(rows.iter().map(|r| redis::Cmd::get(backend.keys(r.id).stock))).await;
-    Ok(rows.iter().zip(counts).map(|(row, c)| c.ok().flatten().unwrap_or(row.stock_left)).collect())
+    let gets = rows.iter().map(|r| redis::Cmd::get(backend.keys(r.id).stock));
+    let counts = tokio::time::timeout(STOCK_DEADLINE, backend.redis.query_each::<Option<i64>>(gets)).await;
+    let counts = counts.unwrap_or_else(|_| {
+        tracing::warn!("voucher list: Redis did not answer within {STOCK_DEADLINE:?}; showing the database's stock");
+        Vec::new()
+    });
+    let redis_count = |i: usize| counts.get(i).and_then(|c| c.as_ref().ok().copied().flatten());
+    Ok(rows.iter().enumerate().map(|(i, row)| redis_count(i).unwrap_or(row.stock_left)).collect())
 }
 
 #[cfg(feature = "ssr")]

@@ -108,8 +108,9 @@ async fn stores(dir: &TempDir, redis: &str) -> (Shared, RedisConn) {
 
 /// Redis comes back empty after an outage (a restart without persistence, or a
 /// failover that lost data): grabs answer `unavailable` within their deadline while
-/// Redis is silent, the shop lists its sales from the database meanwhile, the sale resumes without anyone calling `warm_up`, persisted
-/// buyers cannot buy again, and stock is conserved.
+/// Redis is silent and the shop lists its sales from the database meanwhile, the sale
+/// resumes without anyone calling `warm_up`, persisted buyers cannot buy again, and
+/// stock is conserved.
 #[tokio::test]
 async fn redis_back_empty_after_an_outage() {
     let _watchdog = Watchdog::arm();

@@ -36,9 +36,9 @@ pub struct Process {
 
 impl Process {
     /// Starts the binary with the shared settings plus `extra` (`SECKILL_*` variables),
-    /// and waits until it answers. It binds a port of the kernel's choosing and says
-    /// which on its first line: a port picked here and bound there could be taken in
-    /// between, by another drill's process or any outgoing connection.
+    /// and waits until it answers. It binds a port of the kernel's choosing and prints
+    /// which: a port picked here and bound there could be taken in between, by another
+    /// drill's process or any outgoing connection. It dies with the test run.
     pub async fn start(shared: &Shared, extra: &[(&str, &str)]) -> Self {
         let mut command = Command::new(env!("CARGO_BIN_EXE_seckill"));
         let mut child = ends_with_parent(&mut command, libc::SIGKILL)

@@ -141,12 +141,24 @@ async fn run(args: Args) -> Result<bool, String> {
         let sold_out = storm(&admin, &bases, args.concurrency, &shoppers, args.sold_out_stock, "sold-out").await?;
         let settled_sold_out = settle(&admin, sold_out.voucher_id, sold_out.last_answer).await?;
         sold_out.print(raw);
-        println!("  refused from the local flag: {}", settled_sold_out.stats["refused_locally"]);
+        let locally = refused_locally(&bases, &args.admin_token, sold_out.voucher_id).await?;
+        println!("  refused from the local flag: {locally}");
         ok &= check(&sold_out, &settled_sold_out.stats, args.sold_out_stock, shoppers.len());
     }
 
     pages(&bases[0], &cpu).await?;
     Ok(ok)
+}
+
+/// Grabs refused from the local sold-out flag, summed over the processes: each counts
+/// its own.
+async fn refused_locally(bases: &[String], admin_token: &str, voucher_id: i64) -> Result<u64, String> {
+    let mut total = 0;
+    for base in bases {
+        let stats = ApiClient::new(base, admin_token, 1).stats(voucher_id).await?;
+        total += stats["refused_locally"].as_u64().unwrap_or(0);
+    }
+    Ok(total)
 }
 
 /// One storm: a fresh voucher of `stock` units, one grab per shopper.

@@ -120,7 +120,7 @@ async fn run(args: Args) -> Result<bool, String> {
         "  all {} orders persisted {:.2?} after the last grab ({:.0} orders/s from the first grab)",
         settled.stats["persisted"],
         settled.lag,
-        settled.stats["persisted"].as_f64().unwrap_or(0.0) / granted.first_grab.elapsed().as_secs_f64()
+        settled.stats["persisted"].as_f64().unwrap_or(0.0) / (granted.wall + settled.lag).as_secs_f64()
     );
     let per_grab = |secs: f64| secs * 1e6 / (granted.granted.max(1) as f64);
     if let Some(spent) = spent {
@@ -165,7 +165,6 @@ async fn refused_locally(bases: &[String], admin_token: &str, voucher_id: i64) -
 struct Storm {
     name: &'static str,
     voucher_id: i64,
-    first_grab: Instant,
     last_answer: Instant,
     wall: Duration,
     latencies: Vec<Duration>,
@@ -200,7 +199,6 @@ async fn storm(
     let mut s = Storm {
         name,
         voucher_id,
-        first_grab,
         last_answer,
         wall: last_answer - first_grab,
         latencies: Vec::with_capacity(answers.len()),

@@ -46,36 +46,9 @@ impl LocalRedis {
             .kill_on_drop(true)
             .spawn()
             .map_err(|e| format!("starting redis-server (is it installed? `npm start` installs it): {e}"))?;
-        let url = format!("redis://127.0.0.1:{port}/");
-        let mut me = Self { child, url, port };
-        let ours = dir.canonicalize().map_err(|e| format!("reading {}: {e}", dir.display()))?;
-        me.wait_ready(&ours).await?;
+        let mut me = Self { child, url: format!("redis://127.0.0.1:{port}/"), port };
+        wait_own(&mut me.child, port, &dir).await?;
         Ok(me)
-    }
-
-    /// Waits until the server answers, and checks that the one answering is ours (its
-    /// data folder is `dir`): one that lost its port exits, and whatever answers there
-    /// instead must not be taken for it.
-    async fn wait_ready(&mut self, dir: &Path) -> Result<(), String> {
-        let client = redis::Client::open(self.url.as_str()).map_err(|e| e.to_string())?;
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        loop {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                return Err(format!("redis-server exited at start ({status}); is port {} taken?", self.port));
-            }
-            if let Ok(mut c) = client.get_multiplexed_async_connection().await {
-                let answer = redis::cmd("CONFIG").arg("GET").arg("dir").query_async::<Vec<String>>(&mut c).await;
-                match answer {
-                    Ok(d) if d.get(1).is_some_and(|d| Path::new(d) == dir) => return Ok(()),
-                    Ok(_) => return Err(format!("another server answers on port {}", self.port)),
-                    Err(_) => {}
-                }
-            }
-            if tokio::time::Instant::now() > deadline {
-                return Err(format!("redis-server did not answer on {}", self.url));
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
     }
 
     /// Kills it without warning (SIGKILL), as a crash would, and reaps it.
@@ -92,5 +65,34 @@ impl LocalRedis {
         }
         let _ = tokio::time::timeout(Duration::from_secs(5), self.child.wait()).await;
         let _ = self.child.kill().await;
+    }
+}
+
+/// Waits (up to 10 s) until the `redis-server` just started as `child` answers on
+/// `port`, and checks that the one answering is that one (its data folder is `dir`):
+/// a server that lost its port to another exits, and whatever answers there instead
+/// must not be taken for it. The tests' cluster nodes start the same way.
+pub async fn wait_own(child: &mut Child, port: u16, dir: &Path) -> Result<(), String> {
+    let ours = dir.canonicalize().map_err(|e| format!("reading {}: {e}", dir.display()))?;
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).map_err(|e| e.to_string())?;
+    let config = redis::AsyncConnectionConfig::new()
+        .set_connection_timeout(Duration::from_secs(1))
+        .set_response_timeout(Duration::from_secs(2));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(format!("redis-server exited at start ({status}); is port {port} taken?"));
+        }
+        if let Ok(mut c) = client.get_multiplexed_async_connection_with_config(&config).await {
+            match redis::cmd("CONFIG").arg("GET").arg("dir").query_async::<Vec<String>>(&mut c).await {
+                Ok(d) if d.get(1).is_some_and(|d| Path::new(d) == ours) => return Ok(()),
+                Ok(_) => return Err(format!("another server answers on port {port}")),
+                Err(_) => {}
+            }
+        }
+        if tokio::time::Instant::now() > deadline {
+            return Err(format!("redis-server did not answer on port {port} within 10 s"));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }

@@ -10,7 +10,11 @@ use crate::{
 };
 use futures::{stream, StreamExt};
 use redis::AsyncCommands;
-use seckill::{client::ApiClient, sale::keys::SaleKeys, server::child::ends_with_parent};
+use seckill::{
+    client::ApiClient,
+    sale::keys::SaleKeys,
+    server::{child::ends_with_parent, local_redis::wait_own},
+};
 use serde_json::{json, Value};
 use std::{
     collections::{HashMap, HashSet},
@@ -56,7 +60,7 @@ impl PrivateCluster {
             nodes.insert(port, spawn_node(dir.path(), port));
         }
         for (&port, node) in &mut nodes {
-            own_node_answers(port, node, dir.path()).await?;
+            wait_own(node, port, &dir.path().join(port.to_string())).await?;
         }
         let addresses: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
         let created = Command::new("redis-cli")
@@ -206,26 +210,6 @@ fn spawn_node(dir: &Path, port: u16) -> Child {
         .kill_on_drop(true)
         .spawn()
         .expect("redis-server starts")
-}
-
-/// Waits until the node on `port` answers, and checks that it is the one this start
-/// spawned (its data folder is ours): a node that lost its port to another exits, and
-/// whatever answers there instead must not be taken into this cluster.
-async fn own_node_answers(port: u16, node: &mut Child, dir: &Path) -> Result<(), String> {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let ours = dir.join(port.to_string()).canonicalize().unwrap();
-    loop {
-        if let Some(status) = node.try_wait().unwrap() {
-            return Err(format!("the node for :{port} exited ({status}): its port was taken"));
-        }
-        let dir: Option<Vec<String>> = node_query(port, redis::cmd("CONFIG").arg("GET").arg("dir")).await;
-        match dir {
-            Some(d) if d.get(1).is_some_and(|d| Path::new(d) == ours) => return Ok(()),
-            Some(d) => return Err(format!("another server answers on :{port} ({d:?})")),
-            None if Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(50)).await,
-            None => return Err(format!("the node for :{port} did not answer in 10 s")),
-        }
-    }
 }
 
 /// `n` free loopback ports whose cluster-bus ports (port + 10000) are free too.

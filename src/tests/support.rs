@@ -251,7 +251,9 @@ pub const DRILL_LIMIT: Duration = Duration::from_secs(240);
 /// a wedged drill must fail CI at once, with its name, instead of holding it for
 /// hours. Disarmed when dropped, at the end of the drill (its thread then hears the
 /// channel close).
-pub struct Watchdog(#[allow(dead_code)] std::sync::mpsc::Sender<()>);
+pub struct Watchdog {
+    _armed: std::sync::mpsc::Sender<()>,
+}
 
 impl Watchdog {
     /// Armed on the test's own thread, which the test harness names after the test.
@@ -267,7 +269,7 @@ impl Watchdog {
                 std::process::abort();
             }
         });
-        Self(done)
+        Self { _armed: done }
     }
 }
 

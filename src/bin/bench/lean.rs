@@ -1,9 +1,12 @@
-//! A lean HTTP/1.1 load client for the storms and the page rate: one kept-alive
-//! connection per task on hyper's bare client connection (no pool, no cookie store, no
-//! redirects), requests built before the clock starts. The load tool shares the
-//! machine with the server and Redis; a heavy client would eat the CPU the figures are
-//! about (the issue's own `wrk` rows were 1.6× those of a `reqwest` client).
-//! `redis-benchmark`, the raw gate's client, is as lean, so the ratio compares servers.
+//! A lean HTTP/1.1 load client for the storms and the page rate. The load tool shares
+//! the machine with the server and Redis; a heavy client would eat the CPU the figures
+//! are about (the issue's own `wrk` rows were 1.6× those of a `reqwest` client).
+//! `redis-benchmark`, the raw gate's client, is lean, so the ratio compares servers.
+//! - Storms: like `wrk`, each kept-alive connection writes its request's bytes and
+//!   parses the answer's head with `httparse`, in the storm's own task: no connection
+//!   task, no channel, no header map per call.
+//! - Pages (answers streamed in chunks) and one-off calls: hyper's bare client
+//!   connection (no pool, no cookie store, no redirects).
 
 use http_body_util::{BodyExt, Full};
 use hyper::{
@@ -14,10 +17,14 @@ use hyper::{
 };
 use hyper_util::rt::TokioIo;
 use std::{
+    io::Write as _,
     sync::atomic::{AtomicUsize, Ordering},
     time::{Duration, Instant},
 };
-use tokio::net::TcpStream;
+use tokio::{
+    io::{AsyncReadExt, AsyncWriteExt},
+    net::TcpStream,
+};
 
 /// One kept-alive connection to one server.
 pub struct Conn {
@@ -88,7 +95,10 @@ pub async fn storm(
     path: &str,
     calls: &[Call],
 ) -> Result<(Vec<Answer>, Instant), String> {
-    let opened = open_all(servers, connections.min(calls.len()).max(1)).await?;
+    let mut opened = Vec::new();
+    for i in 0..connections.min(calls.len()).max(1) {
+        opened.push(RawConn::open(&servers[i % servers.len()]).await?);
+    }
     let next = &AtomicUsize::new(0);
     let started = Instant::now();
     let per_connection = opened.into_iter().map(|mut conn| async move {
@@ -96,12 +106,72 @@ pub async fn storm(
         loop {
             let Some(call) = calls.get(next.fetch_add(1, Ordering::Relaxed)) else { return Ok(answers) };
             let started = Instant::now();
-            let (status, body) = conn.send(Method::POST, path, Some(&call.cookie), Some(call.body.clone())).await?;
+            let (status, body) = conn.post(path, call).await?;
             answers.push(Answer { user_id: call.user_id, status, body, took: started.elapsed() });
         }
     });
     let answers: Vec<Result<Vec<Answer>, String>> = futures::future::join_all(per_connection).await;
     Ok((answers.into_iter().collect::<Result<Vec<_>, _>>()?.into_iter().flatten().collect(), started))
+}
+
+/// A kept-alive connection spoken to directly: the request's bytes out, the answer's
+/// head parsed in place, its body taken by `Content-Length`.
+struct RawConn {
+    stream: TcpStream,
+    host: String,
+    out: Vec<u8>,
+    read: Vec<u8>,
+}
+
+impl RawConn {
+    async fn open(base: &str) -> Result<Self, String> {
+        let host = base.trim_start_matches("http://").trim_end_matches('/').to_owned();
+        let stream = TcpStream::connect(&host).await.map_err(|e| format!("connecting {base}: {e}"))?;
+        stream.set_nodelay(true).map_err(|e| e.to_string())?;
+        Ok(Self { stream, host, out: Vec::with_capacity(1024), read: Vec::with_capacity(4096) })
+    }
+
+    async fn post(&mut self, path: &str, call: &Call) -> Result<(StatusCode, Bytes), String> {
+        let err = |e: std::io::Error| format!("{path}: {e}");
+        self.out.clear();
+        let (cookie, length) = (call.cookie.as_bytes(), call.body.len());
+        write!(self.out, "POST {path} HTTP/1.1\r\nHost: {}\r\nCookie: ", self.host).map_err(err)?;
+        self.out.extend_from_slice(cookie);
+        write!(self.out, "\r\nContent-Type: application/json\r\nContent-Length: {length}\r\n\r\n").map_err(err)?;
+        self.out.extend_from_slice(&call.body);
+        self.stream.write_all(&self.out).await.map_err(err)?;
+        loop {
+            if let Some(answer) = self.take_answer().map_err(|e| format!("{path}: {e}"))? {
+                return Ok(answer);
+            }
+            if self.stream.read_buf(&mut self.read).await.map_err(err)? == 0 {
+                return Err(format!("{path}: the server closed the connection"));
+            }
+        }
+    }
+
+    /// The first whole answer in the read buffer, taken out of it; `None` until it
+    /// has all arrived.
+    fn take_answer(&mut self) -> Result<Option<(StatusCode, Bytes)>, String> {
+        let mut headers = [httparse::EMPTY_HEADER; 32];
+        let mut head = httparse::Response::new(&mut headers);
+        let httparse::Status::Complete(head_len) = head.parse(&self.read).map_err(|e| e.to_string())? else {
+            return Ok(None);
+        };
+        let status = StatusCode::from_u16(head.code.unwrap_or(0)).map_err(|e| e.to_string())?;
+        let length = head
+            .headers
+            .iter()
+            .find(|h| h.name.eq_ignore_ascii_case("content-length"))
+            .and_then(|h| std::str::from_utf8(h.value).ok()?.trim().parse::<usize>().ok())
+            .ok_or("an answer without Content-Length (the storm client reads only those)")?;
+        if self.read.len() < head_len + length {
+            return Ok(None);
+        }
+        let body = Bytes::copy_from_slice(&self.read[head_len..head_len + length]);
+        self.read.drain(..head_len + length);
+        Ok(Some((status, body)))
+    }
 }
 
 /// GETs `path` over `connections` kept-alive connections for `window`: the answers

@@ -21,7 +21,10 @@ pub use redis_conn::{RedisConn, RedisTarget};
 pub type Db = sqlx::AnyPool;
 /// A transaction on [`Db`].
 pub type Tx<'a> = sqlx::Transaction<'a, sqlx::Any>;
-use std::sync::Arc;
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+};
 
 /// Cheap to clone: every field is a handle.
 #[derive(Clone)]
@@ -38,7 +41,13 @@ pub struct Backend {
     pub events_channel: Arc<str>,
     /// The worker's readers in this process, woken when the gate grants an order.
     pub wakeups: Arc<Wakeups>,
+    /// Key names already built: every grab needs its voucher's eight.
+    sale_keys: Arc<Mutex<HashMap<i64, Arc<SaleKeys>>>>,
 }
+
+/// The most vouchers whose key names are kept; then the cache starts again (a caller
+/// naming made-up vouchers cannot grow it without bound).
+const SALE_KEYS_KEPT: usize = 4096;
 
 impl Backend {
     pub fn new(db: Db, redis: RedisConn, namespace: &str) -> Self {
@@ -49,12 +58,17 @@ impl Backend {
             namespace: namespace.into(),
             events_channel: events_channel(namespace).into(),
             wakeups: Arc::default(),
+            sale_keys: Arc::default(),
         }
     }
 
     /// The Redis keys of one voucher's sale.
-    pub fn keys(&self, voucher_id: i64) -> SaleKeys {
-        SaleKeys::new(&self.namespace, voucher_id)
+    pub fn keys(&self, voucher_id: i64) -> Arc<SaleKeys> {
+        let mut built = self.sale_keys.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if built.len() >= SALE_KEYS_KEPT && !built.contains_key(&voucher_id) {
+            built.clear();
+        }
+        built.entry(voucher_id).or_insert_with(|| Arc::new(SaleKeys::new(&self.namespace, voucher_id))).clone()
     }
 }
 

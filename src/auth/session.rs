@@ -37,10 +37,13 @@ impl Secrets {
         Ok(Self { key, admin_token, secure })
     }
 
-    /// The user id of a valid, unexpired session cookie in these headers.
+    /// The user id of a valid, unexpired session cookie in these headers. Every grab
+    /// asks, so only the session cookie is decoded (the last one sent, as a jar keeps).
     pub fn session_user(&self, headers: &HeaderMap) -> Option<i64> {
-        let jar = jar_of(headers);
-        let cookie = jar.signed(&self.key).get(&self.name(SESSION_COOKIE))?;
+        let name = self.name(SESSION_COOKIE);
+        let (_, value) = sent_cookies(headers).filter(|(n, _)| *n == name).last()?;
+        let sent = Cookie::parse_encoded(format!("{name}={value}")).ok()?;
+        let cookie = CookieJar::new().signed(&self.key).verify(sent)?;
         let (user, expires) = cookie.value().split_once('.')?;
         unexpired(expires)?;
         user.parse().ok()
@@ -107,6 +110,13 @@ impl Secrets {
             .max_age(cookie::time::Duration::seconds(max_age_secs))
             .build()
     }
+}
+
+/// The `(name, value)` pairs of the `Cookie` headers, as sent (values still encoded).
+pub fn sent_cookies(headers: &HeaderMap) -> impl Iterator<Item = (&str, &str)> {
+    let values = headers.get_all(header::COOKIE).into_iter().filter_map(|v| v.to_str().ok());
+    let pairs = values.flat_map(|v| v.split(';')).filter_map(|pair| pair.split_once('='));
+    pairs.map(|(name, value)| (name.trim(), value.trim()))
 }
 
 /// True for the session cookie's name, with or without the `__Host-` prefix.

@@ -92,7 +92,7 @@ async fn sample(
     prev: &mut HashMap<i64, Prev>,
 ) -> Result<Snapshot, BackendError> {
     let rows = vouchers::live(&backend.db, SHOWN_AFTER_END_MS).await?;
-    let keys: Vec<SaleKeys> = rows.iter().map(|r| backend.keys(r.id)).collect();
+    let keys: Vec<Arc<SaleKeys>> = rows.iter().map(|r| backend.keys(r.id)).collect();
     let figures = read_figures(backend, &keys).await?;
     let at_ms = chrono::Utc::now().timestamp_millis();
     let vouchers = rows
@@ -143,7 +143,7 @@ fn record(voucher_id: i64, n: &RedisFigures, sold_out: bool) {
 
 /// Runs `lua/sample.lua` for each voucher, all at once: each call stays in its
 /// voucher's slot, and the multiplexed connections write them back to back.
-async fn read_figures(backend: &Backend, keys: &[SaleKeys]) -> RedisResult<Vec<RedisFigures>> {
+async fn read_figures(backend: &Backend, keys: &[Arc<SaleKeys>]) -> RedisResult<Vec<RedisFigures>> {
     let script = &backend.scripts.sample;
     let calls = keys.iter().map(|k| {
         let mut redis = backend.redis.clone();

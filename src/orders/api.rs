@@ -111,7 +111,7 @@ async fn not_saved_yet(backend: &Backend, order_id: i64, user_id: i64) -> AppRes
     if live.is_empty() {
         return Ok(ErrorCode::UnknownOrder);
     }
-    let asks = live.iter().map(|v| redis::Cmd::hget(backend.keys(v.id).results, order_id));
+    let asks = live.iter().map(|v| redis::Cmd::hget(&backend.keys(v.id).results, order_id));
     let results = backend.redis.query_each::<Option<String>>(asks).await.into_iter().collect::<Result<Vec<_>, _>>()?;
     let queued = results
         .iter()

@@ -1,19 +1,29 @@
-//! What every `/api/...` call goes through, whatever its endpoint:
-//! - [`same_site_json`]: a state-changing call must carry JSON and come from this site,
-//!   so a cross-site form (which can send `text/plain` or a form body, with the
-//!   shopper's cookies) can neither grab, nor sign anyone in or out, nor act as admin;
-//! - [`status_from_code`]: a refusal gets the HTTP status its error code calls for, and
-//!   a wrong method the JSON error shape;
+//! The front door: [`front`], the one middleware every request passes. It times and
+//! counts the request ([`ops`]), names the caller and holds back one over its rate
+//! ([`rate_limit`]), and for `/api/...` calls applies the API's own rules:
+//! - a state-changing call must carry JSON and come from this site, so a cross-site
+//!   form (which can send `text/plain` or a form body, with the shopper's cookies) can
+//!   neither grab, nor sign anyone in or out, nor act as admin;
+//! - a refusal gets the HTTP status its error code calls for, and a wrong method the
+//!   JSON error shape;
 //! - [`not_found`]: an unknown path answers the JSON error shape too.
+//!
+//! One layer, not one per concern: each layer costs every request a boxed future and
+//! a clone of the router behind it, and a storm is nothing but requests.
 
+use super::{
+    ops,
+    rate_limit::{self, Limits},
+};
 use crate::error::{AppError, ErrorCode};
 use axum::{
     body::{to_bytes, Body},
-    extract::Request,
+    extract::{ConnectInfo, Request, State},
     http::{header, HeaderMap, Method, StatusCode},
     middleware::Next,
     response::{IntoResponse, Response},
 };
+use std::{net::SocketAddr, sync::Arc, time::Instant};
 
 /// Error bodies are small; anything larger is not ours and is passed on untouched.
 const MAX_ERROR_BODY: usize = 64 * 1024;
@@ -23,14 +33,33 @@ pub fn refusal(code: ErrorCode) -> Response {
     AppError::new(code).into_response()
 }
 
-/// Refuses state-changing API calls that are not JSON or come from another site.
-pub async fn same_site_json(req: Request, next: Next) -> Response {
-    if req.method() == Method::POST && req.uri().path().starts_with("/api/") {
+/// The middleware (see the module's doc).
+pub async fn front(
+    State(limits): State<Arc<Limits>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let route = ops::route_label(req.uri().path());
+    let started = Instant::now();
+    let response = pass(&limits, peer, req, next).await;
+    ops::record(route, started.elapsed(), response.status());
+    response
+}
+
+async fn pass(limits: &Limits, peer: SocketAddr, mut req: Request, next: Next) -> Response {
+    if let Err(refused) = rate_limit::admit(limits, peer, &mut req) {
+        return refused;
+    }
+    if !req.uri().path().starts_with("/api/") {
+        return next.run(req).await;
+    }
+    if req.method() == Method::POST {
         if let Err(code) = check_same_site_json(req.headers()) {
             return refusal(code);
         }
     }
-    next.run(req).await
+    status_from_code(next.run(req).await).await
 }
 
 fn check_same_site_json(headers: &HeaderMap) -> Result<(), ErrorCode> {
@@ -57,21 +86,19 @@ pub async fn not_found() -> Response {
     refusal(ErrorCode::NotFound)
 }
 
-/// Gives `/api/...` refusals the HTTP status their error code calls for. The
+/// Gives an `/api/...` refusal the HTTP status its error code calls for. The
 /// server-function layer answers every error with 500, including bodies it could not
 /// decode (the caller's fault). Mapping here, from the JSON error body, keeps one rule
 /// for all endpoints: 4xx for the caller's fault, 5xx only for ours.
-pub async fn status_from_code(req: Request, next: Next) -> Response {
-    let is_api = req.uri().path().starts_with("/api/");
-    let res = next.run(req).await;
-    if is_api && res.status() == StatusCode::METHOD_NOT_ALLOWED {
+async fn status_from_code(res: Response) -> Response {
+    if res.status() == StatusCode::METHOD_NOT_ALLOWED {
         let mut refused = refusal(ErrorCode::MethodNotAllowed);
         if let Some(allow) = res.headers().get(header::ALLOW) {
             refused.headers_mut().insert(header::ALLOW, allow.clone());
         }
         return refused;
     }
-    if !is_api || res.status() != StatusCode::INTERNAL_SERVER_ERROR {
+    if res.status() != StatusCode::INTERNAL_SERVER_ERROR {
         return res;
     }
     let (mut parts, body) = res.into_parts();

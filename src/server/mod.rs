@@ -132,8 +132,7 @@ async fn run(
         signal.await;
         on_signal.fire();
     });
-    let app = router(state, config.max_requests, Duration::from_millis(config.request_timeout_ms))
-        .layer(axum::middleware::from_fn_with_state(limits, rate_limit::limit));
+    let app = router(state, limits, config.max_requests, Duration::from_millis(config.request_timeout_ms));
     let header_timeout = Duration::from_millis(config.header_timeout_ms);
     http::serve(listener, app, header_timeout, STOP_GRACE, shutdown.wait()).await;
     // Also when serving failed: the background tasks must stop either way. Each
@@ -173,10 +172,11 @@ async fn spawn_background(
 /// How long a stop waits for requests in flight, and then for background tasks.
 const STOP_GRACE: Duration = Duration::from_secs(10);
 
-/// The routes: pages, the `/api/...` server functions, static files, the live feed.
+/// The routes: pages, the `/api/...` server functions, static files, the live feed,
+/// all behind the front door (`api_guard::front`: metrics, rate limits, API rules).
 /// At most `max_requests` are served at once (more answer 503 at once), each within
 /// `request_timeout` (then 503); live feeds, which stay open, have caps of their own.
-pub fn router(state: AppState, max_requests: usize, request_timeout: Duration) -> Router {
+fn router(state: AppState, limits: Arc<rate_limit::Limits>, max_requests: usize, request_timeout: Duration) -> Router {
     // The hottest endpoints skip the server-function layer (`sale::routes`).
     let routes = generate_route_list_with_exclusions(App, Some(sale::routes::paths()));
     let options = state.leptos_options.clone();
@@ -198,9 +198,7 @@ pub fn router(state: AppState, max_requests: usize, request_timeout: Duration) -
         .fallback(leptos_axum::file_and_error_handler::<AppState, _>(shell))
         .layer(capped)
         .route("/api/live", get(sse::live))
-        .layer(axum::middleware::from_fn(api_guard::status_from_code))
-        .layer(axum::middleware::from_fn(api_guard::same_site_json))
-        .layer(axum::middleware::from_fn(ops::track))
+        .layer(axum::middleware::from_fn_with_state(limits, api_guard::front))
         .with_state(state)
 }
 

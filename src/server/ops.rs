@@ -10,17 +10,12 @@ use crate::{
 use axum::{
     extract::{Request, State},
     http::{header, StatusCode},
-    middleware::Next,
     response::{IntoResponse, Response},
     Json,
 };
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use serde_json::json;
-use std::{
-    collections::HashSet,
-    sync::OnceLock,
-    time::{Duration, Instant},
-};
+use std::{collections::HashSet, sync::OnceLock, time::Duration};
 
 /// Upper bounds (seconds) of the latency histograms: from 100 µs to 10 s.
 const LATENCY_BUCKETS: [f64; 14] =
@@ -77,25 +72,21 @@ pub async fn metrics(State(state): State<AppState>, request: Request) -> Respons
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], handle.render()).into_response()
 }
 
-/// Times every request by route and counts answers by status class.
-pub async fn track(request: Request, next: Next) -> Response {
-    let route = route_label(request.uri().path());
-    let started = Instant::now();
-    let response = next.run(request).await;
-    let status = match response.status().as_u16() {
+/// Records one answered request: its time by route, and its status class.
+pub(super) fn record(route: &'static str, took: Duration, status: StatusCode) {
+    let class = match status.as_u16() {
         200..=299 => "2xx",
         300..=399 => "3xx",
         400..=499 => "4xx",
         _ => "5xx",
     };
-    metrics::histogram!("seckill_http_request_seconds", "route" => route).record(started.elapsed());
-    metrics::counter!("seckill_http_responses_total", "route" => route, "status" => status).increment(1);
-    response
+    metrics::histogram!("seckill_http_request_seconds", "route" => route).record(took);
+    metrics::counter!("seckill_http_responses_total", "route" => route, "status" => class).increment(1);
 }
 
 /// A request's route as a metric label: a server function's path, a page, `static`,
 /// or `other`. Never the raw path, so callers cannot grow the label set.
-fn route_label(path: &str) -> &'static str {
+pub(super) fn route_label(path: &str) -> &'static str {
     static KNOWN: OnceLock<HashSet<&'static str>> = OnceLock::new();
     let known = KNOWN.get_or_init(|| {
         let mut known: HashSet<&'static str> = server_fn::axum::server_fn_paths().map(|(p, _)| p).collect();

@@ -7,11 +7,15 @@
 //! (`SECKILL_TRUSTED_PROXY`), the last address that proxy appended to
 //! `X-Forwarded-For`: a header anyone else sends is ignored.
 
-use crate::{auth::session::is_session_cookie, error::AppError, error::ErrorCode, state::ClientIp};
+use crate::{
+    auth::session::{is_session_cookie, sent_cookies},
+    error::AppError,
+    error::ErrorCode,
+    state::ClientIp,
+};
 use axum::{
-    extract::{ConnectInfo, Request, State},
+    extract::Request,
     http::{header, HeaderMap, HeaderValue},
-    middleware::Next,
     response::{IntoResponse, Response},
 };
 use governor::{
@@ -21,7 +25,6 @@ use governor::{
 use std::{
     net::{IpAddr, SocketAddr},
     num::NonZeroU32,
-    sync::Arc,
     time::Duration,
 };
 
@@ -90,34 +93,23 @@ fn quota(per_second: u32) -> Option<Quota> {
 /// The session cookie's value as sent (signed or not: an unsigned one is refused later,
 /// and rotating forged values only meets the per-address limit).
 fn session_of(headers: &HeaderMap) -> Option<String> {
-    headers.get_all(header::COOKIE).iter().filter_map(|v| v.to_str().ok()).flat_map(|v| v.split(';')).find_map(|pair| {
-        let (name, value) = pair.trim().split_once('=')?;
-        is_session_cookie(name).then(|| value.to_owned())
-    })
+    sent_cookies(headers).find(|(name, _)| is_session_cookie(name)).map(|(_, value)| value.to_owned())
 }
 
-/// The middleware: records who is calling (for the handlers, as [`ClientIp`]), then
-/// holds back a caller over its limits.
-pub async fn limit(
-    State(limits): State<Arc<Limits>>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    mut req: Request,
-    next: Next,
-) -> Response {
+/// Records who is calling (for the handlers, as [`ClientIp`]), then holds back a
+/// caller over its limits: `Err` is the refusal to send.
+pub fn admit(limits: &Limits, peer: SocketAddr, req: &mut Request) -> Result<(), Response> {
     let client = limits.client(peer.ip(), req.headers());
     req.extensions_mut().insert(ClientIp(client));
     if !LIMITED.contains(&req.uri().path()) {
-        return next.run(req).await;
+        return Ok(());
     }
-    match limits.check(|| session_of(req.headers()), client) {
-        Ok(()) => next.run(req).await,
-        Err(wait) => {
-            let mut refused = AppError::new(ErrorCode::RateLimited).into_response();
-            let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
-            refused.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs.max(1)));
-            refused
-        }
-    }
+    limits.check(|| session_of(req.headers()), client).map_err(|wait| {
+        let mut refused = AppError::new(ErrorCode::RateLimited).into_response();
+        let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+        refused.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs.max(1)));
+        refused
+    })
 }
 
 #[cfg(test)]

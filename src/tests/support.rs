@@ -5,6 +5,7 @@ use reqwest::StatusCode;
 use seckill::backend::Db;
 use seckill::backend::RedisConn;
 pub use seckill::client::Shopper;
+use seckill::sale::keys::SaleKeys;
 use seckill::{client::ApiClient, config::Config, server};
 use serde_json::{json, Value};
 use std::{future::Future, sync::Arc, time::Duration};
@@ -233,8 +234,8 @@ impl TestApp {
         }
     }
 
-    pub fn keys(&self, voucher_id: i64) -> seckill::sale::keys::SaleKeys {
-        self.backend().keys(voucher_id)
+    pub fn keys(&self, voucher_id: i64) -> SaleKeys {
+        SaleKeys::clone(&self.backend().keys(voucher_id))
     }
 
     /// A handle on this app's stores, as its background tasks hold one.

@@ -65,7 +65,7 @@ pub(super) struct Reader {
     pub(super) settings: WorkerSettings,
     /// The voucher as last read from the database (re-read before every rebuild).
     voucher: VoucherRow,
-    pub(super) keys: SaleKeys,
+    pub(super) keys: Arc<SaleKeys>,
     phase: Phase,
     backoff: Duration,
     /// Pause before the next read when the last found nothing.

@@ -48,8 +48,8 @@ pub async fn front(
 }
 
 async fn pass(limits: &Limits, peer: SocketAddr, mut req: Request, next: Next) -> Response {
-    if let Err(refused) = rate_limit::admit(limits, peer, &mut req) {
-        return refused;
+    if let Err(wait) = rate_limit::admit(limits, peer, &mut req) {
+        return rate_limit::refusal(wait);
     }
     if !req.uri().path().starts_with("/api/") {
         return next.run(req).await;

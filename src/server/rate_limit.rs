@@ -97,19 +97,22 @@ fn session_of(headers: &HeaderMap) -> Option<String> {
 }
 
 /// Records who is calling (for the handlers, as [`ClientIp`]), then holds back a
-/// caller over its limits: `Err` is the refusal to send.
-pub fn admit(limits: &Limits, peer: SocketAddr, req: &mut Request) -> Result<(), Response> {
+/// caller over its limits: `Err` is how long it must wait (see [`refusal`]).
+pub fn admit(limits: &Limits, peer: SocketAddr, req: &mut Request) -> Result<(), Duration> {
     let client = limits.client(peer.ip(), req.headers());
     req.extensions_mut().insert(ClientIp(client));
     if !LIMITED.contains(&req.uri().path()) {
         return Ok(());
     }
-    limits.check(|| session_of(req.headers()), client).map_err(|wait| {
-        let mut refused = AppError::new(ErrorCode::RateLimited).into_response();
-        let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
-        refused.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs.max(1)));
-        refused
-    })
+    limits.check(|| session_of(req.headers()), client)
+}
+
+/// The 429 `rate_limited` answer, with `Retry-After` in whole seconds.
+pub fn refusal(wait: Duration) -> Response {
+    let mut refused = AppError::new(ErrorCode::RateLimited).into_response();
+    let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+    refused.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs.max(1)));
+    refused
 }
 
 #[cfg(test)]

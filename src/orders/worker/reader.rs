@@ -4,6 +4,7 @@
 use super::WorkerSettings;
 use crate::{
     backend::{Backend, BackendError, RedisConn},
+    config::MAX_BATCH,
     orders::{
         give_back::GiveBack,
         settle::settle,
@@ -17,6 +18,7 @@ use crate::{
         DRAIN_GRACE_MS,
     },
 };
+use futures::FutureExt;
 use redis::{
     streams::{StreamId, StreamPendingCountReply, StreamReadOptions, StreamReadReply},
     AsyncCommands,
@@ -39,6 +41,11 @@ const MAX_BACKOFF: Duration = Duration::from_secs(5);
 const FIRST_IDLE: Duration = Duration::from_millis(5);
 /// How long readers save without waiting for replicas after a wait ran out.
 const SHORT_REPLICAS_PAUSE: Duration = Duration::from_secs(5);
+/// How many batches' worth a read takes while this process's gate is quiet. During a
+/// storm, small batches leave the CPU to the grabs (the backlog waits in Redis, where
+/// it is safe); once the grabs stop, large ones drain the backlog sooner (one
+/// transaction and one acknowledgement for many orders).
+const DRAIN_BATCHES: usize = 5;
 
 /// Where a reader stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,6 +77,8 @@ pub(super) struct Reader {
     backoff: Duration,
     /// Pause before the next read when the last found nothing.
     idle: Duration,
+    /// The bell rang while this reader waited for it: grabs are coming in.
+    rang: bool,
     /// When entries left idle by other consumers are next looked for.
     pub(super) next_recover: Instant,
     /// Times the database refused an entry on its own, by entry id.
@@ -124,6 +133,7 @@ impl Reader {
             phase: Phase::Joining,
             backoff: FIRST_BACKOFF,
             idle: FIRST_IDLE,
+            rang: false,
             next_recover: Instant::now(),
             poison_strikes: HashMap::new(),
         }
@@ -146,7 +156,10 @@ impl Reader {
                 Ok(false) => {
                     self.backoff = FIRST_BACKOFF;
                     tokio::select! {
-                        _ = self.bell.notified() => self.idle = FIRST_IDLE,
+                        _ = self.bell.notified() => {
+                            self.idle = FIRST_IDLE;
+                            self.rang = true;
+                        }
                         _ = tokio::time::sleep(self.idle) => {
                             self.idle = (self.idle * 2).min(Duration::from_millis(self.settings.poll_ms.max(1)));
                         }
@@ -246,9 +259,13 @@ impl Reader {
     }
 
     /// Reads new entries (`>`), or this consumer's own pending ones (`0`), without
-    /// blocking.
+    /// blocking: a batch while this process's gate grants here, [`DRAIN_BATCHES`]
+    /// batches' worth while it is quiet.
     async fn read(&mut self, own_pending: bool) -> Result<Vec<Entry>, BackendError> {
-        let opts = StreamReadOptions::default().group(GROUP, &self.settings.consumer).count(self.settings.batch_size);
+        let granting = std::mem::take(&mut self.rang) || self.bell.notified().now_or_never().is_some();
+        let batch = self.settings.batch_size;
+        let count = if granting { batch } else { batch.saturating_mul(DRAIN_BATCHES).min(MAX_BATCH).max(batch) };
+        let opts = StreamReadOptions::default().group(GROUP, &self.settings.consumer).count(count);
         let id = if own_pending { "0" } else { ">" };
         let reply: Option<StreamReadReply> = self.redis.xread_options(&[&self.keys.orders], &[id], &opts).await?;
         let entries: Vec<Entry> =

@@ -49,7 +49,8 @@ pub struct Config {
     #[arg(long, env = "SECKILL_WORKER_NAME")]
     pub worker_name: Option<String>,
 
-    /// Orders read and written per batch.
+    /// Orders the worker reads and writes per batch while this process grants (five
+    /// times that once it is quiet: the backlog of a storm drains sooner).
     #[arg(long, env = "SECKILL_BATCH_SIZE", default_value_t = 200)]
     pub batch_size: usize,
 

@@ -45,9 +45,9 @@ const INSERT_CHUNK: usize = 100;
 /// already has one, and take one unit of database stock per inserted order. Each
 /// order must be paid within `pay_timeout_ms` of its grab (the time in its id).
 ///
-/// One multi-row insert per [`INSERT_CHUNK`] orders and one stock update per voucher; only when
-/// the database has less stock than Redis granted (Redis was rebuilt with too much)
-/// does it go order by order, to say which ones found no stock.
+/// One multi-row insert per [`INSERT_CHUNK`] orders and one stock update per voucher;
+/// only when the database has less stock than Redis granted (Redis was rebuilt with
+/// too much) does it go order by order, to say which ones found no stock.
 pub async fn persist(db: &Db, batch: &[OrderMsg], pay_timeout_ms: i64) -> sqlx::Result<Vec<Outcome>> {
     let mut tx = db.begin().await?;
     let mut vouchers: Vec<i64> = batch.iter().map(|m| m.voucher_id).collect();

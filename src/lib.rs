@@ -11,6 +11,8 @@
 //! - `orders`: order SQL and the stream worker.
 //! - `live`: the sampler, sale events and the live dashboard feed.
 //! - `server` (server only): start-up, router, a private redis-server for dev runs.
+//! - `rfc3339`: how the browser reads the API's times (keeps chrono's general parser
+//!   out of the WASM).
 //!
 //! Server-only code sits behind the `ssr` feature; `hydrate` builds the browser side.
 
@@ -21,6 +23,7 @@ pub mod error;
 pub mod live;
 pub mod orders;
 pub mod pages;
+pub mod rfc3339;
 pub mod sale;
 pub mod voucher;
 

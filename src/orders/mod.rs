@@ -35,8 +35,10 @@ pub struct Order {
     /// `unpaid`, `paid` or `cancelled`.
     pub status: String,
     /// When it was granted (to the second).
+    #[serde(deserialize_with = "crate::rfc3339::deserialize")]
     pub created_at: DateTime<Utc>,
     /// An order still unpaid at this moment is cancelled.
+    #[serde(deserialize_with = "crate::rfc3339::deserialize")]
     pub pay_deadline: DateTime<Utc>,
     /// Why a cancelled order was cancelled: `timeout` or `shopper`.
     pub cancel_reason: Option<String>,

@@ -22,7 +22,9 @@ pub struct Voucher {
     pub stock: i64,
     /// Units not yet granted: Redis during the sale, the database when Redis lacks it.
     pub remaining: i64,
+    #[serde(deserialize_with = "crate::rfc3339::deserialize")]
     pub begins_at: DateTime<Utc>,
+    #[serde(deserialize_with = "crate::rfc3339::deserialize")]
     pub ends_at: DateTime<Utc>,
 }
 

@@ -18,6 +18,7 @@
 //!
 //! This file is the supervisor: it starts a reader for each voucher that goes live.
 
+mod entry;
 mod reader;
 mod recover;
 mod wake;

@@ -1,7 +1,7 @@
 //! One voucher's reader: joins the voucher's consumer group, drains its own pending
 //! list, then reads new entries in batches, persists them and records the outcomes.
 
-use super::WorkerSettings;
+use super::{entry::Entry, WorkerSettings};
 use crate::{
     backend::{Backend, BackendError, RedisConn},
     config::MAX_BATCH,
@@ -20,8 +20,8 @@ use crate::{
 };
 use futures::FutureExt;
 use redis::{
-    streams::{StreamId, StreamPendingCountReply, StreamReadOptions, StreamReadReply},
-    AsyncCommands,
+    streams::{StreamPendingCountReply, StreamReadOptions},
+    AsyncCommands, Value,
 };
 use std::{
     collections::HashMap,
@@ -83,33 +83,6 @@ pub(super) struct Reader {
     pub(super) next_recover: Instant,
     /// Times the database refused an entry on its own, by entry id.
     pub(super) poison_strikes: HashMap<String, u64>,
-}
-
-/// One stream entry: its id and the order it carries (`None` when malformed).
-pub(super) struct Entry {
-    pub id: String,
-    pub msg: Option<OrderMsg>,
-    /// The entry as read, kept (not copied) for the dead-letter stream should it be refused.
-    pub read: StreamId,
-}
-
-impl Entry {
-    /// Reads the fields the gate writes (`order`, `user`, `voucher`).
-    pub fn parse(e: StreamId) -> Self {
-        let field = |name: &str| e.get::<String>(name).and_then(|v| v.parse::<i64>().ok());
-        let msg =
-            (|| Some(OrderMsg { voucher_id: field("voucher")?, order_id: field("order")?, user_id: field("user")? }))();
-        Self { id: e.id.clone(), msg, read: e }
-    }
-
-    /// Its fields as `name=value` pairs, sorted by name (only for refused entries).
-    fn raw(&self) -> String {
-        let mut names: Vec<&String> = self.read.map.keys().collect();
-        names.sort();
-        let pairs: Vec<String> =
-            names.iter().map(|k| format!("{k}={}", self.read.get::<String>(k).unwrap_or_default())).collect();
-        pairs.join(" ")
-    }
 }
 
 impl Reader {
@@ -267,9 +240,8 @@ impl Reader {
         let count = if granting { batch } else { batch.saturating_mul(DRAIN_BATCHES).min(MAX_BATCH).max(batch) };
         let opts = StreamReadOptions::default().group(GROUP, &self.settings.consumer).count(count);
         let id = if own_pending { "0" } else { ">" };
-        let reply: Option<StreamReadReply> = self.redis.xread_options(&[&self.keys.orders], &[id], &opts).await?;
-        let entries: Vec<Entry> =
-            reply.into_iter().flat_map(|r| r.keys).flat_map(|stream| stream.ids).map(Entry::parse).collect();
+        let reply: Value = self.redis.xread_options(&[&self.keys.orders], &[id], &opts).await?;
+        let entries = Entry::from_read(reply)?;
         if !entries.is_empty() {
             self.wait_for_replicas().await?;
         }

@@ -2,7 +2,7 @@
 //! try for entries delivered too often, and dead-lettering what the database keeps
 //! refusing while it answers.
 
-use super::reader::{Entry, Reader};
+use super::{entry::Entry, reader::Reader};
 use crate::{
     backend::BackendError,
     orders::store::{self, Burial, Outcome},
@@ -47,13 +47,13 @@ impl Reader {
             .map(|p| p.id.clone())
             .collect();
         let ids: Vec<String> = pending.ids.into_iter().map(|p| p.id).collect();
-        let claimed: redis::streams::StreamClaimReply = self
+        let claimed: redis::Value = self
             .redis
             .xclaim(&self.keys.orders, GROUP, &self.settings.consumer, self.settings.claim_idle_ms, &ids)
             .await?;
-        tracing::info!(stream = %self.keys.orders, claimed = claimed.ids.len(), "took over idle orders");
-        let (last_tries, fresh): (Vec<Entry>, Vec<Entry>) =
-            claimed.ids.into_iter().map(Entry::parse).partition(|e| worn.contains(&e.id));
+        let claimed = Entry::from_claim(claimed)?;
+        tracing::info!(stream = %self.keys.orders, claimed = claimed.len(), "took over idle orders");
+        let (last_tries, fresh): (Vec<Entry>, Vec<Entry>) = claimed.into_iter().partition(|e| worn.contains(&e.id));
         self.handle(fresh).await?;
         for e in last_tries {
             self.last_try(e).await?;

@@ -56,16 +56,19 @@ pub async fn persist(db: &Db, batch: &[OrderMsg], pay_timeout_ms: i64) -> sqlx::
     for &voucher_id in &vouchers {
         lock_voucher(&mut tx, voucher_id).await?;
     }
-    let mut inserted = std::collections::HashSet::new();
+    // Orders in chunks the insert did not take whole: a redelivery, a buried order, a
+    // second order of one shopper (rare). Only they cost a query each, to say which.
+    let mut unsure = std::collections::HashSet::new();
     for &voucher_id in &vouchers {
         let orders: Vec<&OrderMsg> = batch.iter().filter(|m| m.voucher_id == voucher_id).collect();
+        let mut taken = 0;
         for chunk in orders.chunks(INSERT_CHUNK) {
-            inserted.extend(insert_new(&mut tx, voucher_id, chunk, pay_timeout_ms).await?);
+            let inserted = insert_new(&mut tx, voucher_id, chunk, pay_timeout_ms).await?;
+            if inserted < chunk.len() as u64 {
+                unsure.extend(chunk.iter().map(|m| m.order_id));
+            }
+            taken += inserted;
         }
-    }
-    let voucher_of: std::collections::HashMap<i64, i64> = batch.iter().map(|m| (m.order_id, m.voucher_id)).collect();
-    for &voucher_id in &vouchers {
-        let taken = inserted.iter().filter(|id| voucher_of.get(id) == Some(&voucher_id)).count();
         if taken > 0 && !take_stock(&mut tx, voucher_id, taken as i64).await? {
             tx.rollback().await?;
             return persist_one_by_one(db, batch, pay_timeout_ms).await;
@@ -73,27 +76,25 @@ pub async fn persist(db: &Db, batch: &[OrderMsg], pay_timeout_ms: i64) -> sqlx::
     }
     let mut outcomes = Vec::with_capacity(batch.len());
     for m in batch {
-        // Only what the insert skipped (a redelivery, a buried order, a second order of
-        // one shopper: rare) costs a query.
-        let outcome = if inserted.contains(&m.order_id) { Outcome::Persisted } else { classify(&mut tx, m).await? };
+        let outcome = if unsure.contains(&m.order_id) { classify(&mut tx, m).await? } else { Outcome::Persisted };
         outcomes.push(outcome);
     }
     tx.commit().await?;
     Ok(outcomes)
 }
 
-/// Inserts the orders of one voucher not yet stored, not buried, and whose shopper
-/// holds no other live order; returns the ids it inserted. Each order binds two values
-/// (its id and its shopper): the grab time comes from the id in SQL (ids carry their
-/// second since the ids epoch), and the voucher and the time to pay are bound once.
-/// SQLite looks a parameter's name up by walking a list, so binding costs grow with
-/// the square of the parameters in a statement: fewer per order is much cheaper.
-async fn insert_new(
-    tx: &mut Tx<'_>,
-    voucher_id: i64,
-    chunk: &[&OrderMsg],
-    pay_timeout_ms: i64,
-) -> sqlx::Result<Vec<i64>> {
+/// Inserts the orders of one voucher not buried, not yet stored and whose shopper holds
+/// no other live order (the two unique keys of `orders`: any conflict skips the row);
+/// returns how many it inserted. Not which: on SQLite each row a statement returns is
+/// a hand-over between threads, and nearly always every order of a chunk goes in
+/// (returning the ids doubled the CPU of persisting an order).
+///
+/// Each order binds two values (its id and its shopper): the grab time comes from the
+/// id in SQL (ids carry their second since the ids epoch), and the voucher and the time
+/// to pay are bound once. SQLite looks a parameter's name up by walking a list, so
+/// binding costs grow with the square of the parameters in a statement: fewer per
+/// order is much cheaper.
+async fn insert_new(tx: &mut Tx<'_>, voucher_id: i64, chunk: &[&OrderMsg], pay_timeout_ms: i64) -> sqlx::Result<u64> {
     let rows: Vec<String> =
         (0..chunk.len()).map(|i| format!("(CAST(${} AS BIGINT), CAST(${} AS BIGINT))", 2 * i + 4, 2 * i + 5)).collect();
     // VALUES columns are column1, column2 in both engines.
@@ -102,15 +103,14 @@ async fn insert_new(
          SELECT v.column1, CAST($1 AS BIGINT), v.column2, 'unpaid', ((v.column1 >> 32) + CAST($2 AS BIGINT)) * 1000, \
          ((v.column1 >> 32) + CAST($2 AS BIGINT)) * 1000 + CAST($3 AS BIGINT) FROM (VALUES {}) AS v \
          WHERE NOT EXISTS (SELECT 1 FROM dead_letters d WHERE d.order_id = v.column1) \
-         AND NOT EXISTS (SELECT 1 FROM orders o WHERE o.id = v.column1) \
-         ON CONFLICT (voucher_id, user_id) WHERE status <> 'cancelled' DO NOTHING RETURNING id",
+         ON CONFLICT DO NOTHING",
         rows.join(", ")
     );
-    let mut query = sqlx::query_scalar(&sql).bind(voucher_id).bind(crate::ids::EPOCH_SECS).bind(pay_timeout_ms);
+    let mut query = sqlx::query(&sql).bind(voucher_id).bind(crate::ids::EPOCH_SECS).bind(pay_timeout_ms);
     for m in chunk {
         query = query.bind(m.order_id).bind(m.user_id);
     }
-    query.fetch_all(&mut **tx).await
+    Ok(query.execute(&mut **tx).await?.rows_affected())
 }
 
 /// Takes `units` of the voucher's database stock; false when it has fewer.
@@ -143,7 +143,7 @@ async fn persist_one_by_one(db: &Db, batch: &[OrderMsg], pay_timeout_ms: i64) ->
     for m in batch {
         lock_voucher(&mut tx, m.voucher_id).await?;
         let inserted = insert_new(&mut tx, m.voucher_id, &[m], pay_timeout_ms).await?;
-        let outcome = match inserted.is_empty() {
+        let outcome = match inserted == 0 {
             true => classify(&mut tx, m).await?,
             false if take_stock(&mut tx, m.voucher_id, 1).await? => Outcome::Persisted,
             false => {

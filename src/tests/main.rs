@@ -8,6 +8,7 @@ mod hostile;
 mod ids;
 mod lifecycle;
 mod live;
+mod migrations;
 mod ops;
 mod process;
 mod recovery;

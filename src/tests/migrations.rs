@@ -1,0 +1,56 @@
+//! Schema changes keep what an existing database holds.
+
+use sqlx::{migrate::Migrator, sqlite::SqlitePoolOptions};
+use std::borrow::Cow;
+
+/// The SQLite migration that rebuilds `orders` around the rowid.
+const ROWID_ORDERS: i64 = 20261124000001;
+
+/// Every column of an order.
+type OrderRow = (i64, i64, i64, String, i64, i64, Option<i64>, Option<i64>, Option<String>);
+
+/// A database made by the migrations before the rebuild, with orders in every state,
+/// keeps them all through it; afterwards the id is the rowid (no second b-tree) and
+/// still refuses a duplicate, and one live order per shopper still holds.
+#[tokio::test]
+async fn sqlite_orders_survive_the_rowid_rebuild() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}?mode=rwc", dir.path().join("old.db").display());
+    let db = SqlitePoolOptions::new().max_connections(1).connect(&url).await.unwrap();
+    let all: Migrator = sqlx::migrate!("./migrations/sqlite");
+    let mut before = sqlx::migrate!("./migrations/sqlite");
+    before.migrations = Cow::Owned(all.migrations.iter().filter(|m| m.version < ROWID_ORDERS).cloned().collect());
+    before.run(&db).await.unwrap();
+    sqlx::raw_sql(
+        "INSERT INTO users (id, name, created_at) VALUES (1, 'ann', 0), (2, 'bob', 0), (3, 'cy', 0); \
+         INSERT INTO vouchers (id, title, stock, stock_left, begins_at, ends_at, created_at) VALUES (1, 'v', 9, 6, 0, 1, 0); \
+         INSERT INTO orders (id, voucher_id, user_id, status, created_at, pay_deadline) VALUES (8589934593, 1, 1, 'unpaid', 5, 7); \
+         INSERT INTO orders (id, voucher_id, user_id, status, created_at, pay_deadline, paid_at) VALUES (8589934594, 1, 2, 'paid', 5, 7, 6); \
+         INSERT INTO orders (id, voucher_id, user_id, status, created_at, pay_deadline, cancelled_at, cancel_reason) \
+             VALUES (8589934595, 1, 3, 'cancelled', 5, 7, 8, 'timeout');",
+    )
+    .execute(&db)
+    .await
+    .unwrap();
+    let dump =
+        "SELECT id, voucher_id, user_id, status, created_at, pay_deadline, paid_at, cancelled_at, cancel_reason \
+                FROM orders ORDER BY id";
+    let old: Vec<OrderRow> = sqlx::query_as(dump).fetch_all(&db).await.unwrap();
+
+    all.run(&db).await.unwrap();
+
+    let new: Vec<OrderRow> = sqlx::query_as(dump).fetch_all(&db).await.unwrap();
+    assert_eq!(new, old);
+    assert_eq!(old.len(), 3);
+    let autoindexes: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM sqlite_master WHERE tbl_name = 'orders' AND name LIKE 'sqlite_autoindex%'",
+    )
+    .fetch_one(&db)
+    .await
+    .unwrap();
+    assert_eq!(autoindexes, 0, "the id is the rowid, not an index of its own");
+    let insert = "INSERT INTO orders (id, voucher_id, user_id, status, created_at, pay_deadline) VALUES ($1, 1, $2, 'unpaid', 5, 7)";
+    assert!(sqlx::query(insert).bind(8589934593_i64).bind(3).execute(&db).await.is_err(), "duplicate id");
+    assert!(sqlx::query(insert).bind(8589934596_i64).bind(1).execute(&db).await.is_err(), "second live order");
+    sqlx::query(insert).bind(8589934597_i64).bind(3).execute(&db).await.unwrap();
+}

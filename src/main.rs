@@ -6,8 +6,9 @@
 /// the server spent 15 % less CPU per grab against Redis's (A/B, 4 runs each).
 /// Built without transparent huge pages (`no_thp`): mimalloc returns idle memory to
 /// the kernel, and each huge page touched again was zeroed whole, 2 MB at a time; in
-/// a 30k-grab storm that was 4 % of the server's CPU (perf), and without it the
-/// server spent 8 % less CPU per grab and peaked at 46 MB, not 70 (A/B, 5 runs).
+/// a 30k-grab storm that was 4 % of the server's CPU (perf). Without huge pages the
+/// server spent 62-66 µs of CPU per grab, not 65-73, and peaked at 45-46 MB, not
+/// 68-83 (one binary, MIMALLOC_ALLOW_THP=0/1: 3 runs without, 5 with).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -41,8 +41,9 @@ pub enum Burial {
 /// Full chunks are all one statement text, so each connection prepares it once.
 const INSERT_CHUNK: usize = 100;
 
-/// Persists a batch in one transaction: insert each order unless (voucher, user)
-/// already has one, and take one unit of database stock per inserted order. Each
+/// Persists a batch in one transaction: insert each order unless it is stored already,
+/// buried, or its shopper holds another live order of the voucher, and take one unit
+/// of database stock per inserted order. Each
 /// order must be paid within `pay_timeout_ms` of its grab (the time in its id).
 ///
 /// One multi-row insert per [`INSERT_CHUNK`] orders and one stock update per voucher;

@@ -1,7 +1,6 @@
 //! Stream entries as the worker reads them. Replies are taken apart as they come
-//! (owned), not through the `redis` crate's generic stream types: those copy every
-//! field into a map per entry, which at a few hundred entries a read cost the worker
-//! more than reading them.
+//! (owned): the strings are moved out of the reply. The `redis` crate's generic stream
+//! types copy every field into a map of its own per entry, and a read brings hundreds.
 
 use crate::orders::store::OrderMsg;
 use redis::{ErrorKind, RedisError, RedisResult, Value};

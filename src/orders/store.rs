@@ -43,8 +43,8 @@ const INSERT_CHUNK: usize = 100;
 
 /// Persists a batch in one transaction: insert each order unless it is stored already,
 /// buried, or its shopper holds another live order of the voucher, and take one unit
-/// of database stock per inserted order. Each
-/// order must be paid within `pay_timeout_ms` of its grab (the time in its id).
+/// of database stock per inserted order. Each order must be paid within
+/// `pay_timeout_ms` of its grab (the time in its id).
 ///
 /// One multi-row insert per [`INSERT_CHUNK`] orders and one stock update per voucher;
 /// only when the database has less stock than Redis granted (Redis was rebuilt with

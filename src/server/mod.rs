@@ -146,8 +146,8 @@ async fn run(
 }
 
 /// The tasks that run beside HTTP until shutdown: the sale event listener, the live
-/// sampler, the rate limits' clean-up, the sweeper of unpaid orders and the worker
-/// (unless turned off).
+/// sampler, the rate limits' clean-up, the metrics' upkeep, the sweeper of unpaid
+/// orders and the worker (unless turned off).
 async fn spawn_background(
     config: &Config,
     state: &AppState,
@@ -160,6 +160,7 @@ async fn spawn_background(
         events::start(target.clone(), channel, state.sold_out.clone(), state.hub.clone(), shutdown.clone()).await?,
         sampler::spawn(backend.clone(), state.hub.clone(), state.sold_out.clone(), shutdown.clone()),
         forget_idle_callers(limits.clone(), shutdown.clone()),
+        ops::spawn_upkeep(shutdown.clone()),
         sweeper::spawn(backend.clone(), Duration::from_millis(config.sweep_ms), shutdown.clone()),
     ];
     if config.worker {

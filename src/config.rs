@@ -120,7 +120,7 @@ pub struct Config {
     #[arg(long, env = "SECKILL_MAX_FEEDS_PER_ADDRESS", default_value_t = 64)]
     pub max_feeds_per_address: usize,
 
-    /// Other requests served at once; more answer 503 at once rather than queueing.
+    /// Requests served at once (live feeds aside); more answer 503 at once rather than queueing.
     #[arg(long, env = "SECKILL_MAX_REQUESTS", default_value_t = 4_096)]
     pub max_requests: usize,
 

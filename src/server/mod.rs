@@ -13,7 +13,6 @@ use crate::{
     auth::Secrets,
     backend::{Backend, BackendError, Db, RedisTarget},
     config::Config,
-    error::ErrorCode,
     ids::OrderIds,
     live::{events, hub::Hub, sampler, slots::FeedSlots, sse},
     orders::{
@@ -26,9 +25,8 @@ use crate::{
     voucher::warm,
 };
 use axum::{
-    error_handling::HandleErrorLayer,
     routing::{any, get},
-    BoxError, Router,
+    Router,
 };
 use leptos::config::LeptosOptions;
 use leptos_axum::{generate_route_list_with_exclusions, LeptosRoutes};
@@ -36,7 +34,6 @@ use local_redis::LocalRedis;
 use sqlx::{any::AnyPoolOptions, Executor};
 use std::{future::Future, path::Path, sync::Arc, time::Duration};
 use tokio::net::TcpListener;
-use tower::ServiceBuilder;
 
 /// Why the server could not start or stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -132,7 +129,8 @@ async fn run(
         signal.await;
         on_signal.fire();
     });
-    let app = router(state, limits, config.max_requests, Duration::from_millis(config.request_timeout_ms));
+    let request_timeout = Duration::from_millis(config.request_timeout_ms);
+    let app = router(state, Arc::new(api_guard::Guard::new(limits, config.max_requests, request_timeout)));
     let header_timeout = Duration::from_millis(config.header_timeout_ms);
     http::serve(listener, app, header_timeout, STOP_GRACE, shutdown.wait()).await;
     // Also when serving failed: the background tasks must stop either way. Each
@@ -174,22 +172,17 @@ async fn spawn_background(
 const STOP_GRACE: Duration = Duration::from_secs(10);
 
 /// The routes: pages, the `/api/...` server functions, static files, the live feed,
-/// all behind the front door (`api_guard::front`: metrics, rate limits, API rules).
-/// At most `max_requests` are served at once (more answer 503 at once), each within
-/// `request_timeout` (then 503); live feeds, which stay open, have caps of their own.
-fn router(state: AppState, limits: Arc<rate_limit::Limits>, max_requests: usize, request_timeout: Duration) -> Router {
+/// all behind the front door (`api_guard::front`: metrics, rate limits, the request
+/// cap and timeout, API rules).
+fn router(state: AppState, guard: Arc<api_guard::Guard>) -> Router {
     // The hottest endpoints skip the server-function layer (`sale::routes`).
     let routes = generate_route_list_with_exclusions(App, Some(sale::routes::paths()));
     let options = state.leptos_options.clone();
-    let capped = ServiceBuilder::new()
-        .layer(HandleErrorLayer::new(|_: BoxError| async { api_guard::refusal(ErrorCode::Unavailable) }))
-        .load_shed()
-        .concurrency_limit(max_requests)
-        .timeout(request_timeout);
     Router::new()
         .route("/healthz", get(ops::healthz))
         .route("/readyz", get(ops::readyz))
         .route("/metrics", get(ops::metrics))
+        .route("/api/live", get(sse::live))
         .route("/api/{*rest}", any(api_guard::not_found))
         .merge(sale::routes::routes())
         .leptos_routes_with_context(&state, routes, || {}, {
@@ -197,9 +190,7 @@ fn router(state: AppState, limits: Arc<rate_limit::Limits>, max_requests: usize,
             move || shell(options.clone())
         })
         .fallback(leptos_axum::file_and_error_handler::<AppState, _>(shell))
-        .layer(capped)
-        .route("/api/live", get(sse::live))
-        .layer(axum::middleware::from_fn_with_state(limits, api_guard::front))
+        .layer(axum::middleware::from_fn_with_state(guard, api_guard::front))
         .with_state(state)
 }
 

@@ -219,6 +219,33 @@ async fn feed_caps_and_idle_sockets_leave_grabs_alone() {
     app.stop().await;
 }
 
+/// At most `max_requests` are served at once: one more answers 503 `unavailable` at
+/// once rather than queueing, a live feed (which stays open) takes no slot, and a
+/// slot given back serves again.
+#[tokio::test]
+async fn requests_over_the_cap_answer_503_at_once() {
+    use tokio::io::AsyncWriteExt;
+    let app = TestApp::with(Options { max_requests: 1, ..Options::default() }).await;
+    let healthz = format!("{}/healthz", app.base);
+    let status = || async { app.http.get(&healthz).send().await.unwrap().status() };
+    assert_eq!(status().await, 200);
+
+    // A body that never finishes holds the one slot.
+    let mut trickle = tokio::net::TcpStream::connect(app.base.trim_start_matches("http://")).await.unwrap();
+    let head = "POST /api/sign_in HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n";
+    trickle.write_all(format!("{head}{{\"name\":").as_bytes()).await.unwrap();
+    wait_until("the slot is taken", Duration::from_secs(10), || async { status().await == 503 }).await;
+    let refused = app.http.get(&healthz).send().await.unwrap();
+    assert_eq!(refused.status(), 503);
+    assert_eq!(code(&refused.json::<Value>().await.unwrap()), "unavailable");
+    let mut feed = Feed::open(&app, true).await;
+    assert!(feed.next(Duration::from_secs(10)).await.is_object(), "the feed is served with the slot taken");
+
+    drop(trickle);
+    wait_until("the slot is free again", Duration::from_secs(10), || async { status().await == 200 }).await;
+    app.stop().await;
+}
+
 /// A client that never finishes its headers, one that sends nothing, and a kept-alive
 /// connection left idle are all closed after the header timeout, while grabs go on; a
 /// body that never finishes answers 503 after the request timeout.

@@ -34,8 +34,9 @@ pub struct Options {
     pub max_feeds_per_address: usize,
     /// How long a client may take to send its headers.
     pub header_timeout_ms: u64,
-    /// Longest a request may take.
+    /// Longest a request may take, and how many are served at once.
     pub request_timeout_ms: u64,
+    pub max_requests: usize,
     /// Time to pay an order, and how often the sweeper looks for overdue ones.
     pub pay_timeout_ms: u64,
     pub sweep_ms: u64,
@@ -56,6 +57,7 @@ impl Default for Options {
             max_feeds_per_address: 64,
             header_timeout_ms: 10_000,
             request_timeout_ms: 30_000,
+            max_requests: 4_096,
             pay_timeout_ms: 1_200_000,
             sweep_ms: 500,
         }
@@ -145,6 +147,7 @@ impl TestApp {
         config.max_feeds_per_address = opts.max_feeds_per_address;
         config.header_timeout_ms = opts.header_timeout_ms;
         config.request_timeout_ms = opts.request_timeout_ms;
+        config.max_requests = opts.max_requests;
         config.pay_timeout_ms = opts.pay_timeout_ms;
         config.sweep_ms = opts.sweep_ms;
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -64,6 +64,10 @@ struct Hand {
     blocks: VecDeque<RangeInclusive<u64>>,
     /// The highest counter value taken today: the floor passed to the script.
     highest: u64,
+    /// Values left in `blocks`, kept as they change: at the start of a storm every
+    /// grab in flight finds the hand empty and fetches a block of its own, and
+    /// summing hundreds of blocks on every take cost more than the rest of it.
+    left: u64,
     refilling: bool,
 }
 
@@ -77,6 +81,7 @@ impl Hand {
     fn take(&mut self) -> Option<u64> {
         while let Some(block) = self.blocks.front_mut() {
             if let Some(value) = block.next() {
+                self.left -= 1;
                 return Some(value);
             }
             self.blocks.pop_front();
@@ -84,13 +89,10 @@ impl Hand {
         None
     }
 
-    fn left(&self) -> u64 {
-        self.blocks.iter().map(|b| b.end().saturating_sub(*b.start()) + u64::from(!b.is_empty())).sum()
-    }
-
     fn add(&mut self, day: NaiveDate, block: RangeInclusive<u64>) {
         if self.day == Some(day) {
             self.highest = self.highest.max(*block.end());
+            self.left += block.end().saturating_sub(*block.start()) + u64::from(!block.is_empty());
             self.blocks.push_back(block);
         }
     }
@@ -127,7 +129,7 @@ impl OrderIds {
         let mut hand = self.lock();
         hand.for_day(today);
         let value = hand.take()?;
-        if !hand.refilling && hand.left() <= u64::from(self.block_size / 2) {
+        if !hand.refilling && hand.left <= u64::from(self.block_size / 2) {
             hand.refilling = true;
             let (ids, mut redis, floor) = (self.clone(), redis.clone(), hand.highest);
             tokio::spawn(async move {
@@ -198,6 +200,21 @@ mod tests {
         let t = EPOCH_SECS + 1_000;
         assert!(compose(t, u32::MAX) < compose(t + 1, 0));
         assert!(compose(t, 1) < compose(t, 2));
+    }
+
+    #[test]
+    fn the_hand_counts_what_is_left() {
+        let day = NaiveDate::from_ymd_opt(2026, 11, 24).unwrap();
+        let mut hand = Hand::default();
+        hand.for_day(day);
+        hand.add(day, 1..=3);
+        hand.add(day, 10..=10);
+        assert_eq!(hand.left, 4);
+        let taken: Vec<u64> = std::iter::from_fn(|| hand.take()).collect();
+        assert_eq!(taken, [1, 2, 3, 10]);
+        assert_eq!(hand.left, 0);
+        hand.add(day.succ_opt().unwrap(), 20..=29);
+        assert_eq!(hand.left, 0, "a block of another day is dropped");
     }
 
     #[test]

@@ -48,7 +48,7 @@ const LIVE: &str = "/api/live";
 
 /// What the front door holds.
 pub struct Guard {
-    pub limits: Arc<Limits>,
+    limits: Arc<Limits>,
     /// One permit per request being served.
     slots: Semaphore,
     timeout: Duration,

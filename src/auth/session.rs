@@ -24,6 +24,8 @@ pub struct Secrets {
     admin_token: String,
     /// Cookies carry `Secure` and the `__Host-` prefix.
     secure: bool,
+    /// The session cookie's full name (prefixed or not), which every grab looks for.
+    session_name: String,
 }
 
 impl Secrets {
@@ -34,16 +36,19 @@ impl Secrets {
             Some(_) => return Err("SECKILL_SESSION_SECRET must be at least 32 bytes".into()),
             None => Key::generate(),
         };
-        Ok(Self { key, admin_token, secure })
+        let mut secrets = Self { key, admin_token, secure, session_name: String::new() };
+        secrets.session_name = secrets.name(SESSION_COOKIE);
+        Ok(secrets)
     }
 
     /// The user id of a valid, unexpired session cookie in these headers. Every grab
-    /// asks, so only the session cookie is decoded (the last one sent, as a jar keeps).
+    /// asks, so only the session cookie is decoded (the last one sent, as a jar keeps),
+    /// and only its value: the name is known, and a sent cookie has no attributes.
     pub fn session_user(&self, headers: &HeaderMap) -> Option<i64> {
-        let name = self.name(SESSION_COOKIE);
+        let name = self.session_name.as_str();
         let (_, value) = sent_cookies(headers).filter(|(n, _)| *n == name).last()?;
-        let sent = Cookie::parse_encoded(format!("{name}={value}")).ok()?;
-        let cookie = CookieJar::new().signed(&self.key).verify(sent)?;
+        let value = percent_encoding::percent_decode_str(value).decode_utf8().ok()?;
+        let cookie = CookieJar::new().signed(&self.key).verify(Cookie::new(name.to_owned(), value.into_owned()))?;
         let (user, expires) = cookie.value().split_once('.')?;
         unexpired(expires)?;
         user.parse().ok()
@@ -205,6 +210,19 @@ mod tests {
         assert_eq!(s.session_user(&headers_with_cookie(&forged)), None);
         let other = Secrets::new(None, "tok".into(), false).unwrap();
         assert_eq!(other.session_user(&headers_with_cookie(&set)), None);
+    }
+
+    #[test]
+    fn session_cookies_of_any_user_round_trip_prefixed_or_not() {
+        // Many signatures, so some hold the base64 characters sent percent-encoded.
+        for secure in [false, true] {
+            let s = Secrets::new(None, "tok".into(), secure).unwrap();
+            for user in 1..200 {
+                let set = s.session_cookie(user);
+                assert_eq!(set.starts_with("__Host-"), secure);
+                assert_eq!(s.session_user(&headers_with_cookie(&set)), Some(user), "{set}");
+            }
+        }
     }
 
     #[test]

@@ -42,10 +42,6 @@ pub fn refusal(code: ErrorCode) -> Response {
     AppError::new(code).into_response()
 }
 
-/// The live feed's path: it stays open, so neither the cap nor the timeout applies
-/// (feeds have caps of their own).
-const LIVE: &str = "/api/live";
-
 /// What the front door holds.
 pub struct Guard {
     limits: Arc<Limits>,
@@ -79,7 +75,9 @@ async fn pass(guard: &Guard, peer: SocketAddr, mut req: Request, next: Next) -> 
     if let Err(wait) = rate_limit::admit(&guard.limits, peer, &mut req) {
         return rate_limit::refusal(wait);
     }
-    if req.uri().path() == LIVE {
+    // A live feed stays open: neither the cap nor the timeout applies (feeds have caps
+    // of their own).
+    if req.uri().path() == crate::live::sse::PATH {
         return next.run(req).await;
     }
     let Ok(_slot) = guard.slots.try_acquire() else {

@@ -12,15 +12,21 @@
 //! already took jumps past it by [`LOSS_MARGIN`]. A reused value would also have to
 //! meet the same second to repeat an id. The next block is fetched in the background when half of what
 //! is in hand is used, so grabs do not queue behind a refill, and no lock is held
-//! across a Redis call.
+//! across a Redis call. One refill runs at a time: the grabs that open a storm all
+//! find the hand empty, and they wait for one block instead of each fetching its own.
 
 use crate::backend::RedisConn;
 use chrono::{DateTime, NaiveDate, Utc};
-use redis::Script;
+use futures::{
+    future::{BoxFuture, Shared},
+    FutureExt,
+};
+use redis::{ErrorKind, RedisError, Script};
 use std::{
     collections::VecDeque,
     ops::RangeInclusive,
     sync::{Arc, Mutex},
+    time::Duration,
 };
 
 /// How long a day's counter is kept in Redis.
@@ -32,6 +38,11 @@ pub const LOSS_MARGIN: u64 = 1 << 24;
 /// Counter values per millisecond of the day for a counter made afresh: 40 000 a
 /// second, beyond what one gate grants, and a whole day (3.46 billion) fits in 32 bits.
 const PER_MS_OF_DAY: u64 = 40;
+
+/// Longest a refill may take before it is given up and the next grab starts another:
+/// the grabs waiting for it have answered `unavailable` by then (their own deadline
+/// is as long), and a fetch stuck on a dead connection must not hold up the next.
+const REFILL_DEADLINE: Duration = Duration::from_secs(2);
 
 /// 2020-01-01T00:00:00Z in Unix seconds.
 pub const EPOCH_SECS: i64 = 1_577_836_800;
@@ -68,7 +79,22 @@ struct Hand {
     /// grab in flight finds the hand empty and fetches a block of its own, and
     /// summing hundreds of blocks on every take cost more than the rest of it.
     left: u64,
-    refilling: bool,
+    /// The fetch of the next block, while one runs. It runs in a task of its own, so
+    /// a grab that gives up waiting (its client went away) does not cancel it.
+    refill: Option<Refill>,
+}
+
+/// A fetch of one block that any number of grabs can wait for.
+type Refill = Shared<BoxFuture<'static, Result<(), RefillError>>>;
+
+/// Why a refill failed, kept so every grab waiting for it gets the error.
+#[derive(Clone, Debug)]
+struct RefillError(ErrorKind, String);
+
+impl From<RefillError> for RedisError {
+    fn from(RefillError(kind, detail): RefillError) -> Self {
+        RedisError::from((kind, "order id block", detail))
+    }
 }
 
 impl Hand {
@@ -108,42 +134,58 @@ impl OrderIds {
         }
     }
 
-    /// The next id. Goes to Redis itself only when nothing is in hand (the first grab
-    /// of a day, or grabs outrunning the background refill).
+    /// The next id. Waits for Redis only when nothing is in hand (the first grab of
+    /// a day, or grabs outrunning the background refill).
     pub async fn next(self: &Arc<Self>, redis: &RedisConn) -> redis::RedisResult<i64> {
-        let now = Utc::now();
-        let today = now.date_naive();
         loop {
-            if let Some(counter) = self.take(today, redis) {
-                return Ok(compose(now.timestamp(), counter));
-            }
-            let floor = self.lock().highest;
-            let block = self.fetch(&mut redis.clone(), today, floor).await?;
-            self.lock().add(today, block);
+            // Read again after a wait: a grab that waited across midnight takes
+            // from the new day's blocks, not the old day's.
+            let now = Utc::now();
+            let today = now.date_naive();
+            let refill = {
+                let mut hand = self.lock();
+                hand.for_day(today);
+                if let Some(value) = hand.take() {
+                    if hand.left <= u64::from(self.block_size / 2) && hand.refill.is_none() {
+                        hand.refill = Some(self.refill(today, redis, hand.highest));
+                    }
+                    // The script refuses to go past u32::MAX, so this never truncates.
+                    return Ok(compose(now.timestamp(), value as u32));
+                }
+                let floor = hand.highest;
+                hand.refill.get_or_insert_with(|| self.refill(today, redis, floor)).clone()
+            };
+            refill.await?;
         }
     }
 
-    /// Takes a value from the blocks in hand, starting a background refill when
-    /// half a block or less is left.
-    fn take(self: &Arc<Self>, today: NaiveDate, redis: &RedisConn) -> Option<u32> {
-        let mut hand = self.lock();
-        hand.for_day(today);
-        let value = hand.take()?;
-        if !hand.refilling && hand.left <= u64::from(self.block_size / 2) {
-            hand.refilling = true;
-            let (ids, mut redis, floor) = (self.clone(), redis.clone(), hand.highest);
-            tokio::spawn(async move {
-                let fetched = ids.fetch(&mut redis, today, floor).await;
-                let mut hand = ids.lock();
-                hand.refilling = false;
-                match fetched {
-                    Ok(block) => hand.add(today, block),
-                    Err(e) => tracing::warn!("order ids: background refill failed: {e}"),
+    /// Starts fetching a block above `floor` in a task of its own; it lands in the
+    /// hand, and any number of grabs can wait for it.
+    fn refill(self: &Arc<Self>, today: NaiveDate, redis: &RedisConn, floor: u64) -> Refill {
+        let (ids, mut redis) = (self.clone(), redis.clone());
+        let task = tokio::spawn(async move {
+            let fetched =
+                tokio::time::timeout(REFILL_DEADLINE, ids.fetch(&mut redis, today, floor)).await.unwrap_or_else(|_| {
+                    Err(RedisError::from((ErrorKind::IoError, "order id block: Redis did not answer")))
+                });
+            let mut hand = ids.lock();
+            if hand.day == Some(today) {
+                hand.refill = None;
+            }
+            match fetched {
+                Ok(block) => {
+                    hand.add(today, block);
+                    Ok(())
                 }
-            });
-        }
-        // The script refuses to go past u32::MAX, so this never truncates.
-        Some(value as u32)
+                Err(e) => {
+                    tracing::warn!("order ids: refill failed: {e}");
+                    Err(RefillError(e.kind(), e.to_string()))
+                }
+            }
+        });
+        task.map(|joined| joined.unwrap_or_else(|e| Err(RefillError(ErrorKind::IoError, e.to_string()))))
+            .boxed()
+            .shared()
     }
 
     /// One block of the day's counter from Redis.

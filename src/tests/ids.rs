@@ -5,7 +5,8 @@ use futures::future::join_all;
 use redis::AsyncCommands;
 use seckill::backend::RedisConn;
 use seckill::ids::{decompose, OrderIds};
-use std::{collections::HashSet, sync::Arc};
+use seckill::server::local_redis::LocalRedis;
+use std::{collections::HashSet, sync::Arc, time::Duration};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_generators_never_repeat_an_id() {
@@ -64,4 +65,48 @@ async fn a_lost_counter_never_repeats_an_id() {
             assert!(seen.insert(id), "id {id} handed out twice (round {round})");
         }
     }
+}
+
+/// A storm opens: hundreds of grabs find the hand empty at once. They wait for one
+/// block instead of each fetching its own (which took hundreds of Redis calls and as
+/// many blocks of the day's counter).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn grabs_that_find_the_hand_empty_share_one_block() {
+    let namespace = format!("t{}", rand::random::<u64>());
+    let mut redis = RedisConn::open(&redis_url()).await.unwrap();
+    let ids = Arc::new(OrderIds::new(&namespace, 1000));
+    // 300 of 1000: under the half that starts a refill in the background.
+    let tasks = (0..300).map(|_| {
+        let (ids, redis) = (ids.clone(), redis.clone());
+        tokio::spawn(async move { ids.next(&redis).await.unwrap() })
+    });
+    let counters: Vec<u64> = join_all(tasks).await.into_iter().map(|id| u64::from(decompose(id.unwrap()).1)).collect();
+    let distinct: HashSet<u64> = counters.iter().copied().collect();
+    assert_eq!(distinct.len(), 300, "an id was handed out twice");
+    let key = format!("{namespace}:icr:order:{}", chrono::Utc::now().format("%Y%m%d"));
+    let counter: u64 = redis.get(&key).await.unwrap();
+    let first = counters.iter().min().unwrap();
+    assert_eq!(counter - first + 1, 1000, "one block of 1000 was taken, no more");
+}
+
+/// The refill that grabs wait for fails (Redis is down): every one of them hears so
+/// instead of waiting forever, and the first grab after Redis is back refills.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_failed_refill_fails_its_waiters_and_the_next_grab_retries() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let private = LocalRedis::start(dir.path()).await.unwrap();
+    let (url, port) = (private.url.clone(), private.port);
+    let redis = RedisConn::open(&url).await.unwrap();
+    let ids = Arc::new(OrderIds::new("t", 10));
+    private.crash().await;
+    let tasks = (0..50).map(|_| {
+        let (ids, redis) = (ids.clone(), redis.clone());
+        tokio::spawn(async move { tokio::time::timeout(Duration::from_secs(10), ids.next(&redis)).await })
+    });
+    for answer in join_all(tasks).await {
+        let answer = answer.unwrap().expect("a grab waited 10 s for a refill");
+        assert!(answer.is_err(), "an id came from a Redis that is down: {answer:?}");
+    }
+    let _back = LocalRedis::start_on(dir.path(), port).await.unwrap();
+    crate::support::wait_until("ids again", Duration::from_secs(10), || async { ids.next(&redis).await.is_ok() }).await;
 }

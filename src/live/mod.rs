@@ -20,6 +20,20 @@ pub mod view;
 
 use serde::{Deserialize, Serialize};
 
+/// The feed's path, written once for the server's route and the browser's
+/// `EventSource`s.
+macro_rules! feed_path {
+    () => {
+        "/api/live"
+    };
+}
+
+/// The live feed's path: routed by the server, and kept out of the request cap and
+/// timeout by its front door (a feed stays open); the operator's dashboard opens it.
+pub const FEED_PATH: &str = feed_path!();
+/// The shop page's public stock feed.
+pub const SHOP_FEED_PATH: &str = concat!(feed_path!(), "?view=shop");
+
 /// One voucher's numbers at one moment.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct VoucherLive {

@@ -21,10 +21,6 @@ use serde::Deserialize;
 use std::{convert::Infallible, sync::Arc, time::Duration};
 use tokio::sync::broadcast::{self, error::RecvError};
 
-/// The feed's path: routed here, and kept out of the request cap and timeout by the
-/// front door (a feed stays open).
-pub const PATH: &str = "/api/live";
-
 #[derive(Deserialize)]
 pub struct LiveQuery {
     /// `shop` for the public stock feed; absent for the operator's feed.

@@ -98,7 +98,7 @@ pub fn use_admin_feed() -> AdminFeed {
         events: RwSignal::new(VecDeque::new()),
     };
     Effect::new(move |_| {
-        listen("/api/live", feed.connection, move |text| {
+        listen(super::FEED_PATH, feed.connection, move |text| {
             serde_json::from_str::<AdminFrame>(&text).ok().map_or(Some(()), |f| feed.apply(f))
         });
     });
@@ -110,7 +110,7 @@ pub fn use_shop_feed() -> RwSignal<HashMap<i64, StockLive>> {
     let stock = RwSignal::new(HashMap::new());
     let connection = RwSignal::new(Connection::Connecting);
     Effect::new(move |_| {
-        listen("/api/live?view=shop", connection, move |text| match serde_json::from_str::<ShopFrame>(&text) {
+        listen(super::SHOP_FEED_PATH, connection, move |text| match serde_json::from_str::<ShopFrame>(&text) {
             Ok(ShopFrame::Stock { vouchers }) => set(stock, vouchers.into_iter().map(|v| (v.voucher_id, v)).collect()),
             Ok(ShopFrame::Event(e)) => stock.try_update(|map| apply_stock_event(map, &e)),
             Err(_) => Some(()),

@@ -77,7 +77,7 @@ async fn pass(guard: &Guard, peer: SocketAddr, mut req: Request, next: Next) -> 
     }
     // A live feed stays open: neither the cap nor the timeout applies (feeds have caps
     // of their own).
-    if req.uri().path() == crate::live::sse::PATH {
+    if req.uri().path() == crate::live::FEED_PATH {
         return next.run(req).await;
     }
     let Ok(_slot) = guard.slots.try_acquire() else {

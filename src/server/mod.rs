@@ -182,7 +182,7 @@ fn router(state: AppState, guard: Arc<api_guard::Guard>) -> Router {
         .route("/healthz", get(ops::healthz))
         .route("/readyz", get(ops::readyz))
         .route("/metrics", get(ops::metrics))
-        .route(crate::live::sse::PATH, get(sse::live))
+        .route(crate::live::FEED_PATH, get(sse::live))
         .route("/api/{*rest}", any(api_guard::not_found))
         .merge(sale::routes::routes())
         .leptos_routes_with_context(&state, routes, || {}, {

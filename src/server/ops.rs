@@ -107,7 +107,7 @@ pub(super) fn route_label(path: &str) -> &'static str {
     static KNOWN: OnceLock<HashSet<&'static str>> = OnceLock::new();
     let known = KNOWN.get_or_init(|| {
         let mut known: HashSet<&'static str> = server_fn::axum::server_fn_paths().map(|(p, _)| p).collect();
-        known.extend(["/", "/admin", crate::live::sse::PATH, "/healthz", "/readyz", "/metrics"]);
+        known.extend(["/", "/admin", crate::live::FEED_PATH, "/healthz", "/readyz", "/metrics"]);
         known
     });
     match known.get(path) {

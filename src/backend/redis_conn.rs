@@ -31,8 +31,8 @@ use std::{
 /// How long connecting to a node, and any one reply, may take.
 const TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Attempts one reconnection makes before it fails the commands waiting for it (the
-/// next command starts another).
+/// Retries after a reconnection's first attempt before it fails the commands waiting
+/// for it (the next command starts another reconnection).
 const RECONNECT_TRIES: usize = 5;
 
 /// Where Redis is, from `REDIS_URL`.

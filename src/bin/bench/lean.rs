@@ -176,8 +176,13 @@ impl RawConn {
 
 /// GETs `path` over `connections` kept-alive connections for `window`: the answers
 /// that were 200, and the time they took.
-pub async fn pages(base: &str, connections: usize, path: &str, window: Duration) -> Result<(usize, Duration), String> {
-    let opened = open_all(&[base.to_owned()], connections).await?;
+pub async fn pages(
+    servers: &[String],
+    connections: usize,
+    path: &str,
+    window: Duration,
+) -> Result<(usize, Duration), String> {
+    let opened = open_all(servers, connections).await?;
     let started = Instant::now();
     let per_connection = opened.into_iter().map(|mut conn| async move {
         let mut served = 0;

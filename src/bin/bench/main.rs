@@ -8,7 +8,7 @@
 //!    is persisted, with the CPU time server and Redis spent on it (from `/proc`);
 //! 4. the sold-out storm: the same shoppers at a sale of few units, most refused from
 //!    the server's local sold-out flag;
-//! 5. pages: `/` and `/admin` on one kept-alive connection, and `/` at 64;
+//! 5. pages: `/` and `/admin` on one kept-alive connection, and `/` at 64 (spread over the processes);
 //!
 //! then checks the invariants (I1 no oversell, I2 one per user, I3 nothing lost, I4
 //! conservation) and prints each figure beside its target. Only a broken invariant
@@ -147,7 +147,7 @@ async fn run(args: Args) -> Result<bool, String> {
         ok &= check(&sold_out, &settled_sold_out.stats, args.sold_out_stock, shoppers.len());
     }
 
-    pages(&bases[0], &cpu).await?;
+    pages(&bases, &cpu).await?;
     Ok(ok)
 }
 
@@ -336,10 +336,10 @@ async fn raw_gate(redis_url: &str, calls: usize) -> Result<f64, String> {
 }
 
 /// Page figures: mean time of `/` and `/admin` on one kept-alive connection, and `/`
-/// pages per second at 64 connections.
-async fn pages(base: &str, cpu: &Cpu) -> Result<(), String> {
+/// pages per second at 64 connections, spread over the processes (as a balancer would).
+async fn pages(bases: &[String], cpu: &Cpu) -> Result<(), String> {
     for path in ["/", "/admin"] {
-        let mut one = lean::Conn::open(base).await?;
+        let mut one = lean::Conn::open(&bases[0]).await?;
         let n = 100;
         let mut started = Instant::now();
         for i in 0..=n {
@@ -357,7 +357,7 @@ async fn pages(base: &str, cpu: &Cpu) -> Result<(), String> {
         );
     }
     let before = cpu.sample();
-    let (served, took) = lean::pages(base, 64, "/", Duration::from_secs(3)).await?;
+    let (served, took) = lean::pages(bases, 64, "/", Duration::from_secs(3)).await?;
     let per_page = spent(before, cpu.sample())
         .map(|s| format!("; server CPU {:.0} µs per page", s.server * 1e6 / served.max(1) as f64))
         .unwrap_or_default();

@@ -36,9 +36,7 @@ impl Secrets {
             Some(_) => return Err("SECKILL_SESSION_SECRET must be at least 32 bytes".into()),
             None => Key::generate(),
         };
-        let mut secrets = Self { key, admin_token, secure, session_name: String::new() };
-        secrets.session_name = secrets.name(SESSION_COOKIE);
-        Ok(secrets)
+        Ok(Self { key, admin_token, secure, session_name: cookie_name(secure, SESSION_COOKIE) })
     }
 
     /// The user id of a valid, unexpired session cookie in these headers. Every grab
@@ -99,11 +97,7 @@ impl Secrets {
     }
 
     fn name(&self, base: &str) -> String {
-        if self.secure {
-            format!("{HOST_PREFIX}{base}")
-        } else {
-            base.to_owned()
-        }
+        cookie_name(self.secure, base)
     }
 
     fn cookie(&self, name: &str, value: String, max_age_secs: i64) -> Cookie<'static> {
@@ -114,6 +108,15 @@ impl Secrets {
             .same_site(SameSite::Lax)
             .max_age(cookie::time::Duration::seconds(max_age_secs))
             .build()
+    }
+}
+
+/// A cookie's name: with the `__Host-` prefix when cookies are `Secure`.
+fn cookie_name(secure: bool, base: &str) -> String {
+    if secure {
+        format!("{HOST_PREFIX}{base}")
+    } else {
+        base.to_owned()
     }
 }
 

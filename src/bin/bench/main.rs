@@ -429,12 +429,9 @@ impl Cpu {
 }
 
 /// CPU seconds of a process and its children: the live ones (PostgreSQL's backends)
-/// and those it has reaped (`cutime` and `cstime`, fields 16 and 17 of its `stat`).
+/// and those it has reaped.
 fn tree_cpu_seconds(pid: u32) -> Option<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-    let ticks = |i: usize| fields.get(i)?.parse::<f64>().ok();
-    let own = (ticks(11)? + ticks(12)? + ticks(13)? + ticks(14)?) / 100.0;
+    let own: f64 = cpu_times(pid)?.iter().sum();
     let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
     let live: f64 = children.split_whitespace().filter_map(|c| cpu_seconds(c.parse().ok()?)).map(|(u, k)| u + k).sum();
     Some(own + live)
@@ -452,11 +449,17 @@ fn spent(before: Option<CpuSample>, after: Option<CpuSample>) -> Option<CpuSampl
     })
 }
 
-/// User and system CPU seconds of a process (fields 14 and 15 of its `stat`, in
-/// clock ticks of 1/100 s, Linux's USER_HZ).
+/// User and system CPU seconds of a process.
 fn cpu_seconds(pid: u32) -> Option<(f64, f64)> {
+    let [user, system, ..] = cpu_times(pid)?;
+    Some((user, system))
+}
+
+/// A process's user and system CPU seconds, then those of the children it has reaped
+/// (fields 14 to 17 of its `stat`, in clock ticks of 1/100 s, Linux's USER_HZ).
+fn cpu_times(pid: u32) -> Option<[f64; 4]> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-    let ticks = |i: usize| fields.get(i)?.parse::<f64>().ok();
-    Some((ticks(11)? / 100.0, ticks(12)? / 100.0))
+    let seconds = |i: usize| Some(fields.get(i)?.parse::<f64>().ok()? / 100.0);
+    Some([seconds(11)?, seconds(12)?, seconds(13)?, seconds(14)?])
 }

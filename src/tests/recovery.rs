@@ -243,6 +243,43 @@ async fn orders_committed_after_a_rebuild_take_their_units() {
     app.stop().await;
 }
 
+/// A batch settles in chunks of 1000 orders (lua/settle.lua): every order of a batch
+/// of 2,500 gets its result and its acknowledgement, and each buyer Redis lost takes
+/// one unit, also a shopper whose two orders straddle two chunks.
+#[tokio::test]
+async fn a_batch_larger_than_a_chunk_settles_every_order() {
+    let app = TestApp::with(Options { worker: false, ..Options::default() }).await;
+    let v = app.create_voucher(3000, -5, 3600).await;
+    let (backend, keys, mut redis) = (app.backend(), app.keys(v), app.redis.clone());
+    // Orders of users 1..=2500, but the 1001st order (the second chunk's first) is
+    // user 999's second. Buyers Redis lost: the odd users.
+    let users: Vec<i64> = (1..=2500).map(|i| if i == 1001 { 999 } else { i }).collect();
+    let mut pipe = redis::pipe();
+    for (i, user) in users.iter().enumerate() {
+        pipe.xadd(&keys.orders, "*", &[("order", (i + 1).to_string()), ("user", user.to_string())]).ignore();
+        if user % 2 == 0 {
+            pipe.sadd(&keys.buyers, user).ignore();
+        }
+    }
+    let () = pipe.query_async(&mut redis).await.unwrap();
+    let opts = StreamReadOptions::default().group(GROUP, "w-big").count(users.len());
+    let reply: StreamReadReply = redis.xread_options(&[&keys.orders], &[">"], &opts).await.unwrap();
+    let entry_ids: Vec<String> = reply.keys[0].ids.iter().map(|e| e.id.clone()).collect();
+    assert_eq!(entry_ids.len(), users.len());
+    let msgs: Vec<OrderMsg> = (0..users.len())
+        .map(|i| OrderMsg { voucher_id: v, order_id: i as i64 + 1, user_id: users[i] })
+        .collect();
+    let orders: Vec<(&str, &OrderMsg)> = entry_ids.iter().map(String::as_str).zip(&msgs).collect();
+
+    assert_eq!(settle(&backend, &mut redis, v, i64::MAX / 2, &orders).await.unwrap(), 0);
+    let results: usize = redis.hlen(&keys.results).await.unwrap();
+    let pending: redis::streams::StreamPendingReply = redis.xpending(&keys.orders, GROUP).await.unwrap();
+    let (stock, buyers): (i64, usize) = (redis.get(&keys.stock).await.unwrap(), redis.scard(&keys.buyers).await.unwrap());
+    // 1,249 odd users were missing (1001 has no order); user 999's second takes nothing.
+    assert_eq!((results, pending.count(), stock, buyers), (2500, 0, 3000 - 1249, 2499));
+    app.stop().await;
+}
+
 /// Rebuilds racing commits: Redis loses the voucher again and again while 120 orders
 /// are committed and settled in batches. Whatever the interleaving, Redis ends with the
 /// database's stock and buyers.

@@ -17,7 +17,9 @@ mod redis_conn;
 pub use redis_conn::{RedisConn, RedisTarget};
 
 /// The SQL pool: SQLite or PostgreSQL, chosen by `DATABASE_URL`'s scheme at run time.
-/// Every statement is written once, in SQL both engines run (`$1` placeholders).
+/// Every statement is written once, in SQL both engines run (`$1` placeholders), but
+/// the worker's insert, which reads JSON with each engine's own function
+/// (`orders::store`).
 pub type Db = sqlx::AnyPool;
 /// A transaction on [`Db`].
 pub type Tx<'a> = sqlx::Transaction<'a, sqlx::Any>;

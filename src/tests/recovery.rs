@@ -369,6 +369,43 @@ async fn a_grab_lost_with_redis_reads_failed_lost() {
     app.stop().await;
 }
 
+/// A batch of 1,500 orders is one insert, whatever its size: every order goes in, and
+/// of two orders of one shopper (its first and last) the first is the one stored.
+#[tokio::test]
+async fn a_large_batch_persists_in_one_insert_and_the_first_order_of_a_shopper_wins() {
+    use seckill::{ids::compose, orders::store::Outcome};
+
+    let app = TestApp::with(Options { worker: false, ..Options::default() }).await;
+    let v = app.create_voucher(2000, -5, 3600).await;
+    let users = app.sign_in_many("large-batch", 1500).await;
+    let now = chrono::Utc::now().timestamp();
+    let mut batch: Vec<OrderMsg> = (0..1500)
+        .map(|i| OrderMsg { voucher_id: v, order_id: compose(now, i + 1), user_id: users[i as usize].user_id })
+        .collect();
+    batch.push(OrderMsg { voucher_id: v, order_id: compose(now, 1501), user_id: users[0].user_id });
+
+    let outcomes = store::persist(&app.db, &batch, PAY).await.unwrap();
+    assert!(outcomes[..1500].iter().all(|o| *o == Outcome::Persisted), "{:?}", &outcomes[..3]);
+    assert_eq!(outcomes[1500], Outcome::Duplicate);
+    let (stored, left): (i64, i64) = sqlx::query_as(
+        "SELECT (SELECT COUNT(*) FROM orders WHERE voucher_id = $1), stock_left FROM vouchers WHERE id = $2",
+    )
+    .bind(v)
+    .bind(v)
+    .fetch_one(&app.db)
+    .await
+    .unwrap();
+    assert_eq!((stored, left), (1500, 500));
+    let first: i64 = sqlx::query_scalar("SELECT id FROM orders WHERE voucher_id = $1 AND user_id = $2")
+        .bind(v)
+        .bind(users[0].user_id)
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(first, batch[0].order_id);
+    app.stop().await;
+}
+
 /// One batch with every kind of entry: new orders, a redelivery, a second order of one
 /// shopper, a buried order, and more new orders than the database has stock for.
 #[tokio::test]

@@ -28,14 +28,15 @@ async fn warm_up_keeps_sold_stock_and_rebuilds_lost_state() {
     let app = TestApp::with(opts).await;
     app.wait_for_stats("3 persisted", v, |s| s["persisted"] == 3 && s["pending"] == 0).await;
 
-    // Redis loses the voucher: warm-up rebuilds stock and buyers from the database.
+    // Redis loses the voucher: the next grab finds it gone, rebuilds stock and buyers
+    // from the database and asks the shopper to try again (not "no such sale").
     let keys = app.keys(v);
     let mut redis = app.redis.clone();
     let _: () = redis.del(&[&keys.stock, &keys.buyers, &keys.window]).await.unwrap();
     let (status, body) = app.grab(&buyers[0], v).await;
-    assert_eq!(code(&body), "unknown_voucher", "{status} {body}");
+    assert_eq!((status.as_u16(), code(&body)), (503, "unavailable"), "{body}");
     let warmed = app.admin("warm_up", json!({ "voucher_id": v })).await;
-    assert_eq!(warmed["remaining"], 7);
+    assert_eq!(warmed["remaining"], 7, "already rebuilt: warming again changes nothing");
     let stats = app.stats(v).await;
     assert_eq!((stats["redis_stock"].as_i64(), stats["granted"].as_i64()), (Some(7), Some(3)));
     let (status, body) = app.grab(&buyers[0], v).await;
@@ -65,6 +66,35 @@ async fn a_worker_rebuilds_a_voucher_whose_group_redis_lost() {
     let second = app.sign_in("g2").await;
     assert_eq!(app.grab(&second, v).await.0, 200);
     app.wait_for_stats("2 persisted", v, |s| s["persisted"] == 2 && s["pending"] == 0).await;
+    app.stop().await;
+}
+
+/// A grab of a voucher Redis does not hold asks the database: no such voucher is 404,
+/// and a sale whose keys went with its end is `ended`, not "no such sale".
+#[tokio::test]
+async fn a_grab_redis_cannot_place_is_told_what_the_database_knows() {
+    let app = TestApp::with(Options { worker: false, ..Options::default() }).await;
+    let v = app.create_voucher(5, -5, 3600).await;
+    let ann = app.sign_in("placed-ann").await;
+    let (status, body) = app.grab(&ann, 987_654).await;
+    assert_eq!((status.as_u16(), code(&body)), (404, "unknown_voucher"));
+
+    // The sale ended and its keys expired (here: deleted).
+    let now = chrono::Utc::now().timestamp_millis();
+    sqlx::query("UPDATE vouchers SET begins_at = $1, ends_at = $2 WHERE id = $3")
+        .bind(now - 60_000)
+        .bind(now - 1_000)
+        .bind(v)
+        .execute(&app.db)
+        .await
+        .unwrap();
+    let keys = app.keys(v);
+    let mut redis = app.redis.clone();
+    let _: () = redis.del(&[&keys.stock, &keys.buyers, &keys.window]).await.unwrap();
+    let (status, body) = app.grab(&ann, v).await;
+    assert_eq!((status.as_u16(), code(&body)), (409, "ended"));
+    let exists: bool = redis.exists(&keys.stock).await.unwrap();
+    assert!(!exists, "an ended sale is not rebuilt");
     app.stop().await;
 }
 

@@ -6,7 +6,7 @@ use crate::{
     backend::Backend,
     ids::OrderIds,
     live::{hub::Hub, slots::FeedSlots},
-    sale::sold_out::SoldOutFlags,
+    sale::{rebuilds::Rebuilds, sold_out::SoldOutFlags},
     shutdown::Shutdown,
 };
 use axum::extract::FromRef;
@@ -45,6 +45,8 @@ pub struct SharedState {
     pub secrets: Arc<Secrets>,
     /// This process's sold-out flags (a cache fed by the sold-out broadcast).
     pub sold_out: Arc<SoldOutFlags>,
+    /// Vouchers Redis lost that a grab of this process is rebuilding.
+    pub rebuilds: Rebuilds,
     /// Fans live numbers and events out to open dashboards.
     pub hub: Arc<Hub>,
     /// Caps on open live feeds.

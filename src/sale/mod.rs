@@ -10,6 +10,8 @@ pub mod gate;
 #[cfg(feature = "ssr")]
 pub mod keys;
 #[cfg(feature = "ssr")]
+pub mod rebuilds;
+#[cfg(feature = "ssr")]
 pub mod results;
 #[cfg(feature = "ssr")]
 pub mod routes;

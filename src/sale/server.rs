@@ -54,7 +54,7 @@ pub async fn grab(state: &AppState, user_id: i64, voucher_id: i64) -> AppResult<
             backend.wakeups.wake(voucher_id);
             Ok(GrabTicket { order_id: order_id.to_string(), status: GrabStatus::Queued })
         }
-        Verdict::Refused(ErrorCode::UnknownVoucher) => Err(not_in_redis(backend, voucher_id).await.into()),
+        Verdict::Refused(ErrorCode::UnknownVoucher) => Err(not_in_redis(state, voucher_id).await.into()),
         Verdict::Refused(code) => {
             if code == ErrorCode::SoldOut {
                 state.sold_out.set(voucher_id);
@@ -67,10 +67,13 @@ pub async fn grab(state: &AppState, user_id: i64, voucher_id: i64) -> AppResult<
 /// The gate found no such voucher in Redis. Either there is no such sale, or Redis
 /// lost it: restarted without its data, or a replica that never received the sale
 /// took over from a dead master. The database decides. A sale still on is rebuilt now
-/// (what a worker does when it finds the voucher gone, but without waiting for it)
-/// and the shopper is told to try again, not that the sale does not exist; a sale
-/// whose keys went with its end is `ended`.
-async fn not_in_redis(backend: &Backend, voucher_id: i64) -> ErrorCode {
+/// (what a worker does when it finds the voucher gone, but without waiting for it),
+/// by one grab at a time, and the shopper is told to try again, not that the sale
+/// does not exist; a sale whose keys went with its end is `ended`.
+async fn not_in_redis(state: &AppState, voucher_id: i64) -> ErrorCode {
+    // Another grab is on it: try again in a moment.
+    let Some(_turn) = state.rebuilds.start(voucher_id) else { return ErrorCode::Unavailable };
+    let backend = &state.backend;
     let row = match crate::voucher::store::get(&backend.db, voucher_id).await {
         Ok(Some(row)) => row,
         Ok(None) => return ErrorCode::UnknownVoucher,

@@ -54,3 +54,31 @@ async fn sqlite_orders_survive_the_rowid_rebuild() {
     assert!(sqlx::query(insert).bind(8589934596_i64).bind(1).execute(&db).await.is_err(), "second live order");
     sqlx::query(insert).bind(8589934597_i64).bind(3).execute(&db).await.unwrap();
 }
+
+/// On either engine an order names a shopper and a voucher that exist, and a shopper
+/// or voucher with orders cannot be deleted (SQLite: foreign keys; PostgreSQL: checks
+/// run once per insert statement, see its migration 20261125000001).
+#[tokio::test]
+async fn orders_keep_their_shopper_and_voucher() {
+    let app = crate::support::TestApp::with(crate::support::Options { worker: false, ..Default::default() }).await;
+    let v = app.create_voucher(5, -5, 3600).await;
+    let (ann, bob) = (app.sign_in("ann").await, app.sign_in("bob").await);
+    let insert = "INSERT INTO orders (id, voucher_id, user_id, status, created_at, pay_deadline) \
+                  VALUES ($1, $2, $3, 'unpaid', 5, 7)";
+    let order = |id: i64, voucher: i64, user: i64| sqlx::query(insert).bind(id).bind(voucher).bind(user);
+    let missing = 1 << 40;
+    assert!(order(1, v, missing).execute(&app.db).await.is_err(), "a shopper who does not exist");
+    assert!(order(2, missing, ann.user_id).execute(&app.db).await.is_err(), "a voucher that does not exist");
+    order(3, v, ann.user_id).execute(&app.db).await.unwrap();
+    let moved = sqlx::query("UPDATE orders SET user_id = $1 WHERE id = 3").bind(missing).execute(&app.db).await;
+    assert!(moved.is_err(), "an order moved to a shopper who does not exist");
+
+    let delete_user = "DELETE FROM users WHERE id = $1";
+    assert!(sqlx::query(delete_user).bind(ann.user_id).execute(&app.db).await.is_err(), "a shopper with an order");
+    let delete_voucher = sqlx::query("DELETE FROM vouchers WHERE id = $1").bind(v).execute(&app.db).await;
+    assert!(delete_voucher.is_err(), "a voucher with an order");
+    sqlx::query(delete_user).bind(bob.user_id).execute(&app.db).await.unwrap();
+    let orders: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM orders").fetch_one(&app.db).await.unwrap();
+    assert_eq!(orders, 1);
+    app.stop().await;
+}

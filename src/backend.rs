@@ -14,7 +14,9 @@ use crate::{
 use redis::Script;
 
 mod redis_conn;
+mod script_call;
 pub use redis_conn::{RedisConn, RedisTarget};
+pub use script_call::ScriptCall;
 
 /// The SQL pool: SQLite or PostgreSQL, chosen by `DATABASE_URL`'s scheme at run time.
 /// Every statement is written once, in SQL both engines run (`$1` placeholders), but

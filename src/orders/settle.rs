@@ -5,7 +5,7 @@
 
 use super::store::OrderMsg;
 use crate::{
-    backend::{Backend, RedisConn},
+    backend::{Backend, RedisConn, ScriptCall},
     sale::{keys::GROUP, results::StoredResult},
 };
 use redis::RedisResult;
@@ -25,12 +25,14 @@ pub async fn settle(
         return Ok(0);
     }
     let keys = backend.keys(voucher_id);
-    let mut call = backend.scripts.settle.key(&keys.stock);
-    call.key(&keys.buyers).key(&keys.results).key(&keys.orders).key(&keys.restocked).arg(GROUP).arg(expires_at);
+    let keys = [&*keys.stock, &keys.buyers, &keys.results, &keys.orders, &keys.restocked];
+    // An order's four arguments take about 80 bytes.
+    let mut call = ScriptCall::new(&backend.scripts.settle, &keys, 2 + 4 * orders.len(), 32 + 80 * orders.len());
+    call.arg(GROUP).arg(expires_at);
     for (entry_id, m) in orders {
         call.arg(entry_id).arg(m.order_id).arg(m.user_id).arg(StoredResult::success(m.user_id).encode());
     }
-    let short: i64 = call.invoke_async(redis).await?;
+    let short: i64 = call.invoke(redis).await?;
     if short > 0 {
         tracing::warn!(voucher_id, short, "orders committed after a rebuild found their units sold again");
     }

@@ -2,7 +2,10 @@
 //! owns the script's interface: what it is handed and what its answer means.
 
 use super::{events::SaleEvent, keys::SaleKeys, results::StoredResult};
-use crate::{backend::Backend, error::ErrorCode};
+use crate::{
+    backend::{Backend, ScriptCall},
+    error::ErrorCode,
+};
 use redis::RedisResult;
 
 /// What the gate decided for one grab.
@@ -43,22 +46,16 @@ pub async fn grab(
     user_id: i64,
     order_id: i64,
 ) -> RedisResult<Verdict> {
-    let reply: String = backend
-        .scripts
-        .grab
-        .key(&keys.stock)
-        .key(&keys.buyers)
-        .key(&keys.window)
-        .key(&keys.orders)
-        .key(&keys.results)
-        .key(&keys.refused)
+    let keys = [&*keys.stock, &keys.buyers, &keys.window, &keys.orders, &keys.results, &keys.refused];
+    // The six arguments below take about 100 bytes besides the channel's name.
+    let reply: String = ScriptCall::new(&backend.scripts.grab, &keys, 6, 128 + backend.events_channel.len())
         .arg(user_id)
         .arg(order_id)
         .arg(voucher_id)
         .arg(&*backend.events_channel)
         .arg(StoredResult::queued(user_id).encode())
         .arg(SaleEvent::SoldOut { voucher_id }.encode())
-        .invoke_async(&mut backend.redis.clone())
+        .invoke(&mut backend.redis.clone())
         .await?;
     Ok(Verdict::from_reply(&reply))
 }

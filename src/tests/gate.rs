@@ -112,3 +112,18 @@ async fn gate_refuses_after_the_window() {
     assert_eq!(verdict, Verdict::Granted);
     app.stop().await;
 }
+
+/// A Redis that forgot the scripts (restarted empty, or a replica promoted) is handed
+/// each again by the first call that needs it: the gate's, then the worker's settle.
+#[tokio::test]
+async fn a_redis_that_forgot_the_scripts_is_handed_them_again() {
+    let app = TestApp::spawn().await;
+    let ann = app.sign_in("ann").await;
+    let v = app.create_voucher(2, -5, 3600).await;
+    let () = redis::cmd("SCRIPT").arg("FLUSH").query_async(&mut app.redis.clone()).await.unwrap();
+    let (status, body) = app.grab(&ann, v).await;
+    assert_eq!(status, 200, "{body}");
+    let stats = app.wait_for_stats("order persisted and settled", v, |s| s["persisted"] == 1 && s["pending"] == 0).await;
+    assert_eq!(stats["redis_stock"], 1);
+    app.stop().await;
+}

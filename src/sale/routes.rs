@@ -17,8 +17,7 @@ use crate::{
 };
 use axum::{
     body::{to_bytes, Body},
-    extract::State,
-    http::HeaderMap,
+    extract::{Request, State},
     response::{IntoResponse, Response},
     routing::post,
     Json, Router,
@@ -40,20 +39,22 @@ pub fn routes() -> Router<AppState> {
 }
 
 /// `POST /api/grab`: see `api::grab`.
-async fn grab(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Response {
+async fn grab(State(state): State<AppState>, request: Request) -> Response {
+    let (head, body) = request.into_parts();
     let call = async {
         let args: Grab = arguments(body).await?;
-        let user_id = signed_in_user(&state.secrets, &headers)?;
+        let user_id = signed_in_user(&state.secrets, &head.headers)?;
         server::grab(&state, user_id, args.voucher_id).await
     };
     answer(call.await)
 }
 
 /// `POST /api/grab_result`: see `api::grab_result`.
-async fn grab_result(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Response {
+async fn grab_result(State(state): State<AppState>, request: Request) -> Response {
+    let (head, body) = request.into_parts();
     let call = async {
         let args: GrabResult = arguments(body).await?;
-        let user_id = signed_in_user(&state.secrets, &headers)?;
+        let user_id = signed_in_user(&state.secrets, &head.headers)?;
         server::grab_result(&state, user_id, args.voucher_id, &args.order_id).await
     };
     answer(call.await)

@@ -13,8 +13,12 @@ use crate::{
     orders::lifecycle,
     state::AppState,
 };
+use metrics::{Counter, Histogram};
 use redis::AsyncCommands;
-use std::time::{Duration, Instant};
+use std::{
+    sync::OnceLock,
+    time::{Duration, Instant},
+};
 
 /// Longest a grab waits on Redis before answering `unavailable`: a shopper must hear
 /// back, and a Redis that has not answered by then is down or overloaded. (A grab the
@@ -28,7 +32,7 @@ pub async fn grab(state: &AppState, user_id: i64, voucher_id: i64) -> AppResult<
         return Err(ErrorCode::Unavailable.into());
     }
     if state.sold_out.refuse(voucher_id) {
-        metrics::counter!("seckill_grabs_total", "outcome" => "sold_out_locally").increment(1);
+        count("sold_out_locally");
         return Err(ErrorCode::SoldOut.into());
     }
     let backend = &state.backend;
@@ -39,16 +43,16 @@ pub async fn grab(state: &AppState, user_id: i64, voucher_id: i64) -> AppResult<
         Ok::<_, redis::RedisError>((order_id, verdict))
     };
     let decided = tokio::time::timeout(REDIS_DEADLINE, decide).await;
-    metrics::histogram!("seckill_gate_seconds").record(started.elapsed());
+    GATE_SECONDS.get_or_init(|| metrics::histogram!("seckill_gate_seconds")).record(started.elapsed());
     let Ok(Ok((order_id, verdict))) = decided else {
-        metrics::counter!("seckill_grabs_total", "outcome" => "unavailable").increment(1);
+        count("unavailable");
         match decided {
             Ok(Err(e)) => tracing::warn!(voucher_id, "grab: {e}"),
             _ => tracing::warn!(voucher_id, "grab: Redis did not answer within {REDIS_DEADLINE:?}"),
         }
         return Err(ErrorCode::Unavailable.into());
     };
-    metrics::counter!("seckill_grabs_total", "outcome" => verdict.label()).increment(1);
+    count(verdict.label());
     match verdict {
         Verdict::Granted => {
             backend.wakeups.wake(voucher_id);
@@ -62,6 +66,32 @@ pub async fn grab(state: &AppState, user_id: i64, voucher_id: i64) -> AppResult<
             Err(code.into())
         }
     }
+}
+
+/// What `seckill_grabs_total` counts grabs by: where the grab was answered from.
+const OUTCOMES: [&str; 9] = [
+    "granted",
+    "sold_out",
+    "already_bought",
+    "not_started",
+    "ended",
+    "unknown_voucher",
+    "refused",
+    "sold_out_locally",
+    "unavailable",
+];
+
+/// The grab's metrics, each registered on first use and kept: by name and labels,
+/// every record built a key with its labels and searched the registry with it (see
+/// `server::ops::RouteMetrics`). First used in a serving process, after the recorder
+/// is installed.
+static GRABS: [OnceLock<Counter>; OUTCOMES.len()] = [const { OnceLock::new() }; OUTCOMES.len()];
+static GATE_SECONDS: OnceLock<Histogram> = OnceLock::new();
+
+/// Counts one grab answered with `outcome` (one of [`OUTCOMES`]).
+fn count(outcome: &'static str) {
+    let Some(i) = OUTCOMES.iter().position(|o| *o == outcome) else { return };
+    GRABS[i].get_or_init(|| metrics::counter!("seckill_grabs_total", "outcome" => outcome)).increment(1);
 }
 
 /// The gate found no such voucher in Redis. Either there is no such sale, or Redis
@@ -130,4 +160,18 @@ async fn lost_by_redis(backend: &Backend, voucher_id: i64, order_id: i64, user_i
     }
     let holds_a_grant: bool = backend.redis.clone().sismember(&backend.keys(voucher_id).buyers, user_id).await?;
     Ok(!holds_a_grant)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_verdict_has_a_counter() {
+        let codes = [ErrorCode::SoldOut, ErrorCode::AlreadyBought, ErrorCode::NotStarted, ErrorCode::Ended];
+        let verdicts = codes.into_iter().chain([ErrorCode::UnknownVoucher, ErrorCode::Internal]).map(Verdict::Refused);
+        for verdict in verdicts.chain([Verdict::Granted]) {
+            assert!(OUTCOMES.contains(&verdict.label()), "{verdict:?}");
+        }
+    }
 }

@@ -64,10 +64,10 @@ pub async fn front(
     req: Request,
     next: Next,
 ) -> Response {
-    let route = ops::route_label(req.uri().path());
+    let route = ops::route_metrics(req.uri().path());
     let started = Instant::now();
     let response = pass(&guard, peer, req, next).await;
-    ops::record(route, started.elapsed(), response.status());
+    route.record(started.elapsed(), response.status());
     response
 }
 

@@ -123,7 +123,8 @@ async fn a_redis_that_forgot_the_scripts_is_handed_them_again() {
     let () = redis::cmd("SCRIPT").arg("FLUSH").query_async(&mut app.redis.clone()).await.unwrap();
     let (status, body) = app.grab(&ann, v).await;
     assert_eq!(status, 200, "{body}");
-    let stats = app.wait_for_stats("order persisted and settled", v, |s| s["persisted"] == 1 && s["pending"] == 0).await;
+    let stats =
+        app.wait_for_stats("order persisted and settled", v, |s| s["persisted"] == 1 && s["pending"] == 0).await;
     assert_eq!(stats["redis_stock"], 1);
     app.stop().await;
 }

@@ -266,15 +266,15 @@ async fn a_batch_larger_than_a_chunk_settles_every_order() {
     let reply: StreamReadReply = redis.xread_options(&[&keys.orders], &[">"], &opts).await.unwrap();
     let entry_ids: Vec<String> = reply.keys[0].ids.iter().map(|e| e.id.clone()).collect();
     assert_eq!(entry_ids.len(), users.len());
-    let msgs: Vec<OrderMsg> = (0..users.len())
-        .map(|i| OrderMsg { voucher_id: v, order_id: i as i64 + 1, user_id: users[i] })
-        .collect();
+    let msgs: Vec<OrderMsg> =
+        (0..users.len()).map(|i| OrderMsg { voucher_id: v, order_id: i as i64 + 1, user_id: users[i] }).collect();
     let orders: Vec<(&str, &OrderMsg)> = entry_ids.iter().map(String::as_str).zip(&msgs).collect();
 
     assert_eq!(settle(&backend, &mut redis, v, i64::MAX / 2, &orders).await.unwrap(), 0);
     let results: usize = redis.hlen(&keys.results).await.unwrap();
     let pending: redis::streams::StreamPendingReply = redis.xpending(&keys.orders, GROUP).await.unwrap();
-    let (stock, buyers): (i64, usize) = (redis.get(&keys.stock).await.unwrap(), redis.scard(&keys.buyers).await.unwrap());
+    let (stock, buyers): (i64, usize) =
+        (redis.get(&keys.stock).await.unwrap(), redis.scard(&keys.buyers).await.unwrap());
     // 1,249 odd users were missing (1001 has no order); user 999's second takes nothing.
     assert_eq!((results, pending.count(), stock, buyers), (2500, 0, 3000 - 1249, 2499));
     app.stop().await;

@@ -1,7 +1,7 @@
 //! The gate (`lua/grab.lua`): decides one grab in one atomic Redis step. This module
 //! owns the script's interface: what it is handed and what its answer means.
 
-use super::{events::SaleEvent, keys::SaleKeys, results::StoredResult};
+use super::{keys::SaleKeys, results::StoredResult};
 use crate::{
     backend::{Backend, ScriptCall},
     error::ErrorCode,
@@ -41,12 +41,12 @@ impl Verdict {
 /// Runs the gate: one round trip decides and, if granted, queues the order.
 pub async fn grab(
     backend: &Backend,
-    keys: &SaleKeys,
+    sale: &SaleKeys,
     voucher_id: i64,
     user_id: i64,
     order_id: i64,
 ) -> RedisResult<Verdict> {
-    let keys = [&*keys.stock, &keys.buyers, &keys.window, &keys.orders, &keys.results, &keys.refused];
+    let keys = [&*sale.stock, &sale.buyers, &sale.window, &sale.orders, &sale.results, &sale.refused];
     // The six arguments below take about 100 bytes besides the channel's name.
     let reply: String = ScriptCall::new(&backend.scripts.grab, &keys, 6, 128 + backend.events_channel.len())
         .arg(user_id)
@@ -54,7 +54,7 @@ pub async fn grab(
         .arg(voucher_id)
         .arg(&*backend.events_channel)
         .arg(StoredResult::queued(user_id).encode())
-        .arg(SaleEvent::SoldOut { voucher_id }.encode())
+        .arg(&*sale.sold_out_event)
         .invoke(&mut backend.redis.clone())
         .await?;
     Ok(Verdict::from_reply(&reply))

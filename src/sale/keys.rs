@@ -1,6 +1,8 @@
 //! Redis key names of one voucher's sale. All share the hash tag `{v<id>}` so every
 //! script call touches one Cluster slot; scripts get them through `KEYS[]`.
 
+use super::events::SaleEvent;
+
 /// The keys of one voucher, in the order the scripts expect them.
 #[derive(Clone, Debug)]
 pub struct SaleKeys {
@@ -20,6 +22,9 @@ pub struct SaleKeys {
     pub refused: String,
     /// Set of cancelled order ids whose unit Redis has taken back (once each).
     pub restocked: String,
+    /// Not a key: the message the gate publishes when this sale sells out. Every grab
+    /// hands it to the gate, so it is encoded once, with the keys.
+    pub sold_out_event: String,
 }
 
 impl SaleKeys {
@@ -34,6 +39,7 @@ impl SaleKeys {
             dlq: format!("{base}:dlq"),
             refused: format!("{base}:refused"),
             restocked: format!("{base}:restocked"),
+            sold_out_event: SaleEvent::SoldOut { voucher_id }.encode(),
         }
     }
 }

@@ -140,6 +140,13 @@ pub struct Config {
     #[arg(long, env = "SECKILL_SECURE_COOKIES", action = clap::ArgAction::Set)]
     pub secure_cookies: Option<bool>,
 
+    /// How long (ms) one render of the shop page (`/`) is served to every visitor. The
+    /// page is the same for all (the browser asks who is signed in), and the burst of
+    /// visitors just before a sale would otherwise render it thousands of times a
+    /// second. Creating or warming a voucher here renders it afresh. 0 turns it off.
+    #[arg(long, env = "SECKILL_PAGE_CACHE_MS", default_value_t = 1_000)]
+    pub page_cache_ms: u64,
+
     /// Order ids reserved from the Redis day counter at a time.
     #[arg(long, env = "SECKILL_ID_BLOCK", default_value_t = 1000)]
     pub id_block: u32,
@@ -152,6 +159,8 @@ pub const MAX_BATCH: usize = 10_000;
 /// Longest time to pay: a sale's Redis keys live a day past its end, and an order
 /// cancelled later still gives its unit back in the database.
 pub const MAX_PAY_TIMEOUT_MS: u64 = 30 * 24 * 3600 * 1000;
+/// Longest a shop page render may be shared (`SECKILL_PAGE_CACHE_MS`).
+pub const MAX_PAGE_CACHE_MS: u64 = 60_000;
 
 impl Config {
     /// Refuses settings that cannot work, with a message naming the setting, rather than
@@ -181,6 +190,10 @@ impl Config {
             if value == 0 {
                 return Err(format!("{name} must be at least 1"));
             }
+        }
+        // Other processes' new vouchers show on this one's page only when it expires.
+        if self.page_cache_ms > MAX_PAGE_CACHE_MS {
+            return Err(format!("SECKILL_PAGE_CACHE_MS must be at most {MAX_PAGE_CACHE_MS}"));
         }
         // Beyond Redis's reply timeout (5 s) the wait would fail instead of running out.
         if self.wait_replicas_ms > 4_000 {
@@ -223,6 +236,8 @@ mod tests {
         assert!(with(&["--claim-idle-ms", "0"]).unwrap_err().contains("SECKILL_CLAIM_IDLE_MS"));
         assert!(with(&["--max-deliveries", "0"]).is_err());
         assert!(with(&["--redis-namespace", "a{b}"]).is_err());
+        assert!(with(&["--page-cache-ms", "0"]).is_ok(), "0 turns the shared page off");
+        assert!(with(&["--page-cache-ms", "60001"]).unwrap_err().contains("SECKILL_PAGE_CACHE_MS"));
         assert!(with(&["--batch-size", "-1"]).is_err(), "clap refuses what does not parse");
     }
 }

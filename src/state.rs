@@ -8,6 +8,7 @@ use crate::{
     live::{hub::Hub, slots::FeedSlots},
     sale::{rebuilds::Rebuilds, sold_out::SoldOutFlags},
     shutdown::Shutdown,
+    voucher::Changes,
 };
 use axum::extract::FromRef;
 use leptos::config::LeptosOptions;
@@ -51,6 +52,8 @@ pub struct SharedState {
     pub hub: Arc<Hub>,
     /// Caps on open live feeds.
     pub feeds: Arc<FeedSlots>,
+    /// This process's changes to the voucher list (the shared shop page follows them).
+    pub voucher_changes: Arc<Changes>,
     /// Fires when the server is stopping (long-lived feeds end then).
     pub shutdown: Shutdown,
 }

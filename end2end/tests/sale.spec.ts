@@ -38,6 +38,24 @@ test('shopper grabs, sees success, and a second grab says already bought', async
   await expect(card.getByRole('alert')).toHaveText('You already bought this voucher.');
 });
 
+test('a shopper who reloads the page is still signed in and sees their order', async ({ page, request }) => {
+  const title = uniqueTitle('Jam');
+  await createVoucher(request, title, 5);
+  await open(page, '/');
+  const name = uniqueTitle('dee');
+  await signIn(page, name);
+  const card = page.getByRole('article', { name: title });
+  await card.getByRole('button', { name: 'Grab' }).click();
+  await expect(card.getByText('Status: success')).toBeVisible();
+
+  // The server's page names nobody (one render serves every visitor); the browser
+  // asks who is signed in once the page is live.
+  await page.reload();
+  await expect(page.locator('body[data-hydrated="true"]')).toBeAttached();
+  await expect(page.getByText(`Signed in as ${name}`)).toBeVisible();
+  await expect(page.getByRole('region', { name: 'My orders' })).toContainText(title);
+});
+
 test('a sold-out voucher says sold out', async ({ page, request }) => {
   const title = uniqueTitle('Cake');
   const id = await createVoucher(request, title, 1);

@@ -17,11 +17,16 @@ use std::collections::HashMap;
 #[component]
 pub fn ShopPage() -> impl IntoView {
     let user = RwSignal::new(None::<User>);
-    let current = Resource::new(|| (), |_| me());
+    // Who is signed in is asked by the browser once the page is live, never rendered
+    // by the server: the server's page is then the same for every visitor, and one
+    // render serves them all (`server::page_cache`). It only ever signs the box in, so
+    // a late answer cannot undo a sign-in made meanwhile.
     Effect::new(move |_| {
-        if let Some(Ok(u)) = current.get() {
-            user.set(u);
-        }
+        leptos::task::spawn_local(async move {
+            if let Ok(Some(u)) = me().await {
+                user.try_set(Some(u));
+            }
+        })
     });
     let now = RwSignal::new(Utc::now());
     let refresh = RwSignal::new(0u64);

@@ -10,6 +10,8 @@
 //!   JSON error shape;
 //! - [`not_found`]: an unknown path answers the JSON error shape too.
 //!
+//! The shop page is served from one shared render ([`PageCache`]).
+//!
 //! One layer, not one per concern: each layer costs every request a boxed future and
 //! a clone of the router behind it, and a storm is nothing but requests. (The cap and
 //! the timeout were tower's load-shed, concurrency-limit, timeout and error-handling
@@ -17,6 +19,7 @@
 
 use super::{
     ops,
+    page_cache::PageCache,
     rate_limit::{self, Limits},
 };
 use crate::error::{AppError, ErrorCode};
@@ -48,12 +51,14 @@ pub struct Guard {
     /// One permit per request being served.
     slots: Semaphore,
     timeout: Duration,
+    /// The shop page every visitor shares.
+    shop_page: PageCache,
 }
 
 impl Guard {
     /// At most `max_requests` served at once, each within `timeout`.
-    pub fn new(limits: Arc<Limits>, max_requests: usize, timeout: Duration) -> Self {
-        Self { limits, slots: Semaphore::new(max_requests.min(Semaphore::MAX_PERMITS)), timeout }
+    pub fn new(limits: Arc<Limits>, max_requests: usize, timeout: Duration, shop_page: PageCache) -> Self {
+        Self { limits, slots: Semaphore::new(max_requests.min(Semaphore::MAX_PERMITS)), timeout, shop_page }
     }
 }
 
@@ -83,11 +88,17 @@ async fn pass(guard: &Guard, peer: SocketAddr, mut req: Request, next: Next) -> 
     let Ok(_slot) = guard.slots.try_acquire() else {
         return refusal(ErrorCode::Unavailable);
     };
-    tokio::time::timeout(guard.timeout, serve(req, next)).await.unwrap_or_else(|_| refusal(ErrorCode::Unavailable))
+    tokio::time::timeout(guard.timeout, serve(guard, req, next))
+        .await
+        .unwrap_or_else(|_| refusal(ErrorCode::Unavailable))
 }
 
-/// Serves a request that has its slot: `/api/...` calls under the API's rules.
-async fn serve(req: Request, next: Next) -> Response {
+/// Serves a request that has its slot: the shop page from the shared render,
+/// `/api/...` calls under the API's rules.
+async fn serve(guard: &Guard, req: Request, next: Next) -> Response {
+    if guard.shop_page.applies(&req) {
+        return guard.shop_page.serve(req, next).await;
+    }
     if !req.uri().path().starts_with("/api/") {
         return next.run(req).await;
     }

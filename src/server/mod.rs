@@ -6,6 +6,7 @@ pub mod child;
 mod http;
 pub mod local_redis;
 pub mod ops;
+mod page_cache;
 mod rate_limit;
 
 use crate::{
@@ -114,6 +115,7 @@ async fn run(
         rebuilds: Rebuilds::default(),
         hub: Arc::new(Hub::default()),
         feeds: Arc::new(FeedSlots::new(config.max_feeds, config.max_feeds_per_address)),
+        voucher_changes: Arc::default(),
         shutdown: shutdown.clone(),
     });
     let limits =
@@ -131,7 +133,10 @@ async fn run(
         on_signal.fire();
     });
     let request_timeout = Duration::from_millis(config.request_timeout_ms);
-    let app = router(state, Arc::new(api_guard::Guard::new(limits, config.max_requests, request_timeout)));
+    let shop_page =
+        page_cache::PageCache::new(Duration::from_millis(config.page_cache_ms), state.voucher_changes.clone());
+    let guard = api_guard::Guard::new(limits, config.max_requests, request_timeout, shop_page);
+    let app = router(state, Arc::new(guard));
     let header_timeout = Duration::from_millis(config.header_timeout_ms);
     http::serve(listener, app, header_timeout, STOP_GRACE, shutdown.wait()).await;
     // Also when serving failed: the background tasks must stop either way. Each

@@ -10,6 +10,7 @@ mod lifecycle;
 mod live;
 mod migrations;
 mod ops;
+mod pages;
 mod process;
 mod recovery;
 mod storm;

@@ -40,6 +40,8 @@ pub struct Options {
     /// Time to pay an order, and how often the sweeper looks for overdue ones.
     pub pay_timeout_ms: u64,
     pub sweep_ms: u64,
+    /// How long one render of the shop page is shared (0: off).
+    pub page_cache_ms: u64,
 }
 
 impl Default for Options {
@@ -60,6 +62,7 @@ impl Default for Options {
             max_requests: 4_096,
             pay_timeout_ms: 1_200_000,
             sweep_ms: 500,
+            page_cache_ms: 1_000,
         }
     }
 }
@@ -150,6 +153,7 @@ impl TestApp {
         config.max_requests = opts.max_requests;
         config.pay_timeout_ms = opts.pay_timeout_ms;
         config.sweep_ms = opts.sweep_ms;
+        config.page_cache_ms = opts.page_cache_ms;
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let leptos = leptos::config::get_configuration(None).unwrap().leptos_options;

@@ -29,6 +29,7 @@ pub async fn create_voucher(title: String, stock: i64, begins_at: String, ends_a
     let new = NewVoucher::parse(&title, stock, &begins_at, &ends_at, chrono::Utc::now())?;
     let row = store::insert(&state.backend.db, &new).await?;
     warm::warm(&state.backend, &row).await?;
+    state.voucher_changes.note();
     tracing::info!(voucher = row.id, stock = row.stock, "voucher created");
     Ok(to_voucher(&row, row.stock_left))
 }
@@ -41,6 +42,7 @@ pub async fn warm_up(voucher_id: i64) -> AppResult<Voucher> {
     require_admin(&state.secrets)?;
     let row = store::get(&state.backend.db, voucher_id).await?.ok_or(ErrorCode::UnknownVoucher)?;
     warm::warm(&state.backend, &row).await?;
+    state.voucher_changes.note();
     let remaining = remaining(&state.backend, std::slice::from_ref(&row)).await?;
     Ok(to_voucher(&row, remaining[0]))
 }

@@ -38,6 +38,24 @@ pub const MAX_TITLE_CHARS: usize = 100;
 /// Largest stock one voucher may have: beyond it the warm-up and buyer set get unwieldy.
 pub const MAX_STOCK: i64 = 1_000_000;
 
+/// Counts this process's changes to the vouchers the shop page lists (one created, or
+/// warmed back from the database), so the shared shop page (`server::page_cache`)
+/// knows when it is out of date.
+#[cfg(feature = "ssr")]
+#[derive(Debug, Default)]
+pub struct Changes(std::sync::atomic::AtomicU64);
+
+#[cfg(feature = "ssr")]
+impl Changes {
+    pub fn note(&self) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::Release);
+    }
+
+    pub fn count(&self) -> u64 {
+        self.0.load(std::sync::atomic::Ordering::Acquire)
+    }
+}
+
 /// A checked `create_voucher` request.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NewVoucher {

@@ -1,0 +1,77 @@
+//! The shop page (`/`) as the burst of visitors before a sale gets it: one render,
+//! the same for everyone, shared for a moment (`server::page_cache`).
+
+use crate::support::{Options, TestApp};
+use chrono::{Duration as Days, Utc};
+use futures::future::join_all;
+use std::collections::HashSet;
+
+/// The page's HTML with the cookie given, if any; fails unless it answers 200.
+async fn shop_page(app: &TestApp, cookie: Option<&str>) -> String {
+    let mut req = app.http.get(format!("{}/", app.base));
+    if let Some(cookie) = cookie {
+        req = req.header("cookie", cookie);
+    }
+    let res = req.send().await.unwrap();
+    assert_eq!(res.status(), 200);
+    res.text().await.unwrap()
+}
+
+/// The script nonce Leptos draws for each render: two pages with the same one came
+/// from the same render.
+fn render_of(page: &str) -> String {
+    let start = page.find("nonce=\"").expect("a nonce in the page") + "nonce=\"".len();
+    page[start..].split('"').next().unwrap().to_owned()
+}
+
+async fn new_voucher(app: &TestApp, title: &str) -> i64 {
+    let now = Utc::now();
+    app.api.create_voucher(title, 10, now - Days::minutes(1), now + Days::hours(1)).await.unwrap()
+}
+
+#[tokio::test]
+async fn the_shop_page_is_the_same_for_every_visitor() {
+    let app = TestApp::with(Options { page_cache_ms: 60_000, ..Options::default() }).await;
+    new_voucher(&app, "Lamp sale").await;
+    let name = format!("visitor{}", rand::random::<u32>());
+    let shopper = app.sign_in(&name).await;
+
+    let signed_in = shop_page(&app, Some(&shopper.cookie)).await;
+    assert!(signed_in.contains("Lamp sale"), "the sales are on the page");
+    assert!(!signed_in.contains(&name), "a shared page names no shopper: the browser asks who is signed in");
+    let anonymous = shop_page(&app, None).await;
+    assert_eq!(render_of(&anonymous), render_of(&signed_in), "one render served both");
+    assert_eq!(anonymous, signed_in);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_burst_of_visitors_waits_for_one_render() {
+    let app = TestApp::with(Options { page_cache_ms: 60_000, ..Options::default() }).await;
+    new_voucher(&app, "Kettle sale").await;
+    let pages = join_all((0..64).map(|_| shop_page(&app, None))).await;
+    let renders: HashSet<String> = pages.iter().map(|p| render_of(p)).collect();
+    assert_eq!(renders.len(), 1, "64 visitors at once, one render");
+    assert!(pages[0].contains("Kettle sale"));
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_voucher_created_here_shows_on_the_next_page() {
+    let app = TestApp::with(Options { page_cache_ms: 60_000, ..Options::default() }).await;
+    let before = shop_page(&app, None).await;
+    assert_eq!(render_of(&shop_page(&app, None).await), render_of(&before), "shared while nothing changed");
+    new_voucher(&app, "Toaster sale").await;
+    let after = shop_page(&app, None).await;
+    assert!(after.contains("Toaster sale"), "not the page rendered before it");
+    assert_ne!(render_of(&after), render_of(&before));
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn with_the_cache_off_every_visit_renders() {
+    let app = TestApp::with(Options { page_cache_ms: 0, ..Options::default() }).await;
+    let (first, second) = (shop_page(&app, None).await, shop_page(&app, None).await);
+    assert_ne!(render_of(&first), render_of(&second));
+    app.stop().await;
+}

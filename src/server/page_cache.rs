@@ -11,7 +11,7 @@
 //!   render in flight instead of starting their own;
 //! - only a whole `200` without `Set-Cookie` is kept;
 //! - creating or warming a voucher on this process dates the page at once
-//!   ([`voucher::Changes`]); other processes show it when their page expires.
+//!   ([`Changes`]); other processes show it when their page expires.
 
 use crate::voucher::Changes;
 use axum::{

@@ -19,12 +19,14 @@ pub fn ShopPage() -> impl IntoView {
     let user = RwSignal::new(None::<User>);
     // Who is signed in is asked by the browser once the page is live, never rendered
     // by the server: the server's page is then the same for every visitor, and one
-    // render serves them all (`server::page_cache`). It only ever signs the box in, so
-    // a late answer cannot undo a sign-in made meanwhile.
+    // render serves them all (`server::page_cache`). The answer only fills an empty
+    // box: a sign-in made while it was on its way wins.
     Effect::new(move |_| {
         leptos::task::spawn_local(async move {
             if let Ok(Some(u)) = me().await {
-                user.try_set(Some(u));
+                if user.try_get_untracked().flatten().is_none() {
+                    user.try_set(Some(u));
+                }
             }
         })
     });

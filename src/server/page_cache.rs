@@ -4,14 +4,19 @@
 //! the same second. One render costs the server about half a millisecond of CPU
 //! (Leptos' SSR, the voucher list from SQL and Redis): at a few thousand pages a
 //! second the page alone would take the cores the grabs need. The page is the same
-//! for every visitor: who is signed in is asked by the browser after hydration, and
-//! stock moves over the live feed. So one render serves every `GET /` for the
-//! page cache's lifetime (`SECKILL_PAGE_CACHE_MS`, 1 s by default):
-//! - one render at a time: requests that find the page out of date wait for the
-//!   render in flight instead of starting their own;
-//! - only a whole `200` without `Set-Cookie` is kept;
-//! - creating or warming a voucher on this process dates the page at once
-//!   ([`Changes`]); other processes show it when their page expires.
+//! for every visitor: who is signed in is asked by the browser after hydration, stock
+//! moves over the live feed, and the page reads no query (so `/?utm_source=…` shares
+//! it too). So one render serves every `GET /` for the page's lifetime
+//! (`SECKILL_PAGE_CACHE_MS`, 1 s by default):
+//! - once it expires, visitors still get it for one more lifetime while a single
+//!   render in the background replaces it: nobody waits for a render then;
+//! - with no page yet, or once a voucher was created or warmed on this process
+//!   ([`Changes`]), visitors wait for one render in flight instead of each starting
+//!   their own; other processes show a new voucher when their page expires;
+//! - only a whole `200` without `Set-Cookie` is kept.
+//!
+//! Every visitor of one render gets the same script nonce. No Content-Security-Policy
+//! is sent; one based on nonces would need a nonce per response, not per render.
 
 use crate::voucher::Changes;
 use axum::{
@@ -25,19 +30,22 @@ use std::{
     sync::{Arc, PoisonError, RwLock},
     time::{Duration, Instant},
 };
+use tokio::sync::Mutex;
 
 /// Largest page kept. The list shows at most 100 vouchers, far below it; a body
 /// beyond it cannot be passed on either (it was read to be kept), so it answers 500.
 const MAX_PAGE: usize = 8 * 1024 * 1024;
 
 /// The shared shop page and what keeps it up to date.
-pub struct PageCache {
-    /// How long one render is served; zero turns the cache off.
+pub struct PageCache(Arc<Shared>);
+
+struct Shared {
+    /// How long one render is served before it is replaced; zero turns the cache off.
     lifetime: Duration,
     changes: Arc<Changes>,
     page: RwLock<Option<Arc<Page>>>,
-    /// Held by the one request rendering the page.
-    render: tokio::sync::Mutex<()>,
+    /// Held by the one render under way.
+    render: Arc<Mutex<()>>,
 }
 
 /// One render of the page.
@@ -52,26 +60,53 @@ struct Page {
 
 impl PageCache {
     pub fn new(lifetime: Duration, changes: Arc<Changes>) -> Self {
-        Self { lifetime, changes, page: RwLock::new(None), render: tokio::sync::Mutex::new(()) }
+        Self(Arc::new(Shared { lifetime, changes, page: RwLock::new(None), render: Arc::default() }))
     }
 
-    /// Whether `req` asks for the shared page: `GET /` with no query.
+    /// Whether `req` asks for the shared page: `GET /`, whatever its query.
     pub fn applies(&self, req: &Request) -> bool {
-        !self.lifetime.is_zero()
-            && req.method() == Method::GET
-            && req.uri().path() == "/"
-            && req.uri().query().is_none()
+        !self.0.lifetime.is_zero() && req.method() == Method::GET && req.uri().path() == "/"
     }
 
-    /// The shared page, rendered by `next` when it is missing or out of date.
+    /// The shared page; rendered by `next` when there is none to serve, or in the
+    /// background when the one served has expired.
     pub async fn serve(&self, req: Request, next: Next) -> Response {
-        if let Some(page) = self.current() {
+        if let Some(page) = self.0.usable() {
+            if page.rendered.elapsed() >= self.0.lifetime {
+                self.refresh(req, next);
+            }
             return page.response();
         }
-        let _rendering = self.render.lock().await;
-        if let Some(page) = self.current() {
-            return page.response();
+        let _rendering = self.0.render.lock().await;
+        match self.0.usable() {
+            Some(page) => page.response(),
+            None => self.0.render(req, next).await,
         }
+    }
+
+    /// Replaces the expired page in a task of its own, unless a render is under way.
+    fn refresh(&self, req: Request, next: Next) {
+        let Ok(rendering) = self.0.render.clone().try_lock_owned() else { return };
+        let shared = self.0.clone();
+        tokio::spawn(async move {
+            let _rendering = rendering;
+            if shared.usable().is_none_or(|page| page.rendered.elapsed() >= shared.lifetime) {
+                shared.render(req, next).await;
+            }
+        });
+    }
+}
+
+impl Shared {
+    /// The page, unless a voucher changed since its render or it expired more than a
+    /// lifetime ago (a render that keeps failing must not leave an old page up).
+    fn usable(&self) -> Option<Arc<Page>> {
+        let page = self.page.read().unwrap_or_else(PoisonError::into_inner).clone()?;
+        (page.changes == self.changes.count() && page.rendered.elapsed() < 2 * self.lifetime).then_some(page)
+    }
+
+    /// Renders the page through `next`, keeps it if it may be shared, and answers it.
+    async fn render(&self, req: Request, next: Next) -> Response {
         let (rendered, changes) = (Instant::now(), self.changes.count());
         let response = next.run(req).await;
         if response.status() != StatusCode::OK || response.headers().contains_key(header::SET_COOKIE) {
@@ -88,12 +123,6 @@ impl PageCache {
         let page = Arc::new(Page { rendered, changes, headers: parts.headers, body });
         *self.page.write().unwrap_or_else(PoisonError::into_inner) = Some(page.clone());
         page.response()
-    }
-
-    /// The page, unless it expired or a voucher changed since its render.
-    fn current(&self) -> Option<Arc<Page>> {
-        let page = self.page.read().unwrap_or_else(PoisonError::into_inner).clone()?;
-        (page.rendered.elapsed() < self.lifetime && page.changes == self.changes.count()).then_some(page)
     }
 }
 

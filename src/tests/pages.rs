@@ -1,14 +1,18 @@
 //! The shop page (`/`) as the burst of visitors before a sale gets it: one render,
 //! the same for everyone, shared for a moment (`server::page_cache`).
 
-use crate::support::{Options, TestApp};
+use crate::support::{wait_until, Options, TestApp};
 use chrono::{Duration as Days, Utc};
 use futures::future::join_all;
-use std::collections::HashSet;
+use std::{collections::HashSet, time::Duration};
 
 /// The page's HTML with the cookie given, if any; fails unless it answers 200.
 async fn shop_page(app: &TestApp, cookie: Option<&str>) -> String {
-    let mut req = app.http.get(format!("{}/", app.base));
+    shop_page_at(app, "/", cookie).await
+}
+
+async fn shop_page_at(app: &TestApp, path: &str, cookie: Option<&str>) -> String {
+    let mut req = app.http.get(format!("{}{path}", app.base));
     if let Some(cookie) = cookie {
         req = req.header("cookie", cookie);
     }
@@ -42,6 +46,8 @@ async fn the_shop_page_is_the_same_for_every_visitor() {
     let anonymous = shop_page(&app, None).await;
     assert_eq!(render_of(&anonymous), render_of(&signed_in), "one render served both");
     assert_eq!(anonymous, signed_in);
+    let from_a_link = shop_page_at(&app, "/?utm_source=mail", None).await;
+    assert_eq!(from_a_link, signed_in, "the page reads no query: links with one share it");
     app.stop().await;
 }
 
@@ -73,5 +79,19 @@ async fn with_the_cache_off_every_visit_renders() {
     let app = TestApp::with(Options { page_cache_ms: 0, ..Options::default() }).await;
     let (first, second) = (shop_page(&app, None).await, shop_page(&app, None).await);
     assert_ne!(render_of(&first), render_of(&second));
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn an_expired_page_is_served_while_one_render_replaces_it() {
+    let app = TestApp::with(Options { page_cache_ms: 1_000, ..Options::default() }).await;
+    let first = render_of(&shop_page(&app, None).await);
+    // Past its lifetime, not yet past the second one during which it is still served.
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    assert_eq!(render_of(&shop_page(&app, None).await), first, "no visitor waits for the new render");
+    wait_until("a new render replaces the expired one", Duration::from_secs(10), || async {
+        render_of(&shop_page(&app, None).await) != first
+    })
+    .await;
     app.stop().await;
 }

@@ -9,7 +9,10 @@
 use crate::{
     error::{AppError, ErrorCode},
     orders::worker::Wakeups,
-    sale::keys::{events_channel, SaleKeys},
+    sale::{
+        events::SaleEvent,
+        keys::{events_channel, SaleKeys},
+    },
 };
 use redis::Script;
 
@@ -73,6 +76,17 @@ impl Backend {
             built.clear();
         }
         built.entry(voucher_id).or_insert_with(|| Arc::new(SaleKeys::new(&self.namespace, voucher_id))).clone()
+    }
+
+    /// Tells every process (through the sale events channel) of something done here.
+    /// Best effort: what was done stands either way, and what listens copes with a
+    /// missed message (a page out of date for a moment, a dashboard line missing).
+    pub async fn announce(&self, event: SaleEvent) {
+        let sent: redis::RedisResult<i64> =
+            redis::AsyncCommands::publish(&mut self.redis.clone(), &*self.events_channel, event.encode()).await;
+        if let Err(e) = sent {
+            tracing::warn!("announcing {event:?}: {e}");
+        }
     }
 }
 

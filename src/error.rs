@@ -138,6 +138,18 @@ impl AppError {
         tracing::error!("{context}: {err}");
         Self::new(ErrorCode::Internal)
     }
+
+    /// Gives the page the server is rendering this error's status, so a page that
+    /// could not load what it shows is never taken for a good one: the shared shop page
+    /// keeps only a `200`, and monitors see the 5xx. Does nothing in the browser or
+    /// outside a page render.
+    pub fn set_page_status(&self) {
+        #[cfg(feature = "ssr")]
+        if let Some(page) = leptos::prelude::use_context::<leptos_axum::ResponseOptions>() {
+            let status = axum::http::StatusCode::from_u16(self.code.status());
+            page.set_status(status.unwrap_or(axum::http::StatusCode::INTERNAL_SERVER_ERROR));
+        }
+    }
 }
 
 /// The one way a refusal becomes an HTTP answer, for handlers outside the

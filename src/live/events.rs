@@ -1,11 +1,13 @@
-//! Listens to the sale events on Redis pub/sub: keeps this process's sold-out flags
-//! and forwards every event to the live feeds at once.
+//! Listens to the sale events on Redis pub/sub: keeps this process's sold-out flags,
+//! puts its shared shop page out of date when a voucher changed, and forwards the
+//! other events to the live feeds at once.
 
 use super::{hub::Hub, LiveEvent};
 use crate::{
     backend::RedisTarget,
     sale::{events::SaleEvent, sold_out::SoldOutFlags},
     shutdown::Shutdown,
+    voucher::Changes,
 };
 use futures::StreamExt;
 use std::{sync::Arc, time::Duration};
@@ -17,6 +19,7 @@ pub async fn start(
     redis: Arc<RedisTarget>,
     channel: String,
     flags: Arc<SoldOutFlags>,
+    changes: Arc<Changes>,
     hub: Arc<Hub>,
     shutdown: Shutdown,
 ) -> redis::RedisResult<tokio::task::JoinHandle<()>> {
@@ -31,7 +34,7 @@ pub async fn start(
                 loop {
                     tokio::select! {
                         msg = messages.next() => match msg {
-                            Some(msg) => handle(&msg.get_payload::<String>().unwrap_or_default(), &flags, &hub),
+                            Some(msg) => handle(&msg.get_payload::<String>().unwrap_or_default(), &flags, &changes, &hub),
                             None => break,
                         },
                         _ = &mut stopped => return,
@@ -50,13 +53,14 @@ pub async fn start(
                     }
                 }
             };
-            // Events may have been lost while disconnected: trust no flag.
+            // Events may have been lost while disconnected: trust no flag, nor the page.
             flags.clear_all();
+            changes.note();
         }
     }))
 }
 
-fn handle(payload: &str, flags: &SoldOutFlags, hub: &Hub) {
+fn handle(payload: &str, flags: &SoldOutFlags, changes: &Changes, hub: &Hub) {
     let Some(event) = SaleEvent::parse(payload) else {
         tracing::warn!(payload, "unknown sale event");
         return;
@@ -64,7 +68,10 @@ fn handle(payload: &str, flags: &SoldOutFlags, hub: &Hub) {
     match event {
         SaleEvent::SoldOut { voucher_id } => flags.set(voucher_id),
         SaleEvent::Restocked { voucher_id } => flags.clear(voucher_id),
+        SaleEvent::VoucherChanged { .. } => changes.note(),
         _ => {}
     }
-    hub.publish_event(LiveEvent::from_sale(event, chrono::Utc::now().timestamp_millis()));
+    if let Some(event) = LiveEvent::from_sale(event, chrono::Utc::now().timestamp_millis()) {
+        hub.publish_event(event);
+    }
 }

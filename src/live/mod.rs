@@ -137,9 +137,10 @@ impl LiveEvent {
         }
     }
 
-    /// The feed's form of a sale event heard at `at_ms`.
+    /// The feed's form of a sale event heard at `at_ms`; `None` for one the feeds do
+    /// not show (a voucher changed: the lists refresh on their own).
     #[cfg(feature = "ssr")]
-    pub fn from_sale(event: crate::sale::events::SaleEvent, at_ms: i64) -> Self {
+    pub fn from_sale(event: crate::sale::events::SaleEvent, at_ms: i64) -> Option<Self> {
         use crate::sale::events::SaleEvent as E;
         let (kind, voucher_id, detail) = match event {
             E::SoldOut { voucher_id } => (EventKind::SoldOut, Some(voucher_id), None),
@@ -149,8 +150,9 @@ impl LiveEvent {
             }
             E::WorkerJoined { worker } => (EventKind::WorkerJoined, None, Some(worker)),
             E::WorkerLeft { worker } => (EventKind::WorkerLeft, None, Some(worker)),
+            E::VoucherChanged { .. } => return None,
         };
-        Self { at_ms, kind, voucher_id, detail }
+        Some(Self { at_ms, kind, voucher_id, detail })
     }
 }
 
@@ -210,17 +212,18 @@ mod tests {
 
     #[test]
     fn sale_events_become_feed_events() {
-        let e = LiveEvent::from_sale(SaleEvent::SoldOut { voucher_id: 42 }, 7);
+        let e = LiveEvent::from_sale(SaleEvent::SoldOut { voucher_id: 42 }, 7).unwrap();
         assert_eq!((e.kind, e.voucher_id, e.at_ms), (EventKind::SoldOut, Some(42), 7));
-        let e = LiveEvent::from_sale(SaleEvent::DeadLettered { voucher_id: 42, order_id: 123_456 }, 7);
+        let e = LiveEvent::from_sale(SaleEvent::DeadLettered { voucher_id: 42, order_id: 123_456 }, 7).unwrap();
         assert_eq!((e.kind, e.detail.as_deref()), (EventKind::DeadLettered, Some("123456")));
-        let e = LiveEvent::from_sale(SaleEvent::WorkerJoined { worker: "w-1".into() }, 0);
+        let e = LiveEvent::from_sale(SaleEvent::WorkerJoined { worker: "w-1".into() }, 0).unwrap();
         assert_eq!(e.detail.as_deref(), Some("w-1"));
+        assert_eq!(LiveEvent::from_sale(SaleEvent::VoucherChanged { voucher_id: 42 }, 0), None);
     }
 
     #[test]
     fn frames_are_tagged_json() {
-        let event = LiveEvent::from_sale(SaleEvent::Restocked { voucher_id: 3 }, 1);
+        let event = LiveEvent::from_sale(SaleEvent::Restocked { voucher_id: 3 }, 1).unwrap();
         let f = serde_json::to_value(AdminFrame::Event(event)).unwrap();
         assert_eq!(f["type"], "event");
         assert_eq!(f["kind"], "restocked");

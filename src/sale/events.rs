@@ -1,7 +1,9 @@
 //! Sale events on Redis pub/sub (`<namespace>:events`): the one owner of their format.
 //! Rust writes every message: the gate is handed its `sold_out` message and the
-//! give-back its `restock` and `dead_letter` messages as script arguments, and the
-//! worker publishes its comings and goings. The live feed's listener parses them.
+//! give-back its `restock` and `dead_letter` messages as script arguments, the worker
+//! publishes its comings and goings and the voucher endpoints their changes
+//! ([`Backend::announce`](crate::backend::Backend::announce)). The live feed's
+//! listener parses them.
 
 /// Something every process must hear of at once.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -25,11 +27,17 @@ pub enum SaleEvent {
     WorkerLeft {
         worker: String,
     },
+    /// A voucher was created or warmed: the shop page each process shares
+    /// (`server::page_cache`) is out of date.
+    VoucherChanged {
+        voucher_id: i64,
+    },
 }
 
 impl SaleEvent {
     /// The message as published: `sold_out:<voucher>`, `restock:<voucher>`,
-    /// `dead_letter:<voucher>:<order>`, `worker_joined:<name>`, `worker_left:<name>`.
+    /// `dead_letter:<voucher>:<order>`, `worker_joined:<name>`, `worker_left:<name>`,
+    /// `voucher_changed:<voucher>`.
     pub fn encode(&self) -> String {
         match self {
             Self::SoldOut { voucher_id } => format!("sold_out:{voucher_id}"),
@@ -37,6 +45,7 @@ impl SaleEvent {
             Self::DeadLettered { voucher_id, order_id } => format!("dead_letter:{voucher_id}:{order_id}"),
             Self::WorkerJoined { worker } => format!("worker_joined:{worker}"),
             Self::WorkerLeft { worker } => format!("worker_left:{worker}"),
+            Self::VoucherChanged { voucher_id } => format!("voucher_changed:{voucher_id}"),
         }
     }
 
@@ -53,6 +62,7 @@ impl SaleEvent {
             }
             "worker_joined" => Self::WorkerJoined { worker: rest.to_owned() },
             "worker_left" => Self::WorkerLeft { worker: rest.to_owned() },
+            "voucher_changed" => Self::VoucherChanged { voucher_id: id(rest)? },
             _ => return None,
         })
     }
@@ -70,6 +80,7 @@ mod tests {
             SaleEvent::DeadLettered { voucher_id: 42, order_id: 123_456 },
             SaleEvent::WorkerJoined { worker: "w-1".into() },
             SaleEvent::WorkerLeft { worker: "w:2".into() },
+            SaleEvent::VoucherChanged { voucher_id: 7 },
         ] {
             assert_eq!(SaleEvent::parse(&e.encode()), Some(e));
         }

@@ -161,7 +161,15 @@ async fn spawn_background(
     let (backend, shutdown) = (&state.backend, &state.shutdown);
     let channel = backend.events_channel.to_string();
     let mut tasks = vec![
-        events::start(target.clone(), channel, state.sold_out.clone(), state.hub.clone(), shutdown.clone()).await?,
+        events::start(
+            target.clone(),
+            channel,
+            state.sold_out.clone(),
+            state.voucher_changes.clone(),
+            state.hub.clone(),
+            shutdown.clone(),
+        )
+        .await?,
         sampler::spawn(backend.clone(), state.hub.clone(), state.sold_out.clone(), shutdown.clone()),
         forget_idle_callers(limits.clone(), shutdown.clone()),
         ops::spawn_upkeep(shutdown.clone()),

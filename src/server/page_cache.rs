@@ -10,9 +10,9 @@
 //! (`SECKILL_PAGE_CACHE_MS`, 1 s by default):
 //! - once it expires, visitors still get it for one more lifetime while a single
 //!   render in the background replaces it: nobody waits for a render then;
-//! - with no page yet, or once a voucher was created or warmed on this process
-//!   ([`Changes`]), visitors wait for one render in flight instead of each starting
-//!   their own; other processes show a new voucher when their page expires;
+//! - with no page yet, or once a voucher was created or warmed ([`Changes`]: on this
+//!   process at once, on others when the sale event reaches them), visitors wait for
+//!   one render in flight instead of each starting their own;
 //! - only a whole `200` without `Set-Cookie` is kept.
 //!
 //! Every visitor of one render gets the same script nonce. No Content-Security-Policy

@@ -95,3 +95,38 @@ async fn an_expired_page_is_served_while_one_render_replaces_it() {
     .await;
     app.stop().await;
 }
+
+#[tokio::test]
+async fn a_voucher_created_on_another_process_shows_on_this_ones_page() {
+    let here = TestApp::with(Options { page_cache_ms: 60_000, ..Options::default() }).await;
+    let there = TestApp::with(Options { page_cache_ms: 60_000, ..here.restart_options() }).await;
+    let before = render_of(&shop_page(&here, None).await);
+    new_voucher(&there, "Blender sale").await;
+    wait_until("the sale event puts this process's page out of date", Duration::from_secs(10), || async {
+        shop_page(&here, None).await.contains("Blender sale")
+    })
+    .await;
+    assert_ne!(render_of(&shop_page(&here, None).await), before);
+    there.stop().await;
+    here.stop().await;
+}
+
+/// A page whose sales could not be loaded says so, answers the error's status and is
+/// not shared: the next visitor gets the sales once the database answers again.
+#[tokio::test]
+async fn a_page_that_could_not_load_its_sales_is_not_shared() {
+    let app = TestApp::with(Options { page_cache_ms: 60_000, ..Options::default() }).await;
+    new_voucher(&app, "Mixer sale").await;
+    // The list's query fails (on SQLite and PostgreSQL alike) while the table is away.
+    sqlx::query("ALTER TABLE vouchers RENAME TO vouchers_away").execute(&app.db).await.unwrap();
+    let res = app.http.get(format!("{}/", app.base)).send().await.unwrap();
+    let (status, page) = (res.status(), res.text().await.unwrap());
+    assert!(status.is_server_error(), "the error's status, not 200: {status}");
+    assert!(page.contains("role=\"alert\""), "the page says the sales could not be loaded");
+    for internal in ["vouchers_away", "no such table", "does not exist"] {
+        assert!(!page.contains(internal), "no internals on the page: {internal}");
+    }
+    sqlx::query("ALTER TABLE vouchers_away RENAME TO vouchers").execute(&app.db).await.unwrap();
+    assert!(shop_page(&app, None).await.contains("Mixer sale"), "the failed render was not kept");
+    app.stop().await;
+}

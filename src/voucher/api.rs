@@ -8,7 +8,9 @@ use server_fn::codec::Json;
 #[cfg(feature = "ssr")]
 use {
     super::{store, store::VoucherRow, warm, NewVoucher},
-    crate::{auth::session::require_admin, backend::Backend, error::ErrorCode, state::AppState},
+    crate::{
+        auth::session::require_admin, backend::Backend, error::ErrorCode, sale::events::SaleEvent, state::AppState,
+    },
 };
 
 /// How many vouchers `list_vouchers` returns (newest first).
@@ -29,7 +31,7 @@ pub async fn create_voucher(title: String, stock: i64, begins_at: String, ends_a
     let new = NewVoucher::parse(&title, stock, &begins_at, &ends_at, chrono::Utc::now())?;
     let row = store::insert(&state.backend.db, &new).await?;
     warm::warm(&state.backend, &row).await?;
-    state.voucher_changes.note();
+    changed(&state, row.id).await;
     tracing::info!(voucher = row.id, stock = row.stock, "voucher created");
     Ok(to_voucher(&row, row.stock_left))
 }
@@ -42,7 +44,7 @@ pub async fn warm_up(voucher_id: i64) -> AppResult<Voucher> {
     require_admin(&state.secrets)?;
     let row = store::get(&state.backend.db, voucher_id).await?.ok_or(ErrorCode::UnknownVoucher)?;
     warm::warm(&state.backend, &row).await?;
-    state.voucher_changes.note();
+    changed(&state, row.id).await;
     let remaining = remaining(&state.backend, std::slice::from_ref(&row)).await?;
     Ok(to_voucher(&row, remaining[0]))
 }
@@ -54,6 +56,15 @@ pub async fn list_vouchers() -> AppResult<Vec<Voucher>> {
     let rows = store::list(&state.backend.db, LIST_LIMIT).await?;
     let remaining = remaining(&state.backend, &rows).await?;
     Ok(rows.iter().zip(remaining).map(|(row, left)| to_voucher(row, left)).collect())
+}
+
+/// Puts the shared shop page (`server::page_cache`) out of date: this process's at
+/// once (the admin's next page shows the change), every other's when it hears the
+/// sale event, a moment later.
+#[cfg(feature = "ssr")]
+async fn changed(state: &AppState, voucher_id: i64) {
+    state.voucher_changes.note();
+    state.backend.announce(SaleEvent::VoucherChanged { voucher_id }).await;
 }
 
 /// Remaining stock of each voucher: Redis's count, or the database's where Redis

@@ -38,9 +38,10 @@ pub const MAX_TITLE_CHARS: usize = 100;
 /// Largest stock one voucher may have: beyond it the warm-up and buyer set get unwieldy.
 pub const MAX_STOCK: i64 = 1_000_000;
 
-/// Counts this process's changes to the vouchers the shop page lists (one created, or
-/// warmed back from the database), so the shared shop page (`server::page_cache`)
-/// knows when it is out of date.
+/// Counts changes to the vouchers the shop page lists (one created, or warmed back
+/// from the database), made here or heard of from another process through the sale
+/// events (`live::events`), so the shared shop page (`server::page_cache`) knows when
+/// it is out of date.
 #[cfg(feature = "ssr")]
 #[derive(Debug, Default)]
 pub struct Changes(std::sync::atomic::AtomicU64);

@@ -28,7 +28,10 @@ where
             {move || {
                 let item = item.clone();
                 vouchers.get().map(move |list| match list {
-                    Err(e) => view! { <p role="alert">{e.message}</p> }.into_any(),
+                    Err(e) => {
+                        e.set_page_status();
+                        view! { <p role="alert">{e.message}</p> }.into_any()
+                    }
                     Ok(list) if list.is_empty() => view! { <p>{empty}</p> }.into_any(),
                     Ok(list) => view! {
                         <div class=class>

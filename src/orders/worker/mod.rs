@@ -32,7 +32,6 @@ use crate::{
     voucher::{store as vouchers, DRAIN_GRACE_MS},
 };
 use reader::Reader;
-use redis::AsyncCommands;
 use std::{
     collections::HashMap,
     sync::{atomic::AtomicI64, Arc},
@@ -75,7 +74,7 @@ pub fn spawn(
 /// Starts a reader for each voucher that goes live, until shutdown; then waits for them.
 async fn supervise(backend: Backend, redis: RedisConn, settings: WorkerSettings, shutdown: Shutdown) {
     tracing::info!(consumer = %settings.consumer, "worker started");
-    announce(&backend, SaleEvent::WorkerJoined { worker: settings.consumer.clone() }).await;
+    backend.announce(SaleEvent::WorkerJoined { worker: settings.consumer.clone() }).await;
     let mut readers: HashMap<i64, tokio::task::JoinHandle<()>> = HashMap::new();
     let replicas_short_until = Arc::new(AtomicI64::new(0));
     let stopped = shutdown.wait();
@@ -102,13 +101,5 @@ async fn supervise(backend: Backend, redis: RedisConn, settings: WorkerSettings,
         let _ = reader.await;
     }
     tracing::info!(consumer = %settings.consumer, "worker stopped");
-    announce(&backend, SaleEvent::WorkerLeft { worker: settings.consumer.clone() }).await;
-}
-
-/// Tells every dashboard (through the sale events channel) that this worker came or went.
-async fn announce(backend: &Backend, event: SaleEvent) {
-    let sent: redis::RedisResult<i64> = backend.redis.clone().publish(&*backend.events_channel, event.encode()).await;
-    if let Err(e) = sent {
-        tracing::warn!("worker: announcing {event:?}: {e}");
-    }
+    backend.announce(SaleEvent::WorkerLeft { worker: settings.consumer.clone() }).await;
 }

@@ -47,7 +47,7 @@ pub struct SharedState {
     /// This process's sold-out flags (a cache fed by the sold-out broadcast).
     pub sold_out: Arc<SoldOutFlags>,
     /// Vouchers Redis lost that a grab of this process is rebuilding.
-    pub rebuilds: Rebuilds,
+    pub rebuilds: Arc<Rebuilds>,
     /// Fans live numbers and events out to open dashboards.
     pub hub: Arc<Hub>,
     /// Caps on open live feeds.

@@ -98,12 +98,15 @@ fn count(outcome: &'static str) {
 /// lost it: restarted without its data, or a replica that never received the sale
 /// took over from a dead master. The database decides. A sale still on is rebuilt now
 /// (what a worker does when it finds the voucher gone, but without waiting for it),
-/// by one grab at a time, and the shopper is told to try again, not that the sale
-/// does not exist; a sale whose keys went with its end is `ended`.
+/// once for all the grabs that ask meanwhile, and the shopper is told to try again,
+/// not that the sale does not exist; a sale whose keys went with its end is `ended`.
 async fn not_in_redis(state: &AppState, voucher_id: i64) -> ErrorCode {
-    // Another grab is on it: try again in a moment.
-    let Some(_turn) = state.rebuilds.start(voucher_id) else { return ErrorCode::Unavailable };
-    let backend = &state.backend;
+    let backend = state.backend.clone();
+    state.rebuilds.join(voucher_id, rebuild(backend, voucher_id)).await
+}
+
+/// Looks `voucher_id` up in the database and rebuilds it in Redis if its sale is on.
+async fn rebuild(backend: Backend, voucher_id: i64) -> ErrorCode {
     let row = match crate::voucher::store::get(&backend.db, voucher_id).await {
         Ok(Some(row)) => row,
         Ok(None) => return ErrorCode::UnknownVoucher,
@@ -112,7 +115,7 @@ async fn not_in_redis(state: &AppState, voucher_id: i64) -> ErrorCode {
     if chrono::Utc::now().timestamp_millis() >= row.ends_at {
         return ErrorCode::Ended;
     }
-    if let Err(e) = crate::voucher::warm::warm(backend, &row).await {
+    if let Err(e) = crate::voucher::warm::warm(&backend, &row).await {
         tracing::warn!(voucher_id, "grab: rebuilding a voucher Redis lost: {e}");
     }
     ErrorCode::Unavailable

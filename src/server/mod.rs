@@ -20,7 +20,7 @@ use crate::{
         sweeper,
         worker::{self, WorkerSettings},
     },
-    sale::{self, rebuilds::Rebuilds, sold_out::SoldOutFlags},
+    sale::{self, sold_out::SoldOutFlags},
     shutdown,
     state::{AppState, SharedState},
     voucher::warm,
@@ -112,7 +112,7 @@ async fn run(
         ids: Arc::new(OrderIds::new(&config.redis_namespace, config.id_block)),
         secrets: Arc::new(secrets),
         sold_out: Arc::new(SoldOutFlags::new(Duration::from_millis(config.sold_out_ttl_ms))),
-        rebuilds: Rebuilds::default(),
+        rebuilds: Arc::default(),
         hub: Arc::new(Hub::default()),
         feeds: Arc::new(FeedSlots::new(config.max_feeds, config.max_feeds_per_address)),
         voucher_changes: Arc::default(),
@@ -219,8 +219,10 @@ fn forget_idle_callers(limits: Arc<rate_limit::Limits>, shutdown: shutdown::Shut
 }
 
 /// Opens the pool for `DATABASE_URL`. SQLite (the one-box default): the file and its
-/// folder are created when missing, WAL journal, `NORMAL` sync, and `busy` as the busy
-/// timeout. PostgreSQL: the URL as given, with `busy` as the lock timeout.
+/// folder are created when missing, WAL journal, `NORMAL` sync, `busy` as the busy
+/// timeout, and temporary data in memory (the worker's batch insert needs a statement
+/// journal: as a file, SQLite created, wrote and deleted one per batch). PostgreSQL:
+/// the URL as given, with `busy` as the lock timeout.
 async fn open_database(url: &str, busy: Duration) -> Result<Db, ServeError> {
     sqlx::any::install_default_drivers();
     let sqlite = is_sqlite(url);
@@ -237,7 +239,7 @@ async fn open_database(url: &str, busy: Duration) -> Result<Db, ServeError> {
     }
     let pragmas = format!(
         "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = {}; \
-         PRAGMA foreign_keys = ON",
+         PRAGMA foreign_keys = ON; PRAGMA temp_store = MEMORY",
         busy.as_millis()
     );
     // PostgreSQL's counterpart of the busy timeout: a write waits this long for a lock.

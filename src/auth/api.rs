@@ -8,7 +8,7 @@ use server_fn::codec::Json;
 #[cfg(feature = "ssr")]
 use {
     super::{
-        session::{require_admin, require_user, set_cookie},
+        session::{current_session, require_admin, set_cookie},
         store,
     },
     crate::{error::ErrorCode, state::AppState},
@@ -20,7 +20,7 @@ pub async fn sign_in(name: String) -> AppResult<User> {
     let name = super::validate_name(&name)?;
     let state = expect_context::<AppState>();
     let user_id = store::user_by_name(&state.backend.db, &name).await?;
-    set_cookie(&state.secrets.session_cookie(user_id))?;
+    set_cookie(&state.secrets.session_cookie(user_id, &name))?;
     Ok(User { user_id, name })
 }
 
@@ -35,9 +35,13 @@ pub async fn sign_out() -> AppResult<()> {
 #[server(prefix = "/api", endpoint = "me", input = Json)]
 pub async fn me() -> AppResult<Option<User>> {
     let state = expect_context::<AppState>();
-    let Ok(user_id) = require_user(&state.secrets) else { return Ok(None) };
-    let name = store::name_of(&state.backend.db, user_id).await?;
-    Ok(name.map(|name| User { user_id, name }))
+    let Some(session) = current_session(&state.secrets) else { return Ok(None) };
+    let name = match session.name {
+        Some(name) => Some(name),
+        // A session started before cookies kept the name.
+        None => store::name_of(&state.backend.db, session.user_id).await?,
+    };
+    Ok(name.map(|name| User { user_id: session.user_id, name }))
 }
 
 /// Checks the admin token and, if right, sets the admin cookie for the admin page.

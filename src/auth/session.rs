@@ -18,6 +18,14 @@ const HOST_PREFIX: &str = "__Host-";
 const SESSION_SECS: i64 = 7 * 24 * 3600;
 const ADMIN_SECS: i64 = 12 * 3600;
 
+/// A shopper's session, as its cookie carries it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Session {
+    pub user_id: i64,
+    /// The name signed in with; `None` in sessions started before cookies kept it.
+    pub name: Option<String>,
+}
+
 /// What signs sessions and opens the admin door.
 pub struct Secrets {
     key: Key,
@@ -39,17 +47,24 @@ impl Secrets {
         Ok(Self { key, admin_token, secure, session_name: cookie_name(secure, SESSION_COOKIE) })
     }
 
-    /// The user id of a valid, unexpired session cookie in these headers. Every grab
+    /// The user id of a valid, unexpired session cookie in these headers.
+    pub fn session_user(&self, headers: &HeaderMap) -> Option<i64> {
+        self.session(headers).map(|s| s.user_id)
+    }
+
+    /// The session of a valid, unexpired session cookie in these headers. Every grab
     /// asks, so only the session cookie is decoded (the last one sent, as a jar keeps),
     /// and only its value: the name is known, and a sent cookie has no attributes.
-    pub fn session_user(&self, headers: &HeaderMap) -> Option<i64> {
+    pub fn session(&self, headers: &HeaderMap) -> Option<Session> {
         let name = self.session_name.as_str();
         let (_, value) = sent_cookies(headers).filter(|(n, _)| *n == name).last()?;
         let value = percent_encoding::percent_decode_str(value).decode_utf8().ok()?;
         let cookie = CookieJar::new().signed(&self.key).verify(Cookie::new(name.to_owned(), value.into_owned()))?;
-        let (user, expires) = cookie.value().split_once('.')?;
+        // `<user>.<expiry>.<name>`; sessions started before names were kept: `<user>.<expiry>`.
+        let (user, rest) = cookie.value().split_once('.')?;
+        let (expires, shopper) = rest.split_once('.').map_or((rest, None), |(e, n)| (e, Some(n.to_owned())));
         unexpired(expires)?;
-        user.parse().ok()
+        Some(Session { user_id: user.parse().ok()?, name: shopper })
     }
 
     /// True when the headers carry the admin token (bearer, or an unexpired admin cookie).
@@ -71,10 +86,12 @@ impl Secrets {
         a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
     }
 
-    /// A `Set-Cookie` value that starts a session for `user_id`.
-    pub fn session_cookie(&self, user_id: i64) -> String {
+    /// A `Set-Cookie` value that starts a session for `user_id`, who signed in as
+    /// `name`. The name rides in the signed value, so asking who is signed in (every
+    /// page view) reads no database.
+    pub fn session_cookie(&self, user_id: i64, name: &str) -> String {
         let mut jar = CookieJar::new();
-        let value = format!("{user_id}.{}", expiry(SESSION_SECS));
+        let value = format!("{user_id}.{}.{name}", expiry(SESSION_SECS));
         jar.signed_mut(&self.key).add(self.cookie(SESSION_COOKIE, value, SESSION_SECS));
         delta_header(&jar)
     }
@@ -167,6 +184,11 @@ pub fn require_user(secrets: &Secrets) -> AppResult<i64> {
     signed_in_user(secrets, &request_headers())
 }
 
+/// The signed-in shopper's session, if any (inside a server function).
+pub fn current_session(secrets: &Secrets) -> Option<Session> {
+    secrets.session(&request_headers())
+}
+
 /// The id of the shopper whose session these request headers carry, or `not_signed_in`.
 pub fn signed_in_user(secrets: &Secrets, headers: &HeaderMap) -> AppResult<i64> {
     secrets.session_user(headers).ok_or_else(|| ErrorCode::NotSignedIn.into())
@@ -202,12 +224,11 @@ mod tests {
     #[test]
     fn session_cookie_round_trips_and_rejects_tampering() {
         let s = Secrets::new(None, "tok".into(), false).unwrap();
-        let set = s.session_cookie(7);
+        let set = s.session_cookie(7, "ann");
         assert!(set.contains("HttpOnly"));
         assert_eq!(s.session_user(&headers_with_cookie(&set)), Some(7));
         let pair = set.split(';').next().unwrap();
-        // Change the last character (the expiry's last digit) to a different one: a fixed
-        // digit equalled the original one run in ten.
+        // Change the last character (the name's last) to a different one.
         let last = if pair.ends_with('A') { 'B' } else { 'A' };
         let forged = format!("{}{last}", &pair[..pair.len() - 1]);
         assert_eq!(s.session_user(&headers_with_cookie(&forged)), None);
@@ -221,11 +242,26 @@ mod tests {
         for secure in [false, true] {
             let s = Secrets::new(None, "tok".into(), secure).unwrap();
             for user in 1..200 {
-                let set = s.session_cookie(user);
+                let set = s.session_cookie(user, "ann");
                 assert_eq!(set.starts_with("__Host-"), secure);
                 assert_eq!(s.session_user(&headers_with_cookie(&set)), Some(user), "{set}");
             }
         }
+    }
+
+    #[test]
+    fn the_session_carries_the_name_signed_in_with() {
+        let s = Secrets::new(None, "tok".into(), true).unwrap();
+        for name in ["ann", "Zoë.Q; x=1", "李 雷", "a.b.c", "%41"] {
+            let session = s.session(&headers_with_cookie(&s.session_cookie(42, name)));
+            assert_eq!(session, Some(Session { user_id: 42, name: Some(name.to_owned()) }), "{name}");
+        }
+        // A session started before names were kept in the cookie still works, nameless.
+        let mut jar = CookieJar::new();
+        let old = format!("42.{}", expiry(SESSION_SECS));
+        jar.signed_mut(&s.key).add(s.cookie(SESSION_COOKIE, old, SESSION_SECS));
+        let session = s.session(&headers_with_cookie(&delta_header(&jar)));
+        assert_eq!(session, Some(Session { user_id: 42, name: None }));
     }
 
     #[test]
@@ -244,7 +280,7 @@ mod tests {
     #[test]
     fn secure_cookies_carry_the_host_prefix_and_an_expiry_inside() {
         let s = Secrets::new(Some(&"k".repeat(32)), "secret-token".into(), true).unwrap();
-        let set = s.session_cookie(7);
+        let set = s.session_cookie(7, "ann");
         assert!(set.starts_with("__Host-seckill_session=") && set.contains("Secure"), "{set}");
         assert_eq!(s.session_user(&headers_with_cookie(&set)), Some(7));
         assert!(s.is_admin(&headers_with_cookie(&s.admin_cookie())));

@@ -80,6 +80,20 @@ async fn admin_calls_need_the_token() {
     app.stop().await;
 }
 
+/// Who is signed in is asked on every page view: the session cookie answers it, with
+/// no database read, so it answers while the database cannot.
+#[tokio::test]
+async fn who_is_signed_in_is_answered_without_the_database() {
+    let app = TestApp::spawn().await;
+    let zoe = app.sign_in("Zoë.Q; x=1").await;
+    sqlx::query("ALTER TABLE users RENAME TO users_away").execute(&app.db).await.unwrap();
+    let (status, me) = app.call("me", json!({}), &[("cookie", &zoe.cookie)]).await;
+    sqlx::query("ALTER TABLE users_away RENAME TO users").execute(&app.db).await.unwrap();
+    assert_eq!(status, 200, "{me}");
+    assert_eq!((me["user_id"].as_i64(), me["name"].as_str()), (Some(zoe.user_id), Some("Zoë.Q; x=1")));
+    app.stop().await;
+}
+
 #[tokio::test]
 async fn same_name_same_user_and_lists_show_remaining_stock() {
     let app = TestApp::spawn().await;

@@ -47,24 +47,28 @@ impl Secrets {
         Ok(Self { key, admin_token, secure, session_name: cookie_name(secure, SESSION_COOKIE) })
     }
 
-    /// The user id of a valid, unexpired session cookie in these headers.
+    /// The user id of a valid, unexpired session cookie in these headers (every grab
+    /// asks: the name in the cookie is not copied out).
     pub fn session_user(&self, headers: &HeaderMap) -> Option<i64> {
-        self.session(headers).map(|s| s.user_id)
+        let cookie = self.session_cookie_sent(headers)?;
+        read_session(cookie.value()).map(|(user_id, _)| user_id)
     }
 
-    /// The session of a valid, unexpired session cookie in these headers. Every grab
-    /// asks, so only the session cookie is decoded (the last one sent, as a jar keeps),
-    /// and only its value: the name is known, and a sent cookie has no attributes.
+    /// The session of a valid, unexpired session cookie in these headers.
     pub fn session(&self, headers: &HeaderMap) -> Option<Session> {
+        let cookie = self.session_cookie_sent(headers)?;
+        let (user_id, name) = read_session(cookie.value())?;
+        Some(Session { user_id, name: name.map(str::to_owned) })
+    }
+
+    /// The session cookie in these headers, if its signature holds. Only it is decoded
+    /// (the last one sent, as a jar keeps), and only its value: the name is known, and
+    /// a sent cookie has no attributes.
+    fn session_cookie_sent(&self, headers: &HeaderMap) -> Option<Cookie<'static>> {
         let name = self.session_name.as_str();
         let (_, value) = sent_cookies(headers).filter(|(n, _)| *n == name).last()?;
         let value = percent_encoding::percent_decode_str(value).decode_utf8().ok()?;
-        let cookie = CookieJar::new().signed(&self.key).verify(Cookie::new(name.to_owned(), value.into_owned()))?;
-        // `<user>.<expiry>.<name>`; sessions started before names were kept: `<user>.<expiry>`.
-        let (user, rest) = cookie.value().split_once('.')?;
-        let (expires, shopper) = rest.split_once('.').map_or((rest, None), |(e, n)| (e, Some(n.to_owned())));
-        unexpired(expires)?;
-        Some(Session { user_id: user.parse().ok()?, name: shopper })
+        CookieJar::new().signed(&self.key).verify(Cookie::new(name.to_owned(), value.into_owned()))
     }
 
     /// True when the headers carry the admin token (bearer, or an unexpired admin cookie).
@@ -147,6 +151,15 @@ pub fn sent_cookies(headers: &HeaderMap) -> impl Iterator<Item = (&str, &str)> {
 /// True for the session cookie's name, with or without the `__Host-` prefix.
 pub fn is_session_cookie(name: &str) -> bool {
     name.strip_prefix(HOST_PREFIX).unwrap_or(name) == SESSION_COOKIE
+}
+
+/// A signed session value, `<user>.<expiry>.<name>` (sessions started before names were
+/// kept: `<user>.<expiry>`): the user and the name, unless it has expired.
+fn read_session(value: &str) -> Option<(i64, Option<&str>)> {
+    let (user, rest) = value.split_once('.')?;
+    let (expires, name) = rest.split_once('.').map_or((rest, None), |(e, n)| (e, Some(n)));
+    unexpired(expires)?;
+    Some((user.parse().ok()?, name))
 }
 
 /// Unix seconds `secs` from now.

@@ -76,10 +76,10 @@ impl RedisTarget {
     }
 
     /// The shared connection: multiplexed, reconnecting, and never waiting on Redis
-    /// longer than [`TIMEOUT`] for a reply.
+    /// longer than `TIMEOUT` (5 s) for a reply.
     ///
     /// On one Redis, a lost connection is made again by one shared attempt that every
-    /// command waits for, retried [`RECONNECT_TRIES`] times about a second apart
+    /// command waits for, retried `RECONNECT_TRIES` (5) times about a second apart
     /// (jittered up to two). The crate's default multiplies each pause by 100 up to a
     /// minute, so after an outage of more than a second the app kept answering
     /// `unavailable` for a minute or more after Redis was back.

@@ -1,13 +1,13 @@
 //! The worker: moves granted orders from the voucher streams into SQL.
 //!
-//! One [`reader`] per live voucher reads its stream through the voucher's consumer
+//! One `reader` per live voucher reads its stream through the voucher's consumer
 //! group (so several processes share the work), persists a batch in one transaction,
 //! then marks the results "success" and acknowledges. Acknowledging last makes it
 //! at-least-once; idempotent persistence makes that exactly one order.
 //!
 //! Recovery, in order of likelihood:
 //! - this process stopped mid-batch: at start a reader drains its own pending list;
-//! - another process died: entries idle past `claim_idle` are claimed ([`recover`]);
+//! - another process died: entries idle past `claim_idle` are claimed (`recover`);
 //! - the database is down: the batch stays pending and is retried with backoff, as
 //!   long as it takes (an outage delays orders, never fails them);
 //! - Redis lost a group: the voucher is warmed again (group recreated, stock and

@@ -143,7 +143,8 @@ pub struct Config {
     /// How long (ms) one render of the shop page (`/`) is served to every visitor. The
     /// page is the same for all (the browser asks who is signed in), and the burst of
     /// visitors just before a sale would otherwise render it thousands of times a
-    /// second. Creating or warming a voucher here renders it afresh. 0 turns it off.
+    /// second. Creating or warming a voucher, on any process, renders it afresh. 0
+    /// turns it off.
     #[arg(long, env = "SECKILL_PAGE_CACHE_MS", default_value_t = 1_000)]
     pub page_cache_ms: u64,
 
@@ -191,7 +192,8 @@ impl Config {
                 return Err(format!("{name} must be at least 1"));
             }
         }
-        // Other processes' new vouchers show on this one's page only when it expires.
+        // A render shows the stock left when it was made: keep a first paint within
+        // about a minute of the truth (the browser's live feed corrects it after).
         if self.page_cache_ms > MAX_PAGE_CACHE_MS {
             return Err(format!("SECKILL_PAGE_CACHE_MS must be at most {MAX_PAGE_CACHE_MS}"));
         }

@@ -52,7 +52,8 @@ pub struct SharedState {
     pub hub: Arc<Hub>,
     /// Caps on open live feeds.
     pub feeds: Arc<FeedSlots>,
-    /// This process's changes to the voucher list (the shared shop page follows them).
+    /// Changes to the voucher list, made here or heard of from other processes (the
+    /// shared shop page follows them).
     pub voucher_changes: Arc<Changes>,
     /// Fires when the server is stopping (long-lived feeds end then).
     pub shutdown: Shutdown,

@@ -69,6 +69,12 @@ impl Backend {
         }
     }
 
+    /// The same stores and caches, with `redis` as the connection: a serving runtime's
+    /// own (`server::shards`), so its grabs' replies are read on its thread.
+    pub fn with_redis(&self, redis: RedisConn) -> Self {
+        Self { redis, ..self.clone() }
+    }
+
     /// The Redis keys of one voucher's sale.
     pub fn keys(&self, voucher_id: i64) -> Arc<SaleKeys> {
         let mut built = self.sale_keys.lock().unwrap_or_else(std::sync::PoisonError::into_inner);

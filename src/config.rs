@@ -151,6 +151,12 @@ pub struct Config {
     /// Order ids reserved from the Redis day counter at a time.
     #[arg(long, env = "SECKILL_ID_BLOCK", default_value_t = 1000)]
     pub id_block: u32,
+
+    /// Threads serving HTTP, each a single-threaded runtime of its own (the first also
+    /// runs the worker and the other background tasks). Default: one per core. Processes
+    /// sharing one machine should share its cores: cores / processes each.
+    #[arg(long, env = "SECKILL_THREADS")]
+    pub threads: Option<usize>,
 }
 
 /// Shortest admin token accepted: it is the only key to the admin door.
@@ -187,6 +193,7 @@ impl Config {
             ("SECKILL_PAY_TIMEOUT_MS", self.pay_timeout_ms),
             ("SECKILL_SWEEP_MS", self.sweep_ms),
             ("SECKILL_REQUEST_TIMEOUT_MS", self.request_timeout_ms),
+            ("SECKILL_THREADS", self.threads.unwrap_or(1) as u64),
         ] {
             if value == 0 {
                 return Err(format!("{name} must be at least 1"));
@@ -211,6 +218,11 @@ impl Config {
     }
 
     /// The defaults, as if no flag or variable were given (for tests and tools).
+    /// How many threads serve HTTP (`SECKILL_THREADS`, or one per core).
+    pub fn serving_threads(&self) -> usize {
+        self.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+    }
+
     pub fn defaults() -> Self {
         Self::parse_from(["seckill"])
     }
@@ -241,5 +253,8 @@ mod tests {
         assert!(with(&["--page-cache-ms", "0"]).is_ok(), "0 turns the shared page off");
         assert!(with(&["--page-cache-ms", "60001"]).unwrap_err().contains("SECKILL_PAGE_CACHE_MS"));
         assert!(with(&["--batch-size", "-1"]).is_err(), "clap refuses what does not parse");
+        assert!(with(&["--threads", "0"]).unwrap_err().contains("SECKILL_THREADS"));
+        assert_eq!(with(&["--threads", "3"]).unwrap().serving_threads(), 3);
+        assert!(with(&[]).unwrap().serving_threads() >= 1, "one per core by default");
     }
 }

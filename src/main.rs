@@ -12,8 +12,16 @@
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-#[tokio::main]
-async fn main() -> std::process::ExitCode {
+/// The runtime is single-threaded: it is the first of the server's serving threads,
+/// and runs the background tasks besides (see `server::shards`).
+fn main() -> std::process::ExitCode {
+    match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(runtime) => runtime.block_on(run()),
+        Err(e) => fail(format!("starting the runtime: {e}")),
+    }
+}
+
+async fn run() -> std::process::ExitCode {
     use clap::Parser;
     use seckill::{config::Config, server};
 

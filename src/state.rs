@@ -35,6 +35,7 @@ impl Deref for AppState {
 }
 
 /// What [`AppState`] holds.
+#[derive(Clone)]
 pub struct SharedState {
     /// Site settings for rendering (paths of the WASM bundle and CSS).
     pub leptos_options: LeptosOptions,

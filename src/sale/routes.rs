@@ -16,17 +16,22 @@ use crate::{
     state::AppState,
 };
 use axum::{
-    body::{to_bytes, Body},
+    body::Body,
     extract::{Request, State},
     response::{IntoResponse, Response},
     routing::post,
     Json, Router,
 };
+use http_body_util::BodyExt;
 use serde::{de::DeserializeOwned, Serialize};
 use server_fn::ServerFn;
 
-/// Arguments are a few dozen bytes; a larger body is refused unread.
+/// Arguments are a few dozen bytes; a larger body is refused.
 const MAX_ARGS_BYTES: usize = 4 * 1024;
+/// How much of a larger body is still read (and dropped) before the refusal. A server
+/// that closes a socket with unread data resets it, and a client still sending hears
+/// the reset, not the refusal; past this much, it does.
+const DRAIN_BYTES: usize = 4 * 1024 * 1024;
 
 /// The paths these routes take over from the server-function layer.
 pub fn paths() -> Vec<String> {
@@ -62,10 +67,23 @@ async fn grab_result(State(state): State<AppState>, request: Request) -> Respons
 
 /// The call's JSON arguments, refused the way the server-function layer refuses them.
 async fn arguments<T: DeserializeOwned>(body: Body) -> AppResult<T> {
-    let bytes = to_bytes(body, MAX_ARGS_BYTES).await.map_err(|_| {
-        AppError::invalid(format!("The request body is unreadable or larger than {MAX_ARGS_BYTES} bytes."))
-    })?;
-    serde_json::from_slice(&bytes).map_err(|e| invalid_body(&e.to_string()))
+    let refused =
+        || AppError::invalid(format!("The request body is unreadable or larger than {MAX_ARGS_BYTES} bytes."));
+    let mut body = body;
+    let (mut kept, mut read) = (Vec::new(), 0);
+    while let Some(frame) = body.frame().await {
+        let Ok(data) = frame.map_err(|_| refused())?.into_data() else { continue };
+        read += data.len();
+        if read <= MAX_ARGS_BYTES {
+            kept.extend_from_slice(&data);
+        } else if read > DRAIN_BYTES {
+            break;
+        }
+    }
+    if read > MAX_ARGS_BYTES {
+        return Err(refused());
+    }
+    serde_json::from_slice(&kept).map_err(|e| invalid_body(&e.to_string()))
 }
 
 /// The answer as the server functions give it: the value as JSON, or the error's JSON

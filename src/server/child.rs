@@ -7,7 +7,8 @@ use tokio::process::Command;
 /// redis-server left behind by a crashed app would still hold its port and its
 /// append-only file when the app starts again, and a test server left behind by an
 /// aborted test run would hold the run's output open. The kernel sends it when the
-/// starting thread ends; that is a runtime thread, which lives as long as the app.
+/// starting thread ends; that is the main thread (the first serving runtime), which
+/// lives as long as the app.
 pub fn ends_with_parent(command: &mut Command, signal: i32) -> &mut Command {
     #[cfg(target_os = "linux")]
     // SAFETY: the closure runs between fork and exec, where only async-signal-safe

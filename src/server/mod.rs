@@ -8,6 +8,7 @@ pub mod local_redis;
 pub mod ops;
 mod page_cache;
 mod rate_limit;
+mod shards;
 
 use crate::{
     app::{shell, App},
@@ -122,23 +123,41 @@ async fn run(
         Arc::new(rate_limit::Limits::new(config.rate_per_session, config.rate_per_address, config.trusted_proxy));
     let tasks = spawn_background(&config, &state, &target, &limits).await?;
 
-    println!("Seckill listening on http://{} ({warmed} live vouchers warmed)", listener.local_addr()?);
-    if generated {
-        println!("Admin token (generated for this run): {admin_token}");
-    }
+    let request_timeout = Duration::from_millis(config.request_timeout_ms);
+    let shop_page =
+        page_cache::PageCache::new(Duration::from_millis(config.page_cache_ms), state.voucher_changes.clone());
+    let guard = Arc::new(api_guard::Guard::new(limits, config.max_requests, request_timeout, shop_page));
+    let serving = Arc::new(shards::Serving {
+        target: target.clone(),
+        build: {
+            let (state, guard) = (state.clone(), guard.clone());
+            Arc::new(move |redis| {
+                let backend = state.backend.with_redis(redis);
+                router(AppState::new(SharedState { backend, ..(*state).clone() }), guard.clone())
+            })
+        },
+        header_timeout: Duration::from_millis(config.header_timeout_ms),
+        grace: STOP_GRACE,
+        stop: shutdown.clone(),
+    });
+    let shards = shards::Shards::start(config.serving_threads() - 1, &serving).await?;
     let trigger = Arc::new(trigger);
     let on_signal = trigger.clone();
     tokio::spawn(async move {
         signal.await;
         on_signal.fire();
     });
-    let request_timeout = Duration::from_millis(config.request_timeout_ms);
-    let shop_page =
-        page_cache::PageCache::new(Duration::from_millis(config.page_cache_ms), state.voucher_changes.clone());
-    let guard = api_guard::Guard::new(limits, config.max_requests, request_timeout, shop_page);
-    let app = router(state, Arc::new(guard));
-    let header_timeout = Duration::from_millis(config.header_timeout_ms);
-    http::serve(listener, app, header_timeout, STOP_GRACE, shutdown.wait()).await;
+
+    println!(
+        "Seckill listening on http://{} ({warmed} live vouchers warmed; {} serving threads)",
+        listener.local_addr()?,
+        config.serving_threads()
+    );
+    if generated {
+        println!("Admin token (generated for this run): {admin_token}");
+    }
+    let own = http::Connections::new(router(state, guard), serving.header_timeout);
+    http::accept(listener, own, shards.handoff.clone(), STOP_GRACE, shutdown.wait()).await;
     // Also when serving failed: the background tasks must stop either way. Each
     // finishes the step in hand (a worker acknowledges the batch it persisted).
     trigger.fire();
@@ -146,6 +165,7 @@ async fn run(
     if stopped.is_err() {
         tracing::warn!("background tasks still busy {STOP_GRACE:?} after the stop signal; leaving them");
     }
+    shards.finish().await;
     Ok(())
 }
 

@@ -51,6 +51,8 @@ impl Process {
             .env("SECKILL_RATE_PER_SESSION", "0")
             .env("SECKILL_RATE_PER_ADDRESS", "0")
             .env("SECKILL_POLL_MS", "100")
+            // Two serving threads on any machine: connections handed between runtimes.
+            .env("SECKILL_THREADS", "2")
             .env("RUST_LOG", "error")
             .env("LEPTOS_OUTPUT_NAME", "seckill")
             .envs(extra.iter().copied())

@@ -154,6 +154,8 @@ impl TestApp {
         config.pay_timeout_ms = opts.pay_timeout_ms;
         config.sweep_ms = opts.sweep_ms;
         config.page_cache_ms = opts.page_cache_ms;
+        // Two serving threads on any machine: connections handed between runtimes.
+        config.threads = Some(2);
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let leptos = leptos::config::get_configuration(None).unwrap().leptos_options;

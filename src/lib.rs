@@ -30,6 +30,8 @@ pub mod voucher;
 #[cfg(feature = "ssr")]
 pub mod backend;
 #[cfg(feature = "ssr")]
+pub mod body;
+#[cfg(feature = "ssr")]
 pub mod client;
 #[cfg(feature = "ssr")]
 pub mod config;

@@ -12,7 +12,8 @@ use super::{
 };
 use crate::{
     auth::session::signed_in_user,
-    error::{invalid_body, AppError, AppResult},
+    body::read_capped,
+    error::{invalid_body, AppResult},
     state::AppState,
 };
 use axum::{
@@ -22,20 +23,21 @@ use axum::{
     routing::post,
     Json, Router,
 };
-use http_body_util::BodyExt;
 use serde::{de::DeserializeOwned, Serialize};
 use server_fn::ServerFn;
 
 /// Arguments are a few dozen bytes; a larger body is refused.
 const MAX_ARGS_BYTES: usize = 4 * 1024;
-/// How much of a larger body is still read (and dropped) before the refusal. A server
-/// that closes a socket with unread data resets it, and a client still sending hears
-/// the reset, not the refusal; past this much, it does.
-const DRAIN_BYTES: usize = 4 * 1024 * 1024;
 
 /// The paths these routes take over from the server-function layer.
 pub fn paths() -> Vec<String> {
     vec![Grab::PATH.to_owned(), GrabResult::PATH.to_owned()]
+}
+
+/// Whether `path` is one of these routes, which read their bodies with a cap of their
+/// own (the front door need not read them first).
+pub fn is_own(path: &str) -> bool {
+    path == Grab::PATH || path == GrabResult::PATH
 }
 
 /// The routes, for the app's router (inside its request cap and timeout).
@@ -67,23 +69,8 @@ async fn grab_result(State(state): State<AppState>, request: Request) -> Respons
 
 /// The call's JSON arguments, refused the way the server-function layer refuses them.
 async fn arguments<T: DeserializeOwned>(body: Body) -> AppResult<T> {
-    let refused =
-        || AppError::invalid(format!("The request body is unreadable or larger than {MAX_ARGS_BYTES} bytes."));
-    let mut body = body;
-    let (mut kept, mut read) = (Vec::new(), 0);
-    while let Some(frame) = body.frame().await {
-        let Ok(data) = frame.map_err(|_| refused())?.into_data() else { continue };
-        read += data.len();
-        if read <= MAX_ARGS_BYTES {
-            kept.extend_from_slice(&data);
-        } else if read > DRAIN_BYTES {
-            break;
-        }
-    }
-    if read > MAX_ARGS_BYTES {
-        return Err(refused());
-    }
-    serde_json::from_slice(&kept).map_err(|e| invalid_body(&e.to_string()))
+    let bytes = read_capped(body, MAX_ARGS_BYTES).await?;
+    serde_json::from_slice(&bytes).map_err(|e| invalid_body(&e.to_string()))
 }
 
 /// The answer as the server functions give it: the value as JSON, or the error's JSON

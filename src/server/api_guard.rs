@@ -6,6 +6,8 @@
 //! - a state-changing call must carry JSON and come from this site, so a cross-site
 //!   form (which can send `text/plain` or a form body, with the shopper's cookies) can
 //!   neither grab, nor sign anyone in or out, nor act as admin;
+//! - a call's body is read here first, up to 64 KB ([`crate::body`]): the
+//!   server-function layer would read one of any size whole;
 //! - a refusal gets the HTTP status its error code calls for, and a wrong method the
 //!   JSON error shape;
 //! - [`not_found`]: an unknown path answers the JSON error shape too.
@@ -22,7 +24,11 @@ use super::{
     page_cache::PageCache,
     rate_limit::{self, Limits},
 };
-use crate::error::{AppError, ErrorCode};
+use crate::{
+    body::read_capped,
+    error::{AppError, ErrorCode},
+    sale,
+};
 use axum::{
     body::{to_bytes, Body},
     extract::{ConnectInfo, Request, State},
@@ -39,6 +45,9 @@ use tokio::sync::Semaphore;
 
 /// Error bodies are small; anything larger is not ours and is passed on untouched.
 const MAX_ERROR_BODY: usize = 64 * 1024;
+/// The largest body an `/api/...` call may send: the longest arguments (a voucher's
+/// fields) take a few hundred bytes.
+const MAX_API_BODY: usize = 64 * 1024;
 
 /// A refusal in the API's shape, with its status.
 pub fn refusal(code: ErrorCode) -> Response {
@@ -107,7 +116,23 @@ async fn serve(guard: &Guard, req: Request, next: Next) -> Response {
             return refusal(code);
         }
     }
+    let req = match sale::routes::is_own(req.uri().path()) {
+        true => req,
+        false => match capped(req).await {
+            Ok(req) => req,
+            Err(refused) => return refused,
+        },
+    };
     status_from_code(next.run(req).await).await
+}
+
+/// The request with its body read, or the refusal of a body past [`MAX_API_BODY`].
+async fn capped(req: Request) -> Result<Request, Response> {
+    let (parts, body) = req.into_parts();
+    match read_capped(body, MAX_API_BODY).await {
+        Ok(bytes) => Ok(Request::from_parts(parts, Body::from(bytes))),
+        Err(e) => Err(e.into_response()),
+    }
 }
 
 fn check_same_site_json(headers: &HeaderMap) -> Result<(), ErrorCode> {

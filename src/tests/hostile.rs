@@ -164,3 +164,32 @@ async fn hostile_input_gets_4xx_and_changes_nothing() {
     assert_eq!((stats["redis_stock"].as_i64(), stats["granted"].as_i64()), (Some(3), Some(0)));
     app.stop().await;
 }
+
+/// A call's body is capped before any endpoint reads it: a valid sign-in padded past
+/// 64 KB is refused with `invalid_input` (the server-function layer would have read it
+/// whole and signed in), the same padded to just under passes, and a body of 5 MB,
+/// more than the server reads of a refused body, still gets an answer or a closed
+/// connection, never a hung one.
+#[tokio::test]
+async fn bodies_past_the_cap_are_refused_before_any_endpoint_reads_them() {
+    let app = TestApp::spawn().await;
+    let send = |body: Vec<u8>| {
+        app.http.post(format!("{}/api/sign_in", app.base)).header("content-type", "application/json").body(body).send()
+    };
+    let padded = |len: usize| {
+        let mut body = br#"{"name": "padded"}"#.to_vec();
+        body.resize(len, b' ');
+        body
+    };
+    let under = send(padded(64 * 1024)).await.unwrap();
+    assert_eq!(under.status(), 200, "{}", under.text().await.unwrap_or_default());
+    let over = send(padded(64 * 1024 + 1)).await.unwrap();
+    assert_eq!(over.status(), 400);
+    let answer: Value = over.json().await.unwrap();
+    assert_eq!(code(&answer), "invalid_input", "{answer}");
+    assert!(answer["message"].as_str().unwrap_or_default().contains("65536 bytes"), "{answer}");
+    if let Ok(huge) = send(padded(5 << 20)).await {
+        assert_eq!(huge.status(), 400);
+    }
+    app.stop().await;
+}

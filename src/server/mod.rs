@@ -33,7 +33,7 @@ use axum::{
 use leptos::config::LeptosOptions;
 use leptos_axum::{generate_route_list_with_exclusions, LeptosRoutes};
 use local_redis::LocalRedis;
-use sqlx::{any::AnyPoolOptions, Executor};
+use sqlx::{any::AnyPoolOptions, Connection, Executor};
 use std::{future::Future, path::Path, sync::Arc, time::Duration};
 use tokio::net::TcpListener;
 
@@ -266,6 +266,19 @@ async fn open_database(url: &str, busy: Duration) -> Result<Db, ServeError> {
     let lock_timeout = format!("SET lock_timeout = {}", busy.as_millis());
     let pool = AnyPoolOptions::new()
         .max_connections(if sqlite { 8 } else { 16 })
+        // sqlx pings a connection when it goes back to the pool, and by default again
+        // when it is taken: a round trip to the database (on SQLite, to the connection's
+        // thread and back) per use, besides the statement. A connection idle for less
+        // than `PING_IF_IDLE` was pinged when released, so it is handed out as is.
+        .test_before_acquire(false)
+        .before_acquire(|conn, meta| {
+            Box::pin(async move {
+                if meta.idle_for >= PING_IF_IDLE {
+                    conn.ping().await?;
+                }
+                Ok(true)
+            })
+        })
         .after_connect(move |conn, _| {
             let (pragmas, lock_timeout) = (pragmas.clone(), lock_timeout.clone());
             Box::pin(async move {
@@ -281,6 +294,10 @@ async fn open_database(url: &str, busy: Duration) -> Result<Db, ServeError> {
         .await?;
     Ok(pool)
 }
+
+/// A pooled connection idle this long is pinged before it is handed out (a failed ping
+/// closes it, and another is taken).
+const PING_IF_IDLE: Duration = Duration::from_secs(1);
 
 /// SQLite or PostgreSQL, by the URL's scheme.
 fn is_sqlite(url: &str) -> bool {

@@ -38,7 +38,8 @@ use std::{
 pub struct Backend {
     /// The durable record: users, vouchers, orders.
     pub db: Db,
-    /// One multiplexed, self-reconnecting connection (per node, on a cluster), shared.
+    /// One multiplexed, self-reconnecting connection (per node, on a cluster), shared by
+    /// everything on one serving runtime ([`Backend::with_redis`]).
     pub redis: RedisConn,
     /// The Lua scripts, loaded once and run by SHA.
     pub scripts: Arc<Scripts>,

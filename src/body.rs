@@ -5,6 +5,7 @@
 use crate::error::{AppError, AppResult};
 use axum::body::Body;
 use http_body_util::BodyExt;
+use hyper::body::Body as _;
 
 /// How much of a body past its cap is still read (and dropped) before the refusal. A
 /// server that closes a socket with unread data resets it, and a client still sending
@@ -15,6 +16,10 @@ const DRAIN_BYTES: usize = 4 * 1024 * 1024;
 /// not be read.
 pub async fn read_capped(mut body: Body, cap: usize) -> AppResult<Vec<u8>> {
     let refused = || AppError::invalid(format!("The request body is unreadable or larger than {cap} bytes."));
+    // Announced larger than is ever read: refused unread.
+    if body.size_hint().lower() > DRAIN_BYTES as u64 {
+        return Err(refused());
+    }
     let (mut kept, mut read) = (Vec::new(), 0);
     while let Some(frame) = body.frame().await {
         let Ok(data) = frame.map_err(|_| refused())?.into_data() else { continue };

@@ -217,12 +217,12 @@ impl Config {
         Ok(self)
     }
 
-    /// The defaults, as if no flag or variable were given (for tests and tools).
     /// How many threads serve HTTP (`SECKILL_THREADS`, or one per core).
     pub fn serving_threads(&self) -> usize {
         self.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
     }
 
+    /// The defaults, as if no flag or variable were given (for tests and tools).
     pub fn defaults() -> Self {
         Self::parse_from(["seckill"])
     }

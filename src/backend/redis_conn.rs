@@ -75,8 +75,9 @@ impl RedisTarget {
         matches!(self, Self::Cluster { .. })
     }
 
-    /// The shared connection: multiplexed, reconnecting, and never waiting on Redis
-    /// longer than `TIMEOUT` (5 s) for a reply.
+    /// A connection: multiplexed, reconnecting, and never waiting on Redis longer than
+    /// `TIMEOUT` (5 s) for a reply. The server opens one per serving runtime (its
+    /// replies are read on that runtime's thread) and one for the worker.
     ///
     /// On one Redis, a lost connection is made again by one shared attempt that every
     /// command waits for, retried `RECONNECT_TRIES` (5) times about a second apart
@@ -118,8 +119,9 @@ impl RedisTarget {
     }
 }
 
-/// The connection to Redis that the whole process shares. Cheap to clone: clones
-/// share the connections underneath.
+/// A connection to Redis, shared by everything on one serving runtime (the server
+/// opens one per runtime, and one for the worker). Cheap to clone: clones share the
+/// connections underneath.
 #[derive(Clone)]
 pub enum RedisConn {
     Single(ConnectionManager),

@@ -68,7 +68,7 @@ fn handle(payload: &str, flags: &SoldOutFlags, changes: &Changes, hub: &Hub) {
     match event {
         SaleEvent::SoldOut { voucher_id } => flags.set(voucher_id),
         SaleEvent::Restocked { voucher_id } => flags.clear(voucher_id),
-        SaleEvent::VoucherChanged { .. } => changes.note(),
+        SaleEvent::VoucherChanged { origin, .. } => changes.heard(origin),
         _ => {}
     }
     if let Some(event) = LiveEvent::from_sale(event, chrono::Utc::now().timestamp_millis()) {

@@ -218,7 +218,7 @@ mod tests {
         assert_eq!((e.kind, e.detail.as_deref()), (EventKind::DeadLettered, Some("123456")));
         let e = LiveEvent::from_sale(SaleEvent::WorkerJoined { worker: "w-1".into() }, 0).unwrap();
         assert_eq!(e.detail.as_deref(), Some("w-1"));
-        assert_eq!(LiveEvent::from_sale(SaleEvent::VoucherChanged { voucher_id: 42 }, 0), None);
+        assert_eq!(LiveEvent::from_sale(SaleEvent::VoucherChanged { voucher_id: 42, origin: 7 }, 0), None);
     }
 
     #[test]

@@ -28,16 +28,18 @@ pub enum SaleEvent {
         worker: String,
     },
     /// A voucher was created or warmed: the shop page each process shares
-    /// (`server::page_cache`) is out of date.
+    /// (`server::page_cache`) is out of date. `origin` names the process that did it
+    /// (0 when an older process did not say).
     VoucherChanged {
         voucher_id: i64,
+        origin: u64,
     },
 }
 
 impl SaleEvent {
     /// The message as published: `sold_out:<voucher>`, `restock:<voucher>`,
     /// `dead_letter:<voucher>:<order>`, `worker_joined:<name>`, `worker_left:<name>`,
-    /// `voucher_changed:<voucher>`.
+    /// `voucher_changed:<voucher>:<origin>`.
     pub fn encode(&self) -> String {
         match self {
             Self::SoldOut { voucher_id } => format!("sold_out:{voucher_id}"),
@@ -45,7 +47,7 @@ impl SaleEvent {
             Self::DeadLettered { voucher_id, order_id } => format!("dead_letter:{voucher_id}:{order_id}"),
             Self::WorkerJoined { worker } => format!("worker_joined:{worker}"),
             Self::WorkerLeft { worker } => format!("worker_left:{worker}"),
-            Self::VoucherChanged { voucher_id } => format!("voucher_changed:{voucher_id}"),
+            Self::VoucherChanged { voucher_id, origin } => format!("voucher_changed:{voucher_id}:{origin}"),
         }
     }
 
@@ -62,7 +64,10 @@ impl SaleEvent {
             }
             "worker_joined" => Self::WorkerJoined { worker: rest.to_owned() },
             "worker_left" => Self::WorkerLeft { worker: rest.to_owned() },
-            "voucher_changed" => Self::VoucherChanged { voucher_id: id(rest)? },
+            "voucher_changed" => {
+                let (v, origin) = rest.split_once(':').unwrap_or((rest, "0"));
+                Self::VoucherChanged { voucher_id: id(v)?, origin: origin.parse().ok()? }
+            }
             _ => return None,
         })
     }
@@ -80,11 +85,14 @@ mod tests {
             SaleEvent::DeadLettered { voucher_id: 42, order_id: 123_456 },
             SaleEvent::WorkerJoined { worker: "w-1".into() },
             SaleEvent::WorkerLeft { worker: "w:2".into() },
-            SaleEvent::VoucherChanged { voucher_id: 7 },
+            SaleEvent::VoucherChanged { voucher_id: 7, origin: u64::MAX },
         ] {
             assert_eq!(SaleEvent::parse(&e.encode()), Some(e));
         }
         assert_eq!(SaleEvent::parse("sold_out:x"), None);
         assert_eq!(SaleEvent::parse("nonsense"), None);
+        // From a process of the version before origins: heard as someone else's.
+        assert_eq!(SaleEvent::parse("voucher_changed:7"), Some(SaleEvent::VoucherChanged { voucher_id: 7, origin: 0 }));
+        assert_eq!(SaleEvent::parse("voucher_changed:7:x"), None);
     }
 }

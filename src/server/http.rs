@@ -101,9 +101,13 @@ pub async fn accept(
         turn = (turn + 1) % (others.len() + 1);
         match others.get(turn) {
             None => own.serve(stream, addr).await,
-            // A thread that stopped drops it: the client sees the connection close.
-            Some(other) => match stream.into_std() {
-                Ok(stream) => drop(other.send((stream, addr))),
+            Some(other) => match stream.into_std().map(|stream| other.send((stream, addr))) {
+                Ok(Ok(())) => {}
+                // That thread is gone (it panicked): this one serves its share.
+                Ok(Err(mpsc::error::SendError((stream, addr)))) => match TcpStream::from_std(stream) {
+                    Ok(stream) => own.serve(stream, addr).await,
+                    Err(e) => tracing::debug!("taking a connection back: {e}"),
+                },
                 Err(e) => tracing::debug!("handing a connection over: {e}"),
             },
         }

@@ -269,7 +269,8 @@ async fn open_database(url: &str, busy: Duration) -> Result<Db, ServeError> {
         // sqlx pings a connection when it goes back to the pool, and by default again
         // when it is taken: a round trip to the database (on SQLite, to the connection's
         // thread and back) per use, besides the statement. A connection idle for less
-        // than `PING_IF_IDLE` was pinged when released, so it is handed out as is.
+        // than `PING_IF_IDLE` was pinged when released, so it is handed out as is (after
+        // a database restart, each such connection fails one statement, then is closed).
         .test_before_acquire(false)
         .before_acquire(|conn, meta| {
             Box::pin(async move {

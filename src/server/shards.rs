@@ -1,15 +1,15 @@
 //! Thread per core. The process serves HTTP from several single-threaded runtimes,
 //! one per thread (`SECKILL_THREADS`, one per core by default), as actix-web's workers
 //! do: the first accepts and hands each connection to a runtime in turn, which serves
-//! it to its end and grabs through a Redis connection of its own (`http.rs`). The first runtime,
-//! the one `serve` was called on, also runs the background tasks (worker, sweeper,
-//! sampler, event listener); the others are the extra threads started here.
+//! it to its end and grabs through a Redis connection of its own (`http.rs`). The
+//! first runtime, the one `serve` was called on, also runs the background tasks
+//! (worker, sweeper, sampler, event listener); the others run on threads started here.
 //!
-//! Why not one multi-threaded runtime: there a connection's task moves between threads
-//! (a Redis reply wakes the grab on the thread that read the reply, its allocations are
-//! freed on another, its timer wheel is shared), and on two cores the server spent
-//! 28 µs of CPU per granted grab against 23 µs as two single-threaded processes (`npm
-//! run bench`: 0.55× the raw gate against 0.66–0.72×, p99 10–12 ms against 9–10 ms).
+//! Why not one multi-threaded runtime: there a connection's task moved between threads
+//! (a Redis reply woke the grab on the thread that read the reply, its allocations
+//! were freed on another, the timer wheel was shared). On two cores the server spent
+//! 27–28 µs of CPU per granted grab and the storm ran at 0.55–0.56× the raw gate; with
+//! a runtime per thread, 21–24 µs and 0.65–0.78× (`npm run bench`, 20k shoppers).
 //!
 //! What a runtime opened lives as long as it does: a socket is driven by the runtime
 //! it was opened on, and a pooled PostgreSQL connection may be opened by one runtime and

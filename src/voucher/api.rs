@@ -64,7 +64,8 @@ pub async fn list_vouchers() -> AppResult<Vec<Voucher>> {
 #[cfg(feature = "ssr")]
 async fn changed(state: &AppState, voucher_id: i64) {
     state.voucher_changes.note();
-    state.backend.announce(SaleEvent::VoucherChanged { voucher_id }).await;
+    let origin = state.voucher_changes.origin();
+    state.backend.announce(SaleEvent::VoucherChanged { voucher_id, origin }).await;
 }
 
 /// Remaining stock of each voucher: Redis's count, or the database's where Redis

@@ -43,17 +43,44 @@ pub const MAX_STOCK: i64 = 1_000_000;
 /// events (`live::events`), so the shared shop page (`server::page_cache`) knows when
 /// it is out of date.
 #[cfg(feature = "ssr")]
-#[derive(Debug, Default)]
-pub struct Changes(std::sync::atomic::AtomicU64);
+#[derive(Debug)]
+pub struct Changes {
+    count: std::sync::atomic::AtomicU64,
+    /// This process, as its sale events name it: a change made here is counted once,
+    /// when made, not again when its event comes back (which dated a page rendered
+    /// in between for nothing).
+    origin: u64,
+}
+
+#[cfg(feature = "ssr")]
+impl Default for Changes {
+    fn default() -> Self {
+        // Never 0: events of processes that name no origin read as 0.
+        Self { count: Default::default(), origin: rand::random::<u64>().max(1) }
+    }
+}
 
 #[cfg(feature = "ssr")]
 impl Changes {
+    /// A change made here.
     pub fn note(&self) {
-        self.0.fetch_add(1, std::sync::atomic::Ordering::Release);
+        self.count.fetch_add(1, std::sync::atomic::Ordering::Release);
+    }
+
+    /// A change heard of from `origin`'s event: counted unless it was made here.
+    pub fn heard(&self, origin: u64) {
+        if origin != self.origin {
+            self.note();
+        }
     }
 
     pub fn count(&self) -> u64 {
-        self.0.load(std::sync::atomic::Ordering::Acquire)
+        self.count.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// What this process's events name it.
+    pub fn origin(&self) -> u64 {
+        self.origin
     }
 }
 
@@ -109,6 +136,19 @@ fn parse_time(field: &str, value: &str) -> Result<DateTime<Utc>, AppError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(feature = "ssr")]
+    #[test]
+    fn a_change_made_here_counts_once_and_others_count_when_heard() {
+        let changes = Changes::default();
+        changes.note();
+        changes.heard(changes.origin());
+        assert_eq!(changes.count(), 1, "its own event coming back dates nothing");
+        changes.heard(changes.origin().wrapping_add(1));
+        changes.heard(0);
+        assert_eq!(changes.count(), 3, "another process's, or an older one's that names none");
+        assert_ne!(Changes::default().origin(), 0);
+    }
 
     fn now() -> DateTime<Utc> {
         "2026-11-23T10:00:00Z".parse().unwrap()

@@ -116,12 +116,13 @@ async fn serve(guard: &Guard, req: Request, next: Next) -> Response {
             return refusal(code);
         }
     }
-    let req = match sale::routes::is_own(req.uri().path()) {
-        true => req,
-        false => match capped(req).await {
+    let req = if sale::routes::is_own(req.uri().path()) {
+        req
+    } else {
+        match capped(req).await {
             Ok(req) => req,
             Err(refused) => return refused,
-        },
+        }
     };
     status_from_code(next.run(req).await).await
 }

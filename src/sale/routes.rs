@@ -30,14 +30,17 @@ use server_fn::ServerFn;
 const MAX_ARGS_BYTES: usize = 4 * 1024;
 
 /// The paths these routes take over from the server-function layer.
+const PATHS: [&str; 2] = [Grab::PATH, GrabResult::PATH];
+
+/// [`PATHS`], for the server-function layer to leave out.
 pub fn paths() -> Vec<String> {
-    vec![Grab::PATH.to_owned(), GrabResult::PATH.to_owned()]
+    PATHS.map(str::to_owned).to_vec()
 }
 
 /// Whether `path` is one of these routes, which read their bodies with a cap of their
 /// own (the front door need not read them first).
 pub fn is_own(path: &str) -> bool {
-    path == Grab::PATH || path == GrabResult::PATH
+    PATHS.contains(&path)
 }
 
 /// The routes, for the app's router (inside its request cap and timeout).

@@ -140,7 +140,8 @@ async fn run(
         grace: STOP_GRACE,
         stop: shutdown.clone(),
     });
-    let shards = shards::Shards::start(config.serving_threads() - 1, &serving).await?;
+    let threads = config.serving_threads();
+    let shards = shards::Shards::start(threads - 1, &serving).await?;
     let trigger = Arc::new(trigger);
     let on_signal = trigger.clone();
     tokio::spawn(async move {
@@ -149,15 +150,14 @@ async fn run(
     });
 
     println!(
-        "Seckill listening on http://{} ({warmed} live vouchers warmed; {} serving threads)",
-        listener.local_addr()?,
-        config.serving_threads()
+        "Seckill listening on http://{} ({warmed} live vouchers warmed; {threads} serving threads)",
+        listener.local_addr()?
     );
     if generated {
         println!("Admin token (generated for this run): {admin_token}");
     }
     let own = http::Connections::new(router(state, guard), serving.header_timeout);
-    http::accept(listener, own, shards.handoff.clone(), STOP_GRACE, shutdown.wait()).await;
+    http::accept(listener, own, shards.handoff.clone(), serving.grace, shutdown.wait()).await;
     // Also when serving failed: the background tasks must stop either way. Each
     // finishes the step in hand (a worker acknowledges the batch it persisted).
     trigger.fire();

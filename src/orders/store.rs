@@ -68,10 +68,13 @@ enum OnConflict {
     Skip,
 }
 
+/// True when the insert met a unique key: an order stored already, or a shopper's
+/// second live order (the batch is then inserted again, skipping such rows).
 fn is_conflict(err: &sqlx::Error) -> bool {
     matches!(err, sqlx::Error::Database(d) if d.kind() == sqlx::error::ErrorKind::UniqueViolation)
 }
 
+/// [`persist`], with the batch's insert meeting conflicts as `on_conflict` says.
 async fn persist_batch(
     db: &Db,
     batch: &[OrderMsg],

@@ -3,7 +3,7 @@
 //! (`server::api_guard`), so a caller cannot have the server hold megabytes per request.
 
 use crate::error::{AppError, AppResult};
-use axum::body::Body;
+use axum::body::{Body, Bytes};
 use http_body_util::BodyExt;
 use hyper::body::Body as _;
 
@@ -13,25 +13,33 @@ use hyper::body::Body as _;
 const DRAIN_BYTES: usize = 4 * 1024 * 1024;
 
 /// The body's bytes, or `invalid_input` when it holds more than `cap` bytes or could
-/// not be read.
-pub async fn read_capped(mut body: Body, cap: usize) -> AppResult<Vec<u8>> {
+/// not be read. A body that came in one frame (a grab's always does) is returned as
+/// that frame, not copied.
+pub async fn read_capped(mut body: Body, cap: usize) -> AppResult<Bytes> {
     let refused = || AppError::invalid(format!("The request body is unreadable or larger than {cap} bytes."));
     // Announced larger than is ever read: refused unread.
     if body.size_hint().lower() > DRAIN_BYTES as u64 {
         return Err(refused());
     }
-    let (mut kept, mut read) = (Vec::new(), 0);
+    let (mut first, mut more, mut read) = (Bytes::new(), Vec::new(), 0);
     while let Some(frame) = body.frame().await {
         let Ok(data) = frame.map_err(|_| refused())?.into_data() else { continue };
         read += data.len();
-        if read <= cap {
-            kept.extend_from_slice(&data);
-        } else if read > DRAIN_BYTES {
-            break;
+        if read > cap {
+            if read > DRAIN_BYTES {
+                break;
+            }
+        } else if first.is_empty() {
+            first = data;
+        } else {
+            if more.is_empty() {
+                more.extend_from_slice(&first);
+            }
+            more.extend_from_slice(&data);
         }
     }
     if read > cap {
         return Err(refused());
     }
-    Ok(kept)
+    Ok(if more.is_empty() { first } else { more.into() })
 }

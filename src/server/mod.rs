@@ -156,7 +156,8 @@ async fn run(
     if generated {
         println!("Admin token (generated for this run): {admin_token}");
     }
-    let own = http::Connections::new(router(state, guard), serving.header_timeout);
+    // This runtime serves on the connection its background tasks share.
+    let own = http::Connections::new((serving.build)(state.backend.redis.clone()), serving.header_timeout);
     http::accept(listener, own, shards.handoff.clone(), serving.grace, shutdown.wait()).await;
     // Also when serving failed: the background tasks must stop either way. Each
     // finishes the step in hand (a worker acknowledges the batch it persisted).

@@ -31,9 +31,9 @@ async fn run() -> std::process::ExitCode {
         )
         .init();
     let config = Config::parse();
-    let leptos = match leptos::config::get_configuration(None) {
-        Ok(conf) => conf.leptos_options,
-        Err(e) => return fail(format!("reading Leptos settings: {e}")),
+    let leptos = match server::site::options() {
+        Ok(options) => options,
+        Err(e) => return fail(e),
     };
     let addr = config.site_addr.unwrap_or(leptos.site_addr);
     let listener = match tokio::net::TcpListener::bind(addr).await {

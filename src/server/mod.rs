@@ -9,6 +9,7 @@ pub mod ops;
 mod page_cache;
 mod rate_limit;
 mod shards;
+pub mod site;
 
 use crate::{
     app::{shell, App},

@@ -130,3 +130,20 @@ async fn a_page_that_could_not_load_its_sales_is_not_shared() {
     assert!(shop_page(&app, None).await.contains("Mixer sale"), "the failed render was not kept");
     app.stop().await;
 }
+
+/// A server whose pages could not hydrate does not start: built without its site's
+/// settings (as `cargo test` builds it), or started away from its site's files. It
+/// says why and exits before touching Redis or the database.
+#[tokio::test]
+async fn a_server_without_its_site_refuses_to_start() {
+    let (status, said) = crate::process::run_to_exit(&[]).await;
+    assert!(!status.success());
+    assert!(said.contains("built without its site's settings") && said.contains("cargo leptos build"), "{said}");
+
+    let empty = tempfile::TempDir::new().unwrap();
+    let root = empty.path().to_str().unwrap();
+    let (status, said) =
+        crate::process::run_to_exit(&[("LEPTOS_OUTPUT_NAME", "seckill"), ("LEPTOS_SITE_ROOT", root)]).await;
+    assert!(!status.success());
+    assert!(said.contains(&format!("{root}/pkg/seckill.js is missing")), "{said}");
+}

@@ -4,7 +4,11 @@
 use crate::support::{fresh_database, wait_until, ADMIN_TOKEN};
 use seckill::{client::ApiClient, server::child::ends_with_parent};
 use serde_json::json;
-use std::{path::Path, process::ExitStatus, process::Stdio, time::Duration};
+use std::{
+    path::{Path, PathBuf},
+    process::{ExitStatus, Stdio},
+    time::Duration,
+};
 use tokio::{
     io::{AsyncBufReadExt, BufReader},
     process::{Child, Command},
@@ -55,6 +59,7 @@ impl Process {
             .env("SECKILL_THREADS", "2")
             .env("RUST_LOG", "error")
             .env("LEPTOS_OUTPUT_NAME", "seckill")
+            .env("LEPTOS_SITE_ROOT", stub_site())
             .envs(extra.iter().copied())
             .stdout(Stdio::piped())
             .kill_on_drop(true)
@@ -83,6 +88,39 @@ impl Process {
         assert!(sent.success());
         tokio::time::timeout(limit, self.child.wait()).await.ok().map(Result::unwrap)
     }
+}
+
+/// A site for child servers: the two files a page loads, empty. `cargo test` builds
+/// the binary without cargo-leptos, and a server refuses to start without its site
+/// (`server::site`); no drill loads a page's scripts (Playwright does, on the release build).
+fn stub_site() -> PathBuf {
+    let site = Path::new(env!("CARGO_TARGET_TMPDIR")).join("stub-site");
+    let pkg = site.join("pkg");
+    std::fs::create_dir_all(&pkg).unwrap();
+    for file in ["seckill.js", "seckill_bg.wasm"] {
+        std::fs::write(pkg.join(file), b"").unwrap();
+    }
+    site
+}
+
+/// Runs the binary with `envs` (the test run's environment besides) until it exits,
+/// which it must do within 30 s (a server that started would not): its status and
+/// what it wrote to stderr.
+pub async fn run_to_exit(envs: &[(&str, &str)]) -> (ExitStatus, String) {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_seckill"));
+    let child = ends_with_parent(&mut command, libc::SIGKILL)
+        .env("LEPTOS_SITE_ADDR", "127.0.0.1:0")
+        .env_remove("LEPTOS_OUTPUT_NAME")
+        .env_remove("LEPTOS_SITE_ROOT")
+        .envs(envs.iter().copied())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the seckill binary starts");
+    let out = tokio::time::timeout(Duration::from_secs(30), child.wait_with_output()).await;
+    let out = out.expect("the process exits within 30 s").unwrap();
+    (out.status, String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
 /// The `http://address` a starting process prints once it listens; the rest of its

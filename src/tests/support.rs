@@ -158,7 +158,8 @@ impl TestApp {
         config.threads = Some(2);
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
-        let leptos = leptos::config::get_configuration(None).unwrap().leptos_options;
+        // The site's name, as cargo-leptos would compile it in (`cargo test` does not).
+        let leptos = leptos::config::LeptosOptions::builder().output_name("seckill").site_root("target/site").build();
         let (stop, stopped) = oneshot::channel::<()>();
         let handle = tokio::spawn(server::serve(config, leptos, listener, async {
             let _ = stopped.await;

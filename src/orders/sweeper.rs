@@ -21,7 +21,11 @@ const ABANDONED_AFTER_MS: i64 = 2_000;
 
 pub fn spawn(backend: Backend, every: Duration, shutdown: Shutdown) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
+        // The first round, like every other, comes a period after the last (here: the
+        // start). A period of an hour means no round for an hour, which the tests of
+        // deadlines nobody sweeps rely on; at start-up the other processes sweep.
         let mut rounds = shutdown::interval(every);
+        rounds.reset();
         while shutdown.tick(&mut rounds).await {
             if let Err(e) = sweep(&backend).await {
                 tracing::warn!("sweeper: {e}; trying again next round");

@@ -18,6 +18,8 @@ pub mod routes;
 #[cfg(feature = "ssr")]
 mod server;
 #[cfg(feature = "ssr")]
+pub use server::REDIS_DEADLINE;
+#[cfg(feature = "ssr")]
 pub mod sold_out;
 pub mod view;
 

@@ -23,7 +23,7 @@ use std::{
 /// Longest a grab waits on Redis before answering `unavailable`: a shopper must hear
 /// back, and a Redis that has not answered by then is down or overloaded. (A grab the
 /// gate decided just before the deadline still stands; asking again says so.)
-const REDIS_DEADLINE: Duration = Duration::from_secs(2);
+pub const REDIS_DEADLINE: Duration = Duration::from_secs(2);
 
 /// `user_id` tries to buy one unit of `voucher_id` (see `api::grab`).
 pub async fn grab(state: &AppState, user_id: i64, voucher_id: i64) -> AppResult<GrabTicket> {

@@ -132,14 +132,15 @@ async fn redis_back_empty_after_an_outage() {
     let () = redis::cmd("CLIENT").arg("PAUSE").arg(10_000).arg("ALL").query_async(&mut admin).await.unwrap();
     let answers_again = Instant::now() + Duration::from_secs(10);
     let asked = Instant::now();
+    // Each answers while Redis is still silent: none waits for it (the grab gives Redis
+    // its 2 s deadline, the list and the page a quarter of a second).
     let (status, body) = app.grab(&late[0], v).await;
-    assert!(asked.elapsed() < Duration::from_secs(3), "a grab waited {:?}", asked.elapsed());
+    assert!(Instant::now() < answers_again, "a grab waited {:?}, until Redis answered", asked.elapsed());
     assert_eq!((status.as_u16(), code(&body)), (503, "unavailable"));
     // The shop still shows its sales, with the database's stock, without waiting on Redis.
-    let asked = Instant::now();
     let (status, listed) = app.call("list_vouchers", json!({}), &[]).await;
     let page = app.http.get(format!("{}/", app.base)).send().await.unwrap();
-    assert!(asked.elapsed() < Duration::from_secs(2), "the list and the page waited {:?}", asked.elapsed());
+    assert!(Instant::now() < answers_again, "the list and the page waited {:?}, until Redis answered", asked.elapsed());
     assert_eq!((status.as_u16(), listed[0]["remaining"].as_i64()), (200, Some(15)), "{listed}");
     assert_eq!(page.status(), 200);
 
@@ -362,11 +363,14 @@ async fn redis_restarted_from_its_append_only_file() {
     private.crash().await;
     let crashed = Instant::now();
     // Redis stays down for 3 s, as a real restart does, and grabs keep coming: each
-    // answers `unavailable` within its deadline.
+    // answers `unavailable` within its deadline on Redis. The bound leaves 2 s for the
+    // round trip on a loaded machine; a grab that waited out the reconnection instead
+    // (five attempts about a second apart) would take 5 s or more.
     while crashed.elapsed() < Duration::from_secs(3) {
         let asked = Instant::now();
         let (status, body) = app.grab(&probe, other).await;
-        assert!(asked.elapsed() < Duration::from_secs(3), "a grab waited {:?}", asked.elapsed());
+        let bound = seckill::sale::REDIS_DEADLINE + Duration::from_secs(2);
+        assert!(asked.elapsed() < bound, "a grab waited {:?}", asked.elapsed());
         assert_eq!((status.as_u16(), code(&body)), (503, "unavailable"));
     }
     let private = LocalRedis::start_on(dir.path(), port).await.unwrap();

@@ -6,7 +6,7 @@
 
 use crate::{
     process::{Process, Shared},
-    support::{connect_db, wait_until, Options, Shopper, TestApp, Watchdog},
+    support::{connect_db, wait_until, Options, Shopper, TestApp, Watchdog, SETTLED, SOON},
 };
 use futures::{stream, StreamExt};
 use redis::AsyncCommands;
@@ -74,7 +74,7 @@ impl PrivateCluster {
             return Err(format!("cluster create: {}", String::from_utf8_lossy(&created.stdout)));
         }
         let want = format!("connected_slaves:{replicas}");
-        wait_until("the cluster is ok and replicas in sync", Duration::from_secs(30), || {
+        wait_until("the cluster is ok and replicas in sync", SETTLED, || {
             let (ports, want) = (ports.clone(), want.clone());
             async move {
                 for port in ports {
@@ -252,7 +252,9 @@ struct Outcome {
 }
 
 async fn grab_until_answered(apis: &[ApiClient], i: usize, shopper: Shopper, v: i64) -> Outcome {
-    let deadline = Instant::now() + Duration::from_secs(60);
+    // Two of the settling limit: a failover (node timeout 1-3 s, then the client's
+    // retries) comes first, then the grab's turn in a storm.
+    let deadline = Instant::now() + 2 * SETTLED;
     let mut retries = 0;
     loop {
         let api = &apis[(i + retries) % apis.len()];
@@ -304,7 +306,7 @@ async fn a_master_killed_mid_sale_is_replaced_and_the_sale_goes_on() {
     // come after, so there are grants after the kill however fast the first wave ran.
     let after_kill = people.split_off(300);
     let storm = tokio::spawn(retrying_storm(apis.clone(), people, v, 16));
-    wait_until("the storm is under way", Duration::from_secs(30), || {
+    wait_until("the storm is under way", SETTLED, || {
         let api = a.api.clone();
         async move { api.stats(v).await.is_ok_and(|s| s["granted"].as_i64() >= Some(100)) }
     })
@@ -411,7 +413,8 @@ async fn settle_books(api: &ApiClient, database_url: &str, v: i64, stock: i64, o
 }
 
 async fn wait_for(api: &ApiClient, v: i64, done: impl Fn(&Value) -> bool) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(60);
+    // Two of the settling limit: a failover or a slot's move comes first.
+    let deadline = Instant::now() + 2 * SETTLED;
     loop {
         let s = api.stats(v).await.unwrap();
         if done(&s) {
@@ -456,7 +459,7 @@ async fn vouchers_on_every_node_sell_on_a_fixed_set_of_connections() {
     let listed = app.call("list_vouchers", json!({}), &[]).await.1;
     assert_eq!(listed.as_array().map(Vec::len), Some(30), "{listed}");
     // Polled: a probe's own connection may take a moment to close.
-    wait_until("as many connections as with one voucher", Duration::from_secs(5), || async {
+    wait_until("as many connections as with one voucher", SOON, || async {
         cluster.clients_on(&masters).await <= before
     })
     .await;

@@ -5,7 +5,7 @@
 use crate::support::connect_db;
 use crate::{
     process::{Process, Shared},
-    support::{code, redis_url, wait_until, Options, Shopper, TestApp, Watchdog},
+    support::{code, redis_url, wait_until, Options, Shopper, TestApp, Watchdog, SETTLED, SOON},
 };
 use futures::{stream, StreamExt};
 use redis::streams::StreamPendingCountReply;
@@ -47,7 +47,8 @@ fn queued(answers: &[Answer]) -> HashSet<i64> {
 /// Waits until every granted order is persisted, then checks I1–I5 against the
 /// database and returns a line of counts for the drill's report.
 async fn books_balance(api: &ApiClient, db: &Db, v: i64, stock: i64, queued: &HashSet<i64>) -> String {
-    let deadline = Instant::now() + Duration::from_secs(60);
+    // Two of the settling limit: the storm's orders wait out the fault, then persist.
+    let deadline = Instant::now() + 2 * SETTLED;
     let stats = loop {
         let s = api.stats(v).await.unwrap();
         if s["persisted"] == s["granted"] && s["pending"] == 0 {
@@ -130,7 +131,7 @@ async fn redis_back_empty_after_an_outage() {
     let mut admin = client.get_multiplexed_async_connection().await.unwrap();
     let () = redis::cmd("FLUSHALL").query_async(&mut admin).await.unwrap();
     let () = redis::cmd("CLIENT").arg("PAUSE").arg(10_000).arg("ALL").query_async(&mut admin).await.unwrap();
-    let answers_again = Instant::now() + Duration::from_secs(10);
+    let answers_again = Instant::now() + Duration::from_secs(10); // the pause just set
     let asked = Instant::now();
     // Each answers while Redis is still silent: none waits for it (the grab gives Redis
     // its 2 s deadline, the list and the page a quarter of a second).
@@ -145,10 +146,7 @@ async fn redis_back_empty_after_an_outage() {
     assert_eq!(page.status(), 200);
 
     // Once Redis answers again the worker rebuilds the voucher from the database.
-    wait_until("the sale resumes by itself", Duration::from_secs(30), || async {
-        app.grab(&late[1], v).await.0 == 200
-    })
-    .await;
+    wait_until("the sale resumes by itself", SETTLED, || async { app.grab(&late[1], v).await.0 == 200 }).await;
     let after = Instant::now().saturating_duration_since(answers_again);
     println!("drill redis_back_empty: sales resumed {after:?} after Redis answered again");
     for s in &early {
@@ -196,7 +194,7 @@ async fn kill_9_in_the_middle_of_persisting_a_storm() {
     let fired = tokio::spawn(storm(vec![a.api.clone(), b.api.clone(), c.api.clone()], shoppers, v));
 
     // Kill A while it holds entries it has read and not acknowledged.
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let deadline = Instant::now() + SETTLED;
     let held = loop {
         let held = pending_on(&mut redis, &stream, "drill-a").await;
         if held > 0 {
@@ -206,7 +204,7 @@ async fn kill_9_in_the_middle_of_persisting_a_storm() {
     };
     a.kill9().await;
     let killed = Instant::now();
-    wait_until("B and C take over what A held", Duration::from_secs(30), || {
+    wait_until("B and C take over what A held", SETTLED, || {
         let (mut redis, stream) = (redis.clone(), stream.clone());
         async move { pending_on(&mut redis, &stream, "drill-a").await == 0 }
     })
@@ -240,7 +238,7 @@ async fn sigterm_in_the_middle_of_a_storm_loses_nothing() {
         .unwrap();
     let shoppers = a.api.sign_in_many("term", 800, 64).await.unwrap();
     let fired = tokio::spawn(storm(vec![a.api.clone()], shoppers, v));
-    wait_until("the storm is under way", Duration::from_secs(30), || {
+    wait_until("the storm is under way", SETTLED, || {
         let api = a.api.clone();
         async move { api.stats(v).await.is_ok_and(|s| s["granted"].as_i64() >= Some(50)) }
     })
@@ -284,7 +282,7 @@ async fn database_blocked_past_the_claim_time_fails_nobody() {
     let shoppers = b.api.sign_in_many("locked", 30, 30).await.unwrap();
     let stream = SaleKeys::new(&shared.namespace, v).orders;
 
-    wait_until("A's worker reads the voucher's stream", Duration::from_secs(30), || {
+    wait_until("A's worker reads the voucher's stream", SETTLED, || {
         let (mut redis, stream) = (redis.clone(), stream.clone());
         async move {
             let consumers: redis::RedisResult<redis::streams::StreamInfoConsumersReply> =
@@ -318,7 +316,7 @@ async fn database_blocked_past_the_claim_time_fails_nobody() {
     a.kill9().await;
     let (status, body) = b.api.call("sign_in", json!({ "name": "locked-0" }), &[]).await.unwrap();
     assert_eq!(status, 200, "signing in with a name that exists writes nothing: {body}");
-    wait_until("B claims A's orders and fails to write them again and again", Duration::from_secs(30), || {
+    wait_until("B claims A's orders and fails to write them again and again", SETTLED, || {
         let (mut redis, stream) = (redis.clone(), stream.clone());
         async move {
             pending_on(&mut redis, &stream, "drill-a").await == 0 && most_deliveries(&mut redis, &stream).await > 3
@@ -377,10 +375,7 @@ async fn redis_restarted_from_its_append_only_file() {
     let back = Instant::now();
     // The gate answers again within seconds (the connection is made again about once
     // a second), without anyone restarting the app.
-    wait_until("the sale resumes by itself", Duration::from_secs(10), || async {
-        app.grab(&probe, other).await.0 == 200
-    })
-    .await;
+    wait_until("the sale resumes by itself", SOON, || async { app.grab(&probe, other).await.0 == 200 }).await;
     let (unavailable, resumed) = (crashed.elapsed(), back.elapsed());
     let answers = fired.await.unwrap();
     let queued = queued(&answers);

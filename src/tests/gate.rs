@@ -1,6 +1,6 @@
 //! Every outcome of the gate, through the public API.
 
-use crate::support::{code, TestApp};
+use crate::support::{code, TestApp, SETTLED};
 use seckill::{
     error::ErrorCode,
     orders::store::Snapshot,
@@ -63,7 +63,7 @@ async fn result_moves_from_queued_to_success_and_is_private() {
             app.call("grab_result", json!({ "voucher_id": v, "order_id": order_id }), &[("cookie", &cookie)]).await
         }
     };
-    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+    let deadline = tokio::time::Instant::now() + SETTLED;
     let body = loop {
         let (status, body) = ask(&ann).await;
         assert_eq!(status, 200, "{body}");

@@ -1,12 +1,12 @@
 //! Order ids stay unique across processes drawing blocks from one Redis counter.
 
-use crate::support::redis_url;
+use crate::support::{redis_url, SOON};
 use futures::future::join_all;
 use redis::AsyncCommands;
 use seckill::backend::RedisConn;
 use seckill::ids::{decompose, OrderIds};
 use seckill::server::local_redis::LocalRedis;
-use std::{collections::HashSet, sync::Arc, time::Duration};
+use std::{collections::HashSet, sync::Arc};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_generators_never_repeat_an_id() {
@@ -101,12 +101,12 @@ async fn a_failed_refill_fails_its_waiters_and_the_next_grab_retries() {
     private.crash().await;
     let tasks = (0..50).map(|_| {
         let (ids, redis) = (ids.clone(), redis.clone());
-        tokio::spawn(async move { tokio::time::timeout(Duration::from_secs(10), ids.next(&redis)).await })
+        tokio::spawn(async move { tokio::time::timeout(SOON, ids.next(&redis)).await })
     });
     for answer in join_all(tasks).await {
         let answer = answer.unwrap().expect("a grab waited 10 s for a refill");
         assert!(answer.is_err(), "an id came from a Redis that is down: {answer:?}");
     }
     let _back = LocalRedis::start_on(dir.path(), port).await.unwrap();
-    crate::support::wait_until("ids again", Duration::from_secs(10), || async { ids.next(&redis).await.is_ok() }).await;
+    crate::support::wait_until("ids again", SOON, || async { ids.next(&redis).await.is_ok() }).await;
 }

@@ -2,7 +2,7 @@
 //! Both conservation equations hold after every race: in Redis, stock + live buyers
 //! = total; in the database, `stock_left` + orders not cancelled = stock.
 
-use crate::support::{code, wait_until, Options, Shopper, TestApp};
+use crate::support::{code, wait_until, Options, Shopper, TestApp, SOON};
 use futures::future::join_all;
 use redis::AsyncCommands;
 use seckill::orders::{
@@ -202,10 +202,7 @@ async fn unpaid_orders_time_out_and_their_units_sell_again() {
     app.wait_for_stats("unpaid orders cancelled", v, |s| s["cancelled"] == unpaid).await;
     let (p50, max) = lateness(&app, v).await;
     println!("timeout: {unpaid} of 30 orders cancelled {p50} ms (p50) and {max} ms (max) after their deadline");
-    wait_until("Redis got every unit back", Duration::from_secs(10), || async {
-        app.stats(v).await["redis_stock"] == unpaid
-    })
-    .await;
+    wait_until("Redis got every unit back", SOON, || async { app.stats(v).await["redis_stock"] == unpaid }).await;
     assert_eq!(books(&app, v, 30).await, (unpaid, paid, paid, unpaid));
 
     // The sale was sold out; the returned units sell again, to the timed-out shoppers too.
@@ -263,8 +260,7 @@ async fn payments_racing_cancels_and_timeouts_lose_no_unit() {
     let cancel_answers = a.iter().filter(|(_, c)| *c).count();
     assert!(a.iter().all(|(p, c)| p != c), "exactly one of pay and cancel wins");
     app.wait_for_stats("no order left unpaid", v, |s| s["unpaid"] == 0).await;
-    wait_until("Redis got every cancelled unit back", Duration::from_secs(10), || async { books_ready(&app, v).await })
-        .await;
+    wait_until("Redis got every cancelled unit back", SOON, || async { books_ready(&app, v).await }).await;
     let (stock, buyers, paid, cancelled) = books(&app, v, N as i64).await;
     assert_eq!(paid as usize, paid_answers, "every payment answered paid is paid, none given back");
     assert_eq!(stock, cancelled, "each cancelled unit returned once: none lost, none twice");
@@ -296,7 +292,7 @@ async fn two_sweepers_cancel_each_order_once() {
     let shoppers = one.sign_in_many("sweep", 100).await;
     grab_all(&one, &shoppers, v).await;
     one.wait_for_stats("all cancelled", v, |s| s["cancelled"] == 100).await;
-    wait_until("no give-back owed", Duration::from_secs(10), || books_ready(&one, v)).await;
+    wait_until("no give-back owed", SOON, || books_ready(&one, v)).await;
     assert_eq!(books(&one, v, 100).await, (100, 0, 0, 100));
     two.stop().await;
     one.stop().await;
@@ -317,7 +313,7 @@ async fn a_give_back_left_owed_by_a_dead_process_is_finished_once() {
     // Read at once: a sweeper takes a give-back owed for 2 s as abandoned and does it.
     let stock: i64 = app.redis.clone().get(&app.keys(v).stock).await.unwrap();
     assert_eq!(stock, 2, "Redis does not know yet");
-    wait_until("the sweeper finishes the give-back", Duration::from_secs(10), || async {
+    wait_until("the sweeper finishes the give-back", SOON, || async {
         app.stats(v).await["redis_stock"] == 3 && books_ready(&app, v).await
     })
     .await;

@@ -1,6 +1,6 @@
 //! The live feed and the cross-process sold-out broadcast.
 
-use crate::support::{code, wait_until, Feed, Options, Shopper, TestApp};
+use crate::support::{code, wait_until, Feed, Options, Shopper, TestApp, SOON};
 use futures::{stream, StreamExt};
 use redis::AsyncCommands;
 use seckill::{backend::RedisConn, server::local_redis::LocalRedis};
@@ -9,8 +9,6 @@ use std::{
     collections::HashSet,
     time::{Duration, Instant},
 };
-
-const SOON: Duration = Duration::from_secs(10);
 
 fn voucher_in(frame: &Value, id: i64) -> Option<Value> {
     frame["vouchers"].as_array()?.iter().find(|v| v["voucher_id"] == id).cloned()
@@ -210,7 +208,7 @@ async fn feed_caps_and_idle_sockets_leave_grabs_alone() {
     assert_eq!(code(&res.json::<Value>().await.unwrap()), "unavailable");
     drop(first);
     // The server notices a closed feed at its next frame (4 a second).
-    wait_until("a closed feed gives its place back", Duration::from_secs(10), || {
+    wait_until("a closed feed gives its place back", SOON, || {
         let (http, url) = (app.http.clone(), shop_feed.clone());
         async move { http.get(&url).send().await.is_ok_and(|r| r.status() == 200) }
     })
@@ -306,7 +304,7 @@ async fn slow_and_idle_connections_are_closed() {
 
     for (what, socket) in [("silent", &mut silent), ("slow", &mut slow), ("kept-alive", &mut kept)] {
         let mut buf = vec![0u8; 64 * 1024];
-        let closed = tokio::time::timeout(Duration::from_secs(10), async {
+        let closed = tokio::time::timeout(SOON, async {
             loop {
                 match socket.read(&mut buf).await {
                     Ok(0) | Err(_) => return,
@@ -315,7 +313,7 @@ async fn slow_and_idle_connections_are_closed() {
             }
         })
         .await;
-        assert!(closed.is_ok(), "the {what} connection is still open 10 s later");
+        assert!(closed.is_ok(), "the {what} connection is still open {SOON:?} later");
     }
     app.stop().await;
 }

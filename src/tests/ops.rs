@@ -1,9 +1,8 @@
 //! What a load balancer and a monitoring system see: `/healthz`, `/readyz`, `/metrics`.
 
-use crate::support::{code, wait_until, Options, TestApp, ADMIN_TOKEN};
+use crate::support::{code, wait_until, Options, TestApp, ADMIN_TOKEN, SOON};
 use seckill::server::local_redis::LocalRedis;
 use serde_json::Value;
-use std::time::Duration;
 
 #[tokio::test]
 async fn health_and_readiness_follow_the_stores() {
@@ -23,7 +22,7 @@ async fn health_and_readiness_follow_the_stores() {
     assert_eq!((status, body["ready"].as_bool()), (200, Some(true)), "{body}");
 
     private.stop().await;
-    wait_until("not ready without Redis", Duration::from_secs(10), || async {
+    wait_until("not ready without Redis", SOON, || async {
         let (status, body) = get("/readyz").await;
         status == 503 && body["checks"]["redis"] == false && body["checks"]["database"] == true
     })
@@ -51,7 +50,7 @@ async fn metrics_are_for_the_admin_and_count_grabs_and_orders() {
         assert!(res.headers()["content-type"].to_str().unwrap().starts_with("text/plain"));
         res.text().await.unwrap()
     };
-    wait_until("the sampler has reported the voucher", Duration::from_secs(10), || async {
+    wait_until("the sampler has reported the voucher", SOON, || async {
         scrape().await.contains(&format!("seckill_stream_lag{{voucher=\"{v}\"}}"))
     })
     .await;

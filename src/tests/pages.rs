@@ -1,7 +1,7 @@
 //! The shop page (`/`) as the burst of visitors before a sale gets it: one render,
 //! the same for everyone, shared for a moment (`server::page_cache`).
 
-use crate::support::{wait_until, Options, TestApp};
+use crate::support::{wait_until, Options, TestApp, SOON};
 use chrono::{Duration as Days, Utc};
 use futures::future::join_all;
 use std::{collections::HashSet, time::Duration};
@@ -91,7 +91,7 @@ async fn an_expired_page_is_served_while_one_render_replaces_it() {
     // Past its lifetime (time passing is what is tested), well inside the next one.
     tokio::time::sleep(Duration::from_millis(3_200)).await;
     assert_eq!(render_of(&shop_page(&app, None).await), first, "no visitor waits for the new render");
-    wait_until("a new render replaces the expired one", Duration::from_secs(10), || async {
+    wait_until("a new render replaces the expired one", SOON, || async {
         render_of(&shop_page(&app, None).await) != first
     })
     .await;
@@ -104,7 +104,7 @@ async fn a_voucher_created_on_another_process_shows_on_this_ones_page() {
     let there = TestApp::with(Options { page_cache_ms: 60_000, ..here.restart_options() }).await;
     let before = render_of(&shop_page(&here, None).await);
     new_voucher(&there, "Blender sale").await;
-    wait_until("the sale event puts this process's page out of date", Duration::from_secs(10), || async {
+    wait_until("the sale event puts this process's page out of date", SOON, || async {
         shop_page(&here, None).await.contains("Blender sale")
     })
     .await;

@@ -1,7 +1,7 @@
 //! The server as a child process (the `seckill` binary), for drills that kill it with
 //! SIGKILL or stop it with SIGTERM, as an operator or a crash would.
 
-use crate::support::{fresh_database, wait_until, ADMIN_TOKEN};
+use crate::support::{fresh_database, wait_until, ADMIN_TOKEN, SETTLED};
 use seckill::{client::ApiClient, server::child::ends_with_parent};
 use serde_json::json;
 use std::{
@@ -68,7 +68,7 @@ impl Process {
         let base = listening_on(&mut child).await;
         let api = ApiClient::new(&base, ADMIN_TOKEN, 256);
         let probe = api.clone();
-        wait_until("the process answers", Duration::from_secs(30), || {
+        wait_until("the process answers", SETTLED, || {
             let probe = probe.clone();
             async move { probe.call("list_vouchers", json!({}), &[]).await.is_ok_and(|(s, _)| s.is_success()) }
         })
@@ -81,7 +81,8 @@ impl Process {
         self.child.kill().await.unwrap();
     }
 
-    /// SIGTERM, as a process manager stops it; waits up to `limit` for it to exit.
+    /// SIGTERM, as a process manager stops it; waits up to `limit` for it to exit (the
+    /// server promises to within its two graces of 10 s: requests, then background tasks).
     pub async fn terminate(mut self, limit: Duration) -> Option<ExitStatus> {
         let pid = self.child.id().expect("still running").to_string();
         let sent = Command::new("kill").args(["-TERM", &pid]).status().await.unwrap();
@@ -104,7 +105,7 @@ fn stub_site() -> PathBuf {
 }
 
 /// Runs the binary with `envs` (the test run's environment besides) until it exits,
-/// which it must do within 30 s (a server that started would not): its status and
+/// which it must do within the settling limit (a server that started would not): its status and
 /// what it wrote to stderr.
 pub async fn run_to_exit(envs: &[(&str, &str)]) -> (ExitStatus, String) {
     let mut command = Command::new(env!("CARGO_BIN_EXE_seckill"));
@@ -118,8 +119,8 @@ pub async fn run_to_exit(envs: &[(&str, &str)]) -> (ExitStatus, String) {
         .kill_on_drop(true)
         .spawn()
         .expect("the seckill binary starts");
-    let out = tokio::time::timeout(Duration::from_secs(30), child.wait_with_output()).await;
-    let out = out.expect("the process exits within 30 s").unwrap();
+    let out = tokio::time::timeout(SETTLED, child.wait_with_output()).await;
+    let out = out.expect("the process exits").unwrap();
     (out.status, String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
@@ -128,7 +129,7 @@ pub async fn run_to_exit(envs: &[(&str, &str)]) -> (ExitStatus, String) {
 async fn listening_on(child: &mut Child) -> String {
     let stdout = child.stdout.take().expect("stdout is piped");
     let mut lines = BufReader::new(stdout).lines();
-    let found = tokio::time::timeout(Duration::from_secs(30), async {
+    let found = tokio::time::timeout(SETTLED, async {
         while let Some(line) = lines.next_line().await.ok()? {
             if let Some(rest) = line.split_once("listening on ").map(|(_, rest)| rest) {
                 return rest.split_whitespace().next().map(str::to_owned);
@@ -137,7 +138,7 @@ async fn listening_on(child: &mut Child) -> String {
         None
     })
     .await;
-    let base = found.ok().flatten().expect("the process says where it listens within 30 s");
+    let base = found.ok().flatten().expect("the process says where it listens");
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
     base
 }

@@ -167,7 +167,7 @@ impl TestApp {
         let api = ApiClient::new(&base, ADMIN_TOKEN, 256);
         let http = api.http.clone();
         let probe = format!("{base}/api/list_vouchers");
-        wait_until("server answers", Duration::from_secs(20), || {
+        wait_until("server answers", SETTLED, || {
             let (http, probe) = (http.clone(), probe.clone());
             async move { http.post(&probe).json(&json!({})).send().await.is_ok_and(|r| r.status().is_success()) }
         })
@@ -233,7 +233,7 @@ impl TestApp {
 
     /// Polls `sale_stats` until `done` holds for it.
     pub async fn wait_for_stats(&self, what: &str, voucher_id: i64, done: impl Fn(&Value) -> bool) -> Value {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        let deadline = tokio::time::Instant::now() + SETTLED;
         loop {
             let s = self.stats(voucher_id).await;
             if done(&s) {
@@ -253,6 +253,22 @@ impl TestApp {
         seckill::backend::Backend::new(self.db.clone(), self.redis.clone(), &self.namespace)
     }
 }
+
+/// How long a test waits for what the server does by itself within about a second: a
+/// sampler round (every 250 ms), a worker's read (at most 100 ms apart in tests), a
+/// sweep, a pub/sub message, a closed connection noticed, a Redis reconnection (about
+/// a second apart). Ten times the slowest of those. The suite's own load (two tests at
+/// once, each with servers of two threads, beside PostgreSQL and six Redis nodes on two
+/// cores) delays a thread by milliseconds, not seconds: in the stress runs before these
+/// limits were written down, no such wait came near them.
+pub const SOON: Duration = Duration::from_secs(10);
+
+/// How long a test waits for work that grows with what the test made: a storm's
+/// orders persisted (hundreds to a few thousand, at thousands a second), a process
+/// started (migrations, Redis, warm-up), orders taken over after a claim idle time of
+/// a second, a cluster made and in sync. Ten times what the largest takes under the
+/// suite's own load.
+pub const SETTLED: Duration = Duration::from_secs(30);
 
 /// How long a drill may run: ten times the slowest one here, on a busy machine.
 pub const DRILL_LIMIT: Duration = Duration::from_secs(240);

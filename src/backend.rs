@@ -7,15 +7,12 @@
 //! converts into the API's `unavailable` refusal, so `?` is all a caller writes.
 
 use crate::{
+    bus::SaleEvent,
     error::{AppError, ErrorCode},
-    orders::worker::Wakeups,
-    sale::{
-        events::SaleEvent,
-        keys::{events_channel, SaleKeys},
-    },
 };
-use redis::Script;
+use layout::{events_channel, SaleKeys, Scripts};
 
+pub mod layout;
 mod redis_conn;
 mod script_call;
 pub use redis_conn::{RedisConn, RedisTarget};
@@ -47,8 +44,6 @@ pub struct Backend {
     pub namespace: Arc<str>,
     /// The pub/sub channel of sale events, named once (every grab hands it to the gate).
     pub events_channel: Arc<str>,
-    /// The worker's readers in this process, woken when the gate grants an order.
-    pub wakeups: Arc<Wakeups>,
     /// Key names already built: every grab needs its voucher's eight.
     sale_keys: Arc<Mutex<HashMap<i64, Arc<SaleKeys>>>>,
 }
@@ -65,7 +60,6 @@ impl Backend {
             scripts: Arc::new(Scripts::default()),
             namespace: namespace.into(),
             events_channel: events_channel(namespace).into(),
-            wakeups: Arc::default(),
             sale_keys: Arc::default(),
         }
     }
@@ -93,32 +87,6 @@ impl Backend {
             redis::AsyncCommands::publish(&mut self.redis.clone(), &*self.events_channel, event.encode()).await;
         if let Err(e) = sent {
             tracing::warn!("announcing {event:?}: {e}");
-        }
-    }
-}
-
-/// The scripts in `lua/`. Each is called, and its arguments and answer are typed, in
-/// the one module that owns it: `grab` in `sale::gate`, `warm` in `voucher::warm`,
-/// `give_back` in `orders::give_back`, `settle` in
-/// `orders::settle`, `restock` in `orders::restock`, `sample` in `live::sampler`.
-pub struct Scripts {
-    pub grab: Script,
-    pub warm: Script,
-    pub give_back: Script,
-    pub settle: Script,
-    pub restock: Script,
-    pub sample: Script,
-}
-
-impl Default for Scripts {
-    fn default() -> Self {
-        Self {
-            grab: Script::new(include_str!("../lua/grab.lua")),
-            warm: Script::new(include_str!("../lua/warm.lua")),
-            give_back: Script::new(include_str!("../lua/give_back.lua")),
-            settle: Script::new(include_str!("../lua/settle.lua")),
-            restock: Script::new(include_str!("../lua/restock.lua")),
-            sample: Script::new(include_str!("../lua/sample.lua")),
         }
     }
 }

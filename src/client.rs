@@ -1,5 +1,5 @@
 //! A client of the JSON API (`POST /api/<name>`), shared by the load tool
-//! (`src/bin/bench.rs`) and the integration tests: one place that knows how to sign in,
+//! (`src/bin/bench/`) and the integration tests: one place that knows how to sign in,
 //! carry a session cookie and make admin calls.
 
 use futures::{stream, StreamExt};

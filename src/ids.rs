@@ -129,7 +129,7 @@ impl OrderIds {
         Self {
             namespace: namespace.to_owned(),
             block_size: block_size.max(1),
-            script: Script::new(include_str!("../lua/order_ids.lua")),
+            script: crate::backend::layout::order_ids_script(),
             hand: Mutex::new(Hand::default()),
         }
     }
@@ -195,7 +195,7 @@ impl OrderIds {
         day: NaiveDate,
         floor: u64,
     ) -> redis::RedisResult<RangeInclusive<u64>> {
-        let key = format!("{}:icr:order:{}", self.namespace, day.format("%Y%m%d"));
+        let key = crate::backend::layout::order_id_counter(&self.namespace, &day.format("%Y%m%d").to_string());
         let last: u64 = self
             .script
             .key(key)

@@ -32,6 +32,8 @@ pub mod backend;
 #[cfg(feature = "ssr")]
 pub mod body;
 #[cfg(feature = "ssr")]
+pub mod bus;
+#[cfg(feature = "ssr")]
 pub mod client;
 #[cfg(feature = "ssr")]
 pub mod config;

@@ -2,13 +2,10 @@
 //! Start-up order (Redis, database, migrations, warm-up, worker, HTTP) is in
 //! [`seckill::server::serve`].
 
-/// mimalloc: in a storm glibc's malloc took a fifth of the server's CPU; with mimalloc
-/// the server spent 15 % less CPU per grab against Redis's (A/B, 4 runs each).
+/// mimalloc: in a storm glibc's malloc took a large share of the server's CPU.
 /// Built without transparent huge pages (`no_thp`): mimalloc returns idle memory to
-/// the kernel, and each huge page touched again was zeroed whole, 2 MB at a time; in
-/// a 30k-grab storm that was 4 % of the server's CPU (perf). Without huge pages the
-/// server spent 62-66 µs of CPU per grab, not 65-73, and peaked at 45-46 MB, not
-/// 68-83 (one binary, MIMALLOC_ALLOW_THP=0/1: 3 runs without, 5 with).
+/// the kernel, and each huge page touched again was zeroed whole, 2 MB at a time,
+/// which cost CPU per grab and memory at the peak (figures: `src/bin/bench/history.md`).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

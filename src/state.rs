@@ -6,9 +6,10 @@ use crate::{
     backend::Backend,
     ids::OrderIds,
     live::{hub::Hub, slots::FeedSlots},
+    orders::worker::Wakeups,
     sale::{rebuilds::Rebuilds, sold_out::SoldOutFlags},
+    server::page_cache::Changes,
     shutdown::Shutdown,
-    voucher::Changes,
 };
 use axum::extract::FromRef;
 use leptos::config::LeptosOptions;
@@ -56,6 +57,8 @@ pub struct SharedState {
     /// Changes to the voucher list, made here or heard of from other processes (the
     /// shared shop page follows them).
     pub voucher_changes: Arc<Changes>,
+    /// The worker's readers in this process, rung by the gate when it grants an order.
+    pub wakeups: Arc<Wakeups>,
     /// Fires when the server is stopping (long-lived feeds end then).
     pub shutdown: Shutdown,
 }

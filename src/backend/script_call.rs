@@ -2,9 +2,8 @@
 //!
 //! redis' own `ScriptInvocation` keeps every key and argument in a buffer of its own,
 //! then copies them all into the `EVALSHA` command it sends: a grab (six keys, six
-//! arguments) cost eighteen allocations and frees there, a fifth of all the server made
-//! per grab (callgrind), and settling three per order. Here they go once into the
-//! command's one buffer.
+//! arguments) cost eighteen allocations and frees there, and settling three per order
+//! (`src/bin/bench/history.md`). Here they go once into the command's one buffer.
 
 use super::RedisConn;
 use redis::{Cmd, ErrorKind, FromRedisValue, RedisResult, Script, ToRedisArgs};

@@ -2,6 +2,7 @@
 //! Frames are serialised once, whatever the number of subscribers.
 
 use super::{AdminFrame, LiveEvent, ShopFrame, Snapshot};
+use crate::bus::{SaleEvent, Subscriber};
 use std::{
     collections::VecDeque,
     sync::{Arc, Mutex},
@@ -102,4 +103,15 @@ impl Hub {
 
 fn to_json(value: &impl serde::Serialize) -> String {
     serde_json::to_string(value).unwrap_or_else(|_| "{}".to_owned())
+}
+/// The bus: each event the feeds show goes to every open feed at once.
+impl Subscriber for Hub {
+    fn heard(&self, event: &SaleEvent, at_ms: i64) {
+        if let Some(event) = LiveEvent::from_sale(event, at_ms) {
+            self.publish_event(event);
+        }
+    }
+
+    /// Nothing to forget: a missed event is a line missing from the log.
+    fn missed(&self) {}
 }

@@ -3,11 +3,11 @@
 //! Events (`GET /api/live`); sale events (sold out, restocked, dead-lettered, worker
 //! joined or left) arrive through Redis pub/sub and are pushed the moment they happen.
 //! A thousand open dashboards cost one sampler, not a thousand. `sale_stats` gives one
-//! voucher's numbers on request.
+//! voucher's numbers on request, computed as the sampler's are (`figures`).
 
 pub mod api;
 #[cfg(feature = "ssr")]
-pub mod events;
+pub mod figures;
 #[cfg(feature = "ssr")]
 pub mod hub;
 #[cfg(feature = "ssr")]
@@ -140,16 +140,16 @@ impl LiveEvent {
     /// The feed's form of a sale event heard at `at_ms`; `None` for one the feeds do
     /// not show (a voucher changed: the lists refresh on their own).
     #[cfg(feature = "ssr")]
-    pub fn from_sale(event: crate::sale::events::SaleEvent, at_ms: i64) -> Option<Self> {
-        use crate::sale::events::SaleEvent as E;
+    pub fn from_sale(event: &crate::bus::SaleEvent, at_ms: i64) -> Option<Self> {
+        use crate::bus::SaleEvent as E;
         let (kind, voucher_id, detail) = match event {
-            E::SoldOut { voucher_id } => (EventKind::SoldOut, Some(voucher_id), None),
-            E::Restocked { voucher_id } => (EventKind::Restocked, Some(voucher_id), None),
+            E::SoldOut { voucher_id } => (EventKind::SoldOut, Some(*voucher_id), None),
+            E::Restocked { voucher_id } => (EventKind::Restocked, Some(*voucher_id), None),
             E::DeadLettered { voucher_id, order_id } => {
-                (EventKind::DeadLettered, Some(voucher_id), Some(order_id.to_string()))
+                (EventKind::DeadLettered, Some(*voucher_id), Some(order_id.to_string()))
             }
-            E::WorkerJoined { worker } => (EventKind::WorkerJoined, None, Some(worker)),
-            E::WorkerLeft { worker } => (EventKind::WorkerLeft, None, Some(worker)),
+            E::WorkerJoined { worker } => (EventKind::WorkerJoined, None, Some(worker.clone())),
+            E::WorkerLeft { worker } => (EventKind::WorkerLeft, None, Some(worker.clone())),
             E::VoucherChanged { .. } => return None,
         };
         Some(Self { at_ms, kind, voucher_id, detail })
@@ -208,22 +208,22 @@ pub enum ShopFrame {
 #[cfg(all(test, feature = "ssr"))]
 mod tests {
     use super::*;
-    use crate::sale::events::SaleEvent;
+    use crate::bus::SaleEvent;
 
     #[test]
     fn sale_events_become_feed_events() {
-        let e = LiveEvent::from_sale(SaleEvent::SoldOut { voucher_id: 42 }, 7).unwrap();
+        let e = LiveEvent::from_sale(&SaleEvent::SoldOut { voucher_id: 42 }, 7).unwrap();
         assert_eq!((e.kind, e.voucher_id, e.at_ms), (EventKind::SoldOut, Some(42), 7));
-        let e = LiveEvent::from_sale(SaleEvent::DeadLettered { voucher_id: 42, order_id: 123_456 }, 7).unwrap();
+        let e = LiveEvent::from_sale(&SaleEvent::DeadLettered { voucher_id: 42, order_id: 123_456 }, 7).unwrap();
         assert_eq!((e.kind, e.detail.as_deref()), (EventKind::DeadLettered, Some("123456")));
-        let e = LiveEvent::from_sale(SaleEvent::WorkerJoined { worker: "w-1".into() }, 0).unwrap();
+        let e = LiveEvent::from_sale(&SaleEvent::WorkerJoined { worker: "w-1".into() }, 0).unwrap();
         assert_eq!(e.detail.as_deref(), Some("w-1"));
-        assert_eq!(LiveEvent::from_sale(SaleEvent::VoucherChanged { voucher_id: 42, origin: 7 }, 0), None);
+        assert_eq!(LiveEvent::from_sale(&SaleEvent::VoucherChanged { voucher_id: 42, origin: 7 }, 0), None);
     }
 
     #[test]
     fn frames_are_tagged_json() {
-        let event = LiveEvent::from_sale(SaleEvent::Restocked { voucher_id: 3 }, 1).unwrap();
+        let event = LiveEvent::from_sale(&SaleEvent::Restocked { voucher_id: 3 }, 1).unwrap();
         let f = serde_json::to_value(AdminFrame::Event(event)).unwrap();
         assert_eq!(f["type"], "event");
         assert_eq!(f["kind"], "restocked");

@@ -11,14 +11,15 @@ use {
     super::{
         lifecycle::{self, Cancel, Payment},
         restock::restock,
+        OrderStatus,
     },
     crate::{
         auth::session::{require_admin, require_user},
-        backend::Backend,
+        backend::{layout::DRAIN_GRACE_MS, Backend},
         error::{AppError, ErrorCode},
         sale::{results::StoredResult, GrabStatus},
         state::AppState,
-        voucher::{store as vouchers, DRAIN_GRACE_MS},
+        voucher::store as vouchers,
     },
 };
 
@@ -83,18 +84,21 @@ pub async fn cancel_order(order_id: String) -> AppResult<Order> {
 pub async fn list_orders(voucher_id: i64, status: Option<String>, limit: Option<i64>) -> AppResult<Vec<Order>> {
     let state = expect_context::<AppState>();
     require_admin(&state.secrets)?;
-    if let Some(s) = status.as_deref().filter(|s| !["unpaid", "paid", "cancelled"].contains(s)) {
-        return Err(AppError::invalid(format!(
-            "status must be unpaid, paid or cancelled, not {:?}.",
-            s.chars().take(20).collect::<String>()
-        )));
-    }
+    let status = match status.as_deref() {
+        None => None,
+        Some(name) => Some(OrderStatus::parse(name).ok_or_else(|| {
+            AppError::invalid(format!(
+                "status must be unpaid, paid or cancelled, not {:?}.",
+                name.chars().take(20).collect::<String>()
+            ))
+        })?),
+    };
     let limit = limit.unwrap_or(100);
     if !(1..=MAX_LIST).contains(&limit) {
         return Err(AppError::invalid(format!("limit must be between 1 and {MAX_LIST}.")));
     }
     vouchers::get(&state.backend.db, voucher_id).await?.ok_or(ErrorCode::UnknownVoucher)?;
-    Ok(lifecycle::of_voucher(&state.backend.db, voucher_id, status.as_deref(), limit).await?)
+    Ok(lifecycle::of_voucher(&state.backend.db, voucher_id, status, limit).await?)
 }
 
 #[cfg(feature = "ssr")]

@@ -5,12 +5,9 @@
 
 use super::store::OrderMsg;
 use crate::{
-    backend::{Backend, RedisConn},
-    sale::{
-        events::SaleEvent,
-        keys::GROUP,
-        results::{FailReason, StoredResult},
-    },
+    backend::{layout::GROUP, Backend, RedisConn},
+    bus::SaleEvent,
+    sale::results::{FailReason, StoredResult},
 };
 use redis::RedisResult;
 

@@ -3,26 +3,8 @@
 //! database decides every race between a payment, a shopper's cancel and the
 //! sweeper's timeout: exactly one of them happens.
 
-use super::Order;
+use super::{CancelReason, Order, OrderStatus};
 use crate::backend::{Db, Tx};
-
-/// Why an unpaid order was cancelled. The names are API (`cancel_reason`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CancelReason {
-    /// The payment deadline passed (the sweeper).
-    Timeout,
-    /// The shopper cancelled it.
-    Shopper,
-}
-
-impl CancelReason {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Timeout => "timeout",
-            Self::Shopper => "shopper",
-        }
-    }
-}
 
 /// A give-back the database has done and Redis still owes (`restocks_owed`).
 #[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
@@ -60,6 +42,8 @@ const ORDER_COLUMNS: &str = "o.id, o.voucher_id, o.user_id, v.title, o.status, o
 
 type OrderRow = (i64, i64, i64, String, String, i64, i64, Option<String>);
 
+/// The order a row holds. The schema allows only the statuses and reasons there are;
+/// a row holding another (written by hand) reads as cancelled for no known reason.
 fn order(row: OrderRow) -> Order {
     let (id, voucher_id, user_id, title, status, created_at, pay_deadline, cancel_reason) = row;
     let at = |ms| chrono::DateTime::from_timestamp_millis(ms).unwrap_or_default();
@@ -68,10 +52,10 @@ fn order(row: OrderRow) -> Order {
         voucher_id,
         user_id,
         title,
-        status,
+        status: OrderStatus::parse(&status).unwrap_or(OrderStatus::Cancelled),
         created_at: at(created_at),
         pay_deadline: at(pay_deadline),
-        cancel_reason,
+        cancel_reason: cancel_reason.as_deref().and_then(CancelReason::parse),
     }
 }
 
@@ -95,12 +79,13 @@ pub async fn of_user(db: &Db, user_id: i64, limit: i64) -> sqlx::Result<Vec<Orde
 }
 
 /// A voucher's orders, newest first, of one status or all.
-pub async fn of_voucher(db: &Db, voucher_id: i64, status: Option<&str>, limit: i64) -> sqlx::Result<Vec<Order>> {
+pub async fn of_voucher(db: &Db, voucher_id: i64, status: Option<OrderStatus>, limit: i64) -> sqlx::Result<Vec<Order>> {
     let sql = format!(
         "SELECT {ORDER_COLUMNS} FROM orders o JOIN vouchers v ON v.id = o.voucher_id \
          WHERE o.voucher_id = $1 AND ($2 IS NULL OR o.status = $2) ORDER BY o.id DESC LIMIT $3"
     );
-    let rows: Vec<OrderRow> = sqlx::query_as(&sql).bind(voucher_id).bind(status).bind(limit).fetch_all(db).await?;
+    let rows: Vec<OrderRow> =
+        sqlx::query_as(&sql).bind(voucher_id).bind(status.map(OrderStatus::as_str)).bind(limit).fetch_all(db).await?;
     Ok(rows.into_iter().map(order).collect())
 }
 
@@ -125,10 +110,10 @@ pub async fn pay(db: &Db, order_id: i64, user_id: i64, now_ms: i64) -> sqlx::Res
         metrics::counter!("seckill_orders_paid_total").increment(1);
     }
     let Some(order) = get_for_user(db, order_id, user_id).await? else { return Ok(Payment::NotFound) };
-    Ok(match (order.status.as_str(), order.cancel_reason.as_deref()) {
-        ("paid", _) => Payment::Paid(order),
-        ("cancelled", Some("timeout")) | ("unpaid", _) => Payment::Expired,
-        _ => Payment::Cancelled,
+    Ok(match (order.status, order.cancel_reason) {
+        (OrderStatus::Paid, _) => Payment::Paid(order),
+        (OrderStatus::Cancelled, Some(CancelReason::Timeout)) | (OrderStatus::Unpaid, _) => Payment::Expired,
+        (OrderStatus::Cancelled, _) => Payment::Cancelled,
     })
 }
 
@@ -136,9 +121,9 @@ pub async fn pay(db: &Db, order_id: i64, user_id: i64, now_ms: i64) -> sqlx::Res
 pub async fn cancel_by_shopper(db: &Db, order_id: i64, user_id: i64, now_ms: i64) -> sqlx::Result<Cancel> {
     let owed = cancel(db, order_id, Some(user_id), CancelReason::Shopper, now_ms).await?;
     let Some(order) = get_for_user(db, order_id, user_id).await? else { return Ok(Cancel::NotFound) };
-    Ok(match (owed, order.status.as_str()) {
+    Ok(match (owed, order.status) {
         (Some(owed), _) => Cancel::Cancelled(order, owed),
-        (None, "paid") => Cancel::Paid,
+        (None, OrderStatus::Paid) => Cancel::Paid,
         (None, _) => Cancel::Already(order),
     })
 }

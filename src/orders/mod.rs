@@ -32,14 +32,65 @@ pub struct Order {
     pub user_id: i64,
     /// The voucher's title.
     pub title: String,
-    /// `unpaid`, `paid` or `cancelled`.
-    pub status: String,
+    pub status: OrderStatus,
     /// When it was granted (to the second).
     #[serde(deserialize_with = "crate::rfc3339::deserialize")]
     pub created_at: DateTime<Utc>,
     /// An order still unpaid at this moment is cancelled.
     #[serde(deserialize_with = "crate::rfc3339::deserialize")]
     pub pay_deadline: DateTime<Utc>,
-    /// Why a cancelled order was cancelled: `timeout` or `shopper`.
-    pub cancel_reason: Option<String>,
+    /// Why a cancelled order was cancelled.
+    pub cancel_reason: Option<CancelReason>,
+}
+
+/// Where a persisted order stands: `unpaid`, then `paid` or `cancelled`, nothing else.
+/// The names are API and what the database's `status` column holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OrderStatus {
+    Unpaid,
+    Paid,
+    Cancelled,
+}
+
+impl OrderStatus {
+    pub const ALL: [Self; 3] = [Self::Unpaid, Self::Paid, Self::Cancelled];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Unpaid => "unpaid",
+            Self::Paid => "paid",
+            Self::Cancelled => "cancelled",
+        }
+    }
+
+    /// The status a name stands for (`None` for any other text).
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|s| s.as_str() == name)
+    }
+}
+
+/// Why an unpaid order was cancelled. The names are API (`cancel_reason`) and what the
+/// database holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CancelReason {
+    /// The payment deadline passed (the sweeper).
+    Timeout,
+    /// The shopper cancelled it.
+    Shopper,
+}
+
+impl CancelReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Timeout => "timeout",
+            Self::Shopper => "shopper",
+        }
+    }
+
+    /// The reason a name stands for (`None` for any other text).
+    pub fn parse(name: &str) -> Option<Self> {
+        [Self::Timeout, Self::Shopper].into_iter().find(|r| r.as_str() == name)
+    }
 }

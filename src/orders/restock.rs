@@ -6,7 +6,7 @@
 use super::lifecycle::{self, Owed};
 use crate::{
     backend::{Backend, BackendError},
-    sale::events::SaleEvent,
+    bus::SaleEvent,
 };
 
 /// Runs the give-back the database recorded as owed, then marks it settled. Safe to

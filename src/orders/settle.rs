@@ -5,8 +5,8 @@
 
 use super::store::OrderMsg;
 use crate::{
-    backend::{Backend, RedisConn, ScriptCall},
-    sale::{keys::GROUP, results::StoredResult},
+    backend::{layout::GROUP, Backend, RedisConn, ScriptCall},
+    sale::results::StoredResult,
 };
 use redis::RedisResult;
 

@@ -1,5 +1,6 @@
 //! Orders in SQL. Persisting is idempotent: a message delivered twice yields one order.
 
+use super::OrderStatus;
 use crate::backend::{Db, Tx};
 
 /// One granted grab, as read from a voucher's order stream.
@@ -46,9 +47,7 @@ pub enum Burial {
 ///
 /// The batch goes in first as if none of its orders could conflict ([`OnConflict::Fail`]):
 /// on PostgreSQL, `ON CONFLICT DO NOTHING` inserts each row speculatively, a fifth of
-/// what an order costs the database (scratch cluster, 200-order batches: 10.1-10.3 µs
-/// an order with it, 8.1-8.4 without; bench, three processes: the database's CPU per
-/// granted grab went from 13-14 µs to 8-13). A conflict means a redelivery or a shopper's
+/// what an order costs the database (`src/bin/bench/history.md`). A conflict means a redelivery or a shopper's
 /// second order, both rare: the transaction is rolled back and the batch runs again,
 /// skipping what conflicts (PostgreSQL's log shows the refused insert as an error).
 pub async fn persist(db: &Db, batch: &[OrderMsg], pay_timeout_ms: i64) -> sqlx::Result<Vec<Outcome>> {
@@ -123,8 +122,7 @@ async fn persist_batch(
 /// statement has one text whatever the batch's size, and each connection prepares it
 /// once. A `VALUES` row per order made a text per batch size, more than a
 /// connection's statement cache holds, and SQLite, which looks each `$N` up by walking
-/// a list, spent more on preparing and binding them than on inserting (callgrind, 3k
-/// grabs: 126.8k server instructions a grab before, 115.3k after).
+/// a list, spent more on preparing and binding them than on inserting (`src/bin/bench/history.md`).
 async fn insert_new(
     tx: &mut Tx<'_>,
     voucher_id: i64,
@@ -286,7 +284,7 @@ async fn is_buried<'e>(db: impl sqlx::any::AnyExecutor<'e>, order_id: i64) -> sq
 
 /// What a rebuild of a voucher in Redis starts from.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Snapshot {
+pub struct RebuildSource {
     /// Units the database has not sold.
     pub stock_left: i64,
     /// Users holding a (not cancelled) order for the voucher.
@@ -298,7 +296,7 @@ pub struct Snapshot {
 /// Takes the write lock persisting takes (the voucher's row: SQLite's one writer,
 /// PostgreSQL's row lock), then reads stock and buyers in one statement, so they agree
 /// and no order of the voucher commits until the transaction ends. `None`: no such voucher.
-pub async fn lock_for_rebuild(tx: &mut Tx<'_>, voucher_id: i64) -> sqlx::Result<Option<Snapshot>> {
+pub async fn lock_for_rebuild(tx: &mut Tx<'_>, voucher_id: i64) -> sqlx::Result<Option<RebuildSource>> {
     lock_voucher(tx, voucher_id).await?;
     // Stock left, then each order's id, user and status (NULLs for a voucher without orders).
     type Row = (i64, Option<i64>, Option<i64>, Option<String>);
@@ -310,21 +308,13 @@ pub async fn lock_for_rebuild(tx: &mut Tx<'_>, voucher_id: i64) -> sqlx::Result<
     .fetch_all(&mut **tx)
     .await?;
     let Some(&(stock_left, ..)) = rows.first() else { return Ok(None) };
-    let mut snapshot = Snapshot { stock_left, ..Snapshot::default() };
+    let mut snapshot = RebuildSource { stock_left, ..RebuildSource::default() };
     for (_, order, user, status) in rows {
         match (order, user, status.as_deref()) {
-            (Some(order), _, Some("cancelled")) => snapshot.restocked.push(order),
+            (Some(order), _, Some(s)) if s == OrderStatus::Cancelled.as_str() => snapshot.restocked.push(order),
             (_, Some(user), Some(_)) => snapshot.buyers.push(user),
             _ => {}
         }
     }
     Ok(Some(snapshot))
-}
-
-/// Orders persisted for the voucher (not cancelled).
-pub async fn persisted(db: &Db, voucher_id: i64) -> sqlx::Result<i64> {
-    sqlx::query_scalar("SELECT COUNT(*) FROM orders WHERE voucher_id = $1 AND status <> 'cancelled'")
-        .bind(voucher_id)
-        .fetch_one(db)
-        .await
 }

@@ -4,10 +4,7 @@
 //! database, so a restart forgets nothing; each cancel is one conditional update, so
 //! any number of sweepers cancel each order once.
 
-use super::{
-    lifecycle::{self, CancelReason},
-    restock::restock,
-};
+use super::{lifecycle, restock::restock, CancelReason};
 use crate::{
     backend::{Backend, BackendError},
     shutdown::{self, Shutdown},

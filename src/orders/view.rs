@@ -3,7 +3,7 @@
 
 use super::{
     api::{cancel_order, list_orders, my_orders, pay_order},
-    Order,
+    CancelReason, Order, OrderStatus,
 };
 use crate::{auth::User, browser::every, sale::view::clock};
 use chrono::{DateTime, Utc};
@@ -11,15 +11,15 @@ use leptos::prelude::*;
 
 /// What an order's status says to people.
 pub fn status_text(order: &Order, now: DateTime<Utc>) -> String {
-    match (order.status.as_str(), order.cancel_reason.as_deref()) {
-        ("unpaid", _) if now < order.pay_deadline => {
+    match (order.status, order.cancel_reason) {
+        (OrderStatus::Unpaid, _) if now < order.pay_deadline => {
             let left = (order.pay_deadline - now).num_milliseconds().max(0);
             format!("Unpaid: pay within {}", clock((left + 999) / 1000))
         }
-        ("unpaid", _) => "Unpaid: payment time is up".to_owned(),
-        ("paid", _) => "Paid".to_owned(),
-        (_, Some("timeout")) => "Cancelled: not paid in time".to_owned(),
-        _ => "Cancelled by you".to_owned(),
+        (OrderStatus::Unpaid, _) => "Unpaid: payment time is up".to_owned(),
+        (OrderStatus::Paid, _) => "Paid".to_owned(),
+        (OrderStatus::Cancelled, Some(CancelReason::Timeout)) => "Cancelled: not paid in time".to_owned(),
+        (OrderStatus::Cancelled, _) => "Cancelled by you".to_owned(),
     }
 }
 
@@ -73,7 +73,7 @@ fn order_item(
     act: impl Fn(String, bool) + Copy + 'static,
 ) -> impl IntoView {
     let (id, deadline) = (order.order_id.clone(), order.pay_deadline);
-    let unpaid = order.status == "unpaid";
+    let unpaid = order.status == OrderStatus::Unpaid;
     let closed = move || !unpaid || now.get() >= deadline;
     let (pay_id, cancel_id, label) = (id.clone(), id.clone(), format!("Order {id}"));
     view! {
@@ -107,7 +107,7 @@ pub fn VoucherOrders(voucher_id: i64) -> impl IntoView {
             load();
         }
     });
-    let count = move |status: &'static str| move || rows.with(|r| r.iter().filter(|o| o.status == status).count());
+    let count = move |status: OrderStatus| move || rows.with(|r| r.iter().filter(|o| o.status == status).count());
     view! {
         <details class="ml-3 text-sm" on:toggle=move |_| {
             open.update(|o| *o = !*o);
@@ -116,15 +116,16 @@ pub fn VoucherOrders(voucher_id: i64) -> impl IntoView {
             <summary class="cursor-pointer">{format!("Orders of voucher #{voucher_id}")}</summary>
             <table class="w-full text-left text-sm">
                 <caption class="text-left text-slate-700">
-                    "Newest 50: " {count("unpaid")} " unpaid, " {count("paid")} " paid, " {count("cancelled")}
+                    "Newest 50: " {count(OrderStatus::Unpaid)} " unpaid, " {count(OrderStatus::Paid)} " paid, "
+                    {count(OrderStatus::Cancelled)}
                     " cancelled"
                 </caption>
                 <thead><tr><th scope="col">"Order"</th><th scope="col">"User"</th><th scope="col">"Status"</th></tr></thead>
                 <tbody>
                     {move || rows.get().into_iter().map(|o| {
                         let status = match o.cancel_reason {
-                            Some(r) => format!("{} ({r})", o.status),
-                            None => o.status,
+                            Some(r) => format!("{} ({})", o.status.as_str(), r.as_str()),
+                            None => o.status.as_str().to_owned(),
                         };
                         view! { <tr><td class="font-mono">{o.order_id}</td><td>{o.user_id}</td><td>{status}</td></tr> }
                     }).collect_view()}

@@ -1,6 +1,6 @@
 //! Sale endpoints: `/api/grab`, `/api/grab_result`. Over HTTP these paths are answered
 //! by plain axum handlers (`routes.rs`) with the same contract; the bodies below run
-//! only when called in-process. Both run `server.rs`.
+//! only when called in-process. Both run `service.rs`.
 
 use super::{GrabState, GrabTicket};
 use crate::error::AppResult;
@@ -8,7 +8,7 @@ use leptos::prelude::*;
 use server_fn::codec::Json;
 
 #[cfg(feature = "ssr")]
-use {super::server, crate::auth::session::require_user, crate::state::AppState};
+use {super::service, crate::auth::session::require_user, crate::state::AppState};
 
 /// Tries to buy one unit. Answers at once with the order id (status queued); the
 /// order is persisted in the background. Refusals: `not_signed_in`,
@@ -19,7 +19,7 @@ use {super::server, crate::auth::session::require_user, crate::state::AppState};
 pub async fn grab(voucher_id: i64) -> AppResult<GrabTicket> {
     let state = expect_context::<AppState>();
     let user_id = require_user(&state.secrets)?;
-    server::grab(&state, user_id, voucher_id).await
+    service::grab(&state, user_id, voucher_id).await
 }
 
 /// Where the shopper's own grab stands: queued, success (with the order) or failed
@@ -30,5 +30,5 @@ pub async fn grab(voucher_id: i64) -> AppResult<GrabTicket> {
 pub async fn grab_result(voucher_id: i64, order_id: String) -> AppResult<GrabState> {
     let state = expect_context::<AppState>();
     let user_id = require_user(&state.secrets)?;
-    server::grab_result(&state, user_id, voucher_id, &order_id).await
+    service::grab_result(&state, user_id, voucher_id, &order_id).await
 }

@@ -1,9 +1,9 @@
 //! The gate (`lua/grab.lua`): decides one grab in one atomic Redis step. This module
 //! owns the script's interface: what it is handed and what its answer means.
 
-use super::{keys::SaleKeys, results::StoredResult};
+use super::results::StoredResult;
 use crate::{
-    backend::{Backend, ScriptCall},
+    backend::{layout::SaleKeys, Backend, ScriptCall},
     error::ErrorCode,
 };
 use redis::RedisResult;

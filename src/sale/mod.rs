@@ -4,11 +4,7 @@
 
 pub mod api;
 #[cfg(feature = "ssr")]
-pub mod events;
-#[cfg(feature = "ssr")]
 pub mod gate;
-#[cfg(feature = "ssr")]
-pub mod keys;
 #[cfg(feature = "ssr")]
 pub mod rebuilds;
 #[cfg(feature = "ssr")]
@@ -16,9 +12,9 @@ pub mod results;
 #[cfg(feature = "ssr")]
 pub mod routes;
 #[cfg(feature = "ssr")]
-mod server;
+mod service;
 #[cfg(feature = "ssr")]
-pub use server::REDIS_DEADLINE;
+pub use service::REDIS_DEADLINE;
 #[cfg(feature = "ssr")]
 pub mod sold_out;
 pub mod view;

@@ -1,4 +1,4 @@
-//! Rebuilds of vouchers Redis lost, started by grabs (`server::not_in_redis`): one per
+//! Rebuilds of vouchers Redis lost, started by grabs (`service::not_in_redis`): one per
 //! voucher at a time in this process, its outcome shared by every grab that asks
 //! while it runs.
 //!
@@ -22,18 +22,18 @@ use std::{
 };
 
 /// What a rebuild answers the grabs that asked for it.
-pub type Outcome = Shared<BoxFuture<'static, ErrorCode>>;
+pub type SharedRebuild = Shared<BoxFuture<'static, ErrorCode>>;
 
 /// The rebuilds under way, by voucher.
 #[derive(Default)]
-pub struct Rebuilds(Mutex<HashMap<i64, Outcome>>);
+pub struct Rebuilds(Mutex<HashMap<i64, SharedRebuild>>);
 
 impl Rebuilds {
     /// The outcome of the rebuild of `voucher_id` under way, or else of `rebuild`,
     /// started now in a task of its own: it runs to its end even if every grab waiting
     /// for it goes away (so none is left half done, nor kept here), and leaves this
     /// list when it ends.
-    pub fn join<F>(self: &Arc<Self>, voucher_id: i64, rebuild: F) -> Outcome
+    pub fn join<F>(self: &Arc<Self>, voucher_id: i64, rebuild: F) -> SharedRebuild
     where
         F: Future<Output = ErrorCode> + Send + 'static,
     {
@@ -53,7 +53,7 @@ impl Rebuilds {
         outcome
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<i64, Outcome>> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<i64, SharedRebuild>> {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }

@@ -4,11 +4,11 @@
 //! from the body) weighed more than the grab. The server functions in `api.rs` stay the
 //! API: same paths, same JSON in and out, same errors; the UI calls them as before and
 //! lands here. Over HTTP only these handlers answer; the server functions' bodies run
-//! only when called in-process. Both run `server.rs`, so neither can drift.
+//! only when called in-process. Both run `service.rs`, so neither can drift.
 
 use super::{
     api::{Grab, GrabResult},
-    server,
+    service,
 };
 use crate::{
     auth::session::signed_in_user,
@@ -29,7 +29,10 @@ use server_fn::ServerFn;
 /// Arguments are a few dozen bytes; a larger body is refused.
 const MAX_ARGS_BYTES: usize = 4 * 1024;
 
-/// The paths these routes take over from the server-function layer.
+/// The paths these routes take over from the server-function layer: what every shopper
+/// calls in a storm. The rest of the server reads this one list: the server-function
+/// layer leaves them out ([`paths`]), and the front door neither reads their bodies
+/// first nor lets a caller over its rate call them ([`is_own`]).
 const PATHS: [&str; 2] = [Grab::PATH, GrabResult::PATH];
 
 /// [`PATHS`], for the server-function layer to leave out.
@@ -38,7 +41,7 @@ pub fn paths() -> Vec<String> {
 }
 
 /// Whether `path` is one of these routes, which read their bodies with a cap of their
-/// own (the front door need not read them first).
+/// own (the front door need not read them first) and are rate limited.
 pub fn is_own(path: &str) -> bool {
     PATHS.contains(&path)
 }
@@ -54,7 +57,7 @@ async fn grab(State(state): State<AppState>, request: Request) -> Response {
     let call = async {
         let args: Grab = arguments(body).await?;
         let user_id = signed_in_user(&state.secrets, &head.headers)?;
-        server::grab(&state, user_id, args.voucher_id).await
+        service::grab(&state, user_id, args.voucher_id).await
     };
     answer(call.await)
 }
@@ -65,7 +68,7 @@ async fn grab_result(State(state): State<AppState>, request: Request) -> Respons
     let call = async {
         let args: GrabResult = arguments(body).await?;
         let user_id = signed_in_user(&state.secrets, &head.headers)?;
-        server::grab_result(&state, user_id, args.voucher_id, &args.order_id).await
+        service::grab_result(&state, user_id, args.voucher_id, &args.order_id).await
     };
     answer(call.await)
 }

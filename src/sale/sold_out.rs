@@ -6,6 +6,7 @@
 //! messages, so a flag is never the truth: it expires after `ttl`, after which the
 //! next grab asks the gate again, and a `restock` broadcast clears it at once.
 
+use crate::bus::{SaleEvent, Subscriber};
 use std::{
     collections::HashMap,
     sync::Mutex,
@@ -71,6 +72,22 @@ impl SoldOutFlags {
     pub fn refused_locally(&self, voucher_id: i64) -> u64 {
         let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         entries.get(&voucher_id).map_or(0, |e| e.refused_locally)
+    }
+}
+
+/// The broadcast: `sold_out` sets a flag, `restock` clears it, and after events may
+/// have been lost no flag is trusted.
+impl Subscriber for SoldOutFlags {
+    fn heard(&self, event: &SaleEvent, _at_ms: i64) {
+        match *event {
+            SaleEvent::SoldOut { voucher_id } => self.set(voucher_id),
+            SaleEvent::Restocked { voucher_id } => self.clear(voucher_id),
+            _ => {}
+        }
+    }
+
+    fn missed(&self) {
+        self.clear_all();
     }
 }
 

@@ -17,7 +17,7 @@
 //! One layer, not one per concern: each layer costs every request a boxed future and
 //! a clone of the router behind it, and a storm is nothing but requests. (The cap and
 //! the timeout were tower's load-shed, concurrency-limit, timeout and error-handling
-//! layers: folded in here, the server ran 4 % fewer instructions per grab, callgrind.)
+//! layers: folded in here, the server runs fewer instructions per grab; `src/bin/bench/history.md`.)
 
 use super::{
     ops,

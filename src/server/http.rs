@@ -8,7 +8,7 @@
 //! One runtime accepts and hands the connections to the serving threads in turn
 //! (`server::shards`), itself included: each thread then serves its connections to
 //! their end. Left to race for the listening socket, the idlest thread took most of
-//! them (three in four of 836 in a bench run), and its queue set the storm's p99.
+//! them, and its queue set the storm's p99 (`src/bin/bench/history.md`).
 
 use axum::{
     body::Body,

@@ -6,7 +6,7 @@ pub mod child;
 mod http;
 pub mod local_redis;
 pub mod ops;
-mod page_cache;
+pub mod page_cache;
 mod rate_limit;
 mod shards;
 pub mod site;
@@ -15,9 +15,10 @@ use crate::{
     app::{shell, App},
     auth::Secrets,
     backend::{Backend, BackendError, Db, RedisTarget},
+    bus,
     config::Config,
     ids::OrderIds,
-    live::{events, hub::Hub, sampler, slots::FeedSlots, sse},
+    live::{hub::Hub, sampler, slots::FeedSlots, sse},
     orders::{
         sweeper,
         worker::{self, WorkerSettings},
@@ -118,6 +119,7 @@ async fn run(
         hub: Arc::new(Hub::default()),
         feeds: Arc::new(FeedSlots::new(config.max_feeds, config.max_feeds_per_address)),
         voucher_changes: Arc::default(),
+        wakeups: Arc::default(),
         shutdown: shutdown.clone(),
     });
     let limits =
@@ -171,7 +173,7 @@ async fn run(
     Ok(())
 }
 
-/// The tasks that run beside HTTP until shutdown: the sale event listener, the live
+/// The tasks that run beside HTTP until shutdown: the bus's listener, the live
 /// sampler, the rate limits' clean-up, the metrics' upkeep, the sweeper of unpaid
 /// orders and the worker (unless turned off).
 async fn spawn_background(
@@ -183,15 +185,7 @@ async fn spawn_background(
     let (backend, shutdown) = (&state.backend, &state.shutdown);
     let channel = backend.events_channel.to_string();
     let mut tasks = vec![
-        events::start(
-            target.clone(),
-            channel,
-            state.sold_out.clone(),
-            state.voucher_changes.clone(),
-            state.hub.clone(),
-            shutdown.clone(),
-        )
-        .await?,
+        bus::listen(target.clone(), channel, subscribers(state), shutdown.clone()).await?,
         sampler::spawn(backend.clone(), state.hub.clone(), state.sold_out.clone(), shutdown.clone()),
         forget_idle_callers(limits.clone(), shutdown.clone()),
         ops::spawn_upkeep(shutdown.clone()),
@@ -199,9 +193,19 @@ async fn spawn_background(
     ];
     if config.worker {
         let redis = target.connect().await?;
-        tasks.push(worker::spawn(backend.clone(), redis, worker_settings(config), shutdown.clone()));
+        let wakeups = state.wakeups.clone();
+        tasks.push(worker::spawn(backend.clone(), redis, wakeups, worker_settings(config), shutdown.clone()));
     }
     Ok(tasks)
+}
+
+/// What listens to the bus: this process's sold-out flags, its shared shop page and
+/// its live feeds.
+fn subscribers(state: &AppState) -> Vec<Arc<dyn bus::Subscriber>> {
+    let flags: Arc<dyn bus::Subscriber> = state.sold_out.clone();
+    let shop_page: Arc<dyn bus::Subscriber> = state.voucher_changes.clone();
+    let feeds: Arc<dyn bus::Subscriber> = state.hub.clone();
+    vec![flags, shop_page, feeds]
 }
 
 /// How long a stop waits for requests in flight, and then for background tasks.
@@ -215,9 +219,7 @@ fn router(state: AppState, guard: Arc<api_guard::Guard>) -> Router {
     let routes = generate_route_list_with_exclusions(App, Some(sale::routes::paths()));
     let options = state.leptos_options.clone();
     Router::new()
-        .route("/healthz", get(ops::healthz))
-        .route("/readyz", get(ops::readyz))
-        .route("/metrics", get(ops::metrics))
+        .merge(ops::routes())
         .route(crate::live::FEED_PATH, get(sse::live))
         .route("/api/{*rest}", any(api_guard::not_found))
         .merge(sale::routes::routes())

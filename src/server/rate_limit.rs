@@ -28,8 +28,10 @@ use std::{
     time::Duration,
 };
 
-/// The calls limited.
-const LIMITED: [&str; 3] = ["/api/grab", "/api/grab_result", "/api/sign_in"];
+/// The calls limited: the sale's own routes (what a storm sends) and signing in.
+fn is_limited(path: &str) -> bool {
+    crate::sale::routes::is_own(path) || path == <crate::auth::api::SignIn as server_fn::ServerFn>::PATH
+}
 
 /// This process's limits and what each key has used of them.
 pub struct Limits {
@@ -101,7 +103,7 @@ fn session_of(headers: &HeaderMap) -> Option<String> {
 pub fn admit(limits: &Limits, peer: SocketAddr, req: &mut Request) -> Result<(), Duration> {
     let client = limits.client(peer.ip(), req.headers());
     req.extensions_mut().insert(ClientIp(client));
-    if !LIMITED.contains(&req.uri().path()) {
+    if !is_limited(req.uri().path()) {
         return Ok(());
     }
     limits.check(|| session_of(req.headers()), client)

@@ -7,9 +7,8 @@
 //!
 //! Why not one multi-threaded runtime: there a connection's task moved between threads
 //! (a Redis reply woke the grab on the thread that read the reply, its allocations
-//! were freed on another, the timer wheel was shared). On two cores the server spent
-//! 27–29 µs of CPU per granted grab and the storm ran at 0.55–0.56× the raw gate; with
-//! a runtime per thread, 20–25 µs and 0.62–0.78× (`npm run bench`, 20k shoppers).
+//! were freed on another, the timer wheel was shared): a runtime per thread spends a
+//! fifth less CPU per granted grab, and the storm runs faster (figures: `src/bin/bench/history.md`).
 //!
 //! What a runtime opened lives as long as it does: a socket is driven by the runtime
 //! it was opened on, and a pooled PostgreSQL connection may be opened by one runtime and

@@ -193,7 +193,7 @@ async fn unknown_paths_and_wrong_methods_answer_json() {
 /// and `Retry-After`; other sessions are not.
 #[tokio::test]
 async fn rate_limits_stop_a_hammering_session_and_address() {
-    let app = TestApp::with(Options { rate_per_session: 3, ..Options::default() }).await;
+    let app = TestApp::with(Options::default().with(|c| c.rate_per_session = 3)).await;
     let v = app.create_voucher(5, -5, 3600).await;
     let ann = app.sign_in("ann").await;
     let bob = app.sign_in("bob").await;
@@ -223,7 +223,7 @@ async fn rate_limits_stop_a_hammering_session_and_address() {
     assert_ne!(ask(&bob).await.status(), 429, "another session is not slowed down");
     app.stop().await;
 
-    let app = TestApp::with(Options { rate_per_address: 3, ..Options::default() }).await;
+    let app = TestApp::with(Options::default().with(|c| c.rate_per_address = 3)).await;
     let answers =
         futures::future::join_all((0..20).map(|i| app.call("sign_in", json!({ "name": format!("n{i}") }), &[]))).await;
     assert!(

@@ -11,8 +11,8 @@ use crate::{
 use futures::{stream, StreamExt};
 use redis::AsyncCommands;
 use seckill::{
+    backend::layout::SaleKeys,
     client::ApiClient,
-    sale::keys::SaleKeys,
     server::{child::ends_with_parent, local_redis::wait_own},
 };
 use serde_json::{json, Value};
@@ -348,7 +348,7 @@ async fn a_master_killed_mid_sale_is_replaced_and_the_sale_goes_on() {
 async fn a_slot_moved_mid_sale_is_followed() {
     let _watchdog = Watchdog::arm();
     let cluster = PrivateCluster::start(3, 0).await;
-    let app = TestApp::with(Options { redis_url: Some(cluster.url.clone()), ..Options::default() }).await;
+    let app = TestApp::with(Options::default().with(|c| c.redis_url = Some(cluster.url.clone()))).await;
     let (stock, shoppers, late) = (400, 400, 60);
     let v = app.create_voucher(stock, -5, 3600).await;
     let key = app.keys(v).stock;
@@ -432,7 +432,7 @@ async fn wait_for(api: &ApiClient, v: i64, done: impl Fn(&Value) -> bool) -> Val
 async fn vouchers_on_every_node_sell_on_a_fixed_set_of_connections() {
     let _watchdog = Watchdog::arm();
     let cluster = PrivateCluster::start(3, 0).await;
-    let app = TestApp::with(Options { redis_url: Some(cluster.url.clone()), ..Options::default() }).await;
+    let app = TestApp::with(Options::default().with(|c| c.redis_url = Some(cluster.url.clone()))).await;
     let first = app.create_voucher(5, -5, 3600).await;
     let ann = app.sign_in("ann").await;
     assert_eq!(app.grab(&ann, first).await.0, 200);

@@ -13,8 +13,8 @@ use reqwest::StatusCode;
 use seckill::backend::Db;
 use seckill::backend::RedisConn;
 use seckill::{
+    backend::layout::{SaleKeys, GROUP},
     client::ApiClient,
-    sale::keys::{SaleKeys, GROUP},
     server::local_redis::LocalRedis,
 };
 use serde_json::{json, Value};
@@ -117,7 +117,7 @@ async fn redis_back_empty_after_an_outage() {
     let _watchdog = Watchdog::arm();
     let dir = tempfile::TempDir::new().unwrap();
     let private = LocalRedis::start(dir.path()).await.unwrap();
-    let app = TestApp::with(Options { redis_url: Some(private.url.clone()), ..Options::default() }).await;
+    let app = TestApp::with(Options::default().with(|c| c.redis_url = Some(private.url.clone()))).await;
     let v = app.create_voucher(20, -5, 3600).await;
     let early = app.sign_in_many("early", 5).await;
     for s in &early {
@@ -350,7 +350,7 @@ async fn redis_restarted_from_its_append_only_file() {
     let dir = TempDir::new().unwrap();
     let private = LocalRedis::start(dir.path()).await.unwrap();
     let port = private.port;
-    let app = TestApp::with(Options { redis_url: Some(private.url.clone()), ..Options::default() }).await;
+    let app = TestApp::with(Options::default().with(|c| c.redis_url = Some(private.url.clone()))).await;
     let v = app.create_voucher(400, -5, 3600).await;
     // The probe's own sale, which the storm does not sell out: only Redis can answer it.
     let other = app.create_voucher(10, -5, 3600).await;

@@ -3,7 +3,7 @@
 use crate::support::{code, TestApp, SETTLED};
 use seckill::{
     error::ErrorCode,
-    orders::store::Snapshot,
+    orders::store::RebuildSource,
     sale::gate::{self, Verdict},
     voucher::{store::VoucherRow, warm},
 };
@@ -100,7 +100,7 @@ async fn gate_refuses_after_the_window() {
         paid: 0,
         cancelled: 0,
     };
-    let snapshot = |buyers| Snapshot { stock_left: 5, buyers, restocked: vec![] };
+    let snapshot = |buyers| RebuildSource { stock_left: 5, buyers, restocked: vec![] };
     let past = app.keys(900_001);
     let (ended, none) = (row(900_001, now - 60_000, now - 1_000), snapshot(vec![]));
     let held = warm::load(&backend, &mut redis, &past, &ended, Some(&none));

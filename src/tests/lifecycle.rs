@@ -5,10 +5,7 @@
 use crate::support::{code, wait_until, Options, Shopper, TestApp, SOON};
 use futures::future::join_all;
 use redis::AsyncCommands;
-use seckill::orders::{
-    lifecycle::{self, CancelReason},
-    restock::restock,
-};
+use seckill::orders::{lifecycle, restock::restock, CancelReason};
 use serde_json::{json, Value};
 use std::{collections::HashMap, time::Duration};
 
@@ -77,7 +74,7 @@ async fn lateness(app: &TestApp, v: i64) -> (i64, i64) {
 
 #[tokio::test]
 async fn shoppers_pay_cancel_and_see_their_orders() {
-    let app = TestApp::with(Options { worker: true, ..Options::default() }).await;
+    let app = TestApp::with(Options::default().with(|c| c.worker = true)).await;
     let v = app.create_voucher(5, -5, 3600).await;
     let (ann, bob) = (app.sign_in("pay-ann").await, app.sign_in("pay-bob").await);
     let ids = grab_all(&app, &[ann.clone(), bob.clone()], v).await;
@@ -130,8 +127,12 @@ async fn shoppers_pay_cancel_and_see_their_orders() {
 #[tokio::test]
 async fn orders_not_saved_yet_or_past_their_deadline_are_refused_clearly() {
     // No worker: grabs stay queued. A sweeper that never comes: deadlines pass unswept.
-    let app =
-        TestApp::with(Options { worker: false, pay_timeout_ms: 300, sweep_ms: 3_600_000, ..Options::default() }).await;
+    let app = TestApp::with(Options::default().with(|c| {
+        c.worker = false;
+        c.pay_timeout_ms = 300;
+        c.sweep_ms = 3_600_000;
+    }))
+    .await;
     let v = app.create_voucher(5, -5, 3600).await;
     let ann = app.sign_in("queued-ann").await;
     let id = grab_all(&app, std::slice::from_ref(&ann), v).await.remove(0);
@@ -146,7 +147,11 @@ async fn orders_not_saved_yet_or_past_their_deadline_are_refused_clearly() {
         .await
         .unwrap();
     assert_eq!((status.as_u16(), code(&body)), (400, "invalid_input"));
-    let opts = Options { worker: true, pay_timeout_ms: 300, sweep_ms: 3_600_000, ..app.restart_options() };
+    let opts = app.restart_options().with(|c| {
+        c.worker = true;
+        c.pay_timeout_ms = 300;
+        c.sweep_ms = 3_600_000;
+    });
     app.stop().await;
 
     let app = TestApp::with(opts).await;
@@ -166,9 +171,12 @@ async fn orders_not_saved_yet_or_past_their_deadline_are_refused_clearly() {
 /// deadline pays fewer, and every count below follows from how many were paid.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn unpaid_orders_time_out_and_their_units_sell_again() {
-    let app =
-        TestApp::with(Options { pay_timeout_ms: 3_000, sweep_ms: 100, sold_out_ttl_ms: 60_000, ..Options::default() })
-            .await;
+    let app = TestApp::with(Options::default().with(|c| {
+        c.pay_timeout_ms = 3_000;
+        c.sweep_ms = 100;
+        c.sold_out_ttl_ms = 60_000;
+    }))
+    .await;
     let v = app.create_voucher(30, -5, 3600).await;
     let first = app.sign_in_many("timeout", 30).await;
     let ids = grab_all(&app, &first, v).await;
@@ -225,7 +233,11 @@ async fn unpaid_orders_time_out_and_their_units_sell_again() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn payments_racing_cancels_and_timeouts_lose_no_unit() {
     const N: usize = 300;
-    let app = TestApp::with(Options { pay_timeout_ms: 4_000, sweep_ms: 50, ..Options::default() }).await;
+    let app = TestApp::with(Options::default().with(|c| {
+        c.pay_timeout_ms = 4_000;
+        c.sweep_ms = 50;
+    }))
+    .await;
     let v = app.create_voucher(N as i64, -5, 3600).await;
     let shoppers = app.sign_in_many("race", N).await;
     let ids = grab_all(&app, &shoppers, v).await;
@@ -285,9 +297,16 @@ async fn books_ready(app: &TestApp, _v: i64) -> bool {
 /// back, exactly once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_sweepers_cancel_each_order_once() {
-    let opts = Options { pay_timeout_ms: 1_000, sweep_ms: 20, ..Options::default() };
+    let opts = Options::default().with(|c| {
+        c.pay_timeout_ms = 1_000;
+        c.sweep_ms = 20;
+    });
     let one = TestApp::with(opts.clone()).await;
-    let two = TestApp::with(Options { pay_timeout_ms: 1_000, sweep_ms: 20, ..one.restart_options() }).await;
+    let two = TestApp::with(one.restart_options().with(|c| {
+        c.pay_timeout_ms = 1_000;
+        c.sweep_ms = 20;
+    }))
+    .await;
     let v = one.create_voucher(100, -5, 3600).await;
     let shoppers = one.sign_in_many("sweep", 100).await;
     grab_all(&one, &shoppers, v).await;
@@ -302,7 +321,7 @@ async fn two_sweepers_cancel_each_order_once() {
 /// sweep finishes the give-back, once; running it again does nothing.
 #[tokio::test]
 async fn a_give_back_left_owed_by_a_dead_process_is_finished_once() {
-    let app = TestApp::with(Options { sweep_ms: 100, ..Options::default() }).await;
+    let app = TestApp::with(Options::default().with(|c| c.sweep_ms = 100)).await;
     let v = app.create_voucher(3, -5, 3600).await;
     let ann = app.sign_in("owed-ann").await;
     let id: i64 = grab_all(&app, std::slice::from_ref(&ann), v).await[0].parse().unwrap();

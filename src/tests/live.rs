@@ -54,7 +54,7 @@ async fn admin_feed_streams_numbers_and_pushes_sold_out_at_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_processes_share_one_sale_and_the_sold_out_broadcast() {
     let a = TestApp::spawn().await;
-    let b = TestApp::with(Options { sold_out_ttl_ms: 600_000, ..a.restart_options() }).await;
+    let b = TestApp::with(a.restart_options().with(|c| c.sold_out_ttl_ms = 600_000)).await;
 
     // A storm split across both processes: exact stock, one per user.
     let v = a.create_voucher(60, -5, 3600).await;
@@ -134,8 +134,11 @@ async fn the_sampler_costs_the_same_for_one_viewer_or_forty() {
     // idle reads of the streams would count too.
     let dir = tempfile::TempDir::new().unwrap();
     let private = LocalRedis::start(dir.path()).await.unwrap();
-    let app =
-        TestApp::with(Options { redis_url: Some(private.url.clone()), worker: false, ..Options::default() }).await;
+    let app = TestApp::with(Options::default().with(|c| {
+        c.redis_url = Some(private.url.clone());
+        c.worker = false;
+    }))
+    .await;
     for stock in [5, 7, 9] {
         app.create_voucher(stock, -5, 3600).await;
     }
@@ -164,7 +167,11 @@ async fn the_sampler_costs_the_same_for_one_viewer_or_forty() {
 async fn a_dead_letter_restocks_and_clears_other_processes_flags() {
     // A serves shoppers without a worker; its only order will never persist.
     // Flags outlive the test, so only the restock event can clear one.
-    let a = TestApp::with(Options { worker: false, sold_out_ttl_ms: 600_000, ..Options::default() }).await;
+    let a = TestApp::with(Options::default().with(|c| {
+        c.worker = false;
+        c.sold_out_ttl_ms = 600_000;
+    }))
+    .await;
     let v = a.create_voucher(1, -5, 3600).await;
     let ghost = a.sign_in("ghost").await;
     assert_eq!(a.grab(&ghost, v).await.0, 200);
@@ -176,7 +183,11 @@ async fn a_dead_letter_restocks_and_clears_other_processes_flags() {
     let mut feed = Feed::open(&a, false).await;
 
     // C's worker gives up on the order: the unit comes back and every process hears it.
-    let c = TestApp::with(Options { claim_idle_ms: 100, max_deliveries: 2, ..a.restart_options() }).await;
+    let c = TestApp::with(a.restart_options().with(|c| {
+        c.claim_idle_ms = 100;
+        c.max_deliveries = 2;
+    }))
+    .await;
     let mut heard = HashSet::new();
     while heard.len() < 2 {
         let e = feed.until(SOON, |f| f["type"] == "event" && f["voucher_id"] == v).await;
@@ -199,7 +210,7 @@ async fn a_dead_letter_restocks_and_clears_other_processes_flags() {
 /// a closed feed gives its place back, and a thousand idle sockets do not stop grabs.
 #[tokio::test]
 async fn feed_caps_and_idle_sockets_leave_grabs_alone() {
-    let app = TestApp::with(Options { max_feeds_per_address: 2, ..Options::default() }).await;
+    let app = TestApp::with(Options::default().with(|c| c.max_feeds_per_address = 2)).await;
     let first = Feed::open(&app, true).await;
     let _second = Feed::open(&app, true).await;
     let shop_feed = format!("{}/api/live?view=shop", app.base);
@@ -233,7 +244,7 @@ async fn feed_caps_and_idle_sockets_leave_grabs_alone() {
 #[tokio::test]
 async fn requests_over_the_cap_answer_503_at_once() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let app = TestApp::with(Options { max_requests: 1, ..Options::default() }).await;
+    let app = TestApp::with(Options::default().with(|c| c.max_requests = 1)).await;
     let healthz = format!("{}/healthz", app.base);
     let status = || async { app.http.get(&healthz).send().await.unwrap().status() };
     assert_eq!(status().await, 200);
@@ -273,7 +284,11 @@ async fn slow_and_idle_connections_are_closed() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     // The request timeout bounds the test's own calls too: 2 s (a grab's own deadline on
     // Redis) is far more than they take on a loaded machine, and short to wait for.
-    let app = TestApp::with(Options { header_timeout_ms: 300, request_timeout_ms: 2_000, ..Options::default() }).await;
+    let app = TestApp::with(Options::default().with(|c| {
+        c.header_timeout_ms = 300;
+        c.request_timeout_ms = 2_000;
+    }))
+    .await;
     // The test's calls go on connections of their own: a kept-alive one idle for the
     // header timeout is closed by the server, maybe just as the client reuses it.
     let api = seckill::client::ApiClient::new(&app.base, crate::support::ADMIN_TOKEN, 0);

@@ -60,7 +60,7 @@ async fn sqlite_orders_survive_the_rowid_rebuild() {
 /// run once per insert statement, see its migration 20261125000001).
 #[tokio::test]
 async fn orders_keep_their_shopper_and_voucher() {
-    let app = crate::support::TestApp::with(crate::support::Options { worker: false, ..Default::default() }).await;
+    let app = crate::support::TestApp::with(crate::support::Options::default().with(|c| c.worker = false)).await;
     let v = app.create_voucher(5, -5, 3600).await;
     let (ann, bob) = (app.sign_in("ann").await, app.sign_in("bob").await);
     let insert = "INSERT INTO orders (id, voucher_id, user_id, status, created_at, pay_deadline) \

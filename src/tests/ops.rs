@@ -8,7 +8,7 @@ use serde_json::Value;
 async fn health_and_readiness_follow_the_stores() {
     let dir = tempfile::TempDir::new().unwrap();
     let private = LocalRedis::start(dir.path()).await.unwrap();
-    let app = TestApp::with(Options { redis_url: Some(private.url.clone()), ..Options::default() }).await;
+    let app = TestApp::with(Options::default().with(|c| c.redis_url = Some(private.url.clone()))).await;
     let get = |path: &'static str| {
         let (http, url) = (app.http.clone(), format!("{}{path}", app.base));
         async move {

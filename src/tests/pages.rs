@@ -35,7 +35,7 @@ async fn new_voucher(app: &TestApp, title: &str) -> i64 {
 
 #[tokio::test]
 async fn the_shop_page_is_the_same_for_every_visitor() {
-    let app = TestApp::with(Options { page_cache_ms: 60_000, ..Options::default() }).await;
+    let app = TestApp::with(Options::default().with(|c| c.page_cache_ms = 60_000)).await;
     new_voucher(&app, "Lamp sale").await;
     let name = format!("visitor{}", rand::random::<u32>());
     let shopper = app.sign_in(&name).await;
@@ -53,7 +53,7 @@ async fn the_shop_page_is_the_same_for_every_visitor() {
 
 #[tokio::test]
 async fn a_burst_of_visitors_waits_for_one_render() {
-    let app = TestApp::with(Options { page_cache_ms: 60_000, ..Options::default() }).await;
+    let app = TestApp::with(Options::default().with(|c| c.page_cache_ms = 60_000)).await;
     new_voucher(&app, "Kettle sale").await;
     let pages = join_all((0..64).map(|_| shop_page(&app, None))).await;
     let renders: HashSet<String> = pages.iter().map(|p| render_of(p)).collect();
@@ -64,7 +64,7 @@ async fn a_burst_of_visitors_waits_for_one_render() {
 
 #[tokio::test]
 async fn a_voucher_created_here_shows_on_the_next_page() {
-    let app = TestApp::with(Options { page_cache_ms: 60_000, ..Options::default() }).await;
+    let app = TestApp::with(Options::default().with(|c| c.page_cache_ms = 60_000)).await;
     let before = shop_page(&app, None).await;
     assert_eq!(render_of(&shop_page(&app, None).await), render_of(&before), "shared while nothing changed");
     new_voucher(&app, "Toaster sale").await;
@@ -76,7 +76,7 @@ async fn a_voucher_created_here_shows_on_the_next_page() {
 
 #[tokio::test]
 async fn with_the_cache_off_every_visit_renders() {
-    let app = TestApp::with(Options { page_cache_ms: 0, ..Options::default() }).await;
+    let app = TestApp::with(Options::default().with(|c| c.page_cache_ms = 0)).await;
     let (first, second) = (shop_page(&app, None).await, shop_page(&app, None).await);
     assert_ne!(render_of(&first), render_of(&second));
     app.stop().await;
@@ -86,7 +86,7 @@ async fn with_the_cache_off_every_visit_renders() {
 async fn an_expired_page_is_served_while_one_render_replaces_it() {
     // An expired page is served for one more lifetime while it is rendered again: 3 s,
     // so that a request on a loaded machine lands inside that window.
-    let app = TestApp::with(Options { page_cache_ms: 3_000, ..Options::default() }).await;
+    let app = TestApp::with(Options::default().with(|c| c.page_cache_ms = 3_000)).await;
     let first = render_of(&shop_page(&app, None).await);
     // Past its lifetime (time passing is what is tested), well inside the next one.
     tokio::time::sleep(Duration::from_millis(3_200)).await;
@@ -100,8 +100,8 @@ async fn an_expired_page_is_served_while_one_render_replaces_it() {
 
 #[tokio::test]
 async fn a_voucher_created_on_another_process_shows_on_this_ones_page() {
-    let here = TestApp::with(Options { page_cache_ms: 60_000, ..Options::default() }).await;
-    let there = TestApp::with(Options { page_cache_ms: 60_000, ..here.restart_options() }).await;
+    let here = TestApp::with(Options::default().with(|c| c.page_cache_ms = 60_000)).await;
+    let there = TestApp::with(here.restart_options().with(|c| c.page_cache_ms = 60_000)).await;
     let before = render_of(&shop_page(&here, None).await);
     new_voucher(&there, "Blender sale").await;
     wait_until("the sale event puts this process's page out of date", SOON, || async {
@@ -117,7 +117,7 @@ async fn a_voucher_created_on_another_process_shows_on_this_ones_page() {
 /// not shared: the next visitor gets the sales once the database answers again.
 #[tokio::test]
 async fn a_page_that_could_not_load_its_sales_is_not_shared() {
-    let app = TestApp::with(Options { page_cache_ms: 60_000, ..Options::default() }).await;
+    let app = TestApp::with(Options::default().with(|c| c.page_cache_ms = 60_000)).await;
     new_voucher(&app, "Mixer sale").await;
     // The list's query fails (on SQLite and PostgreSQL alike) while the table is away.
     sqlx::query("ALTER TABLE vouchers RENAME TO vouchers_away").execute(&app.db).await.unwrap();

@@ -6,11 +6,11 @@ use redis::{
     AsyncCommands,
 };
 use seckill::{
+    backend::layout::GROUP,
     orders::{
         settle::settle,
         store::{self, OrderMsg},
     },
-    sale::keys::GROUP,
     voucher::{store as vouchers, warm::warm},
 };
 /// Time to pay for orders these tests persist by hand: longer than any test.
@@ -44,7 +44,7 @@ async fn read_and_crash(app: &TestApp, voucher: i64, consumer: &str, count: usiz
 
 #[tokio::test]
 async fn orders_read_but_not_acked_are_persisted_once_after_restart() {
-    let app = TestApp::with(Options { worker: false, ..Options::default() }).await;
+    let app = TestApp::with(Options::default().with(|c| c.worker = false)).await;
     let v = app.create_voucher(10, -5, 3600).await;
     for i in 0..6 {
         let s = app.sign_in(&format!("crash-{i}")).await;
@@ -61,14 +61,17 @@ async fn orders_read_but_not_acked_are_persisted_once_after_restart() {
 
     // The restarted process has the stable name "w-fixed": it drains its own pending
     // list at once (claiming is off: nothing is idle long enough) and reads the rest.
-    let app =
-        TestApp::with(Options { worker_name: Some("w-fixed".into()), claim_idle_ms: 600_000, ..opts.clone() }).await;
+    let app = TestApp::with(opts.clone().with(|c| {
+        c.worker_name = Some("w-fixed".into());
+        c.claim_idle_ms = 600_000;
+    }))
+    .await;
     app.wait_for_stats("own pending drained", v, |s| s["persisted"] == 3 && s["pending"] == 3).await;
     let opts = app.restart_options();
     app.stop().await;
 
     // w-gone never comes back: its entries are claimed once idle.
-    let app = TestApp::with(Options { claim_idle_ms: 300, ..opts }).await;
+    let app = TestApp::with(opts.with(|c| c.claim_idle_ms = 300)).await;
     let stats = app.wait_for_stats("6 persisted, none pending", v, |s| s["persisted"] == 6 && s["pending"] == 0).await;
     assert_eq!(stats["redis_stock"], 4);
     assert_eq!(stats["granted"], 6);
@@ -89,7 +92,7 @@ async fn orders_read_but_not_acked_are_persisted_once_after_restart() {
 
 #[tokio::test]
 async fn a_poison_order_is_dead_lettered_and_its_stock_given_back() {
-    let app = TestApp::with(Options { worker: false, ..Options::default() }).await;
+    let app = TestApp::with(Options::default().with(|c| c.worker = false)).await;
     let v = app.create_voucher(3, -5, 3600).await;
     let ghost = app.sign_in("ghost").await;
     let (status, ticket) = app.grab(&ghost, v).await;
@@ -100,7 +103,11 @@ async fn a_poison_order_is_dead_lettered_and_its_stock_given_back() {
     let opts = app.restart_options();
     app.stop().await;
 
-    let app = TestApp::with(Options { claim_idle_ms: 100, max_deliveries: 2, ..opts }).await;
+    let app = TestApp::with(opts.with(|c| {
+        c.claim_idle_ms = 100;
+        c.max_deliveries = 2;
+    }))
+    .await;
     let stats = app.wait_for_stats("dead letter", v, |s| s["dead_letters"] == 1 && s["pending"] == 0).await;
     assert_eq!(stats["redis_stock"], 3, "the unit is given back");
     assert_eq!(stats["granted"], 0, "the buyer slot is given back");
@@ -154,7 +161,7 @@ async fn a_dead_letter_and_a_late_persist_never_both_win() {
         orders::store::{Burial, Outcome},
     };
 
-    let app = TestApp::with(Options { worker: false, ..Options::default() }).await;
+    let app = TestApp::with(Options::default().with(|c| c.worker = false)).await;
     let v = app.create_voucher(300, -5, 3600).await;
     let users = app.sign_in_many("race", 200).await;
     // Ids of grabs made now: their payment deadline is ahead (the sweeper leaves them be).
@@ -194,7 +201,7 @@ async fn a_dead_letter_and_a_late_persist_never_both_win() {
 /// their buyers can buy again.
 #[tokio::test]
 async fn orders_committed_after_a_rebuild_take_their_units() {
-    let app = TestApp::with(Options { worker: false, ..Options::default() }).await;
+    let app = TestApp::with(Options::default().with(|c| c.worker = false)).await;
     let v = app.create_voucher(10, -5, 3600).await;
     let mut buyers = Vec::new();
     for i in 0..4 {
@@ -248,7 +255,7 @@ async fn orders_committed_after_a_rebuild_take_their_units() {
 /// one unit, also a shopper whose two orders straddle two chunks.
 #[tokio::test]
 async fn a_batch_larger_than_a_chunk_settles_every_order() {
-    let app = TestApp::with(Options { worker: false, ..Options::default() }).await;
+    let app = TestApp::with(Options::default().with(|c| c.worker = false)).await;
     let v = app.create_voucher(3000, -5, 3600).await;
     let (backend, keys, mut redis) = (app.backend(), app.keys(v), app.redis.clone());
     // Orders of users 1..=2500, but the 1001st order (the second chunk's first) is
@@ -285,7 +292,7 @@ async fn a_batch_larger_than_a_chunk_settles_every_order() {
 /// database's stock and buyers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn rebuilds_racing_commits_keep_redis_and_the_database_equal() {
-    let app = TestApp::with(Options { worker: false, ..Options::default() }).await;
+    let app = TestApp::with(Options::default().with(|c| c.worker = false)).await;
     let v = app.create_voucher(200, -5, 3600).await;
     let shoppers = app.sign_in_many("race-rebuild", 120).await;
     for s in &shoppers {
@@ -343,7 +350,7 @@ async fn rebuilds_racing_commits_keep_redis_and_the_database_equal() {
 /// `unknown_order`, and its shopper may grab again. An id from the future stays unknown.
 #[tokio::test]
 async fn a_grab_lost_with_redis_reads_failed_lost() {
-    let app = TestApp::with(Options { worker: false, ..Options::default() }).await;
+    let app = TestApp::with(Options::default().with(|c| c.worker = false)).await;
     let v = app.create_voucher(5, -5, 3600).await;
     let ann = app.sign_in("lost-ann").await;
     let (status, body) = app.grab(&ann, v).await;
@@ -375,7 +382,7 @@ async fn a_grab_lost_with_redis_reads_failed_lost() {
 async fn a_large_batch_persists_in_one_insert_and_the_first_order_of_a_shopper_wins() {
     use seckill::{ids::compose, orders::store::Outcome};
 
-    let app = TestApp::with(Options { worker: false, ..Options::default() }).await;
+    let app = TestApp::with(Options::default().with(|c| c.worker = false)).await;
     let v = app.create_voucher(2000, -5, 3600).await;
     let users = app.sign_in_many("large-batch", 1500).await;
     let now = chrono::Utc::now().timestamp();
@@ -412,7 +419,7 @@ async fn a_large_batch_persists_in_one_insert_and_the_first_order_of_a_shopper_w
 async fn a_mixed_batch_gets_each_entry_its_outcome() {
     use seckill::{ids::compose, orders::store::Outcome};
 
-    let app = TestApp::with(Options { worker: false, ..Options::default() }).await;
+    let app = TestApp::with(Options::default().with(|c| c.worker = false)).await;
     let v = app.create_voucher(3, -5, 3600).await;
     let users = app.sign_in_many("mixed", 5).await;
     let now = chrono::Utc::now().timestamp();

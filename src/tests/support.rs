@@ -2,10 +2,10 @@
 //! gets its own key namespace) and a fresh SQLite file, and talks to it over HTTP.
 
 use reqwest::StatusCode;
+use seckill::backend::layout::SaleKeys;
 use seckill::backend::Db;
 use seckill::backend::RedisConn;
 pub use seckill::client::Shopper;
-use seckill::sale::keys::SaleKeys;
 use seckill::{client::ApiClient, config::Config, server};
 use serde_json::{json, Value};
 use std::{future::Future, sync::Arc, time::Duration};
@@ -14,56 +14,39 @@ use tokio::{net::TcpListener, sync::oneshot, task::JoinHandle};
 
 pub const ADMIN_TOKEN: &str = "test-admin-token";
 
-/// How a test wants its server.
+/// How a test wants its server: the server's own settings ([`Config`], as `seckill
+/// --help` lists them), with the tests' defaults, and whose data it runs on.
 #[derive(Clone)]
 pub struct Options {
-    pub worker: bool,
-    pub worker_name: Option<String>,
-    pub claim_idle_ms: u64,
-    pub max_deliveries: u64,
+    pub config: Config,
     /// Reuse another server's data (a restart, or a second process).
     pub reuse: Option<Reuse>,
-    /// A Redis other than `REDIS_URL`.
-    pub redis_url: Option<String>,
-    /// Lifetime of sold-out flags; long in tests that must see a flag cleared by an event.
-    pub sold_out_ttl_ms: u64,
-    /// Rate limits (0: off, as storms from one address need).
-    pub rate_per_session: u32,
-    pub rate_per_address: u32,
-    /// Live feeds one address may hold open.
-    pub max_feeds_per_address: usize,
-    /// How long a client may take to send its headers.
-    pub header_timeout_ms: u64,
-    /// Longest a request may take, and how many are served at once.
-    pub request_timeout_ms: u64,
-    pub max_requests: usize,
-    /// Time to pay an order, and how often the sweeper looks for overdue ones.
-    pub pay_timeout_ms: u64,
-    pub sweep_ms: u64,
-    /// How long one render of the shop page is shared (0: off).
-    pub page_cache_ms: u64,
 }
 
+/// The server's defaults, but: the test token and session secret, rate limits off (a
+/// storm comes from one address), worker reads at most 100 ms apart, and two serving
+/// threads on any machine (connections handed between runtimes). The database and the
+/// Redis namespace are the test's own ([`TestApp::with`]); Redis is `REDIS_URL`'s
+/// unless the test names another.
 impl Default for Options {
     fn default() -> Self {
-        Self {
-            worker: true,
-            worker_name: None,
-            claim_idle_ms: 30_000,
-            max_deliveries: 10,
-            reuse: None,
-            redis_url: None,
-            sold_out_ttl_ms: 2_000,
-            rate_per_session: 0,
-            rate_per_address: 0,
-            max_feeds_per_address: 64,
-            header_timeout_ms: 10_000,
-            request_timeout_ms: 30_000,
-            max_requests: 4_096,
-            pay_timeout_ms: 1_200_000,
-            sweep_ms: 500,
-            page_cache_ms: 1_000,
-        }
+        let mut config = Config::defaults();
+        config.admin_token = Some(ADMIN_TOKEN.into());
+        // Shared by every process of a test, as in production: sessions survive restarts.
+        config.session_secret = Some("a test session secret of more than 32 bytes".into());
+        config.rate_per_session = 0;
+        config.rate_per_address = 0;
+        config.poll_ms = 100;
+        config.threads = Some(2);
+        Self { config, reuse: None }
+    }
+}
+
+impl Options {
+    /// These options with some settings changed.
+    pub fn with(mut self, change: impl FnOnce(&mut Config)) -> Self {
+        change(&mut self.config);
+        self
     }
 }
 
@@ -123,7 +106,8 @@ impl TestApp {
     pub async fn with(opts: Options) -> Self {
         // Server warnings show in a failing test's output.
         let _ = tracing_subscriber::fmt().with_test_writer().with_env_filter("warn").try_init();
-        let Reuse { dir, namespace, database_url } = match opts.reuse.clone() {
+        let Options { mut config, reuse } = opts;
+        let Reuse { dir, namespace, database_url } = match reuse {
             Some(reuse) => reuse,
             None => {
                 let dir = Arc::new(TempDir::new().unwrap());
@@ -131,31 +115,9 @@ impl TestApp {
                 Reuse { dir, namespace: format!("t{}", rand::random::<u64>()), database_url }
             }
         };
-        let mut config = Config::defaults();
-        let redis_url = opts.redis_url.clone().unwrap_or_else(redis_url);
-        config.redis_url = Some(redis_url.clone());
+        let redis_url = config.redis_url.get_or_insert_with(redis_url).clone();
         config.database_url = database_url.clone();
-        config.admin_token = Some(ADMIN_TOKEN.into());
-        // Shared by every process of a test, as in production: sessions survive restarts.
-        config.session_secret = Some("a test session secret of more than 32 bytes".into());
         config.redis_namespace = namespace.clone();
-        config.worker = opts.worker;
-        config.worker_name = opts.worker_name.clone();
-        config.claim_idle_ms = opts.claim_idle_ms;
-        config.max_deliveries = opts.max_deliveries;
-        config.sold_out_ttl_ms = opts.sold_out_ttl_ms;
-        config.poll_ms = 100;
-        config.rate_per_session = opts.rate_per_session;
-        config.rate_per_address = opts.rate_per_address;
-        config.max_feeds_per_address = opts.max_feeds_per_address;
-        config.header_timeout_ms = opts.header_timeout_ms;
-        config.request_timeout_ms = opts.request_timeout_ms;
-        config.max_requests = opts.max_requests;
-        config.pay_timeout_ms = opts.pay_timeout_ms;
-        config.sweep_ms = opts.sweep_ms;
-        config.page_cache_ms = opts.page_cache_ms;
-        // Two serving threads on any machine: connections handed between runtimes.
-        config.threads = Some(2);
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         // The site's name, as cargo-leptos would compile it in (`cargo test` does not).

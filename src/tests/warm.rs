@@ -7,7 +7,7 @@ use serde_json::json;
 #[tokio::test]
 async fn warm_up_keeps_sold_stock_and_rebuilds_lost_state() {
     // No worker yet: Redis has sold 3 units the database does not know of.
-    let app = TestApp::with(Options { worker: false, ..Options::default() }).await;
+    let app = TestApp::with(Options::default().with(|c| c.worker = false)).await;
     let v = app.create_voucher(10, -5, 3600).await;
     let mut buyers = Vec::new();
     for name in ["w1", "w2", "w3"] {
@@ -73,7 +73,7 @@ async fn a_worker_rebuilds_a_voucher_whose_group_redis_lost() {
 /// and a sale whose keys went with its end is `ended`, not "no such sale".
 #[tokio::test]
 async fn a_grab_redis_cannot_place_is_told_what_the_database_knows() {
-    let app = TestApp::with(Options { worker: false, ..Options::default() }).await;
+    let app = TestApp::with(Options::default().with(|c| c.worker = false)).await;
     let v = app.create_voucher(5, -5, 3600).await;
     let ann = app.sign_in("placed-ann").await;
     let (status, body) = app.grab(&ann, 987_654).await;
@@ -124,7 +124,7 @@ async fn a_sales_keys_expire_after_the_drain_grace() {
     assert_eq!(app.grab(&ann, v).await.0, 409, "a refusal creates the refusals counter");
     app.wait_for_stats("persisted", v, |s| s["persisted"] == 1).await;
 
-    let grace_ms = seckill::voucher::DRAIN_GRACE_MS;
+    let grace_ms = seckill::backend::layout::DRAIN_GRACE_MS;
     let keys = app.keys(v);
     let mut redis = app.redis.clone();
     for key in [&keys.stock, &keys.buyers, &keys.window, &keys.orders, &keys.results, &keys.refused] {

@@ -8,9 +8,7 @@ use server_fn::codec::Json;
 #[cfg(feature = "ssr")]
 use {
     super::{store, store::VoucherRow, warm, NewVoucher},
-    crate::{
-        auth::session::require_admin, backend::Backend, error::ErrorCode, sale::events::SaleEvent, state::AppState,
-    },
+    crate::{auth::session::require_admin, backend::Backend, bus::SaleEvent, error::ErrorCode, state::AppState},
 };
 
 /// How many vouchers `list_vouchers` returns (newest first).

@@ -28,61 +28,10 @@ pub struct Voucher {
     pub ends_at: DateTime<Utc>,
 }
 
-/// How long after its end a sale's Redis state is kept (the worker drains its stream
-/// meanwhile); then every key of the voucher expires. Results stay readable from the
-/// database.
-pub const DRAIN_GRACE_MS: i64 = 24 * 3600 * 1000;
-
 /// Longest accepted title, in characters.
 pub const MAX_TITLE_CHARS: usize = 100;
 /// Largest stock one voucher may have: beyond it the warm-up and buyer set get unwieldy.
 pub const MAX_STOCK: i64 = 1_000_000;
-
-/// Counts changes to the vouchers the shop page lists (one created, or warmed back
-/// from the database), made here or heard of from another process through the sale
-/// events (`live::events`), so the shared shop page (`server::page_cache`) knows when
-/// it is out of date.
-#[cfg(feature = "ssr")]
-#[derive(Debug)]
-pub struct Changes {
-    count: std::sync::atomic::AtomicU64,
-    /// This process, as its sale events name it: a change made here is counted once,
-    /// when made, not again when its event comes back (which dated a page rendered
-    /// in between for nothing).
-    origin: u64,
-}
-
-#[cfg(feature = "ssr")]
-impl Default for Changes {
-    fn default() -> Self {
-        // Never 0: events of processes that name no origin read as 0.
-        Self { count: Default::default(), origin: rand::random::<u64>().max(1) }
-    }
-}
-
-#[cfg(feature = "ssr")]
-impl Changes {
-    /// A change made here.
-    pub fn note(&self) {
-        self.count.fetch_add(1, std::sync::atomic::Ordering::Release);
-    }
-
-    /// A change heard of from `origin`'s event: counted unless it was made here.
-    pub fn heard(&self, origin: u64) {
-        if origin != self.origin {
-            self.note();
-        }
-    }
-
-    pub fn count(&self) -> u64 {
-        self.count.load(std::sync::atomic::Ordering::Acquire)
-    }
-
-    /// What this process's events name it.
-    pub fn origin(&self) -> u64 {
-        self.origin
-    }
-}
 
 /// A checked `create_voucher` request.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -136,19 +85,6 @@ fn parse_time(field: &str, value: &str) -> Result<DateTime<Utc>, AppError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[cfg(feature = "ssr")]
-    #[test]
-    fn a_change_made_here_counts_once_and_others_count_when_heard() {
-        let changes = Changes::default();
-        changes.note();
-        changes.heard(changes.origin());
-        assert_eq!(changes.count(), 1, "its own event coming back dates nothing");
-        changes.heard(changes.origin().wrapping_add(1));
-        changes.heard(0);
-        assert_eq!(changes.count(), 3, "another process's, or an older one's that names none");
-        assert_ne!(Changes::default().origin(), 0);
-    }
 
     fn now() -> DateTime<Utc> {
         "2026-11-23T10:00:00Z".parse().unwrap()

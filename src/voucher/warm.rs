@@ -2,14 +2,13 @@
 //! makes sure its order stream has the worker's consumer group. This module owns the
 //! script's interface.
 
-use super::{
-    store::{self, VoucherRow},
-    DRAIN_GRACE_MS,
-};
+use super::store::{self, VoucherRow};
 use crate::{
-    backend::{Backend, BackendError, RedisConn},
-    orders::store::{self as orders, Snapshot},
-    sale::keys::{SaleKeys, GROUP},
+    backend::{
+        layout::{expires_at, SaleKeys, GROUP},
+        Backend, BackendError, RedisConn,
+    },
+    orders::store::{self as orders, RebuildSource},
 };
 use redis::{RedisError, RedisResult};
 use std::time::Duration;
@@ -48,17 +47,17 @@ pub async fn warm(backend: &Backend, v: &VoucherRow) -> Result<bool, BackendErro
 /// Runs `lua/warm.lua`. With a snapshot, loads its stock and buyers and the window
 /// unless Redis holds the stock; without, only looks. Either way, when Redis holds
 /// the voucher, refreshes its window and makes every key of the sale expire
-/// [`DRAIN_GRACE_MS`] after its end. Returns true when Redis already held it.
+/// at [`expires_at`] its end. Returns true when Redis already held it.
 pub async fn load(
     backend: &Backend,
     redis: &mut RedisConn,
     keys: &SaleKeys,
     v: &VoucherRow,
-    snapshot: Option<&Snapshot>,
+    snapshot: Option<&RebuildSource>,
 ) -> RedisResult<bool> {
     let mut call = backend.scripts.warm.key(&keys.stock);
     call.key(&keys.buyers).key(&keys.window).key(&keys.orders).key(&keys.results).key(&keys.dlq).key(&keys.refused);
-    call.key(&keys.restocked).arg(v.begins_at).arg(v.ends_at).arg(v.ends_at + DRAIN_GRACE_MS);
+    call.key(&keys.restocked).arg(v.begins_at).arg(v.ends_at).arg(expires_at(v.ends_at));
     if let Some(s) = snapshot {
         call.arg(s.stock_left).arg(s.buyers.len()).arg(&s.buyers).arg(&s.restocked);
     }

@@ -25,7 +25,7 @@ mod lean;
 use clap::Parser;
 use hyper::{body::Bytes, header::HeaderValue, Method, StatusCode};
 use seckill::{
-    backend::{RedisConn, Scripts},
+    backend::{layout::Scripts, RedisConn},
     client::{ApiClient, Shopper},
 };
 use serde_json::Value;

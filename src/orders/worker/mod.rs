@@ -26,10 +26,10 @@ mod wake;
 pub use wake::Wakeups;
 
 use crate::{
-    backend::{Backend, RedisConn},
-    sale::events::SaleEvent,
+    backend::{layout::DRAIN_GRACE_MS, Backend, RedisConn},
+    bus::SaleEvent,
     shutdown::Shutdown,
-    voucher::{store as vouchers, DRAIN_GRACE_MS},
+    voucher::store as vouchers,
 };
 use reader::Reader;
 use std::{
@@ -62,17 +62,25 @@ pub struct WorkerSettings {
 /// the worker's own connection (per node, on a cluster), so neither its replica waits
 /// nor its batches queue behind grabs, and connections do not grow with vouchers.
 /// One stream per command keeps every command in one hash slot (Redis Cluster).
+/// `wakeups` are the bells this process's gate rings when it grants an order.
 pub fn spawn(
     backend: Backend,
     redis: RedisConn,
+    wakeups: Arc<Wakeups>,
     settings: WorkerSettings,
     shutdown: Shutdown,
 ) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(supervise(backend, redis, settings, shutdown))
+    tokio::spawn(supervise(backend, redis, wakeups, settings, shutdown))
 }
 
 /// Starts a reader for each voucher that goes live, until shutdown; then waits for them.
-async fn supervise(backend: Backend, redis: RedisConn, settings: WorkerSettings, shutdown: Shutdown) {
+async fn supervise(
+    backend: Backend,
+    redis: RedisConn,
+    wakeups: Arc<Wakeups>,
+    settings: WorkerSettings,
+    shutdown: Shutdown,
+) {
     tracing::info!(consumer = %settings.consumer, "worker started");
     backend.announce(SaleEvent::WorkerJoined { worker: settings.consumer.clone() }).await;
     let mut readers: HashMap<i64, tokio::task::JoinHandle<()>> = HashMap::new();
@@ -85,8 +93,9 @@ async fn supervise(backend: Backend, redis: RedisConn, settings: WorkerSettings,
                 let new: Vec<_> = live.into_iter().filter(|v| !readers.contains_key(&v.id)).collect();
                 for v in new {
                     let id = v.id;
+                    let (backend, redis, wakeups) = (backend.clone(), redis.clone(), wakeups.clone());
                     let reader =
-                        Reader::new(backend.clone(), redis.clone(), replicas_short_until.clone(), settings.clone(), v);
+                        Reader::new(backend, redis, wakeups, replicas_short_until.clone(), settings.clone(), v);
                     readers.insert(id, tokio::spawn(reader.run(shutdown.clone())));
                 }
             }

@@ -1,21 +1,22 @@
 //! One voucher's reader: joins the voucher's consumer group, drains its own pending
 //! list, then reads new entries in batches, persists them and records the outcomes.
 
-use super::{entry::Entry, WorkerSettings};
+use super::{entry::Entry, Wakeups, WorkerSettings};
 use crate::{
-    backend::{Backend, BackendError, RedisConn},
+    backend::{
+        layout::{expires_at, SaleKeys, GROUP},
+        Backend, BackendError, RedisConn,
+    },
     config::MAX_BATCH,
     orders::{
         give_back::GiveBack,
         settle::settle,
         store::{self, OrderMsg, Outcome},
     },
-    sale::keys::{SaleKeys, GROUP},
     shutdown::Shutdown,
     voucher::{
         store::{self as vouchers, VoucherRow},
         warm::warm,
-        DRAIN_GRACE_MS,
     },
 };
 use futures::FutureExt;
@@ -64,6 +65,8 @@ pub(super) struct Reader {
     pub(super) backend: Backend,
     /// The worker's connection, shared by its readers (reads never block it).
     pub(super) redis: RedisConn,
+    /// This process's readers' bells, to hang this one's up when it ends.
+    wakeups: Arc<Wakeups>,
     /// Rung by this process's gate when it grants an order here.
     bell: Arc<Notify>,
     /// Until when (Unix ms) this process's readers save without waiting for replicas,
@@ -89,15 +92,17 @@ impl Reader {
     pub fn new(
         backend: Backend,
         redis: RedisConn,
+        wakeups: Arc<Wakeups>,
         replicas_short_until: Arc<AtomicI64>,
         settings: WorkerSettings,
         voucher: VoucherRow,
     ) -> Self {
         let keys = backend.keys(voucher.id);
-        let bell = backend.wakeups.register(voucher.id);
+        let bell = wakeups.register(voucher.id);
         Self {
             redis,
             backend,
+            wakeups,
             bell,
             replicas_short_until,
             settings,
@@ -157,12 +162,12 @@ impl Reader {
             }
         }
         self.leave().await;
-        self.backend.wakeups.unregister(self.voucher.id);
+        self.wakeups.unregister(self.voucher.id);
     }
 
     /// Past the drain grace after the sale: nothing more will come.
     fn drained(&self) -> bool {
-        chrono::Utc::now().timestamp_millis() > self.voucher.ends_at + DRAIN_GRACE_MS
+        chrono::Utc::now().timestamp_millis() > expires_at(self.voucher.ends_at)
     }
 
     /// One unit of work: join, or recover idle entries when due and then read and
@@ -312,7 +317,7 @@ impl Reader {
             .atomic()
             .xadd(&self.keys.dlq, "*", &[("entry", e.id.as_str()), ("reason", why), ("raw", e.raw().as_str())])
             .ignore()
-            .pexpire_at(&self.keys.dlq, self.voucher.ends_at + DRAIN_GRACE_MS)
+            .pexpire_at(&self.keys.dlq, expires_at(self.voucher.ends_at))
             .ignore()
             .xack(&self.keys.orders, GROUP, &[&e.id])
             .ignore()
@@ -361,7 +366,7 @@ impl Reader {
                 }
             }
         }
-        let expires = self.voucher.ends_at + DRAIN_GRACE_MS;
+        let expires = expires_at(self.voucher.ends_at);
         settle(&self.backend, &mut self.redis, self.voucher.id, expires, &persisted).await?;
         metrics::counter!("seckill_orders_persisted_total").increment(persisted.len() as u64);
         Ok(())

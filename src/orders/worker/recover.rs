@@ -4,9 +4,9 @@
 
 use super::{entry::Entry, reader::Reader};
 use crate::{
-    backend::BackendError,
+    backend::{layout::GROUP, BackendError},
     orders::store::{self, Burial, Outcome},
-    sale::{keys::GROUP, results::FailReason},
+    sale::results::FailReason,
 };
 use redis::{streams::StreamPendingCountReply, AsyncCommands};
 use std::{collections::HashSet, time::Duration};

@@ -1,9 +1,9 @@
-//! Sale events on Redis pub/sub (`<namespace>:events`): the one owner of their format.
+//! A sale event: its kinds, and the one place that writes and reads its message.
 //! Rust writes every message: the gate is handed its `sold_out` message and the
 //! give-back its `restock` and `dead_letter` messages as script arguments, the worker
-//! publishes its comings and goings and the voucher endpoints their changes
-//! ([`Backend::announce`](crate::backend::Backend::announce)). The live feed's
-//! listener parses them.
+//! announces its comings and goings and the voucher endpoints their changes
+//! ([`Backend::announce`](crate::backend::Backend::announce)); the bus's listener
+//! parses them ([`super::listen`]).
 
 /// Something every process must hear of at once.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -55,7 +55,7 @@ pub async fn grab(state: &AppState, user_id: i64, voucher_id: i64) -> AppResult<
     count(verdict.label());
     match verdict {
         Verdict::Granted => {
-            backend.wakeups.wake(voucher_id);
+            state.wakeups.wake(voucher_id);
             Ok(GrabTicket { order_id: order_id.to_string(), status: GrabStatus::Queued })
         }
         Verdict::Refused(ErrorCode::UnknownVoucher) => Err(not_in_redis(state, voucher_id).await.into()),
@@ -158,7 +158,7 @@ async fn lost_by_redis(backend: &Backend, voucher_id: i64, order_id: i64, user_i
     let now = chrono::Utc::now().timestamp_millis();
     let granted_at = crate::ids::decompose(order_id).0.timestamp_millis();
     let minted_in_sale = voucher.begins_at - 1_000 <= granted_at && granted_at <= voucher.ends_at.min(now) + 1_000;
-    if !minted_in_sale || now > voucher.ends_at + crate::voucher::DRAIN_GRACE_MS {
+    if !minted_in_sale || now > crate::backend::layout::expires_at(voucher.ends_at) {
         return Ok(false);
     }
     let holds_a_grant: bool = backend.redis.clone().sismember(&backend.keys(voucher_id).buyers, user_id).await?;

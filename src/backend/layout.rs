@@ -1,0 +1,156 @@
+//! The Redis layout: every key, the consumer group, the expiry rule, the scripts and
+//! the formats Redis holds, in one place (as svix's `queue/redis.rs` does). Below the
+//! domains: what a domain keeps in Redis is named here, and written and read by the
+//! one module that owns its format.
+//!
+//! Keys (`<ns>` is the namespace, `SECKILL_REDIS_NAMESPACE`; `<id>` a voucher's id):
+//!
+//! | key | type | holds | written by |
+//! | --- | --- | --- | --- |
+//! | `<ns>:{v<id>}:stock` | string | units left | warm-up, gate, give-backs |
+//! | `<ns>:{v<id>}:buyers` | set | shoppers holding a grant | warm-up, gate, give-backs |
+//! | `<ns>:{v<id>}:window` | hash | `begins`, `ends`, `expires` (Unix ms) | warm-up |
+//! | `<ns>:{v<id>}:orders` | stream | granted orders, read by group [`GROUP`] | gate |
+//! | `<ns>:{v<id>}:results` | hash | order id → grab result | gate, worker, give-backs |
+//! | `<ns>:{v<id>}:dlq` | stream | orders given up (dead letters) | worker |
+//! | `<ns>:{v<id>}:refused` | string | grabs the gate refused | gate |
+//! | `<ns>:{v<id>}:restocked` | set | cancelled orders whose unit came back | give-backs, warm-up |
+//! | `<ns>:icr:order:<yyyymmdd>` | string | the day's order-id counter | `ids` (in blocks) |
+//! | `<ns>:events` | pub/sub channel | sale events | `bus` |
+//!
+//! Every key of one voucher shares the hash tag `{v<id>}`, so each script call, stream
+//! read and atomic pipeline lives in one Redis Cluster slot; scripts get every key
+//! through `KEYS[]`.
+//!
+//! **Expiry.** Every key of a sale expires at [`expires_at`] its end: the sale's end
+//! plus [`DRAIN_GRACE_MS`], while the worker drains its stream; results stay readable
+//! from the database after. Warm-up stores that moment in the window's `expires` and
+//! sets it on the keys it makes; the scripts that make a key later read it from there
+//! (gate, give-backs) or are handed it (`settle.lua`, the worker's dead letters).
+//!
+//! **Formats**, each written and read in one module: grab results
+//! `<status>:<user id>[:<reason>]` (`sale::results`); stream entries, the order's
+//! fields (`orders::worker::entry`); sale events (`bus`); the sampler's figures
+//! (`live::figures`); gate answers (`sale::gate`).
+//!
+//! **Scripts** ([`Scripts`], loaded once and run by SHA): `grab.lua` (`sale::gate`),
+//! `warm.lua` (`voucher::warm`), `settle.lua` (`orders::settle`), `give_back.lua`
+//! (`orders::give_back`), `restock.lua` (`orders::restock`), `sample.lua`
+//! (`live::figures`), `order_ids.lua` (`ids`).
+
+use crate::bus::SaleEvent;
+use redis::Script;
+
+/// The keys of one voucher, in the order the scripts expect them.
+#[derive(Clone, Debug)]
+pub struct SaleKeys {
+    /// Remaining stock (string counter).
+    pub stock: String,
+    /// Set of user ids holding an order.
+    pub buyers: String,
+    /// Hash `begins`/`ends`/`expires`, in Unix milliseconds.
+    pub window: String,
+    /// Stream of granted orders, read by the worker's consumer group.
+    pub orders: String,
+    /// Hash order id → `status:user_id[:reason]`.
+    pub results: String,
+    /// Stream of orders that failed too often (dead letters).
+    pub dlq: String,
+    /// Count of grabs the gate refused (for the live refusal rate).
+    pub refused: String,
+    /// Set of cancelled order ids whose unit Redis has taken back (once each).
+    pub restocked: String,
+    /// Not a key: the message the gate publishes when this sale sells out. Every grab
+    /// hands it to the gate, so it is encoded once, with the keys.
+    pub sold_out_event: String,
+}
+
+impl SaleKeys {
+    pub fn new(namespace: &str, voucher_id: i64) -> Self {
+        let base = format!("{namespace}:{{v{voucher_id}}}");
+        Self {
+            stock: format!("{base}:stock"),
+            buyers: format!("{base}:buyers"),
+            window: format!("{base}:window"),
+            orders: format!("{base}:orders"),
+            results: format!("{base}:results"),
+            dlq: format!("{base}:dlq"),
+            refused: format!("{base}:refused"),
+            restocked: format!("{base}:restocked"),
+            sold_out_event: SaleEvent::SoldOut { voucher_id }.encode(),
+        }
+    }
+}
+
+/// Consumer group of the order streams: every process's worker reads through it.
+pub const GROUP: &str = "persist";
+
+/// Pub/sub channel of sale events (see `bus`).
+pub fn events_channel(namespace: &str) -> String {
+    format!("{namespace}:events")
+}
+
+/// The day's order-id counter (`day` as `yyyymmdd`): ids are taken from it in blocks.
+pub fn order_id_counter(namespace: &str, day: &str) -> String {
+    format!("{namespace}:icr:order:{day}")
+}
+
+/// How long after its end a sale's Redis state is kept: the worker drains its stream
+/// meanwhile; then every key of the voucher expires.
+pub const DRAIN_GRACE_MS: i64 = 24 * 3600 * 1000;
+
+/// When every key of a sale that ends at `ends_at_ms` expires (Unix ms).
+pub fn expires_at(ends_at_ms: i64) -> i64 {
+    ends_at_ms + DRAIN_GRACE_MS
+}
+
+/// A script of `lua/`, by file name.
+macro_rules! lua {
+    ($file:literal) => {
+        Script::new(include_str!(concat!("../../lua/", $file)))
+    };
+}
+
+/// The scripts every request and background task may run. Each is called, and its
+/// arguments and answer are typed, in the one module that owns it (see the table
+/// above).
+pub struct Scripts {
+    pub grab: Script,
+    pub warm: Script,
+    pub give_back: Script,
+    pub settle: Script,
+    pub restock: Script,
+    pub sample: Script,
+}
+
+impl Default for Scripts {
+    fn default() -> Self {
+        Self {
+            grab: lua!("grab.lua"),
+            warm: lua!("warm.lua"),
+            give_back: lua!("give_back.lua"),
+            settle: lua!("settle.lua"),
+            restock: lua!("restock.lua"),
+            sample: lua!("sample.lua"),
+        }
+    }
+}
+
+/// `order_ids.lua`, for the order-id blocks each process keeps (`ids::OrderIds`).
+pub fn order_ids_script() -> Script {
+    lua!("order_ids.lua")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_of_one_voucher_share_a_hash_tag() {
+        let k = SaleKeys::new("seckill", 42);
+        for key in [&k.stock, &k.buyers, &k.window, &k.orders, &k.results, &k.dlq, &k.refused, &k.restocked] {
+            assert!(key.starts_with("seckill:{v42}:"), "{key}");
+        }
+        assert_ne!(SaleKeys::new("seckill", 4).stock, SaleKeys::new("seckill", 42).stock);
+    }
+}

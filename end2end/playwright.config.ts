@@ -16,6 +16,10 @@ process.env.SECKILL_E2E_DIR ??= mkdtempSync(join(tmpdir(), 'seckill-e2e-'));
 
 export default defineConfig({
   testDir: './tests',
+  // A test is a few page loads and clicks (seconds); the one that waits out an order's
+  // deadline sets its own limit. An expectation waits for what the server does within
+  // about a second (a feed frame, a poll of the order's status every second, a sweep
+  // every 200 ms): ten times that.
   timeout: 30_000,
   expect: { timeout: 10_000 },
   fullyParallel: false,
@@ -37,6 +41,7 @@ export default defineConfig({
     command: './target/release/seckill',
     cwd: '..',
     url: `${baseURL}/`,
+    // The release server starts in about a second (migrations, Redis, warm-up).
     timeout: 60_000,
     reuseExistingServer: false,
     stdout: 'pipe',

@@ -32,6 +32,7 @@ pub struct Order {
     pub user_id: i64,
     /// The voucher's title.
     pub title: String,
+    #[serde(deserialize_with = "OrderStatus::read")]
     pub status: OrderStatus,
     /// When it was granted (to the second).
     #[serde(deserialize_with = "crate::rfc3339::deserialize")]
@@ -40,12 +41,15 @@ pub struct Order {
     #[serde(deserialize_with = "crate::rfc3339::deserialize")]
     pub pay_deadline: DateTime<Utc>,
     /// Why a cancelled order was cancelled.
+    #[serde(deserialize_with = "CancelReason::read", default)]
     pub cancel_reason: Option<CancelReason>,
 }
 
 /// Where a persisted order stands: `unpaid`, then `paid` or `cancelled`, nothing else.
-/// The names are API and what the database's `status` column holds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// The names are API and what the database's `status` column holds. Read from JSON as
+/// text, then by name ([`OrderStatus::read`]): serde's own enum reader grew the
+/// browser's WASM, which already holds the text reader.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum OrderStatus {
     Unpaid,
@@ -54,8 +58,6 @@ pub enum OrderStatus {
 }
 
 impl OrderStatus {
-    pub const ALL: [Self; 3] = [Self::Unpaid, Self::Paid, Self::Cancelled];
-
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Unpaid => "unpaid",
@@ -66,13 +68,24 @@ impl OrderStatus {
 
     /// The status a name stands for (`None` for any other text).
     pub fn parse(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|s| s.as_str() == name)
+        match name {
+            "unpaid" => Some(Self::Unpaid),
+            "paid" => Some(Self::Paid),
+            "cancelled" => Some(Self::Cancelled),
+            _ => None,
+        }
+    }
+
+    /// Reads a status from its name.
+    fn read<'de, D: serde::Deserializer<'de>>(from: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(from)?;
+        Self::parse(&name).ok_or_else(|| serde::de::Error::custom("an unknown order status"))
     }
 }
 
 /// Why an unpaid order was cancelled. The names are API (`cancel_reason`) and what the
-/// database holds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// database holds; read like [`OrderStatus`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CancelReason {
     /// The payment deadline passed (the sweeper).
@@ -91,6 +104,16 @@ impl CancelReason {
 
     /// The reason a name stands for (`None` for any other text).
     pub fn parse(name: &str) -> Option<Self> {
-        [Self::Timeout, Self::Shopper].into_iter().find(|r| r.as_str() == name)
+        match name {
+            "timeout" => Some(Self::Timeout),
+            "shopper" => Some(Self::Shopper),
+            _ => None,
+        }
+    }
+
+    /// Reads a reason from its name, or none from `null`.
+    fn read<'de, D: serde::Deserializer<'de>>(from: D) -> Result<Option<Self>, D::Error> {
+        let Some(name) = Option::<String>::deserialize(from)? else { return Ok(None) };
+        Self::parse(&name).map(Some).ok_or_else(|| serde::de::Error::custom("an unknown cancel reason"))
     }
 }

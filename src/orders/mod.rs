@@ -117,3 +117,33 @@ impl CancelReason {
         Self::parse(&name).map(Some).ok_or_else(|| serde::de::Error::custom("an unknown cancel reason"))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_order_reads_back_as_written_and_refuses_unknown_names() {
+        let at = DateTime::from_timestamp_millis(1_764_000_000_000).unwrap();
+        let order = Order {
+            order_id: "42".into(),
+            voucher_id: 1,
+            user_id: 2,
+            title: "Tea".into(),
+            status: OrderStatus::Cancelled,
+            created_at: at,
+            pay_deadline: at,
+            cancel_reason: Some(CancelReason::Timeout),
+        };
+        let json = serde_json::to_value(&order).unwrap();
+        assert_eq!((json["status"].as_str(), json["cancel_reason"].as_str()), (Some("cancelled"), Some("timeout")));
+        assert_eq!(serde_json::from_value::<Order>(json.clone()).unwrap(), order);
+        let unpaid = Order { status: OrderStatus::Unpaid, cancel_reason: None, ..order };
+        assert_eq!(serde_json::from_value::<Order>(serde_json::to_value(&unpaid).unwrap()).unwrap(), unpaid);
+        for (field, name) in [("status", "lost"), ("cancel_reason", "bored")] {
+            let mut bad = json.clone();
+            bad[field] = name.into();
+            assert!(serde_json::from_value::<Order>(bad).is_err(), "{field}: {name}");
+        }
+    }
+}

@@ -1,8 +1,9 @@
--- One voucher's live numbers in one step, for the dashboard sampler. Read-only, and
+-- One voucher's live numbers in one step, for a sale's figures (the dashboard's
+-- sampler and sale_stats: src/live/figures.rs). Read-only, and
 -- never fails on a missing stream or group (Redis may have lost the voucher).
 -- KEYS[1] stock   KEYS[2] buyers   KEYS[3] orders stream   KEYS[4] dlq
 -- KEYS[5] refusals counter   ARGV[1] consumer group
--- Returns name/value pairs (src/live/sampler.rs reads them by name): stock (-1 when
+-- Returns name/value pairs (src/live/figures.rs reads them by name): stock (-1 when
 -- Redis lacks the voucher), granted, stream_length, lag (-1 when unknown), pending,
 -- dead_letters, refused.
 local stock = tonumber(redis.call('GET', KEYS[1]) or '-1')

@@ -225,9 +225,12 @@ impl Config {
         self.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
     }
 
-    /// The defaults, as if no flag or variable were given (for tests and tools).
+    /// The defaults, as if no flag or variable were given, whatever the environment
+    /// holds (for tests and tools: a developer's `SECKILL_*` must not change them).
     pub fn defaults() -> Self {
-        Self::parse_from(["seckill"])
+        use clap::{CommandFactory, FromArgMatches};
+        let command = Self::command().mut_args(|arg| arg.env(None::<&str>));
+        Self::from_arg_matches(&command.get_matches_from(["seckill"])).expect("every setting has a default")
     }
 }
 

@@ -52,7 +52,10 @@ fn order(row: OrderRow) -> Order {
         voucher_id,
         user_id,
         title,
-        status: OrderStatus::parse(&status).unwrap_or(OrderStatus::Cancelled),
+        status: OrderStatus::parse(&status).unwrap_or_else(|| {
+            tracing::warn!(order_id = id, status, "an order row with an unknown status: read as cancelled");
+            OrderStatus::Cancelled
+        }),
         created_at: at(created_at),
         pay_deadline: at(pay_deadline),
         cancel_reason: cancel_reason.as_deref().and_then(CancelReason::parse),

@@ -108,8 +108,9 @@ async fn two_processes_share_one_sale_and_the_sold_out_broadcast() {
 }
 
 /// Redis commands per snapshot over a window: Redis's own command counter, divided by
-/// the snapshots `feed` got meanwhile. Per snapshot, not per second: a loaded machine
-/// delays the sampler's rounds, not what each round costs.
+/// the snapshots the sampler took meanwhile (those `feed` got, by their time: frames
+/// sent before the window and read late are not counted). Per snapshot, not per
+/// second: a loaded machine delays the sampler's rounds, not what each round costs.
 async fn commands_per_snapshot(redis: &mut RedisConn, feed: &mut Feed, window: Duration) -> f64 {
     async fn total(redis: &mut RedisConn) -> f64 {
         let info: String = redis::cmd("INFO").arg("stats").query_async(redis).await.unwrap();
@@ -117,10 +118,12 @@ async fn commands_per_snapshot(redis: &mut RedisConn, feed: &mut Feed, window: D
         line.split(':').nth(1).unwrap().trim().parse().unwrap()
     }
     let before = total(redis).await;
+    let started_ms = chrono::Utc::now().timestamp_millis();
     let end = Instant::now() + window;
     let mut snapshots = 0.0;
     while Instant::now() < end {
-        if feed.next(SOON).await["type"] == "snapshot" {
+        let frame = feed.next(SOON).await;
+        if frame["type"] == "snapshot" && frame["at_ms"].as_i64() >= Some(started_ms) {
             snapshots += 1.0;
         }
     }

@@ -138,9 +138,12 @@ async fn a_page_that_could_not_load_its_sales_is_not_shared() {
 /// says why and exits before touching Redis or the database.
 #[tokio::test]
 async fn a_server_without_its_site_refuses_to_start() {
-    let (status, said) = crate::process::run_to_exit(&[]).await;
-    assert!(!status.success());
-    assert!(said.contains("built without its site's settings") && said.contains("cargo leptos build"), "{said}");
+    // Only a binary built without cargo-leptos (as `cargo test` builds it) lacks them.
+    if option_env!("LEPTOS_OUTPUT_NAME").is_none() {
+        let (status, said) = crate::process::run_to_exit(&[]).await;
+        assert!(!status.success());
+        assert!(said.contains("built without its site's settings") && said.contains("cargo leptos build"), "{said}");
+    }
 
     let empty = tempfile::TempDir::new().unwrap();
     let root = empty.path().to_str().unwrap();

@@ -91,14 +91,14 @@ impl Process {
     }
 }
 
-/// A site for child servers: the two files a page loads, empty. `cargo test` builds
-/// the binary without cargo-leptos, and a server refuses to start without its site
+/// A site for child servers: the files a page loads, empty (the WASM under both the
+/// names Leptos may give it). A server refuses to start without its site
 /// (`server::site`); no drill loads a page's scripts (Playwright does, on the release build).
 fn stub_site() -> PathBuf {
     let site = Path::new(env!("CARGO_TARGET_TMPDIR")).join("stub-site");
     let pkg = site.join("pkg");
     std::fs::create_dir_all(&pkg).unwrap();
-    for file in ["seckill.js", "seckill_bg.wasm"] {
+    for file in ["seckill.js", "seckill.wasm", "seckill_bg.wasm"] {
         std::fs::write(pkg.join(file), b"").unwrap();
     }
     site

@@ -17,8 +17,9 @@
 //! The storms and pages go through a lean client (`lean.rs`) on one thread, as lean as
 //! `redis-benchmark`, so the figures are the server's and not the load tool's.
 //!
-//! `npm run bench` builds a release server, starts it with Redis and runs this;
-//! or run it yourself: `cargo run --release --features ssr --bin bench -- --help`.
+//! `npm run bench` builds the release app and this tool (`.ci/release.sh`), starts the
+//! server with Redis and runs this; or run it yourself after that build:
+//! `./target/release/bench --help`.
 
 mod lean;
 

@@ -10,21 +10,11 @@
 -- Returns 1 when it acted, 0 when the entry was already acknowledged (another
 -- worker got there first), so stock is never given back twice.
 if redis.call('XACK', KEYS[4], ARGV[4], ARGV[3]) == 0 then return 0 end
--- Without a stock key Redis lost the voucher; warm-up rebuilds it from the database,
--- and an INCR here would create a stock of 1 that warm-up then takes as the truth.
-if ARGV[6] == '1' and redis.call('EXISTS', KEYS[1]) == 1 then
-  if redis.call('INCR', KEYS[1]) == 1 then
-    redis.call('PUBLISH', ARGV[9], ARGV[10])
-  end
-end
-if ARGV[7] == '1' then redis.call('SREM', KEYS[2], ARGV[2]) end
+unit_back(KEYS[1], KEYS[2], ARGV[2], ARGV[6] == '1', ARGV[7] == '1', ARGV[9], ARGV[10])
 redis.call('HSET', KEYS[3], ARGV[1], ARGV[5])
 if ARGV[8] ~= '' then
   redis.call('XADD', KEYS[5], '*', 'order', ARGV[1], 'user', ARGV[2], 'reason', ARGV[8])
   redis.call('PUBLISH', ARGV[9], ARGV[11])
 end
-local expires = redis.call('HGET', KEYS[6], 'expires')
-for _, key in ipairs({KEYS[3], KEYS[5]}) do
-  if expires and redis.call('PTTL', key) == -1 then redis.call('PEXPIREAT', key, expires) end
-end
+expire_with_sale(KEYS[6], {KEYS[3], KEYS[5]})
 return 1

@@ -6,14 +6,6 @@
 -- ARGV[1] order id   ARGV[2] user id   ARGV[3] events channel   ARGV[4] restocked event
 -- Returns 1 when it gave the unit back now, 0 when that was done before.
 if redis.call('SADD', KEYS[3], ARGV[1]) == 0 then return 0 end
--- Without a stock key Redis lost the voucher: its rebuild reads the database, which
--- has the unit and lists this order among the restocked.
-if redis.call('EXISTS', KEYS[1]) == 1 then
-  redis.call('INCR', KEYS[1])
-  redis.call('SREM', KEYS[2], ARGV[2])
-end
-local expires = redis.call('HGET', KEYS[4], 'expires')
-if expires then redis.call('PEXPIREAT', KEYS[3], expires) end
--- Every process clears its sold-out flag; dashboards log the restock.
-redis.call('PUBLISH', ARGV[3], ARGV[4])
+unit_back(KEYS[1], KEYS[2], ARGV[2], true, true, ARGV[3], ARGV[4])
+expire_with_sale(KEYS[4], {KEYS[3]})
 return 1

@@ -36,7 +36,8 @@
 //! **Scripts** ([`Scripts`], loaded once and run by SHA): `grab.lua` (`sale::gate`),
 //! `warm.lua` (`voucher::warm`), `settle.lua` (`orders::settle`), `give_back.lua`
 //! (`orders::give_back`), `restock.lua` (`orders::restock`), `sample.lua`
-//! (`live::figures`), `order_ids.lua` (`ids`).
+//! (`live::figures`), `order_ids.lua` (`ids`). The two give-backs share their core,
+//! `lua/lib/unit_back.lua` (a unit back on sale, a buyer slot freed, the keys' expiry).
 
 use crate::bus::SaleEvent;
 use redis::Script;
@@ -104,10 +105,11 @@ pub fn expires_at(ends_at_ms: i64) -> i64 {
     ends_at_ms + DRAIN_GRACE_MS
 }
 
-/// A script of `lua/`, by file name.
+/// A script of `lua/`, by file name, after the `lua/lib/` files it calls (Redis runs
+/// one source per script: what two scripts share is prepended to each).
 macro_rules! lua {
-    ($file:literal) => {
-        Script::new(include_str!(concat!("../../lua/", $file)))
+    ($file:literal $(, uses $lib:literal)*) => {
+        Script::new(concat!($(include_str!(concat!("../../lua/lib/", $lib)), "\n",)* include_str!(concat!("../../lua/", $file))))
     };
 }
 
@@ -128,9 +130,9 @@ impl Default for Scripts {
         Self {
             grab: lua!("grab.lua"),
             warm: lua!("warm.lua"),
-            give_back: lua!("give_back.lua"),
+            give_back: lua!("give_back.lua", uses "unit_back.lua"),
             settle: lua!("settle.lua"),
-            restock: lua!("restock.lua"),
+            restock: lua!("restock.lua", uses "unit_back.lua"),
             sample: lua!("sample.lua"),
         }
     }

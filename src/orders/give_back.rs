@@ -1,9 +1,9 @@
 //! Ending an order that will never be persisted (`lua/give_back.lua`): its result
 //! becomes `failed`, what it held goes back, and its stream entry is acknowledged, in
-//! one Redis step. This module owns the script's interface; each way an order can end
-//! has a named constructor saying what goes back.
+//! one Redis step. This module owns the script's interface and says, for each outcome
+//! of persisting, what goes back.
 
-use super::store::OrderMsg;
+use super::store::{OrderMsg, Outcome};
 use crate::{
     backend::{layout::GROUP, Backend, RedisConn},
     bus::SaleEvent,
@@ -11,59 +11,48 @@ use crate::{
 };
 use redis::RedisResult;
 
-/// One order to end, and how it ends.
+/// One order to end, and the outcome that ends it.
 #[derive(Clone, Copy, Debug)]
 pub struct GiveBack<'a> {
     order: &'a OrderMsg,
     entry_id: &'a str,
-    ending: Ending,
+    terms: Terms,
 }
 
-/// The ways an order ends without being persisted.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Ending {
-    Duplicate,
-    NoStock,
-    DeadLetter,
-}
-
-impl Ending {
-    fn reason(self) -> FailReason {
-        match self {
-            Self::Duplicate => FailReason::AlreadyBought,
-            Self::NoStock => FailReason::SoldOut,
-            Self::DeadLetter => FailReason::DeadLetter,
-        }
-    }
-
+/// What an ending gives back, and what it tells the shopper.
+#[derive(Clone, Copy, Debug)]
+struct Terms {
+    reason: FailReason,
     /// The unit it took goes back on sale.
-    fn restocks(self) -> bool {
-        self != Self::NoStock
-    }
-
+    restocks: bool,
     /// The shopper may grab this voucher again.
-    fn frees_slot(self) -> bool {
-        self != Self::Duplicate
-    }
+    frees_slot: bool,
+    /// A copy goes to the dead-letter stream for the operator.
+    dead_letter: bool,
 }
 
 impl<'a> GiveBack<'a> {
-    /// The shopper already holds another order: the unit goes back, the buyer slot
-    /// stays (it belongs to the other order).
-    pub fn duplicate(order: &'a OrderMsg, entry_id: &'a str) -> Self {
-        Self { order, entry_id, ending: Ending::Duplicate }
-    }
-
-    /// The database had no unit for it (Redis was rebuilt with too much): the buyer
-    /// slot goes back; the unit never existed.
-    pub fn no_stock(order: &'a OrderMsg, entry_id: &'a str) -> Self {
-        Self { order, entry_id, ending: Ending::NoStock }
-    }
-
-    /// The database keeps refusing it: unit and slot go back, and a copy goes to the
-    /// dead-letter stream for the operator.
-    pub fn dead_letter(order: &'a OrderMsg, entry_id: &'a str) -> Self {
-        Self { order, entry_id, ending: Ending::DeadLetter }
+    /// How an order that persisting did not store ends; `None` for a persisted one
+    /// (it keeps its unit and slot, and `settle` marks it a success). The one place
+    /// an outcome becomes a give-back.
+    pub fn of(order: &'a OrderMsg, entry_id: &'a str, outcome: Outcome) -> Option<Self> {
+        let terms = match outcome {
+            Outcome::Persisted => return None,
+            // The unit goes back; the slot belongs to the shopper's other order.
+            Outcome::Duplicate => {
+                Terms { reason: FailReason::AlreadyBought, restocks: true, frees_slot: false, dead_letter: false }
+            }
+            // Redis was rebuilt with too much: the unit never existed.
+            Outcome::NoStock => {
+                Terms { reason: FailReason::SoldOut, restocks: false, frees_slot: true, dead_letter: false }
+            }
+            // Buried in the database now or by an earlier try (whose give-back a crash
+            // may have left undone): unit and slot go back, a copy to the operator.
+            Outcome::Buried => {
+                Terms { reason: FailReason::DeadLetter, restocks: true, frees_slot: true, dead_letter: true }
+            }
+        };
+        Some(Self { order, entry_id, terms })
     }
 
     /// Runs the step; false when the entry was already acknowledged (another worker
@@ -71,7 +60,7 @@ impl<'a> GiveBack<'a> {
     pub async fn run(&self, backend: &Backend, redis: &mut RedisConn) -> RedisResult<bool> {
         let m = self.order;
         let keys = backend.keys(m.voucher_id);
-        let (ending, flag) = (self.ending, |on: bool| if on { "1" } else { "0" });
+        let (terms, flag) = (self.terms, |on: bool| if on { "1" } else { "0" });
         let acted: i64 = backend
             .scripts
             .give_back
@@ -85,16 +74,16 @@ impl<'a> GiveBack<'a> {
             .arg(m.user_id)
             .arg(self.entry_id)
             .arg(GROUP)
-            .arg(StoredResult::failed(m.user_id, ending.reason()).encode())
-            .arg(flag(ending.restocks()))
-            .arg(flag(ending.frees_slot()))
-            .arg(if ending == Ending::DeadLetter { ending.reason().as_str() } else { "" })
+            .arg(StoredResult::failed(m.user_id, terms.reason).encode())
+            .arg(flag(terms.restocks))
+            .arg(flag(terms.frees_slot))
+            .arg(if terms.dead_letter { terms.reason.as_str() } else { "" })
             .arg(&*backend.events_channel)
             .arg(SaleEvent::Restocked { voucher_id: m.voucher_id }.encode())
             .arg(SaleEvent::DeadLettered { voucher_id: m.voucher_id, order_id: m.order_id }.encode())
             .invoke_async(redis)
             .await?;
-        if acted == 1 && ending == Ending::DeadLetter {
+        if acted == 1 && terms.dead_letter {
             metrics::counter!("seckill_dead_letters_total").increment(1);
         }
         Ok(acted == 1)

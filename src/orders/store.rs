@@ -22,18 +22,9 @@ pub enum Outcome {
     /// The database has no stock left for it (Redis was rebuilt with too much).
     /// The buyer slot goes back; the unit does not exist.
     NoStock,
-    /// The order was dead-lettered (buried) before this delivery: it is not stored,
-    /// and its give-back is finished if a crash left it undone.
+    /// The order was dead-lettered (buried), now or before this delivery: it is not
+    /// stored, and its give-back is finished if a crash left it undone.
     Buried,
-}
-
-/// What burying (dead-lettering) an order came to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Burial {
-    /// Buried now, or by an earlier try: its unit and slot are to be given back.
-    Buried,
-    /// The order was persisted after all: it is not dead.
-    Persisted,
 }
 
 /// Persists a batch in one transaction: insert each order unless it is stored already,
@@ -252,8 +243,9 @@ async fn lock_voucher(tx: &mut Tx<'_>, voucher_id: i64) -> sqlx::Result<()> {
 
 /// Buries an order (dead-letters it) unless it was persisted: one statement decides,
 /// under the voucher's lock, so a dead letter racing a late persist of the same order
-/// has one winner.
-pub async fn bury(db: &Db, m: &OrderMsg, reason: &str) -> sqlx::Result<Burial> {
+/// has one winner. [`Outcome::Buried`] when buried now or by an earlier try,
+/// [`Outcome::Persisted`] when the order was persisted after all.
+pub async fn bury(db: &Db, m: &OrderMsg, reason: &str) -> sqlx::Result<Outcome> {
     let mut tx = db.begin().await?;
     lock_voucher(&mut tx, m.voucher_id).await?;
     sqlx::query(
@@ -271,7 +263,7 @@ pub async fn bury(db: &Db, m: &OrderMsg, reason: &str) -> sqlx::Result<Burial> {
     .await?;
     let buried = is_buried(&mut *tx, m.order_id).await?;
     tx.commit().await?;
-    Ok(if buried { Burial::Buried } else { Burial::Persisted })
+    Ok(if buried { Outcome::Buried } else { Outcome::Persisted })
 }
 
 async fn is_buried<'e>(db: impl sqlx::any::AnyExecutor<'e>, order_id: i64) -> sqlx::Result<bool> {

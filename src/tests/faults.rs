@@ -2,7 +2,7 @@
 //! invariants hold (I1 no oversell, I2 one per user, I3 nothing persisted is lost,
 //! I4 conservation).
 
-use crate::support::connect_db;
+use crate::support::{connect_db, connect_one};
 use crate::{
     process::{Process, Shared},
     support::{code, redis_url, wait_until, Options, Shopper, TestApp, Watchdog, SETTLED, SOON},
@@ -18,7 +18,6 @@ use seckill::{
     server::local_redis::LocalRedis,
 };
 use serde_json::{json, Value};
-use sqlx::{AnyConnection, Connection};
 use std::{
     collections::HashSet,
     time::{Duration, Instant},
@@ -292,7 +291,7 @@ async fn database_blocked_past_the_claim_time_fails_nobody() {
     })
     .await;
     // Another writer takes SQLite's write lock and keeps it.
-    let mut blocker = AnyConnection::connect(&shared.database_url).await.unwrap();
+    let mut blocker = connect_one(&shared.database_url).await;
     // SQLite: the one write lock. PostgreSQL: the vouchers' rows, which every write of an order takes.
     let lock = if shared.database_url.starts_with("sqlite:") {
         "BEGIN IMMEDIATE"

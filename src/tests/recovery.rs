@@ -156,10 +156,7 @@ async fn foreign_and_malformed_entries_are_dead_lettered() {
 /// and the database's stock counts only the persisted ones.
 #[tokio::test]
 async fn a_dead_letter_and_a_late_persist_never_both_win() {
-    use seckill::{
-        ids::compose,
-        orders::store::{Burial, Outcome},
-    };
+    use seckill::{ids::compose, orders::store::Outcome};
 
     let app = TestApp::with(Options::default().with(|c| c.worker = false)).await;
     let v = app.create_voucher(300, -5, 3600).await;
@@ -180,8 +177,8 @@ async fn a_dead_letter_and_a_late_persist_never_both_win() {
         }
     });
     let results = futures::future::join_all(races).await;
-    let won_by_persist = results.iter().filter(|r| **r == (Outcome::Persisted, Burial::Persisted)).count();
-    let won_by_burial = results.iter().filter(|r| **r == (Outcome::Buried, Burial::Buried)).count();
+    let won_by_persist = results.iter().filter(|r| **r == (Outcome::Persisted, Outcome::Persisted)).count();
+    let won_by_burial = results.iter().filter(|r| **r == (Outcome::Buried, Outcome::Buried)).count();
     println!("race persist vs dead letter: {won_by_persist} persisted, {won_by_burial} buried of {}", results.len());
     assert_eq!(won_by_persist + won_by_burial, results.len(), "every race has one winner: {results:?}");
 

@@ -94,6 +94,14 @@ pub async fn connect_db(url: &str) -> Db {
     Db::connect(url).await.unwrap()
 }
 
+/// One connection on `url`, outside any pool (to hold a lock the way another writer
+/// would).
+pub async fn connect_one(url: &str) -> sqlx::AnyConnection {
+    use sqlx::Connection;
+    sqlx::any::install_default_drivers();
+    sqlx::AnyConnection::connect(url).await.unwrap()
+}
+
 pub fn redis_url() -> String {
     std::env::var("REDIS_URL").expect("REDIS_URL must point at a running redis-server (npm test starts one)")
 }

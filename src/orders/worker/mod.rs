@@ -7,7 +7,7 @@
 //!
 //! Recovery, in order of likelihood:
 //! - this process stopped mid-batch: at start a reader drains its own pending list;
-//! - another process died: entries idle past `claim_idle` are claimed (`recover`);
+//! - another process died: entries idle past `claim_idle` are claimed (`recovery`);
 //! - the database is down: the batch stays pending and is retried with backoff, as
 //!   long as it takes (an outage delays orders, never fails them);
 //! - Redis lost a group: the voucher is warmed again (group recreated, stock and
@@ -17,10 +17,14 @@
 //!   becomes "failed" and its stock and buyer slot are given back in one Lua step.
 //!
 //! This file is the supervisor: it starts a reader for each voucher that goes live.
+//! A reader (`reader`) joins the group and reads; it hands entries to its saver
+//! (`saver`: persist, settle, give back, dead-letter), and asks its recovery
+//! (`recovery`) for entries other consumers left idle.
 
 mod entry;
 mod reader;
-mod recover;
+mod recovery;
+mod saver;
 mod wake;
 
 pub use wake::Wakeups;

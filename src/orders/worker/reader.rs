@@ -1,18 +1,13 @@
 //! One voucher's reader: joins the voucher's consumer group, drains its own pending
 //! list, then reads new entries in batches, persists them and records the outcomes.
 
-use super::{entry::Entry, Wakeups, WorkerSettings};
+use super::{entry::Entry, recovery::Recovery, saver::Saver, Wakeups, WorkerSettings};
 use crate::{
     backend::{
         layout::{expires_at, SaleKeys, GROUP},
         Backend, BackendError, RedisConn,
     },
     config::MAX_BATCH,
-    orders::{
-        give_back::GiveBack,
-        settle::settle,
-        store::{self, OrderMsg, Outcome},
-    },
     shutdown::Shutdown,
     voucher::{
         store::{self as vouchers, VoucherRow},
@@ -25,14 +20,13 @@ use redis::{
     AsyncCommands, Value,
 };
 use std::{
-    collections::HashMap,
     sync::{
         atomic::{AtomicI64, Ordering},
         Arc,
     },
     time::Duration,
 };
-use tokio::{sync::Notify, time::Instant};
+use tokio::sync::Notify;
 
 /// First pause after a failed step; it doubles up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(100);
@@ -62,9 +56,9 @@ enum Phase {
 
 /// Reads one voucher's stream.
 pub(super) struct Reader {
-    pub(super) backend: Backend,
+    backend: Backend,
     /// The worker's connection, shared by its readers (reads never block it).
-    pub(super) redis: RedisConn,
+    redis: RedisConn,
     /// This process's readers' bells, to hang this one's up when it ends.
     wakeups: Arc<Wakeups>,
     /// Rung by this process's gate when it grants an order here.
@@ -72,20 +66,20 @@ pub(super) struct Reader {
     /// Until when (Unix ms) this process's readers save without waiting for replicas,
     /// after a wait ran out: shared by the worker's readers.
     replicas_short_until: Arc<AtomicI64>,
-    pub(super) settings: WorkerSettings,
+    settings: WorkerSettings,
     /// The voucher as last read from the database (re-read before every rebuild).
     voucher: VoucherRow,
-    pub(super) keys: Arc<SaleKeys>,
+    keys: Arc<SaleKeys>,
     phase: Phase,
     backoff: Duration,
     /// Pause before the next read when the last found nothing.
     idle: Duration,
     /// The bell rang while this reader waited for it: grabs are coming in.
     rang: bool,
-    /// When entries left idle by other consumers are next looked for.
-    pub(super) next_recover: Instant,
-    /// Times the database refused an entry on its own, by entry id.
-    pub(super) poison_strikes: HashMap<String, u64>,
+    /// Takes over entries other consumers left idle.
+    recovery: Recovery,
+    /// Persists what this reader reads and records the outcomes.
+    saver: Saver,
 }
 
 impl Reader {
@@ -99,6 +93,9 @@ impl Reader {
     ) -> Self {
         let keys = backend.keys(voucher.id);
         let bell = wakeups.register(voucher.id);
+        let recovery = Recovery::new(keys.clone(), settings.clone());
+        let saver =
+            Saver::new(backend.clone(), redis.clone(), settings.clone(), voucher.id, expires_at(voucher.ends_at));
         Self {
             redis,
             backend,
@@ -112,8 +109,8 @@ impl Reader {
             backoff: FIRST_BACKOFF,
             idle: FIRST_IDLE,
             rang: false,
-            next_recover: Instant::now(),
-            poison_strikes: HashMap::new(),
+            recovery,
+            saver,
         }
     }
 
@@ -178,7 +175,11 @@ impl Reader {
             self.phase = Phase::DrainingOwn;
             return Ok(true);
         }
-        self.recover_if_due().await?;
+        let claimed = self.recovery.claim_if_due(&mut self.redis).await?;
+        self.saver.handle(claimed.fresh).await?;
+        for e in claimed.worn {
+            self.saver.last_try(e).await?;
+        }
         let own = self.phase == Phase::DrainingOwn;
         let entries = self.read(own).await?;
         if entries.is_empty() {
@@ -187,7 +188,7 @@ impl Reader {
             }
             return Ok(own);
         }
-        self.handle(entries).await?;
+        self.saver.handle(entries).await?;
         Ok(true)
     }
 
@@ -197,6 +198,7 @@ impl Reader {
     async fn join(&mut self) -> Result<(), BackendError> {
         // The row as it is now: a rebuild from a stale row would resurrect sold stock.
         if let Some(row) = vouchers::get(&self.backend.db, self.voucher.id).await? {
+            self.saver.expires = expires_at(row.ends_at);
             self.voucher = row;
         }
         warm(&self.backend, &self.voucher).await?;
@@ -272,103 +274,6 @@ impl Reader {
             self.replicas_short_until.store(chrono::Utc::now().timestamp_millis() + pause, Ordering::Relaxed);
             tracing::warn!(stream = %self.keys.orders, have, want, "replicas lag: saving without waiting for {pause} ms");
         }
-        Ok(())
-    }
-
-    /// Persists entries, in one transaction if it can, else one by one.
-    pub(super) async fn handle(&mut self, entries: Vec<Entry>) -> Result<(), BackendError> {
-        let voucher_id = self.voucher.id;
-        let (good, bad): (Vec<Entry>, Vec<Entry>) =
-            entries.into_iter().partition(|e| e.msg.as_ref().is_some_and(|m| m.voucher_id == voucher_id));
-        for e in &bad {
-            self.reject(e).await?;
-        }
-        if good.is_empty() {
-            return Ok(());
-        }
-        let msgs: Vec<OrderMsg> = good.iter().filter_map(|e| e.msg.clone()).collect();
-        metrics::counter!("seckill_worker_batches_total").increment(1);
-        metrics::histogram!("seckill_worker_batch_orders").record(msgs.len() as f64);
-        match store::persist(&self.backend.db, &msgs, self.settings.pay_timeout_ms).await {
-            Ok(outcomes) => self.finish(&good, &outcomes).await,
-            Err(e) if good.len() == 1 => self.refused(&good[0], e).await,
-            Err(e) => {
-                tracing::warn!("worker: batch of {} failed ({e}); retrying one by one", good.len());
-                for e in &good {
-                    let msg = e.msg.clone().into_iter().collect::<Vec<_>>();
-                    match store::persist(&self.backend.db, &msg, self.settings.pay_timeout_ms).await {
-                        Ok(outcomes) => self.finish(std::slice::from_ref(e), &outcomes).await?,
-                        Err(err) => self.refused(e, err).await?,
-                    }
-                }
-                Ok(())
-            }
-        }
-    }
-
-    /// An entry the gate did not write for this voucher (malformed, or naming another
-    /// voucher) is never persisted here: it goes to the dead-letter stream for the
-    /// operator, in the same step as its acknowledgement. It held no unit of this
-    /// voucher, so nothing is given back.
-    async fn reject(&mut self, e: &Entry) -> Result<(), BackendError> {
-        let why = if e.msg.is_some() { "foreign voucher" } else { "malformed" };
-        tracing::error!(entry = %e.id, stream = %self.keys.orders, "{why} order entry, dead-lettered");
-        let () = redis::pipe()
-            .atomic()
-            .xadd(&self.keys.dlq, "*", &[("entry", e.id.as_str()), ("reason", why), ("raw", e.raw().as_str())])
-            .ignore()
-            .pexpire_at(&self.keys.dlq, expires_at(self.voucher.ends_at))
-            .ignore()
-            .xack(&self.keys.orders, GROUP, &[&e.id])
-            .ignore()
-            .query_async(&mut self.redis)
-            .await?;
-        Ok(())
-    }
-
-    /// The database refused one entry on its own. A refusal of the data itself (a
-    /// constraint) counts a strike; anything else means the database is unwell, and
-    /// the entry waits.
-    async fn refused(&mut self, e: &Entry, err: sqlx::Error) -> Result<(), BackendError> {
-        if !store::refuses_data(&err) {
-            return Err(err.into());
-        }
-        let strikes = self.poison_strikes.entry(e.id.clone()).or_default();
-        *strikes += 1;
-        tracing::warn!(entry = %e.id, strikes = *strikes, "database refused order: {err}");
-        if *strikes >= self.settings.max_deliveries {
-            self.poison_strikes.remove(&e.id);
-            self.dead_letter(e).await?;
-        }
-        Ok(())
-    }
-
-    /// Records the outcomes in Redis: persisted orders settled in one step, the others
-    /// ended with their give-backs.
-    pub(super) async fn finish(&mut self, entries: &[Entry], outcomes: &[Outcome]) -> Result<(), BackendError> {
-        let mut persisted = Vec::with_capacity(entries.len());
-        for (e, outcome) in entries.iter().zip(outcomes) {
-            let Some(m) = &e.msg else { continue };
-            match outcome {
-                Outcome::Persisted => {
-                    self.poison_strikes.remove(&e.id);
-                    persisted.push((e.id.as_str(), m));
-                }
-                Outcome::Duplicate => {
-                    GiveBack::duplicate(m, &e.id).run(&self.backend, &mut self.redis).await?;
-                }
-                Outcome::NoStock => {
-                    GiveBack::no_stock(m, &e.id).run(&self.backend, &mut self.redis).await?;
-                }
-                // Acknowledges too, so it is given back once whoever gets here first.
-                Outcome::Buried => {
-                    GiveBack::dead_letter(m, &e.id).run(&self.backend, &mut self.redis).await?;
-                }
-            }
-        }
-        let expires = expires_at(self.voucher.ends_at);
-        settle(&self.backend, &mut self.redis, self.voucher.id, expires, &persisted).await?;
-        metrics::counter!("seckill_orders_persisted_total").increment(persisted.len() as u64);
         Ok(())
     }
 }

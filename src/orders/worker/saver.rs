@@ -1,0 +1,158 @@
+//! Saving what a reader read: persisting entries (in one transaction when it can),
+//! recording each outcome in Redis, and giving up on entries the database keeps
+//! refusing while it answers (dead letters).
+
+use super::{entry::Entry, WorkerSettings};
+use crate::{
+    backend::{
+        layout::{SaleKeys, GROUP},
+        Backend, BackendError, RedisConn,
+    },
+    orders::{
+        give_back::GiveBack,
+        settle::settle,
+        store::{self, OrderMsg, Outcome},
+    },
+    sale::results::FailReason,
+};
+use std::{collections::HashMap, sync::Arc};
+
+/// Saves one voucher's entries.
+pub(super) struct Saver {
+    backend: Backend,
+    /// The worker's connection (shared by its readers).
+    redis: RedisConn,
+    keys: Arc<SaleKeys>,
+    settings: WorkerSettings,
+    voucher_id: i64,
+    /// When the sale's keys expire (Unix ms): keys made here get it too. The reader
+    /// sets it from the voucher it last read.
+    pub expires: i64,
+    /// Times the database refused an entry on its own, by entry id.
+    strikes: HashMap<String, u64>,
+}
+
+impl Saver {
+    pub fn new(backend: Backend, redis: RedisConn, settings: WorkerSettings, voucher_id: i64, expires: i64) -> Self {
+        let keys = backend.keys(voucher_id);
+        Self { backend, redis, keys, settings, voucher_id, expires, strikes: HashMap::new() }
+    }
+
+    /// Persists entries, in one transaction if it can, else one by one.
+    pub async fn handle(&mut self, entries: Vec<Entry>) -> Result<(), BackendError> {
+        let voucher_id = self.voucher_id;
+        let (good, bad): (Vec<Entry>, Vec<Entry>) =
+            entries.into_iter().partition(|e| e.msg.as_ref().is_some_and(|m| m.voucher_id == voucher_id));
+        for e in &bad {
+            self.reject(e).await?;
+        }
+        if good.is_empty() {
+            return Ok(());
+        }
+        let msgs: Vec<OrderMsg> = good.iter().filter_map(|e| e.msg.clone()).collect();
+        metrics::counter!("seckill_worker_batches_total").increment(1);
+        metrics::histogram!("seckill_worker_batch_orders").record(msgs.len() as f64);
+        match store::persist(&self.backend.db, &msgs, self.settings.pay_timeout_ms).await {
+            Ok(outcomes) => self.finish(&good, &outcomes).await,
+            Err(e) if good.len() == 1 => self.refused(&good[0], e).await,
+            Err(e) => {
+                tracing::warn!("worker: batch of {} failed ({e}); retrying one by one", good.len());
+                for e in &good {
+                    let msg = e.msg.clone().into_iter().collect::<Vec<_>>();
+                    match store::persist(&self.backend.db, &msg, self.settings.pay_timeout_ms).await {
+                        Ok(outcomes) => self.finish(std::slice::from_ref(e), &outcomes).await?,
+                        Err(err) => self.refused(e, err).await?,
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// One more try for an entry delivered too often. If the database refuses its data
+    /// it is dead-lettered; if the database cannot write at all (down, locked, full),
+    /// it waits: an outage delays orders, it never fails them, however many times
+    /// the entry was delivered meanwhile.
+    pub async fn last_try(&mut self, e: Entry) -> Result<(), BackendError> {
+        let Some(msg) = e.msg.clone() else { return self.handle(vec![e]).await };
+        match store::persist(&self.backend.db, &[msg], self.settings.pay_timeout_ms).await {
+            Ok(outcomes) => self.finish(std::slice::from_ref(&e), &outcomes).await,
+            Err(err) if store::refuses_data(&err) => {
+                tracing::warn!(entry = %e.id, "order keeps failing: {err}");
+                self.dead_letter(&e).await
+            }
+            Err(err) => Err(err.into()),
+        }
+    }
+
+    /// An entry the gate did not write for this voucher (malformed, or naming another
+    /// voucher) is never persisted here: it goes to the dead-letter stream for the
+    /// operator, in the same step as its acknowledgement. It held no unit of this
+    /// voucher, so nothing is given back.
+    async fn reject(&mut self, e: &Entry) -> Result<(), BackendError> {
+        let why = if e.msg.is_some() { "foreign voucher" } else { "malformed" };
+        tracing::error!(entry = %e.id, stream = %self.keys.orders, "{why} order entry, dead-lettered");
+        let () = redis::pipe()
+            .atomic()
+            .xadd(&self.keys.dlq, "*", &[("entry", e.id.as_str()), ("reason", why), ("raw", e.raw().as_str())])
+            .ignore()
+            .pexpire_at(&self.keys.dlq, self.expires)
+            .ignore()
+            .xack(&self.keys.orders, GROUP, &[&e.id])
+            .ignore()
+            .query_async(&mut self.redis)
+            .await?;
+        Ok(())
+    }
+
+    /// The database refused one entry on its own. A refusal of the data itself (a
+    /// constraint) counts a strike; anything else means the database is unwell, and
+    /// the entry waits.
+    async fn refused(&mut self, e: &Entry, err: sqlx::Error) -> Result<(), BackendError> {
+        if !store::refuses_data(&err) {
+            return Err(err.into());
+        }
+        let strikes = self.strikes.entry(e.id.clone()).or_default();
+        *strikes += 1;
+        tracing::warn!(entry = %e.id, strikes = *strikes, "database refused order: {err}");
+        if *strikes >= self.settings.max_deliveries {
+            self.strikes.remove(&e.id);
+            self.dead_letter(e).await?;
+        }
+        Ok(())
+    }
+
+    /// Gives up on an entry: unless the database has the order after all, it is buried
+    /// there (so no late delivery can store it), then it goes to the dead-letter stream
+    /// and its stock and buyer slot are given back, once.
+    async fn dead_letter(&mut self, e: &Entry) -> Result<(), BackendError> {
+        let Some(m) = &e.msg else { return Ok(()) };
+        let outcome = store::bury(&self.backend.db, m, FailReason::DeadLetter.as_str()).await?;
+        if outcome == Outcome::Buried {
+            tracing::error!(order = m.order_id, entry = %e.id, "order dead-lettered");
+        }
+        self.finish(std::slice::from_ref(e), &[outcome]).await
+    }
+
+    /// Records the outcomes in Redis: persisted orders settled in one step, the others
+    /// ended with their give-backs (each acknowledges too, so an order is given back
+    /// once whoever gets there first).
+    async fn finish(&mut self, entries: &[Entry], outcomes: &[Outcome]) -> Result<(), BackendError> {
+        let mut persisted = Vec::with_capacity(entries.len());
+        for (e, &outcome) in entries.iter().zip(outcomes) {
+            let Some(m) = &e.msg else { continue };
+            match GiveBack::of(m, &e.id, outcome) {
+                Some(give_back) => {
+                    give_back.run(&self.backend, &mut self.redis).await?;
+                }
+                None => {
+                    self.strikes.remove(&e.id);
+                    persisted.push((e.id.as_str(), m));
+                }
+            }
+        }
+        settle(&self.backend, &mut self.redis, self.voucher_id, self.expires, &persisted).await?;
+        metrics::counter!("seckill_orders_persisted_total").increment(persisted.len() as u64);
+        Ok(())
+    }
+}

@@ -3,7 +3,7 @@
 -- KEYS[6] refusals counter (read by the live dashboard)
 -- ARGV[1] user id   ARGV[2] order id   ARGV[3] voucher id   ARGV[4] events channel
 -- ARGV[5] the result to store when granted   ARGV[6] the sold-out event to publish
--- (both written by Rust: src/sale/results.rs, src/bus/event.rs)
+-- (both written by Rust: src/orders/results.rs, src/bus/event.rs)
 -- Returns 'granted' or the refusal's API error code (src/sale/gate.rs reads it).
 -- Time comes from Redis TIME so every app instance agrees.
 local stock = redis.call('GET', KEYS[1])

@@ -1,8 +1,21 @@
-//! Browser helpers: timers and a self-reconnecting Server-Sent Events reader. On the
-//! server (SSR) they do nothing, so components can call them unconditionally. Only
+//! Browser helpers: timers, a self-reconnecting Server-Sent Events reader, and how a
+//! span of time reads. On the server (SSR) the timers and the reader do nothing, so
+//! components can call them unconditionally. Only
 //! components import this module; it imports none of them.
 
 use leptos::prelude::*;
+
+/// A span of seconds as people read it: "1h 02m 03s", "4m 05s", "12s".
+pub fn clock(secs: i64) -> String {
+    let (h, m, s) = (secs / 3600, secs % 3600 / 60, secs % 60);
+    if h > 0 {
+        format!("{h}h {m:02}m {s:02}s")
+    } else if m > 0 {
+        format!("{m}m {s:02}s")
+    } else {
+        format!("{s}s")
+    }
+}
 
 /// Calls `f` every `ms` milliseconds in the browser (never on the server), until
 /// the calling component is dropped.

@@ -2,14 +2,16 @@
 //!
 //! A grab has two halves. The **gate** (`sale::gate`, `lua/grab.lua`) decides it in
 //! one atomic Redis step and answers with an order id at once; the **worker**
-//! (`orders::worker`) persists granted orders from Redis Streams into SQL in batches.
+//! (`worker`) persists granted orders from Redis Streams into SQL in batches.
 //!
-//! Layout, one folder per domain concept:
+//! Layout, one folder per domain concept, each importing only those before it:
 //! - `auth`: sign-in by name, signed session cookies, the admin token.
-//! - `voucher`: vouchers, validation, SQL, warm-up, the admin page.
-//! - `sale`: the gate, `grab` / `grab_result` / `sale_stats`, the shopper page.
-//! - `orders`: order SQL and the stream worker.
-//! - `live`: the sampler, sale events and the live dashboard feed.
+//! - `voucher`: vouchers, validation, SQL, the voucher list.
+//! - `orders`: orders SQL, their lifecycle, the grab-result format, give-backs.
+//! - `sale`: warm-up, the gate, `grab` / `grab_result`, the operator's sale
+//!   endpoints, the shopper's sale card.
+//! - `worker`: the stream worker.
+//! - `live`: a sale's figures (`sale_stats`), the sampler and the live dashboard feed.
 //! - `server` (server only): start-up, router, a private redis-server for dev runs.
 //! - `rfc3339`: how the browser reads the API's times (keeps chrono's general parser
 //!   out of the WASM).
@@ -26,6 +28,8 @@ pub mod pages;
 pub mod rfc3339;
 pub mod sale;
 pub mod voucher;
+#[cfg(feature = "ssr")]
+pub mod worker;
 
 #[cfg(feature = "ssr")]
 pub mod backend;

@@ -6,10 +6,10 @@ use crate::{
     backend::Backend,
     ids::OrderIds,
     live::{hub::Hub, slots::FeedSlots},
-    orders::worker::Wakeups,
     sale::{rebuilds::Rebuilds, sold_out::SoldOutFlags},
     server::page_cache::Changes,
     shutdown::Shutdown,
+    worker::Wakeups,
 };
 use axum::extract::FromRef;
 use leptos::config::LeptosOptions;

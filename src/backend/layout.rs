@@ -29,12 +29,12 @@
 //! (gate, give-backs) or are handed it (`settle.lua`, the worker's dead letters).
 //!
 //! **Formats**, each written and read in one module: grab results
-//! `<status>:<user id>[:<reason>]` (`sale::results`); stream entries, the order's
-//! fields (`orders::worker::entry`); sale events (`bus`); the sampler's figures
+//! `<status>:<user id>[:<reason>]` (`orders::results`); stream entries, the order's
+//! fields (`worker::entry`); sale events (`bus`); the sampler's figures
 //! (`live::figures`); gate answers (`sale::gate`).
 //!
 //! **Scripts** ([`Scripts`], loaded once and run by SHA): `grab.lua` (`sale::gate`),
-//! `warm.lua` (`voucher::warm`), `settle.lua` (`orders::settle`), `give_back.lua`
+//! `warm.lua` (`sale::warm`), `settle.lua` (`orders::settle`), `give_back.lua`
 //! (`orders::give_back`), `restock.lua` (`orders::restock`), `sample.lua`
 //! (`live::figures`), `order_ids.lua` (`ids`). The two give-backs share their core,
 //! `lua/lib/unit_back.lua` (a unit back on sale, a buyer slot freed, the keys' expiry).

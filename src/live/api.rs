@@ -18,20 +18,8 @@ pub async fn sale_stats(voucher_id: i64) -> AppResult<SaleFigures> {
     let backend = &state.backend;
     let voucher = vouchers::get(&backend.db, voucher_id).await?.ok_or(ErrorCode::UnknownVoucher)?;
     let figures = super::figures::read(backend, std::slice::from_ref(&voucher)).await?;
-    let f = figures.first().copied().unwrap_or_default();
-    Ok(SaleFigures {
-        voucher_id,
-        total_stock: f.total,
-        redis_stock: f.stock,
-        granted: f.granted,
-        persisted: f.persisted,
-        unpaid: f.unpaid,
-        paid: f.paid,
-        cancelled: f.cancelled,
-        stream_length: f.stream_length,
-        pending: f.pending,
-        dead_letters: f.dead_letters,
-        sold_out_flag: state.sold_out.is_flagged(voucher_id),
-        refused_locally: state.sold_out.refused_locally(voucher_id),
-    })
+    let mut f = figures.first().copied().unwrap_or_default();
+    f.sold_out_flag = state.sold_out.is_flagged(voucher_id);
+    f.refused_locally = state.sold_out.refused_locally(voucher_id);
+    Ok(f)
 }

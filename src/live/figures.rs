@@ -2,8 +2,10 @@
 //! `sale_stats`: from the voucher's row (stock, stock left, paid, cancelled: counters
 //! every write keeps, so no figure counts rows) and one `lua/sample.lua` call per
 //! voucher in Redis (stock, buyers, stream, consumer group, dead letters, refusals),
-//! every voucher's call sent at once. The script's answer is read here, by name.
+//! every voucher's call sent at once. The script's answer is read here, by name. What
+//! this process's sold-out flags say is the caller's to add.
 
+use super::SaleFigures;
 use crate::{
     backend::{
         layout::{SaleKeys, GROUP},
@@ -14,37 +16,8 @@ use crate::{
 use redis::RedisResult;
 use std::collections::HashMap;
 
-/// One voucher's figures at one moment (what this process's sold-out flags say is
-/// the caller's to add).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Figures {
-    pub voucher_id: i64,
-    /// Units put on sale.
-    pub total: i64,
-    /// Units Redis still holds; `None` when Redis does not hold the voucher.
-    pub stock: Option<i64>,
-    /// Shoppers the gate granted an order (the buyers set).
-    pub granted: i64,
-    /// Orders in the database, cancelled ones not counted: stock less stock left.
-    pub persisted: i64,
-    /// Of those, awaiting payment and paid; and orders cancelled (units given back).
-    pub unpaid: i64,
-    pub paid: i64,
-    pub cancelled: i64,
-    /// Entries in the order stream.
-    pub stream_length: i64,
-    /// Entries not yet delivered to any worker (consumer-group lag); `None` if unknown.
-    pub lag: Option<i64>,
-    /// Entries delivered to a worker and not yet acknowledged.
-    pub pending: i64,
-    /// Orders given up after too many deliveries.
-    pub dead_letters: i64,
-    /// Grabs the gate refused, all processes.
-    pub refused: i64,
-}
-
 /// The figures of each voucher in `rows`, in their order.
-pub async fn read(backend: &Backend, rows: &[VoucherRow]) -> RedisResult<Vec<Figures>> {
+pub async fn read(backend: &Backend, rows: &[VoucherRow]) -> RedisResult<Vec<SaleFigures>> {
     let script = &backend.scripts.sample;
     let calls = rows.iter().map(|row| {
         let (mut redis, keys) = (backend.redis.clone(), backend.keys(row.id));
@@ -61,14 +34,14 @@ pub async fn read(backend: &Backend, rows: &[VoucherRow]) -> RedisResult<Vec<Fig
 
 /// A voucher's figures from its row and the script's name/value pairs; a name the
 /// script did not send reads as unknown, or as none.
-fn figures(row: &VoucherRow, pairs: &HashMap<String, i64>) -> Figures {
+fn figures(row: &VoucherRow, pairs: &HashMap<String, i64>) -> SaleFigures {
     let get = |name: &str| pairs.get(name).copied();
     let known = |name: &str| get(name).filter(|&n| n >= 0);
     let persisted = row.stock - row.stock_left;
-    Figures {
+    SaleFigures {
         voucher_id: row.id,
-        total: row.stock,
-        stock: known("stock"),
+        total_stock: row.stock,
+        redis_stock: known("stock"),
         granted: get("granted").unwrap_or(0),
         persisted,
         unpaid: (persisted - row.paid).max(0),
@@ -79,6 +52,7 @@ fn figures(row: &VoucherRow, pairs: &HashMap<String, i64>) -> Figures {
         pending: get("pending").unwrap_or(0),
         dead_letters: get("dead_letters").unwrap_or(0),
         refused: get("refused").unwrap_or(0),
+        ..SaleFigures::default()
     }
 }
 
@@ -103,9 +77,9 @@ mod tests {
             .map(|(k, v)| (k.to_owned(), v))
             .collect();
         let f = figures(&row, &pairs);
-        assert_eq!((f.stock, f.granted, f.refused, f.lag, f.pending), (Some(2), 8, 9, None, 0));
-        assert_eq!((f.total, f.persisted, f.unpaid, f.paid, f.cancelled), (10, 7, 5, 2, 1));
+        assert_eq!((f.redis_stock, f.granted, f.refused, f.lag, f.pending), (Some(2), 8, 9, None, 0));
+        assert_eq!((f.total_stock, f.persisted, f.unpaid, f.paid, f.cancelled), (10, 7, 5, 2, 1));
         let gone = figures(&row, &[("stock".to_owned(), -1)].into_iter().collect());
-        assert_eq!(gone.stock, None, "Redis does not hold the voucher");
+        assert_eq!(gone.redis_stock, None, "Redis does not hold the voucher");
     }
 }

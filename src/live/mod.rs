@@ -156,8 +156,9 @@ impl LiveEvent {
     }
 }
 
-/// The operator's numbers for one voucher (`sale_stats`).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// The operator's numbers for one voucher (`sale_stats`), as `live::figures` computes
+/// them for it and for the dashboard's sampler.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SaleFigures {
     pub voucher_id: i64,
     /// Units put on sale.
@@ -166,7 +167,7 @@ pub struct SaleFigures {
     pub redis_stock: Option<i64>,
     /// Shoppers the gate granted an order (the buyers set).
     pub granted: i64,
-    /// Orders in the database, cancelled ones not counted.
+    /// Orders in the database, cancelled ones not counted: stock less stock left.
     pub persisted: i64,
     /// Of those, awaiting payment and paid; and orders cancelled (units given back).
     pub unpaid: i64,
@@ -174,10 +175,14 @@ pub struct SaleFigures {
     pub cancelled: i64,
     /// Entries in the order stream.
     pub stream_length: i64,
+    /// Entries not yet delivered to any worker (consumer-group lag); `None` if unknown.
+    pub lag: Option<i64>,
     /// Entries read by a worker but not yet acknowledged.
     pub pending: i64,
     /// Orders given up after too many deliveries.
     pub dead_letters: i64,
+    /// Grabs the gate refused, all processes.
+    pub refused: i64,
     /// This process holds a sold-out flag for the voucher (answers without Redis).
     pub sold_out_flag: bool,
     /// Grabs this process refused from its sold-out flag, without asking Redis.

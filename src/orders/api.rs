@@ -17,7 +17,7 @@ use {
         auth::session::{require_admin, require_user},
         backend::{layout::DRAIN_GRACE_MS, Backend},
         error::{AppError, ErrorCode},
-        sale::{results::StoredResult, GrabStatus},
+        orders::{results::StoredResult, GrabStatus},
         state::AppState,
         voucher::store as vouchers,
     },

@@ -7,7 +7,7 @@ use super::store::{OrderMsg, Outcome};
 use crate::{
     backend::{layout::GROUP, Backend, RedisConn},
     bus::SaleEvent,
-    sale::results::{FailReason, StoredResult},
+    orders::results::{FailReason, StoredResult},
 };
 use redis::RedisResult;
 

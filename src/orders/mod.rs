@@ -1,7 +1,8 @@
-//! Orders: persisted from the voucher streams into SQL by the worker; an order that
-//! can never be persisted is ended and what it held given back. A persisted order is
-//! paid, or cancelled (by its shopper, or by the sweeper when its payment deadline
-//! passes) and its unit given back.
+//! Orders: persisted from the voucher streams into SQL by the worker (`worker`); an
+//! order that can never be persisted is ended and what it held given back. A
+//! persisted order is paid, or cancelled (by its shopper, or by the sweeper when its
+//! payment deadline passes) and its unit given back. Where a grab stands before its
+//! order is saved is the grab result (`results`), written by the gate and the worker.
 
 pub mod api;
 
@@ -12,17 +13,36 @@ pub mod lifecycle;
 #[cfg(feature = "ssr")]
 pub mod restock;
 #[cfg(feature = "ssr")]
+pub mod results;
+#[cfg(feature = "ssr")]
 pub mod settle;
 #[cfg(feature = "ssr")]
 pub mod store;
 #[cfg(feature = "ssr")]
 pub mod sweeper;
 pub mod view;
-#[cfg(feature = "ssr")]
-pub mod worker;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+
+/// Where a granted grab stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GrabStatus {
+    Queued,
+    Success,
+    Failed,
+}
+
+impl GrabStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Queued => "queued",
+            Self::Success => "success",
+            Self::Failed => "failed",
+        }
+    }
+}
 
 /// A persisted order.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -6,7 +6,7 @@
 use super::store::OrderMsg;
 use crate::{
     backend::{layout::GROUP, Backend, RedisConn, ScriptCall},
-    sale::results::StoredResult,
+    orders::results::StoredResult,
 };
 use redis::RedisResult;
 

@@ -5,7 +5,10 @@ use super::{
     api::{cancel_order, list_orders, my_orders, pay_order},
     CancelReason, Order, OrderStatus,
 };
-use crate::{auth::User, browser::every, sale::view::clock};
+use crate::{
+    auth::User,
+    browser::{clock, every},
+};
 use chrono::{DateTime, Utc};
 use leptos::prelude::*;
 

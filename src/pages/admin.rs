@@ -6,11 +6,8 @@ use crate::{
     browser::every,
     live::view::LiveBoard,
     orders::view::VoucherOrders,
-    voucher::{
-        api::list_vouchers,
-        view::{CreateVoucher, EachVoucher, VoucherRow},
-        Voucher,
-    },
+    sale::admin_view::{CreateVoucher, VoucherRow},
+    voucher::{api::list_vouchers, view::EachVoucher, Voucher},
 };
 use leptos::prelude::*;
 

@@ -1,7 +1,7 @@
 //! The gate (`lua/grab.lua`): decides one grab in one atomic Redis step. This module
 //! owns the script's interface: what it is handed and what its answer means.
 
-use super::results::StoredResult;
+use crate::orders::results::StoredResult;
 use crate::{
     backend::{layout::SaleKeys, Backend, ScriptCall},
     error::ErrorCode,

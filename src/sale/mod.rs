@@ -1,14 +1,15 @@
-//! The sale: the Lua gate that decides a grab in one Redis step, the grab and result
-//! endpoints, the formats Redis holds for a sale (keys, results, events), this
+//! The sale: warm-up (a voucher into Redis, rebuilt from the database when Redis lost
+//! it), the Lua gate that decides a grab in one Redis step, the grab and result
+//! endpoints, the operator's sale endpoints and components (create, warm up), this
 //! process's sold-out flags, and the shopper's sale card.
 
+pub mod admin;
+pub mod admin_view;
 pub mod api;
 #[cfg(feature = "ssr")]
 pub mod gate;
 #[cfg(feature = "ssr")]
 pub mod rebuilds;
-#[cfg(feature = "ssr")]
-pub mod results;
 #[cfg(feature = "ssr")]
 pub mod routes;
 #[cfg(feature = "ssr")]
@@ -18,8 +19,10 @@ pub use service::REDIS_DEADLINE;
 #[cfg(feature = "ssr")]
 pub mod sold_out;
 pub mod view;
+#[cfg(feature = "ssr")]
+pub mod warm;
 
-use crate::orders::Order;
+use crate::orders::{GrabStatus, Order};
 use serde::{Deserialize, Serialize};
 
 /// The answer to a granted grab: the order id, at once.
@@ -29,25 +32,6 @@ pub struct GrabTicket {
     pub order_id: String,
     /// Always "queued": the order is persisted asynchronously.
     pub status: GrabStatus,
-}
-
-/// Where a granted grab stands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum GrabStatus {
-    Queued,
-    Success,
-    Failed,
-}
-
-impl GrabStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Queued => "queued",
-            Self::Success => "success",
-            Self::Failed => "failed",
-        }
-    }
 }
 
 /// The answer to `grab_result`.

@@ -4,13 +4,16 @@
 
 use super::{
     gate::{self, Verdict},
-    results::{FailReason, StoredResult},
-    GrabState, GrabStatus, GrabTicket,
+    GrabState, GrabTicket,
 };
 use crate::{
     backend::Backend,
     error::{AppError, AppResult, ErrorCode},
-    orders::lifecycle,
+    orders::{
+        lifecycle,
+        results::{FailReason, StoredResult},
+        GrabStatus,
+    },
     state::AppState,
 };
 use metrics::{Counter, Histogram};
@@ -115,7 +118,7 @@ async fn rebuild(backend: Backend, voucher_id: i64) -> ErrorCode {
     if chrono::Utc::now().timestamp_millis() >= row.ends_at {
         return ErrorCode::Ended;
     }
-    if let Err(e) = crate::voucher::warm::warm(&backend, &row).await {
+    if let Err(e) = crate::sale::warm::warm(&backend, &row).await {
         tracing::warn!(voucher_id, "grab: rebuilding a voucher Redis lost: {e}");
     }
     ErrorCode::Unavailable

@@ -9,21 +9,9 @@ use crate::{browser::pause, voucher::Voucher};
 use chrono::{DateTime, Utc};
 use leptos::prelude::*;
 
-/// A span of seconds as people read it: "1h 02m 03s", "4m 05s", "12s".
-pub fn clock(secs: i64) -> String {
-    let (h, m, s) = (secs / 3600, secs % 3600 / 60, secs % 60);
-    if h > 0 {
-        format!("{h}h {m:02}m {s:02}s")
-    } else if m > 0 {
-        format!("{m}m {s:02}s")
-    } else {
-        format!("{s}s")
-    }
-}
-
 /// Countdown text: "Starts in 1m 05s", "Ends in 12s", "Ended".
 pub fn countdown(now: DateTime<Utc>, begins: DateTime<Utc>, ends: DateTime<Utc>) -> String {
-    let fmt = clock;
+    let fmt = crate::browser::clock;
     // Rounded up, so "0s" never shows while the moment is still ahead.
     let ceil_secs = |d: chrono::TimeDelta| (d.num_milliseconds().max(0) + 999) / 1000;
     if now < begins {

@@ -19,14 +19,11 @@ use crate::{
     config::Config,
     ids::OrderIds,
     live::{hub::Hub, sampler, slots::FeedSlots, sse},
-    orders::{
-        sweeper,
-        worker::{self, WorkerSettings},
-    },
-    sale::{self, sold_out::SoldOutFlags},
+    orders::sweeper,
+    sale::{self, sold_out::SoldOutFlags, warm},
     shutdown,
     state::{AppState, SharedState},
-    voucher::warm,
+    worker::{self, WorkerSettings},
 };
 use axum::{
     routing::{any, get},

@@ -4,8 +4,11 @@ use crate::support::{code, TestApp, SETTLED};
 use seckill::{
     error::ErrorCode,
     orders::store::RebuildSource,
-    sale::gate::{self, Verdict},
-    voucher::{store::VoucherRow, warm},
+    sale::{
+        gate::{self, Verdict},
+        warm,
+    },
+    voucher::store::VoucherRow,
 };
 use serde_json::json;
 

@@ -11,7 +11,8 @@ use seckill::{
         settle::settle,
         store::{self, OrderMsg},
     },
-    voucher::{store as vouchers, warm::warm},
+    sale::warm::warm,
+    voucher::store as vouchers,
 };
 /// Time to pay for orders these tests persist by hand: longer than any test.
 const PAY: i64 = 3_600_000;

@@ -6,8 +6,6 @@ pub mod api;
 #[cfg(feature = "ssr")]
 pub mod store;
 pub mod view;
-#[cfg(feature = "ssr")]
-pub mod warm;
 
 use crate::error::AppError;
 use chrono::{DateTime, Utc};

@@ -2,13 +2,13 @@
 //! makes sure its order stream has the worker's consumer group. This module owns the
 //! script's interface.
 
-use super::store::{self, VoucherRow};
 use crate::{
     backend::{
         layout::{expires_at, SaleKeys, GROUP},
         Backend, BackendError, RedisConn,
     },
     orders::store::{self as orders, RebuildSource},
+    voucher::store::{self, VoucherRow},
 };
 use redis::{RedisError, RedisResult};
 use std::time::Duration;

@@ -8,11 +8,9 @@ use crate::{
         Backend, BackendError, RedisConn,
     },
     config::MAX_BATCH,
+    sale::warm::warm,
     shutdown::Shutdown,
-    voucher::{
-        store::{self as vouchers, VoucherRow},
-        warm::warm,
-    },
+    voucher::store::{self as vouchers, VoucherRow},
 };
 use futures::FutureExt;
 use redis::{

@@ -8,12 +8,12 @@ use crate::{
         layout::{SaleKeys, GROUP},
         Backend, BackendError, RedisConn,
     },
+    orders::results::FailReason,
     orders::{
         give_back::GiveBack,
         settle::settle,
         store::{self, OrderMsg, Outcome},
     },
-    sale::results::FailReason,
 };
 use std::{collections::HashMap, sync::Arc};
 

@@ -1,0 +1,58 @@
+//! The operator's sale endpoints: `/api/create_voucher` and `/api/warm_up`, which put
+//! a voucher on sale in Redis. Running a live sale (edit, pause, restock, end) joins
+//! them here.
+
+use crate::{error::AppResult, voucher::Voucher};
+use leptos::prelude::*;
+use server_fn::codec::Json;
+
+#[cfg(feature = "ssr")]
+use {
+    super::warm,
+    crate::{
+        auth::session::require_admin,
+        bus::SaleEvent,
+        error::ErrorCode,
+        state::AppState,
+        voucher::{
+            api::{remaining, to_voucher},
+            store, NewVoucher,
+        },
+    },
+};
+
+/// Creates a voucher and warms it into Redis (admin). Times are RFC 3339.
+#[server(prefix = "/api", endpoint = "create_voucher", input = Json)]
+pub async fn create_voucher(title: String, stock: i64, begins_at: String, ends_at: String) -> AppResult<Voucher> {
+    let state = expect_context::<AppState>();
+    require_admin(&state.secrets)?;
+    let new = NewVoucher::parse(&title, stock, &begins_at, &ends_at, chrono::Utc::now())?;
+    let row = store::insert(&state.backend.db, &new).await?;
+    warm::warm(&state.backend, &row).await?;
+    changed(&state, row.id).await;
+    tracing::info!(voucher = row.id, stock = row.stock, "voucher created");
+    Ok(to_voucher(&row, row.stock_left))
+}
+
+/// Loads a voucher into Redis (admin). Idempotent: stock Redis already holds is never
+/// reset; when Redis lost it, stock and buyers are rebuilt from the database.
+#[server(prefix = "/api", endpoint = "warm_up", input = Json)]
+pub async fn warm_up(voucher_id: i64) -> AppResult<Voucher> {
+    let state = expect_context::<AppState>();
+    require_admin(&state.secrets)?;
+    let row = store::get(&state.backend.db, voucher_id).await?.ok_or(ErrorCode::UnknownVoucher)?;
+    warm::warm(&state.backend, &row).await?;
+    changed(&state, row.id).await;
+    let remaining = remaining(&state.backend, std::slice::from_ref(&row)).await?;
+    Ok(to_voucher(&row, remaining[0]))
+}
+
+/// Puts the shared shop page (`server::page_cache`) out of date: this process's at
+/// once (the admin's next page shows the change), every other's when it hears the
+/// sale event, a moment later.
+#[cfg(feature = "ssr")]
+async fn changed(state: &AppState, voucher_id: i64) {
+    state.voucher_changes.note();
+    let origin = state.voucher_changes.origin();
+    state.backend.announce(SaleEvent::VoucherChanged { voucher_id, origin }).await;
+}

@@ -3,14 +3,16 @@
 
 use crate::pages::{admin::AdminPage, shop::ShopPage};
 use leptos::prelude::*;
-use leptos_meta::{provide_meta_context, MetaTags, Stylesheet, Title};
+use leptos_meta::{provide_meta_context, Stylesheet, Title};
 use leptos_router::{
     components::{Route, Router, Routes, A},
     path, SsrMode,
 };
 
 /// The document around the app, rendered on the server.
+#[cfg(feature = "ssr")]
 pub fn shell(options: LeptosOptions) -> impl IntoView {
+    use leptos_meta::MetaTags;
     view! {
         <!DOCTYPE html>
         <html lang="en">

@@ -42,6 +42,7 @@ pub async fn pause(ms: u32) {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Connection {
     Connecting,
+    #[cfg_attr(not(feature = "hydrate"), expect(dead_code, reason = "only the browser's event stream goes live"))]
     Live,
     Reconnecting,
 }

@@ -18,37 +18,39 @@
 //!
 //! Server-only code sits behind the `ssr` feature; `hydrate` builds the browser side.
 
-pub mod app;
-pub mod auth;
-pub mod browser;
+pub(crate) mod app;
+pub(crate) mod auth;
+pub(crate) mod browser;
 pub mod error;
-pub mod live;
-pub mod orders;
-pub mod pages;
-pub mod rfc3339;
-pub mod sale;
-pub mod voucher;
+pub(crate) mod live;
+pub(crate) mod orders;
+pub(crate) mod pages;
+pub(crate) mod rfc3339;
+pub(crate) mod sale;
+pub(crate) mod voucher;
 #[cfg(feature = "ssr")]
-pub mod worker;
+pub(crate) mod worker;
 
 #[cfg(feature = "ssr")]
-pub mod backend;
+pub(crate) mod backend;
 #[cfg(feature = "ssr")]
-pub mod body;
+pub(crate) mod body;
 #[cfg(feature = "ssr")]
-pub mod bus;
+pub(crate) mod bus;
 #[cfg(feature = "ssr")]
 pub mod client;
 #[cfg(feature = "ssr")]
 pub mod config;
 #[cfg(feature = "ssr")]
-pub mod ids;
+pub(crate) mod ids;
 #[cfg(feature = "ssr")]
 pub mod server;
 #[cfg(feature = "ssr")]
-pub mod shutdown;
+pub(crate) mod shutdown;
 #[cfg(feature = "ssr")]
-pub mod state;
+pub(crate) mod state;
+#[cfg(feature = "ssr")]
+pub mod testing;
 
 /// Browser entry point: hydrates the server-rendered page.
 #[cfg(feature = "hydrate")]

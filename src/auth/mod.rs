@@ -12,6 +12,7 @@ pub mod view;
 #[cfg(feature = "ssr")]
 pub use session::Secrets;
 
+#[cfg(feature = "ssr")]
 use crate::error::AppError;
 use serde::{Deserialize, Serialize};
 
@@ -23,9 +24,11 @@ pub struct User {
 }
 
 /// Longest accepted shopper name, in characters.
+#[cfg(feature = "ssr")]
 pub const MAX_NAME_CHARS: usize = 32;
 
 /// Trims a shopper name and checks it: 1 to 32 printable characters.
+#[cfg(feature = "ssr")]
 pub fn validate_name(name: &str) -> Result<String, AppError> {
     let name = name.trim();
     if name.is_empty() {
@@ -40,7 +43,7 @@ pub fn validate_name(name: &str) -> Result<String, AppError> {
     Ok(name.to_owned())
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "ssr"))]
 mod tests {
     use super::*;
 

@@ -70,11 +70,6 @@ impl RedisTarget {
         Ok(Self::Cluster { client, nodes, next: AtomicUsize::new(0) })
     }
 
-    /// Whether this is a cluster.
-    pub fn is_cluster(&self) -> bool {
-        matches!(self, Self::Cluster { .. })
-    }
-
     /// A connection: multiplexed, reconnecting, and never waiting on Redis longer than
     /// `TIMEOUT` (5 s) for a reply. The server opens one per serving runtime (its
     /// replies are read on that runtime's thread) and one for the worker.

@@ -89,6 +89,7 @@ pub struct StockLive {
 
 impl Snapshot {
     /// The shopper's view of this snapshot.
+    #[cfg(feature = "ssr")]
     pub fn stock_only(&self) -> Vec<StockLive> {
         self.vouchers
             .iter()

@@ -11,9 +11,9 @@ use crate::{
 use futures::{stream, StreamExt};
 use redis::AsyncCommands;
 use seckill::{
-    backend::layout::SaleKeys,
     client::ApiClient,
     server::{child::ends_with_parent, local_redis::wait_own},
+    testing::SaleKeys,
 };
 use serde_json::{json, Value};
 use std::{

@@ -10,12 +10,10 @@ use crate::{
 use futures::{stream, StreamExt};
 use redis::streams::StreamPendingCountReply;
 use reqwest::StatusCode;
-use seckill::backend::Db;
-use seckill::backend::RedisConn;
 use seckill::{
-    backend::layout::{SaleKeys, GROUP},
     client::ApiClient,
     server::local_redis::LocalRedis,
+    testing::{Db, RedisConn, SaleKeys, GROUP},
 };
 use serde_json::{json, Value};
 use std::{
@@ -366,7 +364,7 @@ async fn redis_restarted_from_its_append_only_file() {
     while crashed.elapsed() < Duration::from_secs(3) {
         let asked = Instant::now();
         let (status, body) = app.grab(&probe, other).await;
-        let bound = seckill::sale::REDIS_DEADLINE + Duration::from_secs(2);
+        let bound = seckill::testing::REDIS_DEADLINE + Duration::from_secs(2);
         assert!(asked.elapsed() < bound, "a grab waited {:?}", asked.elapsed());
         assert_eq!((status.as_u16(), code(&body)), (503, "unavailable"));
     }

@@ -3,12 +3,7 @@
 use crate::support::{code, TestApp, SETTLED};
 use seckill::{
     error::ErrorCode,
-    orders::store::RebuildSource,
-    sale::{
-        gate::{self, Verdict},
-        warm,
-    },
-    voucher::store::VoucherRow,
+    testing::{gate, warm, RebuildSource, Verdict, VoucherRow},
 };
 use serde_json::json;
 

@@ -3,9 +3,10 @@
 use crate::support::{redis_url, SOON};
 use futures::future::join_all;
 use redis::AsyncCommands;
-use seckill::backend::RedisConn;
-use seckill::ids::{decompose, OrderIds};
-use seckill::server::local_redis::LocalRedis;
+use seckill::{
+    server::local_redis::LocalRedis,
+    testing::{decompose, OrderIds, RedisConn},
+};
 use std::{collections::HashSet, sync::Arc};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -5,7 +5,7 @@
 use crate::support::{code, wait_until, Options, Shopper, TestApp, SOON};
 use futures::future::join_all;
 use redis::AsyncCommands;
-use seckill::orders::{lifecycle, restock::restock, CancelReason};
+use seckill::testing::{lifecycle, restock, CancelReason};
 use serde_json::{json, Value};
 use std::{collections::HashMap, time::Duration};
 

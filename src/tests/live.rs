@@ -3,7 +3,7 @@
 use crate::support::{code, wait_until, Feed, Options, Shopper, TestApp, SOON};
 use futures::{stream, StreamExt};
 use redis::AsyncCommands;
-use seckill::{backend::RedisConn, server::local_redis::LocalRedis};
+use seckill::{server::local_redis::LocalRedis, testing::RedisConn};
 use serde_json::{json, Value};
 use std::{
     collections::HashSet,

@@ -5,15 +5,7 @@ use redis::{
     streams::{StreamReadOptions, StreamReadReply},
     AsyncCommands,
 };
-use seckill::{
-    backend::layout::GROUP,
-    orders::{
-        settle::settle,
-        store::{self, OrderMsg},
-    },
-    sale::warm::warm,
-    voucher::store as vouchers,
-};
+use seckill::testing::{settle, store, vouchers, warm::warm, OrderMsg, GROUP};
 /// Time to pay for orders these tests persist by hand: longer than any test.
 const PAY: i64 = 3_600_000;
 
@@ -157,7 +149,7 @@ async fn foreign_and_malformed_entries_are_dead_lettered() {
 /// and the database's stock counts only the persisted ones.
 #[tokio::test]
 async fn a_dead_letter_and_a_late_persist_never_both_win() {
-    use seckill::{ids::compose, orders::store::Outcome};
+    use seckill::testing::{compose, Outcome};
 
     let app = TestApp::with(Options::default().with(|c| c.worker = false)).await;
     let v = app.create_voucher(300, -5, 3600).await;
@@ -367,7 +359,7 @@ async fn a_grab_lost_with_redis_reads_failed_lost() {
     let (status, body) = ask(order_id.clone()).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!((body["status"].as_str(), body["reason"].as_str()), (Some("failed"), Some("lost")));
-    let made_up = seckill::ids::compose(chrono::Utc::now().timestamp() + 120, 7).to_string();
+    let made_up = seckill::testing::compose(chrono::Utc::now().timestamp() + 120, 7).to_string();
     assert_eq!(ask(made_up).await.0, 404, "an id not minted yet is nobody's order");
     let (status, body) = app.grab(&ann, v).await;
     assert_eq!(status, 200, "the shopper may grab again: {body}");
@@ -378,7 +370,7 @@ async fn a_grab_lost_with_redis_reads_failed_lost() {
 /// of two orders of one shopper (its first and last) the first is the one stored.
 #[tokio::test]
 async fn a_large_batch_persists_in_one_insert_and_the_first_order_of_a_shopper_wins() {
-    use seckill::{ids::compose, orders::store::Outcome};
+    use seckill::testing::{compose, Outcome};
 
     let app = TestApp::with(Options::default().with(|c| c.worker = false)).await;
     let v = app.create_voucher(2000, -5, 3600).await;
@@ -415,7 +407,7 @@ async fn a_large_batch_persists_in_one_insert_and_the_first_order_of_a_shopper_w
 /// shopper, a buried order, and more new orders than the database has stock for.
 #[tokio::test]
 async fn a_mixed_batch_gets_each_entry_its_outcome() {
-    use seckill::{ids::compose, orders::store::Outcome};
+    use seckill::testing::{compose, Outcome};
 
     let app = TestApp::with(Options::default().with(|c| c.worker = false)).await;
     let v = app.create_voucher(3, -5, 3600).await;

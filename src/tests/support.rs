@@ -2,10 +2,10 @@
 //! gets its own key namespace) and a fresh SQLite file, and talks to it over HTTP.
 
 use reqwest::StatusCode;
-use seckill::backend::layout::SaleKeys;
-use seckill::backend::Db;
-use seckill::backend::RedisConn;
 pub use seckill::client::Shopper;
+use seckill::testing::Db;
+use seckill::testing::RedisConn;
+use seckill::testing::SaleKeys;
 use seckill::{client::ApiClient, config::Config, server};
 use serde_json::{json, Value};
 use std::{future::Future, sync::Arc, time::Duration};
@@ -219,8 +219,8 @@ impl TestApp {
     }
 
     /// A handle on this app's stores, as its background tasks hold one.
-    pub fn backend(&self) -> seckill::backend::Backend {
-        seckill::backend::Backend::new(self.db.clone(), self.redis.clone(), &self.namespace)
+    pub fn backend(&self) -> seckill::testing::Backend {
+        seckill::testing::Backend::new(self.db.clone(), self.redis.clone(), &self.namespace)
     }
 }
 

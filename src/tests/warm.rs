@@ -124,7 +124,7 @@ async fn a_sales_keys_expire_after_the_drain_grace() {
     assert_eq!(app.grab(&ann, v).await.0, 409, "a refusal creates the refusals counter");
     app.wait_for_stats("persisted", v, |s| s["persisted"] == 1).await;
 
-    let grace_ms = seckill::backend::layout::DRAIN_GRACE_MS;
+    let grace_ms = seckill::testing::DRAIN_GRACE_MS;
     let keys = app.keys(v);
     let mut redis = app.redis.clone();
     for key in [&keys.stock, &keys.buyers, &keys.window, &keys.orders, &keys.results, &keys.refused] {

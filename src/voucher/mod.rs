@@ -7,6 +7,7 @@ pub mod api;
 pub mod store;
 pub mod view;
 
+#[cfg(feature = "ssr")]
 use crate::error::AppError;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -27,11 +28,14 @@ pub struct Voucher {
 }
 
 /// Longest accepted title, in characters.
+#[cfg(feature = "ssr")]
 pub const MAX_TITLE_CHARS: usize = 100;
 /// Largest stock one voucher may have: beyond it the warm-up and buyer set get unwieldy.
+#[cfg(feature = "ssr")]
 pub const MAX_STOCK: i64 = 1_000_000;
 
 /// A checked `create_voucher` request.
+#[cfg(feature = "ssr")]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NewVoucher {
     pub title: String,
@@ -40,6 +44,7 @@ pub struct NewVoucher {
     pub ends_at: DateTime<Utc>,
 }
 
+#[cfg(feature = "ssr")]
 impl NewVoucher {
     /// Checks every field; `now` is passed in so the rule "ends in the future" is testable.
     pub fn parse(
@@ -74,13 +79,14 @@ impl NewVoucher {
     }
 }
 
+#[cfg(feature = "ssr")]
 fn parse_time(field: &str, value: &str) -> Result<DateTime<Utc>, AppError> {
     DateTime::parse_from_rfc3339(value.trim())
         .map(|t| t.with_timezone(&Utc))
         .map_err(|_| AppError::invalid(format!("{field} must be an RFC 3339 time, like 2026-11-23T10:00:00Z.")))
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "ssr"))]
 mod tests {
     use super::*;
 

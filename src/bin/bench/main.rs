@@ -26,8 +26,8 @@ mod lean;
 use clap::Parser;
 use hyper::{body::Bytes, header::HeaderValue, Method, StatusCode};
 use seckill::{
-    backend::{layout::Scripts, RedisConn},
     client::{ApiClient, Shopper},
+    testing::{RedisConn, Scripts},
 };
 use serde_json::Value;
 use std::{

@@ -1,0 +1,24 @@
+//! What the integration tests (`src/tests/`) and the load tool (`src/bin/bench/`) use
+//! below the public API (`client`, `config`, `error`, `server`), in one place: the
+//! stores, scripts and Redis layout they check the invariants against, and the steps
+//! the fault drills run by hand. Everything else in the domains is the crate's own.
+
+pub use crate::{
+    backend::{
+        layout::{SaleKeys, Scripts, DRAIN_GRACE_MS, GROUP},
+        Backend, Db, RedisConn,
+    },
+    ids::{compose, decompose, OrderIds},
+    orders::{
+        lifecycle,
+        restock::restock,
+        settle::settle,
+        store::{self, OrderMsg, Outcome, RebuildSource},
+        CancelReason,
+    },
+    sale::{
+        gate::{self, Verdict},
+        warm, REDIS_DEADLINE,
+    },
+    voucher::store::{self as vouchers, VoucherRow},
+};

@@ -61,28 +61,55 @@ impl ApiClient {
         }
     }
 
-    /// Signs in by name.
-    pub async fn sign_in(&self, name: &str) -> Result<Shopper, String> {
-        let res = self.http.post(format!("{}/api/sign_in", self.base)).json(&json!({ "name": name })).send().await;
-        let res = res.map_err(|e| format!("sign_in: {e}"))?;
+    /// Makes an account and signs it in.
+    pub async fn sign_up(&self, name: &str, password: &str) -> Result<Shopper, String> {
+        self.account_call("sign_up", name, password).await
+    }
+
+    /// Signs in with a name and a password.
+    pub async fn sign_in(&self, name: &str, password: &str) -> Result<Shopper, String> {
+        self.account_call("sign_in", name, password).await
+    }
+
+    /// Signs in, making the account first when the name is new (tests and tools:
+    /// every shopper they make has `password`).
+    pub async fn shopper(&self, name: &str, password: &str) -> Result<Shopper, String> {
+        match self.sign_up(name, password).await {
+            Err(e) if e.contains("409") => self.sign_in(name, password).await,
+            other => other,
+        }
+    }
+
+    /// `sign_up` or `sign_in`: the shopper whose session cookie the answer sets.
+    async fn account_call(&self, call: &str, name: &str, password: &str) -> Result<Shopper, String> {
+        let body = json!({ "name": name, "password": password });
+        let res = self.http.post(format!("{}/api/{call}", self.base)).json(&body).send().await;
+        let res = res.map_err(|e| format!("{call}: {e}"))?;
         if !res.status().is_success() {
-            return Err(format!("sign_in {name}: {}", res.status()));
+            return Err(format!("{call} {name}: {}", res.status()));
         }
         let cookie = res
             .headers()
             .get("set-cookie")
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.split(';').next())
-            .ok_or("sign_in: no session cookie")?
+            .ok_or(format!("{call}: no session cookie"))?
             .to_owned();
-        let body: Value = res.json().await.map_err(|e| format!("sign_in: {e}"))?;
-        Ok(Shopper { cookie, user_id: body["user_id"].as_i64().ok_or("sign_in: no user_id")? })
+        let body: Value = res.json().await.map_err(|e| format!("{call}: {e}"))?;
+        Ok(Shopper { cookie, user_id: body["user_id"].as_i64().ok_or(format!("{call}: no user_id"))? })
     }
 
-    /// Signs in `n` shoppers named `<prefix>-<i>`, `concurrency` at a time.
-    pub async fn sign_in_many(&self, prefix: &str, n: usize, concurrency: usize) -> Result<Vec<Shopper>, String> {
+    /// Signs in `n` shoppers named `<prefix>-<i>` (making their accounts, with
+    /// `password`, when new), `concurrency` at a time.
+    pub async fn shoppers(
+        &self,
+        prefix: &str,
+        n: usize,
+        password: &str,
+        concurrency: usize,
+    ) -> Result<Vec<Shopper>, String> {
         stream::iter(0..n)
-            .map(|i| async move { self.sign_in(&format!("{prefix}-{i}")).await })
+            .map(|i| async move { self.shopper(&format!("{prefix}-{i}"), password).await })
             .buffer_unordered(concurrency)
             .collect::<Vec<_>>()
             .await

@@ -109,6 +109,22 @@ pub struct Config {
     #[arg(long, env = "SECKILL_RATE_PER_ADDRESS", default_value_t = 100)]
     pub rate_per_address: u32,
 
+    /// Memory (KiB) and passes of the argon2id hash of new passwords. The defaults are
+    /// OWASP's (19 MiB, 2 passes); lower them only for tests. Existing hashes keep
+    /// the cost they were made with.
+    #[arg(long, env = "SECKILL_PASSWORD_MEMORY_KIB", default_value_t = 19 * 1024)]
+    pub password_memory_kib: u32,
+    #[arg(long, env = "SECKILL_PASSWORD_ITERATIONS", default_value_t = 2)]
+    pub password_iterations: u32,
+
+    /// Password hashes computed at once (default: half the cores, at least one), off
+    /// the threads that serve grabs, and how many more may wait; past that, signing in
+    /// answers 503 `unavailable` at once.
+    #[arg(long, env = "SECKILL_HASH_THREADS")]
+    pub hash_threads: Option<usize>,
+    #[arg(long, env = "SECKILL_HASH_QUEUE", default_value_t = 64)]
+    pub hash_queue: usize,
+
     /// Address of the reverse proxy in front: only from it is `X-Forwarded-For` (the
     /// client's address, for rate limits) believed. Unset: the socket's peer is the client.
     #[arg(long, env = "SECKILL_TRUSTED_PROXY")]
@@ -197,6 +213,8 @@ impl Config {
             ("SECKILL_SWEEP_MS", self.sweep_ms),
             ("SECKILL_REQUEST_TIMEOUT_MS", self.request_timeout_ms),
             ("SECKILL_THREADS", self.threads.unwrap_or(1) as u64),
+            ("SECKILL_PASSWORD_ITERATIONS", u64::from(self.password_iterations)),
+            ("SECKILL_HASH_THREADS", self.hash_threads.unwrap_or(1) as u64),
         ] {
             if value == 0 {
                 return Err(format!("{name} must be at least 1"));
@@ -214,10 +232,20 @@ impl Config {
         if self.pay_timeout_ms > MAX_PAY_TIMEOUT_MS {
             return Err("SECKILL_PAY_TIMEOUT_MS must be at most 30 days".into());
         }
+        // argon2's own floor (8 KiB per lane).
+        if self.password_memory_kib < 8 {
+            return Err("SECKILL_PASSWORD_MEMORY_KIB must be at least 8".into());
+        }
         if self.redis_namespace.is_empty() || self.redis_namespace.contains(['{', '}', ' ']) {
             return Err("SECKILL_REDIS_NAMESPACE must be non-empty, without braces or spaces".into());
         }
         Ok(self)
+    }
+
+    /// How many password hashes run at once (`SECKILL_HASH_THREADS`, or half the cores).
+    pub fn hash_threads(&self) -> usize {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        self.hash_threads.unwrap_or(cores / 2).max(1)
     }
 
     /// How many threads serve HTTP (`SECKILL_THREADS`, or one per core).

@@ -22,6 +22,11 @@ pub enum ErrorCode {
     NotSignedIn,
     /// An admin call without the admin token.
     AdminRequired,
+    /// A sign-in or password change with a wrong name or password (which of the two
+    /// is never said).
+    BadCredentials,
+    /// Signing up with a name somebody already has.
+    NameTaken,
     /// No such voucher, or it was never warmed into Redis.
     UnknownVoucher,
     /// No such order for this shopper (other shoppers' orders are not visible).
@@ -71,7 +76,8 @@ impl ErrorCode {
     pub fn status(self) -> u16 {
         match self {
             Self::InvalidInput => 400,
-            Self::NotSignedIn | Self::AdminRequired => 401,
+            Self::NotSignedIn | Self::AdminRequired | Self::BadCredentials => 401,
+            Self::NameTaken => 409,
             Self::UnknownVoucher | Self::UnknownOrder => 404,
             Self::NotStarted | Self::Ended | Self::SoldOut | Self::AlreadyBought => 409,
             Self::OrderQueued | Self::OrderExpired | Self::OrderCancelled | Self::OrderPaid => 409,
@@ -92,6 +98,8 @@ impl ErrorCode {
             Self::InvalidInput => "The request was not valid.",
             Self::NotSignedIn => "Please sign in first.",
             Self::AdminRequired => "This needs the admin token.",
+            Self::BadCredentials => "Wrong name or password.",
+            Self::NameTaken => "That name is taken; please choose another.",
             Self::UnknownVoucher => "There is no such sale.",
             Self::UnknownOrder => "There is no such order.",
             Self::NotStarted => "The sale has not started yet.",
@@ -137,6 +145,18 @@ impl AppError {
     pub fn internal(context: &str, err: impl std::fmt::Display) -> Self {
         tracing::error!("{context}: {err}");
         Self::new(ErrorCode::Internal)
+    }
+
+    /// A `rate_limited` refusal that says when to try again, in its message and (inside
+    /// a server function) in `Retry-After`.
+    #[cfg(feature = "ssr")]
+    pub fn rate_limited(wait: std::time::Duration) -> Self {
+        let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+        let secs = secs.max(1);
+        if let Some(response) = leptos::prelude::use_context::<leptos_axum::ResponseOptions>() {
+            response.insert_header(axum::http::header::RETRY_AFTER, axum::http::HeaderValue::from(secs));
+        }
+        Self { code: ErrorCode::RateLimited, message: format!("Too many attempts; please try again in {secs} s.") }
     }
 
     /// Gives the page the server is rendering this error's status, so a page that

@@ -18,6 +18,10 @@
 //!
 //! Server-only code sits behind the `ssr` feature; `hydrate` builds the browser side.
 
+// Leptos views are nested types; the page's deepest (the account menu inside the shop
+// page) passes the compiler's default depth of 128.
+#![recursion_limit = "256"]
+
 pub(crate) mod app;
 pub(crate) mod auth;
 pub(crate) mod browser;

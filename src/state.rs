@@ -2,7 +2,7 @@
 //! not take it: they take the narrow [`Backend`] and what else they need.
 
 use crate::{
-    auth::Secrets,
+    auth::{password::Hasher, Secrets},
     backend::Backend,
     ids::OrderIds,
     live::{hub::Hub, slots::FeedSlots},
@@ -44,8 +44,10 @@ pub struct SharedState {
     pub backend: Backend,
     /// Order id blocks of this process.
     pub ids: Arc<OrderIds>,
-    /// Session key and admin token.
+    /// Session key, ended sessions and admin token.
     pub secrets: Arc<Secrets>,
+    /// Hashes and checks passwords on a bounded pool of its own.
+    pub hasher: Arc<Hasher>,
     /// This process's sold-out flags (a cache fed by the sold-out broadcast).
     pub sold_out: Arc<SoldOutFlags>,
     /// Vouchers Redis lost that a grab of this process is rebuilding.

@@ -1,6 +1,6 @@
 import AxeBuilder from '@axe-core/playwright';
 import { expect, test, type Page } from '@playwright/test';
-import { createVoucher, open, signIn, uniqueTitle, unlockAdmin } from './helpers';
+import { createVoucher, open, signUp, uniqueTitle, unlockAdmin } from './helpers';
 
 /** Runs axe-core's WCAG 2 A/AA rules on the page; fails on serious or critical findings. */
 async function expectAccessible(page: Page, what: string): Promise<void> {
@@ -17,7 +17,7 @@ test('the shop, my orders and the admin board pass axe-core', async ({ page, req
   await open(page, '/');
   await expectAccessible(page, 'shop, signed out');
 
-  await signIn(page, uniqueTitle('axe'));
+  await signUp(page, uniqueTitle('axe'));
   const card = page.getByRole('article', { name: title });
   await card.getByRole('button', { name: 'Grab' }).click();
   await expect(card.getByText('Status: success')).toBeVisible();

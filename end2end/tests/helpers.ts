@@ -28,10 +28,15 @@ export async function createVoucher(request: APIRequestContext, title: string, s
   return (await res.json()).id;
 }
 
-/** Signs a shopper in through the page's form. */
-export async function signIn(page: Page, name: string): Promise<void> {
+/** Every test shopper's password. */
+export const PASSWORD = "a test shopper's password";
+
+/** Makes a new shopper's account through the page's form (which signs it in). */
+export async function signUp(page: Page, name: string, password: string = PASSWORD): Promise<void> {
+  await page.getByRole('button', { name: 'New here? Create an account' }).click();
   await page.getByLabel('Your name').fill(name);
-  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.getByLabel('Password', { exact: true }).fill(password);
+  await page.getByRole('button', { name: 'Create account' }).click();
   await expect(page.getByText(`Signed in as ${name}`)).toBeVisible();
 }
 
@@ -51,7 +56,8 @@ export async function unlockAdmin(page: Page): Promise<void> {
 /** A shopper outside any browser: signs in and grabs through the JSON API; the status. */
 export async function grabByApi(voucherId: number): Promise<number> {
   const api = await playwrightRequest.newContext({ baseURL });
-  expect((await api.post('/api/sign_in', { data: { name: uniqueTitle('api') } })).status()).toBe(200);
+  const account = { name: uniqueTitle('api'), password: PASSWORD };
+  expect((await api.post('/api/sign_up', { data: account })).status()).toBe(200);
   const status = (await api.post('/api/grab', { data: { voucher_id: voucherId } })).status();
   await api.dispose();
   return status;

@@ -1,5 +1,5 @@
 import { expect, test } from '@playwright/test';
-import { createVoucher, grabByApi, open, signIn, submitToken, uniqueTitle, unlockAdmin } from './helpers';
+import { createVoucher, grabByApi, open, signUp, submitToken, uniqueTitle, unlockAdmin } from './helpers';
 
 test('the dashboard moves live while others grab, and both pages show sold out without a reload', async ({ browser, request }) => {
   const title = uniqueTitle('Live');
@@ -17,7 +17,7 @@ test('the dashboard moves live while others grab, and both pages show sold out w
   // A shopper in a second browser grabs one unit.
   const shop = await (await browser.newContext()).newPage();
   await open(shop, '/');
-  await signIn(shop, uniqueTitle('sam'));
+  await signUp(shop, uniqueTitle('sam'));
   const card = shop.getByRole('article', { name: title });
   await card.getByRole('button', { name: 'Grab' }).click();
   await expect(card.getByText('Status: success')).toBeVisible();

@@ -1,6 +1,6 @@
 import { expect, test } from '@playwright/test';
 import { payTimeoutMs } from '../playwright.config';
-import { createVoucher, open, signIn, uniqueTitle } from './helpers';
+import { createVoucher, open, signUp, uniqueTitle } from './helpers';
 
 test('shopper grabs, sees the time left to pay, and pays', async ({ page, request }) => {
   const title = uniqueTitle('Scarf');
@@ -8,7 +8,7 @@ test('shopper grabs, sees the time left to pay, and pays', async ({ page, reques
   await createVoucher(request, title, 5);
   await createVoucher(request, later, 5);
   await open(page, '/');
-  await signIn(page, uniqueTitle('payer'));
+  await signUp(page, uniqueTitle('payer'));
   const orders = page.getByRole('region', { name: 'My orders' }).getByRole('listitem');
 
   // Paid at once: the deadline (payTimeoutMs) must not pass while the test looks around.
@@ -39,7 +39,7 @@ test('an order left unpaid is cancelled and its unit goes back on sale without a
   const title = uniqueTitle('Gloves');
   await createVoucher(request, title, 1);
   await open(page, '/');
-  await signIn(page, uniqueTitle('forgetful'));
+  await signUp(page, uniqueTitle('forgetful'));
   const card = page.getByRole('article', { name: title });
   await card.getByRole('button', { name: 'Grab' }).click();
   await expect(card.getByText('Status: success')).toBeVisible();
@@ -59,7 +59,7 @@ test('a shopper cancels an unpaid order and may grab again', async ({ page, requ
   const title = uniqueTitle('Hat');
   await createVoucher(request, title, 2);
   await open(page, '/');
-  await signIn(page, uniqueTitle('changes-mind'));
+  await signUp(page, uniqueTitle('changes-mind'));
   const card = page.getByRole('article', { name: title });
   await card.getByRole('button', { name: 'Grab' }).click();
   await expect(card.getByText('Status: success')).toBeVisible();

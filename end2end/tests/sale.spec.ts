@@ -1,5 +1,5 @@
 import { expect, test } from '@playwright/test';
-import { createVoucher, grabByApi, open, signIn, submitToken, uniqueTitle } from './helpers';
+import { createVoucher, grabByApi, open, signUp, submitToken, uniqueTitle } from './helpers';
 
 test('admin creates and warms a voucher, and sees its numbers', async ({ page }) => {
   const title = uniqueTitle('Coffee');
@@ -25,7 +25,7 @@ test('shopper grabs, sees success, and a second grab says already bought', async
   const title = uniqueTitle('Tea');
   await createVoucher(request, title, 5);
   await open(page, '/');
-  await signIn(page, uniqueTitle('ann'));
+  await signUp(page, uniqueTitle('ann'));
 
   const card = page.getByRole('article', { name: title });
   await expect(card).toContainText('5 of 5 left');
@@ -43,7 +43,7 @@ test('a shopper who reloads the page is still signed in and sees their order', a
   await createVoucher(request, title, 5);
   await open(page, '/');
   const name = uniqueTitle('dee');
-  await signIn(page, name);
+  await signUp(page, name);
   const card = page.getByRole('article', { name: title });
   await card.getByRole('button', { name: 'Grab' }).click();
   await expect(card.getByText('Status: success')).toBeVisible();
@@ -63,7 +63,7 @@ test('a sold-out voucher says sold out', async ({ page, request }) => {
   expect(await grabByApi(id)).toBe(200);
 
   await open(page, '/');
-  await signIn(page, uniqueTitle('bob'));
+  await signUp(page, uniqueTitle('bob'));
   const card = page.getByRole('article', { name: title });
   await expect(card).toContainText('0 of 1 left');
   await expect(card.getByRole('status')).toHaveText('Sold out');

@@ -1,4 +1,6 @@
-//! Sign-in endpoints: `/api/sign_in`, `/api/sign_out`, `/api/me`, `/api/admin_sign_in`.
+//! Account endpoints: `/api/sign_up`, `/api/sign_in`, `/api/change_password`,
+//! `/api/sign_out`, `/api/sign_out_everywhere`, `/api/me`, `/api/admin_sign_in`,
+//! `/api/admin_status`.
 
 use super::User;
 use crate::error::AppResult;
@@ -8,26 +10,87 @@ use server_fn::codec::Json;
 #[cfg(feature = "ssr")]
 use {
     super::{
-        session::{current_session, require_admin, set_cookie},
-        store,
+        attempts::{self, Target},
+        password,
+        session::{current_session, require_admin, set_cookie, Session, SESSION_SECS},
+        store, validate_name,
     },
-    crate::{error::ErrorCode, state::AppState},
+    crate::{
+        error::{AppError, ErrorCode},
+        state::{AppState, ClientIp},
+    },
 };
 
-/// Signs in by name (same name, same user) and sets the session cookie.
-#[server(prefix = "/api", endpoint = "sign_in", input = Json)]
-pub async fn sign_in(name: String) -> AppResult<User> {
-    let name = super::validate_name(&name)?;
+/// Makes an account (name and password) and signs it in. A name somebody has answers
+/// `name_taken`; a password shorter than 8 or longer than 128 characters, or among
+/// the commonest, answers `invalid_input`.
+#[server(prefix = "/api", endpoint = "sign_up", input = Json)]
+pub async fn sign_up(name: String, password: String) -> AppResult<User> {
+    let name = validate_name(&name)?;
+    password::check_new(&password)?;
     let state = expect_context::<AppState>();
-    let user_id = store::user_by_name(&state.backend.db, &name).await?;
-    set_cookie(&state.secrets.session_cookie(user_id, &name))?;
+    let db = &state.backend.db;
+    // A taken name costs no hash.
+    if store::by_name(db, &name).await?.is_some() {
+        return Err(ErrorCode::NameTaken.into());
+    }
+    let hash = state.hasher.hash(password).await?;
+    let user_id = store::create(db, &name, &hash).await?.ok_or(ErrorCode::NameTaken)?;
+    tracing::info!(user_id, "account created");
+    set_cookie(&state.secrets.session_cookie(user_id, &name, 0))?;
     Ok(User { user_id, name })
 }
 
-/// Ends the session (and the admin session of this browser).
+/// Signs in with a name and a password and sets the session cookie. A wrong name or
+/// password answers `bad_credentials` (the same answer, in the same time, whether the
+/// name exists or not); too many attempts answer `rate_limited` with `Retry-After`.
+#[server(prefix = "/api", endpoint = "sign_in", input = Json)]
+pub async fn sign_in(name: String, password: String) -> AppResult<User> {
+    let name = validate_name(&name)?;
+    let state = expect_context::<AppState>();
+    let target = Target::Account(&name);
+    let account = check_password(&state, &target, &name, password).await?;
+    set_cookie(&state.secrets.session_cookie(account.user_id, &account.name, account.generation))?;
+    Ok(User { user_id: account.user_id, name: account.name })
+}
+
+/// Changes the signed-in shopper's password (the current one is asked again) and ends
+/// every other session of the account; this browser gets a new session.
+#[server(prefix = "/api", endpoint = "change_password", input = Json)]
+pub async fn change_password(current: String, new: String) -> AppResult<()> {
+    let state = expect_context::<AppState>();
+    let session = signed_in(&state)?;
+    password::check_new(&new)?;
+    check_password(&state, &Target::Account(&session.name), &session.name, current).await?;
+    let hash = state.hasher.hash(new).await?;
+    let ended = store::end_all_sessions(&state.backend.db, session.user_id, Some(&hash), SESSION_SECS * 1000).await?;
+    state.secrets.ended.apply(std::slice::from_ref(&ended));
+    tracing::info!(user_id = session.user_id, "password changed; other sessions ended");
+    let generation = ended.generation.unwrap_or_default();
+    set_cookie(&state.secrets.session_cookie(session.user_id, &session.name, generation))
+}
+
+/// Ends this session (its cookie stops working on every process, even if copied) and
+/// the admin session of this browser.
 #[server(prefix = "/api", endpoint = "sign_out", input = Json)]
 pub async fn sign_out() -> AppResult<()> {
     let state = expect_context::<AppState>();
+    if let Some(session) = current_session(&state.secrets) {
+        let expires_ms = session.expires * 1000;
+        let ended = store::end_session(&state.backend.db, session.user_id, &session.id, expires_ms).await?;
+        state.secrets.ended.apply(&[ended]);
+    }
+    state.secrets.clearing_cookies().iter().try_for_each(|c| set_cookie(c))
+}
+
+/// Ends every session of the signed-in shopper, on every device and process.
+#[server(prefix = "/api", endpoint = "sign_out_everywhere", input = Json)]
+pub async fn sign_out_everywhere() -> AppResult<()> {
+    let state = expect_context::<AppState>();
+    let session = signed_in(&state)?;
+    let ended = store::end_all_sessions(&state.backend.db, session.user_id, None, SESSION_SECS * 1000).await?;
+    state.secrets.ended.apply(&[ended]);
+    tracing::info!(user_id = session.user_id, "signed out everywhere");
     state.secrets.clearing_cookies().iter().try_for_each(|c| set_cookie(c))
 }
 
@@ -35,22 +98,20 @@ pub async fn sign_out() -> AppResult<()> {
 #[server(prefix = "/api", endpoint = "me", input = Json)]
 pub async fn me() -> AppResult<Option<User>> {
     let state = expect_context::<AppState>();
-    let Some(session) = current_session(&state.secrets) else { return Ok(None) };
-    let name = match session.name {
-        Some(name) => Some(name),
-        // A session started before cookies kept the name.
-        None => store::name_of(&state.backend.db, session.user_id).await?,
-    };
-    Ok(name.map(|name| User { user_id: session.user_id, name }))
+    Ok(current_session(&state.secrets).map(|s| User { user_id: s.user_id, name: s.name }))
 }
 
 /// Checks the admin token and, if right, sets the admin cookie for the admin page.
+/// Guesses are limited like passwords.
 #[server(prefix = "/api", endpoint = "admin_sign_in", input = Json)]
 pub async fn admin_sign_in(token: String) -> AppResult<()> {
     let state = expect_context::<AppState>();
+    let address = client_address();
+    attempts::begin(&state.backend, &Target::AdminToken, address).await?;
     if !state.secrets.token_matches(token.trim()) {
         return Err(ErrorCode::AdminRequired.into());
     }
+    attempts::succeeded(&state.backend, &Target::AdminToken, address).await?;
     set_cookie(&state.secrets.admin_cookie())
 }
 
@@ -59,4 +120,46 @@ pub async fn admin_sign_in(token: String) -> AppResult<()> {
 pub async fn admin_status() -> AppResult<bool> {
     let state = expect_context::<AppState>();
     Ok(require_admin(&state.secrets).is_ok())
+}
+
+/// The session of the caller, or `not_signed_in`.
+#[cfg(feature = "ssr")]
+fn signed_in(state: &AppState) -> AppResult<Session> {
+    current_session(&state.secrets).ok_or_else(|| ErrorCode::NotSignedIn.into())
+}
+
+/// The caller's address as the server trusts it (see `server::rate_limit`).
+#[cfg(feature = "ssr")]
+fn client_address() -> std::net::IpAddr {
+    let parts = use_context::<axum::http::request::Parts>();
+    let client = parts.and_then(|p| p.extensions.get::<ClientIp>().copied());
+    client.map_or(std::net::Ipv4Addr::UNSPECIFIED.into(), |c| c.0)
+}
+
+/// Checks `password` against the account named `name`, counted against `target`
+/// and the caller's address: the account's credentials, or `bad_credentials`.
+#[cfg(feature = "ssr")]
+async fn check_password(
+    state: &AppState,
+    target: &Target<'_>,
+    name: &str,
+    password: String,
+) -> AppResult<store::Credentials> {
+    if password.chars().count() > password::MAX_CHARS {
+        return Err(AppError::invalid(format!("A password has at most {} characters.", password::MAX_CHARS)));
+    }
+    let address = client_address();
+    attempts::begin(&state.backend, target, address).await?;
+    let account = store::by_name(&state.backend.db, name).await?;
+    // An unknown name, or an account without a password, is checked against a decoy:
+    // the same answer in the same time.
+    let hash = account.as_ref().and_then(|a| a.password_hash.clone());
+    let matches = state.hasher.verify(password, hash).await?;
+    match account {
+        Some(account) if matches => {
+            attempts::succeeded(&state.backend, target, address).await?;
+            Ok(account)
+        }
+        _ => Err(ErrorCode::BadCredentials.into()),
+    }
 }

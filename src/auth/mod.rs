@@ -1,8 +1,16 @@
-//! Who is calling: shoppers sign in with a name and get a signed, HttpOnly session
-//! cookie; admins present the admin token. Server functions never trust an id sent
-//! by the client: they read it from the session.
+//! Who is calling: shoppers sign up and sign in with a name and a password (hashed
+//! with argon2id, `password`) and get a signed, HttpOnly session cookie, which they
+//! can end (`ended`); guesses are limited across processes (`attempts`). Admins
+//! present the admin token. Server functions never trust an id sent by the client:
+//! they read it from the session.
 
 pub mod api;
+#[cfg(feature = "ssr")]
+pub mod attempts;
+#[cfg(feature = "ssr")]
+pub mod ended;
+#[cfg(feature = "ssr")]
+pub mod password;
 #[cfg(feature = "ssr")]
 pub mod session;
 #[cfg(feature = "ssr")]

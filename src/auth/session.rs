@@ -1,5 +1,6 @@
 //! Session cookies and the admin check (server only).
 
+use super::ended::Ended;
 use crate::error::{AppError, AppResult, ErrorCode};
 use axum::http::{header, request::Parts, HeaderMap, HeaderValue};
 use cookie::{Cookie, CookieJar, Key, SameSite};
@@ -15,15 +16,25 @@ const HOST_PREFIX: &str = "__Host-";
 /// Sessions last a week; signing in again starts a new one. The admin session lasts
 /// a working day. Each expiry is inside the signed (or encrypted) value, so a cookie
 /// kept past its `Max-Age` is still refused.
-const SESSION_SECS: i64 = 7 * 24 * 3600;
+pub const SESSION_SECS: i64 = 7 * 24 * 3600;
 const ADMIN_SECS: i64 = 12 * 3600;
+/// What a session value starts with: cookies of other formats (sessions from before
+/// passwords) are refused.
+const FORMAT: &str = "v2";
 
 /// A shopper's session, as its cookie carries it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Session {
     pub user_id: i64,
-    /// The name signed in with; `None` in sessions started before cookies kept it.
-    pub name: Option<String>,
+    /// The name signed in with.
+    pub name: String,
+    /// The user's session generation when it was issued: ending every session of the
+    /// user raises the generation and refuses the lower ones.
+    pub generation: i64,
+    /// This session's own id (random), to end it alone.
+    pub id: String,
+    /// When its cookie expires (Unix seconds).
+    pub expires: i64,
 }
 
 /// What signs sessions and opens the admin door.
@@ -34,6 +45,8 @@ pub struct Secrets {
     secure: bool,
     /// The session cookie's full name (prefixed or not), which every grab looks for.
     session_name: String,
+    /// Sessions ended early, followed from the database (`ended::follow`).
+    pub ended: std::sync::Arc<Ended>,
 }
 
 impl Secrets {
@@ -44,21 +57,27 @@ impl Secrets {
             Some(_) => return Err("SECKILL_SESSION_SECRET must be at least 32 bytes".into()),
             None => Key::generate(),
         };
-        Ok(Self { key, admin_token, secure, session_name: cookie_name(secure, SESSION_COOKIE) })
+        let session_name = cookie_name(secure, SESSION_COOKIE);
+        Ok(Self { key, admin_token, secure, session_name, ended: Default::default() })
     }
 
-    /// The user id of a valid, unexpired session cookie in these headers (every grab
-    /// asks: the name in the cookie is not copied out).
+    /// The user id of a valid, unexpired, not ended session cookie in these headers
+    /// (every grab asks: the name in the cookie is not copied out).
     pub fn session_user(&self, headers: &HeaderMap) -> Option<i64> {
         let cookie = self.session_cookie_sent(headers)?;
-        read_session(cookie.value()).map(|(user_id, _)| user_id)
+        let value = SessionValue::read(cookie.value())?;
+        (!self.ended.is_ended(value.user_id, value.generation, value.id)).then_some(value.user_id)
     }
 
-    /// The session of a valid, unexpired session cookie in these headers.
+    /// The session of a valid, unexpired, not ended session cookie in these headers.
     pub fn session(&self, headers: &HeaderMap) -> Option<Session> {
         let cookie = self.session_cookie_sent(headers)?;
-        let (user_id, name) = read_session(cookie.value())?;
-        Some(Session { user_id, name: name.map(str::to_owned) })
+        let v = SessionValue::read(cookie.value())?;
+        if self.ended.is_ended(v.user_id, v.generation, v.id) {
+            return None;
+        }
+        let (id, name) = (v.id.to_owned(), v.name.to_owned());
+        Some(Session { user_id: v.user_id, name, generation: v.generation, id, expires: v.expires })
     }
 
     /// The session cookie in these headers, if its signature holds. Only it is decoded
@@ -90,12 +109,13 @@ impl Secrets {
         a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
     }
 
-    /// A `Set-Cookie` value that starts a session for `user_id`, who signed in as
-    /// `name`. The name rides in the signed value, so asking who is signed in (every
-    /// page view) reads no database.
-    pub fn session_cookie(&self, user_id: i64, name: &str) -> String {
+    /// A `Set-Cookie` value that starts a new session for `user_id`, who signed in as
+    /// `name`, in the user's session `generation`. The name rides in the signed value,
+    /// so asking who is signed in (every page view) reads no database.
+    pub fn session_cookie(&self, user_id: i64, name: &str, generation: i64) -> String {
         let mut jar = CookieJar::new();
-        let value = format!("{user_id}.{}.{name}", expiry(SESSION_SECS));
+        let id = hex::encode(rand::random::<[u8; 16]>());
+        let value = format!("{FORMAT}.{user_id}.{}.{generation}.{id}.{name}", expiry(SESSION_SECS));
         jar.signed_mut(&self.key).add(self.cookie(SESSION_COOKIE, value, SESSION_SECS));
         delta_header(&jar)
     }
@@ -153,13 +173,30 @@ pub fn is_session_cookie(name: &str) -> bool {
     name.strip_prefix(HOST_PREFIX).unwrap_or(name) == SESSION_COOKIE
 }
 
-/// A signed session value, `<user>.<expiry>.<name>` (sessions started before names were
-/// kept: `<user>.<expiry>`): the user and the name, unless it has expired.
-fn read_session(value: &str) -> Option<(i64, Option<&str>)> {
-    let (user, rest) = value.split_once('.')?;
-    let (expires, name) = rest.split_once('.').map_or((rest, None), |(e, n)| (e, Some(n)));
-    unexpired(expires)?;
-    Some((user.parse().ok()?, name))
+/// A signed session value, `v2.<user>.<expiry>.<generation>.<id>.<name>`, read in place.
+struct SessionValue<'a> {
+    user_id: i64,
+    expires: i64,
+    generation: i64,
+    id: &'a str,
+    name: &'a str,
+}
+
+impl<'a> SessionValue<'a> {
+    /// The value's parts, unless it has expired or has another format.
+    fn read(value: &'a str) -> Option<Self> {
+        let mut parts = value.splitn(6, '.');
+        if parts.next()? != FORMAT {
+            return None;
+        }
+        let user_id = parts.next()?.parse().ok()?;
+        let expires = parts.next()?;
+        unexpired(expires)?;
+        let expires = expires.parse().ok()?;
+        let generation = parts.next()?.parse().ok()?;
+        let (id, name) = (parts.next()?, parts.next()?);
+        Some(Self { user_id, expires, generation, id, name })
+    }
 }
 
 /// Unix seconds `secs` from now.
@@ -237,7 +274,7 @@ mod tests {
     #[test]
     fn session_cookie_round_trips_and_rejects_tampering() {
         let s = Secrets::new(None, "tok".into(), false).unwrap();
-        let set = s.session_cookie(7, "ann");
+        let set = s.session_cookie(7, "ann", 0);
         assert!(set.contains("HttpOnly"));
         assert_eq!(s.session_user(&headers_with_cookie(&set)), Some(7));
         let pair = set.split(';').next().unwrap();
@@ -255,7 +292,7 @@ mod tests {
         for secure in [false, true] {
             let s = Secrets::new(None, "tok".into(), secure).unwrap();
             for user in 1..200 {
-                let set = s.session_cookie(user, "ann");
+                let set = s.session_cookie(user, "ann", 3);
                 assert_eq!(set.starts_with("__Host-"), secure);
                 assert_eq!(s.session_user(&headers_with_cookie(&set)), Some(user), "{set}");
             }
@@ -266,15 +303,37 @@ mod tests {
     fn the_session_carries_the_name_signed_in_with() {
         let s = Secrets::new(None, "tok".into(), true).unwrap();
         for name in ["ann", "Zoë.Q; x=1", "李 雷", "a.b.c", "%41"] {
-            let session = s.session(&headers_with_cookie(&s.session_cookie(42, name)));
-            assert_eq!(session, Some(Session { user_id: 42, name: Some(name.to_owned()) }), "{name}");
+            let session = s.session(&headers_with_cookie(&s.session_cookie(42, name, 5))).unwrap();
+            assert_eq!((session.user_id, session.name.as_str(), session.generation), (42, name, 5), "{name}");
+            assert_eq!(session.id.len(), 32);
         }
-        // A session started before names were kept in the cookie still works, nameless.
+        // A session from before passwords (`<user>.<expiry>.<name>`) is refused.
         let mut jar = CookieJar::new();
-        let old = format!("42.{}", expiry(SESSION_SECS));
+        let old = format!("42.{}.ann", expiry(SESSION_SECS));
         jar.signed_mut(&s.key).add(s.cookie(SESSION_COOKIE, old, SESSION_SECS));
-        let session = s.session(&headers_with_cookie(&delta_header(&jar)));
-        assert_eq!(session, Some(Session { user_id: 42, name: None }));
+        assert_eq!(s.session(&headers_with_cookie(&delta_header(&jar))), None);
+    }
+
+    #[test]
+    fn an_ended_session_is_refused_and_each_session_has_its_own_id() {
+        use super::super::store::EndedRow;
+        let s = Secrets::new(None, "tok".into(), false).unwrap();
+        let (first, second) = (s.session_cookie(7, "ann", 1), s.session_cookie(7, "ann", 1));
+        let id = s.session(&headers_with_cookie(&first)).unwrap().id;
+        assert_ne!(id, s.session(&headers_with_cookie(&second)).unwrap().id);
+        let ended = |id, session_id: Option<&str>, generation| EndedRow {
+            id,
+            user_id: 7,
+            session_id: session_id.map(str::to_owned),
+            generation,
+            expires_at: i64::MAX,
+        };
+        s.ended.apply(&[ended(1, Some(&id), None)]);
+        assert_eq!(s.session_user(&headers_with_cookie(&first)), None, "signed out");
+        assert_eq!(s.session_user(&headers_with_cookie(&second)), Some(7), "the other session goes on");
+        s.ended.apply(&[ended(2, None, Some(2))]);
+        assert_eq!(s.session_user(&headers_with_cookie(&second)), None, "signed out everywhere");
+        assert_eq!(s.session_user(&headers_with_cookie(&s.session_cookie(7, "ann", 2))), Some(7));
     }
 
     #[test]
@@ -293,7 +352,7 @@ mod tests {
     #[test]
     fn secure_cookies_carry_the_host_prefix_and_an_expiry_inside() {
         let s = Secrets::new(Some(&"k".repeat(32)), "secret-token".into(), true).unwrap();
-        let set = s.session_cookie(7, "ann");
+        let set = s.session_cookie(7, "ann", 0);
         assert!(set.starts_with("__Host-seckill_session=") && set.contains("Secure"), "{set}");
         assert_eq!(s.session_user(&headers_with_cookie(&set)), Some(7));
         assert!(s.is_admin(&headers_with_cookie(&s.admin_cookie())));
@@ -302,7 +361,7 @@ mod tests {
 
         // A validly signed value whose expiry has passed is refused, whatever Max-Age said.
         let mut jar = CookieJar::new();
-        let stale = format!("7.{}", chrono::Utc::now().timestamp() - 1);
+        let stale = format!("{FORMAT}.7.{}.0.id.ann", chrono::Utc::now().timestamp() - 1);
         jar.signed_mut(&s.key).add(s.cookie(SESSION_COOKIE, stale, 3600));
         assert_eq!(s.session_user(&headers_with_cookie(&delta_header(&jar))), None);
         let mut jar = CookieJar::new();

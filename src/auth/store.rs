@@ -1,28 +1,120 @@
-//! Users in SQL.
+//! Users and ended sessions in SQL.
 
 use crate::backend::Db;
 
-/// The id of the user with this name, creating the user when new. A name that exists
-/// is only read: signing in again writes nothing.
-pub async fn user_by_name(db: &Db, name: &str) -> sqlx::Result<i64> {
-    if let Some(id) = find(db, name).await? {
-        return Ok(id);
-    }
+/// What signing in as a name needs: the user, the password hash (`None` for an
+/// account from before passwords) and the session generation new cookies carry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Credentials {
+    pub user_id: i64,
+    pub name: String,
+    pub password_hash: Option<String>,
+    pub generation: i64,
+}
+
+type CredentialsRow = (i64, String, Option<String>, i64);
+
+fn credentials((user_id, name, password_hash, generation): CredentialsRow) -> Credentials {
+    Credentials { user_id, name, password_hash, generation }
+}
+
+/// A new user with this name and password hash; `None` when the name is taken.
+pub async fn create(db: &Db, name: &str, password_hash: &str) -> sqlx::Result<Option<i64>> {
     let now = chrono::Utc::now().timestamp_millis();
-    // Two first sign-ins with one name may race: the loser's insert does nothing.
-    sqlx::query("INSERT INTO users (name, created_at) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING")
-        .bind(name)
-        .bind(now)
-        .execute(db)
-        .await?;
-    find(db, name).await?.ok_or(sqlx::Error::RowNotFound)
+    sqlx::query_scalar(
+        "INSERT INTO users (name, password_hash, created_at) VALUES ($1, $2, $3) \
+         ON CONFLICT (name) DO NOTHING RETURNING id",
+    )
+    .bind(name)
+    .bind(password_hash)
+    .bind(now)
+    .fetch_optional(db)
+    .await
 }
 
-async fn find(db: &Db, name: &str) -> sqlx::Result<Option<i64>> {
-    sqlx::query_scalar("SELECT id FROM users WHERE name = $1").bind(name).fetch_optional(db).await
+/// The credentials of the user with this name.
+pub async fn by_name(db: &Db, name: &str) -> sqlx::Result<Option<Credentials>> {
+    let row: Option<CredentialsRow> =
+        sqlx::query_as("SELECT id, name, password_hash, session_generation FROM users WHERE name = $1")
+            .bind(name)
+            .fetch_optional(db)
+            .await?;
+    Ok(row.map(credentials))
 }
 
-/// The name of a user, if the user exists.
-pub async fn name_of(db: &Db, user_id: i64) -> sqlx::Result<Option<String>> {
-    sqlx::query_scalar("SELECT name FROM users WHERE id = $1").bind(user_id).fetch_optional(db).await
+/// One row of `sessions_ended`: a single session (`session_id`) or every session of
+/// the user issued below `generation`.
+#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
+pub struct EndedRow {
+    pub id: i64,
+    pub user_id: i64,
+    pub session_id: Option<String>,
+    pub generation: Option<i64>,
+    pub expires_at: i64,
+}
+
+/// Ends one session: its cookie, valid until `expires_at`, is refused from now on.
+pub async fn end_session(db: &Db, user_id: i64, session_id: &str, expires_at: i64) -> sqlx::Result<EndedRow> {
+    let now = chrono::Utc::now().timestamp_millis();
+    sqlx::query_as(
+        "INSERT INTO sessions_ended (user_id, session_id, ended_at, expires_at) VALUES ($1, $2, $3, $4) \
+         RETURNING id, user_id, session_id, generation, expires_at",
+    )
+    .bind(user_id)
+    .bind(session_id)
+    .bind(now)
+    .bind(expires_at)
+    .fetch_one(db)
+    .await
+}
+
+/// Ends every session of the user (and sets a new password hash, if given), in one
+/// transaction: the user's generation goes up, and cookies issued below it, which
+/// live until `lifetime_ms` from now at the latest, are refused.
+pub async fn end_all_sessions(
+    db: &Db,
+    user_id: i64,
+    new_password_hash: Option<&str>,
+    lifetime_ms: i64,
+) -> sqlx::Result<EndedRow> {
+    let now = chrono::Utc::now().timestamp_millis();
+    let mut tx = db.begin().await?;
+    let generation: i64 = sqlx::query_scalar(
+        "UPDATE users SET session_generation = session_generation + 1, \
+         password_hash = COALESCE($1, password_hash) WHERE id = $2 RETURNING session_generation",
+    )
+    .bind(new_password_hash)
+    .bind(user_id)
+    .fetch_one(&mut *tx)
+    .await?;
+    let row = sqlx::query_as(
+        "INSERT INTO sessions_ended (user_id, generation, ended_at, expires_at) VALUES ($1, $2, $3, $4) \
+         RETURNING id, user_id, session_id, generation, expires_at",
+    )
+    .bind(user_id)
+    .bind(generation)
+    .bind(now)
+    .bind(now + lifetime_ms)
+    .fetch_one(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(row)
+}
+
+/// Rows after `last_id`, and those ended since `since_ms` again.
+pub async fn ended_since(db: &Db, last_id: i64, since_ms: i64) -> sqlx::Result<Vec<EndedRow>> {
+    sqlx::query_as(
+        "SELECT id, user_id, session_id, generation, expires_at FROM sessions_ended \
+         WHERE id > $1 OR ended_at > $2 ORDER BY id",
+    )
+    .bind(last_id)
+    .bind(since_ms)
+    .fetch_all(db)
+    .await
+}
+
+/// Drops rows whose cookies have all expired.
+pub async fn drop_ended_before(db: &Db, now_ms: i64) -> sqlx::Result<()> {
+    sqlx::query("DELETE FROM sessions_ended WHERE expires_at < $1").bind(now_ms).execute(db).await?;
+    Ok(())
 }

@@ -1,55 +1,127 @@
-//! The shopper's sign-in box and the operator's token form.
+//! The shopper's account box (sign in, create an account, change the password, sign
+//! out here or everywhere) and the operator's token form.
 
 use super::{
-    api::{admin_sign_in, sign_in, sign_out},
+    api::{admin_sign_in, change_password, sign_in, sign_out, sign_out_everywhere, sign_up},
     User,
 };
 use leptos::prelude::*;
 
-/// Shows who is signed in, or a form to sign in by name.
+const INPUT: &str = "rounded border px-2 py-1";
+const FIELD: &str = "flex flex-col text-sm";
+
+/// Shows who is signed in and their account menu, or a form to sign in or sign up.
 #[component]
 pub fn SignInBox(user: RwSignal<Option<User>>) -> impl IntoView {
+    view! {
+        <section class="mb-6 rounded-lg bg-white p-4 shadow" aria-label="Account">
+            <Show when=move || user.get().is_some() fallback=move || view! { <SignInForm user/> }>
+                <AccountMenu user/>
+            </Show>
+        </section>
+    }
+}
+
+/// Name and password: signs in, or (after "Create an account") signs up. The password
+/// field says which to password managers (`current-password` or `new-password`).
+#[component]
+fn SignInForm(user: RwSignal<Option<User>>) -> impl IntoView {
+    let new_account = RwSignal::new(false);
     let name = RwSignal::new(String::new());
-    let sign_in = Action::new(|name: &String| sign_in(name.clone()));
-    let sign_out = Action::new(|_: &()| sign_out());
+    let password = RwSignal::new(String::new());
+    let submit = Action::new(|(name, password, new): &(String, String, bool)| {
+        let (name, password, new) = (name.clone(), password.clone(), *new);
+        async move {
+            if new {
+                sign_up(name, password).await
+            } else {
+                sign_in(name, password).await
+            }
+        }
+    });
     Effect::new(move |_| {
-        if let Some(Ok(u)) = sign_in.value().get() {
+        if let Some(Ok(u)) = submit.value().get() {
+            password.set(String::new());
             user.set(Some(u));
         }
     });
+    let error = move || submit.value().get().and_then(Result::err).map(|e| e.message);
+    let pick = move |new: &'static str, old: &'static str| move || if new_account.get() { new } else { old };
+    view! {
+        <form class="flex flex-wrap items-end gap-3" aria-label=pick("Create an account", "Sign in")
+            on:submit=move |ev| {
+                ev.prevent_default();
+                submit.dispatch((name.get_untracked(), password.get_untracked(), new_account.get_untracked()));
+            }>
+            <label class=FIELD>
+                "Your name"
+                <input class=INPUT type="text" maxlength="32" autocomplete="username" required bind:value=name/>
+            </label>
+            <label class=FIELD>
+                "Password"
+                <input class=INPUT type="password" maxlength="128" required
+                    autocomplete=pick("new-password", "current-password") bind:value=password/>
+            </label>
+            <button class="rounded bg-rose-600 px-4 py-1 text-white" type="submit">
+                {pick("Create account", "Sign in")}
+            </button>
+            <button class="text-sm underline" type="button" on:click=move |_| new_account.update(|n| *n = !*n)>
+                {pick("I have an account", "New here? Create an account")}
+            </button>
+            <p role="alert" class="text-sm text-red-700">{error}</p>
+        </form>
+    }
+}
+
+/// Who is signed in, Sign out, and the account menu: change the password, sign out
+/// everywhere.
+#[component]
+fn AccountMenu(user: RwSignal<Option<User>>) -> impl IntoView {
+    let sign_out = Action::new(|_: &()| sign_out());
+    let everywhere = Action::new(|_: &()| sign_out_everywhere());
+    let current = RwSignal::new(String::new());
+    let new = RwSignal::new(String::new());
+    let change = Action::new(|(current, new): &(String, String)| change_password(current.clone(), new.clone()));
     Effect::new(move |_| {
-        if let Some(Ok(())) = sign_out.value().get() {
+        if matches!(sign_out.value().get(), Some(Ok(()))) || matches!(everywhere.value().get(), Some(Ok(()))) {
             user.set(None);
         }
     });
-    let error = move || sign_in.value().get().and_then(Result::err).map(|e| e.message);
+    let changed = move || match change.value().get() {
+        Some(Ok(())) => Some("Password changed; your other sessions were signed out.".to_owned()),
+        Some(Err(e)) => Some(e.message),
+        None => None,
+    };
+    let failed = move || everywhere.value().get().and_then(Result::err).map(|e| e.message);
     view! {
-        <section class="mb-6 rounded-lg bg-white p-4 shadow" aria-label="Account">
-            <Show
-                when=move || user.get().is_some()
-                fallback=move || view! {
-                    <form class="flex flex-wrap items-end gap-3" on:submit=move |ev| {
-                        ev.prevent_default();
-                        sign_in.dispatch(name.get_untracked());
-                    }>
-                        <label class="flex flex-col text-sm">
-                            "Your name"
-                            <input class="rounded border px-2 py-1" type="text" maxlength="32"
-                                bind:value=name/>
-                        </label>
-                        <button class="rounded bg-rose-600 px-4 py-1 text-white" type="submit">"Sign in"</button>
-                        <p role="alert" class="text-sm text-red-700">{error}</p>
-                    </form>
-                }
-            >
-                <p class="flex items-center gap-4">
-                    <span>"Signed in as " <strong>{move || user.get().map(|u| u.name)}</strong></span>
-                    <button class="rounded border px-3 py-1 text-sm" on:click=move |_| { sign_out.dispatch(()); }>
-                        "Sign out"
-                    </button>
-                </p>
-            </Show>
-        </section>
+        <div class="flex flex-wrap items-center gap-4">
+            <span>"Signed in as " <strong>{move || user.get().map(|u| u.name)}</strong></span>
+            <button class="rounded border px-3 py-1 text-sm" on:click=move |_| { sign_out.dispatch(()); }>
+                "Sign out"
+            </button>
+            <details class="text-sm">
+                <summary class="cursor-pointer">"Account"</summary>
+                <form class="mt-2 flex flex-wrap items-end gap-3" aria-label="Change password" on:submit=move |ev| {
+                    ev.prevent_default();
+                    change.dispatch((current.get_untracked(), new.get_untracked()));
+                }>
+                    <label class=FIELD>
+                        "Current password"
+                        <input class=INPUT type="password" autocomplete="current-password" required bind:value=current/>
+                    </label>
+                    <label class=FIELD>
+                        "New password"
+                        <input class=INPUT type="password" autocomplete="new-password" required bind:value=new/>
+                    </label>
+                    <button class="rounded border px-3 py-1" type="submit">"Change password"</button>
+                    <p role="status">{changed}</p>
+                </form>
+                <button class="mt-2 rounded border px-3 py-1" on:click=move |_| { everywhere.dispatch(()); }>
+                    "Sign out everywhere"
+                </button>
+                <p role="alert" class="text-red-700">{failed}</p>
+            </details>
+        </div>
     }
 }
 

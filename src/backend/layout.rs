@@ -17,6 +17,7 @@
 //! | `<ns>:{v<id>}:restocked` | set | cancelled orders whose unit came back | give-backs, warm-up |
 //! | `<ns>:icr:order:<yyyymmdd>` | string | the day's order-id counter | `ids` (in blocks) |
 //! | `<ns>:events` | pub/sub channel | sale events | `bus` |
+//! | `<ns>:attempts:<who>` | hash | credential checks of one account, address or token | `auth::attempts` |
 //!
 //! Every key of one voucher shares the hash tag `{v<id>}`, so each script call, stream
 //! read and atomic pipeline lives in one Redis Cluster slot; scripts get every key
@@ -36,7 +37,7 @@
 //! **Scripts** ([`Scripts`], loaded once and run by SHA): `grab.lua` (`sale::gate`),
 //! `warm.lua` (`sale::warm`), `settle.lua` (`orders::settle`), `give_back.lua`
 //! (`orders::give_back`), `restock.lua` (`orders::restock`), `sample.lua`
-//! (`live::figures`), `order_ids.lua` (`ids`). The two give-backs share their core,
+//! (`live::figures`), `order_ids.lua` (`ids`), `attempt.lua` (`auth::attempts`). The two give-backs share their core,
 //! `lua/lib/unit_back.lua` (a unit back on sale, a buyer slot freed, the keys' expiry).
 
 use crate::bus::SaleEvent;
@@ -91,6 +92,12 @@ pub fn events_channel(namespace: &str) -> String {
     format!("{namespace}:events")
 }
 
+/// The counter of credential checks against `who` (`name:<name>`, `addr:<ip>`,
+/// `token`), shared by every process; it expires a while after the last check.
+pub fn attempts_counter(namespace: &str, who: &str) -> String {
+    format!("{namespace}:attempts:{who}")
+}
+
 /// The day's order-id counter (`day` as `yyyymmdd`): ids are taken from it in blocks.
 pub fn order_id_counter(namespace: &str, day: &str) -> String {
     format!("{namespace}:icr:order:{day}")
@@ -123,6 +130,7 @@ pub struct Scripts {
     pub settle: Script,
     pub restock: Script,
     pub sample: Script,
+    pub attempt: Script,
 }
 
 impl Default for Scripts {
@@ -134,6 +142,7 @@ impl Default for Scripts {
             settle: lua!("settle.lua"),
             restock: lua!("restock.lua", uses "unit_back.lua"),
             sample: lua!("sample.lua"),
+            attempt: lua!("attempt.lua"),
         }
     }
 }

@@ -13,7 +13,11 @@ pub mod site;
 
 use crate::{
     app::{shell, App},
-    auth::Secrets,
+    auth::{
+        ended,
+        password::{Cost, Hasher},
+        Secrets,
+    },
     backend::{Backend, BackendError, Db, RedisTarget},
     bus,
     config::Config,
@@ -106,11 +110,14 @@ async fn run(
     let secure = config.secure_cookies.unwrap_or(!listener.local_addr()?.ip().is_loopback());
     let secrets =
         Secrets::new(config.session_secret.as_deref(), admin_token.clone(), secure).map_err(ServeError::Config)?;
+    // Sessions ended before this process started are refused from its first request.
+    secrets.ended.catch_up(&backend.db).await?;
     let state = AppState::new(SharedState {
         leptos_options,
         backend: backend.clone(),
         ids: Arc::new(OrderIds::new(&config.redis_namespace, config.id_block)),
         secrets: Arc::new(secrets),
+        hasher: Arc::new(hasher(&config)?),
         sold_out: Arc::new(SoldOutFlags::new(Duration::from_millis(config.sold_out_ttl_ms))),
         rebuilds: Arc::default(),
         hub: Arc::new(Hub::default()),
@@ -170,9 +177,19 @@ async fn run(
     Ok(())
 }
 
+/// The password hasher at the configured cost; a cost below OWASP's is for tests, and
+/// says so.
+fn hasher(config: &Config) -> Result<Hasher, ServeError> {
+    let cost = Cost { memory_kib: config.password_memory_kib, iterations: config.password_iterations };
+    if cost.memory_kib < Cost::OWASP.memory_kib || cost.iterations < Cost::OWASP.iterations {
+        tracing::warn!(?cost, "password hashes below OWASP's cost (19 MiB, 2 passes): for tests only");
+    }
+    Hasher::new(cost, config.hash_threads(), config.hash_queue).map_err(ServeError::Config)
+}
+
 /// The tasks that run beside HTTP until shutdown: the bus's listener, the live
 /// sampler, the rate limits' clean-up, the metrics' upkeep, the sweeper of unpaid
-/// orders and the worker (unless turned off).
+/// orders, the follower of ended sessions and the worker (unless turned off).
 async fn spawn_background(
     config: &Config,
     state: &AppState,
@@ -187,6 +204,7 @@ async fn spawn_background(
         forget_idle_callers(limits.clone(), shutdown.clone()),
         ops::spawn_upkeep(shutdown.clone()),
         sweeper::spawn(backend.clone(), Duration::from_millis(config.sweep_ms), shutdown.clone()),
+        ended::follow(state.secrets.ended.clone(), backend.db.clone(), shutdown.clone()),
     ];
     if config.worker {
         let redis = target.connect().await?;

@@ -6,7 +6,7 @@
 
 use crate::{
     process::{Process, Shared},
-    support::{connect_db, wait_until, Options, Shopper, TestApp, Watchdog, SETTLED, SOON},
+    support::{connect_db, wait_until, Options, Shopper, TestApp, Watchdog, PASSWORD, SETTLED, SOON},
 };
 use futures::{stream, StreamExt};
 use redis::AsyncCommands;
@@ -300,7 +300,7 @@ async fn a_master_killed_mid_sale_is_replaced_and_the_sale_goes_on() {
     let v = a.api.create_voucher("failover drill", stock, now, now + chrono::Duration::hours(1)).await.unwrap();
     let keys = SaleKeys::new(&shared.namespace, v);
     let master = cluster.master_of(&keys.stock).await;
-    let mut people = a.api.sign_in_many("failover", shoppers, 32).await.unwrap();
+    let mut people = a.api.shoppers("failover", shoppers, PASSWORD, 32).await.unwrap();
     let apis = vec![a.api.clone(), b.api.clone()];
     // A first wave, too small to sell out, is under way when the master dies; the rest
     // come after, so there are grants after the kill however fast the first wave ran.

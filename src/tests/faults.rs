@@ -2,7 +2,7 @@
 //! invariants hold (I1 no oversell, I2 one per user, I3 nothing persisted is lost,
 //! I4 conservation).
 
-use crate::support::{connect_db, connect_one};
+use crate::support::{connect_db, connect_one, PASSWORD};
 use crate::{
     process::{Process, Shared},
     support::{code, redis_url, wait_until, Options, Shopper, TestApp, Watchdog, SETTLED, SOON},
@@ -186,7 +186,7 @@ async fn kill_9_in_the_middle_of_persisting_a_storm() {
         .create_voucher("kill -9 drill", 1500, chrono::Utc::now(), chrono::Utc::now() + chrono::Duration::hours(1))
         .await
         .unwrap();
-    let shoppers = b.api.sign_in_many("kill9", 2000, 64).await.unwrap();
+    let shoppers = b.api.shoppers("kill9", 2000, PASSWORD, 64).await.unwrap();
     let stream = SaleKeys::new(&shared.namespace, v).orders;
     let fired = tokio::spawn(storm(vec![a.api.clone(), b.api.clone(), c.api.clone()], shoppers, v));
 
@@ -233,7 +233,7 @@ async fn sigterm_in_the_middle_of_a_storm_loses_nothing() {
         .create_voucher("SIGTERM drill", 300, chrono::Utc::now(), chrono::Utc::now() + chrono::Duration::hours(1))
         .await
         .unwrap();
-    let shoppers = a.api.sign_in_many("term", 800, 64).await.unwrap();
+    let shoppers = a.api.shoppers("term", 800, PASSWORD, 64).await.unwrap();
     let fired = tokio::spawn(storm(vec![a.api.clone()], shoppers, v));
     wait_until("the storm is under way", SETTLED, || {
         let api = a.api.clone();
@@ -276,7 +276,7 @@ async fn database_blocked_past_the_claim_time_fails_nobody() {
         .create_voucher("locked drill", 40, chrono::Utc::now(), chrono::Utc::now() + chrono::Duration::hours(1))
         .await
         .unwrap();
-    let shoppers = b.api.sign_in_many("locked", 30, 30).await.unwrap();
+    let shoppers = b.api.shoppers("locked", 30, PASSWORD, 30).await.unwrap();
     let stream = SaleKeys::new(&shared.namespace, v).orders;
 
     wait_until("A's worker reads the voucher's stream", SETTLED, || {
@@ -311,8 +311,9 @@ async fn database_blocked_past_the_claim_time_fails_nobody() {
     assert_eq!(queued.len(), answers.len(), "every grab is queued while the database is locked");
     assert!(pending_on(&mut redis, &stream, "drill-a").await > 0, "A holds orders it cannot write");
     a.kill9().await;
-    let (status, body) = b.api.call("sign_in", json!({ "name": "locked-0" }), &[]).await.unwrap();
-    assert_eq!(status, 200, "signing in with a name that exists writes nothing: {body}");
+    let sign_in = json!({ "name": "locked-0", "password": PASSWORD });
+    let (status, body) = b.api.call("sign_in", sign_in, &[]).await.unwrap();
+    assert_eq!(status, 200, "signing in writes nothing: {body}");
     wait_until("B claims A's orders and fails to write them again and again", SETTLED, || {
         let (mut redis, stream) = (redis.clone(), stream.clone());
         async move {

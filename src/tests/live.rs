@@ -309,7 +309,7 @@ async fn slow_and_idle_connections_are_closed() {
     let now = chrono::Utc::now();
     let v = api.create_voucher("Idle", 5, now - chrono::Duration::seconds(5), now + chrono::Duration::hours(1));
     let v = v.await.unwrap();
-    let ann = api.sign_in("ann").await.unwrap();
+    let ann = api.shopper("ann", crate::support::PASSWORD).await.unwrap();
     assert_eq!(api.grab(&ann, v).await.unwrap().0, 200);
 
     // Answered 503 once the request timeout (2 s) has passed; 8 s more for a loaded machine.

@@ -1,5 +1,6 @@
 //! Integration tests: the real server, a real redis-server, a real SQLite database.
 
+mod accounts;
 mod api;
 mod cluster;
 mod faults;

@@ -1,7 +1,7 @@
 //! The server as a child process (the `seckill` binary), for drills that kill it with
 //! SIGKILL or stop it with SIGTERM, as an operator or a crash would.
 
-use crate::support::{fresh_database, wait_until, ADMIN_TOKEN, SETTLED};
+use crate::support::{fresh_database, wait_until, ADMIN_TOKEN, SETTLED, TEST_PASSWORD_COST};
 use seckill::{client::ApiClient, server::child::ends_with_parent};
 use serde_json::json;
 use std::{
@@ -53,6 +53,8 @@ impl Process {
             .env("SECKILL_ADMIN_TOKEN", ADMIN_TOKEN)
             .env("SECKILL_SESSION_SECRET", "a test session secret of more than 32 bytes")
             .env("SECKILL_RATE_PER_SESSION", "0")
+            .env("SECKILL_PASSWORD_MEMORY_KIB", TEST_PASSWORD_COST.0.to_string())
+            .env("SECKILL_PASSWORD_ITERATIONS", TEST_PASSWORD_COST.1.to_string())
             .env("SECKILL_RATE_PER_ADDRESS", "0")
             .env("SECKILL_POLL_MS", "100")
             // Two serving threads on any machine: connections handed between runtimes.

@@ -13,6 +13,10 @@ use tempfile::TempDir;
 use tokio::{net::TcpListener, sync::oneshot, task::JoinHandle};
 
 pub const ADMIN_TOKEN: &str = "test-admin-token";
+/// Every test shopper's password.
+pub const PASSWORD: &str = "a test shopper's password";
+/// Test servers' argon2id cost (KiB, passes): far below OWASP's, for speed.
+pub const TEST_PASSWORD_COST: (u32, u32) = (64, 1);
 
 /// How a test wants its server: the server's own settings ([`Config`], as `seckill
 /// --help` lists them), with the tests' defaults, and whose data it runs on.
@@ -38,6 +42,9 @@ impl Default for Options {
         config.rate_per_address = 0;
         config.poll_ms = 100;
         config.threads = Some(2);
+        // Tests make hundreds of accounts: cheap hashes (the cost is the hash's own).
+        config.password_memory_kib = TEST_PASSWORD_COST.0;
+        config.password_iterations = TEST_PASSWORD_COST.1;
         Self { config, reuse: None }
     }
 }
@@ -174,14 +181,15 @@ impl TestApp {
         self.api.admin(name, body).await.unwrap()
     }
 
-    /// Signs in; panics unless it succeeds.
+    /// Signs a shopper in with [`PASSWORD`], making the account when the name is new;
+    /// panics unless it succeeds.
     pub async fn sign_in(&self, name: &str) -> Shopper {
-        self.api.sign_in(name).await.unwrap()
+        self.api.shopper(name, PASSWORD).await.unwrap()
     }
 
-    /// Signs in `n` shoppers named `<prefix>-<i>`, 64 at a time.
+    /// Signs in `n` shoppers named `<prefix>-<i>` (as [`TestApp::sign_in`]), 64 at a time.
     pub async fn sign_in_many(&self, prefix: &str, n: usize) -> Vec<Shopper> {
-        self.api.sign_in_many(prefix, n, 64).await.unwrap()
+        self.api.shoppers(prefix, n, PASSWORD, 64).await.unwrap()
     }
 
     /// Creates a voucher whose window is `[now + begins_in, now + ends_in]` seconds.

@@ -36,6 +36,9 @@ use std::{
     time::{Duration, Instant},
 };
 
+/// Every bench shopper's password.
+const PASSWORD: &str = "a bench shopper's password";
+
 #[derive(Parser, Debug)]
 #[command(about = "Fire concurrent grabs at a Seckill server, beside the raw gate, and check the invariants")]
 struct Args {
@@ -95,7 +98,7 @@ async fn run(args: Args) -> Result<bool, String> {
     let cpu = Cpu::new(&args.server_pids, &args.redis_pids, args.db_pid);
     let started = Instant::now();
     let prefix = format!("b{}", chrono::Utc::now().timestamp_millis());
-    let shoppers = admin.sign_in_many(&prefix, args.users, args.concurrency).await?;
+    let shoppers = admin.shoppers(&prefix, args.users, PASSWORD, args.concurrency).await?;
     println!(
         "signed in {} new shoppers in {:.2?} ({:.0}/s); grabs go to {} process(es) in turn",
         shoppers.len(),
@@ -105,7 +108,7 @@ async fn run(args: Args) -> Result<bool, String> {
     );
     let again = Instant::now();
     let n_again = shoppers.len().min(2_000);
-    admin.sign_in_many(&prefix, n_again, args.concurrency).await?;
+    admin.shoppers(&prefix, n_again, PASSWORD, args.concurrency).await?;
     println!("signed in {n_again} existing names again: {:.0}/s", n_again as f64 / again.elapsed().as_secs_f64());
 
     let raw = match &args.redis_url {

@@ -1,0 +1,89 @@
+//! Guessing limits: every credential check (a shopper's password, the admin token)
+//! is counted in Redis against the account and against the caller's address, shared
+//! by every process (`lua/attempt.lua`). A few attempts are free; each one past them
+//! doubles the wait before the next, up to [`LONGEST_WAIT_MS`]. An attempt is counted
+//! before the check runs, so guesses sent at once cannot slip past the count; a
+//! successful sign-in clears the account's count and gives the address's attempt back.
+//!
+//! So nobody gets more than [`PER_ACCOUNT`] quick guesses at one account, however many
+//! addresses they use, and the owner is told how long to wait (429 with
+//! `Retry-After`). The same makes an account easy to lock for a while by guessing at it:
+//! the waits stay short (at most [`LONGEST_WAIT_MS`]).
+
+use crate::{
+    backend::{layout::attempts_counter, Backend},
+    error::{AppError, AppResult},
+};
+use std::{net::IpAddr, time::Duration};
+
+/// Free attempts at one account, and from one address, before waits begin.
+pub const PER_ACCOUNT: u32 = 5;
+pub const PER_ADDRESS: u32 = 20;
+/// The first wait past the free attempts (long enough to make guessing slow, short
+/// enough for an owner who mistyped); each further attempt doubles it.
+const FIRST_WAIT_MS: u64 = 30_000;
+/// The longest wait between attempts.
+pub const LONGEST_WAIT_MS: u64 = 15 * 60 * 1000;
+/// How long a count lasts after its last attempt.
+const WINDOW_MS: u64 = 24 * 3600 * 1000;
+
+/// Whose credentials are checked.
+pub enum Target<'a> {
+    /// A shopper account, by the name given.
+    Account(&'a str),
+    /// The admin token.
+    AdminToken,
+}
+
+impl Target<'_> {
+    fn who(&self) -> String {
+        match self {
+            Self::Account(name) => format!("name:{name}"),
+            Self::AdminToken => "token".to_owned(),
+        }
+    }
+}
+
+/// Counts one check of `target`'s credentials from `address`, or refuses it with
+/// `rate_limited` and how long to wait. The address goes first: an address that must
+/// wait does not use up the account's attempts.
+pub async fn begin(backend: &Backend, target: &Target<'_>, address: IpAddr) -> AppResult<()> {
+    let address_key = attempts_counter(&backend.namespace, &format!("addr:{address}"));
+    let account_key = attempts_counter(&backend.namespace, &target.who());
+    for (key, free) in [(address_key, PER_ADDRESS), (account_key, PER_ACCOUNT)] {
+        let wait: u64 = backend
+            .scripts
+            .attempt
+            .key(&key)
+            .arg(free)
+            .arg(FIRST_WAIT_MS)
+            .arg(LONGEST_WAIT_MS)
+            .arg(WINDOW_MS)
+            .invoke_async(&mut backend.redis.clone())
+            .await?;
+        if wait > 0 {
+            metrics::counter!("seckill_credential_checks_refused_total").increment(1);
+            return Err(AppError::rate_limited(Duration::from_millis(wait)));
+        }
+    }
+    Ok(())
+}
+
+/// The credentials were right: the account's count starts again, and the address's
+/// attempt is given back (only failures count against an address).
+pub async fn succeeded(backend: &Backend, target: &Target<'_>, address: IpAddr) -> AppResult<()> {
+    let address_key = attempts_counter(&backend.namespace, &format!("addr:{address}"));
+    let account_key = attempts_counter(&backend.namespace, &target.who());
+    let mut redis = backend.redis.clone();
+    let () = redis::cmd("DEL").arg(&account_key).query_async(&mut redis).await?;
+    // One key per command (Redis Cluster); the expiry again, should the count have
+    // expired since the check began.
+    let () = redis::pipe()
+        .hincr(&address_key, "n", -1)
+        .ignore()
+        .pexpire(&address_key, WINDOW_MS as i64)
+        .ignore()
+        .query_async(&mut redis)
+        .await?;
+    Ok(())
+}

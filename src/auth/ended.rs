@@ -1,0 +1,135 @@
+//! Sessions ended before their cookie expired (sign out, sign out everywhere, a new
+//! password), as this process knows them. A session cookie is signed, so checking one
+//! reads nothing; what ends it early is the `sessions_ended` table, which every
+//! process follows here a few times a second (one indexed query, whatever the
+//! traffic), so a grab checks a cookie against memory and never reads the database.
+//! The database is the truth: nothing is lost when Redis is, and a process that
+//! starts reads every row still in force.
+
+use super::store::{self, EndedRow};
+use crate::{backend::Db, shutdown::Shutdown};
+use std::{
+    collections::HashMap,
+    sync::{Arc, RwLock},
+    time::Duration,
+};
+
+/// How often each process reads what was ended since: the longest a cookie keeps
+/// working elsewhere after it was ended (plus one query).
+pub const FOLLOW_EVERY: Duration = Duration::from_millis(500);
+/// On PostgreSQL, row ids are taken when a row is written, not when it commits: a row
+/// may appear below one already read. Rows ended this recently are read again (ending
+/// is idempotent) so a slow commit is not skipped.
+const LATE_COMMIT_MS: i64 = 10_000;
+/// How often rows and entries whose cookies have all expired are dropped.
+const PRUNE_EVERY: Duration = Duration::from_secs(600);
+
+/// What ends sessions early, by user and by session.
+#[derive(Default)]
+pub struct Ended {
+    state: RwLock<State>,
+}
+
+#[derive(Default)]
+struct State {
+    /// The lowest session generation still valid, per user (absent: every one).
+    generations: HashMap<i64, i64>,
+    /// Sessions ended one by one: session id → when its cookie expires (ms).
+    sessions: HashMap<String, i64>,
+    /// The highest row read.
+    last_id: i64,
+}
+
+impl Ended {
+    /// True when this session of `user_id`, issued in `generation`, was ended.
+    pub fn is_ended(&self, user_id: i64, generation: i64, session_id: &str) -> bool {
+        let state = self.state.read().unwrap_or_else(|e| e.into_inner());
+        state.generations.get(&user_id).is_some_and(|&lowest| generation < lowest)
+            || state.sessions.contains_key(session_id)
+    }
+
+    /// Takes rows in (read from the table, or just written by this process).
+    pub fn apply(&self, rows: &[EndedRow]) {
+        let mut state = self.state.write().unwrap_or_else(|e| e.into_inner());
+        for row in rows {
+            if let Some(generation) = row.generation {
+                let lowest = state.generations.entry(row.user_id).or_default();
+                *lowest = (*lowest).max(generation);
+            }
+            if let Some(session_id) = &row.session_id {
+                state.sessions.insert(session_id.clone(), row.expires_at);
+            }
+            state.last_id = state.last_id.max(row.id);
+        }
+    }
+
+    /// Reads the rows this process has not seen (and the latest ones again).
+    pub async fn catch_up(&self, db: &Db) -> sqlx::Result<()> {
+        let last_id = self.state.read().unwrap_or_else(|e| e.into_inner()).last_id;
+        let since = chrono::Utc::now().timestamp_millis() - LATE_COMMIT_MS;
+        let rows = store::ended_since(db, last_id, since).await?;
+        self.apply(&rows);
+        Ok(())
+    }
+
+    /// Forgets sessions whose cookies have expired anyway. Generations stay: one
+    /// number per user who ever ended their sessions.
+    fn prune(&self, now_ms: i64) {
+        let mut state = self.state.write().unwrap_or_else(|e| e.into_inner());
+        state.sessions.retain(|_, expires| *expires > now_ms);
+    }
+}
+
+/// Follows the table until shutdown: reads new rows every [`FOLLOW_EVERY`], and now
+/// and then drops what has expired, here and in the table.
+pub fn follow(ended: Arc<Ended>, db: Db, shutdown: Shutdown) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut prune = tokio::time::interval(PRUNE_EVERY);
+        let mut read = tokio::time::interval(FOLLOW_EVERY);
+        read.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let stopped = shutdown.wait();
+        tokio::pin!(stopped);
+        loop {
+            tokio::select! {
+                _ = read.tick() => {
+                    if let Err(e) = ended.catch_up(&db).await {
+                        tracing::warn!("ended sessions: {e}");
+                    }
+                }
+                _ = prune.tick() => {
+                    let now = chrono::Utc::now().timestamp_millis();
+                    ended.prune(now);
+                    if let Err(e) = store::drop_ended_before(&db, now).await {
+                        tracing::warn!("ended sessions: pruning: {e}");
+                    }
+                }
+                _ = &mut stopped => break,
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(id: i64, user_id: i64, session_id: Option<&str>, generation: Option<i64>) -> EndedRow {
+        EndedRow { id, user_id, session_id: session_id.map(str::to_owned), generation, expires_at: 1_000 }
+    }
+
+    #[test]
+    fn a_generation_ends_older_sessions_and_a_session_id_ends_that_one() {
+        let ended = Ended::default();
+        assert!(!ended.is_ended(7, 0, "a"));
+        ended.apply(&[row(1, 7, None, Some(2)), row(2, 8, Some("b"), None)]);
+        assert!(ended.is_ended(7, 1, "a"), "issued before the user's sessions were ended");
+        assert!(!ended.is_ended(7, 2, "a"), "issued after");
+        assert!(ended.is_ended(8, 0, "b") && !ended.is_ended(8, 0, "c"));
+        // Rows read again (or out of order) change nothing.
+        ended.apply(&[row(1, 7, None, Some(1))]);
+        assert!(!ended.is_ended(7, 2, "a"));
+        ended.prune(1_000);
+        assert!(!ended.is_ended(8, 0, "b"), "its cookie has expired anyway");
+        assert!(ended.is_ended(7, 1, "a"));
+    }
+}

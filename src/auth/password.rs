@@ -1,0 +1,158 @@
+//! Passwords: the rules a new one must meet, and hashing with argon2id on a bounded
+//! pool of its own. A hash at OWASP's parameters costs tens of milliseconds of one
+//! core: run on the async runtime, a burst of sign-ins would stall every grab served
+//! by the same thread. Here at most `threads` hashes run at once, on tokio's blocking
+//! threads, `queue` more wait, and past that the call answers `unavailable` at once.
+
+use crate::error::{AppError, AppResult, ErrorCode};
+use argon2::{
+    password_hash::{rand_core::OsRng, PasswordHash, SaltString},
+    Algorithm, Argon2, Params, PasswordHasher, PasswordVerifier, Version,
+};
+use std::sync::Arc;
+use tokio::sync::Semaphore;
+
+/// Shortest and longest password accepted, in characters (OWASP's ASVS: at least 8,
+/// and long passphrases allowed).
+pub const MIN_CHARS: usize = 8;
+pub const MAX_CHARS: usize = 128;
+
+/// The commonest passwords (of 8 characters or more), refused for new passwords: the
+/// first guesses of any attack.
+const COMMON: &str = include_str!("common_passwords.txt");
+
+/// Checks a new password: its length, and that it is not among the commonest.
+pub fn check_new(password: &str) -> AppResult<()> {
+    let chars = password.chars().count();
+    if !(MIN_CHARS..=MAX_CHARS).contains(&chars) {
+        return Err(AppError::invalid(format!("A password has {MIN_CHARS} to {MAX_CHARS} characters.")));
+    }
+    let lower = password.to_lowercase();
+    if COMMON.lines().any(|common| common == lower) {
+        return Err(AppError::invalid("This password is among the most common ones: please choose another."));
+    }
+    Ok(())
+}
+
+/// The cost of new hashes (argon2id: memory in KiB, passes; one lane).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cost {
+    pub memory_kib: u32,
+    pub iterations: u32,
+}
+
+impl Cost {
+    /// OWASP's recommendation for argon2id: 19 MiB, 2 passes, 1 lane.
+    pub const OWASP: Self = Self { memory_kib: 19 * 1024, iterations: 2 };
+
+    fn params(self) -> Result<Params, String> {
+        Params::new(self.memory_kib, self.iterations, 1, None).map_err(|e| format!("password cost: {e}"))
+    }
+}
+
+/// Hashes and verifies passwords on a bounded pool.
+pub struct Hasher {
+    argon: Argon2<'static>,
+    /// Calls admitted: running or waiting. One more answers `unavailable`.
+    admitted: Arc<Semaphore>,
+    /// Hashes running at once.
+    running: Arc<Semaphore>,
+    /// A hash of a password nobody has, verified when the name is unknown, so an
+    /// unknown name costs what a wrong password does.
+    decoy: String,
+}
+
+impl Hasher {
+    pub fn new(cost: Cost, threads: usize, queue: usize) -> Result<Self, String> {
+        let argon = Argon2::new(Algorithm::Argon2id, Version::V0x13, cost.params()?);
+        let decoy = hash_with(&argon, &format!("decoy-{}", rand::random::<u64>()))?;
+        let threads = threads.max(1);
+        Ok(Self {
+            argon,
+            admitted: Arc::new(Semaphore::new(threads + queue)),
+            running: Arc::new(Semaphore::new(threads)),
+            decoy,
+        })
+    }
+
+    /// The PHC string of a new hash of `password` (salt, parameters and hash).
+    pub async fn hash(&self, password: String) -> AppResult<String> {
+        let argon = self.argon.clone();
+        self.run(move || hash_with(&argon, &password).map_err(|e| AppError::internal("password hash", e))).await?
+    }
+
+    /// Whether `password` matches `hash` (compared in constant time). With no hash (an
+    /// unknown name, or an account without a password) a decoy is verified, so the
+    /// answer takes as long as for a known name and is always false.
+    pub async fn verify(&self, password: String, hash: Option<String>) -> AppResult<bool> {
+        let (real, hash) = match hash {
+            Some(h) => (true, h),
+            None => (false, self.decoy.clone()),
+        };
+        let matches = self
+            .run(move || {
+                // The parameters are the hash's own: older hashes verify after a cost change.
+                PasswordHash::new(&hash)
+                    .is_ok_and(|h| Argon2::default().verify_password(password.as_bytes(), &h).is_ok())
+            })
+            .await?;
+        Ok(real && matches)
+    }
+
+    /// Runs `job` on a blocking thread once one of the pool's places is free; refuses
+    /// at once when the queue is full.
+    async fn run<T: Send + 'static>(&self, job: impl FnOnce() -> T + Send + 'static) -> AppResult<T> {
+        let Ok(_admitted) = self.admitted.clone().try_acquire_owned() else {
+            metrics::counter!("seckill_password_hashes_refused_total").increment(1);
+            return Err(ErrorCode::Unavailable.into());
+        };
+        let _running = self.running.acquire().await.map_err(|_| AppError::from(ErrorCode::Unavailable))?;
+        tokio::task::spawn_blocking(job).await.map_err(|e| AppError::internal("password hash", e))
+    }
+}
+
+fn hash_with(argon: &Argon2<'_>, password: &str) -> Result<String, String> {
+    let salt = SaltString::generate(&mut OsRng);
+    argon.hash_password(password.as_bytes(), &salt).map(|h| h.to_string()).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CHEAP: Cost = Cost { memory_kib: 64, iterations: 1 };
+
+    #[test]
+    fn new_passwords_are_long_enough_and_not_common() {
+        assert!(check_new("short").is_err());
+        assert!(check_new(&"x".repeat(129)).is_err());
+        assert!(check_new("password").is_err());
+        assert!(check_new("Password1").is_err(), "common ones are refused whatever their case");
+        assert!(check_new("correct horse battery staple").is_ok());
+        assert!(check_new(&"é".repeat(128)).is_ok(), "characters, not bytes");
+        assert!(COMMON.lines().all(|p| p.chars().count() >= MIN_CHARS && p == p.to_lowercase()));
+    }
+
+    #[tokio::test]
+    async fn a_hash_verifies_its_password_only() {
+        let hasher = Hasher::new(CHEAP, 1, 4).unwrap();
+        let hash = hasher.hash("s3cret-enough".into()).await.unwrap();
+        assert!(hash.starts_with("$argon2id$v=19$m=64,t=1,p=1$"), "{hash}");
+        assert!(hasher.verify("s3cret-enough".into(), Some(hash.clone())).await.unwrap());
+        assert!(!hasher.verify("s3cret-enougH".into(), Some(hash.clone())).await.unwrap());
+        assert!(!hasher.verify("s3cret-enough".into(), None).await.unwrap(), "no account, no match");
+        assert!(!hasher.verify("s3cret-enough".into(), Some("not a hash".into())).await.unwrap());
+        // A hash made at another cost still verifies: its parameters travel with it.
+        let other = Hasher::new(Cost { memory_kib: 128, iterations: 2 }, 1, 4).unwrap();
+        assert!(other.verify("s3cret-enough".into(), Some(hash)).await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn past_the_queue_the_answer_is_unavailable_at_once() {
+        let hasher = Arc::new(Hasher::new(CHEAP, 1, 1).unwrap());
+        // Hold both places (one running, one waiting) while a third call comes.
+        let _a = hasher.admitted.clone().try_acquire_many_owned(2).unwrap();
+        let refused = hasher.hash("whatever-it-is".into()).await.unwrap_err();
+        assert_eq!(refused.code, ErrorCode::Unavailable);
+    }
+}

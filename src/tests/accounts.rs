@@ -1,0 +1,130 @@
+//! Accounts: nobody signs in as somebody else, a session can be ended everywhere, and
+//! guesses are limited across processes.
+
+use crate::support::{code, wait_until, TestApp, PASSWORD, SOON};
+use serde_json::{json, Value};
+
+async fn sign_in(app: &TestApp, name: &str, password: &str) -> (u16, Value) {
+    let (status, body) = app.call("sign_in", json!({ "name": name, "password": password }), &[]).await;
+    (status.as_u16(), body)
+}
+
+/// `me` as the holder of `cookie` sees it: the name, or null.
+async fn me(app: &TestApp, cookie: &str) -> Value {
+    app.call("me", json!({}), &[("cookie", cookie)]).await.1["name"].clone()
+}
+
+#[tokio::test]
+async fn nobody_signs_in_as_somebody_else() {
+    let app = TestApp::spawn().await;
+    let alice = app.sign_in("alice").await;
+    assert_eq!(me(&app, &alice.cookie).await, "alice");
+
+    // A name alone, as before passwords, is refused.
+    let (status, body) = app.call("sign_in", json!({ "name": "alice" }), &[]).await;
+    assert_eq!((status.as_u16(), code(&body)), (400, "invalid_input"), "{body}");
+    // A wrong password and an unknown name get the same answer.
+    let wrong = sign_in(&app, "alice", "not alice's password").await;
+    let unknown = sign_in(&app, "nobody-by-this-name", "not alice's password").await;
+    assert_eq!(wrong.0, 401);
+    assert_eq!(code(&wrong.1), "bad_credentials");
+    assert_eq!(wrong, unknown, "the answer never says whether the name exists");
+    // Her name cannot be taken again, and a weak password is refused.
+    let (status, body) = app.call("sign_up", json!({ "name": "alice", "password": "another password" }), &[]).await;
+    assert_eq!((status.as_u16(), code(&body)), (409, "name_taken"), "{body}");
+    for weak in ["short", "password123", "Qwertyuiop"] {
+        let (status, body) = app.call("sign_up", json!({ "name": "mallory", "password": weak }), &[]).await;
+        assert_eq!((status.as_u16(), code(&body)), (400, "invalid_input"), "{weak}: {body}");
+    }
+    // Her own password works, from a new session.
+    let (status, body) = sign_in(&app, "alice", PASSWORD).await;
+    assert_eq!((status, body["user_id"].as_i64()), (200, Some(alice.user_id)), "{body}");
+
+    // An account from before passwords (a name alone made it) cannot be claimed.
+    sqlx::query("INSERT INTO users (name, created_at) VALUES ('legacy', 0)").execute(&app.db).await.unwrap();
+    let (status, body) = app.call("sign_up", json!({ "name": "legacy", "password": "mine now, surely" }), &[]).await;
+    assert_eq!((status.as_u16(), code(&body)), (409, "name_taken"), "{body}");
+    assert_eq!(sign_in(&app, "legacy", "mine now, surely").await.0, 401);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_session_signed_out_stays_out_even_when_copied() {
+    let app = TestApp::spawn().await;
+    let here = app.sign_in("bea").await;
+    let elsewhere = app.sign_in("bea").await;
+    let (status, _) = app.call("sign_out", json!({}), &[("cookie", &here.cookie)]).await;
+    assert_eq!(status, 200);
+    // The copied cookie is refused by the process that ended it, at once.
+    assert_eq!(me(&app, &here.cookie).await, Value::Null);
+    let (status, body) = app.call("my_orders", json!({}), &[("cookie", &here.cookie)]).await;
+    assert_eq!((status.as_u16(), code(&body)), (401, "not_signed_in"));
+    assert_eq!(me(&app, &elsewhere.cookie).await, "bea", "her other session goes on");
+    app.stop().await;
+}
+
+/// Signing out everywhere, and changing the password, end the account's other
+/// sessions on every process within seconds (the other process here learns it from the
+/// database, with no request of its own reading it).
+#[tokio::test]
+async fn ending_every_session_reaches_every_process() {
+    let a = TestApp::spawn().await;
+    let b = TestApp::with(a.restart_options()).await;
+    let (phone, laptop) = (a.sign_in("cai").await, a.sign_in("cai").await);
+    assert_eq!(me(&b, &laptop.cookie).await, "cai");
+
+    let (status, _) = a.call("sign_out_everywhere", json!({}), &[("cookie", &phone.cookie)]).await;
+    assert_eq!(status, 200);
+    assert_eq!(me(&a, &laptop.cookie).await, Value::Null, "this process at once");
+    wait_until("the other process refuses the laptop's session", SOON, || async {
+        me(&b, &laptop.cookie).await == Value::Null
+    })
+    .await;
+
+    // A new password: the session that changed it goes on (with a new cookie), the
+    // others end, and the old password no longer works.
+    let (tablet, desk) = (b.sign_in("cai").await, b.sign_in("cai").await);
+    let change = json!({ "current": PASSWORD, "new": "cai's brand new password" });
+    let res = a.http.post(format!("{}/api/change_password", a.base)).header("cookie", &tablet.cookie).json(&change);
+    let res = res.send().await.unwrap();
+    assert_eq!(res.status(), 200);
+    let renewed = res.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_owned();
+    assert_eq!(me(&a, &renewed).await, "cai");
+    wait_until("the other process refuses the old sessions", SOON, || async {
+        me(&b, &desk.cookie).await == Value::Null && me(&b, &tablet.cookie).await == Value::Null
+    })
+    .await;
+    assert_eq!(me(&b, &renewed).await, "cai");
+    assert_eq!(sign_in(&b, "cai", PASSWORD).await.0, 401);
+    assert_eq!(sign_in(&b, "cai", "cai's brand new password").await.0, 200);
+    b.stop().await;
+    a.stop().await;
+}
+
+/// Guesses at one account are counted across processes: past the free attempts, even
+/// the right password waits, and the answer says how long.
+#[tokio::test]
+async fn guesses_at_an_account_are_limited_across_processes() {
+    let a = TestApp::spawn().await;
+    let b = TestApp::with(a.restart_options()).await;
+    a.sign_in("dana").await;
+    for i in 0..5 {
+        let app = if i % 2 == 0 { &a } else { &b };
+        assert_eq!(sign_in(app, "dana", &format!("guess number {i}")).await.0, 401, "guess {i}");
+    }
+    // The sixth attempt runs (and fails); the seventh must wait.
+    assert_eq!(sign_in(&b, "dana", "guess number 5").await.0, 401);
+    let res = b.http.post(format!("{}/api/sign_in", b.base)).json(&json!({ "name": "dana", "password": PASSWORD }));
+    let res = res.send().await.unwrap();
+    assert_eq!(res.status(), 429, "the right password waits too");
+    let retry: u64 = res.headers()["retry-after"].to_str().unwrap().parse().unwrap();
+    assert!((1..=30).contains(&retry), "told when to retry (at most the first wait, 30 s): {retry}");
+    let body: Value = res.json().await.unwrap();
+    assert_eq!(code(&body), "rate_limited");
+    assert_eq!(sign_in(&a, "dana", PASSWORD).await.0, 429, "on every process");
+    // Another account from the same address is not locked by these guesses.
+    a.sign_in("eli").await;
+    assert_eq!(sign_in(&a, "eli", PASSWORD).await.0, 200);
+    b.stop().await;
+    a.stop().await;
+}

@@ -93,7 +93,12 @@ pub async fn of_voucher(db: &Db, voucher_id: i64, status: Option<OrderStatus>, l
 }
 
 /// Pays the shopper's order if it is unpaid and its deadline (`now_ms`) has not passed.
+/// An order that is not theirs (or not saved yet) is answered from a read: guessing at
+/// order ids never takes the write lock the worker needs.
 pub async fn pay(db: &Db, order_id: i64, user_id: i64, now_ms: i64) -> sqlx::Result<Payment> {
+    if get_for_user(db, order_id, user_id).await?.is_none() {
+        return Ok(Payment::NotFound);
+    }
     let mut tx = db.begin().await?;
     let paid: Option<i64> = sqlx::query_scalar(
         "UPDATE orders SET status = 'paid', paid_at = $1 \
@@ -120,8 +125,12 @@ pub async fn pay(db: &Db, order_id: i64, user_id: i64, now_ms: i64) -> sqlx::Res
     })
 }
 
-/// The shopper cancels their unpaid order.
+/// The shopper cancels their unpaid order. As with [`pay`], an order that is not theirs
+/// takes no write lock.
 pub async fn cancel_by_shopper(db: &Db, order_id: i64, user_id: i64, now_ms: i64) -> sqlx::Result<Cancel> {
+    if get_for_user(db, order_id, user_id).await?.is_none() {
+        return Ok(Cancel::NotFound);
+    }
     let owed = cancel(db, order_id, Some(user_id), CancelReason::Shopper, now_ms).await?;
     let Some(order) = get_for_user(db, order_id, user_id).await? else { return Ok(Cancel::NotFound) };
     Ok(match (owed, order.status) {

@@ -2,7 +2,7 @@
 //! Both conservation equations hold after every race: in Redis, stock + live buyers
 //! = total; in the database, `stock_left` + orders not cancelled = stock.
 
-use crate::support::{code, wait_until, Options, Shopper, TestApp, SOON};
+use crate::support::{code, connect_one, wait_until, Options, Shopper, TestApp, SOON};
 use futures::future::join_all;
 use redis::AsyncCommands;
 use seckill::testing::{lifecycle, restock, CancelReason};
@@ -340,5 +340,43 @@ async fn a_give_back_left_owed_by_a_dead_process_is_finished_once() {
     assert_eq!(books(&app, v, 3).await, (3, 0, 0, 1));
     let (status, body) = app.grab(&ann, v).await;
     assert_eq!(status, 200, "{body}");
+    app.stop().await;
+}
+
+/// Paying or cancelling somebody else's order is answered from a read: while another
+/// writer holds the database's write lock (for longer than the test waits), the
+/// answers still come, `unknown_order`, and nothing waited for the lock.
+#[tokio::test]
+async fn guessing_at_other_shoppers_orders_takes_no_write_lock() {
+    let app = TestApp::with(Options::default().with(|c| c.db_busy_ms = 120_000)).await;
+    let v = app.create_voucher(5, -5, 3600).await;
+    let (ann, bob) = (app.sign_in("lock-ann").await, app.sign_in("lock-bob").await);
+    let ids = grab_all(&app, std::slice::from_ref(&ann), v).await;
+    app.wait_for_stats("ann's order persisted", v, |s| s["persisted"] == 1).await;
+
+    let mut blocker = connect_one(&app.database_url).await;
+    let lock = if app.database_url.starts_with("sqlite:") {
+        "BEGIN IMMEDIATE"
+    } else {
+        "BEGIN; LOCK TABLE orders IN EXCLUSIVE MODE"
+    };
+    sqlx::raw_sql(lock).execute(&mut blocker).await.unwrap();
+    for call in ["pay_order", "cancel_order"] {
+        let res = app
+            .http
+            .post(format!("{}/api/{call}", app.base))
+            .header("cookie", &bob.cookie)
+            .json(&json!({ "order_id": ids[0] }))
+            .timeout(SOON)
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{call} of ann's order waited for the write lock: {e}"));
+        let status = res.status().as_u16();
+        let body: Value = res.json().await.unwrap();
+        assert_eq!((status, code(&body)), (404, "unknown_order"), "{call}");
+    }
+    sqlx::raw_sql("ROLLBACK").execute(&mut blocker).await.unwrap();
+    let (status, paid) = order_call(&app, &ann, "pay_order", &ids[0]).await;
+    assert_eq!((status, paid["status"].as_str()), (200, Some("paid")), "her own order is hers to pay");
     app.stop().await;
 }

@@ -99,13 +99,13 @@ pub struct Config {
     #[arg(long, env = "SECKILL_SWEEP_MS", default_value_t = 500)]
     pub sweep_ms: u64,
 
-    /// Calls per second one session may make to `grab`, `grab_result` and `sign_in`
-    /// (twice that in a burst); more answer 429. 0 turns the limit off.
+    /// API calls per second one signed-in shopper may make (twice that in a burst);
+    /// more answer 429. 0 turns the limit off.
     #[arg(long, env = "SECKILL_RATE_PER_SESSION", default_value_t = 10)]
     pub rate_per_session: u32,
 
-    /// Calls per second one client address may make to those calls (twice that in a
-    /// burst). 0 turns the limit off: load tests from one address need that.
+    /// API calls per second one client address may make (twice that in a burst). 0
+    /// turns the limit off: load tests from one address need that.
     #[arg(long, env = "SECKILL_RATE_PER_ADDRESS", default_value_t = 100)]
     pub rate_per_address: u32,
 

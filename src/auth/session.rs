@@ -162,15 +162,10 @@ fn cookie_name(secure: bool, base: &str) -> String {
 }
 
 /// The `(name, value)` pairs of the `Cookie` headers, as sent (values still encoded).
-pub fn sent_cookies(headers: &HeaderMap) -> impl Iterator<Item = (&str, &str)> {
+fn sent_cookies(headers: &HeaderMap) -> impl Iterator<Item = (&str, &str)> {
     let values = headers.get_all(header::COOKIE).into_iter().filter_map(|v| v.to_str().ok());
     let pairs = values.flat_map(|v| v.split(';')).filter_map(|pair| pair.split_once('='));
     pairs.map(|(name, value)| (name.trim(), value.trim()))
-}
-
-/// True for the session cookie's name, with or without the `__Host-` prefix.
-pub fn is_session_cookie(name: &str) -> bool {
-    name.strip_prefix(HOST_PREFIX).unwrap_or(name) == SESSION_COOKIE
 }
 
 /// A signed session value, `v2.<user>.<expiry>.<generation>.<id>.<name>`, read in place.

@@ -126,8 +126,12 @@ async fn run(
         wakeups: Arc::default(),
         shutdown: shutdown.clone(),
     });
-    let limits =
-        Arc::new(rate_limit::Limits::new(config.rate_per_session, config.rate_per_address, config.trusted_proxy));
+    let limits = Arc::new(rate_limit::Limits::new(
+        config.rate_per_session,
+        config.rate_per_address,
+        config.trusted_proxy,
+        state.secrets.clone(),
+    ));
     let tasks = spawn_background(&config, &state, &target, &limits).await?;
 
     let request_timeout = Duration::from_millis(config.request_timeout_ms);

@@ -1,16 +1,20 @@
-//! Who is calling, and rate limits on the calls a script would hammer (`grab`, `grab_result`, `sign_in`),
-//! per session and per client address: a caller over either answers 429
-//! `rate_limited` with `Retry-After`. The limits (requests per second, twice that in
-//! a burst) are far above what a shopper's clicks and result polls need.
+//! Who is calling, and rate limits on every API call, per signed-in shopper and per
+//! client address: a caller over either answers 429 `rate_limited` with `Retry-After`.
+//! The limits (requests per second, twice that in a burst) are far above what a
+//! shopper's clicks, result polls and page loads need.
 //!
-//! The client address is the socket's peer, or, when the peer is the trusted proxy
+//! Keys are values nobody can choose: the shopper is the user id of a session cookie
+//! whose signature holds and that was not ended (decoy cookies beside it are ignored);
+//! the address is the socket's peer or, when the peer is the trusted proxy
 //! (`SECKILL_TRUSTED_PROXY`), the last address that proxy appended to
-//! `X-Forwarded-For`: a header anyone else sends is ignored.
+//! `X-Forwarded-For` (every line of the header, in order; ports dropped; IPv4 written
+//! as IPv6 read as IPv4). An IPv6 caller is keyed by its /64, the block one
+//! subscriber gets. Memory is bounded whatever callers send: past [`MAX_KEYS`] keys in
+//! a limiter, new callers share one bucket until idle keys are forgotten.
 
 use crate::{
-    auth::session::{is_session_cookie, sent_cookies},
-    error::AppError,
-    error::ErrorCode,
+    auth::Secrets,
+    error::{AppError, ErrorCode},
     state::ClientIp,
 };
 use axum::{
@@ -23,79 +27,161 @@ use governor::{
     DefaultKeyedRateLimiter, Quota, RateLimiter,
 };
 use std::{
-    net::{IpAddr, SocketAddr},
+    hash::Hash,
+    net::{IpAddr, Ipv6Addr, SocketAddr},
     num::NonZeroU32,
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        Arc,
+    },
     time::Duration,
 };
 
-/// The calls limited: the sale's own routes (what a storm sends) and signing in.
+/// Most keys one limiter holds (about 100 bytes each).
+pub const MAX_KEYS: usize = 100_000;
+/// Least time between two clean-ups forced by a full limiter.
+const CLEAN_UP_EVERY_MS: u64 = 1_000;
+
+/// The calls limited: every API call (the shop page and static files are not).
 fn is_limited(path: &str) -> bool {
-    crate::sale::routes::is_own(path) || path == <crate::auth::api::SignIn as server_fn::ServerFn>::PATH
+    path.starts_with("/api/")
 }
 
 /// This process's limits and what each key has used of them.
 pub struct Limits {
-    per_session: Option<DefaultKeyedRateLimiter<String>>,
-    per_address: Option<DefaultKeyedRateLimiter<IpAddr>>,
+    per_user: Option<Keyed<i64>>,
+    per_address: Option<Keyed<IpAddr>>,
     trusted_proxy: Option<IpAddr>,
+    /// Verifies session cookies (the per-user key).
+    secrets: Arc<Secrets>,
+    /// Made once: making one calibrates it.
     clock: DefaultClock,
+}
+
+/// One keyed limiter with a bound on its keys.
+struct Keyed<K: Hash + Eq + Clone> {
+    limiter: DefaultKeyedRateLimiter<K>,
+    /// The key every new caller shares while the limiter is full.
+    overflow: K,
+    max_keys: usize,
+    /// When a full limiter last forgot its idle keys (ms since the limiter began).
+    cleaned_at: AtomicU64,
+    started: std::time::Instant,
+}
+
+impl<K: Hash + Eq + Clone> Keyed<K> {
+    fn new(per_second: u32, overflow: K, max_keys: usize) -> Option<Self> {
+        let limiter = RateLimiter::keyed(quota(per_second)?);
+        let started = std::time::Instant::now();
+        Some(Self { limiter, overflow, max_keys, cleaned_at: AtomicU64::new(0), started })
+    }
+
+    /// `Err(wait)` when `key` must wait. A full limiter first forgets idle keys (at most
+    /// once a second); still full, it puts the caller in the shared overflow bucket.
+    fn check(&self, key: &K, clock: &DefaultClock) -> Result<(), Duration> {
+        let key = if self.limiter.len() < self.max_keys || self.clean_up() { key } else { &self.overflow };
+        let now = clock.now();
+        self.limiter.check_key(key).map_err(|n| n.wait_time_from(now))
+    }
+
+    /// Forgets idle keys unless done within the last second; true when there is room.
+    fn clean_up(&self) -> bool {
+        let now = self.started.elapsed().as_millis() as u64;
+        let last = self.cleaned_at.load(Ordering::Relaxed);
+        if now.saturating_sub(last) >= CLEAN_UP_EVERY_MS
+            && self.cleaned_at.compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed).is_ok()
+        {
+            self.forget_idle();
+        }
+        self.limiter.len() < self.max_keys
+    }
+
+    fn forget_idle(&self) {
+        self.limiter.retain_recent();
+        self.limiter.shrink_to_fit();
+    }
 }
 
 impl Limits {
     /// `0` turns a limit off (load tests from one address need that).
-    pub fn new(per_session: u32, per_address: u32, trusted_proxy: Option<IpAddr>) -> Self {
+    pub fn new(per_session: u32, per_address: u32, trusted_proxy: Option<IpAddr>, secrets: Arc<Secrets>) -> Self {
+        Self::bounded(per_session, per_address, trusted_proxy, secrets, MAX_KEYS)
+    }
+
+    fn bounded(
+        per_session: u32,
+        per_address: u32,
+        trusted_proxy: Option<IpAddr>,
+        secrets: Arc<Secrets>,
+        max_keys: usize,
+    ) -> Self {
         Self {
-            per_session: quota(per_session).map(RateLimiter::keyed),
-            per_address: quota(per_address).map(RateLimiter::keyed),
-            trusted_proxy,
+            per_user: Keyed::new(per_session, -1, max_keys),
+            per_address: Keyed::new(per_address, Ipv6Addr::UNSPECIFIED.into(), max_keys),
+            trusted_proxy: trusted_proxy.map(|p| p.to_canonical()),
+            secrets,
             clock: DefaultClock::default(),
         }
     }
 
-    /// `Err(wait)` when this caller must wait before calling again. `session` is asked
-    /// for only when a per-session limit is set.
-    pub fn check(&self, session: impl FnOnce() -> Option<String>, address: IpAddr) -> Result<(), Duration> {
-        let now = self.clock.now();
+    /// `Err(wait)` when this caller must wait before calling again. The session is
+    /// verified only when a per-user limit is set.
+    fn check(&self, headers: &HeaderMap, address: IpAddr) -> Result<(), Duration> {
         if let Some(limiter) = &self.per_address {
-            limiter.check_key(&address).map_err(|n| n.wait_time_from(now))?;
+            limiter.check(&address_key(address), &self.clock)?;
         }
-        if let Some((limiter, session)) = self.per_session.as_ref().and_then(|l| Some((l, session()?))) {
-            limiter.check_key(&session).map_err(|n| n.wait_time_from(now))?;
+        if let Some(limiter) = &self.per_user {
+            if let Some(user_id) = self.secrets.session_user(headers) {
+                limiter.check(&user_id, &self.clock)?;
+            }
         }
         Ok(())
     }
 
     /// Forgets keys that have not called lately, so memory follows the active callers.
     pub fn forget_idle(&self) {
-        if let Some(l) = &self.per_session {
-            l.retain_recent();
-            l.shrink_to_fit();
+        if let Some(l) = &self.per_user {
+            l.forget_idle();
         }
         if let Some(l) = &self.per_address {
-            l.retain_recent();
-            l.shrink_to_fit();
+            l.forget_idle();
         }
     }
 
     /// Who is calling: the socket's peer, or the client the trusted proxy names.
     fn client(&self, peer: IpAddr, headers: &HeaderMap) -> IpAddr {
+        let peer = peer.to_canonical();
         if Some(peer) != self.trusted_proxy {
             return peer;
         }
-        let forwarded = headers.get("x-forwarded-for").and_then(|v| v.to_str().ok());
-        forwarded.and_then(|v| v.rsplit(',').next()).and_then(|a| a.trim().parse().ok()).unwrap_or(peer)
+        last_forwarded(headers).unwrap_or(peer)
+    }
+}
+
+/// The last address in `X-Forwarded-For` (all its lines, in order): the one the
+/// trusted proxy appended. `None` when it is missing or not an address.
+fn last_forwarded(headers: &HeaderMap) -> Option<IpAddr> {
+    let last_line = headers.get_all("x-forwarded-for").iter().next_back()?;
+    let entry = last_line.to_str().ok()?.rsplit(',').next()?.trim();
+    parse_address(entry).map(|a| a.to_canonical())
+}
+
+/// An address, with or without a port (`1.2.3.4`, `1.2.3.4:80`, `::1`, `[::1]:80`).
+fn parse_address(entry: &str) -> Option<IpAddr> {
+    entry.parse().ok().or_else(|| entry.parse::<SocketAddr>().ok().map(|s| s.ip()))
+}
+
+/// The key of an address: IPv4 as it is, IPv6 by its /64.
+fn address_key(address: IpAddr) -> IpAddr {
+    match address {
+        IpAddr::V4(_) => address,
+        IpAddr::V6(v6) => IpAddr::V6(Ipv6Addr::from(u128::from(v6) & !((1u128 << 64) - 1))),
     }
 }
 
 fn quota(per_second: u32) -> Option<Quota> {
     NonZeroU32::new(per_second)
         .map(|r| Quota::per_second(r).allow_burst(r.saturating_mul(NonZeroU32::MIN.saturating_add(1))))
-}
-
-/// The session cookie's value as sent (signed or not: an unsigned one is refused later,
-/// and rotating forged values only meets the per-address limit).
-fn session_of(headers: &HeaderMap) -> Option<String> {
-    sent_cookies(headers).find(|(name, _)| is_session_cookie(name)).map(|(_, value)| value.to_owned())
 }
 
 /// Records who is calling (for the handlers, as [`ClientIp`]), then holds back a
@@ -106,7 +192,7 @@ pub fn admit(limits: &Limits, peer: SocketAddr, req: &mut Request) -> Result<(),
     if !is_limited(req.uri().path()) {
         return Ok(());
     }
-    limits.check(|| session_of(req.headers()), client)
+    limits.check(req.headers(), client)
 }
 
 /// The 429 `rate_limited` answer, with `Retry-After` in whole seconds.
@@ -121,36 +207,103 @@ pub fn refusal(wait: Duration) -> Response {
 mod tests {
     use super::*;
 
+    fn secrets() -> Arc<Secrets> {
+        Arc::new(Secrets::new(None, "a-test-admin-token".into(), false).unwrap())
+    }
+
+    fn with_cookie(cookie: &str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::COOKIE, HeaderValue::from_str(cookie).unwrap());
+        headers
+    }
+
     #[test]
     fn a_burst_passes_and_a_hammer_is_stopped() {
-        let limits = Limits::new(2, 0, None);
+        let secrets = secrets();
+        let limits = Limits::new(2, 0, None, secrets.clone());
         let me: IpAddr = [127, 0, 0, 1].into();
+        let session = |user| with_cookie(secrets.session_cookie(user, "ann", 0).split(';').next().unwrap());
         for _ in 0..4 {
-            assert_eq!(limits.check(|| Some("s1".into()), me), Ok(()), "a burst of twice the rate passes");
+            assert_eq!(limits.check(&session(1), me), Ok(()), "a burst of twice the rate passes");
         }
-        let wait = limits.check(|| Some("s1".into()), me).unwrap_err();
+        let wait = limits.check(&session(1), me).unwrap_err();
         assert!(wait > Duration::ZERO && wait <= Duration::from_secs(1));
-        assert_eq!(limits.check(|| Some("s2".into()), me), Ok(()), "another session has its own allowance");
-        assert_eq!(limits.check(|| None, me), Ok(()), "no session, no per-session limit");
-        let off = Limits::new(0, 0, None);
-        assert!((0..10_000).all(|_| off.check(|| Some("s".into()), me).is_ok()), "0 turns limits off");
+        assert_eq!(limits.check(&session(2), me), Ok(()), "another shopper has their own allowance");
+        assert_eq!(limits.check(&HeaderMap::new(), me), Ok(()), "no session, no per-shopper limit");
+        let off = Limits::new(0, 0, None, secrets.clone());
+        assert!((0..10_000).all(|_| off.check(&session(1), me).is_ok()), "0 turns limits off");
+    }
+
+    /// A decoy cookie beside the real one (or many, each new) gets no fresh allowance:
+    /// the key is the verified shopper, whatever else the request carries.
+    #[test]
+    fn decoy_cookies_do_not_reset_a_shoppers_allowance() {
+        let secrets = secrets();
+        let limits = Limits::new(5, 0, None, secrets.clone());
+        let real = secrets.session_cookie(1, "ann", 0).split(';').next().unwrap().to_owned();
+        let me: IpAddr = [127, 0, 0, 1].into();
+        let refused = (0..60)
+            .filter(|i| limits.check(&with_cookie(&format!("seckill_session=decoy{i}; {real}")), me).is_err())
+            .count();
+        assert_eq!(refused, 50, "ten pass (a burst of twice five), fifty are refused");
     }
 
     #[test]
-    fn only_the_trusted_proxy_names_the_client() {
+    fn only_the_trusted_proxy_names_the_client_with_its_last_entry() {
         let proxy: IpAddr = [10, 0, 0, 1].into();
-        let limits = Limits::new(0, 1, Some(proxy));
+        let limits = Limits::new(0, 1, Some(proxy), secrets());
         let mut headers = HeaderMap::new();
-        headers.insert("x-forwarded-for", HeaderValue::from_static("1.2.3.4, 5.6.7.8"));
+        // A client's own line first, the proxy's appended line last.
+        headers.append("x-forwarded-for", HeaderValue::from_static("6.6.6.6"));
+        headers.append("x-forwarded-for", HeaderValue::from_static("1.2.3.4, 5.6.7.8:4711"));
         assert_eq!(limits.client(proxy, &headers), "5.6.7.8".parse::<IpAddr>().unwrap());
+        // The proxy seen through an IPv6 listener, naming an IPv6 client with a port.
+        let mapped: IpAddr = "::ffff:10.0.0.1".parse().unwrap();
+        let mut v6 = HeaderMap::new();
+        v6.insert("x-forwarded-for", HeaderValue::from_static("[2001:db8::7]:443"));
+        assert_eq!(limits.client(mapped, &v6), "2001:db8::7".parse::<IpAddr>().unwrap());
         let stranger: IpAddr = [9, 9, 9, 9].into();
         assert_eq!(limits.client(stranger, &headers), stranger, "a header from anyone else is ignored");
+        let mut junk = HeaderMap::new();
+        junk.insert("x-forwarded-for", HeaderValue::from_static("not an address"));
+        assert_eq!(limits.client(proxy, &junk), proxy);
     }
 
     #[test]
-    fn the_session_cookie_is_found_among_others() {
-        let mut headers = HeaderMap::new();
-        headers.insert(header::COOKIE, HeaderValue::from_static("a=1; __Host-seckill_session=abc; b=2"));
-        assert_eq!(session_of(&headers).as_deref(), Some("abc"));
+    fn ipv6_callers_share_their_64_and_ipv4_mapped_ones_are_ipv4() {
+        let a: IpAddr = "2001:db8:1:2:aaaa::1".parse().unwrap();
+        let b: IpAddr = "2001:db8:1:2:bbbb::2".parse().unwrap();
+        assert_eq!(address_key(a), address_key(b));
+        assert_ne!(address_key(a), address_key("2001:db8:1:3::1".parse().unwrap()));
+        let limits = Limits::new(0, 1, None, secrets());
+        let mapped: IpAddr = "::ffff:1.2.3.4".parse().unwrap();
+        assert_eq!(limits.client(mapped, &HeaderMap::new()), "1.2.3.4".parse::<IpAddr>().unwrap());
+    }
+
+    /// A million distinct addresses (an attacker's IPv6 block, or forged entries) never
+    /// hold more than the bound (and the shared overflow key); while the limiter is
+    /// full, new callers share the overflow bucket.
+    #[test]
+    fn a_million_distinct_callers_hold_bounded_memory() {
+        let limits = Limits::bounded(0, 1_000, None, secrets(), 10_000);
+        let headers = HeaderMap::new();
+        let keyed = limits.per_address.as_ref().unwrap();
+        let mut most = 0;
+        for i in 0..1_000_000u32 {
+            let _ = limits.check(&headers, IpAddr::V4(i.into()));
+            if i % 1_000 == 0 {
+                most = most.max(keyed.limiter.len());
+            }
+        }
+        assert!(most <= 10_001, "{most} keys held");
+        // Full, and its keys busy: a new caller lands in the overflow bucket, which the
+        // burst of new callers has spent.
+        let full = Limits::bounded(0, 1, None, secrets(), 10);
+        for i in 0..10u32 {
+            assert!(full.check(&headers, IpAddr::V4(i.into())).is_ok());
+        }
+        assert!(full.check(&headers, IpAddr::V4(100.into())).is_ok(), "the first newcomer uses the overflow bucket");
+        assert!(full.check(&headers, IpAddr::V4(101.into())).is_ok(), "its burst of two");
+        assert!(full.check(&headers, IpAddr::V4(102.into())).is_err(), "then newcomers wait together");
     }
 }

@@ -224,8 +224,8 @@ async fn rate_limits_stop_a_hammering_session_and_address() {
     app.stop().await;
 
     let app = TestApp::with(Options::default().with(|c| c.rate_per_address = 3)).await;
-    let answers =
-        futures::future::join_all((0..20).map(|i| app.call("sign_in", json!({ "name": format!("n{i}") }), &[]))).await;
+    let sign_in = |i| json!({ "name": format!("n{i}"), "password": "a guessed password" });
+    let answers = futures::future::join_all((0..20).map(|i| app.call("sign_in", sign_in(i), &[]))).await;
     assert!(
         answers.iter().any(|(s, b)| *s == 429 && code(b) == "rate_limited"),
         "one address signing in 20 names at once"

@@ -7,6 +7,10 @@ use std::net::SocketAddr;
 #[derive(Parser, Clone, Debug)]
 #[command(name = "seckill", version, about)]
 pub struct Config {
+    /// What to do instead of serving: manage operators.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+
     /// Address to listen on. Defaults to `site-addr` in Cargo.toml (127.0.0.1:3000).
     #[arg(long = "addr", env = "LEPTOS_SITE_ADDR")]
     pub site_addr: Option<SocketAddr>,
@@ -176,6 +180,27 @@ pub struct Config {
     /// sharing one machine should share its cores: cores / processes each.
     #[arg(long, env = "SECKILL_THREADS")]
     pub threads: Option<usize>,
+}
+
+/// A command run instead of serving, against the configured database.
+#[derive(clap::Subcommand, Clone, Debug)]
+pub enum Command {
+    /// Operator accounts (they sign in on the admin page by name and password).
+    #[command(subcommand)]
+    Operator(OperatorCommand),
+}
+
+#[derive(clap::Subcommand, Clone, Debug)]
+pub enum OperatorCommand {
+    /// Adds an operator. The password is asked for without echo on a terminal, or read
+    /// as one line from standard input.
+    Add {
+        /// The operator's name (1–32 characters).
+        name: String,
+        /// `operator` runs sales; `admin` also adds operators.
+        #[arg(long, default_value = "operator", value_parser = ["operator", "admin"])]
+        role: String,
+    },
 }
 
 /// Shortest admin token accepted: it is the only key to the admin door.

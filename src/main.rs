@@ -1,4 +1,5 @@
-//! The `seckill` server: parse settings, then serve until Ctrl-C or SIGTERM.
+//! The `seckill` server: parse settings, then serve until Ctrl-C or SIGTERM (or run a
+//! command instead: `seckill operator add NAME`).
 //! Start-up order (Redis, database, migrations, warm-up, worker, HTTP) is in
 //! [`seckill::server::serve`].
 
@@ -27,7 +28,16 @@ async fn run() -> std::process::ExitCode {
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,sqlx=warn".into()),
         )
         .init();
-    let config = Config::parse();
+    let mut config = Config::parse();
+    if let Some(command) = config.command.take() {
+        return match server::cli::run(config, command).await {
+            Ok(said) => {
+                println!("{said}");
+                std::process::ExitCode::SUCCESS
+            }
+            Err(e) => fail(e.to_string()),
+        };
+    }
     let leptos = match server::site::options() {
         Ok(options) => options,
         Err(e) => return fail(e),

@@ -1,4 +1,5 @@
 import { expect, test } from '@playwright/test';
+import { adminToken } from '../playwright.config';
 import { open, PASSWORD, signUp, uniqueTitle } from './helpers';
 
 test('a shopper signs up, signs out, and signs back in with the password only', async ({ page }) => {
@@ -49,4 +50,28 @@ test('a new password signs the account out in every other browser', async ({ pag
   await expect(phone.locator('body[data-hydrated="true"]')).toBeAttached();
   await expect(phone.getByLabel('Your name')).toBeVisible();
   await other.close();
+});
+
+test('an operator signs in on the admin page by name and password', async ({ page, request }) => {
+  const name = uniqueTitle('op').slice(0, 32);
+  const password = 'an operator password';
+  const added = await request.post('/api/add_operator', {
+    headers: { Authorization: `Bearer ${adminToken}` },
+    data: { name, password, role: 'operator' },
+  });
+  expect(added.status()).toBe(200);
+
+  await open(page, '/admin');
+  await page.getByLabel('Operator name').fill(name);
+  await page.getByLabel('Operator password').fill('not the operator password');
+  await page.getByRole('button', { name: 'Sign in', exact: true }).click();
+  await expect(page.getByRole('form', { name: 'Operator sign-in' }).getByRole('alert')).toHaveText(
+    'Wrong name or password.',
+  );
+  await page.getByLabel('Operator password').fill(password);
+  await page.getByRole('button', { name: 'Sign in', exact: true }).click();
+  await expect(page.getByText(`Signed in as ${name} (operator)`)).toBeVisible();
+  await expect(page.getByRole('form', { name: 'New voucher' })).toBeVisible();
+  // Adding operators is for admins.
+  await expect(page.getByText('Operators', { exact: true })).toHaveCount(0);
 });

@@ -43,7 +43,7 @@ export async function signUp(page: Page, name: string, password: string = PASSWO
 /** Opens the admin page and submits the token. */
 export async function submitToken(page: Page, token: string = adminToken): Promise<void> {
   await open(page, '/admin');
-  await page.getByLabel('Admin token').fill(token);
+  await page.getByLabel('Admin token', { exact: true }).fill(token);
   await page.getByRole('button', { name: 'Unlock' }).click();
 }
 

@@ -18,7 +18,8 @@ test('admin creates and warms a voucher, and sees its numbers', async ({ page })
 
 test('admin page refuses a wrong token', async ({ page }) => {
   await submitToken(page, 'not-the-token');
-  await expect(page.getByRole('alert')).toHaveText('This needs the admin token.');
+  const tokenForm = page.getByRole('form', { name: 'Unlock with the admin token' });
+  await expect(tokenForm.getByRole('alert')).toHaveText('This needs the admin token.');
 });
 
 test('shopper grabs, sees success, and a second grab says already bought', async ({ page, request }) => {

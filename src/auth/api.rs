@@ -1,8 +1,9 @@
 //! Account endpoints: `/api/sign_up`, `/api/sign_in`, `/api/change_password`,
-//! `/api/sign_out`, `/api/sign_out_everywhere`, `/api/me`, `/api/admin_sign_in`,
-//! `/api/admin_status`.
+//! `/api/sign_out`, `/api/sign_out_everywhere`, `/api/me`; the operators' own:
+//! `/api/operator_sign_in`, `/api/admin_sign_in` (the token), `/api/add_operator`,
+//! `/api/operator_me`, `/api/admin_status`.
 
-use super::User;
+use super::{Operator, Role, User};
 use crate::error::AppResult;
 use leptos::prelude::*;
 use server_fn::codec::Json;
@@ -11,8 +12,8 @@ use server_fn::codec::Json;
 use {
     super::{
         attempts::{self, Target},
-        password,
-        session::{current_session, require_admin, set_cookie, Session, SESSION_SECS},
+        operators, password,
+        session::{current_session, require_admin_role, require_operator, set_cookie, Actor, Session, SESSION_SECS},
         store, validate_name,
     },
     crate::{
@@ -112,14 +113,60 @@ pub async fn admin_sign_in(token: String) -> AppResult<()> {
         return Err(ErrorCode::AdminRequired.into());
     }
     attempts::succeeded(&state.backend, &Target::AdminToken, address).await?;
-    set_cookie(&state.secrets.admin_cookie())
+    set_cookie(&state.secrets.admin_cookie(&Actor::Token))
 }
 
-/// True when this browser holds the admin cookie (or the call carries the token).
+/// Signs an operator in by name and password and sets the admin cookie, which names
+/// them. Wrong name or password: `bad_credentials`; guesses are limited as shoppers'.
+#[server(prefix = "/api", endpoint = "operator_sign_in", input = Json)]
+pub async fn operator_sign_in(name: String, password: String) -> AppResult<Operator> {
+    let name = validate_name(&name)?;
+    if password.chars().count() > password::MAX_CHARS {
+        return Err(AppError::invalid(format!("A password has at most {} characters.", password::MAX_CHARS)));
+    }
+    let state = expect_context::<AppState>();
+    let (target, address) = (Target::Operator(&name), client_address());
+    attempts::begin(&state.backend, &target, address).await?;
+    let operator = operators::by_name(&state.backend.db, &name).await?;
+    let matches = state.hasher.verify(password, operator.as_ref().map(|o| o.password_hash.clone())).await?;
+    let Some(operator) = operator.filter(|_| matches) else { return Err(ErrorCode::BadCredentials.into()) };
+    attempts::succeeded(&state.backend, &target, address).await?;
+    let actor = Actor::Operator { id: operator.id, name: operator.name.clone(), role: operator.role };
+    set_cookie(&state.secrets.admin_cookie(&actor))?;
+    tracing::info!(%actor, "operator signed in");
+    Ok(Operator { name: operator.name, role: operator.role })
+}
+
+/// Adds an operator (admins only): a name (1–32 characters), a password (as a
+/// shopper's) and a role, `operator` or `admin`. A name taken answers `name_taken`.
+#[server(prefix = "/api", endpoint = "add_operator", input = Json)]
+pub async fn add_operator(name: String, password: String, role: Role) -> AppResult<Operator> {
+    let state = expect_context::<AppState>();
+    let actor = require_admin_role(&state.secrets)?;
+    let name = validate_name(&name)?;
+    password::check_new(&password)?;
+    if operators::by_name(&state.backend.db, &name).await?.is_some() {
+        return Err(ErrorCode::NameTaken.into());
+    }
+    let hash = state.hasher.hash(password).await?;
+    operators::create(&state.backend.db, &name, &hash, role).await?.ok_or(ErrorCode::NameTaken)?;
+    tracing::info!(%actor, operator = %name, role = role.as_str(), "operator added");
+    Ok(Operator { name, role })
+}
+
+/// The operator running this browser's admin page (`token` for the admin token), or
+/// `null`.
+#[server(prefix = "/api", endpoint = "operator_me", input = Json)]
+pub async fn operator_me() -> AppResult<Option<Operator>> {
+    let state = expect_context::<AppState>();
+    Ok(require_operator(&state.secrets).ok().map(|a| Operator { name: a.name().to_owned(), role: a.role() }))
+}
+
+/// True when this browser holds an admin cookie (or the call carries the token).
 #[server(prefix = "/api", endpoint = "admin_status", input = Json)]
 pub async fn admin_status() -> AppResult<bool> {
     let state = expect_context::<AppState>();
-    Ok(require_admin(&state.secrets).is_ok())
+    Ok(require_operator(&state.secrets).is_ok())
 }
 
 /// The session of the caller, or `not_signed_in`.

@@ -31,6 +31,8 @@ const WINDOW_MS: u64 = 24 * 3600 * 1000;
 pub enum Target<'a> {
     /// A shopper account, by the name given.
     Account(&'a str),
+    /// An operator account, by the name given.
+    Operator(&'a str),
     /// The admin token.
     AdminToken,
 }
@@ -39,6 +41,7 @@ impl Target<'_> {
     fn who(&self) -> String {
         match self {
             Self::Account(name) => format!("name:{name}"),
+            Self::Operator(name) => format!("op:{name}"),
             Self::AdminToken => "token".to_owned(),
         }
     }

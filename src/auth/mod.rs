@@ -10,6 +10,8 @@ pub mod attempts;
 #[cfg(feature = "ssr")]
 pub mod ended;
 #[cfg(feature = "ssr")]
+pub mod operators;
+#[cfg(feature = "ssr")]
 pub mod password;
 #[cfg(feature = "ssr")]
 pub mod session;
@@ -29,6 +31,36 @@ use serde::{Deserialize, Serialize};
 pub struct User {
     pub user_id: i64,
     pub name: String,
+}
+
+/// What an operator may do: `operator` runs sales; `admin` also adds operators.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    Operator,
+    Admin,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Operator => "operator",
+            Self::Admin => "admin",
+        }
+    }
+
+    #[cfg(feature = "ssr")]
+    pub fn from_name(name: &str) -> Option<Self> {
+        [Self::Operator, Self::Admin].into_iter().find(|r| r.as_str() == name)
+    }
+}
+
+/// Who is running the admin page: an operator by name, or `token` (the admin token,
+/// for bootstrap and automation, with the admin role).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Operator {
+    pub name: String,
+    pub role: Role,
 }
 
 /// Longest accepted shopper name, in characters.

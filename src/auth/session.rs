@@ -1,6 +1,6 @@
 //! Session cookies and the admin check (server only).
 
-use super::ended::Ended;
+use super::{ended::Ended, Role};
 use crate::error::{AppError, AppResult, ErrorCode};
 use axum::http::{header, request::Parts, HeaderMap, HeaderValue};
 use cookie::{Cookie, CookieJar, Key, SameSite};
@@ -35,6 +35,38 @@ pub struct Session {
     pub id: String,
     /// When its cookie expires (Unix seconds).
     pub expires: i64,
+}
+
+/// Who is making an admin call: the admin token (bootstrap and automation; recorded as
+/// `token`), or a named operator.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Actor {
+    Token,
+    Operator { id: i64, name: String, role: Role },
+}
+
+impl Actor {
+    /// The name an operator's actions are recorded under.
+    pub fn name(&self) -> &str {
+        match self {
+            Self::Token => "token",
+            Self::Operator { name, .. } => name,
+        }
+    }
+
+    /// The token has the admin role.
+    pub fn role(&self) -> Role {
+        match self {
+            Self::Token => Role::Admin,
+            Self::Operator { role, .. } => *role,
+        }
+    }
+}
+
+impl std::fmt::Display for Actor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 /// What signs sessions and opens the admin door.
@@ -90,17 +122,30 @@ impl Secrets {
         CookieJar::new().signed(&self.key).verify(Cookie::new(name.to_owned(), value.into_owned()))
     }
 
-    /// True when the headers carry the admin token (bearer, or an unexpired admin cookie).
-    pub fn is_admin(&self, headers: &HeaderMap) -> bool {
+    /// Who makes this admin call: the admin token (bearer, or the cookie it bought), or
+    /// the operator whose unexpired admin cookie it carries. A bearer token is all that
+    /// counts when one is sent.
+    pub fn actor(&self, headers: &HeaderMap) -> Option<Actor> {
         let bearer =
             headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
         if let Some(token) = bearer {
-            return self.token_matches(token.trim());
+            return self.token_matches(token.trim()).then_some(Actor::Token);
         }
         let jar = jar_of(headers);
-        let Some(cookie) = jar.private(&self.key).get(&self.name(ADMIN_COOKIE)) else { return false };
-        let Some((expires, token)) = cookie.value().split_once('.') else { return false };
-        unexpired(expires).is_some() && self.token_matches(token)
+        let cookie = jar.private(&self.key).get(&self.name(ADMIN_COOKIE))?;
+        let (kind, rest) = cookie.value().split_once('.')?;
+        let (expires, rest) = rest.split_once('.')?;
+        unexpired(expires)?;
+        match kind {
+            "tok" => self.token_matches(rest).then_some(Actor::Token),
+            "op" => {
+                let mut parts = rest.splitn(3, '.');
+                let id = parts.next()?.parse().ok()?;
+                let role = Role::from_name(parts.next()?)?;
+                Some(Actor::Operator { id, role, name: parts.next()?.to_owned() })
+            }
+            _ => None,
+        }
     }
 
     /// Compares in constant time, so the token cannot be guessed byte by byte.
@@ -120,10 +165,15 @@ impl Secrets {
         delta_header(&jar)
     }
 
-    /// A `Set-Cookie` value that lets this browser make admin calls.
-    pub fn admin_cookie(&self) -> String {
+    /// A `Set-Cookie` value that lets this browser make admin calls as `actor`. The
+    /// value is encrypted: nobody can read or change who it names. A token cookie
+    /// works as long as the token is unchanged.
+    pub fn admin_cookie(&self, actor: &Actor) -> String {
+        let value = match actor {
+            Actor::Token => format!("tok.{}.{}", expiry(ADMIN_SECS), self.admin_token),
+            Actor::Operator { id, name, role } => format!("op.{}.{id}.{}.{name}", expiry(ADMIN_SECS), role.as_str()),
+        };
         let mut jar = CookieJar::new();
-        let value = format!("{}.{}", expiry(ADMIN_SECS), self.admin_token);
         jar.private_mut(&self.key).add(self.cookie(ADMIN_COOKIE, value, ADMIN_SECS));
         delta_header(&jar)
     }
@@ -239,12 +289,18 @@ pub fn signed_in_user(secrets: &Secrets, headers: &HeaderMap) -> AppResult<i64> 
     secrets.session_user(headers).ok_or_else(|| ErrorCode::NotSignedIn.into())
 }
 
-/// Succeeds only for callers holding the admin token.
-pub fn require_admin(secrets: &Secrets) -> AppResult<()> {
-    if secrets.is_admin(&request_headers()) {
-        Ok(())
+/// The operator (or the admin token) making this call, or `admin_required`.
+pub fn require_operator(secrets: &Secrets) -> AppResult<Actor> {
+    secrets.actor(&request_headers()).ok_or_else(|| ErrorCode::AdminRequired.into())
+}
+
+/// As [`require_operator`], for what only the admin role may do.
+pub fn require_admin_role(secrets: &Secrets) -> AppResult<Actor> {
+    let actor = require_operator(secrets)?;
+    if actor.role() == Role::Admin {
+        Ok(actor)
     } else {
-        Err(ErrorCode::AdminRequired.into())
+        Err(AppError { code: ErrorCode::AdminRequired, message: "This needs an admin.".into() })
     }
 }
 
@@ -336,11 +392,15 @@ mod tests {
         let s = Secrets::new(Some(&"k".repeat(32)), "secret-token".into(), false).unwrap();
         let mut h = HeaderMap::new();
         h.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer secret-token"));
-        assert!(s.is_admin(&h));
+        assert_eq!(s.actor(&h), Some(Actor::Token));
         h.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer secret-tokem"));
-        assert!(!s.is_admin(&h));
-        assert!(!s.is_admin(&HeaderMap::new()));
-        assert!(s.is_admin(&headers_with_cookie(&s.admin_cookie())));
+        assert_eq!(s.actor(&h), None);
+        assert_eq!(s.actor(&HeaderMap::new()), None);
+        assert_eq!(s.actor(&headers_with_cookie(&s.admin_cookie(&Actor::Token))), Some(Actor::Token));
+        let op = Actor::Operator { id: 3, name: "Ops.Olga".into(), role: Role::Operator };
+        assert_eq!(s.actor(&headers_with_cookie(&s.admin_cookie(&op))), Some(op.clone()));
+        let other = Secrets::new(Some(&"k".repeat(32)), "another-token".into(), false).unwrap();
+        assert_eq!(other.actor(&headers_with_cookie(&s.admin_cookie(&Actor::Token))), None, "token changed");
         assert!(Secrets::new(Some("short"), "t".into(), false).is_err());
     }
 
@@ -350,7 +410,7 @@ mod tests {
         let set = s.session_cookie(7, "ann", 0);
         assert!(set.starts_with("__Host-seckill_session=") && set.contains("Secure"), "{set}");
         assert_eq!(s.session_user(&headers_with_cookie(&set)), Some(7));
-        assert!(s.is_admin(&headers_with_cookie(&s.admin_cookie())));
+        assert_eq!(s.actor(&headers_with_cookie(&s.admin_cookie(&Actor::Token))), Some(Actor::Token));
         let plain = Secrets::new(Some(&"k".repeat(32)), "secret-token".into(), false).unwrap();
         assert_eq!(plain.session_user(&headers_with_cookie(&set)), None, "names differ by mode");
 
@@ -360,8 +420,8 @@ mod tests {
         jar.signed_mut(&s.key).add(s.cookie(SESSION_COOKIE, stale, 3600));
         assert_eq!(s.session_user(&headers_with_cookie(&delta_header(&jar))), None);
         let mut jar = CookieJar::new();
-        let stale = format!("{}.secret-token", chrono::Utc::now().timestamp() - 1);
+        let stale = format!("tok.{}.secret-token", chrono::Utc::now().timestamp() - 1);
         jar.private_mut(&s.key).add(s.cookie(ADMIN_COOKIE, stale, 3600));
-        assert!(!s.is_admin(&headers_with_cookie(&delta_header(&jar))));
+        assert_eq!(s.actor(&headers_with_cookie(&delta_header(&jar))), None);
     }
 }

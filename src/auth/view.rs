@@ -2,8 +2,11 @@
 //! out here or everywhere) and the operator's token form.
 
 use super::{
-    api::{admin_sign_in, change_password, sign_in, sign_out, sign_out_everywhere, sign_up},
-    User,
+    api::{
+        add_operator, admin_sign_in, change_password, operator_me, operator_sign_in, sign_in, sign_out,
+        sign_out_everywhere, sign_up,
+    },
+    Role, User,
 };
 use leptos::prelude::*;
 
@@ -125,9 +128,102 @@ fn AccountMenu(user: RwSignal<Option<User>>) -> impl IntoView {
     }
 }
 
-/// Asks for the admin token and exchanges it for an admin cookie.
+/// The admin page's door: an operator signs in by name and password; the admin token
+/// (bootstrap, automation) opens it too.
 #[component]
 pub fn AdminUnlock(unlocked: RwSignal<bool>) -> impl IntoView {
+    let name = RwSignal::new(String::new());
+    let password = RwSignal::new(String::new());
+    let sign_in = Action::new(|(n, p): &(String, String)| operator_sign_in(n.clone(), p.clone()));
+    Effect::new(move |_| {
+        if let Some(Ok(_)) = sign_in.value().get() {
+            unlocked.set(true);
+        }
+    });
+    view! {
+        <form class="mb-4 flex flex-wrap items-end gap-3 rounded-lg bg-white p-4 shadow" aria-label="Operator sign-in"
+            on:submit=move |ev| {
+                ev.prevent_default();
+                sign_in.dispatch((name.get_untracked(), password.get_untracked()));
+            }>
+            <label class=FIELD>
+                "Operator name"
+                <input class=INPUT type="text" maxlength="32" autocomplete="username" required bind:value=name/>
+            </label>
+            <label class=FIELD>
+                "Operator password"
+                <input class=INPUT type="password" maxlength="128" autocomplete="current-password" required
+                    bind:value=password/>
+            </label>
+            <button class="rounded bg-slate-800 px-4 py-1 text-white" type="submit">"Sign in"</button>
+            <p role="alert" class="text-sm text-red-700">
+                {move || sign_in.value().get().and_then(Result::err).map(|e| e.message)}
+            </p>
+        </form>
+        <TokenUnlock unlocked/>
+    }
+}
+
+/// Who runs this admin page, and (for admins) the form that adds an operator.
+#[component]
+pub fn OperatorPanel() -> impl IntoView {
+    let me = Resource::new(|| (), |_| operator_me());
+    let who = move || me.get().and_then(Result::ok).flatten();
+    let is_admin = move || who().is_some_and(|o| o.role == Role::Admin);
+    view! {
+        <p class="mb-4 text-sm">
+            {move || who().map(|o| format!("Signed in as {} ({})", o.name, o.role.as_str()))}
+        </p>
+        <Show when=is_admin>
+            <AddOperator/>
+        </Show>
+    }
+}
+
+/// Adds an operator (admins).
+#[component]
+fn AddOperator() -> impl IntoView {
+    let name = RwSignal::new(String::new());
+    let password = RwSignal::new(String::new());
+    let admin = RwSignal::new(false);
+    let add = Action::new(|(n, p, admin): &(String, String, bool)| {
+        add_operator(n.clone(), p.clone(), if *admin { Role::Admin } else { Role::Operator })
+    });
+    let said = move || match add.value().get() {
+        Some(Ok(o)) => Some(format!("Added {} ({})", o.name, o.role.as_str())),
+        Some(Err(e)) => Some(e.message),
+        None => None,
+    };
+    view! {
+        <details class="mb-4 rounded-lg bg-white p-4 shadow">
+            <summary class="cursor-pointer font-semibold">"Operators"</summary>
+            <form class="mt-2 flex flex-wrap items-end gap-3" aria-label="Add operator" on:submit=move |ev| {
+                ev.prevent_default();
+                add.dispatch((name.get_untracked(), password.get_untracked(), admin.get_untracked()));
+            }>
+                <label class=FIELD>
+                    "New operator's name"
+                    <input class=INPUT type="text" maxlength="32" autocomplete="off" required bind:value=name/>
+                </label>
+                <label class=FIELD>
+                    "Their password"
+                    <input class=INPUT type="password" maxlength="128" autocomplete="new-password" required
+                        bind:value=password/>
+                </label>
+                <label class="flex items-center gap-1 text-sm">
+                    <input type="checkbox" bind:checked=admin/>
+                    "Admin (may add operators)"
+                </label>
+                <button class="rounded border px-3 py-1" type="submit">"Add operator"</button>
+                <p role="status">{said}</p>
+            </form>
+        </details>
+    }
+}
+
+/// Asks for the admin token and exchanges it for an admin cookie.
+#[component]
+fn TokenUnlock(unlocked: RwSignal<bool>) -> impl IntoView {
     let token = RwSignal::new(String::new());
     let unlock = Action::new(|t: &String| admin_sign_in(t.clone()));
     Effect::new(move |_| {
@@ -136,10 +232,11 @@ pub fn AdminUnlock(unlocked: RwSignal<bool>) -> impl IntoView {
         }
     });
     view! {
-        <form class="flex flex-wrap items-end gap-3 rounded-lg bg-white p-4 shadow" on:submit=move |ev| {
-            ev.prevent_default();
-            unlock.dispatch(token.get_untracked());
-        }>
+        <form class="flex flex-wrap items-end gap-3 rounded-lg bg-white p-4 shadow" aria-label="Unlock with the admin token"
+            on:submit=move |ev| {
+                ev.prevent_default();
+                unlock.dispatch(token.get_untracked());
+            }>
             <label class="flex flex-col text-sm">
                 "Admin token"
                 <input class="rounded border px-2 py-1" type="password" bind:value=token/>

@@ -41,7 +41,7 @@ pub async fn live(
             let first = latest.map(|s| s.to_string());
             sse(first, rx, |f| f.shop.clone(), &state.shutdown, slot).into_response()
         }
-        None if state.secrets.is_admin(&headers) => {
+        None if state.secrets.actor(&headers).is_some() => {
             let Some(slot) = slot() else { return AppError::new(ErrorCode::Unavailable).into_response() };
             let (hello, rx) = state.hub.subscribe_admin();
             sse(Some(hello), rx, |f| Some(f.admin.clone()), &state.shutdown, slot).into_response()

@@ -14,7 +14,7 @@ use {
         OrderStatus,
     },
     crate::{
-        auth::session::{require_admin, require_user},
+        auth::session::{require_operator, require_user},
         backend::{layout::DRAIN_GRACE_MS, Backend},
         error::{AppError, ErrorCode},
         orders::{results::StoredResult, GrabStatus},
@@ -83,7 +83,7 @@ pub async fn cancel_order(order_id: String) -> AppResult<Order> {
 #[server(prefix = "/api", endpoint = "list_orders", input = Json)]
 pub async fn list_orders(voucher_id: i64, status: Option<String>, limit: Option<i64>) -> AppResult<Vec<Order>> {
     let state = expect_context::<AppState>();
-    require_admin(&state.secrets)?;
+    require_operator(&state.secrets)?;
     let status = match status.as_deref() {
         None => None,
         Some(name) => Some(OrderStatus::parse(name).ok_or_else(|| {

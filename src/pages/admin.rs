@@ -2,7 +2,10 @@
 //! watch every sale live, and each voucher's orders.
 
 use crate::{
-    auth::{api::admin_status, view::AdminUnlock},
+    auth::{
+        api::admin_status,
+        view::{AdminUnlock, OperatorPanel},
+    },
     browser::every,
     live::view::LiveBoard,
     orders::view::VoucherOrders,
@@ -39,6 +42,7 @@ fn AdminBoard(unlocked: RwSignal<bool>) -> impl IntoView {
         vouchers.get().and_then(Result::ok).unwrap_or_default().into_iter().map(|v| (v.id, v.title)).collect()
     });
     view! {
+        <OperatorPanel/>
         <CreateVoucher refresh/>
         <LiveBoard titles unlocked/>
         <h2 class="mb-2 mt-6 text-xl font-semibold">"Vouchers"</h2>

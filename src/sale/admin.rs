@@ -10,7 +10,7 @@ use server_fn::codec::Json;
 use {
     super::warm,
     crate::{
-        auth::session::require_admin,
+        auth::session::require_operator,
         bus::SaleEvent,
         error::ErrorCode,
         state::AppState,
@@ -21,25 +21,25 @@ use {
     },
 };
 
-/// Creates a voucher and warms it into Redis (admin). Times are RFC 3339.
+/// Creates a voucher and warms it into Redis (operators). Times are RFC 3339.
 #[server(prefix = "/api", endpoint = "create_voucher", input = Json)]
 pub async fn create_voucher(title: String, stock: i64, begins_at: String, ends_at: String) -> AppResult<Voucher> {
     let state = expect_context::<AppState>();
-    require_admin(&state.secrets)?;
+    let actor = require_operator(&state.secrets)?;
     let new = NewVoucher::parse(&title, stock, &begins_at, &ends_at, chrono::Utc::now())?;
     let row = store::insert(&state.backend.db, &new).await?;
     warm::warm(&state.backend, &row).await?;
     changed(&state, row.id).await;
-    tracing::info!(voucher = row.id, stock = row.stock, "voucher created");
+    tracing::info!(voucher = row.id, stock = row.stock, %actor, "voucher created");
     Ok(to_voucher(&row, row.stock_left))
 }
 
-/// Loads a voucher into Redis (admin). Idempotent: stock Redis already holds is never
+/// Loads a voucher into Redis (operators). Idempotent: stock Redis already holds is never
 /// reset; when Redis lost it, stock and buyers are rebuilt from the database.
 #[server(prefix = "/api", endpoint = "warm_up", input = Json)]
 pub async fn warm_up(voucher_id: i64) -> AppResult<Voucher> {
     let state = expect_context::<AppState>();
-    require_admin(&state.secrets)?;
+    require_operator(&state.secrets)?;
     let row = store::get(&state.backend.db, voucher_id).await?.ok_or(ErrorCode::UnknownVoucher)?;
     warm::warm(&state.backend, &row).await?;
     changed(&state, row.id).await;

@@ -3,6 +3,7 @@
 
 mod api_guard;
 pub mod child;
+pub mod cli;
 mod http;
 pub mod local_redis;
 pub mod ops;

@@ -128,3 +128,87 @@ async fn guesses_at_an_account_are_limited_across_processes() {
     b.stop().await;
     a.stop().await;
 }
+
+/// An admin call as the holder of `cookie`: status and body.
+async fn as_operator(app: &TestApp, cookie: &str, call: &str, body: Value) -> (u16, Value) {
+    let (status, body) = app.call(call, body, &[("cookie", cookie)]).await;
+    (status.as_u16(), body)
+}
+
+/// The admin cookie an operator's sign-in sets (or the refusal).
+async fn operator_sign_in(app: &TestApp, name: &str, password: &str) -> Result<String, (u16, Value)> {
+    let res = app.http.post(format!("{}/api/operator_sign_in", app.base));
+    let res = res.json(&json!({ "name": name, "password": password })).send().await.unwrap();
+    let status = res.status().as_u16();
+    let cookie = res.headers().get("set-cookie").map(|c| c.to_str().unwrap().split(';').next().unwrap().to_owned());
+    let body: Value = res.json().await.unwrap();
+    cookie.filter(|_| status == 200).ok_or((status, body))
+}
+
+/// Operators are named and have roles: the token (bootstrap) adds an admin, who adds
+/// an operator; an operator runs sales but cannot add operators; shopper accounts are
+/// not operator accounts.
+#[tokio::test]
+async fn named_operators_with_roles() {
+    let app = TestApp::spawn().await;
+    let olga = json!({ "name": "olga", "password": "olga's operator password", "role": "admin" });
+    assert_eq!(app.admin("add_operator", olga).await, json!({ "name": "olga", "role": "admin" }));
+    let olga = operator_sign_in(&app, "olga", "olga's operator password").await.unwrap();
+    assert_eq!(as_operator(&app, &olga, "operator_me", json!({})).await.1, json!({ "name": "olga", "role": "admin" }));
+
+    let otto = json!({ "name": "otto", "password": "otto's operator password", "role": "operator" });
+    assert_eq!(as_operator(&app, &olga, "add_operator", otto.clone()).await.0, 200);
+    assert_eq!(code(&as_operator(&app, &olga, "add_operator", otto).await.1), "name_taken");
+    let otto = operator_sign_in(&app, "otto", "otto's operator password").await.unwrap();
+    let when = |s: i64| (chrono::Utc::now() + chrono::Duration::seconds(s)).to_rfc3339();
+    let voucher = json!({ "title": "Otto's", "stock": 3, "begins_at": when(-5), "ends_at": when(600) });
+    assert_eq!(as_operator(&app, &otto, "create_voucher", voucher).await.0, 200, "an operator runs sales");
+    let eve = json!({ "name": "eve", "password": "eve's operator password", "role": "admin" });
+    let (status, body) = as_operator(&app, &otto, "add_operator", eve).await;
+    assert_eq!((status, code(&body)), (401, "admin_required"), "only admins add operators: {body}");
+
+    // Wrong passwords, unknown operators and shoppers' accounts are refused alike.
+    let shopper = app.sign_in("sam").await;
+    for (name, password) in [("otto", "not otto's password"), ("nobody", "whatever it is"), ("sam", PASSWORD)] {
+        let (status, body) = operator_sign_in(&app, name, password).await.unwrap_err();
+        assert_eq!((status, code(&body)), (401, "bad_credentials"), "{name}");
+    }
+    let (status, body) = as_operator(&app, &shopper.cookie, "list_orders", json!({ "voucher_id": 1 })).await;
+    assert_eq!((status, code(&body)), (401, "admin_required"), "a shopper's session is no operator's");
+    app.stop().await;
+}
+
+/// `seckill operator add NAME` makes an operator in the configured database, the
+/// password read from standard input; the running server signs them in.
+#[tokio::test]
+async fn the_command_line_adds_an_operator() {
+    use tokio::io::AsyncWriteExt;
+    let app = TestApp::spawn().await;
+    let add = |name: &'static str, password: &'static str| {
+        let database_url = app.database_url.clone();
+        async move {
+            let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_seckill"))
+                .args(["operator", "add", name, "--role", "admin"])
+                .env("DATABASE_URL", database_url)
+                .env("SECKILL_PASSWORD_MEMORY_KIB", crate::support::TEST_PASSWORD_COST.0.to_string())
+                .env("SECKILL_PASSWORD_ITERATIONS", crate::support::TEST_PASSWORD_COST.1.to_string())
+                .env("RUST_LOG", "error")
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            child.stdin.take().unwrap().write_all(format!("{password}\n").as_bytes()).await.unwrap();
+            let out = tokio::time::timeout(SOON, child.wait_with_output()).await.unwrap().unwrap();
+            let said = String::from_utf8_lossy(if out.status.success() { &out.stdout } else { &out.stderr });
+            (out.status.success(), said.trim().to_owned())
+        }
+    };
+    assert_eq!(add("cli-olga", "olga set this one up").await, (true, "operator cli-olga added (admin)".into()));
+    let (ok, said) = add("cli-olga", "another good password").await;
+    assert!(!ok && said.contains("exists already"), "{said}");
+    let (ok, said) = add("cli-weak", "password1").await;
+    assert!(!ok && said.contains("most common"), "{said}");
+    assert!(operator_sign_in(&app, "cli-olga", "olga set this one up").await.is_ok());
+    app.stop().await;
+}

@@ -15,6 +15,12 @@ fn endpoints() -> Vec<(&'static str, Vec<(&'static str, Value)>)> {
         ("me", vec![]),
         ("admin_sign_in", vec![("token", json!("not-the-token-at-all"))]),
         ("admin_status", vec![]),
+        ("operator_sign_in", vec![("name", json!("nobody")), ("password", json!("a hostile password"))]),
+        (
+            "add_operator",
+            vec![("name", json!("hostile-op")), ("password", json!("a hostile password")), ("role", json!("operator"))],
+        ),
+        ("operator_me", vec![]),
         (
             "create_voucher",
             vec![("title", json!("t")), ("stock", json!(5)), ("begins_at", when(0)), ("ends_at", when(60))],

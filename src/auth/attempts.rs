@@ -10,10 +10,12 @@
 //! `Retry-After`). The same makes an account easy to lock for a while by guessing at it:
 //! the waits stay short (at most [`LONGEST_WAIT_MS`]).
 
+use super::Secrets;
 use crate::{
     backend::{layout::attempts_counter, Backend},
     error::{AppError, AppResult},
 };
+use axum::http::{header, HeaderMap};
 use std::{net::IpAddr, time::Duration};
 
 /// Free attempts at one account, and from one address, before waits begin.
@@ -48,9 +50,18 @@ impl Target<'_> {
 }
 
 /// Counts one check of `target`'s credentials from `address`, or refuses it with
-/// `rate_limited` and how long to wait. The address goes first: an address that must
-/// wait does not use up the account's attempts.
+/// `rate_limited` and how long to wait (also in `Retry-After`).
 pub async fn begin(backend: &Backend, target: &Target<'_>, address: IpAddr) -> AppResult<()> {
+    match wait(backend, target, address).await? {
+        Some(wait) => Err(AppError::rate_limited(wait)),
+        None => Ok(()),
+    }
+}
+
+/// Counts one check, or says how long the caller must wait first (counting nothing).
+/// The address goes first: an address that must wait does not use up the account's
+/// attempts.
+async fn wait(backend: &Backend, target: &Target<'_>, address: IpAddr) -> redis::RedisResult<Option<Duration>> {
     let address_key = attempts_counter(&backend.namespace, &format!("addr:{address}"));
     let account_key = attempts_counter(&backend.namespace, &target.who());
     for (key, free) in [(address_key, PER_ADDRESS), (account_key, PER_ACCOUNT)] {
@@ -66,10 +77,10 @@ pub async fn begin(backend: &Backend, target: &Target<'_>, address: IpAddr) -> A
             .await?;
         if wait > 0 {
             metrics::counter!("seckill_credential_checks_refused_total").increment(1);
-            return Err(AppError::rate_limited(Duration::from_millis(wait)));
+            return Ok(Some(Duration::from_millis(wait)));
         }
     }
-    Ok(())
+    Ok(None)
 }
 
 /// The credentials were right: the account's count starts again, and the address's
@@ -89,4 +100,22 @@ pub async fn succeeded(backend: &Backend, target: &Target<'_>, address: IpAddr) 
         .query_async(&mut redis)
         .await?;
     Ok(())
+}
+
+/// A bearer token that is not the admin token is a guess at it, counted as a wrong
+/// `admin_sign_in` is: past the free guesses, such calls must wait (`Some`: how long)
+/// instead of being checked. The right token is never held up (automation keeps
+/// working while someone guesses).
+pub async fn bearer_wait(
+    backend: &Backend,
+    secrets: &Secrets,
+    headers: &HeaderMap,
+    address: IpAddr,
+) -> redis::RedisResult<Option<Duration>> {
+    let bearer =
+        headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
+    match bearer {
+        Some(token) if !secrets.token_matches(token.trim()) => wait(backend, &Target::AdminToken, address).await,
+        _ => Ok(None),
+    }
 }

@@ -3,6 +3,7 @@
 //! ([`rate_limit`]), serves at most so many requests at once (more answer 503
 //! `unavailable` at once) and each within the request timeout (then 503), and for
 //! `/api/...` calls applies the API's own rules:
+//! - a wrong admin token (bearer) is a guess, limited as passwords are (`auth::attempts`);
 //! - a state-changing call must carry JSON and come from this site, so a cross-site
 //!   form (which can send `text/plain` or a form body, with the shopper's cookies) can
 //!   neither grab, nor sign anyone in or out, nor act as admin;
@@ -25,9 +26,12 @@ use super::{
     rate_limit::{self, Limits},
 };
 use crate::{
+    auth::{attempts, Secrets},
+    backend::Backend,
     body::read_capped,
     error::{AppError, ErrorCode},
     sale,
+    state::ClientIp,
 };
 use axum::{
     body::{to_bytes, Body},
@@ -62,12 +66,23 @@ pub struct Guard {
     timeout: Duration,
     /// The shop page every visitor shares.
     shop_page: PageCache,
+    /// Where guesses at the admin token are counted, and what knows the token.
+    backend: Backend,
+    secrets: Arc<Secrets>,
 }
 
 impl Guard {
     /// At most `max_requests` served at once, each within `timeout`.
-    pub fn new(limits: Arc<Limits>, max_requests: usize, timeout: Duration, shop_page: PageCache) -> Self {
-        Self { limits, slots: Semaphore::new(max_requests.min(Semaphore::MAX_PERMITS)), timeout, shop_page }
+    pub fn new(
+        limits: Arc<Limits>,
+        max_requests: usize,
+        timeout: Duration,
+        shop_page: PageCache,
+        backend: Backend,
+        secrets: Arc<Secrets>,
+    ) -> Self {
+        let slots = Semaphore::new(max_requests.min(Semaphore::MAX_PERMITS));
+        Self { limits, slots, timeout, shop_page, backend, secrets }
     }
 }
 
@@ -114,6 +129,15 @@ async fn serve(guard: &Guard, req: Request, next: Next) -> Response {
     if req.method() == Method::POST {
         if let Err(code) = check_same_site_json(req.headers()) {
             return refusal(code);
+        }
+    }
+    let client = req.extensions().get::<ClientIp>().map_or(std::net::Ipv4Addr::UNSPECIFIED.into(), |c| c.0);
+    match attempts::bearer_wait(&guard.backend, &guard.secrets, req.headers(), client).await {
+        Ok(None) => {}
+        Ok(Some(wait)) => return rate_limit::refusal(wait),
+        Err(e) => {
+            tracing::warn!("counting a wrong admin token: {e}");
+            return refusal(ErrorCode::Unavailable);
         }
     }
     let req = if sale::routes::is_own(req.uri().path()) {

@@ -212,3 +212,31 @@ async fn the_command_line_adds_an_operator() {
     assert!(operator_sign_in(&app, "cli-olga", "olga set this one up").await.is_ok());
     app.stop().await;
 }
+
+/// Wrong admin tokens sent as bearer are guesses too: past the free ones they wait
+/// (429) without being checked, while the right token keeps working.
+#[tokio::test]
+async fn guesses_at_the_admin_token_are_limited() {
+    let app = TestApp::spawn().await;
+    let with_token = |token: &str| {
+        let res = app.http.post(format!("{}/api/operator_me", app.base)).bearer_auth(token).json(&json!({}));
+        async move { res.send().await.unwrap() }
+    };
+    let answers: Vec<u16> =
+        futures::future::join_all((0..10).map(|i| with_token(&format!("guess-{i:02}-at-the-token"))))
+            .await
+            .iter()
+            .map(|r| r.status().as_u16())
+            .collect();
+    // Five free guesses and the one that starts the wait are checked (operator_me
+    // answers a stranger null); the four sent with them wait, however close together.
+    let checked = answers.iter().filter(|s| **s == 200).count();
+    assert_eq!((checked, answers.iter().filter(|s| **s == 429).count()), (6, 4), "{answers:?}");
+    let late = with_token("one-more-guess-at-the-token").await;
+    assert_eq!(late.status(), 429, "guesses past the free ones wait");
+    assert!(late.headers().contains_key("retry-after"));
+    let right = with_token(crate::support::ADMIN_TOKEN).await;
+    assert_eq!(right.status(), 200);
+    assert_eq!(right.json::<Value>().await.unwrap(), json!({ "name": "token", "role": "admin" }));
+    app.stop().await;
+}

@@ -6,6 +6,10 @@ use futures::{stream, StreamExt};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
+/// How often, and how far apart, a call the server was too busy for is made again.
+const BUSY_TRIES: u32 = 100;
+const BUSY_PAUSE: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// Talks to one server.
 #[derive(Clone)]
 pub struct ApiClient {
@@ -80,11 +84,20 @@ impl ApiClient {
         }
     }
 
-    /// `sign_up` or `sign_in`: the shopper whose session cookie the answer sets.
+    /// `sign_up` or `sign_in`: the shopper whose session cookie the answer sets. A busy
+    /// password hasher (503) is asked again a little later, as a browser would.
     async fn account_call(&self, call: &str, name: &str, password: &str) -> Result<Shopper, String> {
         let body = json!({ "name": name, "password": password });
-        let res = self.http.post(format!("{}/api/{call}", self.base)).json(&body).send().await;
-        let res = res.map_err(|e| format!("{call}: {e}"))?;
+        let mut tries = 0;
+        let res = loop {
+            let res = self.http.post(format!("{}/api/{call}", self.base)).json(&body).send().await;
+            let res = res.map_err(|e| format!("{call}: {e}"))?;
+            tries += 1;
+            if res.status() != StatusCode::SERVICE_UNAVAILABLE || tries >= BUSY_TRIES {
+                break res;
+            }
+            tokio::time::sleep(BUSY_PAUSE).await;
+        };
         if !res.status().is_success() {
             return Err(format!("{call} {name}: {}", res.status()));
         }

@@ -4,6 +4,7 @@
 //! the fault drills run by hand. Everything else in the domains is the crate's own.
 
 pub use crate::{
+    auth::password::{Cost, Hasher},
     backend::{
         layout::{SaleKeys, Scripts, DRAIN_GRACE_MS, GROUP},
         Backend, Db, RedisConn,

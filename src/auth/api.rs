@@ -110,9 +110,10 @@ pub async fn admin_sign_in(token: String) -> AppResult<()> {
     let address = client_address();
     attempts::begin(&state.backend, &Target::AdminToken, address).await?;
     if !state.secrets.token_matches(token.trim()) {
+        attempts::failed(&state.backend, address).await?;
         return Err(ErrorCode::AdminRequired.into());
     }
-    attempts::succeeded(&state.backend, &Target::AdminToken, address).await?;
+    attempts::succeeded(&state.backend, &Target::AdminToken).await?;
     set_cookie(&state.secrets.admin_cookie(&Actor::Token))
 }
 
@@ -126,11 +127,16 @@ pub async fn operator_sign_in(name: String, password: String) -> AppResult<Opera
     }
     let state = expect_context::<AppState>();
     let (target, address) = (Target::Operator(&name), client_address());
+    let admission = state.hasher.admit()?;
     attempts::begin(&state.backend, &target, address).await?;
     let operator = operators::by_name(&state.backend.db, &name).await?;
-    let matches = state.hasher.verify(password, operator.as_ref().map(|o| o.password_hash.clone())).await?;
-    let Some(operator) = operator.filter(|_| matches) else { return Err(ErrorCode::BadCredentials.into()) };
-    attempts::succeeded(&state.backend, &target, address).await?;
+    let hash = operator.as_ref().map(|o| o.password_hash.clone());
+    let matches = state.hasher.verify(admission, password, hash).await?;
+    let Some(operator) = operator.filter(|_| matches) else {
+        attempts::failed(&state.backend, address).await?;
+        return Err(ErrorCode::BadCredentials.into());
+    };
+    attempts::succeeded(&state.backend, &target).await?;
     let actor = Actor::Operator { id: operator.id, name: operator.name.clone(), role: operator.role };
     set_cookie(&state.secrets.admin_cookie(&actor))?;
     tracing::info!(%actor, "operator signed in");
@@ -196,17 +202,22 @@ async fn check_password(
         return Err(AppError::invalid(format!("A password has at most {} characters.", password::MAX_CHARS)));
     }
     let address = client_address();
+    // A place to hash in first: a busy server never uses up anyone's attempts.
+    let admission = state.hasher.admit()?;
     attempts::begin(&state.backend, target, address).await?;
     let account = store::by_name(&state.backend.db, name).await?;
     // An unknown name, or an account without a password, is checked against a decoy:
     // the same answer in the same time.
     let hash = account.as_ref().and_then(|a| a.password_hash.clone());
-    let matches = state.hasher.verify(password, hash).await?;
+    let matches = state.hasher.verify(admission, password, hash).await?;
     match account {
         Some(account) if matches => {
-            attempts::succeeded(&state.backend, target, address).await?;
+            attempts::succeeded(&state.backend, target).await?;
             Ok(account)
         }
-        _ => Err(ErrorCode::BadCredentials.into()),
+        _ => {
+            attempts::failed(&state.backend, address).await?;
+            Err(ErrorCode::BadCredentials.into())
+        }
     }
 }

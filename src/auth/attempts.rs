@@ -1,9 +1,11 @@
-//! Guessing limits: every credential check (a shopper's password, the admin token)
-//! is counted in Redis against the account and against the caller's address, shared
-//! by every process (`lua/attempt.lua`). A few attempts are free; each one past them
-//! doubles the wait before the next, up to [`LONGEST_WAIT_MS`]. An attempt is counted
-//! before the check runs, so guesses sent at once cannot slip past the count; a
-//! successful sign-in clears the account's count and gives the address's attempt back.
+//! Guessing limits: every credential check (a shopper's or operator's password, the
+//! admin token) is counted in Redis, shared by every process (`lua/attempt.lua`):
+//! every attempt at an account, and every failure from an address. A few are free;
+//! each one past them doubles the wait before the next, up to [`LONGEST_WAIT_MS`]. An
+//! attempt at an account is counted before the check runs, so guesses sent at once
+//! cannot slip past the count; a successful sign-in clears the account's count. An
+//! address counts failures only, so an office behind one address can sign many
+//! people in at once.
 //!
 //! So nobody gets more than [`PER_ACCOUNT`] quick guesses at one account, however many
 //! addresses they use, and the owner is told how long to wait (429 with
@@ -18,7 +20,7 @@ use crate::{
 use axum::http::{header, HeaderMap};
 use std::{net::IpAddr, time::Duration};
 
-/// Free attempts at one account, and from one address, before waits begin.
+/// Free attempts at one account, and failures from one address, before waits begin.
 pub const PER_ACCOUNT: u32 = 5;
 pub const PER_ADDRESS: u32 = 20;
 /// The first wait past the free attempts (long enough to make guessing slow, short
@@ -58,48 +60,52 @@ pub async fn begin(backend: &Backend, target: &Target<'_>, address: IpAddr) -> A
     }
 }
 
-/// Counts one check, or says how long the caller must wait first (counting nothing).
-/// The address goes first: an address that must wait does not use up the account's
-/// attempts.
+/// Counts one check at the account, or says how long the caller must wait first
+/// (counting nothing). The address goes first: an address that must wait does not use
+/// up the account's attempts.
 async fn wait(backend: &Backend, target: &Target<'_>, address: IpAddr) -> redis::RedisResult<Option<Duration>> {
-    let address_key = attempts_counter(&backend.namespace, &format!("addr:{address}"));
-    let account_key = attempts_counter(&backend.namespace, &target.who());
-    for (key, free) in [(address_key, PER_ADDRESS), (account_key, PER_ACCOUNT)] {
-        let wait: u64 = backend
-            .scripts
-            .attempt
-            .key(&key)
-            .arg(free)
-            .arg(FIRST_WAIT_MS)
-            .arg(LONGEST_WAIT_MS)
-            .arg(WINDOW_MS)
-            .invoke_async(&mut backend.redis.clone())
-            .await?;
-        if wait > 0 {
-            metrics::counter!("seckill_credential_checks_refused_total").increment(1);
-            return Ok(Some(Duration::from_millis(wait)));
-        }
+    if let Some(wait) = attempt(backend, &address_key(backend, address), PER_ADDRESS, false).await? {
+        return Ok(Some(wait));
     }
-    Ok(None)
+    attempt(backend, &attempts_counter(&backend.namespace, &target.who()), PER_ACCOUNT, true).await
 }
 
-/// The credentials were right: the account's count starts again, and the address's
-/// attempt is given back (only failures count against an address).
-pub async fn succeeded(backend: &Backend, target: &Target<'_>, address: IpAddr) -> AppResult<()> {
-    let address_key = attempts_counter(&backend.namespace, &format!("addr:{address}"));
-    let account_key = attempts_counter(&backend.namespace, &target.who());
-    let mut redis = backend.redis.clone();
-    let () = redis::cmd("DEL").arg(&account_key).query_async(&mut redis).await?;
-    // One key per command (Redis Cluster); the expiry again, should the count have
-    // expired since the check began.
-    let () = redis::pipe()
-        .hincr(&address_key, "n", -1)
-        .ignore()
-        .pexpire(&address_key, WINDOW_MS as i64)
-        .ignore()
-        .query_async(&mut redis)
-        .await?;
+/// The credentials were wrong: a failure from this address.
+pub async fn failed(backend: &Backend, address: IpAddr) -> AppResult<()> {
+    attempt(backend, &address_key(backend, address), PER_ADDRESS, true).await?;
     Ok(())
+}
+
+/// The credentials were right: the account's count starts again.
+pub async fn succeeded(backend: &Backend, target: &Target<'_>) -> AppResult<()> {
+    let account_key = attempts_counter(&backend.namespace, &target.who());
+    let () = redis::cmd("DEL").arg(&account_key).query_async(&mut backend.redis.clone()).await?;
+    Ok(())
+}
+
+fn address_key(backend: &Backend, address: IpAddr) -> String {
+    attempts_counter(&backend.namespace, &format!("addr:{address}"))
+}
+
+/// Runs `lua/attempt.lua` on one counter: how long to wait, if at all; `count` counts
+/// this attempt unless it must wait.
+async fn attempt(backend: &Backend, key: &str, free: u32, count: bool) -> redis::RedisResult<Option<Duration>> {
+    let wait: u64 = backend
+        .scripts
+        .attempt
+        .key(key)
+        .arg(free)
+        .arg(FIRST_WAIT_MS)
+        .arg(LONGEST_WAIT_MS)
+        .arg(WINDOW_MS)
+        .arg(if count { "1" } else { "0" })
+        .invoke_async(&mut backend.redis.clone())
+        .await?;
+    if wait == 0 {
+        return Ok(None);
+    }
+    metrics::counter!("seckill_credential_checks_refused_total").increment(1);
+    Ok(Some(Duration::from_millis(wait)))
 }
 
 /// A bearer token that is not the admin token is a guess at it, counted as a wrong
@@ -115,7 +121,13 @@ pub async fn bearer_wait(
     let bearer =
         headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
     match bearer {
-        Some(token) if !secrets.token_matches(token.trim()) => wait(backend, &Target::AdminToken, address).await,
+        Some(token) if !secrets.token_matches(token.trim()) => {
+            let waited = wait(backend, &Target::AdminToken, address).await?;
+            if waited.is_none() {
+                attempt(backend, &address_key(backend, address), PER_ADDRESS, true).await?;
+            }
+            Ok(waited)
+        }
         _ => Ok(None),
     }
 }

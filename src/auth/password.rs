@@ -50,6 +50,9 @@ impl Cost {
     }
 }
 
+/// A place in the hashing pool, held until the hash it was taken for is done.
+pub struct Admission(#[expect(dead_code, reason = "held, not read")] tokio::sync::OwnedSemaphorePermit);
+
 /// Hashes and verifies passwords on a bounded pool.
 pub struct Hasher {
     argon: Argon2<'static>,
@@ -81,16 +84,30 @@ impl Hasher {
         self.run(move || hash_with(&argon, &password).map_err(|e| AppError::internal("password hash", e))).await?
     }
 
-    /// Whether `password` matches `hash` (compared in constant time). With no hash (an
-    /// unknown name, or an account without a password) a decoy is verified, so the
-    /// answer takes as long as for a known name and is always false.
-    pub async fn verify(&self, password: String, hash: Option<String>) -> AppResult<bool> {
+    /// A place in the pool, or `unavailable` at once when the queue is full. Taken
+    /// before a sign-in counts as an attempt: a busy server never uses up anyone's
+    /// attempts.
+    pub fn admit(&self) -> AppResult<Admission> {
+        match self.admitted.clone().try_acquire_owned() {
+            Ok(permit) => Ok(Admission(permit)),
+            Err(_) => {
+                metrics::counter!("seckill_password_hashes_refused_total").increment(1);
+                Err(ErrorCode::Unavailable.into())
+            }
+        }
+    }
+
+    /// Whether `password` matches `hash` (compared in constant time), in a place
+    /// [`Hasher::admit`] gave. With no hash (an unknown name, or an account without a
+    /// password) a decoy is verified, so the answer takes as long as for a known name
+    /// and is always false.
+    pub async fn verify(&self, admission: Admission, password: String, hash: Option<String>) -> AppResult<bool> {
         let (real, hash) = match hash {
             Some(h) => (true, h),
             None => (false, self.decoy.clone()),
         };
         let matches = self
-            .run(move || {
+            .run_admitted(admission, move || {
                 // The parameters are the hash's own: older hashes verify after a cost change.
                 PasswordHash::new(&hash)
                     .is_ok_and(|h| Argon2::default().verify_password(password.as_bytes(), &h).is_ok())
@@ -102,10 +119,15 @@ impl Hasher {
     /// Runs `job` on a blocking thread once one of the pool's places is free; refuses
     /// at once when the queue is full.
     async fn run<T: Send + 'static>(&self, job: impl FnOnce() -> T + Send + 'static) -> AppResult<T> {
-        let Ok(_admitted) = self.admitted.clone().try_acquire_owned() else {
-            metrics::counter!("seckill_password_hashes_refused_total").increment(1);
-            return Err(ErrorCode::Unavailable.into());
-        };
+        let admission = self.admit()?;
+        self.run_admitted(admission, job).await
+    }
+
+    async fn run_admitted<T: Send + 'static>(
+        &self,
+        _admission: Admission,
+        job: impl FnOnce() -> T + Send + 'static,
+    ) -> AppResult<T> {
         let _running = self.running.acquire().await.map_err(|_| AppError::from(ErrorCode::Unavailable))?;
         tokio::task::spawn_blocking(job).await.map_err(|e| AppError::internal("password hash", e))
     }
@@ -133,18 +155,22 @@ mod tests {
         assert!(COMMON.lines().all(|p| p.chars().count() >= MIN_CHARS && p == p.to_lowercase()));
     }
 
+    async fn verify(h: &Hasher, password: &str, hash: Option<&str>) -> AppResult<bool> {
+        h.verify(h.admit()?, password.to_owned(), hash.map(str::to_owned)).await
+    }
+
     #[tokio::test]
     async fn a_hash_verifies_its_password_only() {
         let hasher = Hasher::new(CHEAP, 1, 4).unwrap();
         let hash = hasher.hash("s3cret-enough".into()).await.unwrap();
         assert!(hash.starts_with("$argon2id$v=19$m=64,t=1,p=1$"), "{hash}");
-        assert!(hasher.verify("s3cret-enough".into(), Some(hash.clone())).await.unwrap());
-        assert!(!hasher.verify("s3cret-enougH".into(), Some(hash.clone())).await.unwrap());
-        assert!(!hasher.verify("s3cret-enough".into(), None).await.unwrap(), "no account, no match");
-        assert!(!hasher.verify("s3cret-enough".into(), Some("not a hash".into())).await.unwrap());
+        assert!(verify(&hasher, "s3cret-enough", Some(&hash)).await.unwrap());
+        assert!(!verify(&hasher, "s3cret-enougH", Some(&hash)).await.unwrap());
+        assert!(!verify(&hasher, "s3cret-enough", None).await.unwrap(), "no account, no match");
+        assert!(!verify(&hasher, "s3cret-enough", Some("not a hash")).await.unwrap());
         // A hash made at another cost still verifies: its parameters travel with it.
         let other = Hasher::new(Cost { memory_kib: 128, iterations: 2 }, 1, 4).unwrap();
-        assert!(other.verify("s3cret-enough".into(), Some(hash)).await.unwrap());
+        assert!(verify(&other, "s3cret-enough", Some(&hash)).await.unwrap());
     }
 
     #[tokio::test]
@@ -154,5 +180,6 @@ mod tests {
         let _a = hasher.admitted.clone().try_acquire_many_owned(2).unwrap();
         let refused = hasher.hash("whatever-it-is".into()).await.unwrap_err();
         assert_eq!(refused.code, ErrorCode::Unavailable);
+        assert_eq!(hasher.admit().err().map(|e| e.code), Some(ErrorCode::Unavailable));
     }
 }

@@ -240,3 +240,25 @@ async fn guesses_at_the_admin_token_are_limited() {
     assert_eq!(right.json::<Value>().await.unwrap(), json!({ "name": "token", "role": "admin" }));
     app.stop().await;
 }
+
+/// A busy password hasher answers `unavailable` at once, before the attempt counts:
+/// a shopper whose sign-ins met a full queue is never locked out by it.
+#[tokio::test]
+async fn a_busy_hasher_refuses_at_once_and_costs_no_attempt() {
+    // One hash at a time, none waiting, each at OWASP's cost (milliseconds): the
+    // sign-ins sent together meet a busy hasher.
+    let app = TestApp::with(crate::support::Options::default().with(|c| {
+        c.hash_threads = Some(1);
+        c.hash_queue = 0;
+        (c.password_memory_kib, c.password_iterations) = (19 * 1024, 2);
+    }))
+    .await;
+    app.sign_in("fay").await;
+    let answers = futures::future::join_all((0..40).map(|_| sign_in(&app, "fay", PASSWORD))).await;
+    let busy = answers.iter().filter(|(s, b)| *s == 503 && code(b) == "unavailable").count();
+    let signed_in = answers.iter().filter(|(s, _)| *s == 200).count();
+    assert_eq!(busy + signed_in, answers.len(), "only sign-ins and busy answers: {answers:?}");
+    assert!(busy > 0 && signed_in > 0, "{busy} busy, {signed_in} signed in");
+    assert_eq!(sign_in(&app, "fay", PASSWORD).await.0, 200, "and she is not locked out");
+    app.stop().await;
+}

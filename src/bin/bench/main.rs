@@ -27,7 +27,7 @@ use clap::Parser;
 use hyper::{body::Bytes, header::HeaderValue, Method, StatusCode};
 use seckill::{
     client::{ApiClient, Shopper},
-    testing::{RedisConn, Scripts},
+    testing::{Cost, Hasher, RedisConn, Scripts},
 };
 use serde_json::Value;
 use std::{
@@ -77,6 +77,14 @@ struct Args {
     /// Gate calls the raw run makes.
     #[arg(long, default_value_t = 100_000)]
     raw_calls: usize,
+    /// The servers' database, where the bench puts the accounts whose sign-ins it
+    /// times at OWASP's hash cost (skipped when unset).
+    #[arg(long)]
+    database_url: Option<String>,
+    /// Sign-ins running at once beside a storm (enough to keep every hash thread busy
+    /// and queue more).
+    #[arg(long, default_value_t = 16)]
+    sign_in_concurrency: usize,
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -167,8 +175,108 @@ async fn run(args: Args) -> Result<bool, String> {
         ok &= check(&sold_out, &settled_sold_out.stats, args.sold_out_stock, shoppers.len());
     }
 
+    if let Some(database_url) = &args.database_url {
+        let accounts = owasp_accounts(database_url, 32).await?;
+        let alone = sign_ins(&bases, &accounts, args.sign_in_concurrency, None).await?;
+        println!(
+            "sign-ins of existing accounts at OWASP's cost (19 MiB, 2 passes): {:.0}/s from {} at once",
+            alone.rate, args.sign_in_concurrency
+        );
+        let (beside, during) = beside_sign_ins(&admin, &bases, &args, &shoppers, &accounts).await?;
+        let (p99, alone_p99) = (beside.pct(0.99), granted.pct(0.99));
+        println!(
+            "granted storm beside sign-ins at their limit: p99 {p99:.2?} vs {alone_p99:.2?} alone = {:.2}× (target ≤ 1.25×); {:.0} sign-ins/s meanwhile",
+            p99.as_secs_f64() / alone_p99.as_secs_f64(),
+            during.rate
+        );
+        let settled_beside = settle(&admin, beside.voucher_id, beside.last_answer).await?;
+        ok &= check(&beside, &settled_beside.stats, shoppers.len() as i64, shoppers.len());
+    }
+
     pages(&bases, &cpu).await?;
     Ok(ok)
+}
+
+/// Accounts whose password hash has OWASP's cost, put straight into the database (the
+/// servers hash new passwords cheaply for the storm's shoppers: see `.ci/bench`). One
+/// hash serves them all: only its cost matters here.
+async fn owasp_accounts(database_url: &str, n: usize) -> Result<Vec<String>, String> {
+    let hasher = Hasher::new(Cost::OWASP, 1, 1)?;
+    let hash = hasher.hash(PASSWORD.to_owned()).await.map_err(|e| e.message)?;
+    sqlx::any::install_default_drivers();
+    let db = sqlx::AnyPool::connect(database_url).await.map_err(|e| format!("bench database: {e}"))?;
+    let prefix = format!("owasp{}", chrono::Utc::now().timestamp_millis());
+    let names: Vec<String> = (0..n).map(|i| format!("{prefix}-{i}")).collect();
+    for name in &names {
+        sqlx::query("INSERT INTO users (name, password_hash, created_at) VALUES ($1, $2, 0)")
+            .bind(name)
+            .bind(&hash)
+            .execute(&db)
+            .await
+            .map_err(|e| format!("bench database: {e}"))?;
+    }
+    db.close().await;
+    Ok(names)
+}
+
+/// Sign-ins timed: `concurrency` at once over `accounts`, round the processes, until
+/// `until` fires (or, without it, three per account).
+struct SignIns {
+    rate: f64,
+}
+
+async fn sign_ins(
+    bases: &[String],
+    accounts: &[String],
+    concurrency: usize,
+    until: Option<tokio::sync::watch::Receiver<bool>>,
+) -> Result<SignIns, String> {
+    let clients: Vec<ApiClient> = bases.iter().map(|b| ApiClient::new(b, "", concurrency)).collect();
+    let started = Instant::now();
+    let budget = accounts.len() * 3;
+    let done = std::sync::atomic::AtomicUsize::new(0);
+    let lanes = (0..concurrency).map(|lane| {
+        let (clients, done, mut until) = (&clients, &done, until.clone());
+        async move {
+            for i in (lane..).step_by(concurrency) {
+                let stop = match &mut until {
+                    Some(rx) => *rx.borrow_and_update(),
+                    None => i >= budget,
+                };
+                if stop {
+                    break;
+                }
+                let name = &accounts[i % accounts.len()];
+                clients[i % clients.len()].sign_in(name, PASSWORD).await?;
+                done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            Ok::<(), String>(())
+        }
+    });
+    futures::future::try_join_all(lanes).await?;
+    let n = done.load(std::sync::atomic::Ordering::Relaxed);
+    Ok(SignIns { rate: n as f64 / started.elapsed().as_secs_f64() })
+}
+
+/// A granted storm on a fresh voucher while sign-ins keep every hash thread busy.
+async fn beside_sign_ins(
+    admin: &ApiClient,
+    bases: &[String],
+    args: &Args,
+    shoppers: &[Shopper],
+    accounts: &[String],
+) -> Result<(Storm, SignIns), String> {
+    let (stop, until) = tokio::sync::watch::channel(false);
+    let signing = sign_ins(bases, accounts, args.sign_in_concurrency, Some(until));
+    let storming = async {
+        // The sign-ins fill the hash pool first.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let storm = storm(admin, bases, args.concurrency, shoppers, shoppers.len() as i64, "beside sign-ins").await;
+        let _ = stop.send(true);
+        storm
+    };
+    let (signed, storm) = tokio::join!(signing, storming);
+    Ok((storm?, signed?))
 }
 
 /// Grabs refused from the local sold-out flag, summed over the processes: each counts

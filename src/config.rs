@@ -129,6 +129,17 @@ pub struct Config {
     #[arg(long, env = "SECKILL_HASH_QUEUE", default_value_t = 64)]
     pub hash_queue: usize,
 
+    /// The shop's own login (optional): shoppers may call with `Authorization: Bearer
+    /// <JWT>` from the shop's identity provider, whose tokens carry this issuer (`iss`)
+    /// and audience (`aud`), checked against the public keys in this file (a PEM public
+    /// key, or a JWKS; RS256, ES256, EdDSA). All three or none.
+    #[arg(long, env = "SECKILL_JWT_ISSUER")]
+    pub jwt_issuer: Option<String>,
+    #[arg(long, env = "SECKILL_JWT_AUDIENCE")]
+    pub jwt_audience: Option<String>,
+    #[arg(long, env = "SECKILL_JWT_KEYS")]
+    pub jwt_keys: Option<std::path::PathBuf>,
+
     /// Address of the reverse proxy in front: only from it is `X-Forwarded-For` (the
     /// client's address, for rate limits) believed. Unset: the socket's peer is the client.
     #[arg(long, env = "SECKILL_TRUSTED_PROXY")]
@@ -256,6 +267,10 @@ impl Config {
         }
         if self.pay_timeout_ms > MAX_PAY_TIMEOUT_MS {
             return Err("SECKILL_PAY_TIMEOUT_MS must be at most 30 days".into());
+        }
+        let jwt = [self.jwt_issuer.is_some(), self.jwt_audience.is_some(), self.jwt_keys.is_some()];
+        if jwt.iter().any(|set| *set) && !jwt.iter().all(|set| *set) {
+            return Err("SECKILL_JWT_ISSUER, SECKILL_JWT_AUDIENCE and SECKILL_JWT_KEYS go together".into());
         }
         // argon2's own floor (8 KiB per lane).
         if self.password_memory_kib < 8 {

@@ -2,7 +2,7 @@
 //! not take it: they take the narrow [`Backend`] and what else they need.
 
 use crate::{
-    auth::{password::Hasher, Secrets},
+    auth::{jwt::ShopLogin, password::Hasher, Secrets},
     backend::Backend,
     ids::OrderIds,
     live::{hub::Hub, slots::FeedSlots},
@@ -48,6 +48,8 @@ pub struct SharedState {
     pub secrets: Arc<Secrets>,
     /// Hashes and checks passwords on a bounded pool of its own.
     pub hasher: Arc<Hasher>,
+    /// The shop's own login, when configured (`SECKILL_JWT_*`).
+    pub shop_login: Option<Arc<ShopLogin>>,
     /// This process's sold-out flags (a cache fed by the sold-out broadcast).
     pub sold_out: Arc<SoldOutFlags>,
     /// Vouchers Redis lost that a grab of this process is rebuilding.

@@ -12,7 +12,7 @@ use server_fn::codec::Json;
 use {
     super::{
         attempts::{self, Target},
-        operators, password,
+        jwt, operators, password,
         session::{current_session, require_admin_role, require_operator, set_cookie, Actor, Session, SESSION_SECS},
         store, validate_name,
     },
@@ -95,11 +95,20 @@ pub async fn sign_out_everywhere() -> AppResult<()> {
     state.secrets.clearing_cookies().iter().try_for_each(|c| set_cookie(c))
 }
 
-/// The signed-in shopper, if any.
+/// The signed-in shopper, if any (with the shop's own login, the token's `sub` is the
+/// name).
 #[server(prefix = "/api", endpoint = "me", input = Json)]
 pub async fn me() -> AppResult<Option<User>> {
     let state = expect_context::<AppState>();
-    Ok(current_session(&state.secrets).map(|s| User { user_id: s.user_id, name: s.name }))
+    if let Some(s) = current_session(&state.secrets) {
+        return Ok(Some(User { user_id: s.user_id, name: s.name }));
+    }
+    let (Some(login), Some(parts)) = (&state.shop_login, use_context::<axum::http::request::Parts>()) else {
+        return Ok(None);
+    };
+    let Some(subject) = jwt::bearer_jwt(&parts.headers).and_then(|t| login.subject(t)) else { return Ok(None) };
+    let user_id = login.shopper(&state.backend.db, &parts.headers).await.transpose()?;
+    Ok(user_id.map(|user_id| User { user_id, name: subject }))
 }
 
 /// Checks the admin token and, if right, sets the admin cookie for the admin page.

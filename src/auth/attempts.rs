@@ -111,13 +111,18 @@ async fn attempt(backend: &Backend, key: &str, free: u32, count: bool) -> redis:
 /// A bearer token that is not the admin token is a guess at it, counted as a wrong
 /// `admin_sign_in` is: past the free guesses, such calls must wait (`Some`: how long)
 /// instead of being checked. The right token is never held up (automation keeps
-/// working while someone guesses).
+/// working while someone guesses). With the shop's own login, a token of the JWT
+/// form is a shopper's, not a guess.
 pub async fn bearer_wait(
     backend: &Backend,
     secrets: &Secrets,
     headers: &HeaderMap,
     address: IpAddr,
+    shop_login: bool,
 ) -> redis::RedisResult<Option<Duration>> {
+    if shop_login && super::jwt::bearer_jwt(headers).is_some() {
+        return Ok(None);
+    }
     let bearer =
         headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
     match bearer {

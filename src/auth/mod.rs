@@ -10,6 +10,8 @@ pub mod attempts;
 #[cfg(feature = "ssr")]
 pub mod ended;
 #[cfg(feature = "ssr")]
+pub mod jwt;
+#[cfg(feature = "ssr")]
 pub mod operators;
 #[cfg(feature = "ssr")]
 pub mod password;

@@ -1,7 +1,10 @@
 //! Session cookies and the admin check (server only).
 
 use super::{ended::Ended, Role};
-use crate::error::{AppError, AppResult, ErrorCode};
+use crate::{
+    error::{AppError, AppResult, ErrorCode},
+    state::AppState,
+};
 use axum::http::{header, request::Parts, HeaderMap, HeaderValue};
 use cookie::{Cookie, CookieJar, Key, SameSite};
 use leptos::prelude::*;
@@ -275,8 +278,8 @@ fn request_headers() -> HeaderMap {
 }
 
 /// The signed-in shopper's id, or `not_signed_in` (inside a server function).
-pub fn require_user(secrets: &Secrets) -> AppResult<i64> {
-    signed_in_user(secrets, &request_headers())
+pub async fn require_user(state: &AppState) -> AppResult<i64> {
+    shopper(state, &request_headers()).await
 }
 
 /// The signed-in shopper's session, if any (inside a server function).
@@ -284,9 +287,19 @@ pub fn current_session(secrets: &Secrets) -> Option<Session> {
     secrets.session(&request_headers())
 }
 
-/// The id of the shopper whose session these request headers carry, or `not_signed_in`.
-pub fn signed_in_user(secrets: &Secrets, headers: &HeaderMap) -> AppResult<i64> {
-    secrets.session_user(headers).ok_or_else(|| ErrorCode::NotSignedIn.into())
+/// The id of the shopper these request headers carry, or `not_signed_in`: a session
+/// cookie (no database read), or, with the shop's own login, the shop's token (a
+/// database read on a subject's first call to this process only).
+pub async fn shopper(state: &AppState, headers: &HeaderMap) -> AppResult<i64> {
+    if let Some(user_id) = state.secrets.session_user(headers) {
+        return Ok(user_id);
+    }
+    if let Some(login) = &state.shop_login {
+        if let Some(found) = login.shopper(&state.backend.db, headers).await {
+            return found;
+        }
+    }
+    Err(ErrorCode::NotSignedIn.into())
 }
 
 /// The operator (or the admin token) making this call, or `admin_required`.

@@ -118,3 +118,28 @@ pub async fn drop_ended_before(db: &Db, now_ms: i64) -> sqlx::Result<()> {
     sqlx::query("DELETE FROM sessions_ended WHERE expires_at < $1").bind(now_ms).execute(db).await?;
     Ok(())
 }
+
+/// The user known by the shop login's `subject`, made on its first call: named after
+/// the subject when that is a free name of at most 32 characters, else `shop-` and
+/// random hex. A user made so has no password: only the shop's tokens sign it in.
+pub async fn user_for_subject(db: &Db, subject: &str) -> sqlx::Result<i64> {
+    let find = || sqlx::query_scalar("SELECT id FROM users WHERE subject = $1").bind(subject).fetch_optional(db);
+    if let Some(id) = find().await? {
+        return Ok(id);
+    }
+    let own_name = super::validate_name(subject).ok().filter(|n| n == subject);
+    let names = own_name.into_iter().chain(std::iter::once(format!("shop-{}", hex::encode(rand::random::<[u8; 8]>()))));
+    for name in names {
+        // Two first calls may race, or the name be taken: then nothing is inserted.
+        sqlx::query("INSERT INTO users (name, subject, created_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING")
+            .bind(&name)
+            .bind(subject)
+            .bind(chrono::Utc::now().timestamp_millis())
+            .execute(db)
+            .await?;
+        if let Some(id) = find().await? {
+            return Ok(id);
+        }
+    }
+    Err(sqlx::Error::RowNotFound)
+}

@@ -34,7 +34,7 @@ const MAX_LIST: i64 = 1_000;
 #[server(prefix = "/api", endpoint = "my_orders", input = Json)]
 pub async fn my_orders() -> AppResult<Vec<Order>> {
     let state = expect_context::<AppState>();
-    let user_id = require_user(&state.secrets)?;
+    let user_id = require_user(&state).await?;
     Ok(lifecycle::of_user(&state.backend.db, user_id, MY_ORDERS).await?)
 }
 
@@ -44,7 +44,7 @@ pub async fn my_orders() -> AppResult<Vec<Order>> {
 #[server(prefix = "/api", endpoint = "pay_order", input = Json)]
 pub async fn pay_order(order_id: String) -> AppResult<Order> {
     let state = expect_context::<AppState>();
-    let user_id = require_user(&state.secrets)?;
+    let user_id = require_user(&state).await?;
     let order_id = parse_id(&order_id)?;
     let now = chrono::Utc::now().timestamp_millis();
     match lifecycle::pay(&state.backend.db, order_id, user_id, now).await? {
@@ -61,7 +61,7 @@ pub async fn pay_order(order_id: String) -> AppResult<Order> {
 #[server(prefix = "/api", endpoint = "cancel_order", input = Json)]
 pub async fn cancel_order(order_id: String) -> AppResult<Order> {
     let state = expect_context::<AppState>();
-    let user_id = require_user(&state.secrets)?;
+    let user_id = require_user(&state).await?;
     let order_id = parse_id(&order_id)?;
     let now = chrono::Utc::now().timestamp_millis();
     match lifecycle::cancel_by_shopper(&state.backend.db, order_id, user_id, now).await? {

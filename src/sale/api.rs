@@ -18,7 +18,7 @@ use {super::service, crate::auth::session::require_user, crate::state::AppState}
 #[server(prefix = "/api", endpoint = "grab", input = Json)]
 pub async fn grab(voucher_id: i64) -> AppResult<GrabTicket> {
     let state = expect_context::<AppState>();
-    let user_id = require_user(&state.secrets)?;
+    let user_id = require_user(&state).await?;
     service::grab(&state, user_id, voucher_id).await
 }
 
@@ -29,6 +29,6 @@ pub async fn grab(voucher_id: i64) -> AppResult<GrabTicket> {
 #[server(prefix = "/api", endpoint = "grab_result", input = Json)]
 pub async fn grab_result(voucher_id: i64, order_id: String) -> AppResult<GrabState> {
     let state = expect_context::<AppState>();
-    let user_id = require_user(&state.secrets)?;
+    let user_id = require_user(&state).await?;
     service::grab_result(&state, user_id, voucher_id, &order_id).await
 }

@@ -11,7 +11,7 @@ use super::{
     service,
 };
 use crate::{
-    auth::session::signed_in_user,
+    auth::session::shopper,
     body::read_capped,
     error::{invalid_body, AppResult},
     state::AppState,
@@ -56,7 +56,7 @@ async fn grab(State(state): State<AppState>, request: Request) -> Response {
     let (head, body) = request.into_parts();
     let call = async {
         let args: Grab = arguments(body).await?;
-        let user_id = signed_in_user(&state.secrets, &head.headers)?;
+        let user_id = shopper(&state, &head.headers).await?;
         service::grab(&state, user_id, args.voucher_id).await
     };
     answer(call.await)
@@ -67,7 +67,7 @@ async fn grab_result(State(state): State<AppState>, request: Request) -> Respons
     let (head, body) = request.into_parts();
     let call = async {
         let args: GrabResult = arguments(body).await?;
-        let user_id = signed_in_user(&state.secrets, &head.headers)?;
+        let user_id = shopper(&state, &head.headers).await?;
         service::grab_result(&state, user_id, args.voucher_id, &args.order_id).await
     };
     answer(call.await)

@@ -69,6 +69,8 @@ pub struct Guard {
     /// Where guesses at the admin token are counted, and what knows the token.
     backend: Backend,
     secrets: Arc<Secrets>,
+    /// Bearer tokens of the JWT form are shoppers' (the shop's own login is on).
+    shop_login: bool,
 }
 
 impl Guard {
@@ -80,9 +82,10 @@ impl Guard {
         shop_page: PageCache,
         backend: Backend,
         secrets: Arc<Secrets>,
+        shop_login: bool,
     ) -> Self {
         let slots = Semaphore::new(max_requests.min(Semaphore::MAX_PERMITS));
-        Self { limits, slots, timeout, shop_page, backend, secrets }
+        Self { limits, slots, timeout, shop_page, backend, secrets, shop_login }
     }
 }
 
@@ -132,7 +135,7 @@ async fn serve(guard: &Guard, req: Request, next: Next) -> Response {
         }
     }
     let client = req.extensions().get::<ClientIp>().map_or(std::net::Ipv4Addr::UNSPECIFIED.into(), |c| c.0);
-    match attempts::bearer_wait(&guard.backend, &guard.secrets, req.headers(), client).await {
+    match attempts::bearer_wait(&guard.backend, &guard.secrets, req.headers(), client, guard.shop_login).await {
         Ok(None) => {}
         Ok(Some(wait)) => return rate_limit::refusal(wait),
         Err(e) => {

@@ -16,6 +16,7 @@ use crate::{
     app::{shell, App},
     auth::{
         ended,
+        jwt::ShopLogin,
         password::{Cost, Hasher},
         Secrets,
     },
@@ -119,6 +120,7 @@ async fn run(
         ids: Arc::new(OrderIds::new(&config.redis_namespace, config.id_block)),
         secrets: Arc::new(secrets),
         hasher: Arc::new(hasher(&config)?),
+        shop_login: shop_login(&config)?.map(Arc::new),
         sold_out: Arc::new(SoldOutFlags::new(Duration::from_millis(config.sold_out_ttl_ms))),
         rebuilds: Arc::default(),
         hub: Arc::new(Hub::default()),
@@ -145,6 +147,7 @@ async fn run(
         shop_page,
         backend.clone(),
         state.secrets.clone(),
+        state.shop_login.is_some(),
     ));
     let serving = Arc::new(shards::Serving {
         target: target.clone(),
@@ -197,6 +200,15 @@ fn hasher(config: &Config) -> Result<Hasher, ServeError> {
         tracing::warn!(?cost, "password hashes below OWASP's cost (19 MiB, 2 passes): for tests only");
     }
     Hasher::new(cost, config.hash_threads(), config.hash_queue).map_err(ServeError::Config)
+}
+
+/// The shop's own login, when its settings are given.
+fn shop_login(config: &Config) -> Result<Option<ShopLogin>, ServeError> {
+    let (Some(issuer), Some(audience), Some(keys)) = (&config.jwt_issuer, &config.jwt_audience, &config.jwt_keys)
+    else {
+        return Ok(None);
+    };
+    ShopLogin::load(issuer, audience, keys).map(Some).map_err(ServeError::Config)
 }
 
 /// The tasks that run beside HTTP until shutdown: the bus's listener, the live

@@ -14,6 +14,7 @@ mod ops;
 mod pages;
 mod process;
 mod recovery;
+mod shop_login;
 mod storm;
 mod support;
 mod warm;

@@ -1,0 +1,136 @@
+//! The shop's own login: shoppers call with the shop's JWTs (RS256, ES256, EdDSA),
+//! checked against keys the test makes; anything not quite right is refused.
+
+use crate::support::{code, Options, TestApp};
+use base64::{
+    engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD as B64},
+    Engine,
+};
+use jsonwebtoken::{encode, Algorithm, EncodingKey, Header};
+use ring::{
+    rand::SystemRandom,
+    signature::{self, KeyPair},
+};
+use serde_json::{json, Value};
+
+const ISSUER: &str = "https://login.shop.test";
+const AUDIENCE: &str = "seckill";
+
+/// A private key of the provider's, and its public half as a JWK.
+struct Signer {
+    algorithm: Algorithm,
+    kid: &'static str,
+    key: EncodingKey,
+    jwk: Value,
+}
+
+impl Signer {
+    fn ed25519(kid: &'static str) -> (Self, String) {
+        let pkcs8 = signature::Ed25519KeyPair::generate_pkcs8(&SystemRandom::new()).unwrap();
+        let public = signature::Ed25519KeyPair::from_pkcs8(pkcs8.as_ref()).unwrap().public_key().as_ref().to_vec();
+        // SubjectPublicKeyInfo of an Ed25519 key: a fixed prefix, then the key.
+        let spki = [hex_bytes("302a300506032b6570032100"), public.clone()].concat();
+        let pem = format!("-----BEGIN PUBLIC KEY-----\n{}\n-----END PUBLIC KEY-----\n", STANDARD.encode(spki));
+        let jwk = json!({ "kty": "OKP", "crv": "Ed25519", "x": B64.encode(&public), "kid": kid });
+        (Self { algorithm: Algorithm::EdDSA, kid, key: EncodingKey::from_ed_der(pkcs8.as_ref()), jwk }, pem)
+    }
+
+    fn p256(kid: &'static str) -> Self {
+        let (alg, rng) = (&signature::ECDSA_P256_SHA256_FIXED_SIGNING, SystemRandom::new());
+        let pkcs8 = signature::EcdsaKeyPair::generate_pkcs8(alg, &rng).unwrap();
+        let pair = signature::EcdsaKeyPair::from_pkcs8(alg, pkcs8.as_ref(), &rng).unwrap();
+        let point = pair.public_key().as_ref(); // 0x04, x, y
+        let jwk = json!({ "kty": "EC", "crv": "P-256", "x": B64.encode(&point[1..33]), "y": B64.encode(&point[33..]), "kid": kid });
+        Self { algorithm: Algorithm::ES256, kid, key: EncodingKey::from_ec_der(pkcs8.as_ref()), jwk }
+    }
+
+    fn rsa(kid: &'static str) -> Self {
+        use rsa::{pkcs1::EncodeRsaPrivateKey, traits::PublicKeyParts};
+        let private = rsa::RsaPrivateKey::new(&mut rsa::rand_core::OsRng, 2048).unwrap();
+        let (n, e) = (private.n().to_bytes_be(), private.e().to_bytes_be());
+        let jwk = json!({ "kty": "RSA", "n": B64.encode(n), "e": B64.encode(e), "kid": kid });
+        let der = private.to_pkcs1_der().unwrap();
+        Self { algorithm: Algorithm::RS256, kid, key: EncodingKey::from_rsa_der(der.as_bytes()), jwk }
+    }
+
+    /// A token for `sub`, expiring `expires_in` seconds from now, with these claims changed.
+    fn token(&self, sub: &str, expires_in: i64, changes: Value) -> String {
+        let mut claims = json!({
+            "sub": sub, "iss": ISSUER, "aud": AUDIENCE, "exp": chrono::Utc::now().timestamp() + expires_in,
+        });
+        for (k, v) in changes.as_object().unwrap() {
+            claims[k] = v.clone();
+        }
+        let mut header = Header::new(self.algorithm);
+        header.kid = Some(self.kid.to_owned());
+        encode(&header, &claims, &self.key).unwrap()
+    }
+}
+
+fn hex_bytes(hex: &str) -> Vec<u8> {
+    (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap()).collect()
+}
+
+/// A server that takes the shop's tokens, its keys in `file` (written to its data dir).
+async fn app_with_keys(file: &str, contents: &str) -> TestApp {
+    let dir = tempfile::tempdir().unwrap().keep();
+    let path = dir.join(file);
+    std::fs::write(&path, contents).unwrap();
+    TestApp::with(Options::default().with(|c| {
+        c.jwt_issuer = Some(ISSUER.into());
+        c.jwt_audience = Some(AUDIENCE.into());
+        c.jwt_keys = Some(path);
+    }))
+    .await
+}
+
+async fn call(app: &TestApp, name: &str, token: &str, body: Value) -> (u16, Value) {
+    let (status, body) = app.call(name, body, &[("authorization", &format!("Bearer {token}"))]).await;
+    (status.as_u16(), body)
+}
+
+#[tokio::test]
+async fn the_shops_tokens_sign_shoppers_in_and_nothing_else_does() {
+    let (ed, _) = Signer::ed25519("ed");
+    let (es, rs) = (Signer::p256("ec"), Signer::rsa("rsa"));
+    let jwks = json!({ "keys": [ed.jwk, es.jwk, rs.jwk] }).to_string();
+    let app = app_with_keys("jwks.json", &jwks).await;
+    let v = app.create_voucher(10, -5, 3600).await;
+
+    // Each algorithm signs a shopper in; one subject is one shopper, whatever signs.
+    let mut ids = Vec::new();
+    for (signer, sub) in [(&ed, "shop-user-1"), (&es, "shop-user-2"), (&rs, "shop-user-3"), (&rs, "shop-user-1")] {
+        let (status, me) = call(&app, "me", &signer.token(sub, 60, json!({})), json!({})).await;
+        assert_eq!((status, me["name"].as_str()), (200, Some(sub)), "{:?}: {me}", signer.algorithm);
+        ids.push(me["user_id"].as_i64().unwrap());
+    }
+    assert_eq!(ids[0], ids[3], "the same subject is the same shopper");
+    assert!(ids[0] != ids[1] && ids[1] != ids[2]);
+    let (status, body) = call(&app, "grab", &es.token("shop-user-2", 60, json!({})), json!({ "voucher_id": v })).await;
+    assert_eq!(status, 200, "{body}");
+
+    // Expired, for someone else, from someone else, or signed by another key: refused.
+    let (stranger, _) = Signer::ed25519("ed");
+    let refused = [
+        ("expired", ed.token("shop-user-1", -60, json!({}))),
+        ("another audience", ed.token("shop-user-1", 60, json!({ "aud": "another-app" }))),
+        ("another issuer", ed.token("shop-user-1", 60, json!({ "iss": "https://evil.test" }))),
+        ("another key", stranger.token("shop-user-1", 60, json!({}))),
+        ("no subject", ed.token("", 60, json!({ "sub": null }))),
+    ];
+    for (what, token) in refused {
+        let (status, body) = call(&app, "grab", &token, json!({ "voucher_id": v })).await;
+        assert_eq!((status, code(&body)), (401, "not_signed_in"), "{what}: {body}");
+        assert_eq!(call(&app, "me", &token, json!({})).await.1, Value::Null, "{what}");
+    }
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_pem_key_works_too() {
+    let (ed, pem) = Signer::ed25519("ed");
+    let app = app_with_keys("shop.pem", &pem).await;
+    let (status, me) = call(&app, "me", &ed.token("pem-user", 60, json!({})), json!({})).await;
+    assert_eq!((status, me["name"].as_str()), (200, Some("pem-user")), "{me}");
+    app.stop().await;
+}

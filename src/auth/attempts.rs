@@ -16,8 +16,9 @@ use super::Secrets;
 use crate::{
     backend::{layout::attempts_counter, Backend},
     error::{AppError, AppResult},
+    state::ClientIp,
 };
-use axum::http::{header, HeaderMap};
+use axum::http::HeaderMap;
 use std::{net::IpAddr, time::Duration};
 
 /// Free attempts at one account, and failures from one address, before waits begin.
@@ -83,8 +84,9 @@ pub async fn succeeded(backend: &Backend, target: &Target<'_>) -> AppResult<()> 
     Ok(())
 }
 
+/// An address's counter: IPv6 by its /64, as the rate limits key it.
 fn address_key(backend: &Backend, address: IpAddr) -> String {
-    attempts_counter(&backend.namespace, &format!("addr:{address}"))
+    attempts_counter(&backend.namespace, &format!("addr:{}", ClientIp(address).block()))
 }
 
 /// Runs `lua/attempt.lua` on one counter: how long to wait, if at all; `count` counts
@@ -123,10 +125,8 @@ pub async fn bearer_wait(
     if shop_login && super::jwt::bearer_jwt(headers).is_some() {
         return Ok(None);
     }
-    let bearer =
-        headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
-    match bearer {
-        Some(token) if !secrets.token_matches(token.trim()) => {
+    match super::session::bearer(headers) {
+        Some(token) if !secrets.token_matches(token) => {
             let waited = wait(backend, &Target::AdminToken, address).await?;
             if waited.is_none() {
                 attempt(backend, &address_key(backend, address), PER_ADDRESS, true).await?;

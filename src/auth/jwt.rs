@@ -11,7 +11,7 @@ use crate::{
     backend::Db,
     error::{AppError, AppResult, ErrorCode},
 };
-use axum::http::{header, HeaderMap};
+use axum::http::HeaderMap;
 use jsonwebtoken::{
     decode, decode_header,
     jwk::{AlgorithmParameters, EllipticCurve, JwkSet},
@@ -97,8 +97,7 @@ impl ShopLogin {
 
 /// A bearer token of the JWT form (three dot-separated parts), if the request has one.
 pub fn bearer_jwt(headers: &HeaderMap) -> Option<&str> {
-    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?.strip_prefix("Bearer ")?.trim();
-    (value.split('.').count() == 3).then_some(value)
+    super::session::bearer(headers).filter(|token| token.split('.').count() == 3)
 }
 
 /// A PEM file's one public key: RSA (RS256), P-256 (ES256) or Ed25519 (EdDSA).

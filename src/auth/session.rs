@@ -129,10 +129,8 @@ impl Secrets {
     /// the operator whose unexpired admin cookie it carries. A bearer token is all that
     /// counts when one is sent.
     pub fn actor(&self, headers: &HeaderMap) -> Option<Actor> {
-        let bearer =
-            headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
-        if let Some(token) = bearer {
-            return self.token_matches(token.trim()).then_some(Actor::Token);
+        if let Some(token) = bearer(headers) {
+            return self.token_matches(token).then_some(Actor::Token);
         }
         let jar = jar_of(headers);
         let cookie = jar.private(&self.key).get(&self.name(ADMIN_COOKIE))?;
@@ -212,6 +210,12 @@ fn cookie_name(secure: bool, base: &str) -> String {
     } else {
         base.to_owned()
     }
+}
+
+/// The token of an `Authorization: Bearer <token>` header, trimmed.
+pub fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    Some(value.strip_prefix("Bearer ")?.trim())
 }
 
 /// The `(name, value)` pairs of the `Cookie` headers, as sent (values still encoded).

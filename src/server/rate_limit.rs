@@ -173,10 +173,7 @@ fn parse_address(entry: &str) -> Option<IpAddr> {
 
 /// The key of an address: IPv4 as it is, IPv6 by its /64.
 fn address_key(address: IpAddr) -> IpAddr {
-    match address {
-        IpAddr::V4(_) => address,
-        IpAddr::V6(v6) => IpAddr::V6(Ipv6Addr::from(u128::from(v6) & !((1u128 << 64) - 1))),
-    }
+    ClientIp(address).block()
 }
 
 fn quota(per_second: u32) -> Option<Quota> {

@@ -5,7 +5,8 @@
 //! (`worker`) persists granted orders from Redis Streams into SQL in batches.
 //!
 //! Layout, one folder per domain concept, each importing only those before it:
-//! - `auth`: sign-in by name, signed session cookies, the admin token.
+//! - `auth`: accounts and passwords, signed session cookies that can be ended,
+//!   guessing limits, operators, the admin token, the shop's own login.
 //! - `voucher`: vouchers, validation, SQL, the voucher list.
 //! - `orders`: orders SQL, their lifecycle, the grab-result format, give-backs.
 //! - `sale`: warm-up, the gate, `grab` / `grab_result`, the operator's sale

@@ -5,6 +5,7 @@
 //! (`worker`) persists granted orders from Redis Streams into SQL in batches.
 //!
 //! Layout, one folder per domain concept, each importing only those before it:
+//! - `audit`: the operator's log (who did what to a sale, before and after, when).
 //! - `auth`: accounts and passwords, signed session cookies that can be ended,
 //!   guessing limits, operators, the admin token, the shop's own login.
 //! - `voucher`: vouchers, validation, SQL, the voucher list.
@@ -24,6 +25,7 @@
 #![recursion_limit = "256"]
 
 pub(crate) mod app;
+pub(crate) mod audit;
 pub(crate) mod auth;
 pub(crate) mod browser;
 pub mod error;

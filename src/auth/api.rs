@@ -17,6 +17,7 @@ use {
         store, validate_name,
     },
     crate::{
+        audit::store::{self as audit, Record},
         error::{AppError, ErrorCode},
         state::{AppState, ClientIp},
     },
@@ -166,6 +167,9 @@ pub async fn add_operator(name: String, password: String, role: Role) -> AppResu
     let hash = state.hasher.hash(password).await?;
     operators::create(&state.backend.db, &name, &hash, role).await?.ok_or(ErrorCode::NameTaken)?;
     tracing::info!(%actor, operator = %name, role = role.as_str(), "operator added");
+    let after = Some(serde_json::json!({ "name": name, "role": role.as_str() }));
+    let record = Record { actor: actor.name(), action: "add_operator", voucher_id: None, before: None, after };
+    audit::record(&state.backend.db, record).await;
     Ok(Operator { name, role })
 }
 

@@ -92,6 +92,17 @@ pub async fn of_voucher(db: &Db, voucher_id: i64, status: Option<OrderStatus>, l
     Ok(rows.into_iter().map(order).collect())
 }
 
+/// A voucher's orders after `after_id`, oldest first, `limit` of them: a page of the
+/// CSV export (keyset paging: each page one indexed query, however far in).
+pub async fn page_of_voucher(db: &Db, voucher_id: i64, after_id: i64, limit: i64) -> sqlx::Result<Vec<Order>> {
+    let sql = format!(
+        "SELECT {ORDER_COLUMNS} FROM orders o JOIN vouchers v ON v.id = o.voucher_id \
+         WHERE o.voucher_id = $1 AND o.id > $2 ORDER BY o.id LIMIT $3"
+    );
+    let rows: Vec<OrderRow> = sqlx::query_as(&sql).bind(voucher_id).bind(after_id).bind(limit).fetch_all(db).await?;
+    Ok(rows.into_iter().map(order).collect())
+}
+
 /// Pays the shopper's order if it is unpaid and its deadline (`now_ms`) has not passed.
 /// An order that is not theirs (or not saved yet) is answered from a read: guessing at
 /// order ids never takes the write lock the worker needs.

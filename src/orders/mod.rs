@@ -7,6 +7,8 @@
 pub mod api;
 
 #[cfg(feature = "ssr")]
+pub mod export;
+#[cfg(feature = "ssr")]
 pub mod give_back;
 #[cfg(feature = "ssr")]
 pub mod lifecycle;

@@ -2,6 +2,7 @@
 //! watch every sale live, and each voucher's orders.
 
 use crate::{
+    audit::view::SaleLog,
     auth::{
         api::admin_status,
         view::{AdminUnlock, OperatorPanel},
@@ -47,7 +48,9 @@ fn AdminBoard(unlocked: RwSignal<bool>) -> impl IntoView {
         <LiveBoard titles unlocked/>
         <h2 class="mb-2 mt-6 text-xl font-semibold">"Vouchers"</h2>
         <EachVoucher vouchers class="grid gap-2" empty="No vouchers yet."
-            item=|v: Voucher| view! { <div><VoucherRow voucher=v.clone()/><VoucherOrders voucher_id=v.id/></div> }.into_any()/>
+            item=|v: Voucher| view! {
+                <div><VoucherRow voucher=v.clone()/><VoucherOrders voucher_id=v.id/><SaleLog voucher_id=v.id/></div>
+            }.into_any()/>
     }
     .into_any()
 }

@@ -10,6 +10,7 @@ use server_fn::codec::Json;
 use {
     super::warm,
     crate::{
+        audit::store::{self as audit, Record},
         auth::session::require_operator,
         bus::SaleEvent,
         error::ErrorCode,
@@ -31,7 +32,12 @@ pub async fn create_voucher(title: String, stock: i64, begins_at: String, ends_a
     warm::warm(&state.backend, &row).await?;
     changed(&state, row.id).await;
     tracing::info!(voucher = row.id, stock = row.stock, %actor, "voucher created");
-    Ok(to_voucher(&row, row.stock_left))
+    let voucher = to_voucher(&row, row.stock_left);
+    let after = Some(serde_json::to_value(&voucher).unwrap_or_default());
+    let record =
+        Record { actor: actor.name(), action: "create_voucher", voucher_id: Some(row.id), before: None, after };
+    audit::record(&state.backend.db, record).await;
+    Ok(voucher)
 }
 
 /// Loads a voucher into Redis (operators). Idempotent: stock Redis already holds is never
@@ -39,11 +45,14 @@ pub async fn create_voucher(title: String, stock: i64, begins_at: String, ends_a
 #[server(prefix = "/api", endpoint = "warm_up", input = Json)]
 pub async fn warm_up(voucher_id: i64) -> AppResult<Voucher> {
     let state = expect_context::<AppState>();
-    require_operator(&state.secrets)?;
+    let actor = require_operator(&state.secrets)?;
     let row = store::get(&state.backend.db, voucher_id).await?.ok_or(ErrorCode::UnknownVoucher)?;
-    warm::warm(&state.backend, &row).await?;
+    let rebuilt = warm::warm(&state.backend, &row).await?;
     changed(&state, row.id).await;
     let remaining = remaining(&state.backend, std::slice::from_ref(&row)).await?;
+    let after = Some(serde_json::json!({ "remaining": remaining[0], "rebuilt": rebuilt }));
+    let record = Record { actor: actor.name(), action: "warm_up", voucher_id: Some(row.id), before: None, after };
+    audit::record(&state.backend.db, record).await;
     Ok(to_voucher(&row, remaining[0]))
 }
 

@@ -3,6 +3,7 @@
 
 use super::{hasher, migrate, open_database, ServeError};
 use crate::{
+    audit::store::{self as audit, Record},
     auth::{operators, password, validate_name, Role},
     config::{Command, Config, OperatorCommand},
 };
@@ -21,7 +22,13 @@ pub async fn run(config: Config, command: Command) -> Result<String, ServeError>
             migrate(&db, &config.database_url).await?;
             let hash = hasher(&config)?.hash(password).await.map_err(|e| ServeError::Config(e.message))?;
             match operators::create(&db, &name, &hash, role).await? {
-                Some(_) => Ok(format!("operator {name} added ({})", role.as_str())),
+                Some(_) => {
+                    let after = Some(serde_json::json!({ "name": name, "role": role.as_str() }));
+                    let record =
+                        Record { actor: "command line", action: "add_operator", voucher_id: None, before: None, after };
+                    audit::record(&db, record).await;
+                    Ok(format!("operator {name} added ({})", role.as_str()))
+                }
                 None => Err(ServeError::Config(format!("an operator named {name} exists already"))),
             }
         }

@@ -262,6 +262,7 @@ fn router(state: AppState, guard: Arc<api_guard::Guard>) -> Router {
         .route(crate::live::FEED_PATH, get(sse::live))
         .route("/api/{*rest}", any(api_guard::not_found))
         .merge(sale::routes::routes())
+        .merge(crate::orders::export::routes())
         .leptos_routes_with_context(&state, routes, || {}, {
             let options = options.clone();
             move || shell(options.clone())

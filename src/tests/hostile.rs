@@ -21,6 +21,7 @@ fn endpoints() -> Vec<(&'static str, Vec<(&'static str, Value)>)> {
             vec![("name", json!("hostile-op")), ("password", json!("a hostile password")), ("role", json!("operator"))],
         ),
         ("operator_me", vec![]),
+        ("list_audit", vec![("voucher_id", json!(987_654))]),
         (
             "create_voucher",
             vec![("title", json!("t")), ("stock", json!(5)), ("begins_at", when(0)), ("ends_at", when(60))],

@@ -2,6 +2,7 @@
 
 mod accounts;
 mod api;
+mod audit;
 mod cluster;
 mod faults;
 mod gate;

@@ -1,0 +1,28 @@
+//! The operator's log: every operator action (create, warm, operator accounts; the
+//! sale's live changes as they come) with who did it, what, the state before and
+//! after, and when. Written in the action's own request, after the action; read by
+//! `list_audit` and the admin page. Imports no domain: actions hand it their actor's
+//! name and their states as JSON.
+
+pub mod api;
+#[cfg(feature = "ssr")]
+pub mod store;
+pub mod view;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+/// One recorded action.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditEntry {
+    #[serde(deserialize_with = "crate::rfc3339::deserialize")]
+    pub at: DateTime<Utc>,
+    /// An operator's name, or `token` (the admin token).
+    pub actor: String,
+    /// What was done: `create_voucher`, `warm_up`, `add_operator`, …
+    pub action: String,
+    pub voucher_id: Option<i64>,
+    /// The state before and after, as JSON text (`null` when there was none).
+    pub before: Option<String>,
+    pub after: Option<String>,
+}

@@ -1,0 +1,83 @@
+//! The operator's log: every operator action, with who, what, before/after and when.
+
+use crate::support::{code, TestApp};
+use serde_json::{json, Value};
+
+#[tokio::test]
+async fn operator_actions_are_logged_with_who_did_them() {
+    let app = TestApp::spawn().await;
+    let olga = json!({ "name": "olga", "password": "olga's operator password", "role": "admin" });
+    app.admin("add_operator", olga).await;
+    let res = app.http.post(format!("{}/api/operator_sign_in", app.base));
+    let res = res.json(&json!({ "name": "olga", "password": "olga's operator password" })).send().await.unwrap();
+    let olga = res.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_owned();
+    let when = |s: i64| (chrono::Utc::now() + chrono::Duration::seconds(s)).to_rfc3339();
+    let voucher = json!({ "title": "Logged", "stock": 4, "begins_at": when(-5), "ends_at": when(600) });
+    let (status, created) = app.call("create_voucher", voucher, &[("cookie", &olga)]).await;
+    assert_eq!(status, 200, "{created}");
+    let v = created["id"].as_i64().unwrap();
+    app.admin("warm_up", json!({ "voucher_id": v })).await;
+
+    let log = app.admin("list_audit", json!({ "voucher_id": v })).await;
+    let entries = log.as_array().unwrap();
+    let said: Vec<(&str, &str)> =
+        entries.iter().map(|e| (e["action"].as_str().unwrap(), e["actor"].as_str().unwrap())).collect();
+    assert_eq!(said, [("warm_up", "token"), ("create_voucher", "olga")], "newest first: {log}");
+    let after: Value = serde_json::from_str(entries[1]["after"].as_str().unwrap()).unwrap();
+    assert_eq!((after["title"].as_str(), after["stock"].as_i64()), (Some("Logged"), Some(4)));
+    assert!(chrono::DateTime::parse_from_rfc3339(entries[0]["at"].as_str().unwrap()).is_ok());
+
+    let all = app.admin("list_audit", json!({ "voucher_id": null })).await;
+    assert!(all.as_array().unwrap().iter().any(|e| e["action"] == "add_operator" && e["actor"] == "token"), "{all}");
+    let shopper = app.sign_in("sam").await;
+    let (status, body) = app.call("list_audit", json!({ "voucher_id": v }), &[("cookie", &shopper.cookie)]).await;
+    assert_eq!((status.as_u16(), code(&body)), (401, "admin_required"));
+    app.stop().await;
+}
+
+/// A sale's orders as CSV, for operators: every order once, across pages, in id order.
+#[tokio::test]
+async fn a_sales_orders_come_out_as_csv() {
+    use seckill::testing::{compose, store, OrderMsg};
+    let app = TestApp::with(crate::support::Options::default().with(|c| c.worker = false)).await;
+    let v = app.create_voucher(2_500, -5, 3600).await;
+    // 2,345 shoppers and their orders, straight into the database: more than two pages.
+    let n = 2_345;
+    sqlx::query(&format!(
+        "WITH RECURSIVE k(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM k WHERE i < {n}) \
+         INSERT INTO users (name, created_at) SELECT 'csv-' || i, 0 FROM k"
+    ))
+    .execute(&app.db)
+    .await
+    .unwrap();
+    let users: Vec<i64> = sqlx::query_scalar("SELECT id FROM users WHERE name LIKE 'csv-%' ORDER BY id")
+        .fetch_all(&app.db)
+        .await
+        .unwrap();
+    let now = chrono::Utc::now().timestamp();
+    let msgs: Vec<OrderMsg> = users
+        .iter()
+        .enumerate()
+        .map(|(i, &user_id)| OrderMsg { voucher_id: v, order_id: compose(now, i as u32), user_id })
+        .collect();
+    store::persist(&app.db, &msgs, 3_600_000).await.unwrap();
+
+    let url = format!("{}/api/orders.csv?voucher_id={v}", app.base);
+    let res = app.http.get(&url).bearer_auth(crate::support::ADMIN_TOKEN).send().await.unwrap();
+    assert_eq!(res.status(), 200);
+    assert!(res.headers()["content-type"].to_str().unwrap().starts_with("text/csv"));
+    let csv = res.text().await.unwrap();
+    let mut lines = csv.lines();
+    assert_eq!(lines.next(), Some("order_id,voucher_id,user_id,status,created_at,pay_deadline,cancel_reason"));
+    let ids: Vec<i64> = lines.map(|l| l.split(',').next().unwrap().parse().unwrap()).collect();
+    let mut expected: Vec<i64> = msgs.iter().map(|m| m.order_id).collect();
+    expected.sort();
+    assert_eq!(ids, expected, "every order once, in id order");
+
+    let refused = app.http.get(&url).send().await.unwrap();
+    assert_eq!(refused.status(), 401, "operators only");
+    let unknown = format!("{}/api/orders.csv?voucher_id=987654", app.base);
+    let res = app.http.get(unknown).bearer_auth(crate::support::ADMIN_TOKEN).send().await.unwrap();
+    assert_eq!((res.status().as_u16(), code(&res.json::<Value>().await.unwrap())), (404, "unknown_voucher"));
+    app.stop().await;
+}

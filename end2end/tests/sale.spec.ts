@@ -8,12 +8,20 @@ test('admin creates and warms a voucher, and sees its numbers', async ({ page })
   await page.getByLabel('Title', { exact: true }).fill(title);
   await page.getByLabel('Stock', { exact: true }).fill('25');
   await page.getByRole('button', { name: 'Create voucher' }).click();
-  await expect(page.getByRole('status').filter({ hasText: `Created voucher` })).toContainText(title);
+  const created = page.getByRole('status').filter({ hasText: `Created voucher` });
+  await expect(created).toContainText(title);
+  const id = (await created.textContent())?.match(/#(\d+)/)?.[1];
 
   await expect(page.getByRole('article', { name: `Live ${title}` })).toContainText('25 / 25');
   const row = page.getByRole('article', { name: title, exact: true });
   await row.getByRole('button', { name: 'Warm up' }).click();
   await expect(row.getByRole('status')).toHaveText('Warmed: 25 left');
+
+  // The sale's log says who did what (the token, here), newest first.
+  await page.getByText(`Log of #${id}`, { exact: true }).click();
+  const log = page.getByRole('list', { name: `Log of voucher #${id}` });
+  await expect(log.getByRole('listitem').first()).toContainText('warm_up by token');
+  await expect(log.getByRole('listitem').nth(1)).toContainText('create_voucher by token');
 });
 
 test('admin page refuses a wrong token', async ({ page }) => {

@@ -35,7 +35,7 @@ pub fn SaleLog(voucher_id: i64) -> impl IntoView {
     };
     view! {
         <details class="text-sm" on:toggle=move |_| open.set(true)>
-            <summary class="cursor-pointer">"Log"</summary>
+            <summary class="cursor-pointer">{format!("Log of #{voucher_id}")}</summary>
             <Suspense fallback=|| view! { <p>"Loading…"</p> }>
                 <ul class="mt-1 list-disc pl-5" aria-label=format!("Log of voucher #{voucher_id}")>
                     {move || entries.get().map(|r| match r {

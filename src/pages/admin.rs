@@ -2,7 +2,6 @@
 //! watch every sale live, and each voucher's orders.
 
 use crate::{
-    audit::view::SaleLog,
     auth::{
         api::admin_status,
         view::{AdminUnlock, OperatorPanel},
@@ -10,7 +9,7 @@ use crate::{
     browser::every,
     live::view::LiveBoard,
     orders::view::VoucherOrders,
-    sale::admin_view::{CreateVoucher, VoucherRow},
+    sale::admin_view::{CreateVoucher, SaleLog, VoucherRow},
     voucher::{api::list_vouchers, view::EachVoucher, Voucher},
 };
 use leptos::prelude::*;

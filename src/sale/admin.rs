@@ -1,8 +1,8 @@
 //! The operator's sale endpoints: `/api/create_voucher` and `/api/warm_up`, which put
-//! a voucher on sale in Redis. Running a live sale (edit, pause, restock, end) joins
-//! them here.
+//! a voucher on sale in Redis, and `/api/list_audit`, the operator's log. Running a
+//! live sale (edit, pause, restock, end) joins them here.
 
-use crate::{error::AppResult, voucher::Voucher};
+use crate::{audit::AuditEntry, error::AppResult, voucher::Voucher};
 use leptos::prelude::*;
 use server_fn::codec::Json;
 
@@ -64,4 +64,16 @@ async fn changed(state: &AppState, voucher_id: i64) {
     state.voucher_changes.note();
     let origin = state.voucher_changes.origin();
     state.backend.announce(SaleEvent::VoucherChanged { voucher_id, origin }).await;
+}
+
+/// Entries `list_audit` answers at most.
+#[cfg(feature = "ssr")]
+const AUDIT_LIMIT: i64 = 200;
+
+/// The newest 200 entries of the operator's log, of one voucher or of all (operators).
+#[server(prefix = "/api", endpoint = "list_audit", input = Json)]
+pub async fn list_audit(voucher_id: Option<i64>) -> AppResult<Vec<AuditEntry>> {
+    let state = expect_context::<AppState>();
+    require_operator(&state.secrets)?;
+    Ok(audit::list(&state.backend.db, voucher_id, AUDIT_LIMIT).await?)
 }

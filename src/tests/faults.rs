@@ -2,7 +2,7 @@
 //! invariants hold (I1 no oversell, I2 one per user, I3 nothing persisted is lost,
 //! I4 conservation).
 
-use crate::support::{connect_db, connect_one, PASSWORD};
+use crate::support::{connect_db, hold_write_lock, PASSWORD};
 use crate::{
     process::{Process, Shared},
     support::{code, redis_url, wait_until, Options, Shopper, TestApp, Watchdog, SETTLED, SOON},
@@ -288,15 +288,9 @@ async fn database_blocked_past_the_claim_time_fails_nobody() {
         }
     })
     .await;
-    // Another writer takes SQLite's write lock and keeps it.
-    let mut blocker = connect_one(&shared.database_url).await;
-    // SQLite: the one write lock. PostgreSQL: the vouchers' rows, which every write of an order takes.
-    let lock = if shared.database_url.starts_with("sqlite:") {
-        "BEGIN IMMEDIATE"
-    } else {
-        "BEGIN; LOCK TABLE vouchers IN EXCLUSIVE MODE"
-    };
-    sqlx::raw_sql(lock).execute(&mut blocker).await.unwrap();
+    // Another writer takes the write lock and keeps it (on PostgreSQL the vouchers'
+    // rows, which every write of an order takes).
+    let mut blocker = hold_write_lock(&shared.database_url, "vouchers").await;
     let locked = Instant::now();
     // Grabs need Redis only. One at a time, through both, until A has read some.
     let mut answers = Vec::new();

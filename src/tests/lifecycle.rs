@@ -2,7 +2,7 @@
 //! Both conservation equations hold after every race: in Redis, stock + live buyers
 //! = total; in the database, `stock_left` + orders not cancelled = stock.
 
-use crate::support::{code, connect_one, wait_until, Options, Shopper, TestApp, SOON};
+use crate::support::{code, hold_write_lock, wait_until, Options, Shopper, TestApp, SOON};
 use futures::future::join_all;
 use redis::AsyncCommands;
 use seckill::testing::{lifecycle, restock, CancelReason};
@@ -354,13 +354,7 @@ async fn guessing_at_other_shoppers_orders_takes_no_write_lock() {
     let ids = grab_all(&app, std::slice::from_ref(&ann), v).await;
     app.wait_for_stats("ann's order persisted", v, |s| s["persisted"] == 1).await;
 
-    let mut blocker = connect_one(&app.database_url).await;
-    let lock = if app.database_url.starts_with("sqlite:") {
-        "BEGIN IMMEDIATE"
-    } else {
-        "BEGIN; LOCK TABLE orders IN EXCLUSIVE MODE"
-    };
-    sqlx::raw_sql(lock).execute(&mut blocker).await.unwrap();
+    let mut blocker = hold_write_lock(&app.database_url, "orders").await;
     for call in ["pay_order", "cancel_order"] {
         let res = app
             .http

@@ -101,12 +101,20 @@ pub async fn connect_db(url: &str) -> Db {
     Db::connect(url).await.unwrap()
 }
 
-/// One connection on `url`, outside any pool (to hold a lock the way another writer
-/// would).
-pub async fn connect_one(url: &str) -> sqlx::AnyConnection {
+/// Another writer holding the database's write lock until it is rolled back
+/// (`ROLLBACK` on the connection) or dropped: on SQLite the one write lock, on
+/// PostgreSQL an exclusive lock on `pg_table` (reads still go on).
+pub async fn hold_write_lock(url: &str, pg_table: &str) -> sqlx::AnyConnection {
     use sqlx::Connection;
     sqlx::any::install_default_drivers();
-    sqlx::AnyConnection::connect(url).await.unwrap()
+    let mut writer = sqlx::AnyConnection::connect(url).await.unwrap();
+    let lock = if url.starts_with("sqlite:") {
+        "BEGIN IMMEDIATE".to_owned()
+    } else {
+        format!("BEGIN; LOCK TABLE {pg_table} IN EXCLUSIVE MODE")
+    };
+    sqlx::raw_sql(&lock).execute(&mut writer).await.unwrap();
+    writer
 }
 
 pub fn redis_url() -> String {

@@ -5,7 +5,7 @@ use crate::{
     error::{AppError, AppResult, ErrorCode},
     state::AppState,
 };
-use axum::http::{header, request::Parts, HeaderMap, HeaderValue};
+use axum::http::{header, request::Parts, HeaderMap, HeaderValue, Request};
 use cookie::{Cookie, CookieJar, Key, SameSite};
 use leptos::prelude::*;
 use leptos_axum::ResponseOptions;
@@ -283,8 +283,14 @@ fn request_headers() -> HeaderMap {
 
 /// The signed-in shopper's id, or `not_signed_in` (inside a server function).
 pub async fn require_user(state: &AppState) -> AppResult<i64> {
-    shopper(state, &request_headers()).await
+    shopper(state, &use_context::<Parts>().unwrap_or_else(|| Request::new(()).into_parts().0)).await
 }
+
+/// What the front door found when it checked the session cookie (for the per-shopper
+/// rate limit): the user, or none. Set on the request so the handler does not check
+/// the cookie's signature a second time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SessionChecked(pub Option<i64>);
 
 /// The signed-in shopper's session, if any (inside a server function).
 pub fn current_session(secrets: &Secrets) -> Option<Session> {
@@ -294,12 +300,14 @@ pub fn current_session(secrets: &Secrets) -> Option<Session> {
 /// The id of the shopper these request headers carry, or `not_signed_in`: a session
 /// cookie (no database read), or, with the shop's own login, the shop's token (a
 /// database read on a subject's first call to this process only).
-pub async fn shopper(state: &AppState, headers: &HeaderMap) -> AppResult<i64> {
-    if let Some(user_id) = state.secrets.session_user(headers) {
+pub async fn shopper(state: &AppState, request: &Parts) -> AppResult<i64> {
+    let checked = request.extensions.get::<SessionChecked>().copied();
+    let session = checked.unwrap_or_else(|| SessionChecked(state.secrets.session_user(&request.headers)));
+    if let SessionChecked(Some(user_id)) = session {
         return Ok(user_id);
     }
     if let Some(login) = &state.shop_login {
-        if let Some(found) = login.shopper(&state.backend.db, headers).await {
+        if let Some(found) = login.shopper(&state.backend.db, &request.headers).await {
             return found;
         }
     }

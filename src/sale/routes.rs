@@ -56,7 +56,7 @@ async fn grab(State(state): State<AppState>, request: Request) -> Response {
     let (head, body) = request.into_parts();
     let call = async {
         let args: Grab = arguments(body).await?;
-        let user_id = shopper(&state, &head.headers).await?;
+        let user_id = shopper(&state, &head).await?;
         service::grab(&state, user_id, args.voucher_id).await
     };
     answer(call.await)
@@ -67,7 +67,7 @@ async fn grab_result(State(state): State<AppState>, request: Request) -> Respons
     let (head, body) = request.into_parts();
     let call = async {
         let args: GrabResult = arguments(body).await?;
-        let user_id = shopper(&state, &head.headers).await?;
+        let user_id = shopper(&state, &head).await?;
         service::grab_result(&state, user_id, args.voucher_id, &args.order_id).await
     };
     answer(call.await)

@@ -132,21 +132,12 @@ pub async fn admin_sign_in(token: String) -> AppResult<()> {
 #[server(prefix = "/api", endpoint = "operator_sign_in", input = Json)]
 pub async fn operator_sign_in(name: String, password: String) -> AppResult<Operator> {
     let name = validate_name(&name)?;
-    if password.chars().count() > password::MAX_CHARS {
-        return Err(AppError::invalid(format!("A password has at most {} characters.", password::MAX_CHARS)));
-    }
     let state = expect_context::<AppState>();
-    let (target, address) = (Target::Operator(&name), client_address());
-    let admission = state.hasher.admit()?;
-    attempts::begin(&state.backend, &target, address).await?;
-    let operator = operators::by_name(&state.backend.db, &name).await?;
-    let hash = operator.as_ref().map(|o| o.password_hash.clone());
-    let matches = state.hasher.verify(admission, password, hash).await?;
-    let Some(operator) = operator.filter(|_| matches) else {
-        attempts::failed(&state.backend, address).await?;
-        return Err(ErrorCode::BadCredentials.into());
-    };
-    attempts::succeeded(&state.backend, &target).await?;
+    let operator = check(&state, &Target::Operator(&name), password, async {
+        let operator = operators::by_name(&state.backend.db, &name).await?;
+        Ok(operator.map(|o| (Some(o.password_hash.clone()), o)))
+    })
+    .await?;
     let actor = Actor::Operator { id: operator.id, name: operator.name.clone(), role: operator.role };
     set_cookie(&state.secrets.admin_cookie(&actor))?;
     tracing::info!(%actor, "operator signed in");
@@ -202,8 +193,8 @@ fn client_address() -> std::net::IpAddr {
     client.map_or(std::net::Ipv4Addr::UNSPECIFIED.into(), |c| c.0)
 }
 
-/// Checks `password` against the account named `name`, counted against `target`
-/// and the caller's address: the account's credentials, or `bad_credentials`.
+/// Checks `password` against a shopper's account, counted against `target` and the
+/// caller's address: the account's credentials, or `bad_credentials`.
 #[cfg(feature = "ssr")]
 async fn check_password(
     state: &AppState,
@@ -211,22 +202,37 @@ async fn check_password(
     name: &str,
     password: String,
 ) -> AppResult<store::Credentials> {
+    check(state, target, password, async {
+        let account = store::by_name(&state.backend.db, name).await?;
+        Ok(account.map(|a| (a.password_hash.clone(), a)))
+    })
+    .await
+}
+
+/// The one way a password is checked, shoppers' and operators' alike: a place in the
+/// hash pool first (a busy server never uses up anyone's attempts), the attempt
+/// counted, the account looked up (`find`: its hash, if it has one, and what to hand
+/// back), the hash verified (a decoy when there is none: an unknown name gets the same
+/// answer in the same time), the outcome counted.
+#[cfg(feature = "ssr")]
+async fn check<T>(
+    state: &AppState,
+    target: &Target<'_>,
+    password: String,
+    find: impl std::future::Future<Output = AppResult<Option<(Option<String>, T)>>>,
+) -> AppResult<T> {
     if password.chars().count() > password::MAX_CHARS {
         return Err(AppError::invalid(format!("A password has at most {} characters.", password::MAX_CHARS)));
     }
     let address = client_address();
-    // A place to hash in first: a busy server never uses up anyone's attempts.
     let admission = state.hasher.admit()?;
     attempts::begin(&state.backend, target, address).await?;
-    let account = store::by_name(&state.backend.db, name).await?;
-    // An unknown name, or an account without a password, is checked against a decoy:
-    // the same answer in the same time.
-    let hash = account.as_ref().and_then(|a| a.password_hash.clone());
+    let (hash, found) = find.await?.map_or((None, None), |(hash, found)| (hash, Some(found)));
     let matches = state.hasher.verify(admission, password, hash).await?;
-    match account {
-        Some(account) if matches => {
+    match found {
+        Some(found) if matches => {
             attempts::succeeded(&state.backend, target).await?;
-            Ok(account)
+            Ok(found)
         }
         _ => {
             attempts::failed(&state.backend, address).await?;

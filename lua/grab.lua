@@ -5,11 +5,12 @@
 -- ARGV[5] the result to store when granted   ARGV[6] the sold-out event to publish
 -- (both written by Rust: src/orders/results.rs, src/bus/event.rs)
 -- Returns 'granted' or the refusal's API error code (src/sale/gate.rs reads it).
--- Time comes from Redis TIME so every app instance agrees.
+-- Time comes from Redis TIME so every app instance agrees. A paused sale refuses
+-- here, in the same step, so no grant follows a pause that has returned.
 local stock = redis.call('GET', KEYS[1])
 if not stock then return 'unknown_voucher' end
 
-local window = redis.call('HMGET', KEYS[3], 'begins', 'ends', 'expires')
+local window = redis.call('HMGET', KEYS[3], 'begins', 'ends', 'expires', 'paused', 'price')
 if not window[1] or not window[2] then return 'unknown_voucher' end
 -- The refusals counter expires with the rest of the sale (see warm.lua); buyers and
 -- results get their expiry from the worker, once a batch, not here on every grant.
@@ -21,6 +22,7 @@ local function refuse(code)
 end
 if now < tonumber(window[1]) then return refuse('not_started') end
 if now >= tonumber(window[2]) then return refuse('ended') end
+if window[4] == '1' then return refuse('sale_paused') end
 
 -- Checked before stock: a buyer asking again is told they have it, not "sold out".
 if redis.call('SISMEMBER', KEYS[2], ARGV[1]) == 1 then return refuse('already_bought') end
@@ -28,7 +30,8 @@ if tonumber(stock) <= 0 then return refuse('sold_out') end
 
 local left = redis.call('DECR', KEYS[1])
 redis.call('SADD', KEYS[2], ARGV[1])
-redis.call('XADD', KEYS[4], '*', 'order', ARGV[2], 'user', ARGV[1], 'voucher', ARGV[3])
+-- The price as it is at this grab: an operator's later change does not reach it.
+redis.call('XADD', KEYS[4], '*', 'order', ARGV[2], 'user', ARGV[1], 'voucher', ARGV[3], 'price', window[5] or '')
 redis.call('HSET', KEYS[5], ARGV[2], ARGV[5])
 if left == 0 then
   redis.call('PUBLISH', ARGV[4], ARGV[6])

@@ -1,10 +1,16 @@
--- Warm-up: loads one voucher into Redis unless Redis already holds it, and makes
--- every key of its sale expire after the drain grace.
+-- Warm-up: loads one voucher into Redis unless Redis already holds it, refreshes its
+-- window from the database's row unless Redis holds a newer one, and makes every key
+-- of its sale expire after the drain grace. Every operator change runs it, so the
+-- gate follows the change the moment this returns.
 -- KEYS[1] stock   KEYS[2] buyers   KEYS[3] window   KEYS[4] orders stream
 -- KEYS[5] results   KEYS[6] dlq   KEYS[7] refusals counter   KEYS[8] restocked orders
+-- KEYS[9] stock changes made
 -- ARGV[1] begins (ms)   ARGV[2] ends (ms)   ARGV[3] when the sale's keys expire (ms)
--- ARGV[4] stock left, ARGV[5] how many buyers, then the buyer ids, then the ids of
--- cancelled orders (their units are in the stock left): the database's snapshot.
+-- ARGV[4] paused (0/1)   ARGV[5] price   ARGV[6] the row's version
+-- ARGV[7] stock left, ARGV[8] how many buyers, ARGV[9] how many cancelled orders,
+-- then the buyer ids, the ids of cancelled orders (their units are in the stock left),
+-- and pairs of stock change id and units for the additions the stock left counts
+-- but Redis was never told of: the database's snapshot.
 -- Without it the script only looks: it loads nothing when Redis lost the voucher.
 -- Returns 1 when Redis already held the voucher, 0 when it did not (and loaded the
 -- snapshot if given). Never touches stock Redis holds: that would resurrect units sold
@@ -14,21 +20,28 @@
 -- worker's batches.
 local held = redis.call('EXISTS', KEYS[1])
 if held == 0 then
-  if #ARGV < 4 then
+  if #ARGV < 7 then
     return 0
   end
-  redis.call('DEL', KEYS[2], KEYS[8])
-  local first, last = 6, 5 + tonumber(ARGV[5])
+  redis.call('DEL', KEYS[2], KEYS[8], KEYS[9])
   local chunk = 1000
+  local first, last = 10, 9 + tonumber(ARGV[8])
   for i = first, last, chunk do
     redis.call('SADD', KEYS[2], unpack(ARGV, i, math.min(i + chunk - 1, last)))
   end
-  for i = last + 1, #ARGV, chunk do
-    redis.call('SADD', KEYS[8], unpack(ARGV, i, math.min(i + chunk - 1, #ARGV)))
+  first, last = last + 1, last + tonumber(ARGV[9])
+  for i = first, last, chunk do
+    redis.call('SADD', KEYS[8], unpack(ARGV, i, math.min(i + chunk - 1, last)))
   end
-  redis.call('SET', KEYS[1], ARGV[4])
+  for i = last + 1, #ARGV, chunk do
+    redis.call('HSET', KEYS[9], unpack(ARGV, i, math.min(i + chunk - 1, #ARGV)))
+  end
+  redis.call('SET', KEYS[1], ARGV[7])
 end
-redis.call('HSET', KEYS[3], 'begins', ARGV[1], 'ends', ARGV[2], 'expires', ARGV[3])
+local stored = tonumber(redis.call('HGET', KEYS[3], 'version') or '0')
+if tonumber(ARGV[6]) < stored then return held end
+redis.call('HSET', KEYS[3], 'begins', ARGV[1], 'ends', ARGV[2], 'expires', ARGV[3],
+  'paused', ARGV[4], 'price', ARGV[5], 'version', ARGV[6])
 for i = 1, #KEYS do
   redis.call('PEXPIREAT', KEYS[i], ARGV[3])
 end

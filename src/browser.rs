@@ -1,5 +1,6 @@
-//! Browser helpers: timers, a self-reconnecting Server-Sent Events reader, and how a
-//! span of time reads. On the server (SSR) the timers and the reader do nothing, so
+//! Browser helpers: timers, the browser's time zone (for date-time pickers), a
+//! self-reconnecting Server-Sent Events reader, and how a span of time reads. On the
+//! server (SSR) the timers and the reader do nothing and the zone is UTC, so
 //! components can call them unconditionally. Only
 //! components import this module; it imports none of them.
 
@@ -15,6 +16,52 @@ pub fn clock(secs: i64) -> String {
     } else {
         format!("{s}s")
     }
+}
+
+/// Minutes the browser's time zone is ahead of UTC at the instant `t` (0 on the
+/// server, which renders UTC).
+pub fn utc_offset_minutes(t: chrono::DateTime<chrono::Utc>) -> i64 {
+    #[cfg(feature = "hydrate")]
+    {
+        let date = js_sys::Date::new(&wasm_bindgen::JsValue::from_f64(t.timestamp_millis() as f64));
+        -(date.get_timezone_offset() as i64)
+    }
+    #[cfg(not(feature = "hydrate"))]
+    {
+        let _ = t;
+        0
+    }
+}
+
+/// `t` in the browser's time zone as a date-time picker holds it: `2026-11-26T10:30`.
+/// By hand: chrono's format engine stays out of the browser's bundle.
+pub fn local_input(t: chrono::DateTime<chrono::Utc>) -> String {
+    use chrono::{Datelike, Timelike};
+    let l = t.naive_utc() + chrono::Duration::minutes(utc_offset_minutes(t));
+    format!("{}-{:02}-{:02}T{:02}:{:02}", l.year(), l.month(), l.day(), l.hour(), l.minute())
+}
+
+/// `t` as the operator reads it: `2026-11-26 10:30 (UTC+01:00)`, in the browser's zone.
+pub fn local_time(t: chrono::DateTime<chrono::Utc>) -> String {
+    let offset = utc_offset_minutes(t);
+    let sign = if offset < 0 { '-' } else { '+' };
+    let (h, m) = (offset.abs() / 60, offset.abs() % 60);
+    format!("{} (UTC{sign}{h:02}:{m:02})", local_input(t).replace('T', " "))
+}
+
+/// What a date-time picker holds (`2026-11-26T10:30`, the browser's zone) as an
+/// instant; `None` when it holds no such thing.
+pub fn from_local_input(text: &str) -> Option<chrono::DateTime<chrono::Utc>> {
+    let (date, time) = text.trim().split_once('T')?;
+    let mut d = date.splitn(3, '-').map(|p| p.parse::<u32>().ok());
+    let (year, month, day) = (d.next()??, d.next()??, d.next()??);
+    let mut t = time.splitn(3, ':').map(|p| p.parse::<u32>().ok());
+    let (hour, minute) = (t.next()??, t.next()??);
+    let naive = chrono::NaiveDate::from_ymd_opt(year as i32, month, day)?.and_hms_opt(hour, minute, 0)?;
+    // The offset at the instant meant: first guessed from the wall time read as UTC,
+    // then taken at that guess (right but within an hour of a clock change).
+    let guess = naive.and_utc() - chrono::Duration::minutes(utc_offset_minutes(naive.and_utc()));
+    Some(naive.and_utc() - chrono::Duration::minutes(utc_offset_minutes(guess)))
 }
 
 /// Calls `f` every `ms` milliseconds in the browser (never on the server), until
@@ -113,5 +160,21 @@ mod event_source {
 
     fn retry(url: &'static str, connection: RwSignal<Connection>, on_message: Rc<dyn Fn(String) -> bool>) {
         set_timeout(move || open(url, connection, on_message), std::time::Duration::from_secs(2));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn picker_text_round_trips_in_utc_on_the_server() {
+        let t: chrono::DateTime<chrono::Utc> = "2026-11-26T10:30:00Z".parse().unwrap();
+        assert_eq!(local_input(t), "2026-11-26T10:30");
+        assert_eq!(local_time(t), "2026-11-26 10:30 (UTC+00:00)");
+        assert_eq!(from_local_input("2026-11-26T10:30"), Some(t));
+        for bad in ["", "2026-11-26", "2026-13-01T10:00", "2026-11-26T25:00", "x-y-zT1:2"] {
+            assert_eq!(from_local_input(bad), None, "{bad}");
+        }
     }
 }

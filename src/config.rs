@@ -99,6 +99,11 @@ pub struct Config {
     #[arg(long, env = "SECKILL_PAY_TIMEOUT_MS", default_value_t = 20 * 60 * 1000)]
     pub pay_timeout_ms: u64,
 
+    /// The currency of every price (ISO 4217, e.g. EUR, USD, JPY); prices are whole
+    /// minor units of it (cents).
+    #[arg(long, env = "SECKILL_CURRENCY", default_value = "EUR")]
+    pub currency: String,
+
     /// How often (ms) the sweeper looks for overdue orders and unfinished give-backs.
     #[arg(long, env = "SECKILL_SWEEP_MS", default_value_t = 500)]
     pub sweep_ms: u64,
@@ -275,6 +280,9 @@ impl Config {
         // argon2's own floor (8 KiB per lane).
         if self.password_memory_kib < 8 {
             return Err("SECKILL_PASSWORD_MEMORY_KIB must be at least 8".into());
+        }
+        if !crate::money::is_code(&self.currency) {
+            return Err("SECKILL_CURRENCY must be an ISO 4217 code, three capital letters like EUR".into());
         }
         if self.redis_namespace.is_empty() || self.redis_namespace.contains(['{', '}', ' ']) {
             return Err("SECKILL_REDIS_NAMESPACE must be non-empty, without braces or spaces".into());

@@ -39,6 +39,19 @@ pub enum ErrorCode {
     SoldOut,
     /// This shopper already holds an order for the voucher.
     AlreadyBought,
+    /// An operator paused the sale.
+    SalePaused,
+    /// A change only a sale that has not started may take (its start, its stock's
+    /// first count).
+    SaleStarted,
+    /// A withdrawal of more units than are unsold.
+    NotEnoughStock,
+    /// A negative or absurd price or face value.
+    InvalidPrice,
+    /// A face value below the price.
+    FaceValueBelowPrice,
+    /// A time that is not RFC 3339, or a window that ends before it begins or in the past.
+    InvalidTime,
     /// The order was granted but is not saved yet; retry in a moment.
     OrderQueued,
     /// The order's payment deadline passed; it is (or is about to be) cancelled.
@@ -75,11 +88,12 @@ impl ErrorCode {
     /// The HTTP status for this code: 4xx for the caller's fault, 5xx only for ours.
     pub fn status(self) -> u16 {
         match self {
-            Self::InvalidInput => 400,
+            Self::InvalidInput | Self::InvalidPrice | Self::FaceValueBelowPrice | Self::InvalidTime => 400,
             Self::NotSignedIn | Self::AdminRequired | Self::BadCredentials => 401,
             Self::NameTaken => 409,
             Self::UnknownVoucher | Self::UnknownOrder => 404,
             Self::NotStarted | Self::Ended | Self::SoldOut | Self::AlreadyBought => 409,
+            Self::SalePaused | Self::SaleStarted | Self::NotEnoughStock => 409,
             Self::OrderQueued | Self::OrderExpired | Self::OrderCancelled | Self::OrderPaid => 409,
             Self::NotFound => 404,
             Self::MethodNotAllowed => 405,
@@ -106,6 +120,12 @@ impl ErrorCode {
             Self::Ended => "The sale has ended.",
             Self::SoldOut => "Sold out.",
             Self::AlreadyBought => "You already bought this voucher.",
+            Self::SalePaused => "The sale is paused; please try again when it resumes.",
+            Self::SaleStarted => "The sale has started: only its title, price and end can change.",
+            Self::NotEnoughStock => "Fewer units are unsold than that.",
+            Self::InvalidPrice => "A price must be whole minor units (cents), not negative.",
+            Self::FaceValueBelowPrice => "The face value cannot be below the price.",
+            Self::InvalidTime => "That time is not possible.",
             Self::OrderQueued => "Your order is still being saved; try again in a moment.",
             Self::OrderExpired => "The time to pay this order has run out.",
             Self::OrderCancelled => "This order was cancelled.",

@@ -30,6 +30,7 @@ pub(crate) mod auth;
 pub(crate) mod browser;
 pub mod error;
 pub(crate) mod live;
+pub(crate) mod money;
 pub(crate) mod orders;
 pub(crate) mod pages;
 pub(crate) mod rfc3339;

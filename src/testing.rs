@@ -6,7 +6,7 @@
 pub use crate::{
     auth::password::{Cost, Hasher},
     backend::{
-        layout::{SaleKeys, Scripts, DRAIN_GRACE_MS, GROUP},
+        layout::{sales_version, SaleKeys, Scripts, DRAIN_GRACE_MS, GROUP},
         Backend, Db, RedisConn,
     },
     ids::{compose, decompose, OrderIds},
@@ -21,5 +21,5 @@ pub use crate::{
         gate::{self, Verdict},
         warm, REDIS_DEADLINE,
     },
-    voucher::store::{self as vouchers, VoucherRow},
+    voucher::store::{self as vouchers, StockChange, VoucherRow},
 };

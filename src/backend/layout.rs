@@ -9,12 +9,14 @@
 //! | --- | --- | --- | --- |
 //! | `<ns>:{v<id>}:stock` | string | units left | warm-up, gate, give-backs |
 //! | `<ns>:{v<id>}:buyers` | set | shoppers holding a grant | warm-up, gate, give-backs |
-//! | `<ns>:{v<id>}:window` | hash | `begins`, `ends`, `expires` (Unix ms) | warm-up |
+//! | `<ns>:{v<id>}:window` | hash | `begins`, `ends`, `expires` (Unix ms), `paused`, `price`, `version` | warm-up (every operator change) |
 //! | `<ns>:{v<id>}:orders` | stream | granted orders, read by group [`GROUP`] | gate |
 //! | `<ns>:{v<id>}:results` | hash | order id → grab result | gate, worker, give-backs |
 //! | `<ns>:{v<id>}:dlq` | stream | orders given up (dead letters) | worker |
 //! | `<ns>:{v<id>}:refused` | string | grabs the gate refused | gate |
 //! | `<ns>:{v<id>}:restocked` | set | cancelled orders whose unit came back | give-backs, warm-up |
+//! | `<ns>:{v<id>}:changes` | hash | stock change id → units it made (once each) | `sale::stock`, warm-up |
+//! | `<ns>:sales_version` | string | counts operator changes to any sale | `sale::admin`; every process follows it (`bus::follow`) |
 //! | `<ns>:icr:order:<yyyymmdd>` | string | the day's order-id counter | `ids` (in blocks) |
 //! | `<ns>:events` | pub/sub channel | sale events | `bus` |
 //! | `<ns>:attempts:<who>` | hash | credential checks of one account, address or token | `auth::attempts` |
@@ -35,7 +37,7 @@
 //! (`live::figures`); gate answers (`sale::gate`).
 //!
 //! **Scripts** ([`Scripts`], loaded once and run by SHA): `grab.lua` (`sale::gate`),
-//! `warm.lua` (`sale::warm`), `settle.lua` (`orders::settle`), `give_back.lua`
+//! `warm.lua` (`sale::warm`), `stock.lua` (`sale::stock`), `clock.lua` (`sale::run`), `settle.lua` (`orders::settle`), `give_back.lua`
 //! (`orders::give_back`), `restock.lua` (`orders::restock`), `sample.lua`
 //! (`live::figures`), `order_ids.lua` (`ids`), `attempt.lua` (`auth::attempts`). The two give-backs share their core,
 //! `lua/lib/unit_back.lua` (a unit back on sale, a buyer slot freed, the keys' expiry).
@@ -50,7 +52,7 @@ pub struct SaleKeys {
     pub stock: String,
     /// Set of user ids holding an order.
     pub buyers: String,
-    /// Hash `begins`/`ends`/`expires`, in Unix milliseconds.
+    /// Hash `begins`/`ends`/`expires` (Unix ms), `paused` (0/1), `price`, `version`.
     pub window: String,
     /// Stream of granted orders, read by the worker's consumer group.
     pub orders: String,
@@ -62,6 +64,8 @@ pub struct SaleKeys {
     pub refused: String,
     /// Set of cancelled order ids whose unit Redis has taken back (once each).
     pub restocked: String,
+    /// Hash stock change id → units it added (> 0) or withdrew (< 0): each once.
+    pub changes: String,
     /// Not a key: the message the gate publishes when this sale sells out. Every grab
     /// hands it to the gate, so it is encoded once, with the keys.
     pub sold_out_event: String,
@@ -79,6 +83,7 @@ impl SaleKeys {
             dlq: format!("{base}:dlq"),
             refused: format!("{base}:refused"),
             restocked: format!("{base}:restocked"),
+            changes: format!("{base}:changes"),
             sold_out_event: SaleEvent::SoldOut { voucher_id }.encode(),
         }
     }
@@ -90,6 +95,13 @@ pub const GROUP: &str = "persist";
 /// Pub/sub channel of sale events (see `bus`).
 pub fn events_channel(namespace: &str) -> String {
     format!("{namespace}:events")
+}
+
+/// The count of operator changes to any sale. Each change bumps it after Redis holds
+/// the change; every process reads it a few times a second and, when it moved, trusts
+/// nothing it cached of a sale (a change whose sale event it missed is caught up).
+pub fn sales_version(namespace: &str) -> String {
+    format!("{namespace}:sales_version")
 }
 
 /// The counter of credential checks against `who` (`name:<name>`, `addr:<ip>`,
@@ -129,6 +141,8 @@ pub struct Scripts {
     pub give_back: Script,
     pub settle: Script,
     pub restock: Script,
+    pub stock: Script,
+    pub clock: Script,
     pub sample: Script,
     pub attempt: Script,
 }
@@ -141,6 +155,8 @@ impl Default for Scripts {
             give_back: lua!("give_back.lua", uses "unit_back.lua"),
             settle: lua!("settle.lua"),
             restock: lua!("restock.lua", uses "unit_back.lua"),
+            stock: lua!("stock.lua"),
+            clock: lua!("clock.lua"),
             sample: lua!("sample.lua"),
             attempt: lua!("attempt.lua"),
         }
@@ -159,7 +175,8 @@ mod tests {
     #[test]
     fn keys_of_one_voucher_share_a_hash_tag() {
         let k = SaleKeys::new("seckill", 42);
-        for key in [&k.stock, &k.buyers, &k.window, &k.orders, &k.results, &k.dlq, &k.refused, &k.restocked] {
+        for key in [&k.stock, &k.buyers, &k.window, &k.orders, &k.results, &k.dlq, &k.refused, &k.restocked, &k.changes]
+        {
             assert!(key.starts_with("seckill:{v42}:"), "{key}");
         }
         assert_ne!(SaleKeys::new("seckill", 4).stock, SaleKeys::new("seckill", 42).stock);

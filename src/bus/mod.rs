@@ -70,6 +70,34 @@ pub async fn listen(
     }))
 }
 
+/// How often [`follow`] reads the sales version.
+pub const FOLLOW_EVERY: Duration = Duration::from_millis(250);
+
+/// Reads the sales version (`key`, bumped by every operator change to a sale, after
+/// Redis holds the change) every [`FOLLOW_EVERY`] until shutdown, and tells every
+/// subscriber it may have missed events whenever it moved. So a process whose
+/// subscription dropped the change's event (partitioned from pub/sub, or not yet
+/// subscribed) still follows the change within a fraction of a second: its caches
+/// check a version, not only a message they hope to get.
+pub fn follow(
+    mut redis: crate::backend::RedisConn,
+    key: String,
+    subscribers: Vec<Arc<dyn Subscriber>>,
+    shutdown: Shutdown,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut seen: Option<Option<i64>> = None;
+        let mut rounds = crate::shutdown::interval(FOLLOW_EVERY);
+        while shutdown.tick(&mut rounds).await {
+            let Ok(now) = redis::AsyncCommands::get::<_, Option<i64>>(&mut redis, &key).await else { continue };
+            if seen.is_some_and(|seen| seen != now) {
+                subscribers.iter().for_each(|s| s.missed());
+            }
+            seen = Some(now);
+        }
+    })
+}
+
 fn deliver(payload: &str, subscribers: &[Arc<dyn Subscriber>]) {
     let Some(event) = SaleEvent::parse(payload) else {
         tracing::warn!(payload, "unknown sale event");

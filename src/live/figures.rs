@@ -22,9 +22,9 @@ pub async fn read(backend: &Backend, rows: &[VoucherRow]) -> RedisResult<Vec<Sal
     let calls = rows.iter().map(|row| {
         let (mut redis, keys) = (backend.redis.clone(), backend.keys(row.id));
         async move {
-            let SaleKeys { stock, buyers, orders, dlq, refused, .. } = &*keys;
+            let SaleKeys { stock, buyers, orders, dlq, refused, window, .. } = &*keys;
             let mut call = script.key(stock);
-            call.key(buyers).key(orders).key(dlq).key(refused).arg(GROUP);
+            call.key(buyers).key(orders).key(dlq).key(refused).key(window).arg(GROUP);
             call.invoke_async::<HashMap<String, i64>>(&mut redis).await
         }
     });
@@ -52,6 +52,9 @@ fn figures(row: &VoucherRow, pairs: &HashMap<String, i64>) -> SaleFigures {
         pending: get("pending").unwrap_or(0),
         dead_letters: get("dead_letters").unwrap_or(0),
         refused: get("refused").unwrap_or(0),
+        // The gate's window when Redis holds it, else the database's row.
+        paused: get("paused").map_or(row.is_paused(), |p| p == 1),
+        ends_at_ms: known("ends").unwrap_or(row.ends_at),
         ..SaleFigures::default()
     }
 }
@@ -71,8 +74,9 @@ mod tests {
             ends_at: 0,
             paid: 2,
             cancelled: 1,
+            ..VoucherRow::default()
         };
-        let pairs: HashMap<String, i64> = [("granted", 8), ("stock", 2), ("refused", 9), ("lag", -1)]
+        let pairs: HashMap<String, i64> = [("granted", 8), ("stock", 2), ("refused", 9), ("lag", -1), ("paused", 1)]
             .into_iter()
             .map(|(k, v)| (k.to_owned(), v))
             .collect();
@@ -81,5 +85,7 @@ mod tests {
         assert_eq!((f.total_stock, f.persisted, f.unpaid, f.paid, f.cancelled), (10, 7, 5, 2, 1));
         let gone = figures(&row, &[("stock".to_owned(), -1)].into_iter().collect());
         assert_eq!(gone.redis_stock, None, "Redis does not hold the voucher");
+        assert!(f.paused && !gone.paused, "paused as the gate says, else as the row says");
+        assert_eq!((f.ends_at_ms, gone.ends_at_ms), (row.ends_at, row.ends_at));
     }
 }

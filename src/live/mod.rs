@@ -68,6 +68,11 @@ pub struct VoucherLive {
     pub cancelled: i64,
     /// This process holds a sold-out flag for the voucher.
     pub sold_out: bool,
+    /// Paused by an operator, and when the sale ends (Unix ms), as the gate sees them.
+    #[serde(default)]
+    pub paused: bool,
+    #[serde(default)]
+    pub ends_at_ms: i64,
 }
 
 /// All live vouchers at one moment.
@@ -85,6 +90,12 @@ pub struct StockLive {
     pub total: i64,
     pub stock: i64,
     pub sold_out: bool,
+    /// Paused by an operator, and when the sale ends (Unix ms; it may have been ended
+    /// early), as the gate sees them.
+    #[serde(default)]
+    pub paused: bool,
+    #[serde(default)]
+    pub ends_at_ms: i64,
 }
 
 impl Snapshot {
@@ -98,6 +109,8 @@ impl Snapshot {
                 total: v.total,
                 stock: v.stock,
                 sold_out: v.sold_out || v.stock == 0,
+                paused: v.paused,
+                ends_at_ms: v.ends_at_ms,
             })
             .collect()
     }
@@ -188,6 +201,10 @@ pub struct SaleFigures {
     pub sold_out_flag: bool,
     /// Grabs this process refused from its sold-out flag, without asking Redis.
     pub refused_locally: u64,
+    /// An operator paused the sale (as the gate sees it).
+    pub paused: bool,
+    /// When the gate ends the sale (Unix ms): an operator may have ended it early.
+    pub ends_at_ms: i64,
 }
 
 /// One message of the feed, as the browser receives it.

@@ -89,6 +89,8 @@ async fn sample(
                 paid: f.paid,
                 cancelled: f.cancelled,
                 sold_out: flags.is_flagged(voucher_id),
+                paused: f.paused,
+                ends_at_ms: f.ends_at_ms,
             }
         })
         .collect();

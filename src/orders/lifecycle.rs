@@ -38,14 +38,14 @@ pub enum Cancel {
 }
 
 const ORDER_COLUMNS: &str = "o.id, o.voucher_id, o.user_id, v.title, o.status, o.created_at, o.pay_deadline, \
-     o.cancel_reason";
+     o.cancel_reason, o.price";
 
-type OrderRow = (i64, i64, i64, String, String, i64, i64, Option<String>);
+type OrderRow = (i64, i64, i64, String, String, i64, i64, Option<String>, i64);
 
 /// The order a row holds. The schema allows only the statuses and reasons there are;
 /// a row holding another (written by hand) reads as cancelled for no known reason.
 fn order(row: OrderRow) -> Order {
-    let (id, voucher_id, user_id, title, status, created_at, pay_deadline, cancel_reason) = row;
+    let (id, voucher_id, user_id, title, status, created_at, pay_deadline, cancel_reason, price) = row;
     let at = |ms| chrono::DateTime::from_timestamp_millis(ms).unwrap_or_default();
     Order {
         order_id: id.to_string(),
@@ -59,6 +59,8 @@ fn order(row: OrderRow) -> Order {
         created_at: at(created_at),
         pay_deadline: at(pay_deadline),
         cancel_reason: cancel_reason.as_deref().and_then(CancelReason::parse),
+        price,
+        currency: crate::money::currency().to_owned(),
     }
 }
 

@@ -65,6 +65,12 @@ pub struct Order {
     /// Why a cancelled order was cancelled.
     #[serde(deserialize_with = "CancelReason::read", default)]
     pub cancel_reason: Option<CancelReason>,
+    /// What the shopper pays (paid), in minor units of `currency`: the voucher's price
+    /// when the order was granted.
+    #[serde(default)]
+    pub price: i64,
+    #[serde(default)]
+    pub currency: String,
 }
 
 /// Where a persisted order stands: `unpaid`, then `paid` or `cancelled`, nothing else.
@@ -156,6 +162,8 @@ mod tests {
             created_at: at,
             pay_deadline: at,
             cancel_reason: Some(CancelReason::Timeout),
+            price: 1999,
+            currency: "EUR".into(),
         };
         let json = serde_json::to_value(&order).unwrap();
         assert_eq!((json["status"].as_str(), json["cancel_reason"].as_str()), (Some("cancelled"), Some("timeout")));

@@ -9,6 +9,9 @@ pub struct OrderMsg {
     pub voucher_id: i64,
     pub order_id: i64,
     pub user_id: i64,
+    /// What the shopper pays, as the gate read it at the grab; `None` (an entry from
+    /// before prices) takes the voucher's price.
+    pub price: Option<i64>,
 }
 
 /// What persisting one message came to.
@@ -144,12 +147,17 @@ const POSTGRES: &str = "PostgreSQL";
 /// statement written per engine (each reads JSON with a function of its own) and per
 /// [`OnConflict`] (`$tail`).
 macro_rules! insert_from_json {
-    ($members:literal, $tail:literal) => {
+    ($members:literal, $user:literal, $price:literal, $tail:literal) => {
         concat!(
-            "INSERT INTO orders (id, voucher_id, user_id, status, created_at, pay_deadline) \
+            "INSERT INTO orders (id, voucher_id, user_id, status, created_at, pay_deadline, price) \
              SELECT v.id, CAST($1 AS BIGINT), v.user_id, 'unpaid', ((v.id >> 32) + CAST($2 AS BIGINT)) * 1000, \
-             ((v.id >> 32) + CAST($2 AS BIGINT)) * 1000 + CAST($3 AS BIGINT) \
-             FROM (SELECT CAST(j.key AS BIGINT) AS id, CAST(j.value AS BIGINT) AS user_id FROM ",
+             ((v.id >> 32) + CAST($2 AS BIGINT)) * 1000 + CAST($3 AS BIGINT), \
+             COALESCE(v.price, (SELECT price FROM vouchers WHERE id = CAST($1 AS BIGINT))) \
+             FROM (SELECT CAST(j.key AS BIGINT) AS id, CAST(",
+            $user,
+            " AS BIGINT) AS user_id, CAST(",
+            $price,
+            " AS BIGINT) AS price FROM ",
             $members,
             " AS j) AS v \
              WHERE NOT EXISTS (SELECT 1 FROM dead_letters d WHERE d.order_id = v.id)",
@@ -157,12 +165,22 @@ macro_rules! insert_from_json {
         )
     };
 }
-const INSERT_SQLITE: &str = insert_from_json!("json_each($4)", "");
-const INSERT_SQLITE_SKIPPING: &str = insert_from_json!("json_each($4)", " ON CONFLICT DO NOTHING");
-const INSERT_POSTGRES: &str = insert_from_json!("json_each_text(CAST($4 AS JSON))", "");
-const INSERT_POSTGRES_SKIPPING: &str = insert_from_json!("json_each_text(CAST($4 AS JSON))", " ON CONFLICT DO NOTHING");
+macro_rules! insert_sqlite {
+    ($tail:literal) => {
+        insert_from_json!("json_each($4)", "j.value ->> 0", "j.value ->> 1", $tail)
+    };
+}
+macro_rules! insert_postgres {
+    ($tail:literal) => {
+        insert_from_json!("json_each(CAST($4 AS JSON))", "j.value ->> 0", "j.value ->> 1", $tail)
+    };
+}
+const INSERT_SQLITE: &str = insert_sqlite!("");
+const INSERT_SQLITE_SKIPPING: &str = insert_sqlite!(" ON CONFLICT DO NOTHING");
+const INSERT_POSTGRES: &str = insert_postgres!("");
+const INSERT_POSTGRES_SKIPPING: &str = insert_postgres!(" ON CONFLICT DO NOTHING");
 
-/// `{"<order id>":<shopper>,…}` in the batch's order: both engines give a JSON object's
+/// `{"<order id>":[<shopper>,<price or null>],…}` in the batch's order: both engines give a JSON object's
 /// members in the order written (PostgreSQL's `json`, unlike `jsonb`, keeps it), so of
 /// two orders of one shopper the first goes in, as before.
 fn orders_json(orders: &[&OrderMsg]) -> String {
@@ -172,7 +190,10 @@ fn orders_json(orders: &[&OrderMsg]) -> String {
     for (i, m) in orders.iter().enumerate() {
         let comma = if i == 0 { "" } else { "," };
         // Writing to a String cannot fail.
-        let _ = write!(json, "{comma}\"{}\":{}", m.order_id, m.user_id);
+        let _ = match m.price {
+            Some(price) => write!(json, "{comma}\"{}\":[{},{price}]", m.order_id, m.user_id),
+            None => write!(json, "{comma}\"{}\":[{},null]", m.order_id, m.user_id),
+        };
     }
     json.push('}');
     json
@@ -283,6 +304,9 @@ pub struct RebuildSource {
     pub buyers: Vec<i64>,
     /// Cancelled orders: their units are in `stock_left` already.
     pub restocked: Vec<i64>,
+    /// Stock changes that added units `stock_left` counts but Redis may not have been
+    /// told of (id, units): the rebuilt Redis takes them as made.
+    pub added: Vec<(i64, i64)>,
 }
 
 /// Takes the write lock persisting takes (the voucher's row: SQLite's one writer,
@@ -308,5 +332,10 @@ pub async fn lock_for_rebuild(tx: &mut Tx<'_>, voucher_id: i64) -> sqlx::Result<
             _ => {}
         }
     }
+    snapshot.added =
+        sqlx::query_as("SELECT id, units FROM stock_changes WHERE voucher_id = $1 AND applied IS NULL AND units > 0")
+            .bind(voucher_id)
+            .fetch_all(&mut **tx)
+            .await?;
     Ok(Some(snapshot))
 }

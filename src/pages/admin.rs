@@ -9,7 +9,7 @@ use crate::{
     browser::every,
     live::view::LiveBoard,
     orders::view::VoucherOrders,
-    sale::admin_view::{CreateVoucher, SaleLog, VoucherRow},
+    sale::admin_view::{CreateVoucher, RowStates, SaleLog, SaleRow},
     voucher::{api::list_vouchers, view::EachVoucher, Voucher},
 };
 use leptos::prelude::*;
@@ -38,6 +38,9 @@ fn AdminBoard(unlocked: RwSignal<bool>) -> impl IntoView {
     let refresh = RwSignal::new(0u64);
     every(5000, move || refresh.update(|n| *n += 1));
     let vouchers = Resource::new(move || refresh.get(), |_| list_vouchers());
+    let states = RowStates::new();
+    let now = RwSignal::new(chrono::Utc::now());
+    every(1000, move || now.set(chrono::Utc::now()));
     let titles = Signal::derive(move || {
         vouchers.get().and_then(Result::ok).unwrap_or_default().into_iter().map(|v| (v.id, v.title)).collect()
     });
@@ -47,9 +50,14 @@ fn AdminBoard(unlocked: RwSignal<bool>) -> impl IntoView {
         <LiveBoard titles unlocked/>
         <h2 class="mb-2 mt-6 text-xl font-semibold">"Vouchers"</h2>
         <EachVoucher vouchers class="grid gap-2" empty="No vouchers yet."
-            item=|v: Voucher| view! {
-                <div><VoucherRow voucher=v.clone()/><VoucherOrders voucher_id=v.id/><SaleLog voucher_id=v.id/></div>
-            }.into_any()/>
+            item=move |v: Voucher| {
+                // Looked up per list refresh: the row follows changes without being rebuilt.
+                let id = v.id;
+                let voucher = Memo::new(move |_| vouchers.get().and_then(Result::ok).and_then(|l| l.into_iter().find(|v| v.id == id)));
+                view! {
+                    <div><SaleRow id voucher now refresh states/><VoucherOrders voucher_id=id/><SaleLog voucher_id=id/></div>
+                }.into_any()
+            }/>
     }
     .into_any()
 }

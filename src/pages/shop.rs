@@ -48,7 +48,7 @@ pub fn ShopPage() -> impl IntoView {
 }
 
 /// A sale card that follows the list as it refreshes (without being rebuilt) and the
-/// live feed's stock.
+/// live feed (stock, pause, end).
 #[component]
 fn ShopCard(
     id: i64,
@@ -59,9 +59,6 @@ fn ShopCard(
     // Looked up once per list refresh, not on every read (the countdown reads it every second).
     let voucher =
         Memo::new(move |_| vouchers.get().and_then(Result::ok).and_then(|l| l.into_iter().find(|v| v.id == id)));
-    let live_left = move || live.with(|m| m.get(&id).map(|l| l.stock.max(0)));
-    let live_sold_out = move || live.with(|m| m.get(&id).is_some_and(|l| l.sold_out));
-    view! { <SaleCard id voucher live_left=Signal::derive(live_left)
-    live_sold_out=Signal::derive(live_sold_out) now/> }
-    .into_any()
+    let live = Signal::derive(move || live.with(|m| m.get(&id).cloned()));
+    view! { <SaleCard id voucher live now/> }.into_any()
 }

@@ -22,12 +22,22 @@ use {
     },
 };
 
-/// Creates a voucher and warms it into Redis (operators). Times are RFC 3339.
+/// Creates a voucher and warms it into Redis (operators). Times are RFC 3339; `price`
+/// (what a shopper pays) and `face_value` (what it is worth) are minor units of the
+/// currency, 0 and the price when left out.
 #[server(prefix = "/api", endpoint = "create_voucher", input = Json)]
-pub async fn create_voucher(title: String, stock: i64, begins_at: String, ends_at: String) -> AppResult<Voucher> {
+pub async fn create_voucher(
+    title: String,
+    stock: i64,
+    begins_at: String,
+    ends_at: String,
+    price: Option<i64>,
+    face_value: Option<i64>,
+) -> AppResult<Voucher> {
     let state = expect_context::<AppState>();
     let actor = require_operator(&state.secrets)?;
-    let new = NewVoucher::parse(&title, stock, &begins_at, &ends_at, chrono::Utc::now())?;
+    let (price, now) = (price.unwrap_or(0), chrono::Utc::now());
+    let new = NewVoucher::parse(&title, stock, (&begins_at, &ends_at), (price, face_value.unwrap_or(price)), now)?;
     let row = store::insert(&state.backend.db, &new).await?;
     warm::warm(&state.backend, &row).await?;
     changed(&state, row.id).await;
@@ -56,13 +66,19 @@ pub async fn warm_up(voucher_id: i64) -> AppResult<Voucher> {
     Ok(to_voucher(&row, remaining[0]))
 }
 
-/// Puts the shared shop page (`server::page_cache`) out of date: this process's at
-/// once (the admin's next page shows the change), every other's when it hears the
-/// sale event, a moment later.
+/// Tells every process a sale changed: the shared shop page (`server::page_cache`)
+/// is out of date here at once (the admin's next page shows the change), and on every
+/// other process when it hears the sale event, or else when it next reads the sales
+/// version this bumps (`bus::follow`), within a second.
 #[cfg(feature = "ssr")]
-async fn changed(state: &AppState, voucher_id: i64) {
+pub(super) async fn changed(state: &AppState, voucher_id: i64) {
     state.voucher_changes.note();
     let origin = state.voucher_changes.origin();
+    let key = crate::backend::layout::sales_version(&state.backend.namespace);
+    let bumped: redis::RedisResult<i64> = redis::AsyncCommands::incr(&mut state.backend.redis.clone(), key, 1).await;
+    if let Err(e) = bumped {
+        tracing::warn!(voucher_id, "bumping the sales version: {e}");
+    }
     state.backend.announce(SaleEvent::VoucherChanged { voucher_id, origin }).await;
 }
 

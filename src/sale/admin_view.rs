@@ -1,89 +1,330 @@
 //! The operator's sale components: the form that puts a new voucher on sale, a
-//! voucher's row with its Warm up button, and its log (the admin page lists them).
+//! sale's row with everything that runs it (state, warm up, pause, resume, end, stock
+//! added and withdrawn, an edit form), and its log (the admin page lists them). Times
+//! are shown and picked in the operator's time zone; the API keeps RFC 3339.
 
-use super::admin::{create_voucher, list_audit, warm_up};
-use crate::{audit::AuditEntry, error::AppError, voucher::Voucher};
-use chrono::{Datelike, Timelike};
-use chrono::{Duration, SubsecRound, Utc};
+use super::{
+    admin::{create_voucher, list_audit, warm_up},
+    run::{add_stock, end_sale, pause_sale, resume_sale, update_voucher, withdraw_stock},
+};
+use crate::{
+    audit::AuditEntry,
+    browser::{from_local_input, local_input, local_time},
+    error::{AppError, AppResult},
+    money,
+    voucher::{api::shop_settings, SaleState, Voucher},
+};
+use chrono::{DateTime, Datelike, Duration, SubsecRound, Timelike, Utc};
 use leptos::prelude::*;
+
+/// The shop's currency, once the server has said it (EUR until then).
+fn use_currency() -> RwSignal<String> {
+    let currency = RwSignal::new("EUR".to_owned());
+    Effect::new(move |_| {
+        leptos::task::spawn_local(async move {
+            if let Ok(settings) = shop_settings().await {
+                currency.try_set(settings.currency);
+            }
+        })
+    });
+    currency
+}
+
+/// An amount as typed, in minor units of `currency`.
+fn amount(field: &str, text: &str, currency: &str) -> AppResult<i64> {
+    money::parse(text, currency)
+        .ok_or_else(|| AppError::invalid(format!("{field} must be an amount like 19.99 ({currency}).")))
+}
+
+/// A picked date-time as RFC 3339.
+fn picked(field: &str, text: &str) -> AppResult<String> {
+    from_local_input(text).map(|t| t.to_rfc3339()).ok_or_else(|| AppError::invalid(format!("Pick {field}.")))
+}
+
+/// One labelled input of a form.
+fn field(id: String, label: &'static str, kind: &'static str, value: RwSignal<String>, hint: String) -> impl IntoView {
+    let hint_id = format!("{id}-hint");
+    view! {
+        <div class="flex flex-col text-sm">
+            <label for=id.clone()>{label}</label>
+            <input id=id class="min-h-11 rounded border px-2 py-1" type=kind bind:value=value
+                aria-describedby=hint_id.clone()/>
+            <span id=hint_id class="text-xs text-slate-600">{hint}</span>
+        </div>
+    }
+}
 
 /// The form that puts a new voucher on sale; bumps `refresh` when one was created.
 #[component]
 pub fn CreateVoucher(refresh: RwSignal<u64>) -> impl IntoView {
+    let currency = use_currency();
     let start = Utc::now().trunc_subsecs(0);
     let title = RwSignal::new(String::new());
     let stock = RwSignal::new("100".to_owned());
-    let begins = RwSignal::new(start.to_rfc3339());
-    let ends = RwSignal::new((start + Duration::hours(1)).to_rfc3339());
-    let create = Action::new(|(t, s, b, e): &(String, String, String, String)| {
-        let (t, b, e) = (t.clone(), b.clone(), e.clone());
-        let s = s.trim().parse::<i64>();
-        async move {
-            let s = s.map_err(|_| AppError::invalid("Stock must be a whole number."))?;
-            create_voucher(t, s, b, e).await
-        }
-    });
+    let price = RwSignal::new("0".to_owned());
+    let face_value = RwSignal::new("0".to_owned());
+    let begins = RwSignal::new(String::new());
+    let ends = RwSignal::new(String::new());
+    // The pickers start at now and an hour from now, in the operator's zone (known
+    // once the page runs in the browser).
     Effect::new(move |_| {
-        if let Some(Ok(_)) = create.value().get() {
-            refresh.update(|n| *n += 1);
-        }
+        begins.set(local_input(start));
+        ends.set(local_input(start + Duration::hours(1)));
     });
-    let message = move || match create.value().get() {
+    let result = RwSignal::new(None::<AppResult<Voucher>>);
+    let create = move || {
+        let (t, s, p, f, b, e) = (title.get(), stock.get(), price.get(), face_value.get(), begins.get(), ends.get());
+        let currency = currency.get_untracked();
+        leptos::task::spawn_local(async move {
+            let answer = async {
+                let stock = s.trim().parse::<i64>().map_err(|_| AppError::invalid("Stock must be a whole number."))?;
+                let (price, face) = (amount("Price", &p, &currency)?, amount("Face value", &f, &currency)?);
+                let (b, e) = (picked("a start", &b)?, picked("an end", &e)?);
+                create_voucher(t, stock, b, e, Some(price), Some(face.max(price))).await
+            };
+            let answer = answer.await;
+            if answer.is_ok() {
+                refresh.update(|n| *n += 1);
+            }
+            result.try_set(Some(answer));
+        })
+    };
+    let message = move || match result.get() {
         Some(Ok(v)) => Some(format!("Created voucher #{}: {}", v.id, v.title)),
         Some(Err(e)) => Some(e.message),
         None => None,
     };
-    let field = |id: &'static str, label: &'static str, value: RwSignal<String>, hint: &'static str| {
-        let hint_id = format!("{id}-hint");
-        view! {
-            <div class="flex flex-col text-sm">
-                <label for=id>{label}</label>
-                <input id=id class="rounded border px-2 py-1" type="text" bind:value=value
-                    aria-describedby=hint_id.clone()/>
-                <span id=hint_id class="text-xs text-slate-600">{hint}</span>
-            </div>
-        }
-    };
+    let in_currency = move |what: &str| format!("{what}, in {}", currency.get());
     view! {
         <form class="grid gap-3 rounded-lg bg-white p-4 shadow sm:grid-cols-2" aria-label="New voucher"
             on:submit=move |ev| {
                 ev.prevent_default();
-                create.dispatch((title.get_untracked(), stock.get_untracked(), begins.get_untracked(), ends.get_untracked()));
+                create();
             }>
-            {field("voucher-title", "Title", title, "Up to 100 characters")}
-            {field("voucher-stock", "Stock", stock, "1 to 1,000,000 units")}
-            {field("voucher-begins", "Starts at", begins, "RFC 3339, e.g. 2026-11-23T10:00:00Z")}
-            {field("voucher-ends", "Ends at", ends, "RFC 3339, after the start")}
+            {field("voucher-title".into(), "Title", "text", title, "Up to 100 characters".into())}
+            {field("voucher-stock".into(), "Stock", "text", stock, "1 to 1,000,000 units".into())}
+            {move || field("voucher-price".into(), "Price", "text", price, in_currency("What a shopper pays"))}
+            {move || field("voucher-face".into(), "Face value", "text", face_value, in_currency("What it is worth (at least the price)"))}
+            {field("voucher-begins".into(), "Starts at", "datetime-local", begins, "Your time zone".into())}
+            {field("voucher-ends".into(), "Ends at", "datetime-local", ends, "After the start".into())}
             <div class="flex items-center gap-3 sm:col-span-2">
-                <button class="rounded bg-rose-600 px-4 py-1 text-white" type="submit">"Create voucher"</button>
+                <button class="min-h-11 rounded bg-rose-600 px-4 py-1 text-white" type="submit">"Create voucher"</button>
                 <p role="status">{message}</p>
             </div>
         </form>
     }
 }
 
-/// One voucher: its window and its Warm up button.
+/// What each sale row holds besides the sale: what it last said, whether End waits
+/// for its confirmation, the units typed, the edit form. Kept by the board, not by
+/// the rows: the list refreshes every few seconds and after each change, and a row
+/// drawn again must not forget a message, an open form or what was typed into it.
+#[derive(Clone, Copy)]
+pub struct RowStates {
+    owner: StoredValue<Option<Owner>>,
+    rows: StoredValue<std::collections::HashMap<i64, RowState>>,
+}
+
+#[derive(Clone, Copy)]
+struct RowState {
+    said: RwSignal<Option<String>>,
+    confirm_end: RwSignal<bool>,
+    units: RwSignal<String>,
+    edit_open: RwSignal<bool>,
+    title: RwSignal<String>,
+    price: RwSignal<String>,
+    face: RwSignal<String>,
+    begins: RwSignal<String>,
+    ends: RwSignal<String>,
+}
+
+impl RowStates {
+    /// Made by the board: the rows' state lives as long as it does.
+    pub fn new() -> Self {
+        Self { owner: StoredValue::new(Owner::current()), rows: StoredValue::new(Default::default()) }
+    }
+
+    fn of(&self, id: i64) -> RowState {
+        if let Some(state) = self.rows.with_value(|rows| rows.get(&id).copied()) {
+            return state;
+        }
+        let text = || RwSignal::new(String::new());
+        let make = || RowState {
+            said: RwSignal::new(None),
+            confirm_end: RwSignal::new(false),
+            units: RwSignal::new("10".to_owned()),
+            edit_open: RwSignal::new(false),
+            title: text(),
+            price: text(),
+            face: text(),
+            begins: text(),
+            ends: text(),
+        };
+        let state = self.owner.with_value(|owner| owner.as_ref().map_or_else(make, |o| o.with(make)));
+        self.rows.update_value(|rows| {
+            rows.insert(id, state);
+        });
+        state
+    }
+}
+
+impl Default for RowStates {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// One sale and what runs it: its state, price and window, Warm up, Pause / Resume,
+/// End (asked twice), stock added and withdrawn, and an edit form. Follows the list as
+/// it refreshes; bumps `refresh` after each change.
 #[component]
-pub fn VoucherRow(voucher: Voucher) -> impl IntoView {
-    let id = voucher.id;
-    let warm = Action::new(move |_: &()| warm_up(id));
-    let warm_message = move || match warm.value().get() {
-        Some(Ok(v)) => Some(format!("Warmed: {} left", v.remaining)),
-        Some(Err(e)) => Some(e.message),
-        None => None,
+pub fn SaleRow(
+    id: i64,
+    #[prop(into)] voucher: Signal<Option<Voucher>>,
+    now: RwSignal<DateTime<Utc>>,
+    refresh: RwSignal<u64>,
+    states: RowStates,
+) -> impl IntoView {
+    let row = states.of(id);
+    let (said, confirm_end, units) = (row.said, row.confirm_end, row.units);
+    // Runs one call and says how it went.
+    let act = move |call: std::pin::Pin<Box<dyn std::future::Future<Output = AppResult<String>>>>| {
+        leptos::task::spawn_local(async move {
+            let text = call.await.unwrap_or_else(|e| e.message);
+            said.try_set(Some(text));
+            refresh.try_update(|n| *n += 1);
+        })
+    };
+    let state = Signal::derive(move || voucher.get().map(|v| v.state(now.get(), None)));
+    let title = move || voucher.get().map(|v| v.title).unwrap_or_default();
+    let summary = move || {
+        voucher.get().map(|v| {
+            let price =
+                format!("{} (worth {})", money::format(v.price, &v.currency), money::format(v.face_value, &v.currency));
+            let window = format!("{} → {}", local_time(v.begins_at), local_time(v.ends_at));
+            format!("{price}; {} of {} units left; {window}", v.remaining, v.stock)
+        })
+    };
+    let units_of = move || {
+        units.get_untracked().trim().parse::<i64>().map_err(|_| AppError::invalid("Units must be a whole number."))
+    };
+    let warm =
+        move |_| act(Box::pin(async move { warm_up(id).await.map(|v| format!("Warmed: {} left", v.remaining)) }));
+    let pause = move |_| act(Box::pin(async move { pause_sale(id).await.map(|_| "Paused".to_owned()) }));
+    let resume = move |_| act(Box::pin(async move { resume_sale(id).await.map(|_| "Resumed".to_owned()) }));
+    let end = move |_| {
+        confirm_end.set(false);
+        act(Box::pin(async move { end_sale(id).await.map(|_| "Ended".to_owned()) }))
+    };
+    let add = move |_| {
+        let n = units_of();
+        act(Box::pin(async move { add_stock(id, n?).await.map(|c| format!("Added {} units", c.units)) }))
+    };
+    let withdraw = move |_| {
+        let n = units_of();
+        act(Box::pin(async move { withdraw_stock(id, n?).await.map(|c| format!("Withdrew {} units", c.units)) }))
+    };
+    let button = "min-h-11 rounded border px-3 py-1 text-sm";
+    view! {
+        <article class="rounded-lg bg-white p-3 shadow" aria-label=title>
+            <div class="flex flex-wrap items-center gap-2">
+                <h3 class="font-semibold">{move || format!("#{id} {}", title())}</h3>
+                <span class="rounded-full bg-slate-200 px-2 text-xs font-semibold" data-testid="sale-state">
+                    {move || state.get().map(SaleState::label)}
+                </span>
+            </div>
+            <p class="text-xs text-slate-600">{summary}</p>
+            <div class="mt-2 flex flex-wrap items-center gap-2" role="group" aria-label=format!("Run sale #{id}")>
+                <button class=button on:click=warm>"Warm up"</button>
+                <Show when=move || state.get() != Some(SaleState::Ended)>
+                    <Show when=move || voucher.get().is_some_and(|v| v.paused)
+                        fallback=move || view! { <button class=button on:click=pause>"Pause"</button> }>
+                        <button class=button on:click=resume>"Resume"</button>
+                    </Show>
+                    <Show when=move || confirm_end.get()
+                        fallback=move || view! {
+                            <button class=button on:click=move |_| confirm_end.set(true)>"End sale"</button>
+                        }>
+                        <button class="min-h-11 rounded bg-rose-700 px-3 py-1 text-sm text-white" on:click=end>
+                            "Confirm: end now"
+                        </button>
+                        <button class=button on:click=move |_| confirm_end.set(false)>"Keep it on"</button>
+                    </Show>
+                    <label class="text-sm" for=format!("units-{id}")>"Units"</label>
+                    <input id=format!("units-{id}") class="min-h-11 w-20 rounded border px-2" type="number" min="1"
+                        bind:value=units/>
+                    <button class=button on:click=add>"Add units"</button>
+                    <button class=button on:click=withdraw>"Withdraw units"</button>
+                </Show>
+            </div>
+            <p role="status" class="text-sm">{move || said.get()}</p>
+            <Show when=move || state.get() != Some(SaleState::Ended)>
+                <EditSale id voucher row refresh/>
+            </Show>
+        </article>
+    }
+}
+
+/// The edit form of one sale, in a disclosure; its fields start from the sale as it
+/// is when opened. Sends only what changed.
+#[component]
+fn EditSale(id: i64, voucher: Signal<Option<Voucher>>, row: RowState, refresh: RwSignal<u64>) -> impl IntoView {
+    let RowState { said, edit_open, title, price, face, begins, ends, .. } = row;
+    let toggled = move |ev: leptos::ev::Event| {
+        let open = event_target::<leptos::web_sys::HtmlDetailsElement>(&ev).open();
+        if open && !edit_open.get_untracked() {
+            if let Some(v) = voucher.get_untracked() {
+                title.set(v.title.clone());
+                price.set(money::plain(v.price, &v.currency));
+                face.set(money::plain(v.face_value, &v.currency));
+                begins.set(local_input(v.begins_at));
+                ends.set(local_input(v.ends_at));
+            }
+        }
+        edit_open.set(open);
+    };
+    let save = move || {
+        let Some(v) = voucher.get_untracked() else { return };
+        let typed = (title.get_untracked(), price.get_untracked(), face.get_untracked());
+        let (b, e) = (begins.get_untracked(), ends.get_untracked());
+        leptos::task::spawn_local(async move {
+            let answer = async {
+                let (t, p, f) = typed;
+                let changed = |new: String, old: String| (new.trim() != old).then_some(new);
+                let price = amount("Price", &p, &v.currency)?;
+                let face = amount("Face value", &f, &v.currency)?;
+                let begins = changed(b, local_input(v.begins_at)).map(|b| picked("a start", &b)).transpose()?;
+                let ends = changed(e, local_input(v.ends_at)).map(|e| picked("an end", &e)).transpose()?;
+                let title = changed(t, v.title.clone());
+                let (price, face) = ((price != v.price).then_some(price), (face != v.face_value).then_some(face));
+                update_voucher(id, title, price, face, begins, ends).await
+            };
+            let text = match answer.await {
+                Ok(v) => format!("Saved: {}", v.title),
+                Err(e) => e.message,
+            };
+            said.try_set(Some(text));
+            refresh.try_update(|n| *n += 1);
+        })
     };
     view! {
-        <article class="flex flex-wrap items-center justify-between gap-2 rounded-lg bg-white p-3 shadow"
-            aria-label=voucher.title.clone()>
-            <h3 class="font-semibold">{format!("#{} {}", voucher.id, voucher.title)}</h3>
-            <span class="text-xs text-slate-600">
-                {format!("{} units, {} → {}", voucher.stock, voucher.begins_at.to_rfc3339(), voucher.ends_at.to_rfc3339())}
-            </span>
-            <p role="status" class="text-sm">{warm_message}</p>
-            <button class="rounded border px-3 py-1 text-sm" on:click=move |_| { warm.dispatch(()); }>
-                "Warm up"
-            </button>
-        </article>
+        <details class="mt-2 text-sm" prop:open=move || edit_open.get() on:toggle=toggled>
+            <summary class="cursor-pointer">{format!("Edit #{id}")}</summary>
+            <form class="mt-2 grid gap-2 sm:grid-cols-2" aria-label=format!("Edit sale #{id}")
+                on:submit=move |ev| {
+                    ev.prevent_default();
+                    save();
+                }>
+                {field(format!("edit-title-{id}"), "New title", "text", title, String::new())}
+                {field(format!("edit-price-{id}"), "New price", "text", price, "Applies to grabs from now on".into())}
+                {field(format!("edit-face-{id}"), "New face value", "text", face, String::new())}
+                {field(format!("edit-begins-{id}"), "New start", "datetime-local", begins, "Only before the sale starts".into())}
+                {field(format!("edit-ends-{id}"), "New end", "datetime-local", ends, "Not before now".into())}
+                <div class="sm:col-span-2">
+                    <button class="min-h-11 rounded bg-rose-600 px-4 py-1 text-white" type="submit">"Save changes"</button>
+                </div>
+            </form>
+        </details>
     }
 }
 

@@ -24,6 +24,7 @@ impl Verdict {
             Self::Refused(ErrorCode::AlreadyBought) => "already_bought",
             Self::Refused(ErrorCode::NotStarted) => "not_started",
             Self::Refused(ErrorCode::Ended) => "ended",
+            Self::Refused(ErrorCode::SalePaused) => "sale_paused",
             Self::Refused(ErrorCode::UnknownVoucher) => "unknown_voucher",
             Self::Refused(_) => "refused",
         }

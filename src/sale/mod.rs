@@ -16,14 +16,28 @@ pub mod routes;
 mod service;
 #[cfg(feature = "ssr")]
 pub use service::REDIS_DEADLINE;
+pub mod run;
 #[cfg(feature = "ssr")]
 pub mod sold_out;
+#[cfg(feature = "ssr")]
+pub mod stock;
+#[cfg(feature = "ssr")]
+pub mod upkeep;
 pub mod view;
 #[cfg(feature = "ssr")]
 pub mod warm;
 
 use crate::orders::{GrabStatus, Order};
 use serde::{Deserialize, Serialize};
+
+/// The answer to `add_stock` and `withdraw_stock`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StockChanged {
+    /// Units added or withdrawn.
+    pub units: i64,
+    /// The voucher after the change.
+    pub voucher: crate::voucher::Voucher,
+}
 
 /// The answer to a granted grab: the order id, at once.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -72,12 +72,13 @@ pub async fn grab(state: &AppState, user_id: i64, voucher_id: i64) -> AppResult<
 }
 
 /// What `seckill_grabs_total` counts grabs by: where the grab was answered from.
-const OUTCOMES: [&str; 9] = [
+const OUTCOMES: [&str; 10] = [
     "granted",
     "sold_out",
     "already_bought",
     "not_started",
     "ended",
+    "sale_paused",
     "unknown_voucher",
     "refused",
     "sold_out_locally",
@@ -174,7 +175,13 @@ mod tests {
 
     #[test]
     fn every_verdict_has_a_counter() {
-        let codes = [ErrorCode::SoldOut, ErrorCode::AlreadyBought, ErrorCode::NotStarted, ErrorCode::Ended];
+        let codes = [
+            ErrorCode::SoldOut,
+            ErrorCode::AlreadyBought,
+            ErrorCode::NotStarted,
+            ErrorCode::Ended,
+            ErrorCode::SalePaused,
+        ];
         let verdicts = codes.into_iter().chain([ErrorCode::UnknownVoucher, ErrorCode::Internal]).map(Verdict::Refused);
         for verdict in verdicts.chain([Verdict::Granted]) {
             assert!(OUTCOMES.contains(&verdict.label()), "{verdict:?}");

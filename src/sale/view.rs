@@ -5,7 +5,12 @@ use super::{
     api::{grab, grab_result},
     GrabState, GrabStatus,
 };
-use crate::{browser::pause, voucher::Voucher};
+use crate::{
+    browser::pause,
+    live::StockLive,
+    money,
+    voucher::{SaleState, Voucher},
+};
 use chrono::{DateTime, Utc};
 use leptos::prelude::*;
 
@@ -23,38 +28,59 @@ pub fn countdown(now: DateTime<Utc>, begins: DateTime<Utc>, ends: DateTime<Utc>)
     }
 }
 
-/// One sale: title, stock, countdown, the Grab button and the grab's result.
+/// One sale: title, price, stock, its state, countdown, the Grab button and the
+/// grab's result.
 #[component]
 pub fn SaleCard(
     id: i64,
     /// The voucher as listed (`None` until the list has it).
     #[prop(into)]
     voucher: Signal<Option<Voucher>>,
-    /// Units left according to the live feed, when it has the voucher.
+    /// The live feed's numbers for it, when the feed has them: stock, sold out, paused,
+    /// and its end as the gate sees them (ahead of the list's refresh).
     #[prop(into)]
-    live_left: Signal<Option<i64>>,
-    /// The live feed says sold out.
-    #[prop(into)]
-    live_sold_out: Signal<bool>,
+    live: Signal<Option<StockLive>>,
     now: RwSignal<DateTime<Utc>>,
 ) -> impl IntoView {
     let title = move || voucher.get().map(|v| v.title).unwrap_or_default();
     // Live stock when the feed has it, else the list's.
-    let remaining = move || live_left.get().or_else(|| voucher.get().map(|v| v.remaining));
-    let ended = move || voucher.get().is_some_and(|v| now.get() >= v.ends_at);
-    let sold_out = Signal::derive(move || live_sold_out.get() || remaining() == Some(0));
-    let closed = Signal::derive(move || sold_out.get() || ended());
+    let remaining = move || live.get().map(|l| l.stock.max(0)).or_else(|| voucher.get().map(|v| v.remaining));
+    let state = Signal::derive(move || {
+        let live = live.get().map(|l| (l.paused, l.ends_at_ms, l.sold_out || l.stock == 0));
+        voucher.get().map(|v| v.state(now.get(), live))
+    });
+    let closed =
+        Signal::derive(move || state.get().is_some_and(|s| matches!(s, SaleState::SoldOut | SaleState::Ended)));
+    let price = move || {
+        voucher.get().filter(|v| v.price > 0 || v.face_value > 0).map(|v| {
+            let worth = if v.face_value > v.price {
+                format!(" (worth {})", money::format(v.face_value, &v.currency))
+            } else {
+                String::new()
+            };
+            format!("{}{worth}", money::format(v.price, &v.currency))
+        })
+    };
+    let badge = move || match state.get() {
+        Some(s @ (SaleState::Paused | SaleState::SoldOut | SaleState::Ended)) => Some(s.label()),
+        _ => None,
+    };
     view! {
         <article class="rounded-lg bg-white p-4 shadow" aria-label=title>
             <h2 class="text-lg font-semibold">{title}</h2>
+            <p class="font-semibold">{price}</p>
             <p>
                 {move || voucher.get().zip(remaining()).map(|(v, left)| format!("{left} of {} left", v.stock))}
             </p>
-            <Show when=move || sold_out.get()>
-                <p role="status" class="font-semibold text-rose-700">"Sold out"</p>
+            <Show when=move || badge().is_some()>
+                <p role="status" class="font-semibold text-rose-700">{badge}</p>
             </Show>
             <p class="text-sm text-slate-600">
-                {move || voucher.get().map(|v| countdown(now.get(), v.begins_at, v.ends_at))}
+                {move || voucher.get().zip(state.get()).and_then(|(v, s)| {
+                    let ends = live.get().map(|l| l.ends_at_ms).filter(|ms| *ms > 0)
+                        .and_then(DateTime::from_timestamp_millis).unwrap_or(v.ends_at);
+                    (s != SaleState::Ended).then(|| countdown(now.get(), v.begins_at, ends))
+                })}
             </p>
             <GrabButton id closed/>
         </article>

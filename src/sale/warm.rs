@@ -46,8 +46,9 @@ pub async fn warm(backend: &Backend, v: &VoucherRow) -> Result<bool, BackendErro
 
 /// Runs `lua/warm.lua`. With a snapshot, loads its stock and buyers and the window
 /// unless Redis holds the stock; without, only looks. Either way, when Redis holds
-/// the voucher, refreshes its window and makes every key of the sale expire
-/// at [`expires_at`] its end. Returns true when Redis already held it.
+/// the voucher, refreshes its window from `v` (unless Redis holds a newer version of
+/// it) and makes every key of the sale expire at [`expires_at`] its end. Returns true
+/// when Redis already held it.
 pub async fn load(
     backend: &Backend,
     redis: &mut RedisConn,
@@ -57,9 +58,13 @@ pub async fn load(
 ) -> RedisResult<bool> {
     let mut call = backend.scripts.warm.key(&keys.stock);
     call.key(&keys.buyers).key(&keys.window).key(&keys.orders).key(&keys.results).key(&keys.dlq).key(&keys.refused);
-    call.key(&keys.restocked).arg(v.begins_at).arg(v.ends_at).arg(expires_at(v.ends_at));
+    call.key(&keys.restocked).key(&keys.changes);
+    call.arg(v.begins_at).arg(v.ends_at).arg(expires_at(v.ends_at)).arg(v.paused).arg(v.price).arg(v.version);
     if let Some(s) = snapshot {
-        call.arg(s.stock_left).arg(s.buyers.len()).arg(&s.buyers).arg(&s.restocked);
+        call.arg(s.stock_left).arg(s.buyers.len()).arg(s.restocked.len()).arg(&s.buyers).arg(&s.restocked);
+        for (change, units) in &s.added {
+            call.arg(change).arg(units);
+        }
     }
     let held: i64 = call.invoke_async(redis).await?;
     Ok(held == 1)

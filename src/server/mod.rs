@@ -20,7 +20,7 @@ use crate::{
         password::{Cost, Hasher},
         Secrets,
     },
-    backend::{Backend, BackendError, Db, RedisTarget},
+    backend::{layout::sales_version, Backend, BackendError, Db, RedisTarget},
     bus,
     config::Config,
     ids::OrderIds,
@@ -96,6 +96,7 @@ async fn run(
     listener: TcpListener,
     signal: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
+    crate::money::set_currency(&config.currency);
     let db = open_database(&config.database_url, Duration::from_millis(config.db_busy_ms)).await?;
     migrate(&db, &config.database_url).await?;
     let target = Arc::new(RedisTarget::open(&redis_url)?);
@@ -211,9 +212,10 @@ fn shop_login(config: &Config) -> Result<Option<ShopLogin>, ServeError> {
     ShopLogin::load(issuer, audience, keys).map(Some).map_err(ServeError::Config)
 }
 
-/// The tasks that run beside HTTP until shutdown: the bus's listener, the live
-/// sampler, the rate limits' clean-up, the metrics' upkeep, the sweeper of unpaid
-/// orders, the follower of ended sessions and the worker (unless turned off).
+/// The tasks that run beside HTTP until shutdown: the bus's listener and the follower
+/// of the sales version, the live sampler, the rate limits' clean-up, the metrics'
+/// upkeep, the sweeper of unpaid orders, the sale's upkeep (owed stock changes, windows
+/// to push), the follower of ended sessions and the worker (unless turned off).
 async fn spawn_background(
     config: &Config,
     state: &AppState,
@@ -224,10 +226,12 @@ async fn spawn_background(
     let channel = backend.events_channel.to_string();
     let mut tasks = vec![
         bus::listen(target.clone(), channel, subscribers(state), shutdown.clone()).await?,
+        bus::follow(backend.redis.clone(), sales_version(&backend.namespace), subscribers(state), shutdown.clone()),
         sampler::spawn(backend.clone(), state.hub.clone(), state.sold_out.clone(), shutdown.clone()),
         forget_idle_callers(limits.clone(), shutdown.clone()),
         ops::spawn_upkeep(shutdown.clone()),
         sweeper::spawn(backend.clone(), Duration::from_millis(config.sweep_ms), shutdown.clone()),
+        sale::upkeep::spawn(backend.clone(), Duration::from_millis(config.sweep_ms), shutdown.clone()),
         ended::follow(state.secrets.ended.clone(), backend.db.clone(), shutdown.clone()),
     ];
     if config.worker {

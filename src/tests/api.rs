@@ -41,17 +41,18 @@ async fn bad_input_gets_4xx_with_invalid_input() {
 
     let now = chrono::Utc::now();
     let at = |s: i64| (now + chrono::Duration::seconds(s)).to_rfc3339();
-    for (title, stock, begins, ends) in [
-        ("", 10, at(0), at(60)),
-        ("x", 0, at(0), at(60)),
-        ("x", 10_000_001, at(0), at(60)),
-        ("x", 10, at(60), at(0)),
-        ("x", 10, "soon".to_owned(), at(60)),
-        ("x", 10, at(-120), at(-60)),
+    for (title, stock, begins, ends, price, want) in [
+        ("", 10, at(0), at(60), 0, "invalid_input"),
+        ("x", 0, at(0), at(60), 0, "invalid_input"),
+        ("x", 10_000_001, at(0), at(60), 0, "invalid_input"),
+        ("x", 10, at(60), at(0), 0, "invalid_time"),
+        ("x", 10, "soon".to_owned(), at(60), 0, "invalid_time"),
+        ("x", 10, at(-120), at(-60), 0, "invalid_time"),
+        ("x", 10, at(0), at(60), -1, "invalid_price"),
     ] {
-        let body = json!({ "title": title, "stock": stock, "begins_at": begins, "ends_at": ends });
+        let body = json!({ "title": title, "stock": stock, "begins_at": begins, "ends_at": ends, "price": price });
         let (status, answer) = app.call("create_voucher", body.clone(), &admin).await;
-        assert_eq!((status.as_u16(), code(&answer)), (400, "invalid_input"), "{body}");
+        assert_eq!((status.as_u16(), code(&answer)), (400, want), "{body}");
         assert!(answer["message"].as_str().is_some_and(|m| !m.is_empty()));
     }
     app.stop().await;

@@ -58,7 +58,7 @@ async fn a_sales_orders_come_out_as_csv() {
     let msgs: Vec<OrderMsg> = users
         .iter()
         .enumerate()
-        .map(|(i, &user_id)| OrderMsg { voucher_id: v, order_id: compose(now, i as u32), user_id })
+        .map(|(i, &user_id)| OrderMsg { voucher_id: v, order_id: compose(now, i as u32), user_id, price: None })
         .collect();
     store::persist(&app.db, &msgs, 3_600_000).await.unwrap();
 

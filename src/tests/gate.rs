@@ -95,10 +95,9 @@ async fn gate_refuses_after_the_window() {
         stock_left: 5,
         begins_at,
         ends_at,
-        paid: 0,
-        cancelled: 0,
+        ..VoucherRow::default()
     };
-    let snapshot = |buyers| RebuildSource { stock_left: 5, buyers, restocked: vec![] };
+    let snapshot = |buyers| RebuildSource { stock_left: 5, buyers, ..RebuildSource::default() };
     let past = app.keys(900_001);
     let (ended, none) = (row(900_001, now - 60_000, now - 1_000), snapshot(vec![]));
     let held = warm::load(&backend, &mut redis, &past, &ended, Some(&none));

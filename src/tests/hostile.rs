@@ -27,6 +27,15 @@ fn endpoints() -> Vec<(&'static str, Vec<(&'static str, Value)>)> {
             vec![("title", json!("t")), ("stock", json!(5)), ("begins_at", when(0)), ("ends_at", when(60))],
         ),
         ("warm_up", vec![("voucher_id", json!(987_654))]),
+        (
+            "update_voucher",
+            vec![("voucher_id", json!(987_654)), ("title", json!("t")), ("price", json!(5)), ("ends_at", when(60))],
+        ),
+        ("add_stock", vec![("voucher_id", json!(987_654)), ("units", json!(5))]),
+        ("withdraw_stock", vec![("voucher_id", json!(987_654)), ("units", json!(5))]),
+        ("pause_sale", vec![("voucher_id", json!(987_654))]),
+        ("resume_sale", vec![("voucher_id", json!(987_654))]),
+        ("end_sale", vec![("voucher_id", json!(987_654))]),
         ("list_vouchers", vec![]),
         ("grab", vec![("voucher_id", json!(987_654))]),
         ("grab_result", vec![("voucher_id", json!(987_654)), ("order_id", json!("1"))]),
@@ -118,7 +127,7 @@ async fn state_of(app: &TestApp) -> (i64, i64, i64, usize) {
     (users, vouchers, orders, keys.iter().filter(counted).count())
 }
 
-const STABLE_CODES: [&str; 20] = [
+const STABLE_CODES: [&str; 26] = [
     "invalid_input",
     "not_signed_in",
     "admin_required",
@@ -130,6 +139,12 @@ const STABLE_CODES: [&str; 20] = [
     "ended",
     "sold_out",
     "already_bought",
+    "sale_paused",
+    "sale_started",
+    "not_enough_stock",
+    "invalid_price",
+    "face_value_below_price",
+    "invalid_time",
     "order_queued",
     "order_expired",
     "order_cancelled",

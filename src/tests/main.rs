@@ -15,6 +15,7 @@ mod ops;
 mod pages;
 mod process;
 mod recovery;
+mod run_sale;
 mod shop_login;
 mod storm;
 mod support;

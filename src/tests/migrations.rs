@@ -10,7 +10,7 @@ const ROWID_ORDERS: i64 = 20261124000001;
 type OrderRow = (i64, i64, i64, String, i64, i64, Option<i64>, Option<i64>, Option<String>);
 
 /// A database made by the migrations before the rebuild, with orders in every state,
-/// keeps them all through it; afterwards the id is the rowid (no second b-tree) and
+/// keeps them all through it (and through the later rebuild of `vouchers`); afterwards the id is the rowid (no second b-tree) and
 /// still refuses a duplicate, and one live order per shopper still holds.
 #[tokio::test]
 async fn sqlite_orders_survive_the_rowid_rebuild() {
@@ -53,6 +53,26 @@ async fn sqlite_orders_survive_the_rowid_rebuild() {
     assert!(sqlx::query(insert).bind(8589934593_i64).bind(3).execute(&db).await.is_err(), "duplicate id");
     assert!(sqlx::query(insert).bind(8589934596_i64).bind(1).execute(&db).await.is_err(), "second live order");
     sqlx::query(insert).bind(8589934597_i64).bind(3).execute(&db).await.unwrap();
+
+    // The vouchers table rebuilt to run sales (20261127000001) kept its row, which
+    // takes the new columns' defaults, and its ids go on from where they were.
+    type Voucher = (i64, String, i64, i64, i64, i64, i64, i64, i64, i64);
+    let voucher: Voucher = sqlx::query_as(
+        "SELECT id, title, stock, stock_left, begins_at, ends_at, price, face_value, paused, version FROM vouchers",
+    )
+    .fetch_one(&db)
+    .await
+    .unwrap();
+    assert_eq!(voucher, (1, "v".into(), 9, 6, 0, 1, 0, 0, 0, 1));
+    let next: i64 = sqlx::query_scalar(
+        "INSERT INTO vouchers (title, stock, stock_left, begins_at, ends_at, created_at) VALUES ('w', 0, 0, 0, 1, 0) RETURNING id",
+    )
+    .fetch_one(&db)
+    .await
+    .unwrap();
+    assert_eq!(next, 2, "a sale whose every unit was withdrawn has 0");
+    let prices: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM orders WHERE price = 0").fetch_one(&db).await.unwrap();
+    assert_eq!(prices, 4, "orders from before prices cost 0");
 }
 
 /// On either engine an order names a shopper and a voucher that exist, and a shopper

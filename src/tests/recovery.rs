@@ -31,6 +31,7 @@ async fn read_and_crash(app: &TestApp, voucher: i64, consumer: &str, count: usiz
             voucher_id: e.get::<String>("voucher").unwrap().parse().unwrap(),
             order_id: e.get::<String>("order").unwrap().parse().unwrap(),
             user_id: e.get::<String>("user").unwrap().parse().unwrap(),
+            price: e.get::<String>("price").and_then(|p| p.parse().ok()),
         })
         .collect()
 }
@@ -159,7 +160,7 @@ async fn a_dead_letter_and_a_late_persist_never_both_win() {
     let msgs: Vec<OrderMsg> = users
         .iter()
         .enumerate()
-        .map(|(i, u)| OrderMsg { voucher_id: v, order_id: compose(now, i as u32), user_id: u.user_id })
+        .map(|(i, u)| OrderMsg { voucher_id: v, order_id: compose(now, i as u32), user_id: u.user_id, price: None })
         .collect();
     let races = msgs.iter().map(|m| {
         let db = app.db.clone();
@@ -263,8 +264,9 @@ async fn a_batch_larger_than_a_chunk_settles_every_order() {
     let reply: StreamReadReply = redis.xread_options(&[&keys.orders], &[">"], &opts).await.unwrap();
     let entry_ids: Vec<String> = reply.keys[0].ids.iter().map(|e| e.id.clone()).collect();
     assert_eq!(entry_ids.len(), users.len());
-    let msgs: Vec<OrderMsg> =
-        (0..users.len()).map(|i| OrderMsg { voucher_id: v, order_id: i as i64 + 1, user_id: users[i] }).collect();
+    let msgs: Vec<OrderMsg> = (0..users.len())
+        .map(|i| OrderMsg { voucher_id: v, order_id: i as i64 + 1, user_id: users[i], price: None })
+        .collect();
     let orders: Vec<(&str, &OrderMsg)> = entry_ids.iter().map(String::as_str).zip(&msgs).collect();
 
     assert_eq!(settle(&backend, &mut redis, v, i64::MAX / 2, &orders).await.unwrap(), 0);
@@ -377,9 +379,14 @@ async fn a_large_batch_persists_in_one_insert_and_the_first_order_of_a_shopper_w
     let users = app.sign_in_many("large-batch", 1500).await;
     let now = chrono::Utc::now().timestamp();
     let mut batch: Vec<OrderMsg> = (0..1500)
-        .map(|i| OrderMsg { voucher_id: v, order_id: compose(now, i + 1), user_id: users[i as usize].user_id })
+        .map(|i| OrderMsg {
+            voucher_id: v,
+            order_id: compose(now, i + 1),
+            user_id: users[i as usize].user_id,
+            price: None,
+        })
         .collect();
-    batch.push(OrderMsg { voucher_id: v, order_id: compose(now, 1501), user_id: users[0].user_id });
+    batch.push(OrderMsg { voucher_id: v, order_id: compose(now, 1501), user_id: users[0].user_id, price: None });
 
     let outcomes = store::persist(&app.db, &batch, PAY).await.unwrap();
     assert!(outcomes[..1500].iter().all(|o| *o == Outcome::Persisted), "{:?}", &outcomes[..3]);
@@ -413,7 +420,12 @@ async fn a_mixed_batch_gets_each_entry_its_outcome() {
     let v = app.create_voucher(3, -5, 3600).await;
     let users = app.sign_in_many("mixed", 5).await;
     let now = chrono::Utc::now().timestamp();
-    let msg = |i: u32, user: usize| OrderMsg { voucher_id: v, order_id: compose(now, i), user_id: users[user].user_id };
+    let msg = |i: u32, user: usize| OrderMsg {
+        voucher_id: v,
+        order_id: compose(now, i),
+        user_id: users[user].user_id,
+        price: None,
+    };
     assert_eq!(store::persist(&app.db, &[msg(1, 0)], PAY).await.unwrap(), vec![Outcome::Persisted]);
     store::bury(&app.db, &msg(2, 1), "test").await.unwrap();
 

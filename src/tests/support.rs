@@ -189,6 +189,11 @@ impl TestApp {
         self.api.admin(name, body).await.unwrap()
     }
 
+    /// An operator's call (the admin token); returns status and body.
+    pub async fn operator(&self, name: &str, body: Value) -> (StatusCode, Value) {
+        self.api.operator(name, body).await.unwrap()
+    }
+
     /// Signs a shopper in with [`PASSWORD`], making the account when the name is new;
     /// panics unless it succeeds.
     pub async fn sign_in(&self, name: &str) -> Shopper {

@@ -1,7 +1,8 @@
-//! `/api/list_vouchers`: the newest vouchers with their remaining stock. Creating and
+//! `/api/list_vouchers`: the newest vouchers with their remaining stock, and
+//! `/api/shop_settings`: what every price is counted in. Creating and
 //! warming one are the sale's (`sale::admin`): they put it in Redis.
 
-use super::Voucher;
+use super::{ShopConfig, Voucher};
 use crate::error::AppResult;
 use leptos::prelude::*;
 use server_fn::codec::Json;
@@ -29,6 +30,13 @@ pub async fn list_vouchers() -> AppResult<Vec<Voucher>> {
     let rows = store::list(&state.backend.db, LIST_LIMIT).await?;
     let remaining = remaining(&state.backend, &rows).await?;
     Ok(rows.iter().zip(remaining).map(|(row, left)| to_voucher(row, left)).collect())
+}
+
+/// The shop's settings: the currency of every price, and its decimals.
+#[server(prefix = "/api", endpoint = "shop_settings", input = Json)]
+pub async fn shop_settings() -> AppResult<ShopConfig> {
+    let currency = crate::money::currency();
+    Ok(ShopConfig { currency: currency.to_owned(), minor_digits: crate::money::minor_digits(currency) })
 }
 
 /// Remaining stock of each voucher: Redis's count, or the database's where Redis
@@ -59,5 +67,9 @@ pub(crate) fn to_voucher(row: &VoucherRow, remaining: i64) -> Voucher {
         remaining: remaining.max(0),
         begins_at: row.begins(),
         ends_at: row.ends(),
+        price: row.price,
+        face_value: row.face_value,
+        currency: crate::money::currency().to_owned(),
+        paused: row.is_paused(),
     }
 }

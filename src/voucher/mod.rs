@@ -25,6 +25,75 @@ pub struct Voucher {
     pub begins_at: DateTime<Utc>,
     #[serde(deserialize_with = "crate::rfc3339::deserialize")]
     pub ends_at: DateTime<Utc>,
+    /// What a shopper pays, in the currency's minor units (cents).
+    #[serde(default)]
+    pub price: i64,
+    /// What the voucher is worth, in minor units.
+    #[serde(default)]
+    pub face_value: i64,
+    /// ISO 4217 code (`SECKILL_CURRENCY`) of both amounts.
+    #[serde(default)]
+    pub currency: String,
+    /// An operator paused the sale: grabs are refused until it is resumed.
+    #[serde(default)]
+    pub paused: bool,
+}
+
+impl Voucher {
+    /// Where the sale stands at `now` (the viewer's clock), given what the live feed
+    /// says when it has the voucher: paused, its end (an operator may have ended it
+    /// early), and whether it is sold out.
+    pub fn state(&self, now: DateTime<Utc>, live: Option<(bool, i64, bool)>) -> SaleState {
+        let (paused, ends_ms, sold_out) = live.unwrap_or((self.paused, 0, self.remaining == 0));
+        let ends = if ends_ms > 0 { ends_ms } else { self.ends_at.timestamp_millis() };
+        if now.timestamp_millis() >= ends {
+            SaleState::Ended
+        } else if now < self.begins_at {
+            SaleState::Scheduled
+        } else if paused {
+            SaleState::Paused
+        } else if sold_out {
+            SaleState::SoldOut
+        } else {
+            SaleState::Live
+        }
+    }
+}
+
+/// Where a sale stands, as its badge says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SaleState {
+    Scheduled,
+    Live,
+    Paused,
+    SoldOut,
+    Ended,
+}
+
+impl SaleState {
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Scheduled => "Scheduled",
+            Self::Live => "Live",
+            Self::Paused => "Paused",
+            Self::SoldOut => "Sold out",
+            Self::Ended => "Ended",
+        }
+    }
+
+    /// Whether a grab can be granted now.
+    pub fn open(self) -> bool {
+        self == Self::Live
+    }
+}
+
+/// `shop_settings`: what every price is counted in.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShopConfig {
+    /// ISO 4217 code (`SECKILL_CURRENCY`).
+    pub currency: String,
+    /// Digits after the decimal point: prices are whole minor units of the currency.
+    pub minor_digits: u32,
 }
 
 /// Longest accepted title, in characters.
@@ -34,6 +103,11 @@ pub const MAX_TITLE_CHARS: usize = 100;
 #[cfg(feature = "ssr")]
 pub const MAX_STOCK: i64 = 1_000_000;
 
+/// Largest price or face value, in minor units: far above any voucher, far below
+/// where sums of them could overflow.
+#[cfg(feature = "ssr")]
+pub const MAX_AMOUNT: i64 = 1_000_000_000_000;
+
 /// A checked `create_voucher` request.
 #[cfg(feature = "ssr")]
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -42,18 +116,19 @@ pub struct NewVoucher {
     pub stock: i64,
     pub begins_at: DateTime<Utc>,
     pub ends_at: DateTime<Utc>,
+    pub price: i64,
+    pub face_value: i64,
 }
 
+/// What a voucher's fields must be, whoever sets them (creating or editing).
 #[cfg(feature = "ssr")]
-impl NewVoucher {
-    /// Checks every field; `now` is passed in so the rule "ends in the future" is testable.
-    pub fn parse(
-        title: &str,
-        stock: i64,
-        begins_at: &str,
-        ends_at: &str,
-        now: DateTime<Utc>,
-    ) -> Result<Self, AppError> {
+pub mod rules {
+    use super::{MAX_AMOUNT, MAX_TITLE_CHARS};
+    use crate::error::{AppError, ErrorCode};
+    use chrono::{DateTime, Utc};
+
+    /// A title, trimmed: not empty, not too long, no control characters.
+    pub fn title(title: &str) -> Result<String, AppError> {
         let title = title.trim();
         if title.is_empty() {
             return Err(AppError::invalid("The title is empty."));
@@ -64,38 +139,78 @@ impl NewVoucher {
         if title.chars().any(char::is_control) {
             return Err(AppError::invalid("A title cannot contain control characters."));
         }
-        if !(1..=MAX_STOCK).contains(&stock) {
-            return Err(AppError::invalid(format!("Stock must be between 1 and {MAX_STOCK}.")));
+        Ok(title.to_owned())
+    }
+
+    /// A price and face value: neither negative nor absurd, and the voucher worth at
+    /// least what it costs.
+    pub fn amounts(price: i64, face_value: i64) -> Result<(), AppError> {
+        if !(0..=MAX_AMOUNT).contains(&price) || !(0..=MAX_AMOUNT).contains(&face_value) {
+            let message = format!("Prices are whole minor units (cents) from 0 to {MAX_AMOUNT}.");
+            return Err(AppError { code: ErrorCode::InvalidPrice, message });
         }
-        let begins_at = parse_time("begins_at", begins_at)?;
-        let ends_at = parse_time("ends_at", ends_at)?;
+        if face_value < price {
+            return Err(ErrorCode::FaceValueBelowPrice.into());
+        }
+        Ok(())
+    }
+
+    /// A time in RFC 3339, as `field` of the request.
+    pub fn time(field: &str, value: &str) -> Result<DateTime<Utc>, AppError> {
+        DateTime::parse_from_rfc3339(value.trim()).map(|t| t.with_timezone(&Utc)).map_err(|_| AppError {
+            code: ErrorCode::InvalidTime,
+            message: format!("{field} must be an RFC 3339 time, like 2026-11-23T10:00:00Z."),
+        })
+    }
+
+    /// A window: ends after it begins, and not in the past.
+    pub fn window(begins_at: DateTime<Utc>, ends_at: DateTime<Utc>, now: DateTime<Utc>) -> Result<(), AppError> {
         if ends_at <= begins_at {
-            return Err(AppError::invalid("The sale must end after it begins."));
+            return Err(AppError {
+                code: ErrorCode::InvalidTime,
+                message: "The sale must end after it begins.".into(),
+            });
         }
         if ends_at <= now {
-            return Err(AppError::invalid("The sale would already be over."));
+            return Err(AppError { code: ErrorCode::InvalidTime, message: "The sale would already be over.".into() });
         }
-        Ok(Self { title: title.to_owned(), stock, begins_at, ends_at })
+        Ok(())
     }
 }
 
 #[cfg(feature = "ssr")]
-fn parse_time(field: &str, value: &str) -> Result<DateTime<Utc>, AppError> {
-    DateTime::parse_from_rfc3339(value.trim())
-        .map(|t| t.with_timezone(&Utc))
-        .map_err(|_| AppError::invalid(format!("{field} must be an RFC 3339 time, like 2026-11-23T10:00:00Z.")))
+impl NewVoucher {
+    /// Checks every field; `now` is passed in so the rule "ends in the future" is testable.
+    pub fn parse(
+        title: &str,
+        stock: i64,
+        (begins_at, ends_at): (&str, &str),
+        (price, face_value): (i64, i64),
+        now: DateTime<Utc>,
+    ) -> Result<Self, AppError> {
+        let title = rules::title(title)?;
+        if !(1..=MAX_STOCK).contains(&stock) {
+            return Err(AppError::invalid(format!("Stock must be between 1 and {MAX_STOCK}.")));
+        }
+        let begins_at = rules::time("begins_at", begins_at)?;
+        let ends_at = rules::time("ends_at", ends_at)?;
+        rules::window(begins_at, ends_at, now)?;
+        rules::amounts(price, face_value)?;
+        Ok(Self { title, stock, begins_at, ends_at, price, face_value })
+    }
 }
 
 #[cfg(all(test, feature = "ssr"))]
 mod tests {
     use super::*;
+    use crate::error::ErrorCode;
 
     fn now() -> DateTime<Utc> {
         "2026-11-23T10:00:00Z".parse().unwrap()
     }
 
     fn parse(title: &str, stock: i64, b: &str, e: &str) -> Result<NewVoucher, AppError> {
-        NewVoucher::parse(title, stock, b, e, now())
+        NewVoucher::parse(title, stock, (b, e), (100, 250), now())
     }
 
     #[test]
@@ -119,8 +234,12 @@ mod tests {
         assert!(parse("t", 1, "yesterday", e).is_err());
         assert!(parse("t", 1, e, b).is_err());
         assert!(parse("t", 1, "2026-11-22T10:00:00Z", "2026-11-22T11:00:00Z").is_err());
-        for err in [parse("", 1, b, e), parse("t", 1, "x", e)] {
-            assert_eq!(err.unwrap_err().code, crate::error::ErrorCode::InvalidInput);
-        }
+        assert_eq!(parse("", 1, b, e).unwrap_err().code, ErrorCode::InvalidInput);
+        assert_eq!(parse("t", 1, "x", e).unwrap_err().code, ErrorCode::InvalidTime);
+        let at = |price, face| NewVoucher::parse("t", 1, (b, e), (price, face), now()).map(|v| v.price);
+        assert_eq!(at(0, 0).unwrap(), 0, "a free voucher");
+        assert_eq!(at(-1, 5).unwrap_err().code, ErrorCode::InvalidPrice);
+        assert_eq!(at(5, MAX_AMOUNT + 1).unwrap_err().code, ErrorCode::InvalidPrice);
+        assert_eq!(at(500, 499).unwrap_err().code, ErrorCode::FaceValueBelowPrice);
     }
 }

@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use sqlx::FromRow;
 
 /// A voucher row. Times are Unix milliseconds.
-#[derive(Clone, Debug, FromRow)]
+#[derive(Clone, Debug, Default, FromRow)]
 pub struct VoucherRow {
     pub id: i64,
     pub title: String,
@@ -18,6 +18,16 @@ pub struct VoucherRow {
     pub paid: i64,
     /// Orders cancelled (their units are back in `stock_left`).
     pub cancelled: i64,
+    /// What a shopper pays and what the voucher is worth, in minor units.
+    pub price: i64,
+    pub face_value: i64,
+    /// 1 while paused.
+    pub paused: i64,
+    /// Bumped by every operator change (Redis's window carries it).
+    pub version: i64,
+    /// Units operators added and withdrew since it was created.
+    pub added: i64,
+    pub withdrawn: i64,
 }
 
 impl VoucherRow {
@@ -28,14 +38,19 @@ impl VoucherRow {
     pub fn ends(&self) -> DateTime<Utc> {
         DateTime::from_timestamp_millis(self.ends_at).unwrap_or_default()
     }
+
+    pub fn is_paused(&self) -> bool {
+        self.paused != 0
+    }
 }
 
-const COLUMNS: &str = "id, title, stock, stock_left, begins_at, ends_at, paid, cancelled";
+const COLUMNS: &str =
+    "id, title, stock, stock_left, begins_at, ends_at, paid, cancelled, price, face_value, paused, version, added, withdrawn";
 
 pub async fn insert(db: &Db, v: &NewVoucher) -> sqlx::Result<VoucherRow> {
     let sql = format!(
-        "INSERT INTO vouchers (title, stock, stock_left, begins_at, ends_at, created_at) \
-         VALUES ($1, $2, $3, $4, $5, $6) RETURNING {COLUMNS}"
+        "INSERT INTO vouchers (title, stock, stock_left, begins_at, ends_at, created_at, price, face_value) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING {COLUMNS}"
     );
     sqlx::query_as(&sql)
         .bind(&v.title)
@@ -44,6 +59,8 @@ pub async fn insert(db: &Db, v: &NewVoucher) -> sqlx::Result<VoucherRow> {
         .bind(v.begins_at.timestamp_millis())
         .bind(v.ends_at.timestamp_millis())
         .bind(Utc::now().timestamp_millis())
+        .bind(v.price)
+        .bind(v.face_value)
         .fetch_one(db)
         .await
 }
@@ -64,4 +81,122 @@ pub async fn live(db: &Db, grace_ms: i64) -> sqlx::Result<Vec<VoucherRow>> {
         .bind(since)
         .fetch_all(db)
         .await
+}
+
+/// A change of a voucher's own fields, checked (`sale::run`); `None` keeps a field.
+#[derive(Clone, Debug, Default)]
+pub struct Edit {
+    pub title: Option<String>,
+    pub price: Option<i64>,
+    pub face_value: Option<i64>,
+    pub begins_at: Option<i64>,
+    pub ends_at: Option<i64>,
+    pub paused: Option<bool>,
+}
+
+/// Applies `edit` if the row is still at `version` (what the checks were made on),
+/// bumping it. `None`: no such voucher, or another change came first (check again).
+pub async fn edit(db: &Db, id: i64, version: i64, edit: &Edit) -> sqlx::Result<Option<VoucherRow>> {
+    let sql = format!(
+        "UPDATE vouchers SET title = COALESCE($3, title), price = COALESCE($4, price), \
+         face_value = COALESCE($5, face_value), begins_at = COALESCE($6, begins_at), \
+         ends_at = COALESCE($7, ends_at), paused = COALESCE($8, paused), version = version + 1 \
+         WHERE id = $1 AND version = $2 RETURNING {COLUMNS}"
+    );
+    sqlx::query_as(&sql)
+        .bind(id)
+        .bind(version)
+        .bind(&edit.title)
+        .bind(edit.price)
+        .bind(edit.face_value)
+        .bind(edit.begins_at)
+        .bind(edit.ends_at)
+        .bind(edit.paused.map(i64::from))
+        .fetch_optional(db)
+        .await
+}
+
+/// A stock change an operator asked for, as its row holds it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, FromRow)]
+pub struct StockChange {
+    pub id: i64,
+    pub voucher_id: i64,
+    /// More than 0 adds, less than 0 withdraws.
+    pub units: i64,
+}
+
+/// Adds units to the database's stock, with the change Redis now owes (one
+/// transaction). `None`: no such voucher.
+pub async fn add_stock(db: &Db, voucher_id: i64, units: i64) -> sqlx::Result<Option<(StockChange, VoucherRow)>> {
+    let mut tx = db.begin().await?;
+    let sql = format!(
+        "UPDATE vouchers SET stock = stock + $2, stock_left = stock_left + $2, added = added + $2, \
+         version = version + 1 WHERE id = $1 RETURNING {COLUMNS}"
+    );
+    let row: Option<VoucherRow> = sqlx::query_as(&sql).bind(voucher_id).bind(units).fetch_optional(&mut *tx).await?;
+    let Some(row) = row else { return Ok(None) };
+    let change = owe(&mut tx, voucher_id, units).await?;
+    tx.commit().await?;
+    Ok(Some((change, row)))
+}
+
+/// Writes a withdrawal Redis now owes: the database's stock changes once Redis has
+/// said how many units it took ([`settle_change`]).
+pub async fn owe_withdrawal(db: &Db, voucher_id: i64, units: i64) -> sqlx::Result<StockChange> {
+    let mut tx = db.begin().await?;
+    let change = owe(&mut tx, voucher_id, -units).await?;
+    tx.commit().await?;
+    Ok(change)
+}
+
+async fn owe(tx: &mut crate::backend::Tx<'_>, voucher_id: i64, units: i64) -> sqlx::Result<StockChange> {
+    let id: i64 = sqlx::query_scalar(
+        "INSERT INTO stock_changes (voucher_id, units, created_at) VALUES ($1, $2, $3) RETURNING id",
+    )
+    .bind(voucher_id)
+    .bind(units)
+    .bind(Utc::now().timestamp_millis())
+    .fetch_one(&mut **tx)
+    .await?;
+    Ok(StockChange { id, voucher_id, units })
+}
+
+/// Records what Redis made of a change (`made` units, as `lua/stock.lua` answered),
+/// once: a withdrawal takes its units off the database's stock then, in the same
+/// transaction. Returns the voucher's row when this call recorded it.
+pub async fn settle_change(db: &Db, change: &StockChange, made: i64) -> sqlx::Result<Option<VoucherRow>> {
+    let mut tx = db.begin().await?;
+    let settled = sqlx::query("UPDATE stock_changes SET applied = $2 WHERE id = $1 AND applied IS NULL")
+        .bind(change.id)
+        .bind(made)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+    if settled == 0 {
+        tx.rollback().await?;
+        return Ok(None);
+    }
+    let sql = if made < 0 {
+        format!(
+            "UPDATE vouchers SET stock = stock + $2, stock_left = stock_left + $2, withdrawn = withdrawn - $2, \
+             version = version + 1 WHERE id = $1 RETURNING {COLUMNS}"
+        )
+    } else {
+        format!("SELECT {COLUMNS} FROM vouchers WHERE id = $1 AND $2 = $2")
+    };
+    let row = sqlx::query_as(&sql).bind(change.voucher_id).bind(made).fetch_optional(&mut *tx).await?;
+    tx.commit().await?;
+    Ok(row)
+}
+
+/// Stock changes Redis has owed since before `before` (Unix ms): their caller died or
+/// could not reach Redis. Oldest first, at most `limit`.
+pub async fn owed_changes(db: &Db, before: i64, limit: i64) -> sqlx::Result<Vec<StockChange>> {
+    sqlx::query_as(
+        "SELECT id, voucher_id, units FROM stock_changes WHERE applied IS NULL AND created_at < $1 ORDER BY id LIMIT $2",
+    )
+    .bind(before)
+    .bind(limit)
+    .fetch_all(db)
+    .await
 }

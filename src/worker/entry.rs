@@ -58,10 +58,12 @@ impl Entry {
     }
 }
 
-/// The order in the fields the gate writes (`order`, `user`, `voucher`).
+/// The order in the fields the gate writes (`order`, `user`, `voucher`, and `price`,
+/// absent from entries written before prices and empty when the window had none).
 fn order(fields: &[(String, String)]) -> Option<OrderMsg> {
     let field = |name: &str| fields.iter().find(|(k, _)| k == name).and_then(|(_, v)| v.parse::<i64>().ok());
-    Some(OrderMsg { voucher_id: field("voucher")?, order_id: field("order")?, user_id: field("user")? })
+    let (voucher_id, order_id, user_id) = (field("voucher")?, field("order")?, field("user")?);
+    Some(OrderMsg { voucher_id, order_id, user_id, price: field("price") })
 }
 
 /// `[name, entries]` of a RESP2 read reply: the entries.
@@ -108,13 +110,13 @@ mod tests {
 
     #[test]
     fn reads_orders_from_a_read_reply() {
-        let good = entry("1-0", &["order", "7", "user", "8", "voucher", "9"]);
+        let good = entry("1-0", &["order", "7", "user", "8", "voucher", "9", "price", "250"]);
         let bad = entry("1-1", &["order", "x", "zeta", "1"]);
         let reply = Value::Array(vec![Value::Array(vec![bulk("orders"), Value::Array(vec![good, bad])])]);
         let entries = Entry::from_read(reply).unwrap();
         assert_eq!(entries.len(), 2);
         assert_eq!(entries[0].id, "1-0");
-        assert_eq!(entries[0].msg, Some(OrderMsg { voucher_id: 9, order_id: 7, user_id: 8 }));
+        assert_eq!(entries[0].msg, Some(OrderMsg { voucher_id: 9, order_id: 7, user_id: 8, price: Some(250) }));
         assert_eq!(entries[1].msg, None);
         assert_eq!(entries[1].raw(), "order=x zeta=1");
     }

@@ -1,0 +1,63 @@
+//! Operators' stock changes in Redis (`lua/stock.lua`): adding units, and withdrawing
+//! units nobody was granted, decided in one atomic step beside the gate. The change's
+//! row is in the database before Redis is asked (`voucher::store::add_stock`,
+//! `owe_withdrawal`), and Redis makes each change once (its id is kept in the sale's
+//! `changes` hash), so a change whose caller died half-way is finished by the sweeper
+//! ([`finish_owed`]) without being made twice.
+
+use super::warm;
+use crate::{
+    backend::{Backend, BackendError},
+    bus::SaleEvent,
+    voucher::store::{self as vouchers, StockChange, VoucherRow},
+};
+use redis::RedisError;
+
+/// A change owed this long is taken as abandoned by its caller.
+const ABANDONED_AFTER_MS: i64 = 2_000;
+/// Owed changes finished per sweeper round at most.
+const ROUND: i64 = 100;
+
+/// Makes the change in Redis (once), then records in the database what it made.
+/// Returns the units it made (0: a withdrawal of more than was unsold) and the
+/// voucher's row when this call recorded it.
+pub async fn finish(backend: &Backend, change: &StockChange) -> Result<(i64, Option<VoucherRow>), BackendError> {
+    let made = match apply(backend, change).await? {
+        Some(made) => made,
+        None => {
+            // Redis lost the voucher: rebuilt from the database (which counts every
+            // addition already), then asked again.
+            let row = vouchers::get(&backend.db, change.voucher_id).await?;
+            if let Some(row) = row {
+                warm::warm(backend, &row).await?;
+            }
+            apply(backend, change).await?.ok_or_else(|| {
+                RedisError::from((redis::ErrorKind::ResponseError, "stock change", "voucher not in Redis".into()))
+            })?
+        }
+    };
+    let row = vouchers::settle_change(&backend.db, change, made).await?;
+    Ok((made, row))
+}
+
+/// Runs `lua/stock.lua`: the units the change made, or `None` when Redis does not hold
+/// the voucher.
+async fn apply(backend: &Backend, change: &StockChange) -> redis::RedisResult<Option<i64>> {
+    let keys = backend.keys(change.voucher_id);
+    let restocked = SaleEvent::Restocked { voucher_id: change.voucher_id }.encode();
+    let mut call = backend.scripts.stock.key(&keys.stock);
+    call.key(&keys.changes).key(&keys.window);
+    call.arg(change.id).arg(change.units).arg(&*backend.events_channel).arg(restocked);
+    call.invoke_async(&mut backend.redis.clone()).await
+}
+
+/// Finishes the changes whose callers died between the database and Redis (a sweeper
+/// round). Returns how many it finished.
+pub async fn finish_owed(backend: &Backend) -> Result<usize, BackendError> {
+    let before = chrono::Utc::now().timestamp_millis() - ABANDONED_AFTER_MS;
+    let owed = vouchers::owed_changes(&backend.db, before, ROUND).await?;
+    for change in &owed {
+        finish(backend, change).await?;
+    }
+    Ok(owed.len())
+}

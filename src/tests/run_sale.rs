@@ -1,0 +1,394 @@
+//! Running a live sale: pause, resume, end, add and withdraw stock, edit, price; every
+//! process follows at once; conservation holds with changes firing beside a storm.
+
+use crate::support::{code, wait_until, Options, Shopper, TestApp, SETTLED, SOON};
+use futures::{stream, StreamExt};
+use serde_json::{json, Value};
+use std::{
+    sync::{
+        atomic::{AtomicBool, AtomicI64, Ordering},
+        Arc,
+    },
+    time::Duration,
+};
+
+/// Three processes on one database and one Redis, whose sold-out flags would refuse
+/// for ten minutes unless something clears them.
+async fn three_processes() -> (TestApp, TestApp, TestApp) {
+    let long_flags = |o: Options| o.with(|c| c.sold_out_ttl_ms = 600_000);
+    let a = TestApp::with(long_flags(Options::default())).await;
+    let b = TestApp::with(long_flags(a.restart_options())).await;
+    let c = TestApp::with(long_flags(a.restart_options())).await;
+    (a, b, c)
+}
+
+async fn operator_ok(app: &TestApp, name: &str, body: Value) -> Value {
+    let (status, answer) = app.operator(name, body).await;
+    assert_eq!(status, 200, "{name}: {answer}");
+    answer
+}
+
+/// The audit actions recorded for a voucher, oldest first.
+async fn logged(app: &TestApp, v: i64) -> Vec<String> {
+    let entries = operator_ok(app, "list_audit", json!({ "voucher_id": v })).await;
+    let mut actions: Vec<String> =
+        entries.as_array().unwrap().iter().map(|e| e["action"].as_str().unwrap().to_owned()).collect();
+    actions.reverse();
+    actions
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pause_refuses_grabs_on_every_process_the_moment_it_returns() {
+    let (a, b, c) = three_processes().await;
+    let v = a.create_voucher(10, -5, 3600).await;
+    let shoppers = a.sign_in_many("pause", 4).await;
+
+    let paused = operator_ok(&a, "pause_sale", json!({ "voucher_id": v })).await;
+    assert_eq!(paused["paused"], true);
+    for (app, who) in [(&a, &shoppers[0]), (&b, &shoppers[1]), (&c, &shoppers[2])] {
+        let (status, body) = app.grab(who, v).await;
+        assert_eq!((status.as_u16(), code(&body)), (409, "sale_paused"), "{body}");
+        assert!(body["message"].as_str().unwrap().contains("paused"));
+    }
+    let listed = b.call("list_vouchers", json!({}), &[]).await.1;
+    let mine = listed.as_array().unwrap().iter().find(|x| x["id"] == v).unwrap().clone();
+    assert_eq!(mine["paused"], true, "the shop lists it as paused");
+
+    operator_ok(&b, "resume_sale", json!({ "voucher_id": v })).await;
+    let (status, body) = c.grab(&shoppers[3], v).await;
+    assert_eq!(status, 200, "resumed on every process: {body}");
+    assert_eq!(logged(&a, v).await, ["create_voucher", "pause_sale", "resume_sale"]);
+    for app in [a, b, c] {
+        app.stop().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn added_stock_reopens_a_sold_out_sale_on_every_process() {
+    let (a, b, c) = three_processes().await;
+    let v = a.create_voucher(1, -5, 3600).await;
+    let shoppers = a.sign_in_many("reopen", 5).await;
+    assert_eq!(a.grab(&shoppers[0], v).await.0, 200);
+    // Each process hears sold out (its flag would refuse for ten minutes).
+    for (app, who) in [(&b, &shoppers[1]), (&c, &shoppers[2])] {
+        let (status, body) = app.grab(who, v).await;
+        assert_eq!((status.as_u16(), code(&body)), (409, "sold_out"));
+    }
+
+    let added = operator_ok(&a, "add_stock", json!({ "voucher_id": v, "units": 2 })).await;
+    assert_eq!((added["units"].as_i64(), added["voucher"]["stock"].as_i64()), (Some(2), Some(3)));
+    assert_eq!(added["voucher"]["remaining"], 2);
+    // Every process's flag clears: each grants again, well within the flags' ten minutes.
+    for (app, who) in [(&b, &shoppers[3]), (&c, &shoppers[4])] {
+        let granted = || async { app.grab(who, v).await.0 == 200 };
+        wait_until("the sold-out flag is cleared", SOON, granted).await;
+    }
+    let stats = a.wait_for_stats("all persisted", v, |s| s["persisted"] == 3 && s["pending"] == 0).await;
+    assert_eq!((stats["total_stock"].as_i64(), stats["redis_stock"].as_i64()), (Some(3), Some(0)));
+    assert_eq!(logged(&a, v).await, ["create_voucher", "add_stock"]);
+    for app in [a, b, c] {
+        app.stop().await;
+    }
+}
+
+/// A process that missed a change's event (here: units put back in Redis by hand, no
+/// event sent) still follows it, because it reads the sales version: its sold-out
+/// flag, good for ten minutes, is dropped as soon as the version moves.
+#[tokio::test]
+async fn a_process_that_missed_the_event_follows_the_sales_version() {
+    let (a, b, c) = three_processes().await;
+    let v = a.create_voucher(1, -5, 3600).await;
+    let shoppers = a.sign_in_many("missed", 3).await;
+    assert_eq!(a.grab(&shoppers[0], v).await.0, 200);
+    assert_eq!(code(&b.grab(&shoppers[1], v).await.1), "sold_out", "b's flag is set");
+    let mut redis = a.redis.clone();
+    let () = redis::AsyncCommands::incr(&mut redis, a.keys(v).stock, 1).await.unwrap();
+    let (status, body) = b.grab(&shoppers[1], v).await;
+    assert_eq!((status.as_u16(), code(&body)), (409, "sold_out"), "the flag still refuses without asking Redis");
+
+    let version = seckill::testing::sales_version(&a.namespace);
+    let _: i64 = redis::AsyncCommands::incr(&mut redis, version, 1).await.unwrap();
+    wait_until("b follows the version", SOON, || async { b.grab(&shoppers[1], v).await.0 == 200 }).await;
+    for app in [a, b, c] {
+        app.stop().await;
+    }
+}
+
+/// Stock changes whose caller died after the database step are finished by the upkeep
+/// of any process, once: an addition Redis never heard of (and, on a second voucher,
+/// one that a rebuild of the voucher already counted), and a withdrawal.
+#[tokio::test]
+async fn stock_changes_a_crash_left_half_done_are_finished_once() {
+    let app = TestApp::spawn().await;
+    let (v, lost) = (app.create_voucher(5, -5, 3600).await, app.create_voucher(5, -5, 3600).await);
+    let backend = app.backend();
+    use seckill::testing::vouchers;
+    vouchers::add_stock(&backend.db, v, 3).await.unwrap().unwrap();
+    vouchers::owe_withdrawal(&backend.db, v, 2).await.unwrap();
+    // Redis loses the second voucher before its addition reached it: the rebuild reads
+    // the addition from the database and must not be given it again.
+    vouchers::add_stock(&backend.db, lost, 4).await.unwrap().unwrap();
+    let mut redis = app.redis.clone();
+    let () = redis::AsyncCommands::del(&mut redis, app.keys(lost).stock).await.unwrap();
+    let who = app.sign_in("half-done").await;
+    // The first grab finds the voucher gone and rebuilds it (answering "try again").
+    wait_until("a grab after the rebuild", SOON, || async { app.grab(&who, lost).await.0 == 200 }).await;
+
+    let owed = || async {
+        let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM stock_changes WHERE applied IS NULL")
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+        n == 0
+    };
+    wait_until("every owed change finished", SETTLED, owed).await;
+    let stats = app.stats(v).await;
+    assert_eq!((stats["total_stock"].as_i64(), stats["redis_stock"].as_i64()), (Some(6), Some(6)), "{stats}");
+    let stats = app.wait_for_stats("persisted", lost, |s| s["persisted"] == 1).await;
+    assert_eq!((stats["total_stock"].as_i64(), stats["redis_stock"].as_i64()), (Some(9), Some(8)), "{stats}");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_withdrawal_takes_only_unsold_units_all_or_none() {
+    let app = TestApp::spawn().await;
+    let v = app.create_voucher(5, -5, 3600).await;
+    let shoppers = app.sign_in_many("withdraw", 3).await;
+    for who in &shoppers[..2] {
+        assert_eq!(app.grab(who, v).await.0, 200);
+    }
+    let (status, body) = app.operator("withdraw_stock", json!({ "voucher_id": v, "units": 4 })).await;
+    assert_eq!((status.as_u16(), code(&body)), (409, "not_enough_stock"));
+    let stats = app.wait_for_stats("persisted", v, |s| s["persisted"] == 2).await;
+    assert_eq!((stats["total_stock"].as_i64(), stats["redis_stock"].as_i64()), (Some(5), Some(3)), "unchanged");
+
+    let taken = operator_ok(&app, "withdraw_stock", json!({ "voucher_id": v, "units": 3 })).await;
+    assert_eq!((taken["units"].as_i64(), taken["voucher"]["stock"].as_i64()), (Some(3), Some(2)));
+    let (status, body) = app.grab(&shoppers[2], v).await;
+    assert_eq!((status.as_u16(), code(&body)), (409, "sold_out"));
+    let row: (i64, i64, i64, i64) =
+        sqlx::query_as("SELECT stock, stock_left, added, withdrawn FROM vouchers WHERE id = $1")
+            .bind(v)
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+    assert_eq!(row, (2, 0, 0, 3), "the database agrees");
+    assert_eq!(logged(&app, v).await, ["create_voucher", "withdraw_stock"], "a refused withdrawal changed nothing");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn orders_keep_the_price_of_their_grab_and_pay_it() {
+    let app = TestApp::spawn().await;
+    let now = chrono::Utc::now();
+    let body = json!({
+        "title": "Priced", "stock": 5, "price": 500, "face_value": 1000,
+        "begins_at": (now - chrono::Duration::seconds(5)).to_rfc3339(),
+        "ends_at": (now + chrono::Duration::hours(1)).to_rfc3339(),
+    });
+    let created = operator_ok(&app, "create_voucher", body).await;
+    assert_eq!((created["price"].as_i64(), created["face_value"].as_i64()), (Some(500), Some(1000)));
+    assert_eq!(created["currency"], "EUR");
+    let v = created["id"].as_i64().unwrap();
+    let (ann, bob) = (app.sign_in("price-ann").await, app.sign_in("price-bob").await);
+    let first = app.grab(&ann, v).await.1["order_id"].as_str().unwrap().to_owned();
+    let edited = operator_ok(&app, "update_voucher", json!({ "voucher_id": v, "price": 700 })).await;
+    assert_eq!((edited["price"].as_i64(), edited["face_value"].as_i64()), (Some(700), Some(1000)));
+    let second = app.grab(&bob, v).await.1["order_id"].as_str().unwrap().to_owned();
+    app.wait_for_stats("both persisted", v, |s| s["persisted"] == 2).await;
+
+    for (who, order, price) in [(&ann, &first, 500), (&bob, &second, 700)] {
+        let (status, paid) = app.call("pay_order", json!({ "order_id": order }), &[("cookie", &who.cookie)]).await;
+        assert_eq!(status, 200, "{paid}");
+        assert_eq!((paid["price"].as_i64(), paid["currency"].as_str()), (Some(price), Some("EUR")), "{paid}");
+    }
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn an_ended_sale_refuses_at_once_and_its_orders_can_still_be_paid() {
+    let app = TestApp::spawn().await;
+    let v = app.create_voucher(5, -5, 3600).await;
+    let (ann, bob) = (app.sign_in("end-ann").await, app.sign_in("end-bob").await);
+    let order = app.grab(&ann, v).await.1["order_id"].as_str().unwrap().to_owned();
+    let ended = operator_ok(&app, "end_sale", json!({ "voucher_id": v })).await;
+    let (status, body) = app.grab(&bob, v).await;
+    assert_eq!((status.as_u16(), code(&body)), (409, "ended"), "{ended}");
+    let (status, body) = app.operator("pause_sale", json!({ "voucher_id": v })).await;
+    assert_eq!((status.as_u16(), code(&body)), (409, "ended"), "nothing changes an ended sale");
+
+    app.wait_for_stats("persisted", v, |s| s["persisted"] == 1).await;
+    let (status, paid) = app.call("pay_order", json!({ "order_id": order }), &[("cookie", &ann.cookie)]).await;
+    assert_eq!((status.as_u16(), paid["status"].as_str()), (200, Some("paid")), "{paid}");
+
+    // A sale ended before its start.
+    let later = app.create_voucher(5, 3600, 7200).await;
+    let ended = operator_ok(&app, "end_sale", json!({ "voucher_id": later })).await;
+    assert!(ended["ends_at"].as_str() < Some(chrono::Utc::now().to_rfc3339().as_str()), "{ended}");
+    let (status, body) = app.grab(&bob, later).await;
+    assert_eq!((status.as_u16(), code(&body)), (409, "ended"));
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn impossible_changes_get_their_own_codes_and_change_nothing() {
+    let app = TestApp::spawn().await;
+    let v = app.create_voucher(5, -5, 3600).await;
+    let later = app.create_voucher(5, 3600, 7200).await;
+    let past = (chrono::Utc::now() - chrono::Duration::minutes(1)).to_rfc3339();
+    let soon = (chrono::Utc::now() + chrono::Duration::minutes(30)).to_rfc3339();
+    let version = |id: i64| {
+        let db = app.db.clone();
+        async move {
+            let row: (i64,) =
+                sqlx::query_as("SELECT version FROM vouchers WHERE id = $1").bind(id).fetch_one(&db).await.unwrap();
+            row.0
+        }
+    };
+    let before = (version(v).await, version(later).await);
+    let cases = [
+        ("withdraw_stock", json!({ "voucher_id": v, "units": 6 }), 409, "not_enough_stock"),
+        ("withdraw_stock", json!({ "voucher_id": v, "units": 0 }), 400, "invalid_input"),
+        ("add_stock", json!({ "voucher_id": v, "units": -1 }), 400, "invalid_input"),
+        ("add_stock", json!({ "voucher_id": v, "units": 2_000_000 }), 400, "invalid_input"),
+        ("update_voucher", json!({ "voucher_id": v, "ends_at": past }), 400, "invalid_time"),
+        ("update_voucher", json!({ "voucher_id": v, "ends_at": "tomorrow" }), 400, "invalid_time"),
+        ("update_voucher", json!({ "voucher_id": v, "begins_at": soon }), 409, "sale_started"),
+        ("update_voucher", json!({ "voucher_id": v, "price": -1 }), 400, "invalid_price"),
+        ("update_voucher", json!({ "voucher_id": v, "price": 500, "face_value": 100 }), 400, "face_value_below_price"),
+        ("update_voucher", json!({ "voucher_id": v, "title": " " }), 400, "invalid_input"),
+        ("update_voucher", json!({ "voucher_id": later, "begins_at": soon, "ends_at": soon }), 400, "invalid_time"),
+        ("update_voucher", json!({ "voucher_id": 987_654, "title": "x" }), 404, "unknown_voucher"),
+        ("pause_sale", json!({ "voucher_id": 987_654 }), 404, "unknown_voucher"),
+        ("resume_sale", json!({ "voucher_id": 987_654 }), 404, "unknown_voucher"),
+        ("end_sale", json!({ "voucher_id": 987_654 }), 404, "unknown_voucher"),
+        ("add_stock", json!({ "voucher_id": 987_654, "units": 1 }), 404, "unknown_voucher"),
+        ("withdraw_stock", json!({ "voucher_id": 987_654, "units": 1 }), 404, "unknown_voucher"),
+    ];
+    for (name, body, status, want) in cases {
+        let (got, answer) = app.operator(name, body.clone()).await;
+        assert_eq!((got.as_u16(), code(&answer)), (status, want), "{name} {body}: {answer}");
+    }
+    let ann = app.sign_in("not-an-operator").await;
+    let (status, body) = app.call("pause_sale", json!({ "voucher_id": v }), &[("cookie", &ann.cookie)]).await;
+    assert_eq!((status.as_u16(), code(&body)), (401, "admin_required"));
+    assert_eq!((version(v).await, version(later).await), before, "nothing changed");
+    assert_eq!(logged(&app, v).await, ["create_voucher"]);
+
+    // Before its start every field may change; after it, the start may not.
+    let begins = (chrono::Utc::now() + chrono::Duration::minutes(10)).to_rfc3339();
+    let moved =
+        operator_ok(&app, "update_voucher", json!({ "voucher_id": later, "begins_at": begins, "title": "Moved" }))
+            .await;
+    assert_eq!(moved["title"], "Moved");
+    let ends = (chrono::Utc::now() + chrono::Duration::hours(3)).to_rfc3339();
+    let longer = operator_ok(&app, "update_voucher", json!({ "voucher_id": v, "ends_at": ends })).await;
+    assert_eq!(longer["ends_at"].as_str().map(|t| &t[..16]), Some(&ends[..16]));
+    app.stop().await;
+}
+
+/// What one grab of the storm saw: when it was sent and answered (ms since the start),
+/// and its answer.
+struct Seen {
+    sent: i64,
+    answered: i64,
+    granted: bool,
+}
+
+/// Grabs and operator changes at once, on two processes: add, withdraw, pause and
+/// resume fire in a loop while 600 shoppers grab. Afterwards: no grab sent after a
+/// pause returned and answered before the next resume was granted; the units add up
+/// in Redis and in the database (total = initial + added − withdrawn; Redis stock +
+/// granted = total; the database's the same); one order per shopper.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_storm_beside_stock_changes_and_pauses_keeps_every_unit() {
+    const INITIAL: i64 = 200;
+    let a = TestApp::spawn().await;
+    let b = TestApp::with(a.restart_options()).await;
+    let v = a.create_voucher(INITIAL, -5, 3600).await;
+    let shoppers: Vec<Shopper> = a.sign_in_many("change-storm", 600).await;
+    let start = tokio::time::Instant::now();
+    let ms = move || start.elapsed().as_millis() as i64;
+    let (added, withdrawn) = (Arc::new(AtomicI64::new(0)), Arc::new(AtomicI64::new(0)));
+    let storm_over = Arc::new(AtomicBool::new(false));
+    // Windows [pause returned, resume sent] in ms.
+    let paused_windows = Arc::new(std::sync::Mutex::new(Vec::<(i64, i64)>::new()));
+
+    let operator = {
+        let (api, added, withdrawn, over, windows) =
+            (b.api.clone(), added.clone(), withdrawn.clone(), storm_over.clone(), paused_windows.clone());
+        async move {
+            let mut round = 0;
+            while !over.load(Ordering::Acquire) {
+                round += 1;
+                let (status, body) = api.operator("add_stock", json!({ "voucher_id": v, "units": 7 })).await.unwrap();
+                assert_eq!(status, 200, "{body}");
+                added.fetch_add(7, Ordering::AcqRel);
+                let (status, body) =
+                    api.operator("withdraw_stock", json!({ "voucher_id": v, "units": 5 })).await.unwrap();
+                match (status.as_u16(), code(&body)) {
+                    (200, _) => {
+                        withdrawn.fetch_add(5, Ordering::AcqRel);
+                    }
+                    (409, "not_enough_stock") => {}
+                    other => panic!("withdraw_stock: {other:?} {body}"),
+                }
+                if round % 2 == 0 {
+                    let (status, body) = api.operator("pause_sale", json!({ "voucher_id": v })).await.unwrap();
+                    assert_eq!(status, 200, "{body}");
+                    let returned = ms();
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    let sent = ms();
+                    let (status, body) = api.operator("resume_sale", json!({ "voucher_id": v })).await.unwrap();
+                    assert_eq!(status, 200, "{body}");
+                    windows.lock().unwrap().push((returned, sent));
+                }
+            }
+        }
+    };
+    let storm = {
+        let (apps, over) = ([&a, &b], storm_over.clone());
+        async move {
+            let seen: Vec<Seen> = stream::iter(shoppers.iter().enumerate())
+                .map(|(i, who)| async move {
+                    let sent = ms();
+                    let (status, _) = apps[i % 2].grab(who, v).await;
+                    Seen { sent, answered: ms(), granted: status == 200 }
+                })
+                .buffer_unordered(32)
+                .collect()
+                .await;
+            over.store(true, Ordering::Release);
+            seen
+        }
+    };
+    let (seen, ()) = tokio::join!(storm, operator);
+
+    let windows = paused_windows.lock().unwrap().clone();
+    assert!(!windows.is_empty(), "the operator paused during the storm");
+    for s in seen.iter().filter(|s| s.granted) {
+        let inside = windows.iter().find(|(paused, resumed)| s.sent >= *paused && s.answered <= *resumed);
+        assert!(inside.is_none(), "granted while paused: sent {} answered {} in {inside:?}", s.sent, s.answered);
+    }
+    let granted = seen.iter().filter(|s| s.granted).count() as i64;
+    let total = INITIAL + added.load(Ordering::Acquire) - withdrawn.load(Ordering::Acquire);
+    let stats = a.wait_for_stats("all persisted", v, |s| s["persisted"] == granted && s["pending"] == 0).await;
+    assert_eq!(stats["total_stock"].as_i64(), Some(total), "total = initial + added - withdrawn: {stats}");
+    assert_eq!(stats["redis_stock"].as_i64().unwrap() + granted, total, "Redis: stock + granted = total: {stats}");
+    assert_eq!(stats["granted"].as_i64(), Some(granted), "{stats}");
+    let row: (i64, i64, i64, i64) =
+        sqlx::query_as("SELECT stock, stock_left, added, withdrawn FROM vouchers WHERE id = $1")
+            .bind(v)
+            .fetch_one(&a.db)
+            .await
+            .unwrap();
+    assert_eq!(row.0, total, "SQL total");
+    assert_eq!(row.1 + granted, total, "SQL: stock left + orders = total");
+    assert_eq!(INITIAL + row.2 - row.3, total, "SQL: added and withdrawn as answered");
+    let owed: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM stock_changes WHERE applied IS NULL").fetch_one(&a.db).await.unwrap();
+    assert_eq!(owed, 0, "no stock change left owed");
+    for app in [a, b] {
+        app.stop().await;
+    }
+}

@@ -25,7 +25,7 @@ pub const PATH: &str = "/api/orders.csv";
 /// Orders read and sent at a time.
 const PAGE: i64 = 1_000;
 /// The first line.
-const HEADER: &str = "order_id,voucher_id,user_id,status,created_at,pay_deadline,cancel_reason\n";
+const HEADER: &str = "order_id,voucher_id,user_id,status,created_at,pay_deadline,cancel_reason,price\n";
 
 /// The route, for the app's router (inside its request cap; the body streams after).
 pub fn routes() -> Router<AppState> {
@@ -92,13 +92,14 @@ fn lines(orders: &[Order]) -> String {
         .map(|o| {
             let reason = o.cancel_reason.map(|r| r.as_str()).unwrap_or_default();
             format!(
-                "{},{},{},{},{},{},{reason}\n",
+                "{},{},{},{},{},{},{reason},{}\n",
                 o.order_id,
                 o.voucher_id,
                 o.user_id,
                 o.status.as_str(),
                 time(o.created_at),
-                time(o.pay_deadline)
+                time(o.pay_deadline),
+                o.price
             )
         })
         .collect()

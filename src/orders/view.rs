@@ -69,7 +69,7 @@ pub fn MyOrders(user: RwSignal<Option<User>>, now: RwSignal<DateTime<Utc>>) -> i
     .into_any()
 }
 
-/// One order: title, id, status with the time left to pay, and Pay / Cancel while open.
+/// One order: title, id, price, status with the time left to pay, and Pay / Cancel while open.
 fn order_item(
     order: Order,
     now: RwSignal<DateTime<Utc>>,
@@ -83,6 +83,7 @@ fn order_item(
         <li class="flex flex-wrap items-center gap-3 rounded-lg bg-white p-3 shadow" aria-label=label>
             <span class="font-semibold">{order.title.clone()}</span>
             <span class="font-mono text-sm">{id}</span>
+            <span>{crate::money::format(order.price, &order.currency)}</span>
             <span role="status">{move || status_text(&order, now.get())}</span>
             <button class="rounded bg-emerald-700 px-3 py-1 text-white" hidden=closed
                 on:click=move |_| act(pay_id.clone(), true)>"Pay"</button>

@@ -58,7 +58,10 @@ async fn a_sales_orders_come_out_as_csv() {
     let msgs: Vec<OrderMsg> = users
         .iter()
         .enumerate()
-        .map(|(i, &user_id)| OrderMsg { voucher_id: v, order_id: compose(now, i as u32), user_id, price: None })
+        .map(|(i, &user_id)| {
+            let price = (i % 2 == 0).then_some(250);
+            OrderMsg { voucher_id: v, order_id: compose(now, i as u32), user_id, price }
+        })
         .collect();
     store::persist(&app.db, &msgs, 3_600_000).await.unwrap();
 
@@ -68,8 +71,14 @@ async fn a_sales_orders_come_out_as_csv() {
     assert!(res.headers()["content-type"].to_str().unwrap().starts_with("text/csv"));
     let csv = res.text().await.unwrap();
     let mut lines = csv.lines();
-    assert_eq!(lines.next(), Some("order_id,voucher_id,user_id,status,created_at,pay_deadline,cancel_reason"));
-    let ids: Vec<i64> = lines.map(|l| l.split(',').next().unwrap().parse().unwrap()).collect();
+    assert_eq!(lines.next(), Some("order_id,voucher_id,user_id,status,created_at,pay_deadline,cancel_reason,price"));
+    let rows: Vec<(i64, String)> = lines
+        .map(|l| (l.split(',').next().unwrap().parse().unwrap(), l.rsplit(',').next().unwrap().to_owned()))
+        .collect();
+    let priced = rows.iter().filter(|(_, price)| price == "250").count();
+    assert_eq!(priced, msgs.iter().filter(|m| m.price.is_some()).count(), "each order's price as persisted");
+    assert!(rows.iter().all(|(_, price)| price == "250" || price == "0"), "the rest take the voucher's price, 0");
+    let ids: Vec<i64> = rows.iter().map(|(id, _)| *id).collect();
     let mut expected: Vec<i64> = msgs.iter().map(|m| m.order_id).collect();
     expected.sort();
     assert_eq!(ids, expected, "every order once, in id order");

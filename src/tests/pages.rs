@@ -113,6 +113,27 @@ async fn a_voucher_created_on_another_process_shows_on_this_ones_page() {
     here.stop().await;
 }
 
+/// An operator's change made through one process (a new title, a pause) shows on every
+/// other process's shared page, kept for a minute otherwise, within moments: the
+/// change's event, or else the sales version each process follows, dates the page.
+#[tokio::test]
+async fn a_sale_changed_on_another_process_shows_on_this_ones_page() {
+    let here = TestApp::with(Options::default().with(|c| c.page_cache_ms = 60_000)).await;
+    let there = TestApp::with(here.restart_options().with(|c| c.page_cache_ms = 60_000)).await;
+    let v = new_voucher(&there, "Kettle sale").await;
+    wait_until("the page lists it", SOON, || async { shop_page(&here, None).await.contains("Kettle sale") }).await;
+    let body = serde_json::json!({ "voucher_id": v, "title": "Toaster sale" });
+    there.api.admin("update_voucher", body).await.unwrap();
+    there.api.admin("pause_sale", serde_json::json!({ "voucher_id": v })).await.unwrap();
+    wait_until("the edit and the pause show here", SOON, || async {
+        let page = shop_page(&here, None).await;
+        page.contains("Toaster sale") && page.contains("Paused")
+    })
+    .await;
+    there.stop().await;
+    here.stop().await;
+}
+
 /// A page whose sales could not be loaded says so, answers the error's status and is
 /// not shared: the next visitor gets the sales once the database answers again.
 #[tokio::test]

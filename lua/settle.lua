@@ -1,8 +1,9 @@
 -- Settles a batch of orders the database has just committed: results `success`,
 -- stream entries acknowledged, and Redis's books squared with the database's.
 -- KEYS[1] stock   KEYS[2] buyers   KEYS[3] results   KEYS[4] orders stream
--- KEYS[5] restocked (cancelled orders whose unit Redis took back)
--- ARGV[1] consumer group   ARGV[2] when the sale's keys expire (ms)
+-- KEYS[5] restocked (cancelled orders whose unit Redis took back)   KEYS[6] window
+-- ARGV[1] consumer group   ARGV[2] when the sale's keys expire (ms), unless the
+-- window says (an operator may have moved the sale's end since the worker read it)
 -- ARGV[3..] four per order: entry id, order id, user id, result value
 -- Returns how many orders found the stock already at 0 (see below).
 --
@@ -50,6 +51,7 @@ for first = 3, #ARGV, 4 * chunk do
 end
 -- The gate makes results and buyers without an expiry (it stays lean); they go
 -- with the rest of the sale's keys.
-redis.call('PEXPIREAT', KEYS[2], ARGV[2])
-redis.call('PEXPIREAT', KEYS[3], ARGV[2])
+local expires = redis.call('HGET', KEYS[6], 'expires') or ARGV[2]
+redis.call('PEXPIREAT', KEYS[2], expires)
+redis.call('PEXPIREAT', KEYS[3], expires)
 return short

@@ -9,8 +9,8 @@
 -- ARGV[4] paused (0/1)   ARGV[5] price   ARGV[6] the row's version
 -- ARGV[7] stock left, ARGV[8] how many buyers, ARGV[9] how many cancelled orders,
 -- then the buyer ids, the ids of cancelled orders (their units are in the stock left),
--- and pairs of stock change id and units for the additions the stock left counts
--- but Redis was never told of: the database's snapshot.
+-- and pairs of stock change id and the units it made (every change of the voucher, so
+-- none is made again): the database's snapshot.
 -- Without it the script only looks: it loads nothing when Redis lost the voucher.
 -- Returns 1 when Redis already held the voucher, 0 when it did not (and loaded the
 -- snapshot if given). Never touches stock Redis holds: that would resurrect units sold

@@ -33,20 +33,32 @@ pub fn utc_offset_minutes(t: chrono::DateTime<chrono::Utc>) -> i64 {
     }
 }
 
+/// `t` as the browser's wall clock reads it.
+fn local(t: chrono::DateTime<chrono::Utc>) -> chrono::NaiveDateTime {
+    t.naive_utc() + chrono::Duration::minutes(utc_offset_minutes(t))
+}
+
 /// `t` in the browser's time zone as a date-time picker holds it: `2026-11-26T10:30`.
 /// By hand: chrono's format engine stays out of the browser's bundle.
 pub fn local_input(t: chrono::DateTime<chrono::Utc>) -> String {
     use chrono::{Datelike, Timelike};
-    let l = t.naive_utc() + chrono::Duration::minutes(utc_offset_minutes(t));
+    let l = local(t);
     format!("{}-{:02}-{:02}T{:02}:{:02}", l.year(), l.month(), l.day(), l.hour(), l.minute())
 }
 
-/// `t` as the operator reads it: `2026-11-26 10:30 (UTC+01:00)`, in the browser's zone.
+/// The time of day of `t` in the browser's zone: `10:30:05`.
+pub fn local_clock(t: chrono::DateTime<chrono::Utc>) -> String {
+    use chrono::Timelike;
+    let l = local(t);
+    format!("{:02}:{:02}:{:02}", l.hour(), l.minute(), l.second())
+}
+
+/// `t` as the operator reads it: `2026-11-26 10:30:05 (UTC+01:00)`, in the browser's zone.
 pub fn local_time(t: chrono::DateTime<chrono::Utc>) -> String {
     let offset = utc_offset_minutes(t);
     let sign = if offset < 0 { '-' } else { '+' };
     let (h, m) = (offset.abs() / 60, offset.abs() % 60);
-    format!("{} (UTC{sign}{h:02}:{m:02})", local_input(t).replace('T', " "))
+    format!("{} {} (UTC{sign}{h:02}:{m:02})", &local_input(t)[..10], local_clock(t))
 }
 
 /// What a date-time picker holds (`2026-11-26T10:30`, the browser's zone) as an
@@ -171,7 +183,7 @@ mod tests {
     fn picker_text_round_trips_in_utc_on_the_server() {
         let t: chrono::DateTime<chrono::Utc> = "2026-11-26T10:30:00Z".parse().unwrap();
         assert_eq!(local_input(t), "2026-11-26T10:30");
-        assert_eq!(local_time(t), "2026-11-26 10:30 (UTC+00:00)");
+        assert_eq!(local_time(t + chrono::Duration::seconds(5)), "2026-11-26 10:30:05 (UTC+00:00)");
         assert_eq!(from_local_input("2026-11-26T10:30"), Some(t));
         for bad in ["", "2026-11-26", "2026-13-01T10:00", "2026-11-26T25:00", "x-y-zT1:2"] {
             assert_eq!(from_local_input(bad), None, "{bad}");

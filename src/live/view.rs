@@ -6,7 +6,6 @@ use crate::{
     auth::api::admin_status,
     browser::{listen, pause, Connection},
 };
-use chrono::Timelike;
 use leptos::prelude::*;
 use std::collections::{HashMap, VecDeque};
 
@@ -288,10 +287,9 @@ fn EventLog(events: RwSignal<VecDeque<LiveEvent>>) -> impl IntoView {
             <div role="log">
                 <ol class="space-y-1 text-sm">
                     {move || events.get().into_iter().map(|e| {
-                        // By hand: chrono's `format` would bring its strftime engine
-                        // (some 10 KB gzipped) into the browser's WASM.
+                        // In the operator's zone, by hand (`browser::local_clock`).
                         let at = chrono::DateTime::from_timestamp_millis(e.at_ms)
-                            .map(|t| format!("{:02}:{:02}:{:02}", t.hour(), t.minute(), t.second()))
+                            .map(crate::browser::local_clock)
                             .unwrap_or_default();
                         view! { <li><span class="mr-2 font-mono text-slate-600">{at}</span>{e.describe()}</li> }
                     }).collect_view()}

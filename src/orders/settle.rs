@@ -12,7 +12,7 @@ use redis::RedisResult;
 
 /// Settles orders of one voucher the database has committed, given with the ids of
 /// the stream entries that carried them. `expires_at` (Unix ms) is when the sale's
-/// keys go. Returns how many found Redis had already sold their unit again (a
+/// keys go, unless the sale's window (which follows an operator's changes) says. Returns how many found Redis had already sold their unit again (a
 /// rebuild's race, logged; the database refuses the later grant).
 pub async fn settle(
     backend: &Backend,
@@ -25,7 +25,7 @@ pub async fn settle(
         return Ok(0);
     }
     let keys = backend.keys(voucher_id);
-    let keys = [&*keys.stock, &keys.buyers, &keys.results, &keys.orders, &keys.restocked];
+    let keys = [&*keys.stock, &keys.buyers, &keys.results, &keys.orders, &keys.restocked, &keys.window];
     // An order's four arguments take about 80 bytes.
     let mut call = ScriptCall::new(&backend.scripts.settle, &keys, 2 + 4 * orders.len(), 32 + 80 * orders.len());
     call.arg(GROUP).arg(expires_at);

@@ -304,14 +304,18 @@ pub struct RebuildSource {
     pub buyers: Vec<i64>,
     /// Cancelled orders: their units are in `stock_left` already.
     pub restocked: Vec<i64>,
-    /// Stock changes that added units `stock_left` counts but Redis may not have been
-    /// told of (id, units): the rebuilt Redis takes them as made.
-    pub added: Vec<(i64, i64)>,
+    /// Every stock change of the voucher (id, units it made), so the rebuilt Redis
+    /// makes none of them again: those recorded; additions `stock_left` counts that
+    /// Redis may not have been told of; and withdrawals Redis had not yet recorded
+    /// here, which the rebuild voids (made 0: `stock_left` still counts their units).
+    pub changes: Vec<(i64, i64)>,
 }
 
 /// Takes the write lock persisting takes (the voucher's row: SQLite's one writer,
 /// PostgreSQL's row lock), then reads stock and buyers in one statement, so they agree
-/// and no order of the voucher commits until the transaction ends. `None`: no such voucher.
+/// and no order of the voucher commits until the transaction ends; voids the stock
+/// withdrawals not yet recorded (the caller commits that once Redis holds the
+/// snapshot). `None`: no such voucher.
 pub async fn lock_for_rebuild(tx: &mut Tx<'_>, voucher_id: i64) -> sqlx::Result<Option<RebuildSource>> {
     lock_voucher(tx, voucher_id).await?;
     // Stock left, then each order's id, user and status (NULLs for a voucher without orders).
@@ -332,10 +336,13 @@ pub async fn lock_for_rebuild(tx: &mut Tx<'_>, voucher_id: i64) -> sqlx::Result<
             _ => {}
         }
     }
-    snapshot.added =
-        sqlx::query_as("SELECT id, units FROM stock_changes WHERE voucher_id = $1 AND applied IS NULL AND units > 0")
-            .bind(voucher_id)
-            .fetch_all(&mut **tx)
-            .await?;
+    sqlx::query("UPDATE stock_changes SET applied = 0 WHERE voucher_id = $1 AND applied IS NULL AND units < 0")
+        .bind(voucher_id)
+        .execute(&mut **tx)
+        .await?;
+    snapshot.changes = sqlx::query_as("SELECT id, COALESCE(applied, units) FROM stock_changes WHERE voucher_id = $1")
+        .bind(voucher_id)
+        .fetch_all(&mut **tx)
+        .await?;
     Ok(Some(snapshot))
 }

@@ -14,7 +14,7 @@ use crate::{
     money,
     voucher::{api::shop_settings, SaleState, Voucher},
 };
-use chrono::{DateTime, Datelike, Duration, SubsecRound, Timelike, Utc};
+use chrono::{DateTime, Duration, SubsecRound, Utc};
 use leptos::prelude::*;
 
 /// The shop's currency, once the server has said it (EUR until then).
@@ -62,7 +62,7 @@ pub fn CreateVoucher(refresh: RwSignal<u64>) -> impl IntoView {
     let title = RwSignal::new(String::new());
     let stock = RwSignal::new("100".to_owned());
     let price = RwSignal::new("0".to_owned());
-    let face_value = RwSignal::new("0".to_owned());
+    let face_value = RwSignal::new(String::new());
     let begins = RwSignal::new(String::new());
     let ends = RwSignal::new(String::new());
     // The pickers start at now and an hour from now, in the operator's zone (known
@@ -78,9 +78,11 @@ pub fn CreateVoucher(refresh: RwSignal<u64>) -> impl IntoView {
         leptos::task::spawn_local(async move {
             let answer = async {
                 let stock = s.trim().parse::<i64>().map_err(|_| AppError::invalid("Stock must be a whole number."))?;
-                let (price, face) = (amount("Price", &p, &currency)?, amount("Face value", &f, &currency)?);
+                let price = amount("Price", &p, &currency)?;
+                // Left blank: worth what it costs.
+                let face = if f.trim().is_empty() { None } else { Some(amount("Face value", &f, &currency)?) };
                 let (b, e) = (picked("a start", &b)?, picked("an end", &e)?);
-                create_voucher(t, stock, b, e, Some(price), Some(face.max(price))).await
+                create_voucher(t, stock, b, e, Some(price), face).await
             };
             let answer = answer.await;
             if answer.is_ok() {
@@ -104,7 +106,7 @@ pub fn CreateVoucher(refresh: RwSignal<u64>) -> impl IntoView {
             {field("voucher-title".into(), "Title", "text", title, "Up to 100 characters".into())}
             {field("voucher-stock".into(), "Stock", "text", stock, "1 to 1,000,000 units".into())}
             {move || field("voucher-price".into(), "Price", "text", price, in_currency("What a shopper pays"))}
-            {move || field("voucher-face".into(), "Face value", "text", face_value, in_currency("What it is worth (at least the price)"))}
+            {move || field("voucher-face".into(), "Face value", "text", face_value, in_currency("What it is worth; blank: the price"))}
             {field("voucher-begins".into(), "Starts at", "datetime-local", begins, "Your time zone".into())}
             {field("voucher-ends".into(), "Ends at", "datetime-local", ends, "After the start".into())}
             <div class="flex items-center gap-3 sm:col-span-2">
@@ -131,6 +133,9 @@ struct RowState {
     confirm_end: RwSignal<bool>,
     units: RwSignal<String>,
     edit_open: RwSignal<bool>,
+    /// The sale as it was when the form was opened: what "changed" is measured from,
+    /// so a save never sends back fields another operator changed meanwhile.
+    base: RwSignal<Option<Voucher>>,
     title: RwSignal<String>,
     price: RwSignal<String>,
     face: RwSignal<String>,
@@ -154,6 +159,7 @@ impl RowStates {
             confirm_end: RwSignal::new(false),
             units: RwSignal::new("10".to_owned()),
             edit_open: RwSignal::new(false),
+            base: RwSignal::new(None),
             title: text(),
             price: text(),
             face: text(),
@@ -269,10 +275,11 @@ pub fn SaleRow(
 /// is when opened. Sends only what changed.
 #[component]
 fn EditSale(id: i64, voucher: Signal<Option<Voucher>>, row: RowState, refresh: RwSignal<u64>) -> impl IntoView {
-    let RowState { said, edit_open, title, price, face, begins, ends, .. } = row;
+    let RowState { said, edit_open, base, title, price, face, begins, ends, .. } = row;
     let toggled = move |ev: leptos::ev::Event| {
         let open = event_target::<leptos::web_sys::HtmlDetailsElement>(&ev).open();
         if open && !edit_open.get_untracked() {
+            base.set(voucher.get_untracked());
             if let Some(v) = voucher.get_untracked() {
                 title.set(v.title.clone());
                 price.set(money::plain(v.price, &v.currency));
@@ -284,7 +291,7 @@ fn EditSale(id: i64, voucher: Signal<Option<Voucher>>, row: RowState, refresh: R
         edit_open.set(open);
     };
     let save = move || {
-        let Some(v) = voucher.get_untracked() else { return };
+        let Some(v) = base.get_untracked() else { return };
         let typed = (title.get_untracked(), price.get_untracked(), face.get_untracked());
         let (b, e) = (begins.get_untracked(), ends.get_untracked());
         leptos::task::spawn_local(async move {
@@ -358,12 +365,9 @@ pub fn SaleLog(voucher_id: i64) -> impl IntoView {
     }
 }
 
-/// One entry as a line: when (UTC), what, who, and the state it left.
+/// One entry as a line: when (the operator's zone), what, who, and the state it left.
 fn line(e: AuditEntry) -> impl IntoView {
     let change = e.after.or(e.before).unwrap_or_default();
-    // By hand: chrono's format engine stays out of the browser's bundle.
-    let t = e.at;
-    let when =
-        format!("{}-{:02}-{:02} {:02}:{:02}:{:02} UTC", t.year(), t.month(), t.day(), t.hour(), t.minute(), t.second());
+    let when = local_time(e.at);
     view! { <li>{format!("{when} {} by {}: {change}", e.action, e.actor)}</li> }
 }

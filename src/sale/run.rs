@@ -53,19 +53,20 @@ pub async fn update_voucher(
 /// Pauses a sale: from when this returns, every grab is refused `sale_paused`.
 #[server(prefix = "/api", endpoint = "pause_sale", input = Json)]
 pub async fn pause_sale(voucher_id: i64) -> AppResult<Voucher> {
-    run("pause_sale", voucher_id, |row, now| {
-        not_ended(row, now)?;
-        Ok(Edit { paused: Some(true), ..Edit::default() })
-    })
-    .await
+    set_paused("pause_sale", voucher_id, true).await
 }
 
 /// Resumes a paused sale.
 #[server(prefix = "/api", endpoint = "resume_sale", input = Json)]
 pub async fn resume_sale(voucher_id: i64) -> AppResult<Voucher> {
-    run("resume_sale", voucher_id, |row, now| {
+    set_paused("resume_sale", voucher_id, false).await
+}
+
+#[cfg(feature = "ssr")]
+async fn set_paused(action: &'static str, voucher_id: i64, paused: bool) -> AppResult<Voucher> {
+    run(action, voucher_id, |row, now| {
         not_ended(row, now)?;
-        Ok(Edit { paused: Some(false), ..Edit::default() })
+        Ok(Edit { paused: Some(paused), ..Edit::default() })
     })
     .await
 }
@@ -156,7 +157,9 @@ async fn run(
         let before = store::get(&backend.db, voucher_id).await?.ok_or(ErrorCode::UnknownVoucher)?;
         let edit = decide(&before, gate_clock(backend, voucher_id).await?)?;
         let Some(after) = store::edit(&backend.db, voucher_id, before.version, &edit).await? else { continue };
-        warm::warm(backend, &after).await?;
+        if let Err(e) = warm::warm(backend, &after).await {
+            return Err(saved_not_applied(&state, &actor, action, &before, e.into()).await);
+        }
         return done(&state, &actor, action, &before, &after).await;
     }
     Err(AppError { code: ErrorCode::Unavailable, message: "Other changes of this sale keep coming; try again.".into() })
@@ -187,14 +190,40 @@ async fn change_stock(action: &'static str, voucher_id: i64, units: i64) -> AppR
     } else {
         store::owe_withdrawal(&backend.db, voucher_id, -units).await?
     };
-    // Should Redis fail here, the change is owed: the sweeper finishes it.
-    let (made, _) = stock::finish(backend, &change).await?;
-    if made == 0 {
+    let made = match stock::finish(backend, &change).await {
+        Ok(made) => made,
+        Err(e) => return Err(saved_not_applied(&state, &actor, action, &before, e.into()).await),
+    };
+    if made.recorded == 0 {
+        if made.redis != 0 {
+            let message = "The sale was rebuilt meanwhile and nothing was withdrawn; try again.";
+            return Err(AppError { code: ErrorCode::Unavailable, message: message.into() });
+        }
         return Err(ErrorCode::NotEnoughStock.into());
     }
     let after = store::get(&backend.db, voucher_id).await?.ok_or(ErrorCode::UnknownVoucher)?;
     let voucher = done(&state, &actor, action, &before, &after).await?;
-    Ok(StockChanged { units: made.abs(), voucher })
+    Ok(StockChanged { units: made.recorded.abs(), voucher })
+}
+
+/// A change the database holds but Redis could not be given now: the upkeep of every
+/// process gives it within seconds (a window by its version, a stock change because it
+/// is owed). It is announced and logged like any other; the operator is told it is
+/// saved, so as not to send it again.
+#[cfg(feature = "ssr")]
+async fn saved_not_applied(
+    state: &AppState,
+    actor: &Actor,
+    action: &'static str,
+    before: &VoucherRow,
+    error: AppError,
+) -> AppError {
+    tracing::warn!(voucher = before.id, action, "sale change saved, not yet in Redis: {}", error.message);
+    if let Ok(Some(after)) = store::get(&state.backend.db, before.id).await {
+        let _ = done(state, actor, action, before, &after).await;
+    }
+    let message = "Saved; the sale follows within seconds. Do not send it again.";
+    AppError { code: ErrorCode::Unavailable, message: message.into() }
 }
 
 /// The gate's clock for this voucher (Unix ms): what "started" and "ended" mean to it.

@@ -9,7 +9,7 @@ use super::warm;
 use crate::{
     backend::{Backend, BackendError},
     bus::SaleEvent,
-    voucher::store::{self as vouchers, StockChange, VoucherRow},
+    voucher::store::{self as vouchers, StockChange},
 };
 
 /// A change owed this long is taken as abandoned by its caller.
@@ -18,9 +18,9 @@ const ABANDONED_AFTER_MS: i64 = 2_000;
 const ROUND: i64 = 100;
 
 /// Makes the change in Redis (once), then records in the database what it made.
-/// Returns the units it made (0: a withdrawal of more than was unsold) and the
-/// voucher's row when this call recorded it.
-pub async fn finish(backend: &Backend, change: &StockChange) -> Result<(i64, Option<VoucherRow>), BackendError> {
+/// Returns the units it made as the database records them (0: a withdrawal of more
+/// than was unsold, or one a rebuild of the voucher voided) and as Redis answered.
+pub async fn finish(backend: &Backend, change: &StockChange) -> Result<Made, BackendError> {
     let made = match apply(backend, change).await? {
         Some(made) => made,
         None => {
@@ -36,8 +36,17 @@ pub async fn finish(backend: &Backend, change: &StockChange) -> Result<(i64, Opt
             apply(backend, change).await?.unwrap_or(if change.units > 0 { change.units } else { 0 })
         }
     };
-    let row = vouchers::settle_change(&backend.db, change, made).await?;
-    Ok((made, row))
+    let recorded = vouchers::settle_change(&backend.db, change, made).await?;
+    Ok(Made { recorded, redis: made })
+}
+
+/// What a stock change made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Made {
+    /// As the database records it: what counts.
+    pub recorded: i64,
+    /// As Redis answered this call (it differs when a rebuild voided a withdrawal).
+    pub redis: i64,
 }
 
 /// Runs `lua/stock.lua`: the units the change made, or `None` when Redis does not hold
@@ -51,13 +60,18 @@ async fn apply(backend: &Backend, change: &StockChange) -> redis::RedisResult<Op
     call.invoke_async(&mut backend.redis.clone()).await
 }
 
-/// Finishes the changes whose callers died between the database and Redis (a sweeper
-/// round). Returns how many it finished.
+/// Finishes the changes whose callers died between the database and Redis (an
+/// upkeep round). One that fails is logged and tried again next round; the others go
+/// on. Returns how many it finished.
 pub async fn finish_owed(backend: &Backend) -> Result<usize, BackendError> {
     let before = chrono::Utc::now().timestamp_millis() - ABANDONED_AFTER_MS;
     let owed = vouchers::owed_changes(&backend.db, before, ROUND).await?;
+    let mut finished = 0;
     for change in &owed {
-        finish(backend, change).await?;
+        match finish(backend, change).await {
+            Ok(_) => finished += 1,
+            Err(e) => tracing::warn!(change = change.id, voucher = change.voucher_id, "owed stock change: {e}"),
+        }
     }
-    Ok(owed.len())
+    Ok(finished)
 }

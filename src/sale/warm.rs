@@ -36,12 +36,18 @@ pub async fn warm(backend: &Backend, v: &VoucherRow) -> Result<bool, BackendErro
     }
     let mut tx = backend.db.begin().await?;
     let Some(snapshot) = orders::lock_for_rebuild(&mut tx, v.id).await? else { return Ok(false) };
-    let loaded = tokio::time::timeout(REBUILD_DEADLINE, load(backend, &mut redis, &keys, v, Some(&snapshot)))
+    let held = tokio::time::timeout(REBUILD_DEADLINE, load(backend, &mut redis, &keys, v, Some(&snapshot)))
         .await
         .map_err(|_| RedisError::from(std::io::Error::from(std::io::ErrorKind::TimedOut)))??;
-    // Nothing was changed: the transaction only held the lock.
-    tx.rollback().await?;
-    Ok(!loaded)
+    if held {
+        // Redis held the voucher after all (another rebuild came first): nothing of
+        // this snapshot was taken, so nothing it voided may stand.
+        tx.rollback().await?;
+    } else {
+        // Redis holds the snapshot: the withdrawals it voided are recorded so.
+        tx.commit().await?;
+    }
+    Ok(!held)
 }
 
 /// Runs `lua/warm.lua`. With a snapshot, loads its stock and buyers and the window
@@ -62,7 +68,7 @@ pub async fn load(
     call.arg(v.begins_at).arg(v.ends_at).arg(expires_at(v.ends_at)).arg(v.paused).arg(v.price).arg(v.version);
     if let Some(s) = snapshot {
         call.arg(s.stock_left).arg(s.buyers.len()).arg(s.restocked.len()).arg(&s.buyers).arg(&s.restocked);
-        for (change, units) in &s.added {
+        for (change, units) in &s.changes {
             call.arg(change).arg(units);
         }
     }

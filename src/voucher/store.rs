@@ -163,8 +163,9 @@ async fn owe(tx: &mut crate::backend::Tx<'_>, voucher_id: i64, units: i64) -> sq
 
 /// Records what Redis made of a change (`made` units, as `lua/stock.lua` answered),
 /// once: a withdrawal takes its units off the database's stock then, in the same
-/// transaction. Returns the voucher's row when this call recorded it.
-pub async fn settle_change(db: &Db, change: &StockChange, made: i64) -> sqlx::Result<Option<VoucherRow>> {
+/// transaction. Returns what the database holds as made: `made`, or what was
+/// recorded before (by the upkeep, or voided by a rebuild of the voucher).
+pub async fn settle_change(db: &Db, change: &StockChange, made: i64) -> sqlx::Result<i64> {
     let mut tx = db.begin().await?;
     let settled = sqlx::query("UPDATE stock_changes SET applied = $2 WHERE id = $1 AND applied IS NULL")
         .bind(change.id)
@@ -173,20 +174,25 @@ pub async fn settle_change(db: &Db, change: &StockChange, made: i64) -> sqlx::Re
         .await?
         .rows_affected();
     if settled == 0 {
+        let recorded: Option<i64> = sqlx::query_scalar("SELECT applied FROM stock_changes WHERE id = $1")
+            .bind(change.id)
+            .fetch_one(&mut *tx)
+            .await?;
         tx.rollback().await?;
-        return Ok(None);
+        return Ok(recorded.unwrap_or(0));
     }
-    let sql = if made < 0 {
-        format!(
+    if made < 0 {
+        sqlx::query(
             "UPDATE vouchers SET stock = stock + $2, stock_left = stock_left + $2, withdrawn = withdrawn - $2, \
-             version = version + 1 WHERE id = $1 RETURNING {COLUMNS}"
+             version = version + 1 WHERE id = $1",
         )
-    } else {
-        format!("SELECT {COLUMNS} FROM vouchers WHERE id = $1 AND $2 = $2")
-    };
-    let row = sqlx::query_as(&sql).bind(change.voucher_id).bind(made).fetch_optional(&mut *tx).await?;
+        .bind(change.voucher_id)
+        .bind(made)
+        .execute(&mut *tx)
+        .await?;
+    }
     tx.commit().await?;
-    Ok(row)
+    Ok(made)
 }
 
 /// Stock changes Redis has owed since before `before` (Unix ms): their caller died or

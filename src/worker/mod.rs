@@ -92,6 +92,9 @@ async fn supervise(
     let stopped = shutdown.wait();
     tokio::pin!(stopped);
     while !shutdown.is_shutdown() {
+        // A reader ends once its sale is drained; an operator may put the sale back on
+        // (a later end), and its reader is started again.
+        readers.retain(|_, reader| !reader.is_finished());
         match vouchers::live(&backend.db, DRAIN_GRACE_MS).await {
             Ok(live) => {
                 let new: Vec<_> = live.into_iter().filter(|v| !readers.contains_key(&v.id)).collect();

@@ -116,7 +116,7 @@ impl Reader {
     pub async fn run(mut self, shutdown: Shutdown) {
         let stopped = shutdown.wait();
         tokio::pin!(stopped);
-        while !shutdown.is_shutdown() && !self.drained() {
+        while !shutdown.is_shutdown() && !self.drained().await {
             // Not cancelled by shutdown: a read's entries are handled before stopping,
             // and a step is short (one read that never blocks, and its batch).
             match self.step().await {
@@ -160,9 +160,22 @@ impl Reader {
         self.wakeups.unregister(self.voucher.id);
     }
 
-    /// Past the drain grace after the sale: nothing more will come.
-    fn drained(&self) -> bool {
-        chrono::Utc::now().timestamp_millis() > expires_at(self.voucher.ends_at)
+    /// Past the drain grace after the sale: nothing more will come. Asked of the row
+    /// as it is now before saying so: an operator may have moved the sale's end.
+    async fn drained(&mut self) -> bool {
+        let past = |v: &VoucherRow| chrono::Utc::now().timestamp_millis() > expires_at(v.ends_at);
+        if !past(&self.voucher) {
+            return false;
+        }
+        match vouchers::get(&self.backend.db, self.voucher.id).await {
+            Ok(Some(row)) => {
+                self.saver.expires = expires_at(row.ends_at);
+                self.voucher = row;
+                past(&self.voucher)
+            }
+            // The database cannot say: go on as before, and ask again next step.
+            _ => false,
+        }
     }
 
     /// One unit of work: join, or recover idle entries when due and then read and

@@ -201,6 +201,11 @@ async fn change_stock(action: &'static str, voucher_id: i64, units: i64) -> AppR
         }
         return Err(ErrorCode::NotEnoughStock.into());
     }
+    if units > 0 {
+        // Here at once; every other process when it hears the restock, or else when it
+        // next reads the sales version `done` bumps.
+        state.sold_out.clear(voucher_id);
+    }
     let after = store::get(&backend.db, voucher_id).await?.ok_or(ErrorCode::UnknownVoucher)?;
     let voucher = done(&state, &actor, action, &before, &after).await?;
     Ok(StockChanged { units: made.recorded.abs(), voucher })

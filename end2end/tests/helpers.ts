@@ -12,16 +12,21 @@ export async function open(page: Page, path: string): Promise<void> {
   await expect(page.locator('body[data-hydrated="true"]')).toBeAttached();
 }
 
-/** Creates a voucher through the JSON API (admin token) that is on sale now. */
-export async function createVoucher(request: APIRequestContext, title: string, stock: number): Promise<number> {
-  const now = Date.now();
+/** Creates a voucher through the JSON API (admin token), on sale now unless `beginsAt`
+ * (Unix ms) says when. */
+export async function createVoucher(
+  request: APIRequestContext,
+  title: string,
+  stock: number,
+  beginsAt: number = Date.now() - 60_000,
+): Promise<number> {
   const res = await request.post('/api/create_voucher', {
     headers: { Authorization: `Bearer ${adminToken}` },
     data: {
       title,
       stock,
-      begins_at: new Date(now - 60_000).toISOString(),
-      ends_at: new Date(now + 3_600_000).toISOString(),
+      begins_at: new Date(beginsAt).toISOString(),
+      ends_at: new Date(Math.max(beginsAt, Date.now()) + 3_600_000).toISOString(),
     },
   });
   expect(res.status()).toBe(200);

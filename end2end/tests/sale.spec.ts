@@ -87,3 +87,19 @@ test('grabbing without signing in asks to sign in', async ({ page, request }) =>
   await card.getByRole('button', { name: 'Grab' }).click();
   await expect(card.getByRole('alert')).toHaveText('Please sign in first.');
 });
+
+test("a grab's result stays on its card when the list refreshes", async ({ page, request }) => {
+  const title = uniqueTitle('Keep');
+  await createVoucher(request, title, 5);
+  await open(page, '/');
+  await signUp(page, uniqueTitle('kim'));
+  const card = page.getByRole('article', { name: title });
+  await card.getByRole('button', { name: 'Grab' }).click();
+  await expect(card.getByText('Status: success')).toBeVisible();
+  // A sale created now shows only once the list refreshes.
+  const later = uniqueTitle('Later');
+  await createVoucher(request, later, 5);
+  await expect(page.getByRole('article', { name: later })).toBeVisible();
+  await expect(card.getByText('Status: success')).toBeVisible();
+  await expect(card.getByText(/^Order \d+$/)).toBeVisible();
+});

@@ -16,6 +16,7 @@
 //! | `<ns>:{v<id>}:refused` | string | grabs the gate refused | gate |
 //! | `<ns>:{v<id>}:restocked` | set | cancelled orders whose unit came back | give-backs, warm-up |
 //! | `<ns>:{v<id>}:changes` | hash | stock change id → units it made (once each) | `sale::stock`, warm-up |
+//! | `<ns>:clock` | none | never written: routes the clock script to a node | `sale::gate::clock` |
 //! | `<ns>:sales_version` | string | counts operator changes to any sale | `sale::admin`; every process follows it (`bus::follow`) |
 //! | `<ns>:icr:order:<yyyymmdd>` | string | the day's order-id counter | `ids` (in blocks) |
 //! | `<ns>:events` | pub/sub channel | sale events | `bus` |
@@ -37,7 +38,7 @@
 //! (`live::figures`); gate answers (`sale::gate`).
 //!
 //! **Scripts** ([`Scripts`], loaded once and run by SHA): `grab.lua` (`sale::gate`),
-//! `warm.lua` (`sale::warm`), `stock.lua` (`sale::stock`), `clock.lua` (`sale::run`), `settle.lua` (`orders::settle`), `give_back.lua`
+//! `warm.lua` (`sale::warm`), `stock.lua` (`sale::stock`), `clock.lua` (`sale::gate`), `settle.lua` (`orders::settle`), `give_back.lua`
 //! (`orders::give_back`), `restock.lua` (`orders::restock`), `sample.lua`
 //! (`live::figures`), `order_ids.lua` (`ids`), `attempt.lua` (`auth::attempts`). The two give-backs share their core,
 //! `lua/lib/unit_back.lua` (a unit back on sale, a buyer slot freed, the keys' expiry).
@@ -108,6 +109,12 @@ pub fn sales_version(namespace: &str) -> String {
 /// `token`), shared by every process; it expires a while after the last check.
 pub fn attempts_counter(namespace: &str, who: &str) -> String {
     format!("{namespace}:attempts:{who}")
+}
+
+/// A key never written: `clock.lua` names it to be routed to one node when no sale is
+/// named (`server_time`, the live feed's clock).
+pub fn clock_key(namespace: &str) -> String {
+    format!("{namespace}:clock")
 }
 
 /// The day's order-id counter (`day` as `yyyymmdd`): ids are taken from it in blocks.

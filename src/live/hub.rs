@@ -44,7 +44,8 @@ impl Default for Hub {
 
 impl Hub {
     pub fn publish_snapshot(&self, snapshot: Snapshot) {
-        let shop = Arc::<str>::from(to_json(&ShopFrame::Stock { vouchers: snapshot.stock_only() }));
+        let shop =
+            Arc::<str>::from(to_json(&ShopFrame::Stock { vouchers: snapshot.stock_only(), now_ms: snapshot.at_ms }));
         let admin = Arc::<str>::from(to_json(&AdminFrame::Snapshot(snapshot.clone())));
         {
             let mut recent = self.lock();

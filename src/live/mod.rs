@@ -78,7 +78,7 @@ pub struct VoucherLive {
 /// All live vouchers at one moment.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Snapshot {
-    /// Unix milliseconds.
+    /// Unix milliseconds, by the gate's clock (Redis TIME).
     pub at_ms: i64,
     pub vouchers: Vec<VoucherLive>,
 }
@@ -224,7 +224,12 @@ pub enum AdminFrame {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ShopFrame {
-    Stock { vouchers: Vec<StockLive> },
+    Stock {
+        vouchers: Vec<StockLive>,
+        /// The gate's clock when the numbers were read (Unix ms).
+        #[serde(default)]
+        now_ms: i64,
+    },
     Event(LiveEvent),
 }
 

@@ -60,7 +60,8 @@ async fn sample(
 ) -> Result<Snapshot, BackendError> {
     let rows = vouchers::live(&backend.db, SHOWN_AFTER_END_MS).await?;
     let figures = figures::read(backend, &rows).await?;
-    let at_ms = chrono::Utc::now().timestamp_millis();
+    // The gate's clock: shoppers' pages read the time from the feed too.
+    let at_ms = crate::sale::gate::clock(backend, None).await.unwrap_or_else(|_| chrono::Utc::now().timestamp_millis());
     let vouchers = figures
         .into_iter()
         .map(|f| {

@@ -7,10 +7,12 @@ use crate::{
     error::AppError,
     live::{view::use_shop_feed, StockLive},
     orders::view::MyOrders,
-    sale::view::SaleCard,
+    sale::{
+        clock::{use_server_clock, ServerClock},
+        view::SaleCard,
+    },
     voucher::{api::list_vouchers, view::EachVoucher, Voucher},
 };
-use chrono::{DateTime, Utc};
 use leptos::prelude::*;
 use std::collections::HashMap;
 
@@ -30,9 +32,10 @@ pub fn ShopPage() -> impl IntoView {
             }
         })
     });
-    let now = RwSignal::new(Utc::now());
+    // The gate's clock, not the device's: a countdown and a Grab button that follow it.
+    let clock = use_server_clock();
+    let now = clock.now;
     let refresh = RwSignal::new(0u64);
-    every(1000, move || now.set(Utc::now()));
     // New sales appear on the next list refresh; stock moves live.
     every(5000, move || refresh.update(|n| *n += 1));
     let vouchers = Resource::new(move || refresh.get(), |_| list_vouchers());
@@ -41,7 +44,7 @@ pub fn ShopPage() -> impl IntoView {
         <h1 class="mb-4 text-2xl font-bold">"Flash sales"</h1>
         <SignInBox user/>
         <EachVoucher vouchers class="grid gap-4 sm:grid-cols-2" empty="No sales yet."
-            item=move |v: Voucher| view! { <ShopCard id=v.id vouchers live now/> }.into_any()/>
+            item=move |v: Voucher| view! { <ShopCard id=v.id vouchers live clock/> }.into_any()/>
         <MyOrders user now/>
     }
     .into_any()
@@ -54,11 +57,11 @@ fn ShopCard(
     id: i64,
     vouchers: Resource<Result<Vec<Voucher>, AppError>>,
     live: RwSignal<HashMap<i64, StockLive>>,
-    now: RwSignal<DateTime<Utc>>,
+    clock: ServerClock,
 ) -> impl IntoView {
     // Looked up once per list refresh, not on every read (the countdown reads it every second).
     let voucher =
         Memo::new(move |_| vouchers.get().and_then(Result::ok).and_then(|l| l.into_iter().find(|v| v.id == id)));
     let live = Signal::derive(move || live.with(|m| m.get(&id).cloned()));
-    view! { <SaleCard id voucher live now/> }.into_any()
+    view! { <SaleCard id voucher live clock/> }.into_any()
 }

@@ -1,8 +1,9 @@
-//! Sale endpoints: `/api/grab`, `/api/grab_result`. Over HTTP these paths are answered
+//! Sale endpoints: `/api/grab`, `/api/grab_result`, and `/api/server_time` (the gate's
+//! clock, which the page counts down by). Over HTTP these paths are answered
 //! by plain axum handlers (`routes.rs`) with the same contract; the bodies below run
 //! only when called in-process. Both run `service.rs`.
 
-use super::{GrabState, GrabTicket};
+use super::{GateTime, GrabState, GrabTicket};
 use crate::error::AppResult;
 use leptos::prelude::*;
 use server_fn::codec::Json;
@@ -31,4 +32,13 @@ pub async fn grab_result(voucher_id: i64, order_id: String) -> AppResult<GrabSta
     let state = expect_context::<AppState>();
     let user_id = require_user(&state).await?;
     service::grab_result(&state, user_id, voucher_id, &order_id).await
+}
+
+/// The gate's clock (Redis TIME), in Unix ms: the page measures its own clock's offset
+/// from it, so its countdown and its Grab button follow the instant the gate opens,
+/// whatever the device's clock says.
+#[server(prefix = "/api", endpoint = "server_time", input = Json)]
+pub async fn server_time() -> AppResult<GateTime> {
+    let state = expect_context::<AppState>();
+    Ok(GateTime { now_ms: super::gate::clock(&state.backend, None).await? })
 }

@@ -3,7 +3,10 @@
 
 use crate::orders::results::StoredResult;
 use crate::{
-    backend::{layout::SaleKeys, Backend, ScriptCall},
+    backend::{
+        layout::{clock_key, SaleKeys},
+        Backend, ScriptCall,
+    },
     error::ErrorCode,
 };
 use redis::RedisResult;
@@ -37,6 +40,16 @@ impl Verdict {
             code => Self::Refused(ErrorCode::from_name(code).unwrap_or(ErrorCode::Internal)),
         }
     }
+}
+
+/// The gate's clock (Unix ms): Redis TIME on the node that holds `voucher_id`'s sale
+/// (the clock its grabs are decided by), or on the node [`clock_key`] falls on.
+pub async fn clock(backend: &Backend, voucher_id: Option<i64>) -> RedisResult<i64> {
+    let key = match voucher_id {
+        Some(id) => backend.keys(id).window.clone(),
+        None => clock_key(&backend.namespace),
+    };
+    backend.scripts.clock.key(key).invoke_async(&mut backend.redis.clone()).await
 }
 
 /// Runs the gate: one round trip decides and, if granted, queues the order.

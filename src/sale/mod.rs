@@ -6,6 +6,7 @@
 pub mod admin;
 pub mod admin_view;
 pub mod api;
+pub mod clock;
 #[cfg(feature = "ssr")]
 pub mod gate;
 #[cfg(feature = "ssr")]
@@ -29,6 +30,13 @@ pub mod warm;
 
 use crate::orders::{GrabStatus, Order};
 use serde::{Deserialize, Serialize};
+
+/// The answer to `server_time`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GateTime {
+    /// The gate's clock, Unix milliseconds.
+    pub now_ms: i64,
+}
 
 /// The answer to `add_stock` and `withdraw_stock`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -234,8 +234,7 @@ async fn saved_not_applied(
 /// The gate's clock for this voucher (Unix ms): what "started" and "ended" mean to it.
 #[cfg(feature = "ssr")]
 async fn gate_clock(backend: &Backend, voucher_id: i64) -> AppResult<i64> {
-    let keys = backend.keys(voucher_id);
-    Ok(backend.scripts.clock.key(&keys.window).invoke_async(&mut backend.redis.clone()).await?)
+    Ok(super::gate::clock(backend, Some(voucher_id)).await?)
 }
 
 /// Tells every process, logs the change, and answers the voucher as it is now.

@@ -1,6 +1,7 @@
 //! A sale card: title, stock, countdown, the Grab button and the grab's result. The
 //! shop page feeds it the listed voucher and, when the live feed has it, live stock.
 
+use super::clock::ServerClock;
 use super::{
     api::{grab, grab_result},
     GrabState, GrabStatus,
@@ -40,8 +41,10 @@ pub fn SaleCard(
     /// and its end as the gate sees them (ahead of the list's refresh).
     #[prop(into)]
     live: Signal<Option<StockLive>>,
-    now: RwSignal<DateTime<Utc>>,
+    /// The gate's clock as the page keeps it.
+    clock: ServerClock,
 ) -> impl IntoView {
+    let now = clock.now;
     let title = move || voucher.get().map(|v| v.title).unwrap_or_default();
     // Live stock when the feed has it, else the list's.
     let remaining = move || live.get().map(|l| l.stock.max(0)).or_else(|| voucher.get().map(|v| v.remaining));
@@ -49,8 +52,11 @@ pub fn SaleCard(
         let live = live.get().map(|l| (l.paused, l.ends_at_ms, l.sold_out || l.stock == 0));
         voucher.get().map(|v| v.state(now.get(), live))
     });
-    let closed =
-        Signal::derive(move || state.get().is_some_and(|s| matches!(s, SaleState::SoldOut | SaleState::Ended)));
+    // Open from the instant the gate opens (by its clock, once the page knows it) to
+    // the end or the last unit; a paused sale's press is answered with why.
+    let closed = Signal::derive(move || {
+        !clock.known.get() || !state.get().is_some_and(|s| matches!(s, SaleState::Live | SaleState::Paused))
+    });
     let price = move || {
         voucher.get().filter(|v| v.price > 0 || v.face_value > 0).map(|v| {
             let worth = if v.face_value > v.price {

@@ -335,3 +335,28 @@ async fn slow_and_idle_connections_are_closed() {
     }
     app.stop().await;
 }
+
+/// `server_time` and the shoppers' feed both carry the gate's clock (Redis TIME), the
+/// clock the page counts down by whatever the device's clock says.
+#[tokio::test]
+async fn server_time_and_the_feed_carry_the_gates_clock() {
+    let app = TestApp::spawn().await;
+    let redis_ms = || async {
+        let (secs, micros): (i64, i64) = redis::cmd("TIME").query_async(&mut app.redis.clone()).await.unwrap();
+        secs * 1000 + micros / 1000
+    };
+    let before = redis_ms().await;
+    let (status, body) = app.call("server_time", json!({}), &[]).await;
+    let after = redis_ms().await;
+    assert_eq!(status, 200, "{body}");
+    let now_ms = body["now_ms"].as_i64().unwrap();
+    assert!((before..=after).contains(&now_ms), "{before} ≤ {now_ms} ≤ {after}");
+
+    let v = app.create_voucher(1, -5, 3600).await;
+    let mut shop = Feed::open(&app, true).await;
+    // A frame sampled after the voucher was made (the first may be an older one).
+    let frame = shop.until(SOON, |f| f["type"] == "stock" && voucher_in(f, v).is_some()).await;
+    let fed = frame["now_ms"].as_i64().unwrap();
+    assert!(fed >= before && fed <= redis_ms().await, "{frame}");
+    app.stop().await;
+}

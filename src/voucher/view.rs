@@ -21,21 +21,29 @@ where
 {
     view! {
         <Transition fallback=|| view! { <p>"Loading…"</p> }>
-            {move || {
+            {
+                // Only the list's shape (an error, none, some) redraws it: a refresh that
+                // brings the same shape keeps every item drawn, with what it holds (a
+                // grab's result, an open form); `For` adds and drops items by id.
+                let shape = Memo::new(move |_| vouchers.get().map(|list| list.map(|l| l.is_empty())));
                 let item = item.clone();
-                vouchers.get().map(move |list| match list {
-                    Err(e) => {
-                        e.set_page_status();
-                        view! { <p role="alert">{e.message}</p> }.into_any()
-                    }
-                    Ok(list) if list.is_empty() => view! { <p>{empty}</p> }.into_any(),
-                    Ok(list) => view! {
-                        <div class=class>
-                            <For each=move || list.clone() key=|v| v.id children=item/>
-                        </div>
-                    }.into_any(),
-                })
-            }}
+                move || {
+                    let item = item.clone();
+                    shape.get().map(move |shape| match shape {
+                        Err(e) => {
+                            e.set_page_status();
+                            view! { <p role="alert">{e.message}</p> }.into_any()
+                        }
+                        Ok(true) => view! { <p>{empty}</p> }.into_any(),
+                        Ok(false) => view! {
+                            <div class=class>
+                                <For each=move || vouchers.get().and_then(Result::ok).unwrap_or_default()
+                                    key=|v| v.id children=item/>
+                            </div>
+                        }.into_any(),
+                    })
+                }
+            }
         </Transition>
     }
     .into_any()

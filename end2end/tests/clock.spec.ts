@@ -1,0 +1,39 @@
+import { expect, test } from '@playwright/test';
+import { createVoucher, open, signUp, uniqueTitle } from './helpers';
+
+// The page counts down by the gate's clock, not the device's: a shopper whose clock
+// runs 40 s fast (or slow) sees the true time left, and Grab opens at the true start,
+// never before. The server runs on this machine, so this process's clock is the gate's.
+for (const skew of [40_000, -40_000]) {
+  test(`a device clock ${skew > 0 ? 'ahead' : 'behind'} by 40 s opens Grab at the true start`, async ({ page, request }) => {
+    const title = uniqueTitle('Clock');
+    const begins = Date.now() + 8_000;
+    await createVoucher(request, title, 5, begins);
+    await page.clock.install({ time: Date.now() + skew });
+    await open(page, '/');
+    await signUp(page, uniqueTitle('cal'));
+    const card = page.getByRole('article', { name: title });
+    const grab = card.getByRole('button', { name: 'Grab' });
+    await expect(grab).toBeDisabled();
+
+    const countdown = card.getByText(/^Starts in \d+s$/);
+    await expect(countdown).toBeVisible();
+    const shown = Number((await countdown.textContent())?.match(/(\d+)s/)?.[1]);
+    const left = (begins - Date.now()) / 1000;
+    expect(Math.abs(shown - left)).toBeLessThanOrEqual(1.5);
+
+    // Looked up on each poll: the card may be drawn again as the list refreshes.
+    const opened = (name: string) => {
+      const article = [...document.querySelectorAll('article')].find((a) => a.getAttribute('aria-label') === name);
+      const button = article?.querySelector('button');
+      return button !== undefined && button !== null && !button.disabled;
+    };
+    await page.waitForFunction(opened, title, { polling: 20, timeout: 15_000 });
+    const late = Date.now() - begins;
+    console.log(`Grab opened ${late} ms after the start (device clock ${skew / 1000} s off; target within 250 ms)`);
+    expect(late).toBeGreaterThanOrEqual(0);
+    expect(late).toBeLessThan(1_000);
+    await grab.click();
+    await expect(card.getByText('Status: success')).toBeVisible();
+  });
+}

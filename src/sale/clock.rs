@@ -1,0 +1,51 @@
+//! The gate's clock, as the shopper's page keeps it: the device's clock may be
+//! minutes off, and a countdown or a Grab button that trusted it would open early or
+//! late. The page asks `server_time` once it runs (and every minute) and keeps "now"
+//! as its own clock plus the offset of the answer from the moment it arrived. The gate
+//! read its clock before that moment, so the page's "now" is never ahead of the gate's
+//! (the button never opens early) and behind it by at most the round trip; it ticks
+//! ten times a second, so the button opens within a round trip and a tenth of a second
+//! of the instant the gate does.
+
+use super::api::server_time;
+use crate::browser::every;
+use chrono::{DateTime, Duration, Utc};
+use leptos::prelude::*;
+
+/// How often the page's "now" ticks (ms).
+const TICK_MS: u64 = 100;
+/// How often the offset is measured again (ms).
+const MEASURE_EVERY_MS: u64 = 60_000;
+
+/// The gate's time as the page knows it.
+#[derive(Clone, Copy)]
+pub struct ServerClock {
+    /// The gate's time now, by the device's clock and the measured offset.
+    pub now: RwSignal<DateTime<Utc>>,
+    /// Whether the offset has been measured: until then "now" is the device's clock,
+    /// and nothing that depends on the instant (the Grab button) may trust it.
+    pub known: RwSignal<bool>,
+}
+
+/// The page's clock: ticks in the browser (on the server, the server's time, once).
+pub fn use_server_clock() -> ServerClock {
+    let offset_ms = StoredValue::new(0i64);
+    let clock = ServerClock { now: RwSignal::new(Utc::now()), known: RwSignal::new(false) };
+    let measure = move || {
+        leptos::task::spawn_local(async move {
+            let Ok(answer) = server_time().await else { return };
+            let offset = answer.now_ms - Utc::now().timestamp_millis();
+            offset_ms.try_set_value(offset);
+            // "now" moves to the gate's time before anything trusts it.
+            clock.now.try_set(Utc::now() + Duration::milliseconds(offset));
+            clock.known.try_set(true);
+        })
+    };
+    Effect::new(move |_| measure());
+    every(MEASURE_EVERY_MS, measure);
+    every(TICK_MS, move || {
+        let offset = offset_ms.try_get_value().unwrap_or(0);
+        clock.now.try_set(Utc::now() + Duration::milliseconds(offset));
+    });
+    clock
+}

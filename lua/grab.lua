@@ -4,13 +4,15 @@
 -- ARGV[1] user id   ARGV[2] order id   ARGV[3] voucher id   ARGV[4] events channel
 -- ARGV[5] the result to store when granted   ARGV[6] the sold-out event to publish
 -- (both written by Rust: src/orders/results.rs, src/bus/event.rs)
+-- ARGV[7] the shopper's grab token ('' when none), checked when the sale has a fair
+-- start (`fair` in the window): `token.lua` issues it from the start instant only.
 -- Returns 'granted' or the refusal's API error code (src/sale/gate.rs reads it).
 -- Time comes from Redis TIME so every app instance agrees. A paused sale refuses
 -- here, in the same step, so no grant follows a pause that has returned.
 local stock = redis.call('GET', KEYS[1])
 if not stock then return 'unknown_voucher' end
 
-local window = redis.call('HMGET', KEYS[3], 'begins', 'ends', 'expires', 'paused', 'price')
+local window = redis.call('HMGET', KEYS[3], 'begins', 'ends', 'expires', 'paused', 'price', 'fair', 'secret')
 if not window[1] or not window[2] then return 'unknown_voucher' end
 -- The refusals counter expires with the rest of the sale (see warm.lua); buyers and
 -- results get their expiry from the worker, once a batch, not here on every grant.
@@ -23,6 +25,9 @@ end
 if now < tonumber(window[1]) then return refuse('not_started') end
 if now >= tonumber(window[2]) then return refuse('ended') end
 if window[4] == '1' then return refuse('sale_paused') end
+if window[6] == '1' and ARGV[7] ~= grab_token(window[7] or '', ARGV[1], ARGV[3]) then
+  return refuse('invalid_token')
+end
 
 -- Checked before stock: a buyer asking again is told they have it, not "sold out".
 if redis.call('SISMEMBER', KEYS[2], ARGV[1]) == 1 then return refuse('already_bought') end

@@ -7,7 +7,8 @@
 -- KEYS[9] stock changes made
 -- ARGV[1] begins (ms)   ARGV[2] ends (ms)   ARGV[3] when the sale's keys expire (ms)
 -- ARGV[4] paused (0/1)   ARGV[5] price   ARGV[6] the row's version
--- ARGV[7] stock left, ARGV[8] how many buyers, ARGV[9] how many cancelled orders,
+-- ARGV[7] fair start (0/1)   ARGV[8] the sale's start secret (grab tokens)
+-- ARGV[9] stock left, ARGV[10] how many buyers, ARGV[11] how many cancelled orders,
 -- then the buyer ids, the ids of cancelled orders (their units are in the stock left),
 -- and pairs of stock change id and the units it made (every change of the voucher, so
 -- none is made again): the database's snapshot.
@@ -20,28 +21,28 @@
 -- worker's batches.
 local held = redis.call('EXISTS', KEYS[1])
 if held == 0 then
-  if #ARGV < 7 then
+  if #ARGV < 9 then
     return 0
   end
   redis.call('DEL', KEYS[2], KEYS[8], KEYS[9])
   local chunk = 1000
-  local first, last = 10, 9 + tonumber(ARGV[8])
+  local first, last = 12, 11 + tonumber(ARGV[10])
   for i = first, last, chunk do
     redis.call('SADD', KEYS[2], unpack(ARGV, i, math.min(i + chunk - 1, last)))
   end
-  first, last = last + 1, last + tonumber(ARGV[9])
+  first, last = last + 1, last + tonumber(ARGV[11])
   for i = first, last, chunk do
     redis.call('SADD', KEYS[8], unpack(ARGV, i, math.min(i + chunk - 1, last)))
   end
   for i = last + 1, #ARGV, chunk do
     redis.call('HSET', KEYS[9], unpack(ARGV, i, math.min(i + chunk - 1, #ARGV)))
   end
-  redis.call('SET', KEYS[1], ARGV[7])
+  redis.call('SET', KEYS[1], ARGV[9])
 end
 local stored = tonumber(redis.call('HGET', KEYS[3], 'version') or '0')
 if tonumber(ARGV[6]) < stored then return held end
 redis.call('HSET', KEYS[3], 'begins', ARGV[1], 'ends', ARGV[2], 'expires', ARGV[3],
-  'paused', ARGV[4], 'price', ARGV[5], 'version', ARGV[6])
+  'paused', ARGV[4], 'price', ARGV[5], 'version', ARGV[6], 'fair', ARGV[7], 'secret', ARGV[8])
 for i = 1, #KEYS do
   redis.call('PEXPIREAT', KEYS[i], ARGV[3])
 end

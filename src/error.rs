@@ -41,6 +41,8 @@ pub enum ErrorCode {
     AlreadyBought,
     /// An operator paused the sale.
     SalePaused,
+    /// A grab of a sale with a fair start without the shopper's own grab token.
+    InvalidToken,
     /// A change only a sale that has not started may take (its start, its stock's
     /// first count).
     SaleStarted,
@@ -94,6 +96,7 @@ impl ErrorCode {
             Self::UnknownVoucher | Self::UnknownOrder => 404,
             Self::NotStarted | Self::Ended | Self::SoldOut | Self::AlreadyBought => 409,
             Self::SalePaused | Self::SaleStarted | Self::NotEnoughStock => 409,
+            Self::InvalidToken => 403,
             Self::OrderQueued | Self::OrderExpired | Self::OrderCancelled | Self::OrderPaid => 409,
             Self::NotFound => 404,
             Self::MethodNotAllowed => 405,
@@ -121,6 +124,7 @@ impl ErrorCode {
             Self::SoldOut => "Sold out.",
             Self::AlreadyBought => "You already bought this voucher.",
             Self::SalePaused => "The sale is paused; please try again when it resumes.",
+            Self::InvalidToken => "This grab needs your own grab token, given from the sale's start.",
             Self::SaleStarted => "The sale has started: only its title, price and end can change.",
             Self::NotEnoughStock => "Fewer units are unsold than that.",
             Self::InvalidPrice => "A price must be whole minor units (cents), not negative.",

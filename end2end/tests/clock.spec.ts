@@ -37,3 +37,16 @@ for (const skew of [40_000, -40_000]) {
     await expect(card.getByText('Status: success')).toBeVisible();
   });
 }
+
+test('a sale with a fair start: one press at the start fetches the token and grabs', async ({ page, request }) => {
+  const title = uniqueTitle('Fair');
+  await createVoucher(request, title, 5, Date.now() + 4_000, true);
+  await open(page, '/');
+  await signUp(page, uniqueTitle('fay'));
+  const card = page.getByRole('article', { name: title });
+  const grab = card.getByRole('button', { name: 'Grab' });
+  await expect(grab).toBeDisabled();
+  await expect(grab).toBeEnabled({ timeout: 15_000 });
+  await grab.click();
+  await expect(card.getByText('Status: success')).toBeVisible();
+});

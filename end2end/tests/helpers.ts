@@ -13,12 +13,13 @@ export async function open(page: Page, path: string): Promise<void> {
 }
 
 /** Creates a voucher through the JSON API (admin token), on sale now unless `beginsAt`
- * (Unix ms) says when. */
+ * (Unix ms) says when; `fairStart` makes its grabs need a grab token. */
 export async function createVoucher(
   request: APIRequestContext,
   title: string,
   stock: number,
   beginsAt: number = Date.now() - 60_000,
+  fairStart = false,
 ): Promise<number> {
   const res = await request.post('/api/create_voucher', {
     headers: { Authorization: `Bearer ${adminToken}` },
@@ -27,6 +28,7 @@ export async function createVoucher(
       stock,
       begins_at: new Date(beginsAt).toISOString(),
       ends_at: new Date(Math.max(beginsAt, Date.now()) + 3_600_000).toISOString(),
+      fair_start: fairStart,
     },
   });
   expect(res.status()).toBe(200);

@@ -9,7 +9,7 @@
 //! | --- | --- | --- | --- |
 //! | `<ns>:{v<id>}:stock` | string | units left | warm-up, gate, give-backs |
 //! | `<ns>:{v<id>}:buyers` | set | shoppers holding a grant | warm-up, gate, give-backs |
-//! | `<ns>:{v<id>}:window` | hash | `begins`, `ends`, `expires` (Unix ms), `paused`, `price`, `version` | warm-up (every operator change) |
+//! | `<ns>:{v<id>}:window` | hash | `begins`, `ends`, `expires` (Unix ms), `paused`, `price`, `version`, `fair`, `secret` (grab tokens; never sent) | warm-up (every operator change) |
 //! | `<ns>:{v<id>}:orders` | stream | granted orders, read by group [`GROUP`] | gate |
 //! | `<ns>:{v<id>}:results` | hash | order id → grab result | gate, worker, give-backs |
 //! | `<ns>:{v<id>}:dlq` | stream | orders given up (dead letters) | worker |
@@ -38,10 +38,11 @@
 //! (`live::figures`); gate answers (`sale::gate`).
 //!
 //! **Scripts** ([`Scripts`], loaded once and run by SHA): `grab.lua` (`sale::gate`),
-//! `warm.lua` (`sale::warm`), `stock.lua` (`sale::stock`), `clock.lua` (`sale::gate`), `settle.lua` (`orders::settle`), `give_back.lua`
+//! `warm.lua` (`sale::warm`), `stock.lua` (`sale::stock`), `clock.lua` (`sale::gate`), `token.lua` (`sale::gate`), `settle.lua` (`orders::settle`), `give_back.lua`
 //! (`orders::give_back`), `restock.lua` (`orders::restock`), `sample.lua`
 //! (`live::figures`), `order_ids.lua` (`ids`), `attempt.lua` (`auth::attempts`). The two give-backs share their core,
-//! `lua/lib/unit_back.lua` (a unit back on sale, a buyer slot freed, the keys' expiry).
+//! `lua/lib/unit_back.lua` (a unit back on sale, a buyer slot freed, the keys' expiry);
+//! the gate and `token.lua` share `lua/lib/grab_token.lua`.
 
 use crate::bus::SaleEvent;
 use redis::Script;
@@ -53,7 +54,8 @@ pub struct SaleKeys {
     pub stock: String,
     /// Set of user ids holding an order.
     pub buyers: String,
-    /// Hash `begins`/`ends`/`expires` (Unix ms), `paused` (0/1), `price`, `version`.
+    /// Hash `begins`/`ends`/`expires` (Unix ms), `paused` (0/1), `price`, `version`,
+    /// `fair` (0/1) and `secret` (what grab tokens derive from).
     pub window: String,
     /// Stream of granted orders, read by the worker's consumer group.
     pub orders: String,
@@ -150,6 +152,7 @@ pub struct Scripts {
     pub restock: Script,
     pub stock: Script,
     pub clock: Script,
+    pub token: Script,
     pub sample: Script,
     pub attempt: Script,
 }
@@ -157,13 +160,14 @@ pub struct Scripts {
 impl Default for Scripts {
     fn default() -> Self {
         Self {
-            grab: lua!("grab.lua"),
+            grab: lua!("grab.lua", uses "grab_token.lua"),
             warm: lua!("warm.lua"),
             give_back: lua!("give_back.lua", uses "unit_back.lua"),
             settle: lua!("settle.lua"),
             restock: lua!("restock.lua", uses "unit_back.lua"),
             stock: lua!("stock.lua"),
             clock: lua!("clock.lua"),
+            token: lua!("token.lua", uses "grab_token.lua"),
             sample: lua!("sample.lua"),
             attempt: lua!("attempt.lua"),
         }

@@ -24,7 +24,8 @@ use {
 
 /// Creates a voucher and warms it into Redis (operators). Times are RFC 3339; `price`
 /// (what a shopper pays) and `face_value` (what it is worth) are minor units of the
-/// currency, 0 and the price when left out.
+/// currency, 0 and the price when left out; `fair_start` (off when left out) makes
+/// every grab need a grab token, issued from the start instant.
 #[server(prefix = "/api", endpoint = "create_voucher", input = Json)]
 pub async fn create_voucher(
     title: String,
@@ -33,11 +34,13 @@ pub async fn create_voucher(
     ends_at: String,
     price: Option<i64>,
     face_value: Option<i64>,
+    fair_start: Option<bool>,
 ) -> AppResult<Voucher> {
     let state = expect_context::<AppState>();
     let actor = require_operator(&state.secrets)?;
     let (price, now) = (price.unwrap_or(0), chrono::Utc::now());
-    let new = NewVoucher::parse(&title, stock, (&begins_at, &ends_at), (price, face_value.unwrap_or(price)), now)?;
+    let mut new = NewVoucher::parse(&title, stock, (&begins_at, &ends_at), (price, face_value.unwrap_or(price)), now)?;
+    new.fair_start = fair_start.unwrap_or(false);
     let row = store::insert(&state.backend.db, &new).await?;
     warm::warm(&state.backend, &row).await?;
     changed(&state, row.id).await;

@@ -1,9 +1,9 @@
-//! Sale endpoints: `/api/grab`, `/api/grab_result`, and `/api/server_time` (the gate's
-//! clock, which the page counts down by). Over HTTP these paths are answered
-//! by plain axum handlers (`routes.rs`) with the same contract; the bodies below run
-//! only when called in-process. Both run `service.rs`.
+//! Sale endpoints: `/api/grab`, `/api/grab_result` (over HTTP answered by plain axum
+//! handlers, `routes.rs`, with the same contract; the bodies below run only when
+//! called in-process; both run `service.rs`), `/api/grab_token` (a fair start's
+//! token) and `/api/server_time` (the gate's clock, which the page counts down by).
 
-use super::{GateTime, GrabState, GrabTicket};
+use super::{GateTime, GrabState, GrabTicket, IssuedToken};
 use crate::error::AppResult;
 use leptos::prelude::*;
 use server_fn::codec::Json;
@@ -12,15 +12,28 @@ use server_fn::codec::Json;
 use {super::service, crate::auth::session::require_user, crate::state::AppState};
 
 /// Tries to buy one unit. Answers at once with the order id (status queued); the
-/// order is persisted in the background. Refusals: `not_signed_in`,
-/// `unknown_voucher`, `not_started`, `ended`, `sold_out`, `already_bought`.
+/// order is persisted in the background. A sale with a fair start needs the
+/// shopper's `token` (`grab_token`). Refusals: `not_signed_in`, `unknown_voucher`,
+/// `not_started`, `ended`, `sale_paused`, `invalid_token`, `sold_out`, `already_bought`.
 /// Once this process knows the voucher is sold out it answers `sold_out` without
 /// asking Redis (to everyone, buyers included).
 #[server(prefix = "/api", endpoint = "grab", input = Json)]
-pub async fn grab(voucher_id: i64) -> AppResult<GrabTicket> {
+pub async fn grab(voucher_id: i64, token: Option<String>) -> AppResult<GrabTicket> {
     let state = expect_context::<AppState>();
     let user_id = require_user(&state).await?;
-    service::grab(&state, user_id, voucher_id).await
+    service::grab(&state, user_id, voucher_id, token.as_deref()).await
+}
+
+/// The caller's grab token for a sale with a fair start, issued from its start
+/// instant (by the gate's clock) and not before (`not_started`): it derives from a
+/// secret the server keeps, so it cannot be made ahead of time, and it is the
+/// caller's own (another shopper's token is `invalid_token`).
+#[server(prefix = "/api", endpoint = "grab_token", input = Json)]
+pub async fn grab_token(voucher_id: i64) -> AppResult<IssuedToken> {
+    let state = expect_context::<AppState>();
+    let user_id = require_user(&state).await?;
+    let token = super::gate::token(&state.backend, voucher_id, user_id).await??;
+    Ok(IssuedToken { token })
 }
 
 /// Where the shopper's own grab stands: queued, success (with the order) or failed

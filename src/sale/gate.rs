@@ -28,6 +28,7 @@ impl Verdict {
             Self::Refused(ErrorCode::NotStarted) => "not_started",
             Self::Refused(ErrorCode::Ended) => "ended",
             Self::Refused(ErrorCode::SalePaused) => "sale_paused",
+            Self::Refused(ErrorCode::InvalidToken) => "invalid_token",
             Self::Refused(ErrorCode::UnknownVoucher) => "unknown_voucher",
             Self::Refused(_) => "refused",
         }
@@ -52,23 +53,42 @@ pub async fn clock(backend: &Backend, voucher_id: Option<i64>) -> RedisResult<i6
     backend.scripts.clock.key(key).invoke_async(&mut backend.redis.clone()).await
 }
 
+/// A shopper's grab token for a sale (`lua/token.lua`), from its start instant on by
+/// the gate's clock; before it, the refusal (`not_started`, or `unknown_voucher`,
+/// `ended`).
+pub async fn token(backend: &Backend, voucher_id: i64, user_id: i64) -> RedisResult<Result<String, ErrorCode>> {
+    let keys = backend.keys(voucher_id);
+    let reply: String = backend
+        .scripts
+        .token
+        .key(&keys.window)
+        .arg(user_id)
+        .arg(voucher_id)
+        .invoke_async(&mut backend.redis.clone())
+        .await?;
+    Ok(match ErrorCode::from_name(&reply) {
+        Some(code) => Err(code),
+        None => Ok(reply),
+    })
+}
+
 /// Runs the gate: one round trip decides and, if granted, queues the order.
 pub async fn grab(
     backend: &Backend,
     sale: &SaleKeys,
-    voucher_id: i64,
-    user_id: i64,
-    order_id: i64,
+    (voucher_id, user_id, order_id): (i64, i64, i64),
+    token: &str,
 ) -> RedisResult<Verdict> {
     let keys = [&*sale.stock, &sale.buyers, &sale.window, &sale.orders, &sale.results, &sale.refused];
-    // The six arguments below take about 100 bytes besides the channel's name.
-    let reply: String = ScriptCall::new(&backend.scripts.grab, &keys, 6, 128 + backend.events_channel.len())
+    // The seven arguments below take about 140 bytes besides the channel's name.
+    let reply: String = ScriptCall::new(&backend.scripts.grab, &keys, 7, 160 + backend.events_channel.len())
         .arg(user_id)
         .arg(order_id)
         .arg(voucher_id)
         .arg(&*backend.events_channel)
         .arg(StoredResult::queued(user_id).encode())
         .arg(&*sale.sold_out_event)
+        .arg(token)
         .invoke(&mut backend.redis.clone())
         .await?;
     Ok(Verdict::from_reply(&reply))

@@ -31,6 +31,12 @@ pub mod warm;
 use crate::orders::{GrabStatus, Order};
 use serde::{Deserialize, Serialize};
 
+/// The answer to `grab_token`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IssuedToken {
+    pub token: String,
+}
+
 /// The answer to `server_time`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GateTime {

@@ -57,7 +57,7 @@ async fn grab(State(state): State<AppState>, request: Request) -> Response {
     let call = async {
         let args: Grab = arguments(body).await?;
         let user_id = shopper(&state, &head).await?;
-        service::grab(&state, user_id, args.voucher_id).await
+        service::grab(&state, user_id, args.voucher_id, args.token.as_deref()).await
     };
     answer(call.await)
 }

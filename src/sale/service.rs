@@ -29,7 +29,7 @@ use std::{
 pub const REDIS_DEADLINE: Duration = Duration::from_secs(2);
 
 /// `user_id` tries to buy one unit of `voucher_id` (see `api::grab`).
-pub async fn grab(state: &AppState, user_id: i64, voucher_id: i64) -> AppResult<GrabTicket> {
+pub async fn grab(state: &AppState, user_id: i64, voucher_id: i64, token: Option<&str>) -> AppResult<GrabTicket> {
     // A stopping process takes no new orders; the client retries on another.
     if state.shutdown.is_shutdown() {
         return Err(ErrorCode::Unavailable.into());
@@ -42,7 +42,8 @@ pub async fn grab(state: &AppState, user_id: i64, voucher_id: i64) -> AppResult<
     let started = Instant::now();
     let decide = async {
         let order_id = state.ids.next(&backend.redis).await?;
-        let verdict = gate::grab(backend, &backend.keys(voucher_id), voucher_id, user_id, order_id).await?;
+        let ids = (voucher_id, user_id, order_id);
+        let verdict = gate::grab(backend, &backend.keys(voucher_id), ids, token.unwrap_or_default()).await?;
         Ok::<_, redis::RedisError>((order_id, verdict))
     };
     let decided = tokio::time::timeout(REDIS_DEADLINE, decide).await;
@@ -72,13 +73,14 @@ pub async fn grab(state: &AppState, user_id: i64, voucher_id: i64) -> AppResult<
 }
 
 /// What `seckill_grabs_total` counts grabs by: where the grab was answered from.
-const OUTCOMES: [&str; 10] = [
+const OUTCOMES: [&str; 11] = [
     "granted",
     "sold_out",
     "already_bought",
     "not_started",
     "ended",
     "sale_paused",
+    "invalid_token",
     "unknown_voucher",
     "refused",
     "sold_out_locally",

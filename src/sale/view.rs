@@ -3,7 +3,7 @@
 
 use super::clock::ServerClock;
 use super::{
-    api::{grab, grab_result},
+    api::{grab, grab_result, grab_token},
     GrabState, GrabStatus,
 };
 use crate::{
@@ -88,15 +88,17 @@ pub fn SaleCard(
                     (s != SaleState::Ended).then(|| countdown(now.get(), v.begins_at, ends))
                 })}
             </p>
-            <GrabButton id closed/>
+            <GrabButton id closed fair=Signal::derive(move || voucher.get().is_some_and(|v| v.fair_start))/>
         </article>
     }
     .into_any()
 }
 
-/// The Grab button, the order id it got and where that order stands.
+/// The Grab button, the order id it got and where that order stands. For a sale with a
+/// fair start, pressing it first asks for the shopper's grab token (issued from the
+/// start), then grabs with it: one press, two calls.
 #[component]
-fn GrabButton(id: i64, closed: Signal<bool>) -> impl IntoView {
+fn GrabButton(id: i64, closed: Signal<bool>, fair: Signal<bool>) -> impl IntoView {
     let order_id = RwSignal::new(None::<String>);
     let result = RwSignal::new(None::<GrabState>);
     let refusal = RwSignal::new(None::<String>);
@@ -104,8 +106,13 @@ fn GrabButton(id: i64, closed: Signal<bool>) -> impl IntoView {
     let pending = RwSignal::new(false);
     let press = move |_| {
         pending.set(true);
+        let fair = fair.get_untracked();
         leptos::task::spawn_local(async move {
-            let answer = grab(id).await;
+            let answer = async {
+                let token = if fair { Some(grab_token(id).await?.token) } else { None };
+                grab(id, token).await
+            };
+            let answer = answer.await;
             pending.try_set(false);
             match answer {
                 Ok(ticket) => {

@@ -66,6 +66,7 @@ pub async fn load(
     call.key(&keys.buyers).key(&keys.window).key(&keys.orders).key(&keys.results).key(&keys.dlq).key(&keys.refused);
     call.key(&keys.restocked).key(&keys.changes);
     call.arg(v.begins_at).arg(v.ends_at).arg(expires_at(v.ends_at)).arg(v.paused).arg(v.price).arg(v.version);
+    call.arg(v.fair_start).arg(&v.start_secret);
     if let Some(s) = snapshot {
         call.arg(s.stock_left).arg(s.buyers.len()).arg(s.restocked.len()).arg(&s.buyers).arg(&s.restocked);
         for (change, units) in &s.changes {

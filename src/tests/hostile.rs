@@ -37,7 +37,10 @@ fn endpoints() -> Vec<(&'static str, Vec<(&'static str, Value)>)> {
         ("resume_sale", vec![("voucher_id", json!(987_654))]),
         ("end_sale", vec![("voucher_id", json!(987_654))]),
         ("list_vouchers", vec![]),
-        ("grab", vec![("voucher_id", json!(987_654))]),
+        ("grab", vec![("voucher_id", json!(987_654)), ("token", json!("0123456789abcdef"))]),
+        ("grab_token", vec![("voucher_id", json!(987_654))]),
+        ("server_time", vec![]),
+        ("shop_settings", vec![]),
         ("grab_result", vec![("voucher_id", json!(987_654)), ("order_id", json!("1"))]),
         ("sale_stats", vec![("voucher_id", json!(987_654))]),
         ("my_orders", vec![]),
@@ -127,7 +130,7 @@ async fn state_of(app: &TestApp) -> (i64, i64, i64, usize) {
     (users, vouchers, orders, keys.iter().filter(counted).count())
 }
 
-const STABLE_CODES: [&str; 26] = [
+const STABLE_CODES: [&str; 27] = [
     "invalid_input",
     "not_signed_in",
     "admin_required",
@@ -140,6 +143,7 @@ const STABLE_CODES: [&str; 26] = [
     "sold_out",
     "already_bought",
     "sale_paused",
+    "invalid_token",
     "sale_started",
     "not_enough_stock",
     "invalid_price",

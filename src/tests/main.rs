@@ -16,6 +16,7 @@ mod pages;
 mod process;
 mod recovery;
 mod run_sale;
+mod sale_day;
 mod shop_login;
 mod storm;
 mod support;

@@ -71,5 +71,6 @@ pub(crate) fn to_voucher(row: &VoucherRow, remaining: i64) -> Voucher {
         face_value: row.face_value,
         currency: crate::money::currency().to_owned(),
         paused: row.is_paused(),
+        fair_start: row.has_fair_start(),
     }
 }

@@ -37,6 +37,9 @@ pub struct Voucher {
     /// An operator paused the sale: grabs are refused until it is resumed.
     #[serde(default)]
     pub paused: bool,
+    /// A grab needs a grab token (`grab_token`), issued from the start instant.
+    #[serde(default)]
+    pub fair_start: bool,
 }
 
 impl Voucher {
@@ -118,6 +121,8 @@ pub struct NewVoucher {
     pub ends_at: DateTime<Utc>,
     pub price: i64,
     pub face_value: i64,
+    /// Grabs need a grab token, issued from the start.
+    pub fair_start: bool,
 }
 
 /// What a voucher's fields must be, whoever sets them (creating or editing).
@@ -196,7 +201,7 @@ impl NewVoucher {
         let ends_at = rules::time("ends_at", ends_at)?;
         rules::window(begins_at, ends_at, now)?;
         rules::amounts(price, face_value)?;
-        Ok(Self { title, stock, begins_at, ends_at, price, face_value })
+        Ok(Self { title, stock, begins_at, ends_at, price, face_value, fair_start: false })
     }
 }
 

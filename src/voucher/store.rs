@@ -28,6 +28,10 @@ pub struct VoucherRow {
     /// Units operators added and withdrew since it was created.
     pub added: i64,
     pub withdrawn: i64,
+    /// 1 when grabs need a grab token, issued from the start (`sale::gate`).
+    pub fair_start: i64,
+    /// What grab tokens derive from; never leaves the server (nor the Redis window).
+    pub start_secret: String,
 }
 
 impl VoucherRow {
@@ -42,15 +46,20 @@ impl VoucherRow {
     pub fn is_paused(&self) -> bool {
         self.paused != 0
     }
+
+    pub fn has_fair_start(&self) -> bool {
+        self.fair_start != 0
+    }
 }
 
 const COLUMNS: &str =
-    "id, title, stock, stock_left, begins_at, ends_at, paid, cancelled, price, face_value, paused, version, added, withdrawn";
+    "id, title, stock, stock_left, begins_at, ends_at, paid, cancelled, price, face_value, paused, version, added, \
+     withdrawn, fair_start, start_secret";
 
 pub async fn insert(db: &Db, v: &NewVoucher) -> sqlx::Result<VoucherRow> {
     let sql = format!(
-        "INSERT INTO vouchers (title, stock, stock_left, begins_at, ends_at, created_at, price, face_value) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING {COLUMNS}"
+        "INSERT INTO vouchers (title, stock, stock_left, begins_at, ends_at, created_at, price, face_value, \
+         fair_start, start_secret) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING {COLUMNS}"
     );
     sqlx::query_as(&sql)
         .bind(&v.title)
@@ -61,8 +70,15 @@ pub async fn insert(db: &Db, v: &NewVoucher) -> sqlx::Result<VoucherRow> {
         .bind(Utc::now().timestamp_millis())
         .bind(v.price)
         .bind(v.face_value)
+        .bind(i64::from(v.fair_start))
+        .bind(new_secret())
         .fetch_one(db)
         .await
+}
+
+/// A fresh start secret: 128 random bits, as hex.
+fn new_secret() -> String {
+    format!("{:032x}", rand::random::<u128>())
 }
 
 pub async fn get(db: &Db, id: i64) -> sqlx::Result<Option<VoucherRow>> {

@@ -1,0 +1,54 @@
+//! Sale day: a fair start (grab tokens issued from the start instant only).
+
+use crate::support::{code, wait_until, Shopper, TestApp, SOON};
+use serde_json::{json, Value};
+
+async fn grab_with(app: &TestApp, who: &Shopper, v: i64, token: Option<&str>) -> (u16, Value) {
+    let (status, body) = app.call("grab", json!({ "voucher_id": v, "token": token }), &[("cookie", &who.cookie)]).await;
+    (status.as_u16(), body)
+}
+
+async fn token_of(app: &TestApp, who: &Shopper, v: i64) -> (u16, Value) {
+    let (status, body) = app.call("grab_token", json!({ "voucher_id": v }), &[("cookie", &who.cookie)]).await;
+    (status.as_u16(), body)
+}
+
+/// Before the start no token is issued and no grab is granted; from the start each
+/// shopper gets a token of their own, and a grab without it, with a made-up one or
+/// with another shopper's is refused `invalid_token`.
+#[tokio::test]
+async fn a_fair_start_needs_the_shoppers_own_token_issued_from_the_start() {
+    let app = TestApp::spawn().await;
+    let now = chrono::Utc::now();
+    let body = json!({
+        "title": "Fair", "stock": 5, "fair_start": true,
+        "begins_at": (now + chrono::Duration::seconds(2)).to_rfc3339(),
+        "ends_at": (now + chrono::Duration::hours(1)).to_rfc3339(),
+    });
+    let created = app.admin("create_voucher", body).await;
+    assert_eq!(created["fair_start"], true);
+    assert!(created.get("start_secret").is_none() && !created.to_string().contains("secret"), "{created}");
+    let v = created["id"].as_i64().unwrap();
+    let (ann, bob) = (app.sign_in("fair-ann").await, app.sign_in("fair-bob").await);
+
+    let (status, body) = token_of(&app, &ann, v).await;
+    assert_eq!((status, code(&body)), (409, "not_started"), "no token before the start");
+    let (status, body) = grab_with(&app, &ann, v, None).await;
+    assert_eq!((status, code(&body)), (409, "not_started"));
+
+    wait_until("the sale starts", SOON, || async { token_of(&app, &ann, v).await.0 == 200 }).await;
+    let ann_token = token_of(&app, &ann, v).await.1["token"].as_str().unwrap().to_owned();
+    for token in [None, Some("0123456789abcdef0123456789abcdef"), Some(ann_token.as_str())] {
+        let (status, body) = grab_with(&app, &bob, v, token).await;
+        assert_eq!((status, code(&body)), (403, "invalid_token"), "bob with {token:?}");
+    }
+    assert_eq!(grab_with(&app, &ann, v, Some(&ann_token)).await.0, 200);
+    let bob_token = token_of(&app, &bob, v).await.1["token"].as_str().unwrap().to_owned();
+    assert_ne!(bob_token, ann_token);
+    assert_eq!(grab_with(&app, &bob, v, Some(&bob_token)).await.0, 200);
+
+    // A sale without a fair start (the API's default) needs none.
+    let plain = app.create_voucher(5, -5, 3600).await;
+    assert_eq!(grab_with(&app, &ann, plain, None).await.0, 200);
+    app.stop().await;
+}

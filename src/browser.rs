@@ -89,6 +89,19 @@ pub fn every(ms: u64, f: impl Fn() + 'static) {
     let _ = (ms, f);
 }
 
+/// A random wait of up to `ms` milliseconds (0 on the server), to spread retries.
+pub fn jitter(ms: u32) -> u32 {
+    #[cfg(feature = "hydrate")]
+    {
+        (js_sys::Math::random() * f64::from(ms)) as u32
+    }
+    #[cfg(not(feature = "hydrate"))]
+    {
+        let _ = ms;
+        0
+    }
+}
+
 /// Waits `ms` milliseconds in the browser; returns at once on the server.
 pub async fn pause(ms: u32) {
     #[cfg(feature = "hydrate")]

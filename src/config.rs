@@ -94,6 +94,16 @@ pub struct Config {
     #[arg(long, env = "SECKILL_SOLD_OUT_TTL_MS", default_value_t = 2_000)]
     pub sold_out_ttl_ms: u64,
 
+    /// Grabs one process lets wait on the gate at once; more are answered 503
+    /// `unavailable` (with `Retry-After`) at once instead of queueing (`sale::admission`).
+    #[arg(long, env = "SECKILL_MAX_GRABS_IN_FLIGHT", default_value_t = 512)]
+    pub max_grabs_in_flight: usize,
+
+    /// Gate latency (ms, averaged over recent grabs) past which grabs are shed once a
+    /// quarter of `SECKILL_MAX_GRABS_IN_FLIGHT` are in flight.
+    #[arg(long, env = "SECKILL_SHED_LATENCY_MS", default_value_t = 100)]
+    pub shed_latency_ms: u64,
+
     /// How long (ms) after its grab an order may be paid; then the sweeper cancels it
     /// and its unit goes back on sale.
     #[arg(long, env = "SECKILL_PAY_TIMEOUT_MS", default_value_t = 20 * 60 * 1000)]
@@ -252,6 +262,8 @@ impl Config {
             ("SECKILL_HEADER_TIMEOUT_MS", self.header_timeout_ms),
             ("SECKILL_PAY_TIMEOUT_MS", self.pay_timeout_ms),
             ("SECKILL_SWEEP_MS", self.sweep_ms),
+            ("SECKILL_MAX_GRABS_IN_FLIGHT", self.max_grabs_in_flight as u64),
+            ("SECKILL_SHED_LATENCY_MS", self.shed_latency_ms),
             ("SECKILL_REQUEST_TIMEOUT_MS", self.request_timeout_ms),
             ("SECKILL_THREADS", self.threads.unwrap_or(1) as u64),
             ("SECKILL_PASSWORD_ITERATIONS", u64::from(self.password_iterations)),

@@ -6,7 +6,7 @@ use crate::{
     backend::Backend,
     ids::OrderIds,
     live::{hub::Hub, slots::FeedSlots},
-    sale::{rebuilds::Rebuilds, sold_out::SoldOutFlags},
+    sale::{admission::Admission, rebuilds::Rebuilds, sold_out::SoldOutFlags},
     server::page_cache::Changes,
     shutdown::Shutdown,
     worker::Wakeups,
@@ -50,6 +50,8 @@ pub struct SharedState {
     pub hasher: Arc<Hasher>,
     /// The shop's own login, when configured (`SECKILL_JWT_*`).
     pub shop_login: Option<Arc<ShopLogin>>,
+    /// Sheds grabs past what this process can serve (`sale::admission`).
+    pub admission: Arc<Admission>,
     /// This process's sold-out flags (a cache fed by the sold-out broadcast).
     pub sold_out: Arc<SoldOutFlags>,
     /// Vouchers Redis lost that a grab of this process is rebuilding.

@@ -81,6 +81,12 @@ pub struct Snapshot {
     /// Unix milliseconds, by the gate's clock (Redis TIME).
     pub at_ms: i64,
     pub vouchers: Vec<VoucherLive>,
+    /// Grabs this process let through to the gate, and shed (answered `unavailable`
+    /// at once: past what it can serve), per second.
+    #[serde(default)]
+    pub admitted_per_s: f64,
+    #[serde(default)]
+    pub shed_per_s: f64,
 }
 
 /// What a shopper's page needs: stock only.

@@ -1,12 +1,12 @@
 //! One sampler per process: a few times a second, every live voucher's figures
 //! (`figures::read`: one SQL query and one pipelined Redis round trip), whatever the
-//! number of viewers, with rates since the last round and this process's sold-out
-//! flags, handed to the hub for every open feed.
+//! number of viewers, with rates since the last round, this process's sold-out flags
+//! and its grabs admitted and shed, handed to the hub for every open feed.
 
 use super::{figures, hub::Hub, SaleFigures, Snapshot, VoucherLive};
 use crate::{
     backend::{Backend, BackendError},
-    sale::sold_out::SoldOutFlags,
+    sale::{admission::Admission, sold_out::SoldOutFlags},
     shutdown::{self, Shutdown},
     voucher::store as vouchers,
 };
@@ -30,17 +30,24 @@ struct Prev {
 pub fn spawn(
     backend: Backend,
     hub: Arc<Hub>,
-    flags: Arc<SoldOutFlags>,
+    (flags, admission): (Arc<SoldOutFlags>, Arc<Admission>),
     shutdown: Shutdown,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut prev = HashMap::new();
+        // This process's admitted and shed grabs at the last sample, and when.
+        let mut gate_before = (chrono::Utc::now().timestamp_millis(), admission.counts());
         let mut ticks = shutdown::interval(EVERY);
         let mut failing = false;
         while shutdown.tick(&mut ticks).await {
             match sample(&backend, &flags, &mut prev).await {
-                Ok(snapshot) => {
+                Ok(mut snapshot) => {
                     failing = false;
+                    let now = (snapshot.at_ms, admission.counts());
+                    let secs = ((now.0 - gate_before.0) as f64 / 1000.0).max(0.001);
+                    snapshot.admitted_per_s = now.1 .0.saturating_sub(gate_before.1 .0) as f64 / secs;
+                    snapshot.shed_per_s = now.1 .1.saturating_sub(gate_before.1 .1) as f64 / secs;
+                    gate_before = now;
                     hub.publish_snapshot(snapshot);
                 }
                 Err(e) if !failing => {
@@ -95,7 +102,7 @@ async fn sample(
             }
         })
         .collect();
-    Ok(Snapshot { at_ms, vouchers })
+    Ok(Snapshot { at_ms, vouchers, ..Snapshot::default() })
 }
 
 /// Hands one voucher's figures to the metrics recorder (`/metrics`).

@@ -30,6 +30,8 @@ pub struct AdminFeed {
     pub latest: RwSignal<HashMap<i64, VoucherLive>>,
     pub series: RwSignal<HashMap<i64, VecDeque<Point>>>,
     pub events: RwSignal<VecDeque<LiveEvent>>,
+    /// Grabs this process admitted and shed per second (admission control).
+    pub gate: RwSignal<(f64, f64)>,
 }
 
 impl AdminFeed {
@@ -44,6 +46,7 @@ impl AdminFeed {
             }
             AdminFrame::Snapshot(snapshot) => {
                 self.add_points(&snapshot)?;
+                set(self.gate, (snapshot.admitted_per_s, snapshot.shed_per_s))?;
                 set(self.latest, snapshot.vouchers.into_iter().map(|v| (v.voucher_id, v)).collect())?;
             }
             AdminFrame::Event(event) => {
@@ -95,6 +98,7 @@ pub fn use_admin_feed() -> AdminFeed {
         latest: RwSignal::new(HashMap::new()),
         series: RwSignal::new(HashMap::new()),
         events: RwSignal::new(VecDeque::new()),
+        gate: RwSignal::new((0.0, 0.0)),
     };
     Effect::new(move |_| {
         listen(super::FEED_PATH, feed.connection, move |text| {
@@ -211,6 +215,10 @@ pub fn LiveBoard(
                     Connection::Live => "rounded bg-green-100 px-2 text-sm text-green-800",
                     _ => "rounded bg-amber-100 px-2 text-sm text-amber-800",
                 }>{move || feed.connection.get().label()}</span>
+                <span class="text-sm text-slate-700" aria-label="Admission">
+                    {move || { let (admitted, shed) = feed.gate.get();
+                        format!("this process: admitted {admitted:.0}/s, shed {shed:.0}/s") }}
+                </span>
             </div>
             <div class="grid gap-4">
                 <For each=ids key=|id| *id let:id>

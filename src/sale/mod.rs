@@ -5,6 +5,8 @@
 
 pub mod admin;
 pub mod admin_view;
+#[cfg(feature = "ssr")]
+pub mod admission;
 pub mod api;
 pub mod clock;
 #[cfg(feature = "ssr")]

@@ -13,12 +13,13 @@ use super::{
 use crate::{
     auth::session::shopper,
     body::read_capped,
-    error::{invalid_body, AppResult},
+    error::{invalid_body, AppResult, ErrorCode},
     state::AppState,
 };
 use axum::{
     body::Body,
     extract::{Request, State},
+    http::{header, HeaderValue},
     response::{IntoResponse, Response},
     routing::post,
     Json, Router,
@@ -80,10 +81,16 @@ async fn arguments<T: DeserializeOwned>(body: Body) -> AppResult<T> {
 }
 
 /// The answer as the server functions give it: the value as JSON, or the error's JSON
-/// with the status its code calls for.
+/// with the status its code calls for. `unavailable` (shed, or Redis not answering)
+/// says when to try again: a second, which the page spreads with jitter.
 fn answer<T: Serialize>(result: AppResult<T>) -> Response {
     match result {
         Ok(value) => Json(value).into_response(),
+        Err(e) if e.code == ErrorCode::Unavailable => {
+            let mut response = e.into_response();
+            response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(1));
+            response
+        }
         Err(e) => e.into_response(),
     }
 }

@@ -38,6 +38,11 @@ pub async fn grab(state: &AppState, user_id: i64, voucher_id: i64, token: Option
         count("sold_out_locally");
         return Err(ErrorCode::SoldOut.into());
     }
+    // Past what this process can serve: shed now rather than queue (`admission`).
+    let Some(_admitted) = state.admission.try_admit() else {
+        count("shed");
+        return Err(AppError { code: ErrorCode::Unavailable, message: "Busy; please try again in a moment.".into() });
+    };
     let backend = &state.backend;
     let started = Instant::now();
     let decide = async {
@@ -73,7 +78,7 @@ pub async fn grab(state: &AppState, user_id: i64, voucher_id: i64, token: Option
 }
 
 /// What `seckill_grabs_total` counts grabs by: where the grab was answered from.
-const OUTCOMES: [&str; 11] = [
+const OUTCOMES: [&str; 12] = [
     "granted",
     "sold_out",
     "already_bought",
@@ -85,6 +90,7 @@ const OUTCOMES: [&str; 11] = [
     "refused",
     "sold_out_locally",
     "unavailable",
+    "shed",
 ];
 
 /// The grab's metrics, each registered on first use and kept: by name and labels,

@@ -7,7 +7,8 @@ use super::{
     GrabState, GrabStatus,
 };
 use crate::{
-    browser::pause,
+    browser::{jitter, pause},
+    error::ErrorCode,
     live::StockLive,
     money,
     voucher::{SaleState, Voucher},
@@ -94,6 +95,9 @@ pub fn SaleCard(
     .into_any()
 }
 
+/// Times a grab the server shed is tried again by the page before it says so.
+const RETRIES: u32 = 4;
+
 /// The Grab button, the order id it got and where that order stands. For a sale with a
 /// fair start, pressing it first asks for the shopper's grab token (issued from the
 /// start), then grabs with it: one press, two calls.
@@ -108,11 +112,24 @@ fn GrabButton(id: i64, closed: Signal<bool>, fair: Signal<bool>) -> impl IntoVie
         pending.set(true);
         let fair = fair.get_untracked();
         leptos::task::spawn_local(async move {
-            let answer = async {
+            let once = || async {
                 let token = if fair { Some(grab_token(id).await?.token) } else { None };
                 grab(id, token).await
             };
-            let answer = answer.await;
+            // A busy server sheds with `unavailable`: say so and try again, later each
+            // time and spread at random, so shed shoppers do not all come back at once.
+            let mut answer = once().await;
+            for attempt in 0..RETRIES {
+                match &answer {
+                    Err(e) if e.code == ErrorCode::Unavailable => {
+                        refusal.try_set(Some("Busy, retrying…".to_owned()));
+                        let wait = 300u32 << attempt;
+                        pause(wait + jitter(wait)).await;
+                        answer = once().await;
+                    }
+                    _ => break,
+                }
+            }
             pending.try_set(false);
             match answer {
                 Ok(ticket) => {

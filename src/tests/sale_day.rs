@@ -52,3 +52,44 @@ async fn a_fair_start_needs_the_shoppers_own_token_issued_from_the_start() {
     assert_eq!(grab_with(&app, &ann, plain, None).await.0, 200);
     app.stop().await;
 }
+
+/// Past its cap a process answers grabs `unavailable` at once, with `Retry-After`,
+/// instead of queueing them; the grabs it let through are decided and saved as
+/// always. The gate is held still (a Redis of this test's own, paused) while twenty
+/// shoppers grab at once: four wait at the gate, sixteen are shed.
+#[tokio::test]
+async fn past_its_cap_a_process_sheds_grabs_at_once_and_loses_none_it_let_through() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let private = seckill::server::local_redis::LocalRedis::start(dir.path()).await.unwrap();
+    let app = TestApp::with(crate::support::Options::default().with(|c| {
+        c.redis_url = Some(private.url.clone());
+        c.max_grabs_in_flight = 4;
+    }))
+    .await;
+    let v = app.create_voucher(10, -5, 3600).await;
+    let shoppers = app.sign_in_many("shed", 20).await;
+    let mut redis = seckill::testing::RedisConn::open(&private.url).await.unwrap();
+    let () = redis::cmd("CLIENT").arg("PAUSE").arg(1_000).arg("ALL").query_async(&mut redis).await.unwrap();
+    let grabs = shoppers.iter().map(|who| async {
+        let res = app
+            .http
+            .post(format!("{}/api/grab", app.base))
+            .header("cookie", &who.cookie)
+            .json(&json!({ "voucher_id": v }))
+            .send()
+            .await
+            .unwrap();
+        let retry = res.headers().get("retry-after").map(|h| h.to_str().unwrap().to_owned());
+        (res.status().as_u16(), retry, res.json::<Value>().await.unwrap())
+    });
+    let answers = futures::future::join_all(grabs).await;
+    let granted = answers.iter().filter(|(status, ..)| *status == 200).count();
+    let shed: Vec<_> = answers.iter().filter(|(status, ..)| *status == 503).collect();
+    assert_eq!((granted, shed.len()), (4, 16), "{answers:?}");
+    for (_, retry, body) in shed {
+        assert_eq!((retry.as_deref(), code(body)), (Some("1"), "unavailable"));
+    }
+    let stats = app.wait_for_stats("the admitted grabs saved", v, |s| s["persisted"] == 4).await;
+    assert_eq!((stats["granted"].as_i64(), stats["redis_stock"].as_i64()), (Some(4), Some(6)), "{stats}");
+    app.stop().await;
+}

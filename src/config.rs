@@ -96,7 +96,7 @@ pub struct Config {
 
     /// Grabs one process lets wait on the gate at once; more are answered 503
     /// `unavailable` (with `Retry-After`) at once instead of queueing (`sale::admission`).
-    #[arg(long, env = "SECKILL_MAX_GRABS_IN_FLIGHT", default_value_t = 512)]
+    #[arg(long, env = "SECKILL_MAX_GRABS_IN_FLIGHT", default_value_t = 256)]
     pub max_grabs_in_flight: usize,
 
     /// Gate latency (ms, averaged over recent grabs) past which grabs are shed once a

@@ -82,18 +82,27 @@ pub struct Answer {
     pub status: StatusCode,
     pub body: Bytes,
     pub took: Duration,
+    /// Times the call was shed (503) and sent again before this answer.
+    pub shed: u32,
 }
+
+/// Times a shed call is sent again, as the page does, before its 503 stands.
+pub const SHED_RETRIES: u32 = 4;
 
 /// POSTs every call to `path` once, over `connections` kept-alive connections spread
 /// over `servers` in turn; each connection takes the next call as soon as it is free.
-/// Returns the answers and when the first call went out (after the connections
-/// opened). A connection the server drops fails the storm: the load tool does not
-/// retry a grab whose answer it lost.
+/// With `retry_shed`, a call the server shed (503, `Retry-After: 1`) is sent again on
+/// its connection after that second, spread at random between half and one and a
+/// half, up to [`SHED_RETRIES`] times, as the page does. Returns the answers (each
+/// call's last) and when the first call went out (after the connections opened). A
+/// connection the server drops fails the storm: the load tool does not retry a grab
+/// whose answer it lost.
 pub async fn storm(
     servers: &[String],
     connections: usize,
     path: &str,
     calls: &[Call],
+    retry_shed: bool,
 ) -> Result<(Vec<Answer>, Instant), String> {
     let mut opened = Vec::new();
     for i in 0..connections.min(calls.len()).max(1) {
@@ -105,9 +114,19 @@ pub async fn storm(
         let mut answers = Vec::new();
         loop {
             let Some(call) = calls.get(next.fetch_add(1, Ordering::Relaxed)) else { return Ok(answers) };
-            let started = Instant::now();
-            let (status, body) = conn.post(path, call).await?;
-            answers.push(Answer { user_id: call.user_id, status, body, took: started.elapsed() });
+            let mut shed = 0;
+            loop {
+                let started = Instant::now();
+                let (status, body) = conn.post(path, call).await?;
+                let took = started.elapsed();
+                if retry_shed && status == StatusCode::SERVICE_UNAVAILABLE && shed < SHED_RETRIES {
+                    shed += 1;
+                    tokio::time::sleep(Duration::from_millis(500 + rand::random::<u64>() % 1000)).await;
+                    continue;
+                }
+                answers.push(Answer { user_id: call.user_id, status, body, took, shed });
+                break;
+            }
         }
     });
     let answers: Vec<Result<Vec<Answer>, String>> = futures::future::join_all(per_connection).await;

@@ -44,7 +44,9 @@ impl Admission {
     pub fn try_admit(&self) -> Option<Permit<'_>> {
         let now = self.in_flight.fetch_add(1, Ordering::AcqRel) + 1;
         let slow = self.latency_us.load(Ordering::Relaxed) > self.slow_us;
-        if now > self.max_in_flight || (slow && now > self.max_in_flight / 4) {
+        // A slow gate sheds past a quarter of the cap, but always lets one grab through
+        // when none is in flight: it measures the gate again, so the average can fall.
+        if now > self.max_in_flight || (slow && now > (self.max_in_flight / 4).max(1)) {
             self.in_flight.fetch_sub(1, Ordering::AcqRel);
             self.shed.fetch_add(1, Ordering::Relaxed);
             return None;
@@ -93,5 +95,15 @@ mod tests {
         assert!(a.try_admit().is_none(), "a slow gate with a quarter of the cap in flight sheds");
         drop(held);
         assert!(a.try_admit().is_some(), "nothing in flight: a grab goes through and measures the gate again");
+    }
+
+    #[test]
+    fn a_slow_gate_under_a_cap_of_one_still_admits_one_at_a_time() {
+        let a = Admission::new(1, Duration::from_millis(5));
+        a.latency_us.store(50_000, Ordering::Relaxed);
+        let one = a.try_admit().expect("none in flight: admitted");
+        assert!(a.try_admit().is_none());
+        drop(one);
+        assert!(a.try_admit().is_some(), "never shed for good");
     }
 }

@@ -32,8 +32,7 @@ pub async fn grab(voucher_id: i64, token: Option<String>) -> AppResult<GrabTicke
 pub async fn grab_token(voucher_id: i64) -> AppResult<IssuedToken> {
     let state = expect_context::<AppState>();
     let user_id = require_user(&state).await?;
-    let token = super::gate::token(&state.backend, voucher_id, user_id).await??;
-    Ok(IssuedToken { token })
+    service::grab_token(&state, user_id, voucher_id).await
 }
 
 /// Where the shopper's own grab stands: queued, success (with the order) or failed
@@ -49,9 +48,10 @@ pub async fn grab_result(voucher_id: i64, order_id: String) -> AppResult<GrabSta
 
 /// The gate's clock (Redis TIME), in Unix ms: the page measures its own clock's offset
 /// from it, so its countdown and its Grab button follow the instant the gate opens,
-/// whatever the device's clock says.
+/// whatever the device's clock says. With `voucher_id`, the clock of the node that
+/// holds that sale (on a Redis Cluster, nodes' clocks may differ a little).
 #[server(prefix = "/api", endpoint = "server_time", input = Json)]
-pub async fn server_time() -> AppResult<GateTime> {
+pub async fn server_time(voucher_id: Option<i64>) -> AppResult<GateTime> {
     let state = expect_context::<AppState>();
-    Ok(GateTime { now_ms: super::gate::clock(&state.backend, None).await? })
+    Ok(GateTime { now_ms: super::gate::clock(&state.backend, voucher_id).await? })
 }

@@ -8,7 +8,7 @@
 //! of the instant the gate does.
 
 use super::api::server_time;
-use crate::browser::every;
+use crate::browser::{every, pause};
 use chrono::{DateTime, Duration, Utc};
 use leptos::prelude::*;
 
@@ -16,6 +16,8 @@ use leptos::prelude::*;
 const TICK_MS: u64 = 100;
 /// How often the offset is measured again (ms).
 const MEASURE_EVERY_MS: u64 = 60_000;
+/// Tries of a first measurement that fails, a quarter second apart and doubling.
+const FIRST_TRIES: u32 = 6;
 
 /// The gate's time as the page knows it.
 #[derive(Clone, Copy)]
@@ -33,7 +35,16 @@ pub fn use_server_clock() -> ServerClock {
     let clock = ServerClock { now: RwSignal::new(Utc::now()), known: RwSignal::new(false) };
     let measure = move || {
         leptos::task::spawn_local(async move {
-            let Ok(answer) = server_time().await else { return };
+            // Asked again soon while it fails (a busy start): until it answers, Grab waits.
+            let mut answer = server_time(None).await;
+            for attempt in 0..FIRST_TRIES {
+                if answer.is_ok() || clock.known.try_get_untracked() != Some(false) {
+                    break;
+                }
+                pause(250 << attempt).await;
+                answer = server_time(None).await;
+            }
+            let Ok(answer) = answer else { return };
             let offset = answer.now_ms - Utc::now().timestamp_millis();
             offset_ms.try_set_value(offset);
             // "now" moves to the gate's time before anything trusts it.

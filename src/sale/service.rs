@@ -4,7 +4,7 @@
 
 use super::{
     gate::{self, Verdict},
-    GrabState, GrabTicket,
+    GrabState, GrabTicket, IssuedToken,
 };
 use crate::{
     backend::Backend,
@@ -41,7 +41,7 @@ pub async fn grab(state: &AppState, user_id: i64, voucher_id: i64, token: Option
     // Past what this process can serve: shed now rather than queue (`admission`).
     let Some(_admitted) = state.admission.try_admit() else {
         count("shed");
-        return Err(AppError { code: ErrorCode::Unavailable, message: "Busy; please try again in a moment.".into() });
+        return Err(shed());
     };
     let backend = &state.backend;
     let started = Instant::now();
@@ -74,6 +74,26 @@ pub async fn grab(state: &AppState, user_id: i64, voucher_id: i64, token: Option
             }
             Err(code.into())
         }
+    }
+}
+
+/// The answer to a call shed by admission control (`admission`).
+fn shed() -> AppError {
+    AppError { code: ErrorCode::Unavailable, message: "Busy; please try again in a moment.".into() }
+}
+
+/// `user_id`'s grab token for `voucher_id` (see `api::grab_token`): a gate call like
+/// a grab, so it is admitted (or shed) and bounded in time like one, and a sale Redis
+/// lost is rebuilt as a grab would.
+pub async fn grab_token(state: &AppState, user_id: i64, voucher_id: i64) -> AppResult<IssuedToken> {
+    let Some(_admitted) = state.admission.try_admit() else { return Err(shed()) };
+    let asked = tokio::time::timeout(REDIS_DEADLINE, gate::token(&state.backend, voucher_id, user_id)).await;
+    match asked {
+        Ok(Ok(Ok(token))) => Ok(IssuedToken { token }),
+        Ok(Ok(Err(ErrorCode::UnknownVoucher))) => Err(not_in_redis(state, voucher_id).await.into()),
+        Ok(Ok(Err(code))) => Err(code.into()),
+        Ok(Err(e)) => Err(e.into()),
+        Err(_) => Err(ErrorCode::Unavailable.into()),
     }
 }
 

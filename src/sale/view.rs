@@ -112,22 +112,38 @@ fn GrabButton(id: i64, closed: Signal<bool>, fair: Signal<bool>) -> impl IntoVie
         pending.set(true);
         let fair = fair.get_untracked();
         leptos::task::spawn_local(async move {
-            let once = || async {
-                let token = if fair { Some(grab_token(id).await?.token) } else { None };
-                grab(id, token).await
+            // The token, once had, serves every retry.
+            let token = StoredValue::new(None::<String>);
+            let once = || async move {
+                if fair && token.get_value().is_none() {
+                    token.set_value(Some(grab_token(id).await?.token));
+                }
+                grab(id, token.get_value()).await
             };
-            // A busy server sheds with `unavailable`: say so and try again, later each
-            // time and spread at random, so shed shoppers do not all come back at once.
+            // A busy server sheds with `unavailable` and `Retry-After: 1`: say so and try
+            // again after that second, doubling, each plus a random share as long, so
+            // shed shoppers do not all come back at once.
             let mut answer = once().await;
+            let mut retried = false;
             for attempt in 0..RETRIES {
                 match &answer {
                     Err(e) if e.code == ErrorCode::Unavailable => {
                         refusal.try_set(Some("Busy, retrying…".to_owned()));
-                        let wait = 300u32 << attempt;
+                        let wait = 1000u32 << attempt;
                         pause(wait + jitter(wait)).await;
+                        retried = true;
                         answer = once().await;
                     }
                     _ => break,
+                }
+            }
+            // An `unavailable` that was a slow gate, not a shed, may have been granted
+            // after all: the retry then hears `already_bought`.
+            if retried {
+                if let Err(e) = &mut answer {
+                    if e.code == ErrorCode::AlreadyBought {
+                        e.message = "Your grab went through: the order is under My orders.".to_owned();
+                    }
                 }
             }
             pending.try_set(false);

@@ -53,6 +53,30 @@ async fn a_fair_start_needs_the_shoppers_own_token_issued_from_the_start() {
     app.stop().await;
 }
 
+/// A sale Redis lost is rebuilt by the token's call as by a grab: the shopper hears
+/// "try again" (`unavailable`), then gets the token, not `unknown_voucher`.
+#[tokio::test]
+async fn a_token_asked_of_a_sale_redis_lost_rebuilds_it() {
+    let app = TestApp::spawn().await;
+    let now = chrono::Utc::now();
+    let body = json!({
+        "title": "Fair lost", "stock": 5, "fair_start": true,
+        "begins_at": (now - chrono::Duration::seconds(5)).to_rfc3339(),
+        "ends_at": (now + chrono::Duration::hours(1)).to_rfc3339(),
+    });
+    let v = app.admin("create_voucher", body).await["id"].as_i64().unwrap();
+    let ann = app.sign_in("fair-lost").await;
+    let keys = app.keys(v);
+    let () = redis::AsyncCommands::del(&mut app.redis.clone(), &[&keys.stock, &keys.window]).await.unwrap();
+    let (status, body) = token_of(&app, &ann, v).await;
+    assert_eq!((status, code(&body)), (503, "unavailable"), "rebuilt: try again");
+    let (status, body) = token_of(&app, &ann, v).await;
+    assert_eq!(status, 200, "{body}");
+    let token = body["token"].as_str().unwrap().to_owned();
+    assert_eq!(grab_with(&app, &ann, v, Some(&token)).await.0, 200);
+    app.stop().await;
+}
+
 /// Past its cap a process answers grabs `unavailable` at once, with `Retry-After`,
 /// instead of queueing them; the grabs it let through are decided and saved as
 /// always. The gate is held still (a Redis of this test's own, paused) while twenty

@@ -92,8 +92,8 @@ pub const SHED_RETRIES: u32 = 4;
 /// POSTs every call to `path` once, over `connections` kept-alive connections spread
 /// over `servers` in turn; each connection takes the next call as soon as it is free.
 /// With `retry_shed`, a call the server shed (503, `Retry-After: 1`) is sent again on
-/// its connection after that second, spread at random between half and one and a
-/// half, up to [`SHED_RETRIES`] times, as the page does. Returns the answers (each
+/// its connection as the page does: after that second, doubling each time, each plus
+/// a random share as long, up to [`SHED_RETRIES`] times. Returns the answers (each
 /// call's last) and when the first call went out (after the connections opened). A
 /// connection the server drops fails the storm: the load tool does not retry a grab
 /// whose answer it lost.
@@ -120,8 +120,9 @@ pub async fn storm(
                 let (status, body) = conn.post(path, call).await?;
                 let took = started.elapsed();
                 if retry_shed && status == StatusCode::SERVICE_UNAVAILABLE && shed < SHED_RETRIES {
+                    let wait = 1000 << shed;
+                    tokio::time::sleep(Duration::from_millis(wait + rand::random::<u64>() % wait)).await;
                     shed += 1;
-                    tokio::time::sleep(Duration::from_millis(500 + rand::random::<u64>() % 1000)).await;
                     continue;
                 }
                 answers.push(Answer { user_id: call.user_id, status, body, took, shed });

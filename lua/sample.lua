@@ -5,7 +5,8 @@
 -- KEYS[5] refusals counter   KEYS[6] window   ARGV[1] consumer group
 -- Returns name/value pairs (src/live/figures.rs reads them by name): stock (-1 when
 -- Redis lacks the voucher), granted, stream_length, lag (-1 when unknown), pending,
--- dead_letters, refused, paused (0/1), ends (the gate's end, Unix ms; -1 unknown).
+-- dead_letters, refused, paused (0/1), begins and ends (the gate's window, Unix ms;
+-- -1 unknown).
 local stock = tonumber(redis.call('GET', KEYS[1]) or '-1')
 local lag, pending = -1, 0
 local ok, groups = pcall(redis.call, 'XINFO', 'GROUPS', KEYS[3])
@@ -19,7 +20,7 @@ if ok then
     end
   end
 end
-local window = redis.call('HMGET', KEYS[6], 'paused', 'ends')
+local window = redis.call('HMGET', KEYS[6], 'paused', 'begins', 'ends')
 return {
   'stock', stock,
   'granted', redis.call('SCARD', KEYS[2]),
@@ -29,5 +30,6 @@ return {
   'dead_letters', redis.call('XLEN', KEYS[4]),
   'refused', tonumber(redis.call('GET', KEYS[5]) or '0'),
   'paused', tonumber(window[1] or '0'),
-  'ends', tonumber(window[2] or '-1'),
+  'begins', tonumber(window[2] or '-1'),
+  'ends', tonumber(window[3] or '-1'),
 }

@@ -54,6 +54,7 @@ fn figures(row: &VoucherRow, pairs: &HashMap<String, i64>) -> SaleFigures {
         refused: get("refused").unwrap_or(0),
         // The gate's window when Redis holds it, else the database's row.
         paused: get("paused").map_or(row.is_paused(), |p| p == 1),
+        begins_at_ms: known("begins").unwrap_or(row.begins_at),
         ends_at_ms: known("ends").unwrap_or(row.ends_at),
         ..SaleFigures::default()
     }
@@ -87,5 +88,6 @@ mod tests {
         assert_eq!(gone.redis_stock, None, "Redis does not hold the voucher");
         assert!(f.paused && !gone.paused, "paused as the gate says, else as the row says");
         assert_eq!((f.ends_at_ms, gone.ends_at_ms), (row.ends_at, row.ends_at));
+        assert_eq!(gone.begins_at_ms, row.begins_at);
     }
 }

@@ -68,9 +68,12 @@ pub struct VoucherLive {
     pub cancelled: i64,
     /// This process holds a sold-out flag for the voucher.
     pub sold_out: bool,
-    /// Paused by an operator, and when the sale ends (Unix ms), as the gate sees them.
+    /// Paused by an operator, and when the sale starts and ends (Unix ms), as the gate
+    /// sees them.
     #[serde(default)]
     pub paused: bool,
+    #[serde(default)]
+    pub begins_at_ms: i64,
     #[serde(default)]
     pub ends_at_ms: i64,
 }
@@ -96,10 +99,12 @@ pub struct StockLive {
     pub total: i64,
     pub stock: i64,
     pub sold_out: bool,
-    /// Paused by an operator, and when the sale ends (Unix ms; it may have been ended
-    /// early), as the gate sees them.
+    /// Paused by an operator, and when the sale starts and ends (Unix ms; an operator
+    /// may have moved them), as the gate sees them.
     #[serde(default)]
     pub paused: bool,
+    #[serde(default)]
+    pub begins_at_ms: i64,
     #[serde(default)]
     pub ends_at_ms: i64,
 }
@@ -116,6 +121,7 @@ impl Snapshot {
                 stock: v.stock,
                 sold_out: v.sold_out || v.stock == 0,
                 paused: v.paused,
+                begins_at_ms: v.begins_at_ms,
                 ends_at_ms: v.ends_at_ms,
             })
             .collect()
@@ -209,7 +215,9 @@ pub struct SaleFigures {
     pub refused_locally: u64,
     /// An operator paused the sale (as the gate sees it).
     pub paused: bool,
-    /// When the gate ends the sale (Unix ms): an operator may have ended it early.
+    /// When the gate starts and ends the sale (Unix ms): an operator may have moved
+    /// them, or ended it early.
+    pub begins_at_ms: i64,
     pub ends_at_ms: i64,
 }
 

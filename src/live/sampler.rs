@@ -98,6 +98,7 @@ async fn sample(
                 cancelled: f.cancelled,
                 sold_out: flags.is_flagged(voucher_id),
                 paused: f.paused,
+                begins_at_ms: f.begins_at_ms,
                 ends_at_ms: f.ends_at_ms,
             }
         })

@@ -50,8 +50,9 @@ pub fn SaleCard(
     // Live stock when the feed has it, else the list's.
     let remaining = move || live.get().map(|l| l.stock.max(0)).or_else(|| voucher.get().map(|v| v.remaining));
     let state = Signal::derive(move || {
-        let live = live.get().map(|l| (l.paused, l.ends_at_ms, l.sold_out || l.stock == 0));
-        voucher.get().map(|v| v.state(now.get(), live))
+        let live = live.get();
+        let window = live.as_ref().map(|l| (l.paused, l.begins_at_ms, l.ends_at_ms, l.sold_out || l.stock == 0));
+        voucher.get().map(|v| v.state(now.get(), window))
     });
     // Open from the instant the gate opens (by its clock, once the page knows it) to
     // the end or the last unit; a paused sale's press is answered with why.
@@ -84,9 +85,14 @@ pub fn SaleCard(
             </Show>
             <p class="text-sm text-slate-600">
                 {move || voucher.get().zip(state.get()).and_then(|(v, s)| {
-                    let ends = live.get().map(|l| l.ends_at_ms).filter(|ms| *ms > 0)
-                        .and_then(DateTime::from_timestamp_millis).unwrap_or(v.ends_at);
-                    (s != SaleState::Ended).then(|| countdown(now.get(), v.begins_at, ends))
+                    // The gate's window when the feed has it (an operator may have moved it).
+                    let at = |ms: Option<i64>, listed| {
+                        ms.filter(|ms| *ms > 0).and_then(DateTime::from_timestamp_millis).unwrap_or(listed)
+                    };
+                    let live = live.get();
+                    let begins = at(live.as_ref().map(|l| l.begins_at_ms), v.begins_at);
+                    let ends = at(live.as_ref().map(|l| l.ends_at_ms), v.ends_at);
+                    (s != SaleState::Ended).then(|| countdown(now.get(), begins, ends))
                 })}
             </p>
             <GrabButton id closed fair=Signal::derive(move || voucher.get().is_some_and(|v| v.fair_start))/>
@@ -113,12 +119,14 @@ fn GrabButton(id: i64, closed: Signal<bool>, fair: Signal<bool>) -> impl IntoVie
         let fair = fair.get_untracked();
         leptos::task::spawn_local(async move {
             // The token, once had, serves every retry.
-            let token = StoredValue::new(None::<String>);
-            let once = || async move {
-                if fair && token.get_value().is_none() {
-                    token.set_value(Some(grab_token(id).await?.token));
+            let token = std::cell::RefCell::new(None::<String>);
+            let once = || async {
+                if fair && token.borrow().is_none() {
+                    let issued = grab_token(id).await?.token;
+                    *token.borrow_mut() = Some(issued);
                 }
-                grab(id, token.get_value()).await
+                let token = token.borrow().clone();
+                grab(id, token).await
             };
             // A busy server sheds with `unavailable` and `Retry-After: 1`: say so and try
             // again after that second, doubling, each plus a random share as long, so

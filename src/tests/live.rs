@@ -360,3 +360,19 @@ async fn server_time_and_the_feed_carry_the_gates_clock() {
     assert!(fed >= before && fed <= redis_ms().await, "{frame}");
     app.stop().await;
 }
+
+/// The shoppers' feed carries each sale's window as the gate holds it, so a start an
+/// operator moved reaches every open page at the next frame, not at the next list
+/// refresh (a card would open its Grab button at the old start).
+#[tokio::test]
+async fn the_feed_carries_a_moved_start() {
+    let app = TestApp::spawn().await;
+    let v = app.create_voucher(5, 3600, 7200).await;
+    let later = chrono::Utc::now() + chrono::Duration::seconds(5400);
+    app.admin("update_voucher", json!({ "voucher_id": v, "begins_at": later.to_rfc3339() })).await;
+    let mut shop = Feed::open(&app, true).await;
+    let want = later.timestamp_millis();
+    let frame = shop.until(SOON, |f| voucher_in(f, v).is_some_and(|x| x["begins_at_ms"] == want)).await;
+    assert!(voucher_in(&frame, v).unwrap()["ends_at_ms"].as_i64().unwrap() > want);
+    app.stop().await;
+}

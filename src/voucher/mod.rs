@@ -43,15 +43,17 @@ pub struct Voucher {
 }
 
 impl Voucher {
-    /// Where the sale stands at `now` (the viewer's clock), given what the live feed
-    /// says when it has the voucher: paused, its end (an operator may have ended it
-    /// early), and whether it is sold out.
-    pub fn state(&self, now: DateTime<Utc>, live: Option<(bool, i64, bool)>) -> SaleState {
-        let (paused, ends_ms, sold_out) = live.unwrap_or((self.paused, 0, self.remaining == 0));
-        let ends = if ends_ms > 0 { ends_ms } else { self.ends_at.timestamp_millis() };
-        if now.timestamp_millis() >= ends {
+    /// Where the sale stands at `now` (the gate's time, as the viewer knows it), given
+    /// what the live feed says when it has the voucher: paused, its start and end (an
+    /// operator may have moved them; 0 when unknown), and whether it is sold out.
+    pub fn state(&self, now: DateTime<Utc>, live: Option<(bool, i64, i64, bool)>) -> SaleState {
+        let (paused, begins_ms, ends_ms, sold_out) = live.unwrap_or((self.paused, 0, 0, self.remaining == 0));
+        let or = |live_ms: i64, listed: DateTime<Utc>| if live_ms > 0 { live_ms } else { listed.timestamp_millis() };
+        let (begins, ends) = (or(begins_ms, self.begins_at), or(ends_ms, self.ends_at));
+        let now = now.timestamp_millis();
+        if now >= ends {
             SaleState::Ended
-        } else if now < self.begins_at {
+        } else if now < begins {
             SaleState::Scheduled
         } else if paused {
             SaleState::Paused

@@ -89,6 +89,19 @@ pub fn every(ms: u64, f: impl Fn() + 'static) {
     let _ = (ms, f);
 }
 
+/// A monotonic clock (ms from an arbitrary start): `performance.now()` in the browser,
+/// which no change of the device's clock moves; the wall clock on the server.
+pub fn monotonic_ms() -> f64 {
+    #[cfg(feature = "hydrate")]
+    {
+        web_sys::window().and_then(|w| w.performance()).map_or_else(js_sys::Date::now, |p| p.now())
+    }
+    #[cfg(not(feature = "hydrate"))]
+    {
+        chrono::Utc::now().timestamp_millis() as f64
+    }
+}
+
 /// A random wait of up to `ms` milliseconds (0 on the server), to spread retries.
 pub fn jitter(ms: u32) -> u32 {
     #[cfg(feature = "hydrate")]

@@ -1,15 +1,15 @@
 //! The gate's clock, as the shopper's page keeps it: the device's clock may be
 //! minutes off, and a countdown or a Grab button that trusted it would open early or
 //! late. The page asks `server_time` once it runs (and every minute) and keeps "now"
-//! as its own clock plus the offset of the answer from the moment it arrived. The gate
-//! read its clock before that moment, so the page's "now" is never ahead of the gate's
+//! as the answer plus the time its own monotonic clock counted since it arrived. The
+//! gate read its clock before that moment, so the page's "now" is never ahead of the gate's
 //! (the button never opens early) and behind it by at most the round trip; it ticks
 //! ten times a second, so the button opens within a round trip and a tenth of a second
 //! of the instant the gate does.
 
 use super::api::server_time;
-use crate::browser::{every, pause};
-use chrono::{DateTime, Duration, Utc};
+use crate::browser::{every, monotonic_ms, pause};
+use chrono::{DateTime, Utc};
 use leptos::prelude::*;
 
 /// How often the page's "now" ticks (ms).
@@ -30,9 +30,17 @@ pub struct ServerClock {
 }
 
 /// The page's clock: ticks in the browser (on the server, the server's time, once).
+/// "Now" is the gate's time at the last measurement plus the time the device's
+/// monotonic clock counted since (`browser::monotonic_ms`), so a device clock set
+/// while the page is open moves nothing.
 pub fn use_server_clock() -> ServerClock {
-    let offset_ms = StoredValue::new(0i64);
+    // The gate's time (ms) and the monotonic clock's reading when it was measured.
+    let base = StoredValue::new(None::<(i64, f64)>);
     let clock = ServerClock { now: RwSignal::new(Utc::now()), known: RwSignal::new(false) };
+    let gate_now = move || {
+        let (gate_ms, at) = base.try_get_value().flatten()?;
+        DateTime::from_timestamp_millis(gate_ms + (monotonic_ms() - at) as i64)
+    };
     let measure = move || {
         leptos::task::spawn_local(async move {
             // Asked again soon while it fails (a busy start): until it answers, Grab waits.
@@ -45,18 +53,18 @@ pub fn use_server_clock() -> ServerClock {
                 answer = server_time(None).await;
             }
             let Ok(answer) = answer else { return };
-            let offset = answer.now_ms - Utc::now().timestamp_millis();
-            offset_ms.try_set_value(offset);
+            base.try_set_value(Some((answer.now_ms, monotonic_ms())));
             // "now" moves to the gate's time before anything trusts it.
-            clock.now.try_set(Utc::now() + Duration::milliseconds(offset));
+            if let Some(now) = gate_now() {
+                clock.now.try_set(now);
+            }
             clock.known.try_set(true);
         })
     };
     Effect::new(move |_| measure());
     every(MEASURE_EVERY_MS, measure);
     every(TICK_MS, move || {
-        let offset = offset_ms.try_get_value().unwrap_or(0);
-        clock.now.try_set(Utc::now() + Duration::milliseconds(offset));
+        clock.now.try_set(gate_now().unwrap_or_else(Utc::now));
     });
     clock
 }

@@ -61,6 +61,13 @@ impl Admission {
     }
 }
 
+impl Permit<'_> {
+    /// When the grab was let through.
+    pub fn started(&self) -> Instant {
+        self.started
+    }
+}
+
 impl Drop for Permit<'_> {
     fn drop(&mut self) {
         let took = self.started.elapsed().as_micros() as u64;

@@ -21,7 +21,6 @@ use {
     crate::{
         audit::store::{self as audit, Record},
         auth::session::{require_operator, Actor},
-        backend::Backend,
         error::{AppError, ErrorCode},
         state::AppState,
         voucher::{
@@ -155,7 +154,7 @@ async fn run(
     let backend = &state.backend;
     for _ in 0..ATTEMPTS {
         let before = store::get(&backend.db, voucher_id).await?.ok_or(ErrorCode::UnknownVoucher)?;
-        let edit = decide(&before, gate_clock(backend, voucher_id).await?)?;
+        let edit = decide(&before, super::gate::clock(backend, Some(voucher_id)).await?)?;
         let Some(after) = store::edit(&backend.db, voucher_id, before.version, &edit).await? else { continue };
         if let Err(e) = warm::warm(backend, &after).await {
             return Err(saved_not_applied(&state, &actor, action, &before, e.into()).await);
@@ -181,7 +180,7 @@ async fn change_stock(action: &'static str, voucher_id: i64, units: i64) -> AppR
     let actor = require_operator(&state.secrets)?;
     let backend = &state.backend;
     let before = store::get(&backend.db, voucher_id).await?.ok_or(ErrorCode::UnknownVoucher)?;
-    not_ended(&before, gate_clock(backend, voucher_id).await?)?;
+    not_ended(&before, super::gate::clock(backend, Some(voucher_id)).await?)?;
     if before.stock + units > MAX_STOCK {
         return Err(AppError::invalid(format!("A sale has at most {MAX_STOCK} units.")));
     }
@@ -229,12 +228,6 @@ async fn saved_not_applied(
     }
     let message = "Saved; the sale follows within seconds. Do not send it again.";
     AppError { code: ErrorCode::Unavailable, message: message.into() }
-}
-
-/// The gate's clock for this voucher (Unix ms): what "started" and "ended" mean to it.
-#[cfg(feature = "ssr")]
-async fn gate_clock(backend: &Backend, voucher_id: i64) -> AppResult<i64> {
-    Ok(super::gate::clock(backend, Some(voucher_id)).await?)
 }
 
 /// Tells every process, logs the change, and answers the voucher as it is now.

@@ -39,6 +39,8 @@ redis.call('SADD', KEYS[2], ARGV[1])
 redis.call('XADD', KEYS[4], '*', 'order', ARGV[2], 'user', ARGV[1], 'voucher', ARGV[3], 'price', window[5] or '')
 redis.call('HSET', KEYS[5], ARGV[2], ARGV[5])
 if left == 0 then
+  -- The sale's first sell-out, by the gate's clock, for the report (kept once).
+  redis.call('HSETNX', KEYS[3], 'sold_out_at', now)
   redis.call('PUBLISH', ARGV[4], ARGV[6])
 end
 return 'granted'

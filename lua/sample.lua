@@ -6,7 +6,7 @@
 -- Returns name/value pairs (src/live/figures.rs reads them by name): stock (-1 when
 -- Redis lacks the voucher), granted, stream_length, lag (-1 when unknown), pending,
 -- dead_letters, refused, paused (0/1), begins and ends (the gate's window, Unix ms;
--- -1 unknown).
+-- -1 unknown), sold_out_at (the gate's first sell-out, Unix ms; -1 not yet).
 local stock = tonumber(redis.call('GET', KEYS[1]) or '-1')
 local lag, pending = -1, 0
 local ok, groups = pcall(redis.call, 'XINFO', 'GROUPS', KEYS[3])
@@ -20,7 +20,7 @@ if ok then
     end
   end
 end
-local window = redis.call('HMGET', KEYS[6], 'paused', 'begins', 'ends')
+local window = redis.call('HMGET', KEYS[6], 'paused', 'begins', 'ends', 'sold_out_at')
 return {
   'stock', stock,
   'granted', redis.call('SCARD', KEYS[2]),
@@ -32,4 +32,5 @@ return {
   'paused', tonumber(window[1] or '0'),
   'begins', tonumber(window[2] or '-1'),
   'ends', tonumber(window[3] or '-1'),
+  'sold_out_at', tonumber(window[4] or '-1'),
 }

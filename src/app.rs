@@ -1,7 +1,7 @@
 //! The HTML shell and the routes: the top of the dependency graph (it imports the
 //! pages; nothing imports it but the server and the hydrate entry).
 
-use crate::pages::{admin::AdminPage, shop::ShopPage};
+use crate::pages::{admin::AdminPage, report::ReportPage, shop::ShopPage};
 use leptos::prelude::*;
 use leptos_meta::{provide_meta_context, Stylesheet, Title};
 use leptos_router::{
@@ -58,6 +58,7 @@ pub fn App() -> impl IntoView {
                     // away, and streaming them in pieces cost more than it saved.
                     <Route path=path!("/") view=ShopPage ssr=SsrMode::Async/>
                     <Route path=path!("/admin") view=AdminPage ssr=SsrMode::Async/>
+                    <Route path=path!("/admin/report/:id") view=ReportPage ssr=SsrMode::Async/>
                 </Routes>
             </main>
         </Router>

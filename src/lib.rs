@@ -10,6 +10,8 @@
 //!   guessing limits, operators, the admin token, the shop's own login.
 //! - `voucher`: vouchers, validation, SQL, the voucher list.
 //! - `orders`: orders SQL, their lifecycle, the grab-result format, give-backs.
+//! - `report`: the sale's report (grabs per second by answer, gate latency, orders,
+//!   units, operator actions) and each process's count of the answers it gave.
 //! - `sale`: warm-up, the gate, `grab` / `grab_result`, the operator's sale
 //!   endpoints, the shopper's sale card.
 //! - `worker`: the stream worker.
@@ -33,6 +35,7 @@ pub(crate) mod live;
 pub(crate) mod money;
 pub(crate) mod orders;
 pub(crate) mod pages;
+pub(crate) mod report;
 pub(crate) mod rfc3339;
 pub(crate) mod sale;
 pub(crate) mod voucher;

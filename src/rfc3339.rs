@@ -12,6 +12,12 @@ pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<DateTime<Utc>, D::
     DateTime::parse_from_rfc3339(&text).map(|t| t.with_timezone(&Utc)).map_err(D::Error::custom)
 }
 
+/// [`deserialize`] for an optional time (`null` or absent: `None`; with `default`).
+pub fn deserialize_option<'de, D: Deserializer<'de>>(d: D) -> Result<Option<DateTime<Utc>>, D::Error> {
+    let Some(text) = Option::<String>::deserialize(d)? else { return Ok(None) };
+    DateTime::parse_from_rfc3339(&text).map(|t| Some(t.with_timezone(&Utc))).map_err(D::Error::custom)
+}
+
 #[cfg(test)]
 mod tests {
     use chrono::{DateTime, TimeZone, Utc};

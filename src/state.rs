@@ -6,6 +6,7 @@ use crate::{
     backend::Backend,
     ids::OrderIds,
     live::{hub::Hub, slots::FeedSlots},
+    report::tally::Tally,
     sale::{admission::Admission, rebuilds::Rebuilds, sold_out::SoldOutFlags},
     server::page_cache::Changes,
     shutdown::Shutdown,
@@ -56,6 +57,8 @@ pub struct SharedState {
     pub sold_out: Arc<SoldOutFlags>,
     /// Vouchers Redis lost that a grab of this process is rebuilding.
     pub rebuilds: Arc<Rebuilds>,
+    /// This process's count of the grabs' answers, for the sale's report.
+    pub tally: Arc<Tally>,
     /// Fans live numbers and events out to open dashboards.
     pub hub: Arc<Hub>,
     /// Caps on open live feeds.

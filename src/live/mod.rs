@@ -219,6 +219,8 @@ pub struct SaleFigures {
     /// them, or ended it early.
     pub begins_at_ms: i64,
     pub ends_at_ms: i64,
+    /// When the gate first sold the last unit (Unix ms), if it has.
+    pub sold_out_at_ms: Option<i64>,
 }
 
 /// One message of the feed, as the browser receives it.

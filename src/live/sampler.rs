@@ -8,7 +8,7 @@ use crate::{
     backend::{Backend, BackendError},
     sale::{admission::Admission, sold_out::SoldOutFlags},
     shutdown::{self, Shutdown},
-    voucher::store as vouchers,
+    voucher::store::{self as vouchers, VoucherRow},
 };
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
@@ -67,6 +67,7 @@ async fn sample(
 ) -> Result<Snapshot, BackendError> {
     let rows = vouchers::live(&backend.db, SHOWN_AFTER_END_MS).await?;
     let figures = figures::read(backend, &rows).await?;
+    keep_sell_outs(backend, &rows, &figures).await?;
     // The gate's clock: shoppers' pages read the time from the feed too.
     let at_ms = crate::sale::gate::clock(backend, None).await.unwrap_or_else(|_| chrono::Utc::now().timestamp_millis());
     let vouchers = figures
@@ -104,6 +105,17 @@ async fn sample(
         })
         .collect();
     Ok(Snapshot { at_ms, vouchers, ..Snapshot::default() })
+}
+
+/// Copies the moment each sale first sold out from its Redis window (the gate's) to
+/// its row, once: the report reads it there after Redis let the sale's keys go.
+async fn keep_sell_outs(backend: &Backend, rows: &[VoucherRow], figures: &[SaleFigures]) -> sqlx::Result<()> {
+    for (row, f) in rows.iter().zip(figures) {
+        if let (None, Some(at)) = (row.sold_out_at, f.sold_out_at_ms) {
+            vouchers::record_sold_out(&backend.db, row.id, at).await?;
+        }
+    }
+    Ok(())
 }
 
 /// Hands one voucher's figures to the metrics recorder (`/metrics`).

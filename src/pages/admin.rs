@@ -16,6 +16,18 @@ use leptos::prelude::*;
 
 #[component]
 pub fn AdminPage() -> impl IntoView {
+    view! {
+        <h1 class="mb-4 text-2xl font-bold">"Admin"</h1>
+        {operators_only(|unlocked| view! { <AdminBoard unlocked/> })}
+    }
+    .into_any()
+}
+
+/// `board` once the visitor is an operator (signed in, or holding the admin token);
+/// the sign-in form until then. `board` is handed the flag, to lock the page again.
+pub fn operators_only<V: IntoView + 'static>(
+    board: impl Fn(RwSignal<bool>) -> V + Clone + Send + Sync + 'static,
+) -> impl IntoView {
     let status = Resource::new(|| (), |_| admin_status());
     let unlocked = RwSignal::new(false);
     Effect::new(move |_| {
@@ -24,12 +36,10 @@ pub fn AdminPage() -> impl IntoView {
         }
     });
     view! {
-        <h1 class="mb-4 text-2xl font-bold">"Admin"</h1>
         <Show when=move || unlocked.get() fallback=move || view! { <AdminUnlock unlocked/> }>
-            <AdminBoard unlocked/>
+            {board(unlocked)}
         </Show>
     }
-    .into_any()
 }
 
 #[component]

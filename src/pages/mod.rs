@@ -2,4 +2,5 @@
 //! no domain imports a page or the shell (`app.rs`).
 
 pub mod admin;
+pub mod report;
 pub mod shop;

@@ -366,14 +366,14 @@ pub fn SaleLog(voucher_id: i64) -> impl IntoView {
             <summary class="cursor-pointer">{format!("Log of #{voucher_id}")}</summary>
             <p role="alert">{move || failed.get()}</p>
             <ul class="mt-1 list-disc pl-5" aria-label=format!("Log of voucher #{voucher_id}")>
-                {move || entries.get().into_iter().map(line).collect_view()}
+                {move || entries.get().into_iter().map(log_line).collect_view()}
             </ul>
         </details>
     }
 }
 
 /// One entry as a line: when (the operator's zone), what, who, and the state it left.
-fn line(e: AuditEntry) -> impl IntoView {
+pub fn log_line(e: AuditEntry) -> impl IntoView {
     let change = e.after.or(e.before).unwrap_or_default();
     let when = local_time(e.at);
     view! { <li>{format!("{when} {} by {}: {change}", e.action, e.actor)}</li> }

@@ -14,6 +14,7 @@ use crate::{
         results::{FailReason, StoredResult},
         GrabStatus,
     },
+    report::Outcome,
     state::AppState,
 };
 use metrics::{Counter, Histogram};
@@ -25,24 +26,49 @@ use std::{sync::OnceLock, time::Duration};
 /// gate decided just before the deadline still stands; asking again says so.)
 pub const REDIS_DEADLINE: Duration = Duration::from_secs(2);
 
-/// `user_id` tries to buy one unit of `voucher_id` (see `api::grab`).
+/// `user_id` tries to buy one unit of `voucher_id` (see `api::grab`). Every answer is
+/// counted for the sale's report (`report::tally`).
 pub async fn grab(state: &AppState, user_id: i64, voucher_id: i64, token: Option<&str>) -> AppResult<GrabTicket> {
     // A stopping process takes no new orders; the client retries on another.
     if state.shutdown.is_shutdown() {
-        return Err(ErrorCode::Unavailable.into());
+        return Err(refused(state, voucher_id, ErrorCode::Unavailable));
     }
     if state.sold_out.refuse(voucher_id) {
         count("sold_out_locally");
-        return Err(ErrorCode::SoldOut.into());
+        return Err(refused(state, voucher_id, ErrorCode::SoldOut));
     }
     // Past what this process can serve: shed now rather than queue (`admission`).
     let Some(admitted) = state.admission.try_admit() else {
         count("shed");
+        state.tally.answered(voucher_id, Outcome::Shed);
         return Err(shed());
     };
+    let answer = at_the_gate(state, (voucher_id, user_id), token).await;
+    // The permit's clock times the gate: one clock read per grab, not two.
+    let took = admitted.started().elapsed();
+    GATE_SECONDS.get_or_init(|| metrics::histogram!("seckill_gate_seconds")).record(took);
+    state.tally.gate_took(voucher_id, took);
+    match answer {
+        Ok(ticket) => Ok(ticket),
+        Err(code) => Err(refused(state, voucher_id, code)),
+    }
+}
+
+/// A grab answered `code`, counted for the report.
+fn refused(state: &AppState, voucher_id: i64, code: ErrorCode) -> AppError {
+    if let Some(outcome) = Outcome::of_code(code) {
+        state.tally.answered(voucher_id, outcome);
+    }
+    code.into()
+}
+
+/// An admitted grab at the gate, within [`REDIS_DEADLINE`].
+async fn at_the_gate(
+    state: &AppState,
+    (voucher_id, user_id): (i64, i64),
+    token: Option<&str>,
+) -> Result<GrabTicket, ErrorCode> {
     let backend = &state.backend;
-    // The permit's clock times the gate too: one clock read per grab, not two.
-    let started = admitted.started();
     let decide = async {
         let order_id = state.ids.next(&backend.redis).await?;
         let ids = (voucher_id, user_id, order_id);
@@ -50,14 +76,13 @@ pub async fn grab(state: &AppState, user_id: i64, voucher_id: i64, token: Option
         Ok::<_, redis::RedisError>((order_id, verdict))
     };
     let decided = tokio::time::timeout(REDIS_DEADLINE, decide).await;
-    GATE_SECONDS.get_or_init(|| metrics::histogram!("seckill_gate_seconds")).record(started.elapsed());
     let Ok(Ok((order_id, verdict))) = decided else {
         count("unavailable");
         match decided {
             Ok(Err(e)) => tracing::warn!(voucher_id, "grab: {e}"),
             _ => tracing::warn!(voucher_id, "grab: Redis did not answer within {REDIS_DEADLINE:?}"),
         }
-        return Err(ErrorCode::Unavailable.into());
+        return Err(ErrorCode::Unavailable);
     };
     count(verdict.label());
     match verdict {
@@ -65,12 +90,12 @@ pub async fn grab(state: &AppState, user_id: i64, voucher_id: i64, token: Option
             state.wakeups.wake(voucher_id);
             Ok(GrabTicket { order_id: order_id.to_string(), status: GrabStatus::Queued })
         }
-        Verdict::Refused(ErrorCode::UnknownVoucher) => Err(not_in_redis(state, voucher_id).await.into()),
+        Verdict::Refused(ErrorCode::UnknownVoucher) => Err(not_in_redis(state, voucher_id).await),
         Verdict::Refused(code) => {
             if code == ErrorCode::SoldOut {
                 state.sold_out.set(voucher_id);
             }
-            Err(code.into())
+            Err(code)
         }
     }
 }

@@ -30,6 +30,7 @@ use crate::{
     backend::Backend,
     body::read_capped,
     error::{AppError, ErrorCode},
+    report::{tally::Tally, Outcome},
     sale,
     state::ClientIp,
 };
@@ -68,6 +69,8 @@ pub struct Guard {
     shop_page: PageCache,
     /// Where guesses at the admin token are counted, and what knows the token.
     backend: Backend,
+    /// Where grabs refused over their rate are counted for the sale's report.
+    tally: Arc<Tally>,
     secrets: Arc<Secrets>,
     /// Bearer tokens of the JWT form are shoppers' (the shop's own login is on).
     shop_login: bool,
@@ -80,12 +83,12 @@ impl Guard {
         max_requests: usize,
         timeout: Duration,
         shop_page: PageCache,
-        backend: Backend,
+        (backend, tally): (Backend, Arc<Tally>),
         secrets: Arc<Secrets>,
         shop_login: bool,
     ) -> Self {
         let slots = Semaphore::new(max_requests.min(Semaphore::MAX_PERMITS));
-        Self { limits, slots, timeout, shop_page, backend, secrets, shop_login }
+        Self { limits, slots, timeout, shop_page, backend, tally, secrets, shop_login }
     }
 }
 
@@ -105,6 +108,7 @@ pub async fn front(
 
 async fn pass(guard: &Guard, peer: SocketAddr, mut req: Request, next: Next) -> Response {
     if let Err(wait) = rate_limit::admit(&guard.limits, peer, &mut req) {
+        count_refused_grab(guard, req).await;
         return rate_limit::refusal(wait);
     }
     // A live feed stays open: neither the cap nor the timeout applies (feeds have caps
@@ -119,6 +123,26 @@ async fn pass(guard: &Guard, peer: SocketAddr, mut req: Request, next: Next) -> 
         .await
         .unwrap_or_else(|_| refusal(ErrorCode::Unavailable))
 }
+
+/// A grab refused over its rate is counted for its sale's report: its arguments are
+/// read for the sale, briefly (a caller that does not send them is not waited for).
+async fn count_refused_grab(guard: &Guard, req: Request) {
+    if req.uri().path() != <sale::api::Grab as server_fn::ServerFn>::PATH {
+        return;
+    }
+    #[derive(serde::Deserialize)]
+    struct Sale {
+        voucher_id: i64,
+    }
+    let read = tokio::time::timeout(REFUSED_BODY_WAIT, read_capped(req.into_body(), REFUSED_BODY_MAX)).await;
+    if let Some(sale) = read.ok().and_then(Result::ok).and_then(|b| serde_json::from_slice::<Sale>(&b).ok()) {
+        guard.tally.answered(sale.voucher_id, Outcome::RateLimited);
+    }
+}
+
+/// How long, and how much, a grab refused over its rate is read for its sale.
+const REFUSED_BODY_WAIT: Duration = Duration::from_millis(100);
+const REFUSED_BODY_MAX: usize = 4 * 1024;
 
 /// Serves a request that has its slot: the shop page from the shared render,
 /// `/api/...` calls under the API's rules.

@@ -125,6 +125,7 @@ async fn run(
         sold_out: Arc::new(SoldOutFlags::new(Duration::from_millis(config.sold_out_ttl_ms))),
         admission: Arc::new(Admission::new(config.max_grabs_in_flight, Duration::from_millis(config.shed_latency_ms))),
         rebuilds: Arc::default(),
+        tally: Arc::default(),
         hub: Arc::new(Hub::default()),
         feeds: Arc::new(FeedSlots::new(config.max_feeds, config.max_feeds_per_address)),
         voucher_changes: Arc::default(),
@@ -147,7 +148,7 @@ async fn run(
         config.max_requests,
         request_timeout,
         shop_page,
-        backend.clone(),
+        (backend.clone(), state.tally.clone()),
         state.secrets.clone(),
         state.shop_login.is_some(),
     ));
@@ -216,7 +217,8 @@ fn shop_login(config: &Config) -> Result<Option<ShopLogin>, ServeError> {
 /// The tasks that run beside HTTP until shutdown: the bus's listener and the follower
 /// of the sales version, the live sampler, the rate limits' clean-up, the metrics'
 /// upkeep, the sweeper of unpaid orders, the sale's upkeep (owed stock changes, windows
-/// to push), the follower of ended sessions and the worker (unless turned off).
+/// to push), the follower of ended sessions, the flusher of the report's counts and the
+/// worker (unless turned off).
 async fn spawn_background(
     config: &Config,
     state: &AppState,
@@ -239,6 +241,7 @@ async fn spawn_background(
         sweeper::spawn(backend.clone(), Duration::from_millis(config.sweep_ms), shutdown.clone()),
         sale::upkeep::spawn(backend.clone(), Duration::from_millis(config.sweep_ms), shutdown.clone()),
         ended::follow(state.secrets.ended.clone(), backend.db.clone(), shutdown.clone()),
+        crate::report::tally::spawn(state.tally.clone(), backend.db.clone(), shutdown.clone()),
     ];
     if config.worker {
         let redis = target.connect().await?;
@@ -273,6 +276,7 @@ fn router(state: AppState, guard: Arc<api_guard::Guard>) -> Router {
         .route("/api/{*rest}", any(api_guard::not_found))
         .merge(sale::routes::routes())
         .merge(crate::orders::export::routes())
+        .merge(crate::report::api::routes())
         .leptos_routes_with_context(&state, routes, || {}, {
             let options = options.clone();
             move || shell(options.clone())

@@ -43,6 +43,7 @@ fn endpoints() -> Vec<(&'static str, Vec<(&'static str, Value)>)> {
         ("shop_settings", vec![]),
         ("grab_result", vec![("voucher_id", json!(987_654)), ("order_id", json!("1"))]),
         ("sale_stats", vec![("voucher_id", json!(987_654))]),
+        ("sale_report", vec![("voucher_id", json!(987_654))]),
         ("my_orders", vec![]),
         ("pay_order", vec![("order_id", json!("1"))]),
         ("cancel_order", vec![("order_id", json!("1"))]),

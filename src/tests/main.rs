@@ -15,6 +15,7 @@ mod ops;
 mod pages;
 mod process;
 mod recovery;
+mod report;
 mod run_sale;
 mod sale_day;
 mod shop_login;

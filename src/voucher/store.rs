@@ -32,6 +32,8 @@ pub struct VoucherRow {
     pub fair_start: i64,
     /// What grab tokens derive from; never leaves the server (nor the Redis window).
     pub start_secret: String,
+    /// When the gate first sold the last unit (Unix ms), once the sampler copied it.
+    pub sold_out_at: Option<i64>,
 }
 
 impl VoucherRow {
@@ -54,7 +56,7 @@ impl VoucherRow {
 
 const COLUMNS: &str =
     "id, title, stock, stock_left, begins_at, ends_at, paid, cancelled, price, face_value, paused, version, added, \
-     withdrawn, fair_start, start_secret";
+     withdrawn, fair_start, start_secret, sold_out_at";
 
 pub async fn insert(db: &Db, v: &NewVoucher) -> sqlx::Result<VoucherRow> {
     let sql = format!(
@@ -97,6 +99,17 @@ pub async fn live(db: &Db, grace_ms: i64) -> sqlx::Result<Vec<VoucherRow>> {
         .bind(since)
         .fetch_all(db)
         .await
+}
+
+/// Records when the gate first sold the last unit of `id` (the first record stands:
+/// every process's sampler offers it).
+pub async fn record_sold_out(db: &Db, id: i64, at_ms: i64) -> sqlx::Result<()> {
+    sqlx::query("UPDATE vouchers SET sold_out_at = $1 WHERE id = $2 AND sold_out_at IS NULL")
+        .bind(at_ms)
+        .bind(id)
+        .execute(db)
+        .await?;
+    Ok(())
 }
 
 /// A change of a voucher's own fields, checked (`sale::run`); `None` keeps a field.

@@ -1,0 +1,158 @@
+//! `/api/sale_report` (JSON) and `GET /api/sale_report.csv?voucher_id=N` (the grabs
+//! per second), for operators.
+
+use super::Report;
+use crate::error::AppResult;
+use leptos::prelude::*;
+use server_fn::codec::Json;
+
+#[cfg(feature = "ssr")]
+use {
+    super::{store, Latency, Outcome, Second, Units},
+    crate::{
+        audit::store as audit,
+        auth::session::require_operator,
+        backend::Backend,
+        error::{AppError, ErrorCode},
+        state::AppState,
+        voucher::{
+            api::{remaining, to_voucher},
+            store as vouchers,
+        },
+    },
+    axum::{
+        extract::{rejection::QueryRejection, Query, State},
+        http::{header, HeaderMap},
+        response::{IntoResponse, Response},
+        routing::get,
+        Router,
+    },
+    std::collections::BTreeMap,
+};
+
+/// Operator actions a report lists at most.
+#[cfg(feature = "ssr")]
+const ACTIONS_LIMIT: i64 = 1_000;
+
+/// The report of one sale (operators), while it runs or after it ended: see
+/// [`Report`] and the README's "The report after a sale".
+#[server(prefix = "/api", endpoint = "sale_report", input = Json)]
+pub async fn sale_report(voucher_id: i64) -> AppResult<Report> {
+    let state = expect_context::<AppState>();
+    require_operator(&state.secrets)?;
+    build(&state, voucher_id).await
+}
+
+/// The path of the CSV (GET).
+pub const CSV_PATH: &str = "/api/sale_report.csv";
+
+/// Reads the report of `voucher_id`, after adding this process's counts.
+#[cfg(feature = "ssr")]
+pub async fn build(state: &AppState, voucher_id: i64) -> AppResult<Report> {
+    let db = &state.backend.db;
+    let row = vouchers::get(db, voucher_id).await?.ok_or(ErrorCode::UnknownVoucher)?;
+    state.tally.flush(db).await?;
+    let left = remaining(&state.backend, std::slice::from_ref(&row)).await?[0];
+    let per_second = store::answers_per_second(db, voucher_id).await?;
+    let mut answers: BTreeMap<Outcome, i64> = Outcome::ALL.into_iter().map(|o| (o, 0)).collect();
+    for (outcome, n) in per_second.values().flatten() {
+        *answers.entry(*outcome).or_default() += n;
+    }
+    let orders = store::orders(db, voucher_id).await?;
+    let granted = answers[&Outcome::Granted];
+    let dead_letters = granted - orders.total;
+    let sold_out_at = match row.sold_out_at {
+        Some(at) => Some(at),
+        None => sold_out_in_redis(&state.backend, voucher_id).await,
+    };
+    Ok(Report {
+        voucher: to_voucher(&row, left),
+        generated_at: chrono::Utc::now(),
+        sold_out_at: sold_out_at.and_then(chrono::DateTime::from_timestamp_millis),
+        time_to_sell_out_ms: sold_out_at.map(|at| at - row.begins_at),
+        answers,
+        seconds: per_second.into_iter().map(|(at, answers)| Second { at, answers }).collect(),
+        latency: Latency::from_counts(&store::latency(db, voucher_id).await?),
+        orders,
+        units: Units {
+            on_sale: row.stock,
+            added: row.added,
+            withdrawn: row.withdrawn,
+            sold: orders.unpaid + orders.paid,
+            returned: orders.cancelled_by_shopper + orders.timed_out,
+            resold: (granted - row.stock).max(0),
+            left,
+            dead_letters,
+        },
+        actions: audit::list(db, Some(voucher_id), ACTIONS_LIMIT).await?,
+    })
+}
+
+/// The first sell-out as the sale's Redis window holds it, before the live sampler
+/// copied it to the database (a quarter of a second at most); none if Redis cannot say.
+#[cfg(feature = "ssr")]
+async fn sold_out_in_redis(backend: &Backend, voucher_id: i64) -> Option<i64> {
+    use redis::AsyncCommands;
+    let window = &backend.keys(voucher_id).window;
+    backend.redis.clone().hget::<_, _, Option<i64>>(window, "sold_out_at").await.ok().flatten()
+}
+
+/// The CSV route, for the app's router.
+#[cfg(feature = "ssr")]
+pub fn routes() -> Router<AppState> {
+    Router::new().route(CSV_PATH, get(report_csv))
+}
+
+#[cfg(feature = "ssr")]
+#[derive(serde::Deserialize)]
+struct Which {
+    voucher_id: i64,
+}
+
+#[cfg(feature = "ssr")]
+async fn report_csv(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    which: Result<Query<Which>, QueryRejection>,
+) -> Response {
+    if state.secrets.actor(&headers).is_none() {
+        return AppError::from(ErrorCode::AdminRequired).into_response();
+    }
+    let Ok(Query(Which { voucher_id })) = which else {
+        return AppError::invalid("Give the voucher: ?voucher_id=<id>.").into_response();
+    };
+    match build(&state, voucher_id).await {
+        Ok(report) => {
+            let disposition = format!("attachment; filename=\"sale-report-{voucher_id}.csv\"");
+            let content_type = "text/csv; charset=utf-8".to_owned();
+            ([(header::CONTENT_TYPE, content_type), (header::CONTENT_DISPOSITION, disposition)], csv(&report))
+                .into_response()
+        }
+        Err(e) => e.into_response(),
+    }
+}
+
+/// The grabs per second as CSV: one line per second from the first second with a grab
+/// to the last (seconds without one read 0), a column per outcome.
+#[cfg(feature = "ssr")]
+pub fn csv(report: &Report) -> String {
+    let mut out = String::from("second");
+    for o in Outcome::ALL {
+        out.push(',');
+        out.push_str(o.as_str());
+    }
+    out.push('\n');
+    let (Some(first), Some(last)) = (report.seconds.first(), report.seconds.last()) else { return out };
+    let mut rows = report.seconds.iter().peekable();
+    for at in first.at..=last.at {
+        let answers = rows.next_if(|s| s.at == at).map(|s| &s.answers);
+        let time = chrono::DateTime::from_timestamp(at, 0).unwrap_or_default();
+        out.push_str(&time.to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
+        for o in Outcome::ALL {
+            let n = answers.and_then(|a| a.get(&o)).copied().unwrap_or(0);
+            out.push_str(&format!(",{n}"));
+        }
+        out.push('\n');
+    }
+    out
+}

@@ -1,0 +1,272 @@
+//! The sale's report: what happened in a sale, read while it runs and after it ended
+//! (`sale_report`, `GET /api/sale_report.csv`, the page at `/admin/report/<id>`).
+//!
+//! Where each figure comes from, durably:
+//! - grants per second: the orders and dead letters (an order id carries the second of
+//!   its grab), so the report agrees with the orders table by construction;
+//! - refusals per second and code, and the gate's latency: counted by each process as
+//!   it answers ([`tally`]) and added to `sale_refusals` / `sale_latency` about once a
+//!   second (and when the process stops);
+//! - the first sell-out: the gate's clock, kept in the sale's Redis window and copied to
+//!   the voucher's row by the live sampler;
+//! - orders paid, cancelled, timed out; units added, withdrawn, returned: the database;
+//! - operator actions: the operator's log.
+
+pub mod api;
+#[cfg(feature = "ssr")]
+mod store;
+#[cfg(feature = "ssr")]
+pub mod tally;
+pub mod view;
+
+use crate::{audit::AuditEntry, voucher::Voucher};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// What a shopper's grab was answered, as the report counts it: granted, or a refusal
+/// by its API error code; `shed` is an `unavailable` from admission control (the
+/// process was past what it serves), `unavailable` one from the gate not answering.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    Granted,
+    SoldOut,
+    AlreadyBought,
+    NotStarted,
+    Ended,
+    SalePaused,
+    InvalidToken,
+    RateLimited,
+    Shed,
+    Unavailable,
+}
+
+impl Outcome {
+    /// Every outcome, in the report's order (the CSV's columns).
+    pub const ALL: [Self; 10] = [
+        Self::Granted,
+        Self::SoldOut,
+        Self::AlreadyBought,
+        Self::NotStarted,
+        Self::Ended,
+        Self::SalePaused,
+        Self::InvalidToken,
+        Self::RateLimited,
+        Self::Shed,
+        Self::Unavailable,
+    ];
+
+    /// The name in JSON, CSV and SQL.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Granted => "granted",
+            Self::SoldOut => "sold_out",
+            Self::AlreadyBought => "already_bought",
+            Self::NotStarted => "not_started",
+            Self::Ended => "ended",
+            Self::SalePaused => "sale_paused",
+            Self::InvalidToken => "invalid_token",
+            Self::RateLimited => "rate_limited",
+            Self::Shed => "shed",
+            Self::Unavailable => "unavailable",
+        }
+    }
+
+    /// The refusal a shopper answered `code` was (none for codes no grab of a sale
+    /// answers: an unknown voucher, a bad request).
+    #[cfg(feature = "ssr")]
+    pub fn of_code(code: crate::error::ErrorCode) -> Option<Self> {
+        use crate::error::ErrorCode as C;
+        Some(match code {
+            C::SoldOut => Self::SoldOut,
+            C::AlreadyBought => Self::AlreadyBought,
+            C::NotStarted => Self::NotStarted,
+            C::Ended => Self::Ended,
+            C::SalePaused => Self::SalePaused,
+            C::InvalidToken => Self::InvalidToken,
+            C::RateLimited => Self::RateLimited,
+            C::Unavailable => Self::Unavailable,
+            _ => return None,
+        })
+    }
+
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|o| o.as_str() == name)
+    }
+
+    /// How the report's page names it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Granted => "Granted",
+            Self::SoldOut => "Sold out",
+            Self::AlreadyBought => "Already bought",
+            Self::NotStarted => "Not started",
+            Self::Ended => "Ended",
+            Self::SalePaused => "Paused",
+            Self::InvalidToken => "Invalid token",
+            Self::RateLimited => "Rate limited",
+            Self::Shed => "Shed (busy)",
+            Self::Unavailable => "Unavailable",
+        }
+    }
+}
+
+/// Upper bounds (µs) of the gate-latency buckets: a grab is counted in the first
+/// bucket whose bound is at least its latency; the last takes the rest (a grab waits
+/// at most `REDIS_DEADLINE`, 2 s, on the gate). Percentiles read as "at most".
+#[cfg(feature = "ssr")]
+pub const LATENCY_BOUNDS_US: [i64; 24] = [
+    100, 200, 300, 500, 700, 1_000, 1_500, 2_000, 3_000, 5_000, 7_000, 10_000, 15_000, 20_000, 30_000, 50_000, 70_000,
+    100_000, 200_000, 300_000, 500_000, 1_000_000, 2_000_000, 5_000_000,
+];
+
+#[cfg(feature = "ssr")]
+/// The bucket (its index in [`LATENCY_BOUNDS_US`]) of a latency in µs.
+pub fn latency_bucket(us: u64) -> usize {
+    let us = i64::try_from(us).unwrap_or(i64::MAX);
+    LATENCY_BOUNDS_US.iter().position(|&b| us <= b).unwrap_or(LATENCY_BOUNDS_US.len() - 1)
+}
+
+/// The answer to `sale_report`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    pub voucher: Voucher,
+    /// When this report was read (figures of other processes may be up to a second
+    /// behind it; this process's are up to date).
+    #[serde(deserialize_with = "crate::rfc3339::deserialize")]
+    pub generated_at: DateTime<Utc>,
+    /// When the gate first sold the last unit, and how long after the start.
+    #[serde(default, deserialize_with = "crate::rfc3339::deserialize_option")]
+    pub sold_out_at: Option<DateTime<Utc>>,
+    pub time_to_sell_out_ms: Option<i64>,
+    /// Grabs by what they were answered, over the whole sale (every outcome named).
+    pub answers: BTreeMap<Outcome, i64>,
+    /// The same per second (Unix seconds), only seconds with a grab, oldest first.
+    pub seconds: Vec<Second>,
+    pub latency: Latency,
+    pub orders: OrderCounts,
+    pub units: Units,
+    /// The sale's operator actions, newest first.
+    pub actions: Vec<AuditEntry>,
+}
+
+/// One second of the sale: its grabs by outcome (outcomes with none left out).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Second {
+    /// Unix seconds.
+    pub at: i64,
+    pub answers: BTreeMap<Outcome, i64>,
+}
+
+/// How long the gate took to decide the grabs it decided (from admission to answer).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Latency {
+    pub grabs: i64,
+    /// Percentiles, in ms: the upper bound of the bucket holding them; `None` when no
+    /// grab was measured.
+    pub p50_ms: Option<f64>,
+    pub p90_ms: Option<f64>,
+    pub p99_ms: Option<f64>,
+    pub p999_ms: Option<f64>,
+    pub max_ms: Option<f64>,
+    /// Grabs per bucket: `[upper bound in ms, grabs]`, buckets with none left out.
+    pub buckets: Vec<(f64, i64)>,
+}
+
+impl Latency {
+    #[cfg(feature = "ssr")]
+    /// The figures from grabs per bucket (index in [`LATENCY_BOUNDS_US`]).
+    pub fn from_counts(counts: &[i64; LATENCY_BOUNDS_US.len()]) -> Self {
+        let grabs: i64 = counts.iter().sum();
+        let ms = |i: usize| LATENCY_BOUNDS_US[i] as f64 / 1000.0;
+        // The bound of the bucket holding the grab of rank ceil(q × grabs).
+        let quantile = |q: f64| {
+            let rank = ((grabs as f64 * q).ceil() as i64).max(1);
+            let mut seen = 0;
+            counts.iter().position(|&n| {
+                seen += n;
+                seen >= rank
+            })
+        };
+        let at = |q: f64| if grabs == 0 { None } else { quantile(q).map(ms) };
+        Self {
+            grabs,
+            p50_ms: at(0.5),
+            p90_ms: at(0.9),
+            p99_ms: at(0.99),
+            p999_ms: at(0.999),
+            max_ms: counts.iter().rposition(|&n| n > 0).map(ms),
+            buckets: counts.iter().enumerate().filter(|(_, &n)| n > 0).map(|(i, &n)| (ms(i), n)).collect(),
+        }
+    }
+}
+
+/// The sale's orders by where they ended.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OrderCounts {
+    /// Every order saved (each granted grab the worker persisted).
+    pub total: i64,
+    pub unpaid: i64,
+    pub paid: i64,
+    pub cancelled_by_shopper: i64,
+    pub timed_out: i64,
+}
+
+/// Where the sale's units went.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Units {
+    /// Units put on sale: created, plus added, less withdrawn by operators.
+    pub on_sale: i64,
+    pub added: i64,
+    pub withdrawn: i64,
+    /// Held by an order not cancelled (unpaid or paid).
+    pub sold: i64,
+    /// Given back by cancelled orders (by the shopper or at the pay deadline).
+    pub returned: i64,
+    /// Of those, grabbed again: the grants beyond the units on sale.
+    pub resold: i64,
+    /// Still on sale.
+    pub left: i64,
+    /// Grants the worker gave up on (each unit given back).
+    pub dead_letters: i64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outcomes_read_back_by_name() {
+        for o in Outcome::ALL {
+            assert_eq!(Outcome::parse(o.as_str()), Some(o));
+            assert_eq!(serde_json::to_value(o).unwrap(), o.as_str());
+        }
+        assert_eq!(Outcome::parse("lost"), None);
+    }
+
+    #[cfg(feature = "ssr")]
+    #[test]
+    fn latencies_fall_in_the_first_bucket_that_holds_them() {
+        assert_eq!(latency_bucket(0), 0);
+        assert_eq!(latency_bucket(100), 0);
+        assert_eq!(latency_bucket(101), 1);
+        assert_eq!(latency_bucket(2_000_000), 22);
+        assert_eq!(latency_bucket(60_000_000), 23, "the last bucket takes the rest");
+    }
+
+    #[cfg(feature = "ssr")]
+    #[test]
+    fn percentiles_are_the_bounds_of_the_buckets_holding_them() {
+        let mut counts = [0; LATENCY_BOUNDS_US.len()];
+        assert_eq!(Latency::from_counts(&counts), Latency::default(), "none measured");
+        counts[latency_bucket(400)] = 90; // ≤ 0.5 ms
+        counts[latency_bucket(4_000)] = 9; // ≤ 5 ms
+        counts[latency_bucket(40_000)] = 1; // ≤ 50 ms
+        let l = Latency::from_counts(&counts);
+        assert_eq!(l.grabs, 100);
+        assert_eq!((l.p50_ms, l.p90_ms, l.p99_ms, l.p999_ms), (Some(0.5), Some(0.5), Some(5.0), Some(50.0)));
+        assert_eq!(l.max_ms, Some(50.0));
+        assert_eq!(l.buckets, vec![(0.5, 90), (5.0, 9), (50.0, 1)]);
+    }
+}

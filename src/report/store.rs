@@ -1,0 +1,105 @@
+//! The report's SQL: counts added by each process's tally, and the sale's figures read
+//! from the orders, dead letters and the counts.
+
+use super::{tally::Counts, OrderCounts, Outcome, LATENCY_BOUNDS_US};
+use crate::{backend::Db, ids::EPOCH_SECS};
+use std::collections::BTreeMap;
+
+/// Adds a tally's counts, in one transaction. Counts of a voucher that does not exist
+/// (a grab may name any id) are dropped.
+pub async fn add_counts(db: &Db, counts: &Counts) -> sqlx::Result<()> {
+    let mut tx = db.begin().await?;
+    for (&(voucher_id, second, outcome), &n) in &counts.refusals {
+        sqlx::query(
+            "INSERT INTO sale_refusals (voucher_id, second, code, n) \
+             SELECT $1, $2, $3, $4 WHERE EXISTS (SELECT 1 FROM vouchers WHERE id = $1) \
+             ON CONFLICT (voucher_id, second, code) DO UPDATE SET n = sale_refusals.n + excluded.n",
+        )
+        .bind(voucher_id)
+        .bind(second)
+        .bind(outcome.as_str())
+        .bind(n)
+        .execute(&mut *tx)
+        .await?;
+    }
+    for (&(voucher_id, bucket), &n) in &counts.latency {
+        sqlx::query(
+            "INSERT INTO sale_latency (voucher_id, le_us, n) \
+             SELECT $1, $2, $3 WHERE EXISTS (SELECT 1 FROM vouchers WHERE id = $1) \
+             ON CONFLICT (voucher_id, le_us) DO UPDATE SET n = sale_latency.n + excluded.n",
+        )
+        .bind(voucher_id)
+        .bind(super::tally::bound_of(bucket))
+        .bind(n)
+        .execute(&mut *tx)
+        .await?;
+    }
+    tx.commit().await
+}
+
+/// Grabs per Unix second and outcome: grants from the orders and dead letters (by the
+/// second their id carries), refusals from the counts.
+pub async fn answers_per_second(db: &Db, voucher_id: i64) -> sqlx::Result<BTreeMap<i64, BTreeMap<Outcome, i64>>> {
+    let granted: Vec<(i64, i64)> = sqlx::query_as(
+        "SELECT s, CAST(SUM(n) AS BIGINT) FROM ( \
+           SELECT (id >> 32) AS s, COUNT(*) AS n FROM orders WHERE voucher_id = $1 GROUP BY 1 \
+           UNION ALL \
+           SELECT (order_id >> 32) AS s, COUNT(*) AS n FROM dead_letters WHERE voucher_id = $1 GROUP BY 1 \
+         ) AS g GROUP BY s",
+    )
+    .bind(voucher_id)
+    .fetch_all(db)
+    .await?;
+    let refused: Vec<(i64, String, i64)> =
+        sqlx::query_as("SELECT second, code, n FROM sale_refusals WHERE voucher_id = $1")
+            .bind(voucher_id)
+            .fetch_all(db)
+            .await?;
+    let mut seconds: BTreeMap<i64, BTreeMap<Outcome, i64>> = BTreeMap::new();
+    for (s, n) in granted {
+        *seconds.entry(s + EPOCH_SECS).or_default().entry(Outcome::Granted).or_default() += n;
+    }
+    for (second, code, n) in refused {
+        if let Some(outcome) = Outcome::parse(&code) {
+            *seconds.entry(second).or_default().entry(outcome).or_default() += n;
+        }
+    }
+    Ok(seconds)
+}
+
+/// Grabs the gate decided per latency bucket (index in [`LATENCY_BOUNDS_US`]).
+pub async fn latency(db: &Db, voucher_id: i64) -> sqlx::Result<[i64; LATENCY_BOUNDS_US.len()]> {
+    let rows: Vec<(i64, i64)> = sqlx::query_as("SELECT le_us, n FROM sale_latency WHERE voucher_id = $1")
+        .bind(voucher_id)
+        .fetch_all(db)
+        .await?;
+    let mut counts = [0; LATENCY_BOUNDS_US.len()];
+    for (le_us, n) in rows {
+        if let Some(i) = LATENCY_BOUNDS_US.iter().position(|&b| b == le_us) {
+            counts[i] += n;
+        }
+    }
+    Ok(counts)
+}
+
+/// The sale's orders by status and cancel reason.
+pub async fn orders(db: &Db, voucher_id: i64) -> sqlx::Result<OrderCounts> {
+    let rows: Vec<(String, String, i64)> = sqlx::query_as(
+        "SELECT status, COALESCE(cancel_reason, ''), COUNT(*) FROM orders WHERE voucher_id = $1 \
+         GROUP BY status, cancel_reason",
+    )
+    .bind(voucher_id)
+    .fetch_all(db)
+    .await?;
+    let mut counts = OrderCounts::default();
+    for (status, reason, n) in rows {
+        counts.total += n;
+        match (status.as_str(), reason.as_str()) {
+            ("unpaid", _) => counts.unpaid += n,
+            ("paid", _) => counts.paid += n,
+            (_, "timeout") => counts.timed_out += n,
+            _ => counts.cancelled_by_shopper += n,
+        }
+    }
+    Ok(counts)
+}

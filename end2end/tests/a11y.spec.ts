@@ -11,7 +11,7 @@ async function expectAccessible(page: Page, what: string): Promise<void> {
   expect(grave, `${what}: ${grave.join('\n')}`).toEqual([]);
 }
 
-test('the shop, my orders and the admin board pass axe-core', async ({ page, request }) => {
+test('the shop, my orders, the admin board and a sale report pass axe-core', async ({ page, request }) => {
   const title = uniqueTitle('Socks');
   await createVoucher(request, title, 3);
   await open(page, '/');
@@ -29,4 +29,10 @@ test('the shop, my orders and the admin board pass axe-core', async ({ page, req
   await page.getByText(/^Orders of voucher #\d+$/).first().click();
   await expect(page.getByRole('table').first()).toBeVisible();
   await expectAccessible(page, 'admin board');
+
+  await page.getByRole('article', { name: title, exact: true }).getByRole('link', { name: 'Report' }).click();
+  await expect(page.getByRole('table', { name: 'Answers' }).getByRole('row', { name: /^Granted 1 / })).toBeVisible({
+    timeout: 15_000,
+  });
+  await expectAccessible(page, 'sale report');
 });

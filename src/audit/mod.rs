@@ -1,11 +1,13 @@
 //! The operator's log: every operator action (create, warm, operator accounts; the
 //! sale's live changes as they come) with who did it, what, the state before and
 //! after, and when. Written in the action's own request, after the action; read by
-//! `list_audit` and the admin page (`sale::admin`, `sale::admin_view`). Imports no
-//! domain: actions hand it their actor's name and their states as JSON.
+//! `list_audit` and the admin page (`sale::admin`, `sale::admin_view`), and a sale's
+//! report. Imports no domain: actions hand it their actor's name and their states as
+//! JSON.
 
 #[cfg(feature = "ssr")]
 pub mod store;
+pub mod view;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};

@@ -24,6 +24,11 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+/// The report page of a sale (the app's route `/admin/report/:id`).
+pub fn page_path(voucher_id: i64) -> String {
+    format!("/admin/report/{voucher_id}")
+}
+
 /// What a shopper's grab was answered, as the report counts it: granted, or a refusal
 /// by its API error code; `shed` is an `unavailable` from admission control (the
 /// process was past what it serves), `unavailable` one from the gate not answering.

@@ -80,14 +80,15 @@ fn body(r: Report) -> impl IntoView {
                 {legend(&r.answers)}
             </figure>
             <Figures title="Gate latency" items=latency.to_vec()
-                note=format!("{} grabs decided at the gate; buckets' upper bounds", l.grabs)/>
-            {histogram(&r.latency.buckets)}
+                note=format!("{} grabs decided at the gate; buckets' upper bounds", l.grabs)>
+                {histogram(&r.latency.buckets)}
+            </Figures>
             <Figures title="Orders" items=orders.map(|(k, n)| (k, n.to_string())).to_vec()/>
             <Figures title="Units" items=units.map(|(k, n)| (k, n.to_string())).to_vec()/>
             <section class="rounded bg-white p-3 shadow">
                 <h3 class="font-semibold">"Operator actions"</h3>
                 <ul class="list-disc pl-5 text-sm" aria-label="Operator actions">
-                    {r.actions.into_iter().map(crate::sale::admin_view::log_line).collect_view()}
+                    {r.actions.into_iter().map(crate::audit::view::log_line).collect_view()}
                 </ul>
             </section>
         </section>
@@ -100,6 +101,7 @@ fn Figures(
     title: &'static str,
     items: Vec<(&'static str, String)>,
     #[prop(optional, into)] note: Option<String>,
+    #[prop(optional)] children: Option<Children>,
 ) -> impl IntoView {
     view! {
         <section class="rounded bg-white p-3 shadow" aria-label=title>
@@ -110,6 +112,7 @@ fn Figures(
                 }).collect_view()}
             </dl>
             {note.map(|n| view! { <p class="mt-1 text-xs text-slate-600">{n}</p> })}
+            {children.map(|c| c())}
         </section>
     }
 }
@@ -199,7 +202,7 @@ fn legend(answers: &BTreeMap<Outcome, i64>) -> impl IntoView {
 fn histogram(buckets: &[(f64, i64)]) -> impl IntoView {
     let top = buckets.iter().map(|(_, n)| *n).max().unwrap_or(1).max(1) as f64;
     view! {
-        <ul class="grid gap-0.5 rounded bg-white p-3 text-xs shadow" aria-label="Gate latency buckets">
+        <ul class="mt-2 grid gap-0.5 text-xs" aria-label="Gate latency buckets">
             {buckets.iter().map(|(le, n)| view! {
                 <li class="flex items-center gap-2">
                     <span class="w-20 text-right font-mono">{format!("≤ {le} ms")}</span>

@@ -8,7 +8,7 @@ use super::{
     run::{add_stock, end_sale, pause_sale, resume_sale, update_voucher, withdraw_stock},
 };
 use crate::{
-    audit::AuditEntry,
+    audit::{view::log_line, AuditEntry},
     browser::{from_local_input, local_input, local_time},
     error::{AppError, AppResult},
     money,
@@ -249,6 +249,7 @@ pub fn SaleRow(
             <p class="text-xs text-slate-600">{summary}</p>
             <div class="mt-2 flex flex-wrap items-center gap-2" role="group" aria-label=format!("Run sale #{id}")>
                 <button class=button on:click=warm>"Warm up"</button>
+                <a class=format!("{button} inline-flex items-center") href=crate::report::page_path(id)>"Report"</a>
                 <Show when=move || state.get() != Some(SaleState::Ended)>
                     <Show when=move || voucher.get().is_some_and(|v| v.paused)
                         fallback=move || view! { <button class=button on:click=pause>"Pause"</button> }>
@@ -370,11 +371,4 @@ pub fn SaleLog(voucher_id: i64) -> impl IntoView {
             </ul>
         </details>
     }
-}
-
-/// One entry as a line: when (the operator's zone), what, who, and the state it left.
-pub fn log_line(e: AuditEntry) -> impl IntoView {
-    let change = e.after.or(e.before).unwrap_or_default();
-    let when = local_time(e.at);
-    view! { <li>{format!("{when} {} by {}: {change}", e.action, e.actor)}</li> }
 }

@@ -245,3 +245,29 @@ async fn the_report_is_for_operators_and_keeps_only_real_sales() {
     assert_eq!(stored, 0);
     app.stop().await;
 }
+
+/// Every process counts what it answered: a second process's refusals are in the
+/// report, and one that stops adds its counts on the way out (none lost to the stop).
+#[tokio::test]
+async fn the_report_adds_every_processs_answers_and_a_stopping_one_flushes_its_own() {
+    let a = TestApp::spawn().await;
+    let b = TestApp::with(a.restart_options()).await;
+    let v = a.create_voucher(1, -5, 3600).await;
+    let (ann, bob) = (a.sign_in("rep2-ann").await, a.sign_in("rep2-bob").await);
+    let ledger = Ledger::default();
+    assert_eq!(ledger.grab(&a, &ann, v, None).await.0, 200);
+    for _ in 0..3 {
+        ledger.grab(&b, &ann, v, None).await;
+        ledger.grab(&b, &bob, v, None).await;
+        ledger.grab(&a, &bob, v, None).await;
+    }
+    b.stop().await;
+    // Grants are the saved orders: the report has one once the worker saved it.
+    a.wait_for_stats("the order saved", v, |s| s["persisted"] == 1).await;
+    let report = a.admin("sale_report", json!({ "voucher_id": v })).await;
+    let said: BTreeMap<String, i64> = serde_json::from_value(report["answers"].clone()).unwrap();
+    let answered = ledger.counts();
+    assert_eq!(said.into_iter().filter(|(_, n)| *n > 0).collect::<BTreeMap<_, _>>(), answered, "{report}");
+    assert_eq!(answered.values().sum::<i64>(), 10, "{answered:?}");
+    a.stop().await;
+}

@@ -129,5 +129,11 @@ async fn past_its_cap_a_process_sheds_grabs_at_once_and_loses_none_it_let_throug
     }
     let stats = app.wait_for_stats("the admitted grabs saved", v, |s| s["persisted"] == 4).await;
     assert_eq!((stats["granted"].as_i64(), stats["redis_stock"].as_i64()), (Some(4), Some(6)), "{stats}");
+    // The report counts them so: sixteen shed, four granted, none of either counted twice.
+    let report = app.admin("sale_report", json!({ "voucher_id": v })).await;
+    let answers = &report["answers"];
+    assert_eq!((answers["shed"].as_i64(), answers["granted"].as_i64()), (Some(16), Some(4)), "{answers}");
+    assert_eq!(answers["unavailable"], 0, "{answers}");
+    assert_eq!(report["latency"]["grabs"], 4, "the four decided at the gate: {report}");
     app.stop().await;
 }

@@ -168,6 +168,7 @@ async fn run(args: Args) -> Result<bool, String> {
         println!("  server peak RSS {mb:.0} MB (target ≤ 150 MB in a 100k-grab storm: --users 100000)");
     }
     let mut ok = check(&granted, &settled.stats, stock, shoppers.len());
+    ok &= report_agrees(&admin, &granted).await?;
     ok &= overload(&admin, &bases, &args, &shoppers, &granted).await?;
 
     if args.sold_out_stock > 0 {
@@ -177,6 +178,7 @@ async fn run(args: Args) -> Result<bool, String> {
         let locally = refused_locally(&bases, &args.admin_token, sold_out.voucher_id).await?;
         println!("  refused from the local flag: {locally}");
         ok &= check(&sold_out, &settled_sold_out.stats, args.sold_out_stock, shoppers.len());
+        ok &= report_agrees(&admin, &sold_out).await?;
     }
 
     if let Some(database_url) = &args.database_url {
@@ -195,6 +197,7 @@ async fn run(args: Args) -> Result<bool, String> {
         );
         let settled_beside = settle(&admin, beside.voucher_id, beside.last_answer).await?;
         ok &= check(&beside, &settled_beside.stats, shoppers.len() as i64, shoppers.len());
+        ok &= report_agrees(&admin, &beside).await?;
     }
 
     pages(&bases, &cpu).await?;
@@ -308,6 +311,8 @@ struct Storm {
     twice: Vec<i64>,
     /// Calls shed at least once and sent again (the overload storm).
     shed_then_sent_again: usize,
+    /// Every 503 answered, those sent again included.
+    unavailable_answers: usize,
 }
 
 async fn storm(
@@ -345,11 +350,13 @@ async fn storm(
         granted: 0,
         twice: Vec::new(),
         shed_then_sent_again: 0,
+        unavailable_answers: 0,
     };
     let mut winners = HashSet::new();
     for answer in answers {
         s.latencies.push(answer.took);
         s.shed_then_sent_again += usize::from(answer.shed > 0);
+        s.unavailable_answers += answer.shed as usize + usize::from(answer.status == StatusCode::SERVICE_UNAVAILABLE);
         let granted = answer.status == StatusCode::OK;
         let outcome = if granted {
             "granted".to_owned()
@@ -451,7 +458,40 @@ async fn overload(
     if ok {
         println!("  invariants hold: admitted grabs saved once, shed grabs not granted");
     }
-    Ok(ok)
+    Ok(ok && report_agrees(admin, &storm).await?)
+}
+
+/// Whether the sale's report (`sale_report`) counts every answer the storm received:
+/// each outcome as many times, and the 503s (shed, or the gate unavailable) with those
+/// sent again. Other processes add their counts within a second: asked until it holds,
+/// for a few seconds.
+async fn report_agrees(admin: &ApiClient, storm: &Storm) -> Result<bool, String> {
+    let mut expected: BTreeMap<String, i64> =
+        storm.outcomes.iter().filter(|(k, _)| *k != "unavailable").map(|(k, n)| (k.clone(), *n as i64)).collect();
+    if storm.unavailable_answers > 0 {
+        expected.insert("unavailable or shed".into(), storm.unavailable_answers as i64);
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let report = admin.admin("sale_report", serde_json::json!({ "voucher_id": storm.voucher_id })).await?;
+        let mut said: BTreeMap<String, i64> = BTreeMap::new();
+        for (outcome, n) in report["answers"].as_object().into_iter().flatten() {
+            let n = n.as_i64().unwrap_or(-1);
+            let key = if outcome == "shed" || outcome == "unavailable" { "unavailable or shed" } else { outcome };
+            if n != 0 {
+                *said.entry(key.to_owned()).or_default() += n;
+            }
+        }
+        if said == expected {
+            println!("  the sale's report counts every answer: {said:?}");
+            return Ok(true);
+        }
+        if Instant::now() > deadline {
+            println!("  FAIL the sale's report ({} storm): {said:?}, the storm received {expected:?}", storm.name);
+            return Ok(false);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// The voucher's figures once every granted order is persisted, and how long after

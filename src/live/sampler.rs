@@ -35,12 +35,13 @@ pub fn spawn(
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut prev = HashMap::new();
+        let mut sell_outs = SellOuts::default();
         // This process's admitted and shed grabs at the last sample, and when.
         let mut gate_before = (chrono::Utc::now().timestamp_millis(), admission.counts());
         let mut ticks = shutdown::interval(EVERY);
         let mut failing = false;
         while shutdown.tick(&mut ticks).await {
-            match sample(&backend, &flags, &mut prev).await {
+            match sample(&backend, &flags, &mut prev, &mut sell_outs).await {
                 Ok(mut snapshot) => {
                     failing = false;
                     let now = (snapshot.at_ms, admission.counts());
@@ -64,10 +65,11 @@ async fn sample(
     backend: &Backend,
     flags: &SoldOutFlags,
     prev: &mut HashMap<i64, Prev>,
+    sell_outs: &mut SellOuts,
 ) -> Result<Snapshot, BackendError> {
     let rows = vouchers::live(&backend.db, SHOWN_AFTER_END_MS).await?;
     let figures = figures::read(backend, &rows).await?;
-    keep_sell_outs(backend, &rows, &figures).await?;
+    sell_outs.keep(backend, &rows, &figures);
     // The gate's clock: shoppers' pages read the time from the feed too.
     let at_ms = crate::sale::gate::clock(backend, None).await.unwrap_or_else(|_| chrono::Utc::now().timestamp_millis());
     let vouchers = figures
@@ -108,14 +110,32 @@ async fn sample(
 }
 
 /// Copies the moment each sale first sold out from its Redis window (the gate's) to
-/// its row, once: the report reads it there after Redis let the sale's keys go.
-async fn keep_sell_outs(backend: &Backend, rows: &[VoucherRow], figures: &[SaleFigures]) -> sqlx::Result<()> {
-    for (row, f) in rows.iter().zip(figures) {
-        if let (None, Some(at)) = (row.sold_out_at, f.sold_out_at_ms) {
-            vouchers::record_sold_out(&backend.db, row.id, at).await?;
+/// its row, once: the report reads it there after Redis let the sale's keys go. In a
+/// task of its own, one at a time: the write may wait for the database's lock (a
+/// storm's worker holds it often), and the live numbers must not wait with it.
+#[derive(Default)]
+struct SellOuts(Option<tokio::task::JoinHandle<()>>);
+
+impl SellOuts {
+    fn keep(&mut self, backend: &Backend, rows: &[VoucherRow], figures: &[SaleFigures]) {
+        let owed: Vec<(i64, i64)> = rows
+            .iter()
+            .zip(figures)
+            .filter_map(|(row, f)| f.sold_out_at_ms.filter(|_| row.sold_out_at.is_none()).map(|at| (row.id, at)))
+            .collect();
+        if owed.is_empty() || self.0.as_ref().is_some_and(|t| !t.is_finished()) {
+            return;
         }
+        let db = backend.db.clone();
+        self.0 = Some(tokio::spawn(async move {
+            for (id, at) in owed {
+                if let Err(e) = vouchers::record_sold_out(&db, id, at).await {
+                    tracing::warn!(voucher_id = id, "live sampler: keeping the sell-out: {e}; trying again");
+                    return;
+                }
+            }
+        }));
     }
-    Ok(())
 }
 
 /// Hands one voucher's figures to the metrics recorder (`/metrics`).

@@ -132,8 +132,9 @@ async fn report_csv(
     }
 }
 
-/// The grabs per second as CSV: one line per second from the first second with a grab
-/// to the last (seconds without one read 0), a column per outcome.
+/// The grabs per second as CSV: one line per second with a grab, oldest first (a
+/// second without one is left out, so a sale's file grows with its grabs, not its
+/// length), a column per outcome.
 #[cfg(feature = "ssr")]
 pub fn csv(report: &Report) -> String {
     let mut out = String::from("second");
@@ -142,15 +143,11 @@ pub fn csv(report: &Report) -> String {
         out.push_str(o.as_str());
     }
     out.push('\n');
-    let (Some(first), Some(last)) = (report.seconds.first(), report.seconds.last()) else { return out };
-    let mut rows = report.seconds.iter().peekable();
-    for at in first.at..=last.at {
-        let answers = rows.next_if(|s| s.at == at).map(|s| &s.answers);
-        let time = chrono::DateTime::from_timestamp(at, 0).unwrap_or_default();
+    for second in &report.seconds {
+        let time = chrono::DateTime::from_timestamp(second.at, 0).unwrap_or_default();
         out.push_str(&time.to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
         for o in Outcome::ALL {
-            let n = answers.and_then(|a| a.get(&o)).copied().unwrap_or(0);
-            out.push_str(&format!(",{n}"));
+            out.push_str(&format!(",{}", second.answers.get(&o).copied().unwrap_or(0)));
         }
         out.push('\n');
     }

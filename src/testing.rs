@@ -17,6 +17,7 @@ pub use crate::{
         store::{self, OrderMsg, Outcome, RebuildSource},
         CancelReason,
     },
+    report::{tally::Tally, Outcome as Answer},
     sale::{
         gate::{self, Verdict},
         warm, REDIS_DEADLINE,

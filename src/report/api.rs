@@ -53,14 +53,12 @@ pub async fn build(state: &AppState, voucher_id: i64) -> AppResult<Report> {
     let row = vouchers::get(db, voucher_id).await?.ok_or(ErrorCode::UnknownVoucher)?;
     state.tally.flush(db).await?;
     let left = remaining(&state.backend, std::slice::from_ref(&row)).await?[0];
-    let per_second = store::answers_per_second(db, voucher_id).await?;
+    let store::Record { seconds, latency, orders, dead_letters } = store::read(db, voucher_id).await?;
     let mut answers: BTreeMap<Outcome, i64> = Outcome::ALL.into_iter().map(|o| (o, 0)).collect();
-    for (outcome, n) in per_second.values().flatten() {
+    for (outcome, n) in seconds.values().flatten() {
         *answers.entry(*outcome).or_default() += n;
     }
-    let orders = store::orders(db, voucher_id).await?;
     let granted = answers[&Outcome::Granted];
-    let dead_letters = granted - orders.total;
     let sold_out_at = match row.sold_out_at {
         Some(at) => Some(at),
         None => sold_out_in_redis(&state.backend, voucher_id).await,
@@ -71,8 +69,8 @@ pub async fn build(state: &AppState, voucher_id: i64) -> AppResult<Report> {
         sold_out_at: sold_out_at.and_then(chrono::DateTime::from_timestamp_millis),
         time_to_sell_out_ms: sold_out_at.map(|at| at - row.begins_at),
         answers,
-        seconds: per_second.into_iter().map(|(at, answers)| Second { at, answers }).collect(),
-        latency: Latency::from_counts(&store::latency(db, voucher_id).await?),
+        seconds: seconds.into_iter().map(|(at, answers)| Second { at, answers }).collect(),
+        latency: Latency::from_counts(&latency),
         orders,
         units: Units {
             on_sale: row.stock,

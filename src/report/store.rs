@@ -3,13 +3,49 @@
 
 use super::{tally::Counts, OrderCounts, Outcome, LATENCY_BOUNDS_US};
 use crate::{backend::Db, ids::EPOCH_SECS};
+use sqlx::AnyConnection;
 use std::collections::BTreeMap;
+
+/// What the database knows of a sale's grabs and orders, read at one moment.
+pub struct Record {
+    /// Grabs per Unix second and outcome.
+    pub seconds: BTreeMap<i64, BTreeMap<Outcome, i64>>,
+    /// Grabs the gate decided per latency bucket (index in [`LATENCY_BOUNDS_US`]).
+    pub latency: [i64; LATENCY_BOUNDS_US.len()],
+    pub orders: OrderCounts,
+    pub dead_letters: i64,
+}
+
+/// Reads the sale's record in one read transaction, so its figures agree with each
+/// other while the worker saves orders (on PostgreSQL one snapshot for every query:
+/// repeatable read; SQLite's read transaction is one already).
+pub async fn read(db: &Db, voucher_id: i64) -> sqlx::Result<Record> {
+    let mut tx = db.begin().await?;
+    if tx.backend_name() == "PostgreSQL" {
+        sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ").execute(&mut *tx).await?;
+    }
+    let seconds = answers_per_second(&mut tx, voucher_id).await?;
+    let latency = latency(&mut tx, voucher_id).await?;
+    let orders = orders(&mut tx, voucher_id).await?;
+    let dead_letters = sqlx::query_scalar("SELECT COUNT(*) FROM dead_letters WHERE voucher_id = $1")
+        .bind(voucher_id)
+        .fetch_one(&mut *tx)
+        .await?;
+    tx.rollback().await?;
+    Ok(Record { seconds, latency, orders, dead_letters })
+}
 
 /// Adds a tally's counts, in one transaction. Counts of a voucher that does not exist
 /// (a grab may name any id) are dropped.
 pub async fn add_counts(db: &Db, counts: &Counts) -> sqlx::Result<()> {
+    // In key order: two processes flushing the same rows at once lock them in the same
+    // order (PostgreSQL would otherwise find a deadlock and refuse one).
+    let mut refusals: Vec<_> = counts.refusals.iter().collect();
+    refusals.sort_unstable_by_key(|(k, _)| **k);
+    let mut latency: Vec<_> = counts.latency.iter().collect();
+    latency.sort_unstable_by_key(|(k, _)| **k);
     let mut tx = db.begin().await?;
-    for (&(voucher_id, second, outcome), &n) in &counts.refusals {
+    for (&(voucher_id, second, outcome), &n) in refusals {
         sqlx::query(
             "INSERT INTO sale_refusals (voucher_id, second, code, n) \
              SELECT $1, $2, $3, $4 WHERE EXISTS (SELECT 1 FROM vouchers WHERE id = $1) \
@@ -22,7 +58,7 @@ pub async fn add_counts(db: &Db, counts: &Counts) -> sqlx::Result<()> {
         .execute(&mut *tx)
         .await?;
     }
-    for (&(voucher_id, bucket), &n) in &counts.latency {
+    for (&(voucher_id, bucket), &n) in latency {
         sqlx::query(
             "INSERT INTO sale_latency (voucher_id, le_us, n) \
              SELECT $1, $2, $3 WHERE EXISTS (SELECT 1 FROM vouchers WHERE id = $1) \
@@ -39,7 +75,10 @@ pub async fn add_counts(db: &Db, counts: &Counts) -> sqlx::Result<()> {
 
 /// Grabs per Unix second and outcome: grants from the orders and dead letters (by the
 /// second their id carries), refusals from the counts.
-pub async fn answers_per_second(db: &Db, voucher_id: i64) -> sqlx::Result<BTreeMap<i64, BTreeMap<Outcome, i64>>> {
+async fn answers_per_second(
+    db: &mut AnyConnection,
+    voucher_id: i64,
+) -> sqlx::Result<BTreeMap<i64, BTreeMap<Outcome, i64>>> {
     let granted: Vec<(i64, i64)> = sqlx::query_as(
         "SELECT s, CAST(SUM(n) AS BIGINT) FROM ( \
            SELECT (id >> 32) AS s, COUNT(*) AS n FROM orders WHERE voucher_id = $1 GROUP BY 1 \
@@ -48,12 +87,12 @@ pub async fn answers_per_second(db: &Db, voucher_id: i64) -> sqlx::Result<BTreeM
          ) AS g GROUP BY s",
     )
     .bind(voucher_id)
-    .fetch_all(db)
+    .fetch_all(&mut *db)
     .await?;
     let refused: Vec<(i64, String, i64)> =
         sqlx::query_as("SELECT second, code, n FROM sale_refusals WHERE voucher_id = $1")
             .bind(voucher_id)
-            .fetch_all(db)
+            .fetch_all(&mut *db)
             .await?;
     let mut seconds: BTreeMap<i64, BTreeMap<Outcome, i64>> = BTreeMap::new();
     for (s, n) in granted {
@@ -68,10 +107,10 @@ pub async fn answers_per_second(db: &Db, voucher_id: i64) -> sqlx::Result<BTreeM
 }
 
 /// Grabs the gate decided per latency bucket (index in [`LATENCY_BOUNDS_US`]).
-pub async fn latency(db: &Db, voucher_id: i64) -> sqlx::Result<[i64; LATENCY_BOUNDS_US.len()]> {
+async fn latency(db: &mut AnyConnection, voucher_id: i64) -> sqlx::Result<[i64; LATENCY_BOUNDS_US.len()]> {
     let rows: Vec<(i64, i64)> = sqlx::query_as("SELECT le_us, n FROM sale_latency WHERE voucher_id = $1")
         .bind(voucher_id)
-        .fetch_all(db)
+        .fetch_all(&mut *db)
         .await?;
     let mut counts = [0; LATENCY_BOUNDS_US.len()];
     for (le_us, n) in rows {
@@ -83,13 +122,13 @@ pub async fn latency(db: &Db, voucher_id: i64) -> sqlx::Result<[i64; LATENCY_BOU
 }
 
 /// The sale's orders by status and cancel reason.
-pub async fn orders(db: &Db, voucher_id: i64) -> sqlx::Result<OrderCounts> {
+async fn orders(db: &mut AnyConnection, voucher_id: i64) -> sqlx::Result<OrderCounts> {
     let rows: Vec<(String, String, i64)> = sqlx::query_as(
         "SELECT status, COALESCE(cancel_reason, ''), COUNT(*) FROM orders WHERE voucher_id = $1 \
          GROUP BY status, cancel_reason",
     )
     .bind(voucher_id)
-    .fetch_all(db)
+    .fetch_all(&mut *db)
     .await?;
     let mut counts = OrderCounts::default();
     for (status, reason, n) in rows {

@@ -47,11 +47,9 @@ pub async fn grab(state: &AppState, user_id: i64, voucher_id: i64, token: Option
     // The permit's clock times the gate: one clock read per grab, not two.
     let took = admitted.started().elapsed();
     GATE_SECONDS.get_or_init(|| metrics::histogram!("seckill_gate_seconds")).record(took);
-    state.tally.gate_took(voucher_id, took);
-    match answer {
-        Ok(ticket) => Ok(ticket),
-        Err(code) => Err(refused(state, voucher_id, code)),
-    }
+    let outcome = answer.as_ref().map_or_else(|code| Outcome::of_code(*code), |_| Some(Outcome::Granted));
+    state.tally.decided(voucher_id, outcome, took);
+    answer.map_err(AppError::from)
 }
 
 /// A grab answered `code`, counted for the report.

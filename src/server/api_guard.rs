@@ -124,10 +124,13 @@ async fn pass(guard: &Guard, peer: SocketAddr, mut req: Request, next: Next) -> 
         .unwrap_or_else(|_| refusal(ErrorCode::Unavailable))
 }
 
-/// A grab refused over its rate is counted for its sale's report: its arguments are
-/// read for the sale, briefly (a caller that does not send them is not waited for).
+/// A shopper's grab refused over its rate is counted for its sale's report: its
+/// arguments are read for the sale, briefly (a caller that does not send them is not
+/// waited for). Only a signed-in shopper's grab (a session whose signature holds) is
+/// counted: an anonymous flood is not a sale's answer, and must not cost a write each.
 async fn count_refused_grab(guard: &Guard, req: Request) {
-    if req.uri().path() != <sale::api::Grab as server_fn::ServerFn>::PATH {
+    let grab = <sale::api::Grab as server_fn::ServerFn>::PATH;
+    if req.method() != Method::POST || req.uri().path() != grab || guard.secrets.session_user(req.headers()).is_none() {
         return;
     }
     #[derive(serde::Deserialize)]

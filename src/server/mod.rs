@@ -192,6 +192,11 @@ async fn run(
         tracing::warn!("background tasks still busy {STOP_GRACE:?} after the stop signal; leaving them");
     }
     shards.finish().await;
+    // Every request has been answered: what was counted for the sales' reports while
+    // serving drained goes in too.
+    if let Err(e) = state.tally.flush(&backend.db).await {
+        tracing::warn!("report tally: the last flush failed: {e}");
+    }
     Ok(())
 }
 

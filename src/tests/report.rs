@@ -2,10 +2,14 @@
 //! report (JSON and CSV) that must say the same, agree with the orders table, and say
 //! when the sale sold out.
 
-use crate::support::{code, wait_until, Options, Shopper, TestApp, ADMIN_TOKEN, SETTLED};
+use crate::support::{code, hold_write_lock, wait_until, Options, Shopper, TestApp, ADMIN_TOKEN, SETTLED};
 use futures::future::join_all;
 use serde_json::{json, Value};
-use std::{collections::BTreeMap, sync::Mutex, time::Instant};
+use std::{
+    collections::BTreeMap,
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
 
 /// Every grab answer the test received, by outcome (`granted` or the error code).
 #[derive(Default)]
@@ -228,7 +232,11 @@ async fn the_report_counts_every_answer_the_shoppers_got() {
 /// rest of the same flush is kept.
 #[tokio::test]
 async fn the_report_is_for_operators_and_keeps_only_real_sales() {
-    let app = TestApp::with(Options::default().with(|c| c.rate_per_session = 1)).await;
+    let app = TestApp::with(Options::default().with(|c| {
+        c.rate_per_session = 1;
+        c.rate_per_address = 20;
+    }))
+    .await;
     let v = app.create_voucher(2, -5, 3600).await;
     let (ann, bob) = (app.sign_in("rep-ann").await, app.sign_in("rep-bob").await);
     let (status, body) = app.call("sale_report", json!({ "voucher_id": v }), &[("cookie", &ann.cookie)]).await;
@@ -253,7 +261,29 @@ async fn the_report_is_for_operators_and_keeps_only_real_sales() {
         .await
         .unwrap();
     assert_eq!(stored, 0);
+
+    // Over the address's rate, anonymous grabs are refused but not a sale's answers:
+    // nobody's grab, and a flood of them must not cost a write each.
+    let anonymous =
+        (0..60).map(|_| app.http.post(format!("{}/api/grab", app.base)).json(&json!({ "voucher_id": v })).send());
+    let limited = join_all(anonymous).await.into_iter().filter(|r| r.as_ref().unwrap().status() == 429).count();
+    assert!(limited > 0, "the address's limit answered");
+    let report = wait_for_report(&app, v).await;
+    assert_eq!(report["answers"]["rate_limited"], 0, "{report}");
     app.stop().await;
+}
+
+/// The report, asked until the caller's address is under its rate again.
+async fn wait_for_report(app: &TestApp, v: i64) -> Value {
+    let deadline = Instant::now() + SETTLED;
+    loop {
+        let (status, body) = app.operator("sale_report", json!({ "voucher_id": v })).await;
+        if status == 200 {
+            return body;
+        }
+        assert!(status == 429 && Instant::now() < deadline, "{status}: {body}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// Every process counts what it answered: a second process's refusals are in the
@@ -280,4 +310,36 @@ async fn the_report_adds_every_processs_answers_and_a_stopping_one_flushes_its_o
     assert_eq!(said.into_iter().filter(|(_, n)| *n > 0).collect::<BTreeMap<_, _>>(), answered, "{report}");
     assert_eq!(answered.values().sum::<i64>(), 10, "{answered:?}");
     a.stop().await;
+}
+
+/// A flush whose caller goes away while it waits for the database (a report request
+/// dropped by its browser) still writes its counts, once.
+#[tokio::test]
+async fn a_flush_whose_caller_goes_away_mid_write_loses_no_count() {
+    use seckill::testing::{Answer, Tally};
+    let app = TestApp::spawn().await;
+    let v = app.create_voucher(1, -5, 3600).await;
+    let tally = Arc::new(Tally::default());
+    for _ in 0..3 {
+        tally.answered(v, Answer::SoldOut);
+    }
+    let mut blocker = hold_write_lock(&app.database_url, "sale_refusals").await;
+    let dropped = tokio::time::timeout(Duration::from_millis(300), tally.flush(&app.db)).await;
+    assert!(dropped.is_err(), "the flush waits for the database's lock");
+    sqlx::query("ROLLBACK").execute(&mut blocker).await.unwrap();
+    let stored = || async {
+        sqlx::query_scalar::<_, i64>(
+            "SELECT CAST(COALESCE(SUM(n), 0) AS BIGINT) FROM sale_refusals WHERE voucher_id = $1",
+        )
+        .bind(v)
+        .fetch_one(&app.db)
+        .await
+        .unwrap()
+    };
+    // Written by the flush's own task, or put back for the next flush if the lock outlasted the database's wait.
+    wait_until("the counts written", SETTLED, || async { tally.flush(&app.db).await.is_ok() && stored().await == 3 })
+        .await;
+    tally.flush(&app.db).await.unwrap();
+    assert_eq!(stored().await, 3, "written once");
+    app.stop().await;
 }

@@ -1,0 +1,88 @@
+import { test, type Browser, type BrowserContextOptions } from '@playwright/test';
+import { createVoucher, uniqueTitle } from '../tests/helpers';
+
+// Issue 33's measure: the shop `/` on Chromium's "Slow 4G" (150 ms round trip,
+// 1.6 Mbit/s down, 750 kbit/s up), CPU slowed 4×, a 390×844 phone screen; cold cache,
+// median of five loads; then a warm load (the same browser, again). Prints the figures
+// beside their targets; fails only when the page never becomes interactive.
+const RUNS = 5;
+const SLOW_4G = { offline: false, latency: 150, downloadThroughput: 1.6e6 / 8, uploadThroughput: 750e3 / 8 };
+const PHONE: BrowserContextOptions = {
+  viewport: { width: 390, height: 844 },
+  deviceScaleFactor: 3,
+  isMobile: true,
+  hasTouch: true,
+};
+
+type Load = { paint: number; wasm: number; hydrated: number; bytes: number };
+
+/** Loads `/` in `context`'s page under the given throttling; what it took. */
+async function load(browser: Browser, throttled: boolean, warm: boolean): Promise<Load> {
+  const context = await browser.newContext(throttled ? PHONE : {});
+  const page = await context.newPage();
+  const cdp = await context.newCDPSession(page);
+  await cdp.send('Network.enable');
+  if (throttled) {
+    await cdp.send('Network.emulateNetworkConditions', SLOW_4G);
+    await cdp.send('Emulation.setCPUThrottlingRate', { rate: 4 });
+  }
+  if (warm) {
+    await page.goto('/');
+    await page.locator('body[data-hydrated="true"]').waitFor({ state: 'attached', timeout: 60_000 });
+  }
+  // Bytes on the wire, headers included: a finished request's total, or what an open
+  // one (the live feed) has received so far.
+  const finished = new Map<string, number>();
+  const streaming = new Map<string, number>();
+  cdp.on('Network.loadingFinished', (e) => finished.set(e.requestId, e.encodedDataLength));
+  cdp.on('Network.dataReceived', (e) => streaming.set(e.requestId, (streaming.get(e.requestId) ?? 0) + e.encodedDataLength));
+  await page.addInitScript(() => {
+    new MutationObserver((_, observer) => {
+      if (document.body?.dataset.hydrated === 'true') {
+        (window as unknown as { hydratedAt: number }).hydratedAt = performance.now();
+        observer.disconnect();
+      }
+    }).observe(document, { subtree: true, attributes: true, attributeFilter: ['data-hydrated'] });
+  });
+  await page.goto('/', { waitUntil: 'commit' });
+  await page.locator('body[data-hydrated="true"]').waitFor({ state: 'attached', timeout: 60_000 });
+  const times = await page.evaluate(() => {
+    const paint = performance.getEntriesByName('first-contentful-paint')[0]?.startTime ?? NaN;
+    const wasm = performance
+      .getEntriesByType('resource')
+      .find((r) => r.name.includes('.wasm')) as PerformanceResourceTiming | undefined;
+    return { paint, wasm: wasm?.responseEnd ?? NaN, hydrated: (window as unknown as { hydratedAt: number }).hydratedAt };
+  });
+  let bytes = [...finished.values()].reduce((a, b) => a + b, 0);
+  for (const [id, n] of streaming) if (!finished.has(id)) bytes += n;
+  await context.close();
+  return { ...times, bytes };
+}
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const ms = (x: number) => `${Math.round(x)} ms`;
+const kb = (x: number) => `${Math.round(x / 1000)} KB`;
+
+test('the shop on a phone: first paint, WASM, hydrated, bytes', async ({ browser, request }) => {
+  await createVoucher(request, uniqueTitle('Phone'), 100, Date.now() + 3_600_000);
+  const rows: [string, Load][] = [];
+  const cold: Load[] = [];
+  for (let i = 0; i < RUNS; i++) cold.push(await load(browser, true, false));
+  const pick = (loads: Load[]): Load => ({
+    paint: median(loads.map((l) => l.paint)),
+    wasm: median(loads.map((l) => l.wasm)),
+    hydrated: median(loads.map((l) => l.hydrated)),
+    bytes: median(loads.map((l) => l.bytes)),
+  });
+  rows.push(['phone, cold cache', pick(cold)]);
+  rows.push(['phone, warm cache', await load(browser, true, true)]);
+  rows.push(['desktop, no throttling', await load(browser, false, false)]);
+  console.log(`\nThe shop / (release build); phone: Slow 4G (150 ms RTT, 1.6 Mbit/s), 4× CPU, 390×844; cold: median of ${RUNS}`);
+  for (const [name, l] of rows) {
+    console.log(
+      `  ${name.padEnd(24)} first paint ${ms(l.paint).padStart(8)}  WASM loaded ${ms(l.wasm).padStart(8)}  hydrated ${ms(l.hydrated).padStart(8)}  bytes ${kb(l.bytes).padStart(8)}`,
+    );
+  }
+  const [coldL, warmL] = [rows[0][1], rows[1][1]];
+  console.log(`  targets: cold hydrated ≤ 2500 ms (${ms(coldL.hydrated)}), bytes ≤ 250 KB (${kb(coldL.bytes)}); warm hydrated ≤ 1000 ms (${ms(warmL.hydrated)})`);
+});

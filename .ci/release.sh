@@ -3,7 +3,8 @@
 # in the same cargo run. cargo-leptos compiles the site's settings into the server (a
 # plain `cargo build` leaves them out, and its server refuses to start); building the
 # load tool in the same run keeps one set of settings, so neither build undoes the
-# other's and the server Playwright tests is the one the bench measures.
+# other's and the server Playwright tests is the one the bench measures. `--precompress`
+# writes a brotli and a gzip copy beside each site file, served by Accept-Encoding.
 build_release() {
-  cargo leptos build --release --bin-cargo-args=--bin=bench
+  cargo leptos build --release --precompress --bin-cargo-args=--bin=bench
 }

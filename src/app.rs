@@ -3,7 +3,7 @@
 
 use crate::pages::{admin::AdminPage, report::ReportPage, shop::ShopPage};
 use leptos::prelude::*;
-use leptos_meta::{provide_meta_context, Stylesheet, Title};
+use leptos_meta::{provide_meta_context, Title};
 use leptos_router::{
     components::{Route, Router, Routes, A},
     path, SsrMode,
@@ -12,7 +12,7 @@ use leptos_router::{
 /// The document around the app, rendered on the server.
 #[cfg(feature = "ssr")]
 pub fn shell(options: LeptosOptions) -> impl IntoView {
-    use leptos_meta::MetaTags;
+    use leptos_meta::{HashedStylesheet, MetaTags};
     view! {
         <!DOCTYPE html>
         <html lang="en">
@@ -20,6 +20,7 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
                 <meta charset="utf-8"/>
                 <meta name="viewport" content="width=device-width, initial-scale=1"/>
                 <AutoReload options=options.clone()/>
+                <HashedStylesheet options=options.clone() id="leptos"/>
                 <HydrationScripts options/>
                 <MetaTags/>
             </head>
@@ -42,7 +43,6 @@ pub fn App() -> impl IntoView {
         }
     });
     view! {
-        <Stylesheet id="leptos" href="/pkg/seckill.css"/>
         <Title text="Seckill"/>
         <Router>
             <header class="bg-rose-600 text-white">

@@ -1,20 +1,47 @@
 import { expect, test } from '@playwright/test';
 
 // The server under test is the release build `npm run bench` runs too (.ci/release.sh
-// builds both in one run): each page names the script and the WASM it hydrates with,
-// and both must be served, or no button on it works.
-test('pages load the script and the WASM they name', async ({ request }) => {
+// builds both in one run): each page names the script, the WASM and the stylesheet it
+// loads, by content-hashed names, and each must be served, compressed when the
+// browser asks for it, and kept a year; pages and API answers by no shared cache.
+const HASHED = /^\/pkg\/seckill\.[A-Za-z0-9_-]{22}\.(js|wasm|css)$/;
+
+test('pages load the script, the WASM and the stylesheet they name', async ({ request }) => {
   for (const path of ['/', '/admin']) {
-    const html = await (await request.get(path)).text();
+    const page = await request.get(path);
+    expect(page.headers()['cache-control'], path).toBe('private, no-cache');
+    const html = await page.text();
     const js = html.match(/<link[^>]* href="([^"]+\.js)"/)?.[1];
     const wasm = html.match(/<link[^>]* href="([^"]+\.wasm)"/)?.[1];
-    expect(js, `${path} names its script`).toMatch(/^\/pkg\/seckill\.js$/);
-    expect(wasm, `${path} names its WASM`).toMatch(/^\/pkg\/seckill\.wasm$/);
-    for (const [url, type] of [[js!, 'javascript'], [wasm!, 'application/wasm']]) {
-      const res = await request.get(url);
+    const css = html.match(/<link[^>]* href="([^"]+\.css)"/)?.[1];
+    for (const [url, type] of [[js, 'javascript'], [wasm, 'application/wasm'], [css, 'text/css']]) {
+      expect(url, `${path} names its ${type}`).toMatch(HASHED);
+      const res = await request.get(url!, { headers: { 'accept-encoding': 'identity' } });
       expect(res.status(), url).toBe(200);
       expect(res.headers()['content-type'], url).toContain(type);
+      expect(res.headers()['cache-control'], url).toBe('public, max-age=31536000, immutable');
       expect((await res.body()).length, url).toBeGreaterThan(1000);
     }
   }
+});
+
+test('site files come compressed as the browser asks, and carry no cookie', async ({ request }) => {
+  const html = await (await request.get('/')).text();
+  const wasm = html.match(/<link[^>]* href="([^"]+\.wasm)"/)![1];
+  const plain = await request.get(wasm, { headers: { 'accept-encoding': 'identity' } });
+  const size = Number(plain.headers()['content-length']);
+  for (const encoding of ['br', 'gzip']) {
+    // Read raw: the client must not undo the encoding before it is measured.
+    const res = await fetch(new URL(wasm, test.info().project.use.baseURL).toString(), {
+      headers: { 'accept-encoding': encoding },
+    });
+    expect(res.headers.get('content-encoding'), encoding).toBe(encoding);
+    expect(res.headers.get('vary')?.toLowerCase(), encoding).toContain('accept-encoding');
+    expect(res.headers.get('set-cookie'), encoding).toBeNull();
+    const sent = Number(res.headers.get('content-length'));
+    expect(sent, `${encoding} is smaller`).toBeLessThan(size * 0.6);
+    await res.arrayBuffer();
+  }
+  const api = await request.post('/api/list_vouchers', { data: {} });
+  expect(api.headers()['cache-control']).toBe('no-store');
 });

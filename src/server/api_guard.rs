@@ -24,6 +24,7 @@ use super::{
     ops,
     page_cache::PageCache,
     rate_limit::{self, Limits},
+    site,
 };
 use crate::{
     auth::{attempts, Secrets},
@@ -74,6 +75,8 @@ pub struct Guard {
     secrets: Arc<Secrets>,
     /// Bearer tokens of the JWT form are shoppers' (the shop's own login is on).
     shop_login: bool,
+    /// Where the site's files are (`/pkg/`), for how long they may be kept.
+    pkg_route: String,
 }
 
 impl Guard {
@@ -88,7 +91,13 @@ impl Guard {
         shop_login: bool,
     ) -> Self {
         let slots = Semaphore::new(max_requests.min(Semaphore::MAX_PERMITS));
-        Self { limits, slots, timeout, shop_page, backend, tally, secrets, shop_login }
+        Self { limits, slots, timeout, shop_page, backend, tally, secrets, shop_login, pkg_route: "/pkg/".into() }
+    }
+
+    /// The site's files are served under `route` (`LeptosOptions::site_pkg_dir_route_base`).
+    pub fn serving_site(mut self, route: String) -> Self {
+        self.pkg_route = route;
+        self
     }
 }
 
@@ -100,9 +109,19 @@ pub async fn front(
     next: Next,
 ) -> Response {
     let route = ops::route_metrics(req.uri().path());
+    // Decided before the request is passed on (no copy of its path kept).
+    let policy = site::cache_policy(req.uri().path(), &guard.pkg_route);
+    let site_file = req.uri().path().starts_with(&guard.pkg_route);
     let started = Instant::now();
-    let response = pass(&guard, peer, req, next).await;
+    let mut response = pass(&guard, peer, req, next).await;
     route.record(started.elapsed(), response.status());
+    let headers = response.headers_mut();
+    if !headers.contains_key(header::CACHE_CONTROL) {
+        headers.insert(header::CACHE_CONTROL, policy);
+    }
+    if site_file {
+        headers.append(site::VARY.0, site::VARY.1);
+    }
     response
 }
 

@@ -143,15 +143,18 @@ async fn run(
     let request_timeout = Duration::from_millis(config.request_timeout_ms);
     let shop_page =
         page_cache::PageCache::new(Duration::from_millis(config.page_cache_ms), state.voucher_changes.clone());
-    let guard = Arc::new(api_guard::Guard::new(
-        limits,
-        config.max_requests,
-        request_timeout,
-        shop_page,
-        (backend.clone(), state.tally.clone()),
-        state.secrets.clone(),
-        state.shop_login.is_some(),
-    ));
+    let guard = Arc::new(
+        api_guard::Guard::new(
+            limits,
+            config.max_requests,
+            request_timeout,
+            shop_page,
+            (backend.clone(), state.tally.clone()),
+            state.secrets.clone(),
+            state.shop_login.is_some(),
+        )
+        .serving_site(state.leptos_options.site_pkg_dir_route_base()),
+    );
     let serving = Arc::new(shards::Serving {
         target: target.clone(),
         build: {

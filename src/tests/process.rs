@@ -100,7 +100,7 @@ fn stub_site() -> PathBuf {
     let site = Path::new(env!("CARGO_TARGET_TMPDIR")).join("stub-site");
     let pkg = site.join("pkg");
     std::fs::create_dir_all(&pkg).unwrap();
-    for file in ["seckill.js", "seckill.wasm", "seckill_bg.wasm"] {
+    for file in ["seckill.js", "seckill.wasm", "seckill_bg.wasm", "seckill.css"] {
         std::fs::write(pkg.join(file), b"").unwrap();
     }
     site

@@ -6,5 +6,6 @@ import { defineConfig } from '@playwright/test';
 export default defineConfig({
   ...base,
   testDir: './phone',
+  projects: [{ name: 'phone measure' }],
   timeout: 300_000,
 });

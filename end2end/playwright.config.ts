@@ -37,6 +37,16 @@ export default defineConfig({
       ],
     },
   },
+  // Every spec on a desktop screen; the shopper's flows again on a phone's (390 × 844,
+  // touch), where the layout and the tap targets are checked too (phone.spec.ts).
+  projects: [
+    { name: 'desktop', testIgnore: /phone\.spec\.ts/ },
+    {
+      name: 'phone',
+      testMatch: /(phone|orders)\.spec\.ts/,
+      use: { viewport: { width: 390, height: 844 }, deviceScaleFactor: 3, isMobile: true, hasTouch: true },
+    },
+  ],
   webServer: {
     command: './target/release/seckill',
     cwd: '..',

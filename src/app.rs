@@ -6,7 +6,7 @@ use leptos::prelude::*;
 use leptos_meta::{provide_meta_context, Title};
 use leptos_router::{
     components::{Route, Router, Routes, A},
-    path, SsrMode,
+    lazy_route, path, Lazy, LazyRoute, SsrMode,
 };
 
 /// The document around the app, rendered on the server.
@@ -46,7 +46,7 @@ pub fn App() -> impl IntoView {
         <Title text="Seckill"/>
         <Router>
             <header class="bg-rose-600 text-white">
-                <nav class="mx-auto flex max-w-5xl items-center gap-6 px-4 py-3" aria-label="Main">
+                <nav class="mx-auto flex max-w-5xl items-center gap-6 px-4 py-1 [&>a]:inline-flex [&>a]:min-h-11 [&>a]:min-w-11 [&>a]:items-center [&>a]:justify-center" aria-label="Main">
                     <span class="text-lg font-bold">"Seckill"</span>
                     <A href="/">"Shop"</A>
                     <A href="/admin">"Admin"</A>
@@ -57,10 +57,40 @@ pub fn App() -> impl IntoView {
                     // Whole pages in one write: their data is a few milliseconds
                     // away, and streaming them in pieces cost more than it saved.
                     <Route path=path!("/") view=ShopPage ssr=SsrMode::Async/>
-                    <Route path=path!("/admin") view=AdminPage ssr=SsrMode::Async/>
-                    <Route path=path!("/admin/report/:id") view=ReportPage ssr=SsrMode::Async/>
+                    <Route path=path!("/admin") view={Lazy::<AdminRoute>::new()} ssr=SsrMode::Async/>
+                    <Route path=path!("/admin/report/:id") view={Lazy::<ReportRoute>::new()} ssr=SsrMode::Async/>
                 </Routes>
             </main>
         </Router>
+    }
+}
+
+/// The operator's pages are routes of their own in the browser's code (`--split`): a
+/// shopper's first load is the shop's code alone, and an operator's browser fetches
+/// the rest when it opens one of them.
+struct AdminRoute;
+
+#[lazy_route]
+impl LazyRoute for AdminRoute {
+    fn data() -> Self {
+        Self
+    }
+
+    fn view(_this: Self) -> AnyView {
+        view! { <AdminPage/> }.into_any()
+    }
+}
+
+/// A sale's report (see [`AdminRoute`]).
+struct ReportRoute;
+
+#[lazy_route]
+impl LazyRoute for ReportRoute {
+    fn data() -> Self {
+        Self
+    }
+
+    fn view(_this: Self) -> AnyView {
+        view! { <ReportPage/> }.into_any()
     }
 }

@@ -14,7 +14,7 @@ const PHONE: BrowserContextOptions = {
   hasTouch: true,
 };
 
-type Load = { paint: number; wasm: number; hydrated: number; bytes: number };
+type Load = { paint: number; wasm: number; hydrated: number; bytes: number; each?: string[] };
 
 /** Loads `/` in `context`'s page under the given throttling; what it took. */
 async function load(browser: Browser, throttled: boolean, warm: boolean): Promise<Load> {
@@ -32,6 +32,8 @@ async function load(browser: Browser, throttled: boolean, warm: boolean): Promis
   }
   // Bytes on the wire, headers included: a finished request's total, or what an open
   // one (the live feed) has received so far.
+  const urls = new Map<string, string>();
+  cdp.on('Network.requestWillBeSent', (e) => urls.set(e.requestId, new URL(e.request.url).pathname));
   const finished = new Map<string, number>();
   const streaming = new Map<string, number>();
   cdp.on('Network.loadingFinished', (e) => finished.set(e.requestId, e.encodedDataLength));
@@ -55,8 +57,9 @@ async function load(browser: Browser, throttled: boolean, warm: boolean): Promis
   });
   let bytes = [...finished.values()].reduce((a, b) => a + b, 0);
   for (const [id, n] of streaming) if (!finished.has(id)) bytes += n;
+  const each = [...urls].map(([id, url]) => `${url} ${finished.get(id) ?? streaming.get(id) ?? 0}`);
   await context.close();
-  return { ...times, bytes };
+  return { ...times, bytes, each };
 }
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
@@ -75,6 +78,7 @@ test('the shop on a phone: first paint, WASM, hydrated, bytes', async ({ browser
     bytes: median(loads.map((l) => l.bytes)),
   });
   rows.push(['phone, cold cache', pick(cold)]);
+  console.log(`\nBytes per request (the first cold load): ${cold[0].each?.join(', ')}`);
   rows.push(['phone, warm cache', await load(browser, true, true)]);
   rows.push(['desktop, no throttling', await load(browser, false, false)]);
   console.log(`\nThe shop / (release build); phone: Slow 4G (150 ms RTT, 1.6 Mbit/s), 4× CPU, 390×844; cold: median of ${RUNS}`);

@@ -45,3 +45,17 @@ test('site files come compressed as the browser asks, and carry no cookie', asyn
   const api = await request.post('/api/list_vouchers', { data: {} });
   expect(api.headers()['cache-control']).toBe('no-store');
 });
+
+test("the operator's pages come in WASM of their own, fetched when one is opened", async ({ page }) => {
+  const wasm: string[] = [];
+  page.on('request', (r) => {
+    if (new URL(r.url()).pathname.endsWith('.wasm')) wasm.push(new URL(r.url()).pathname);
+  });
+  await page.goto('/');
+  await expect(page.locator('body[data-hydrated="true"]')).toBeAttached();
+  expect(wasm, 'the shop loads one WASM file').toHaveLength(1);
+  // Followed in the browser (no page load): the admin board's code arrives then.
+  await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Admin' }).click();
+  await expect(page.getByLabel('Admin token', { exact: true })).toBeVisible();
+  expect(wasm.length, `${wasm}`).toBeGreaterThan(1);
+});

@@ -10,7 +10,7 @@ use super::{
 };
 use leptos::prelude::*;
 
-const INPUT: &str = "rounded border px-2 py-1";
+const INPUT: &str = "min-h-11 rounded border px-2 py-1";
 const FIELD: &str = "flex flex-col text-sm";
 
 /// Shows who is signed in and their account menu, or a form to sign in or sign up.
@@ -65,10 +65,10 @@ fn SignInForm(user: RwSignal<Option<User>>) -> impl IntoView {
                 <input class=INPUT type="password" maxlength="128" required
                     autocomplete=pick("new-password", "current-password") bind:value=password/>
             </label>
-            <button class="rounded bg-rose-600 px-4 py-1 text-white" type="submit">
+            <button class="rounded bg-rose-600 px-4 min-h-11 min-w-11 py-1 text-white" type="submit">
                 {pick("Create account", "Sign in")}
             </button>
-            <button class="text-sm underline" type="button" on:click=move |_| new_account.update(|n| *n = !*n)>
+            <button class="min-h-11 text-sm underline" type="button" on:click=move |_| new_account.update(|n| *n = !*n)>
                 {pick("I have an account", "New here? Create an account")}
             </button>
             <p role="alert" class="text-sm text-red-700">{error}</p>
@@ -99,11 +99,11 @@ fn AccountMenu(user: RwSignal<Option<User>>) -> impl IntoView {
     view! {
         <div class="flex flex-wrap items-center gap-4">
             <span>"Signed in as " <strong>{move || user.get().map(|u| u.name)}</strong></span>
-            <button class="rounded border px-3 py-1 text-sm" on:click=move |_| { sign_out.dispatch(()); }>
+            <button class="rounded border px-3 min-h-11 min-w-11 py-1 text-sm" on:click=move |_| { sign_out.dispatch(()); }>
                 "Sign out"
             </button>
             <details class="text-sm">
-                <summary class="cursor-pointer">"Account"</summary>
+                <summary class="inline-flex min-h-11 cursor-pointer items-center">"Account"</summary>
                 <form class="mt-2 flex flex-wrap items-end gap-3" aria-label="Change password" on:submit=move |ev| {
                     ev.prevent_default();
                     change.dispatch((current.get_untracked(), new.get_untracked()));
@@ -116,10 +116,10 @@ fn AccountMenu(user: RwSignal<Option<User>>) -> impl IntoView {
                         "New password"
                         <input class=INPUT type="password" autocomplete="new-password" required bind:value=new/>
                     </label>
-                    <button class="rounded border px-3 py-1" type="submit">"Change password"</button>
+                    <button class="rounded border px-3 min-h-11 min-w-11 py-1" type="submit">"Change password"</button>
                     <p role="status">{changed}</p>
                 </form>
-                <button class="mt-2 rounded border px-3 py-1" on:click=move |_| { everywhere.dispatch(()); }>
+                <button class="mt-2 rounded border px-3 min-h-11 min-w-11 py-1" on:click=move |_| { everywhere.dispatch(()); }>
                     "Sign out everywhere"
                 </button>
                 <p role="alert" class="text-red-700">{failed}</p>
@@ -155,7 +155,7 @@ pub fn AdminUnlock(unlocked: RwSignal<bool>) -> impl IntoView {
                 <input class=INPUT type="password" maxlength="128" autocomplete="current-password" required
                     bind:value=password/>
             </label>
-            <button class="rounded bg-slate-800 px-4 py-1 text-white" type="submit">"Sign in"</button>
+            <button class="rounded bg-slate-800 px-4 min-h-11 min-w-11 py-1 text-white" type="submit">"Sign in"</button>
             <p role="alert" class="text-sm text-red-700">
                 {move || sign_in.value().get().and_then(Result::err).map(|e| e.message)}
             </p>
@@ -214,7 +214,7 @@ fn AddOperator() -> impl IntoView {
                     <input type="checkbox" bind:checked=admin/>
                     "Admin (may add operators)"
                 </label>
-                <button class="rounded border px-3 py-1" type="submit">"Add operator"</button>
+                <button class="rounded border px-3 min-h-11 min-w-11 py-1" type="submit">"Add operator"</button>
                 <p role="status">{said}</p>
             </form>
         </details>
@@ -241,7 +241,7 @@ fn TokenUnlock(unlocked: RwSignal<bool>) -> impl IntoView {
                 "Admin token"
                 <input class="rounded border px-2 py-1" type="password" bind:value=token/>
             </label>
-            <button class="rounded bg-slate-800 px-4 py-1 text-white" type="submit">"Unlock"</button>
+            <button class="rounded bg-slate-800 px-4 min-h-11 min-w-11 py-1 text-white" type="submit">"Unlock"</button>
             <p role="alert" class="text-sm text-red-700">
                 {move || unlock.value().get().and_then(Result::err).map(|e| e.message)}
             </p>

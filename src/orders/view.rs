@@ -85,9 +85,9 @@ fn order_item(
             <span class="font-mono text-sm">{id}</span>
             <span>{crate::money::format(order.price, &order.currency)}</span>
             <span role="status">{move || status_text(&order, now.get())}</span>
-            <button class="rounded bg-emerald-700 px-3 py-1 text-white" hidden=closed
+            <button class="rounded bg-emerald-700 px-3 min-h-11 min-w-11 py-1 text-white" hidden=closed
                 on:click=move |_| act(pay_id.clone(), true)>"Pay"</button>
-            <button class="rounded border px-3 py-1" hidden=closed
+            <button class="rounded border px-3 min-h-11 min-w-11 py-1" hidden=closed
                 on:click=move |_| act(cancel_id.clone(), false)>"Cancel"</button>
         </li>
     }

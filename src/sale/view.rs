@@ -169,7 +169,7 @@ fn GrabButton(id: i64, closed: Signal<bool>, fair: Signal<bool>) -> impl IntoVie
         })
     };
     view! {
-        <button class="mt-2 rounded bg-rose-600 px-4 py-1 text-white disabled:opacity-50"
+        <button class="mt-2 rounded bg-rose-600 px-4 min-h-11 min-w-11 py-1 text-white disabled:opacity-50"
             disabled=move || pending.get() || closed.get()
             on:click=press>
             "Grab"

@@ -19,6 +19,8 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
             <head>
                 <meta charset="utf-8"/>
                 <meta name="viewport" content="width=device-width, initial-scale=1"/>
+                // Named, or the browser asks for /favicon.ico (a 404 page) on every first visit.
+                <link rel="icon" type="image/svg+xml" href="/favicon.svg"/>
                 <AutoReload options=options.clone()/>
                 <HashedStylesheet options=options.clone() id="leptos"/>
                 <HydrationScripts options/>

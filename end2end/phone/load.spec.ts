@@ -64,7 +64,8 @@ async function load(browser: Browser, throttled: boolean, warm: boolean): Promis
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const ms = (x: number) => `${Math.round(x)} ms`;
-const kb = (x: number) => `${Math.round(x / 1000)} KB`;
+// KB of 1,024 bytes, as the issue counts them (its 1,045 KB first load was 1,070,000 bytes).
+const kb = (x: number) => `${(x / 1024).toFixed(1)} KB`;
 
 test('the shop on a phone: first paint, WASM, hydrated, bytes', async ({ browser, request }) => {
   await createVoucher(request, uniqueTitle('Phone'), 100, Date.now() + 3_600_000);

@@ -42,6 +42,14 @@ test('site files come compressed as the browser asks, and carry no cookie', asyn
     expect(sent, `${encoding} is smaller`).toBeLessThan(size * 0.6);
     await res.arrayBuffer();
   }
+  // The shop page too, compressed once per render; no cookie on it.
+  const shop = await fetch(new URL('/', test.info().project.use.baseURL).toString(), {
+    headers: { 'accept-encoding': 'gzip, deflate, br' },
+  });
+  expect(shop.headers.get('content-encoding')).toBe('br');
+  expect(shop.headers.get('vary')?.toLowerCase()).toContain('accept-encoding');
+  expect(shop.headers.get('set-cookie')).toBeNull();
+  expect(await shop.text()).toContain('Flash sales');
   const api = await request.post('/api/list_vouchers', { data: {} });
   expect(api.headers()['cache-control']).toBe('no-store');
 });

@@ -19,10 +19,17 @@ pub fn SignInBox(user: RwSignal<Option<User>>) -> impl IntoView {
     view! {
         <section class="mb-6 rounded-lg bg-white p-4 shadow" aria-label="Account">
             <Show when=move || user.get().is_some() fallback=move || view! { <SignInForm user/> }>
-                <AccountMenu user/>
+                <Suspense>{move || Suspend::new(account_menu(user))}</Suspense>
             </Show>
         </section>
     }
+}
+
+/// The account menu in WASM of its own (`#[lazy]`, built with `--split`): a first
+/// visit, signed out, does not download it; a signed-in page fetches it then.
+#[lazy]
+fn account_menu(user: RwSignal<Option<User>>) -> AnyView {
+    view! { <AccountMenu user/> }.into_any()
 }
 
 /// Name and password: signs in, or (after "Create an account") signs up. The password

@@ -45,9 +45,18 @@ pub fn ShopPage() -> impl IntoView {
         <SignInBox user/>
         <EachVoucher vouchers class="grid gap-4 sm:grid-cols-2" empty="No sales yet."
             item=move |v: Voucher| view! { <ShopCard id=v.id vouchers live clock/> }.into_any()/>
-        <MyOrders user now/>
+        <Show when=move || user.get().is_some()>
+            <Suspense>{move || Suspend::new(my_orders(user, now))}</Suspense>
+        </Show>
     }
     .into_any()
+}
+
+/// The shopper's orders in WASM of their own (`#[lazy]`, built with `--split`): a first
+/// visit, signed out, does not download them; signing in fetches them.
+#[lazy]
+fn my_orders(user: RwSignal<Option<User>>, now: RwSignal<chrono::DateTime<chrono::Utc>>) -> AnyView {
+    view! { <MyOrders user now/> }.into_any()
 }
 
 /// A sale card that follows the list as it refreshes (without being rebuilt) and the

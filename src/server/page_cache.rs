@@ -15,6 +15,9 @@
 //!   one render in flight instead of each starting their own;
 //! - only a whole `200` without `Set-Cookie` is kept.
 //!
+//! Each render is compressed once (brotli), for the visitors that accept it: a phone on a
+//! slow link gets the page in a third of the bytes, for no CPU per visit.
+//!
 //! Every visitor of one render gets the same script nonce. No Content-Security-Policy
 //! is sent; one based on nonces would need a nonce per response, not per render.
 
@@ -22,7 +25,7 @@ use crate::bus::{SaleEvent, Subscriber};
 use axum::{
     body::{to_bytes, Body, Bytes},
     extract::Request,
-    http::{header, HeaderMap, Method, StatusCode},
+    http::{header, HeaderMap, HeaderValue, Method, StatusCode},
     middleware::Next,
     response::{IntoResponse, Response},
 };
@@ -112,6 +115,8 @@ struct Page {
     changes: u64,
     headers: HeaderMap,
     body: Bytes,
+    /// The body compressed with brotli, for visitors that accept it.
+    brotli: Bytes,
 }
 
 impl PageCache {
@@ -127,16 +132,17 @@ impl PageCache {
     /// The shared page; rendered by `next` when there is none to serve, or in the
     /// background when the one served has expired.
     pub async fn serve(&self, req: Request, next: Next) -> Response {
+        let brotli = accepts_brotli(req.headers());
         if let Some(page) = self.0.usable() {
             if page.rendered.elapsed() >= self.0.lifetime {
                 self.refresh(req, next);
             }
-            return page.response();
+            return page.response(brotli);
         }
         let _rendering = self.0.render.lock().await;
         match self.0.usable() {
-            Some(page) => page.response(),
-            None => self.0.render(req, next).await,
+            Some(page) => page.response(brotli),
+            None => self.0.render(req, next, brotli).await,
         }
     }
 
@@ -147,7 +153,7 @@ impl PageCache {
         tokio::spawn(async move {
             let _rendering = rendering;
             if shared.usable().is_none_or(|page| page.rendered.elapsed() >= shared.lifetime) {
-                shared.render(req, next).await;
+                shared.render(req, next, false).await;
             }
         });
     }
@@ -162,7 +168,7 @@ impl Shared {
     }
 
     /// Renders the page through `next`, keeps it if it may be shared, and answers it.
-    async fn render(&self, req: Request, next: Next) -> Response {
+    async fn render(&self, req: Request, next: Next, brotli: bool) -> Response {
         let (rendered, changes) = (Instant::now(), self.changes.count());
         let response = next.run(req).await;
         if response.status() != StatusCode::OK || response.headers().contains_key(header::SET_COOKIE) {
@@ -176,18 +182,47 @@ impl Shared {
                 return StatusCode::INTERNAL_SERVER_ERROR.into_response();
             }
         };
-        let page = Arc::new(Page { rendered, changes, headers: parts.headers, body });
+        let mut headers = parts.headers;
+        // The length is the answer's own (the plain or the compressed body).
+        headers.remove(header::CONTENT_LENGTH);
+        headers.insert(header::VARY, HeaderValue::from_static("accept-encoding"));
+        let compressed = compress(&body);
+        let page = Arc::new(Page { rendered, changes, headers, body, brotli: compressed });
         *self.page.write().unwrap_or_else(PoisonError::into_inner) = Some(page.clone());
-        page.response()
+        page.response(brotli)
     }
 }
 
 impl Page {
-    fn response(&self) -> Response {
-        let mut response = Response::new(Body::from(self.body.clone()));
+    fn response(&self, brotli: bool) -> Response {
+        let body = if brotli { &self.brotli } else { &self.body };
+        let mut response = Response::new(Body::from(body.clone()));
         *response.headers_mut() = self.headers.clone();
+        if brotli {
+            response.headers_mut().insert(header::CONTENT_ENCODING, HeaderValue::from_static("br"));
+        }
         response
     }
+}
+
+/// The page's body compressed with brotli at quality 9: within a millisecond for the
+/// shop's few kilobytes, once per render.
+fn compress(body: &[u8]) -> Bytes {
+    let params = brotli::enc::BrotliEncoderParams { quality: 9, ..Default::default() };
+    let mut out = Vec::with_capacity(body.len() / 3);
+    // Writing to memory cannot fail.
+    let _ = brotli::BrotliCompress(&mut &body[..], &mut out, &params);
+    out.into()
+}
+
+/// Whether the request's `Accept-Encoding` takes brotli (`br`, not at `q=0`).
+fn accepts_brotli(headers: &HeaderMap) -> bool {
+    headers.get_all(header::ACCEPT_ENCODING).iter().filter_map(|v| v.to_str().ok()).flat_map(|v| v.split(',')).any(
+        |coding| {
+            let mut parts = coding.split(';').map(str::trim);
+            parts.next() == Some("br") && parts.all(|p| p.replace(' ', "") != "q=0")
+        },
+    )
 }
 
 #[cfg(test)]
@@ -204,5 +239,22 @@ mod tests {
         changes.heard_from(0);
         assert_eq!(changes.count(), 3, "another process's, or an older one's that names none");
         assert_ne!(Changes::default().origin(), 0);
+    }
+
+    #[test]
+    fn brotli_is_sent_to_browsers_that_take_it() {
+        let with = |v: &str| {
+            let mut h = HeaderMap::new();
+            h.insert(header::ACCEPT_ENCODING, HeaderValue::from_str(v).unwrap());
+            accepts_brotli(&h)
+        };
+        assert!(with("gzip, deflate, br, zstd") && with("br;q=0.5"));
+        assert!(!with("gzip, deflate") && !with("br;q=0") && !with("brotli") && !accepts_brotli(&HeaderMap::new()));
+        let page = "<html><body>".to_owned() + &"<p>Flash sales</p>".repeat(200) + "</body></html>";
+        let packed = compress(page.as_bytes());
+        assert!(packed.len() < page.len() / 5, "{} of {}", packed.len(), page.len());
+        let mut unpacked = Vec::new();
+        brotli::BrotliDecompress(&mut &packed[..], &mut unpacked).unwrap();
+        assert_eq!(unpacked, page.as_bytes());
     }
 }

@@ -1,5 +1,5 @@
 import { expect, test, type Page } from '@playwright/test';
-import { createVoucher, open, signUp, uniqueTitle } from './helpers';
+import { createVoucher, open, signUp, submitToken, uniqueTitle } from './helpers';
 
 // Run by the `phone` project (playwright.config.ts): a phone's screen, touch. The
 // shopper's flows there are orders.spec.ts's, run by that project too.
@@ -36,4 +36,21 @@ test('the shop fits 360 px, 320 px and a desktop at 200 % zoom, with targets of 
   await expect(page.getByRole('region', { name: 'My orders' }).getByRole('button', { name: 'Pay' })).toBeVisible();
   expect(await overflow(page), 'signed in, with an order').toBeLessThanOrEqual(0);
   expect(await smallTargets(page), 'signed in, with an order').toEqual([]);
+});
+
+test('a Grab pressed before the page is ready shows it is not ready yet', async ({ request }) => {
+  const title = uniqueTitle('Early');
+  await createVoucher(request, title, 3);
+  // The page as the server sends it, before any script runs: the button is disabled
+  // (greyed) until the page has hydrated and knows the gate's time.
+  const html = await (await request.get('/')).text();
+  const card = html.slice(html.indexOf(title));
+  expect(card).toMatch(/<button[^>]*disabled[^>]*>Grab<\/button>/);
+});
+
+test('the admin board fits a tablet', async ({ page }) => {
+  await page.setViewportSize({ width: 768, height: 1024 });
+  await submitToken(page);
+  await expect(page.getByRole('heading', { name: 'Vouchers' })).toBeVisible();
+  expect(await overflow(page), 'the admin board at 768 px').toBeLessThanOrEqual(0);
 });

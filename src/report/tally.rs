@@ -53,8 +53,8 @@ impl Counts {
         self.refusals.len() + self.latency.len() >= MAX_KEYS
     }
 
-    fn refused(&mut self, voucher_id: i64, outcome: Outcome) {
-        let key = (voucher_id, chrono::Utc::now().timestamp(), outcome);
+    fn refused(&mut self, voucher_id: i64, second: i64, outcome: Outcome) {
+        let key = (voucher_id, second, outcome);
         if let Some(n) = self.refusals.get_mut(&key) {
             *n += 1;
         } else if !self.is_full() {
@@ -86,17 +86,20 @@ impl Tally {
     /// not counted here).
     pub fn answered(&self, voucher_id: i64, outcome: Outcome) {
         if outcome != Outcome::Granted {
-            self.lock().refused(voucher_id, outcome);
+            // The clock is read before the lock: every serving thread takes it.
+            let second = chrono::Utc::now().timestamp();
+            self.lock().refused(voucher_id, second, outcome);
         }
     }
 
     /// A grab of `voucher_id` the gate took `took` to answer, with `outcome` (none:
     /// not a sale's answer, as an unknown voucher): one lock for both counts.
     pub fn decided(&self, voucher_id: i64, outcome: Option<Outcome>, took: Duration) {
+        let refused = outcome.filter(|o| *o != Outcome::Granted).map(|o| (chrono::Utc::now().timestamp(), o));
         let mut counts = self.lock();
         counts.took(voucher_id, took);
-        if let Some(outcome) = outcome.filter(|o| *o != Outcome::Granted) {
-            counts.refused(voucher_id, outcome);
+        if let Some((second, outcome)) = refused {
+            counts.refused(voucher_id, second, outcome);
         }
     }
 

@@ -79,7 +79,8 @@ async fn the_report_counts_every_answer_the_shoppers_got() {
     let ledger = Ledger::default();
     let shoppers = app.sign_in_many("rep", 8).await;
     let hammer = app.sign_in("rep-hammer").await;
-    let starts = chrono::Utc::now() + chrono::Duration::seconds(4);
+    // Time enough for the three grabs before it on a loaded machine.
+    let starts = chrono::Utc::now() + chrono::Duration::seconds(10);
     let body = json!({
         "title": "Report", "stock": 4, "fair_start": true,
         "begins_at": starts.to_rfc3339(),
@@ -116,7 +117,7 @@ async fn the_report_counts_every_answer_the_shoppers_got() {
         }
     }
     assert_eq!(winners.len(), 4, "{rush:?}");
-    // Over the rate limit (5 a second, 10 in a burst): most of thirty at once.
+    // Over the rate limit (5 a second, 10 in a burst): thirty at once.
     join_all((0..30).map(|_| ledger.grab(&app, &hammer, v, None))).await;
 
     // Orders: the first paid, the second cancelled by its shopper, the rest left to
@@ -154,7 +155,8 @@ async fn the_report_counts_every_answer_the_shoppers_got() {
     for outcome in ["not_started", "invalid_token", "granted", "already_bought", "sold_out", "sale_paused"] {
         assert!(said[outcome] > 0, "{outcome} met: {said:?}");
     }
-    assert!(said["rate_limited"] >= 20 && said["ended"] == 1, "{said:?}");
+    // How many of the thirty the limit turned away depends on how fast they arrive.
+    assert!(said["rate_limited"] > 0 && said["ended"] == 1, "{said:?}");
     assert_eq!((said["shed"], said["unavailable"]), (0, 0));
 
     // Per second, the same in all.
@@ -264,8 +266,9 @@ async fn the_report_is_for_operators_and_keeps_only_real_sales() {
 
     // Over the address's rate, anonymous grabs are refused but not a sale's answers:
     // nobody's grab, and a flood of them must not cost a write each.
+    // 120 at 20 a second (40 in a burst): some are over however slowly they arrive.
     let anonymous =
-        (0..60).map(|_| app.http.post(format!("{}/api/grab", app.base)).json(&json!({ "voucher_id": v })).send());
+        (0..120).map(|_| app.http.post(format!("{}/api/grab", app.base)).json(&json!({ "voucher_id": v })).send());
     let limited = join_all(anonymous).await.into_iter().filter(|r| r.as_ref().unwrap().status() == 429).count();
     assert!(limited > 0, "the address's limit answered");
     let report = wait_for_report(&app, v).await;

@@ -12,6 +12,7 @@ use crate::{
 };
 use layout::{events_channel, SaleKeys, Scripts};
 
+pub mod db_clock;
 pub mod layout;
 mod redis_conn;
 mod script_call;

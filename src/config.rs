@@ -104,7 +104,7 @@ pub struct Config {
     #[arg(long, env = "SECKILL_SHED_LATENCY_MS", default_value_t = 100)]
     pub shed_latency_ms: u64,
 
-    /// How long (ms) after its grab an order may be paid; then the sweeper cancels it
+    /// How long (ms) after its grab (or its saving, if later) an order may be paid; then the sweeper cancels it
     /// and its unit goes back on sale.
     #[arg(long, env = "SECKILL_PAY_TIMEOUT_MS", default_value_t = 20 * 60 * 1000)]
     pub pay_timeout_ms: u64,

@@ -6,6 +6,7 @@
 pub use crate::{
     auth::password::{Cost, Hasher},
     backend::{
+        db_clock,
         layout::{sales_version, SaleKeys, Scripts, DRAIN_GRACE_MS, GROUP},
         Backend, Db, RedisConn,
     },
@@ -15,6 +16,7 @@ pub use crate::{
         restock::restock,
         settle::settle,
         store::{self, OrderMsg, Outcome, RebuildSource},
+        sweeper::sweep,
         CancelReason,
     },
     report::{tally::Tally, Outcome as Answer},

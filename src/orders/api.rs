@@ -15,7 +15,7 @@ use {
     },
     crate::{
         auth::session::{require_operator, require_user},
-        backend::{layout::DRAIN_GRACE_MS, Backend},
+        backend::{db_clock, layout::DRAIN_GRACE_MS, Backend},
         error::{AppError, ErrorCode},
         orders::{results::StoredResult, GrabStatus},
         state::AppState,
@@ -46,7 +46,7 @@ pub async fn pay_order(order_id: String) -> AppResult<Order> {
     let state = expect_context::<AppState>();
     let user_id = require_user(&state).await?;
     let order_id = parse_id(&order_id)?;
-    let now = chrono::Utc::now().timestamp_millis();
+    let now = db_clock::now_ms(&state.backend.db).await?;
     match lifecycle::pay(&state.backend.db, order_id, user_id, now).await? {
         Payment::Paid(order) => Ok(order),
         Payment::Expired => Err(ErrorCode::OrderExpired.into()),
@@ -63,7 +63,7 @@ pub async fn cancel_order(order_id: String) -> AppResult<Order> {
     let state = expect_context::<AppState>();
     let user_id = require_user(&state).await?;
     let order_id = parse_id(&order_id)?;
-    let now = chrono::Utc::now().timestamp_millis();
+    let now = db_clock::now_ms(&state.backend.db).await?;
     match lifecycle::cancel_by_shopper(&state.backend.db, order_id, user_id, now).await? {
         Cancel::Cancelled(order, owed) => {
             // Should Redis fail here, the sweeper finishes the give-back: it is owed.

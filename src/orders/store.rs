@@ -1,7 +1,10 @@
 //! Orders in SQL. Persisting is idempotent: a message delivered twice yields one order.
 
 use super::OrderStatus;
-use crate::backend::{Db, Tx};
+use crate::backend::{
+    db_clock::{now_ms_postgres, now_ms_sqlite, POSTGRES},
+    Db, Tx,
+};
 
 /// One granted grab, as read from a voucher's order stream.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -33,7 +36,9 @@ pub enum Outcome {
 /// Persists a batch in one transaction: insert each order unless it is stored already,
 /// buried, or its shopper holds another live order of the voucher, and take one unit
 /// of database stock per inserted order. Each order must be paid within
-/// `pay_timeout_ms` of its grab (the time in its id).
+/// `pay_timeout_ms` of its grab (the time in its id) or of its saving, whichever is
+/// later, by the database's clock (`backend::db_clock`): an outage delays orders and
+/// never costs the shopper their time to pay.
 ///
 /// One insert and one stock update per voucher;
 /// only when the database has less stock than Redis granted (Redis was rebuilt with
@@ -140,18 +145,18 @@ async fn insert_new(
     Ok(inserted.rows_affected())
 }
 
-/// What sqlx's `Any` driver calls a PostgreSQL connection.
-const POSTGRES: &str = "PostgreSQL";
-
 /// The insert of [`insert_new`], reading its rows from the JSON object in `$4`: the one
 /// statement written per engine (each reads JSON with a function of its own) and per
 /// [`OnConflict`] (`$tail`).
 macro_rules! insert_from_json {
-    ($members:literal, $user:literal, $price:literal, $tail:literal) => {
+    ($members:literal, $user:literal, $price:literal, $greatest:literal, $now:expr, $tail:literal) => {
         concat!(
             "INSERT INTO orders (id, voucher_id, user_id, status, created_at, pay_deadline, price) \
-             SELECT v.id, CAST($1 AS BIGINT), v.user_id, 'unpaid', ((v.id >> 32) + CAST($2 AS BIGINT)) * 1000, \
-             ((v.id >> 32) + CAST($2 AS BIGINT)) * 1000 + CAST($3 AS BIGINT), \
+             SELECT v.id, CAST($1 AS BIGINT), v.user_id, 'unpaid', ((v.id >> 32) + CAST($2 AS BIGINT)) * 1000, ",
+            $greatest,
+            "(((v.id >> 32) + CAST($2 AS BIGINT)) * 1000, ",
+            $now,
+            ") + CAST($3 AS BIGINT), \
              COALESCE(v.price, (SELECT price FROM vouchers WHERE id = CAST($1 AS BIGINT))) \
              FROM (SELECT CAST(j.key AS BIGINT) AS id, CAST(",
             $user,
@@ -167,12 +172,19 @@ macro_rules! insert_from_json {
 }
 macro_rules! insert_sqlite {
     ($tail:literal) => {
-        insert_from_json!("json_each($4)", "j.value ->> 0", "j.value ->> 1", $tail)
+        insert_from_json!("json_each($4)", "j.value ->> 0", "j.value ->> 1", "MAX", now_ms_sqlite!(), $tail)
     };
 }
 macro_rules! insert_postgres {
     ($tail:literal) => {
-        insert_from_json!("json_each(CAST($4 AS JSON))", "j.value ->> 0", "j.value ->> 1", $tail)
+        insert_from_json!(
+            "json_each(CAST($4 AS JSON))",
+            "j.value ->> 0",
+            "j.value ->> 1",
+            "GREATEST",
+            now_ms_postgres!(),
+            $tail
+        )
     };
 }
 const INSERT_SQLITE: &str = insert_sqlite!("");

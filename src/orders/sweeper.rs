@@ -6,7 +6,7 @@
 
 use super::{lifecycle, restock::restock, CancelReason};
 use crate::{
-    backend::{Backend, BackendError},
+    backend::{db_clock, Backend, BackendError},
     shutdown::{self, Shutdown},
 };
 use std::time::Duration;
@@ -33,7 +33,8 @@ pub fn spawn(backend: Backend, every: Duration, shutdown: Shutdown) -> tokio::ta
 
 /// One round. Returns how many orders it cancelled for their deadline.
 pub async fn sweep(backend: &Backend) -> Result<usize, BackendError> {
-    let now = chrono::Utc::now().timestamp_millis();
+    // The database's clock, not this process's: the one every process sweeps by.
+    let now = db_clock::now_ms(&backend.db).await?;
     let mut cancelled = 0;
     for order_id in lifecycle::overdue(&backend.db, now, ROUND).await? {
         // Another sweeper, the shopper or a payment may have got there first.

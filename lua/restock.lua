@@ -5,7 +5,13 @@
 -- KEYS[4] window (its `expires` is when the sale's keys expire)
 -- ARGV[1] order id   ARGV[2] user id   ARGV[3] events channel   ARGV[4] restocked event
 -- Returns 1 when it gave the unit back now, 0 when that was done before.
-if redis.call('SADD', KEYS[3], ARGV[1]) == 0 then return 0 end
-unit_back(KEYS[1], KEYS[2], ARGV[2], true, true, ARGV[3], ARGV[4])
-expire_with_sale(KEYS[4], {KEYS[3]})
-return 1
+local acted = redis.call('SADD', KEYS[3], ARGV[1])
+if acted == 1 then
+  unit_back(KEYS[1], KEYS[2], ARGV[2], true, true, ARGV[3], ARGV[4])
+end
+-- A write every time, even when the give-back was done before: the `WAIT` that
+-- follows on this connection then covers that earlier give-back as well (a master
+-- replicates its writes in one ordered stream), whoever made it.
+local expires = redis.call('HGET', KEYS[4], 'expires')
+if expires then redis.call('PEXPIREAT', KEYS[3], expires) end
+return acted

@@ -47,6 +47,19 @@ pub struct Backend {
     pub events_channel: Arc<str>,
     /// Key names already built: every grab needs its voucher's eight.
     sale_keys: Arc<Mutex<HashMap<i64, Arc<SaleKeys>>>>,
+    /// Replicas that must hold a write before it counts as durable (none by default).
+    pub replicas: Replicas,
+}
+
+/// Redis replicas that must hold a write (Redis `WAIT`) before the app counts on it
+/// surviving a failover: the orders a worker read before it saves them, and a
+/// cancelled order's give-back before its debt is struck (`SECKILL_WAIT_REPLICAS`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Replicas {
+    /// How many; 0: no replicas, no wait.
+    pub want: u32,
+    /// Longest wait (ms).
+    pub wait_ms: u64,
 }
 
 /// The most vouchers whose key names are kept; then the cache starts again (a caller
@@ -62,7 +75,13 @@ impl Backend {
             namespace: namespace.into(),
             events_channel: events_channel(namespace).into(),
             sale_keys: Arc::default(),
+            replicas: Replicas::default(),
         }
+    }
+
+    /// The same, counting a write durable once `replicas` hold it.
+    pub fn with_replicas(self, replicas: Replicas) -> Self {
+        Self { replicas, ..self }
     }
 
     /// The same stores and caches, with `redis` as the connection: a serving runtime's

@@ -67,9 +67,10 @@ pub struct Config {
     #[arg(long, env = "SECKILL_POLL_MS", default_value_t = 100)]
     pub poll_ms: u64,
 
-    /// Redis replicas that must hold the orders a worker read before it saves them
-    /// (Redis `WAIT`). Set 1 when Redis has replicas: a failover then never loses a
-    /// grant the database already has. 0 (the default): no replicas, no wait.
+    /// Redis replicas that must hold the orders a worker read before it saves them, and
+    /// a cancelled order's give-back before its debt is struck (Redis `WAIT`). Set 1
+    /// when Redis has replicas: a failover then never loses a grant the database
+    /// already has, nor a unit given back. 0 (the default): no replicas, no wait.
     #[arg(long, env = "SECKILL_WAIT_REPLICAS", default_value_t = 0)]
     pub wait_replicas: u32,
 

@@ -1,10 +1,11 @@
 //! The sweeper: every server process runs one. Each round it cancels unpaid orders
 //! whose payment deadline has passed, and finishes give-backs Redis still owes
-//! (a canceller that died between the database and Redis). The deadline lives in the
+//! (a canceller that died between the database and Redis), striking each debt once
+//! Redis holds the give-back for good (`restock`). The deadline lives in the
 //! database, so a restart forgets nothing; each cancel is one conditional update, so
 //! any number of sweepers cancel each order once.
 
-use super::{lifecycle, restock::restock, CancelReason};
+use super::{lifecycle, restock::restock_durably, CancelReason};
 use crate::{
     backend::{db_clock, Backend, BackendError},
     shutdown::{self, Shutdown},
@@ -13,7 +14,8 @@ use std::time::Duration;
 
 /// Orders handled per round at most; the next round goes on.
 const ROUND: i64 = 500;
-/// A give-back owed for this long is taken as abandoned by its canceller.
+/// A give-back owed for this long is taken as abandoned by its canceller (or, with
+/// replicas required, as waiting for the sweeper to see it on them).
 const ABANDONED_AFTER_MS: i64 = 2_000;
 
 pub fn spawn(backend: Backend, every: Duration, shutdown: Shutdown) -> tokio::task::JoinHandle<()> {
@@ -35,16 +37,14 @@ pub fn spawn(backend: Backend, every: Duration, shutdown: Shutdown) -> tokio::ta
 pub async fn sweep(backend: &Backend) -> Result<usize, BackendError> {
     // The database's clock, not this process's: the one every process sweeps by.
     let now = db_clock::now_ms(&backend.db).await?;
-    let mut cancelled = 0;
+    let mut cancelled = Vec::new();
     for order_id in lifecycle::overdue(&backend.db, now, ROUND).await? {
         // Another sweeper, the shopper or a payment may have got there first.
         if let Some(owed) = lifecycle::cancel(&backend.db, order_id, None, CancelReason::Timeout, now).await? {
-            cancelled += 1;
-            restock(backend, &owed).await?;
+            cancelled.push(owed);
         }
     }
-    for owed in lifecycle::owed(&backend.db, now - ABANDONED_AFTER_MS, ROUND).await? {
-        restock(backend, &owed).await?;
-    }
-    Ok(cancelled)
+    restock_durably(backend, &cancelled).await?;
+    restock_durably(backend, &lifecycle::owed(&backend.db, now - ABANDONED_AFTER_MS, ROUND).await?).await?;
+    Ok(cancelled.len())
 }

@@ -20,7 +20,7 @@ use crate::{
         password::{Cost, Hasher},
         Secrets,
     },
-    backend::{layout::sales_version, Backend, BackendError, Db, RedisTarget},
+    backend::{layout::sales_version, Backend, BackendError, Db, RedisTarget, Replicas},
     bus,
     config::Config,
     ids::OrderIds,
@@ -101,7 +101,8 @@ async fn run(
     migrate(&db, &config.database_url).await?;
     let target = Arc::new(RedisTarget::open(&redis_url)?);
     let redis = target.connect().await?;
-    let backend = Backend::new(db, redis, &config.redis_namespace);
+    let replicas = Replicas { want: config.wait_replicas, wait_ms: config.wait_replicas_ms };
+    let backend = Backend::new(db, redis, &config.redis_namespace).with_replicas(replicas);
     let warmed = warm::warm_all(&backend).await?;
 
     // One signal stops everything: HTTP (after open feeds end), worker, sampler, events.
@@ -246,7 +247,12 @@ async fn spawn_background(
         ),
         forget_idle_callers(limits.clone(), shutdown.clone()),
         ops::spawn_upkeep(shutdown.clone()),
-        sweeper::spawn(backend.clone(), Duration::from_millis(config.sweep_ms), shutdown.clone()),
+        // On a connection of its own: it waits for replicas (`WAIT` holds a connection up).
+        sweeper::spawn(
+            backend.with_redis(target.connect().await?),
+            Duration::from_millis(config.sweep_ms),
+            shutdown.clone(),
+        ),
         sale::upkeep::spawn(backend.clone(), Duration::from_millis(config.sweep_ms), shutdown.clone()),
         ended::follow(state.secrets.ended.clone(), backend.db.clone(), shutdown.clone()),
         crate::report::tally::spawn(state.tally.clone(), backend.db.clone(), shutdown.clone()),
@@ -387,8 +393,6 @@ fn worker_settings(config: &Config) -> WorkerSettings {
         consumer: config.worker_name.clone().unwrap_or_else(|| format!("worker-{}", &random_token()[..12])),
         batch_size: config.batch_size,
         poll_ms: config.poll_ms,
-        wait_replicas: config.wait_replicas,
-        wait_replicas_ms: config.wait_replicas_ms,
         claim_idle_ms: config.claim_idle_ms,
         max_deliveries: config.max_deliveries,
         // `check` keeps it within 30 days.

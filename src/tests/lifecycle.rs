@@ -2,12 +2,16 @@
 //! Both conservation equations hold after every race: in Redis, stock + live buyers
 //! = total; in the database, `stock_left` + orders not cancelled = stock.
 
-use crate::support::{code, hold_write_lock, wait_until, Options, Shopper, TestApp, SOON};
+use crate::support::{code, hold_write_lock, wait_until, Options, Shopper, TestApp, SETTLED, SOON};
 use futures::future::join_all;
 use redis::AsyncCommands;
-use seckill::testing::{compose, db_clock, lifecycle, restock, store, CancelReason, OrderMsg, Outcome};
+use seckill::{
+    server::local_redis::LocalRedis,
+    testing::{compose, db_clock, lifecycle, restock, store, CancelReason, OrderMsg, Outcome, RedisConn},
+};
 use serde_json::{json, Value};
 use std::{collections::HashMap, time::Duration};
+use tempfile::TempDir;
 
 /// The shopper's call of `name` with `order_id`; status and body.
 async fn order_call(app: &TestApp, who: &Shopper, name: &str, order_id: &str) -> (u16, Value) {
@@ -341,6 +345,66 @@ async fn a_give_back_left_owed_by_a_dead_process_is_finished_once() {
     let (status, body) = app.grab(&ann, v).await;
     assert_eq!(status, 200, "{body}");
     app.stop().await;
+}
+
+/// With replicas required, a cancel's give-back stays owed until replicas hold it. A
+/// master that died before replicating it would hand over to one that keeps the unit
+/// sold and the shopper's slot taken, with the stock key there, so no rebuild repairs
+/// it: before, the debt was struck at once and the unit was never resold. Here the
+/// new master is played by undoing the give-back on a Redis without replicas: the
+/// debt was kept, a sweeper gives the unit back again and the shopper can grab again;
+/// once a replica holds it, the debt is struck.
+#[tokio::test]
+async fn a_give_back_a_failover_lost_is_made_again() {
+    let dir = TempDir::new().unwrap();
+    let master = LocalRedis::start(&dir.path().join("master")).await.unwrap();
+    let app = TestApp::with(Options::default().with(|c| {
+        c.redis_url = Some(master.url.clone());
+        c.wait_replicas = 1;
+        c.wait_replicas_ms = 50;
+        c.sweep_ms = 100;
+    }))
+    .await;
+    let v = app.create_voucher(3, -5, 3600).await;
+    let ann = app.sign_in("failover-ann").await;
+    let id = grab_all(&app, std::slice::from_ref(&ann), v).await.remove(0);
+    app.wait_for_stats("persisted", v, |s| s["persisted"] == 1).await;
+    let (status, body) = order_call(&app, &ann, "cancel_order", &id).await;
+    assert_eq!((status, body["status"].as_str()), (200, Some("cancelled")), "{body}");
+    let (keys, mut redis) = (app.keys(v), app.redis.clone());
+    assert_eq!(redis.get::<_, i64>(&keys.stock).await.unwrap(), 3, "the master gave the unit back");
+    let owed = || async {
+        sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM restocks_owed").fetch_one(&app.db).await.unwrap()
+    };
+    assert_eq!(owed().await, 1, "no replica holds the give-back: still owed");
+    // The failover: the new master never heard of the give-back.
+    let () = redis::pipe()
+        .atomic()
+        .srem(&keys.restocked, &id)
+        .ignore()
+        .sadd(&keys.buyers, ann.user_id)
+        .ignore()
+        .decr(&keys.stock, 1)
+        .ignore()
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    wait_until("a sweeper gives the unit back again", SOON, || async {
+        let mut redis = app.redis.clone();
+        redis.get::<_, i64>(&keys.stock).await.unwrap() == 3
+            && !redis.sismember::<_, _, bool>(&keys.buyers, ann.user_id).await.unwrap()
+    })
+    .await;
+    let (status, body) = app.grab(&ann, v).await;
+    assert_eq!(status, 200, "the shopper may grab again: {body}");
+    assert_eq!(owed().await, 1, "still owed until a replica holds it");
+    let replica = LocalRedis::start(&dir.path().join("replica")).await.unwrap();
+    let mut to_replica = RedisConn::open(&replica.url).await.unwrap();
+    let () = redis::cmd("REPLICAOF").arg("127.0.0.1").arg(master.port).query_async(&mut to_replica).await.unwrap();
+    wait_until("the debt is struck once a replica holds the give-back", SETTLED, || async { owed().await == 0 }).await;
+    app.stop().await;
+    replica.stop().await;
+    master.stop().await;
 }
 
 /// An order saved long after its grab (the database was down for longer than the time

@@ -53,9 +53,6 @@ pub struct WorkerSettings {
     pub batch_size: usize,
     /// Longest pause between reads of a stream that had nothing new.
     pub poll_ms: u64,
-    /// Replicas that must hold a batch before it is saved, and how long to wait (ms).
-    pub wait_replicas: u32,
-    pub wait_replicas_ms: u64,
     pub claim_idle_ms: u64,
     pub max_deliveries: u64,
     /// Each order must be paid this long (ms) after its grab.

@@ -5,7 +5,7 @@ use super::{entry::Entry, recovery::Recovery, saver::Saver, Wakeups, WorkerSetti
 use crate::{
     backend::{
         layout::{expires_at, SaleKeys, GROUP},
-        Backend, BackendError, RedisConn,
+        Backend, BackendError, RedisConn, Replicas,
     },
     config::MAX_BATCH,
     sale::warm::warm,
@@ -274,11 +274,11 @@ impl Reader {
     /// (a replica down, or a new master without one yet) the readers save without
     /// waiting for [`SHORT_REPLICAS_PAUSE`] before trying again.
     async fn wait_for_replicas(&mut self) -> Result<(), BackendError> {
-        let want = self.settings.wait_replicas;
+        let Replicas { want, wait_ms } = self.backend.replicas;
         if want == 0 || chrono::Utc::now().timestamp_millis() < self.replicas_short_until.load(Ordering::Relaxed) {
             return Ok(());
         }
-        let have = self.redis.wait_for_replicas(&self.keys.orders, want, self.settings.wait_replicas_ms).await?;
+        let have = self.redis.wait_for_replicas(&self.keys.orders, want, wait_ms).await?;
         if have < want {
             metrics::counter!("seckill_replica_waits_short_total").increment(1);
             let pause = SHORT_REPLICAS_PAUSE.as_millis() as i64;

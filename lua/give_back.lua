@@ -10,7 +10,12 @@
 -- Returns 1 when it acted, 0 when the entry was already acknowledged (another
 -- worker got there first), so stock is never given back twice.
 if redis.call('XACK', KEYS[4], ARGV[4], ARGV[3]) == 0 then return 0 end
-unit_back(KEYS[1], KEYS[2], ARGV[2], ARGV[6] == '1', ARGV[7] == '1', ARGV[9], ARGV[10])
+-- An order without a result was granted before Redis lost the voucher: the rebuild
+-- (from a database without it) already counts its unit as unsold and its shopper
+-- as no buyer, and the slot may be the shopper's newer grant. Nothing goes back.
+if redis.call('HEXISTS', KEYS[3], ARGV[1]) == 1 then
+  unit_back(KEYS[1], KEYS[2], ARGV[2], ARGV[6] == '1', ARGV[7] == '1', ARGV[9], ARGV[10])
+end
 redis.call('HSET', KEYS[3], ARGV[1], ARGV[5])
 if ARGV[8] ~= '' then
   redis.call('XADD', KEYS[5], '*', 'order', ARGV[1], 'user', ARGV[2], 'reason', ARGV[8])

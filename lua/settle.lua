@@ -7,13 +7,18 @@
 -- ARGV[3..] four per order: entry id, order id, user id, result value
 -- Returns how many orders found the stock already at 0 (see below).
 --
--- The gate put every buyer in `buyers` when it granted the unit. A buyer missing
--- from a voucher Redis holds means Redis lost the voucher and rebuilt it from a
--- database that had not yet committed this order (it was in a worker's hands): the
--- rebuilt stock still counts its unit, so take it now. Rebuilds run under the
--- database's write lock, so this order committed after the rebuild's snapshot and
--- after Redis held the rebuilt voucher. A voucher Redis does not hold is left alone:
--- its rebuild will read this order from the database.
+-- The gate writes every grant's result in the same step as it takes the unit and
+-- the buyer slot, and a rebuild writes the result of every order the database had
+-- (`warm.lua`), so a result in `results` means this order's unit and slot are in
+-- Redis's books. An order without one was granted before Redis lost the voucher and
+-- was rebuilt from a database that had not yet committed it (it was in a worker's
+-- hands): the rebuilt stock still counts its unit, so take it now, and the slot.
+-- Rebuilds run under the database's write lock, so this order committed after the
+-- rebuild's snapshot and after Redis held the rebuilt voucher. Whether the buyer is
+-- in `buyers` says nothing here: the shopper may have grabbed again since the
+-- rebuild (that later grant is refused by the database and gives its own unit back).
+-- A voucher Redis does not hold is left alone: its rebuild will read this order from
+-- the database.
 local known = redis.call('EXISTS', KEYS[1]) == 1
 local short = 0
 -- One command of each kind per chunk of orders, not one per order: a call costs
@@ -22,23 +27,22 @@ local short = 0
 local chunk = 1000
 for first = 3, #ARGV, 4 * chunk do
   local last = math.min(first + 4 * chunk - 1, #ARGV)
-  local results, entries, users = {}, {}, {}
+  local results, entries, orders = {}, {}, {}
   for i = first, last, 4 do
     entries[#entries + 1] = ARGV[i]
+    orders[#orders + 1] = ARGV[i + 1]
     results[#results + 1] = ARGV[i + 1]
     results[#results + 1] = ARGV[i + 3]
-    users[#users + 1] = ARGV[i + 2]
   end
+  -- Nearly always every order has its result, and one HMGET says so.
+  local had = known and redis.call('HMGET', KEYS[3], unpack(orders)) or {}
   redis.call('HSET', KEYS[3], unpack(results))
   redis.call('XACK', KEYS[4], ARGV[1], unpack(entries))
-  -- Nearly always every buyer is there, and one SMISMEMBER says so.
-  local held = known and redis.call('SMISMEMBER', KEYS[2], unpack(users)) or {}
-  for j = 1, #held do
+  for j = 1, #had do
     local i = first + 4 * (j - 1)
-    -- (An order cancelled the moment it was committed has given its slot back.
-    -- SADD decides, not `held`: one shopper may have two orders in the batch.)
-    if held[j] == 0 and redis.call('SISMEMBER', KEYS[5], ARGV[i + 1]) == 0
-        and redis.call('SADD', KEYS[2], ARGV[i + 2]) == 1 then
+    -- (An order cancelled the moment it was committed has given its unit back.)
+    if not had[j] and redis.call('SISMEMBER', KEYS[5], ARGV[i + 1]) == 0 then
+      redis.call('SADD', KEYS[2], ARGV[i + 2])
       if tonumber(redis.call('GET', KEYS[1])) > 0 then
         redis.call('DECR', KEYS[1])
       else

@@ -9,9 +9,11 @@
 -- ARGV[4] paused (0/1)   ARGV[5] price   ARGV[6] the row's version
 -- ARGV[7] fair start (0/1)   ARGV[8] the sale's start secret (grab tokens)
 -- ARGV[9] stock left, ARGV[10] how many buyers, ARGV[11] how many cancelled orders,
--- then the buyer ids, the ids of cancelled orders (their units are in the stock left),
--- and pairs of stock change id and the units it made (every change of the voucher, so
--- none is made again): the database's snapshot.
+-- ARGV[12] how many orders, then the buyer ids, the ids of cancelled orders (their
+-- units are in the stock left), pairs of order id and result for every order stored
+-- (the results are replaced: a result then means the order is in these books, see
+-- `settle.lua`), and pairs of stock change id and the units it made (every change of
+-- the voucher, so none is made again): the database's snapshot.
 -- Without it the script only looks: it loads nothing when Redis lost the voucher.
 -- Returns 1 when Redis already held the voucher, 0 when it did not (and loaded the
 -- snapshot if given). Never touches stock Redis holds: that would resurrect units sold
@@ -21,18 +23,22 @@
 -- worker's batches.
 local held = redis.call('EXISTS', KEYS[1])
 if held == 0 then
-  if #ARGV < 9 then
+  if #ARGV < 12 then
     return 0
   end
-  redis.call('DEL', KEYS[2], KEYS[8], KEYS[9])
+  redis.call('DEL', KEYS[2], KEYS[5], KEYS[8], KEYS[9])
   local chunk = 1000
-  local first, last = 12, 11 + tonumber(ARGV[10])
+  local first, last = 13, 12 + tonumber(ARGV[10])
   for i = first, last, chunk do
     redis.call('SADD', KEYS[2], unpack(ARGV, i, math.min(i + chunk - 1, last)))
   end
   first, last = last + 1, last + tonumber(ARGV[11])
   for i = first, last, chunk do
     redis.call('SADD', KEYS[8], unpack(ARGV, i, math.min(i + chunk - 1, last)))
+  end
+  first, last = last + 1, last + 2 * tonumber(ARGV[12])
+  for i = first, last, chunk do
+    redis.call('HSET', KEYS[5], unpack(ARGV, i, math.min(i + chunk - 1, last)))
   end
   for i = last + 1, #ARGV, chunk do
     redis.call('HSET', KEYS[9], unpack(ARGV, i, math.min(i + chunk - 1, #ARGV)))

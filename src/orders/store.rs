@@ -316,6 +316,10 @@ pub struct RebuildSource {
     pub buyers: Vec<i64>,
     /// Cancelled orders: their units are in `stock_left` already.
     pub restocked: Vec<i64>,
+    /// Every stored order (cancelled ones too) and its shopper: the rebuilt Redis
+    /// holds their results, which is how it tells them from orders granted before
+    /// it lost the voucher and committed after this snapshot (`lua/settle.lua`).
+    pub orders: Vec<(i64, i64)>,
     /// Every stock change of the voucher (id, units it made), so the rebuilt Redis
     /// makes none of them again: those recorded; additions `stock_left` counts that
     /// Redis may not have been told of; and withdrawals Redis had not yet recorded
@@ -342,10 +346,12 @@ pub async fn lock_for_rebuild(tx: &mut Tx<'_>, voucher_id: i64) -> sqlx::Result<
     let Some(&(stock_left, ..)) = rows.first() else { return Ok(None) };
     let mut snapshot = RebuildSource { stock_left, ..RebuildSource::default() };
     for (_, order, user, status) in rows {
-        match (order, user, status.as_deref()) {
-            (Some(order), _, Some(s)) if s == OrderStatus::Cancelled.as_str() => snapshot.restocked.push(order),
-            (_, Some(user), Some(_)) => snapshot.buyers.push(user),
-            _ => {}
+        let (Some(order), Some(user), Some(status)) = (order, user, status) else { continue };
+        snapshot.orders.push((order, user));
+        if status == OrderStatus::Cancelled.as_str() {
+            snapshot.restocked.push(order);
+        } else {
+            snapshot.buyers.push(user);
         }
     }
     sqlx::query("UPDATE stock_changes SET applied = 0 WHERE voucher_id = $1 AND applied IS NULL AND units < 0")

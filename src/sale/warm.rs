@@ -7,7 +7,10 @@ use crate::{
         layout::{expires_at, SaleKeys, GROUP},
         Backend, BackendError, RedisConn,
     },
-    orders::store::{self as orders, RebuildSource},
+    orders::{
+        results::StoredResult,
+        store::{self as orders, RebuildSource},
+    },
     voucher::store::{self, VoucherRow},
 };
 use redis::{RedisError, RedisResult};
@@ -68,7 +71,11 @@ pub async fn load(
     call.arg(v.begins_at).arg(v.ends_at).arg(expires_at(v.ends_at)).arg(v.paused).arg(v.price).arg(v.version);
     call.arg(v.fair_start).arg(&v.start_secret);
     if let Some(s) = snapshot {
-        call.arg(s.stock_left).arg(s.buyers.len()).arg(s.restocked.len()).arg(&s.buyers).arg(&s.restocked);
+        call.arg(s.stock_left).arg(s.buyers.len()).arg(s.restocked.len()).arg(s.orders.len());
+        call.arg(&s.buyers).arg(&s.restocked);
+        for &(order, user) in &s.orders {
+            call.arg(order).arg(StoredResult::success(user).encode());
+        }
         for (change, units) in &s.changes {
             call.arg(change).arg(units);
         }

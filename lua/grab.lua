@@ -11,6 +11,9 @@
 -- here, in the same step, so no grant follows a pause that has returned.
 local stock = redis.call('GET', KEYS[1])
 if not stock then return 'unknown_voucher' end
+-- This very grab sent again (its connection died before the answer came back): it
+-- was granted, whatever has changed since. A refused grab is decided afresh.
+if redis.call('HEXISTS', KEYS[5], ARGV[2]) == 1 then return 'granted' end
 
 local window = redis.call('HMGET', KEYS[3], 'begins', 'ends', 'expires', 'paused', 'price', 'fair', 'secret')
 if not window[1] or not window[2] then return 'unknown_voucher' end

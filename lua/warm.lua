@@ -8,42 +8,72 @@
 -- ARGV[1] begins (ms)   ARGV[2] ends (ms)   ARGV[3] when the sale's keys expire (ms)
 -- ARGV[4] paused (0/1)   ARGV[5] price   ARGV[6] the row's version
 -- ARGV[7] fair start (0/1)   ARGV[8] the sale's start secret (grab tokens)
--- ARGV[9] stock left, ARGV[10] how many buyers, ARGV[11] how many cancelled orders,
--- ARGV[12] how many orders, then the buyer ids, the ids of cancelled orders (their
+-- ARGV[9] the workers' consumer group
+-- ARGV[10] stock left, ARGV[11] how many buyers, ARGV[12] how many cancelled orders,
+-- ARGV[13] how many orders, then the buyer ids, the ids of cancelled orders (their
 -- units are in the stock left), pairs of order id and result for every order stored
 -- (the results are replaced: a result then means the order is in these books, see
 -- `settle.lua`), and pairs of stock change id and the units it made (every change of
 -- the voucher, so none is made again): the database's snapshot.
 -- Without it the script only looks: it loads nothing when Redis lost the voucher.
--- Returns 1 when Redis already held the voucher, 0 when it did not (and loaded the
--- snapshot if given). Never touches stock Redis holds: that would resurrect units sold
--- since the database was read.
+-- Returns 1 when Redis held the voucher whole, 0 when it did not (and loaded the
+-- snapshot if given).
+--
+-- Whole: its stock, its window, and its order stream with the workers' group. Any of
+-- them missing means Redis lost the voucher, whole or in part (a key evicted or
+-- deleted, a stream gone with the orders queued in it): the snapshot replaces what
+-- is left, stock included. That is safe because results are replaced too: an order
+-- Redis granted and the database has not committed has no result afterwards, and
+-- when it commits, settling it takes its unit from the rebuilt stock. Grants lost
+-- with a stream are lost: their units are back on sale, their shoppers may grab again.
 -- Keys made later get the same expiry: refusals from the gate, dead letters from the
 -- give-back (both read it from the window's `expires`), results and buyers from the
 -- worker's batches.
-local held = redis.call('EXISTS', KEYS[1])
+local function has_group()
+  local groups = redis.pcall('XINFO', 'GROUPS', KEYS[4])
+  if type(groups) ~= 'table' or groups.err then return false end
+  for _, group in ipairs(groups) do
+    for i = 1, #group, 2 do
+      if group[i] == 'name' and group[i + 1] == ARGV[9] then return true end
+    end
+  end
+  return false
+end
+local held = 0
+if redis.call('EXISTS', KEYS[1]) == 1 and redis.call('EXISTS', KEYS[3]) == 1 and has_group() then
+  held = 1
+end
 if held == 0 then
-  if #ARGV < 12 then
+  if #ARGV < 13 then
     return 0
   end
   redis.call('DEL', KEYS[2], KEYS[5], KEYS[8], KEYS[9])
   local chunk = 1000
-  local first, last = 13, 12 + tonumber(ARGV[10])
+  local first, last = 14, 13 + tonumber(ARGV[11])
   for i = first, last, chunk do
     redis.call('SADD', KEYS[2], unpack(ARGV, i, math.min(i + chunk - 1, last)))
   end
-  first, last = last + 1, last + tonumber(ARGV[11])
+  first, last = last + 1, last + tonumber(ARGV[12])
   for i = first, last, chunk do
     redis.call('SADD', KEYS[8], unpack(ARGV, i, math.min(i + chunk - 1, last)))
   end
-  first, last = last + 1, last + 2 * tonumber(ARGV[12])
+  first, last = last + 1, last + 2 * tonumber(ARGV[13])
   for i = first, last, chunk do
     redis.call('HSET', KEYS[5], unpack(ARGV, i, math.min(i + chunk - 1, last)))
   end
   for i = last + 1, #ARGV, chunk do
     redis.call('HSET', KEYS[9], unpack(ARGV, i, math.min(i + chunk - 1, #ARGV)))
   end
-  redis.call('SET', KEYS[1], ARGV[9])
+  redis.call('SET', KEYS[1], ARGV[10])
+  -- The group reads its stream from the start: grants made since the stream was made
+  -- again (the gate's XADD makes it) are not skipped.
+  if not has_group() then
+    redis.call('XGROUP', 'CREATE', KEYS[4], ARGV[9], '0', 'MKSTREAM')
+  end
+  local expires = redis.call('HGET', KEYS[3], 'expires') or ARGV[3]
+  for _, key in ipairs({KEYS[1], KEYS[2], KEYS[4], KEYS[5], KEYS[8], KEYS[9]}) do
+    redis.call('PEXPIREAT', key, expires)
+  end
 end
 local stored = tonumber(redis.call('HGET', KEYS[3], 'version') or '0')
 if tonumber(ARGV[6]) < stored then return held end

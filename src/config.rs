@@ -50,6 +50,8 @@ pub struct Config {
 
     /// Consumer name of this process's worker. Unique per process by default; set it
     /// to a stable name so a restarted process drains its own pending list at once.
+    /// One running process's at a time: a second started under it waits up to 6 s
+    /// (the holder may have just died), then refuses to start.
     #[arg(long, env = "SECKILL_WORKER_NAME")]
     pub worker_name: Option<String>,
 

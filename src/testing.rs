@@ -25,4 +25,5 @@ pub use crate::{
         warm, REDIS_DEADLINE,
     },
     voucher::store::{self as vouchers, StockChange, VoucherRow},
+    worker::NAME_LEASE,
 };

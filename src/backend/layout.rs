@@ -21,6 +21,7 @@
 //! | `<ns>:icr:order:<yyyymmdd>` | string | the day's order-id counter | `ids` (in blocks) |
 //! | `<ns>:events` | pub/sub channel | sale events | `bus` |
 //! | `<ns>:attempts:<who>` | hash | credential checks of one account, address or token | `auth::attempts` |
+//! | `<ns>:worker:<name>` | string | the token of the process holding a worker's name (a lease) | `worker::name` |
 //!
 //! Every key of one voucher shares the hash tag `{v<id>}`, so each script call, stream
 //! read and atomic pipeline lives in one Redis Cluster slot; scripts get every key
@@ -40,7 +41,7 @@
 //! **Scripts** ([`Scripts`], loaded once and run by SHA): `grab.lua` (`sale::gate`),
 //! `warm.lua` (`sale::warm`), `stock.lua` (`sale::stock`), `clock.lua` (`sale::gate`), `token.lua` (`sale::gate`), `settle.lua` (`orders::settle`), `give_back.lua`
 //! (`orders::give_back`), `restock.lua` (`orders::restock`), `sample.lua`
-//! (`live::figures`), `order_ids.lua` (`ids`), `attempt.lua` (`auth::attempts`). The two give-backs share their core,
+//! (`live::figures`), `order_ids.lua` (`ids`), `attempt.lua` (`auth::attempts`), `lease.lua` (`worker::name`). The two give-backs share their core,
 //! `lua/lib/unit_back.lua` (a unit back on sale, a buyer slot freed, the keys' expiry);
 //! the gate and `token.lua` share `lua/lib/grab_token.lua`.
 
@@ -114,6 +115,11 @@ pub fn attempts_counter(namespace: &str, who: &str) -> String {
     format!("{namespace}:attempts:{who}")
 }
 
+/// The lease on a worker's name (`SECKILL_WORKER_NAME`): one process holds it.
+pub fn worker_name_lease(namespace: &str, name: &str) -> String {
+    format!("{namespace}:worker:{name}")
+}
+
 /// A key never written: `clock.lua` names it to be routed to one node when no sale is
 /// named (`server_time`, the live feed's clock).
 pub fn clock_key(namespace: &str) -> String {
@@ -156,6 +162,7 @@ pub struct Scripts {
     pub token: Script,
     pub sample: Script,
     pub attempt: Script,
+    pub lease: Script,
 }
 
 impl Default for Scripts {
@@ -171,6 +178,7 @@ impl Default for Scripts {
             token: lua!("token.lua", uses "grab_token.lua"),
             sample: lua!("sample.lua"),
             attempt: lua!("attempt.lua"),
+            lease: lua!("lease.lua"),
         }
     }
 }

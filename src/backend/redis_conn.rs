@@ -31,9 +31,8 @@ use std::{
 /// How long connecting to a node, and any one reply, may take.
 const TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Retries after a reconnection's first attempt before it fails the commands waiting
-/// for it (the next command starts another reconnection).
-const RECONNECT_TRIES: usize = 5;
+/// Attempts at the first connection, a second apart, before the app gives up starting.
+const FIRST_TRIES: usize = 5;
 
 /// Where Redis is, from `REDIS_URL`.
 pub enum RedisTarget {
@@ -74,23 +73,62 @@ impl RedisTarget {
     /// `TIMEOUT` (5 s) for a reply. The server opens one per serving runtime (its
     /// replies are read on that runtime's thread) and one for the worker.
     ///
-    /// On one Redis, a lost connection is made again by one shared attempt that every
-    /// command waits for, retried `RECONNECT_TRIES` (5) times about a second apart
-    /// (jittered up to two). The crate's default multiplies each pause by 100 up to a
-    /// minute, so after an outage of more than a second the app kept answering
-    /// `unavailable` for a minute or more after Redis was back.
+    /// On one Redis, a lost connection is made again by one attempt that every command
+    /// waiting meanwhile shares, made at once and never retried after a pause: if it
+    /// fails (Redis still down), those commands fail and the next command makes the
+    /// next attempt. So a command waits for Redis no longer than Redis is away. The
+    /// crate retries after pauses of a second or more (its default grows them to a
+    /// minute), and a grab that came during a pause waited it out, past its deadline,
+    /// though Redis was back. A command that finds its connection dead is sent once
+    /// more on the new one ([`connection_died`]). The first connection is tried
+    /// [`FIRST_TRIES`] times.
     pub async fn connect(&self) -> RedisResult<RedisConn> {
         match self {
             Self::Single(client) => {
                 let cfg = ConnectionManagerConfig::new()
                     .set_connection_timeout(TIMEOUT)
                     .set_response_timeout(TIMEOUT)
-                    .set_factor(1)
-                    .set_number_of_retries(RECONNECT_TRIES);
-                Ok(RedisConn::Single(ConnectionManager::new_with_config(client.clone(), cfg).await?))
+                    .set_number_of_retries(0);
+                let mut tries = 1;
+                loop {
+                    match ConnectionManager::new_with_config(client.clone(), cfg.clone()).await {
+                        Ok(c) => return Ok(RedisConn::Single(c)),
+                        Err(e) if tries >= FIRST_TRIES || !e.is_io_error() => return Err(e),
+                        Err(_) => tries += 1,
+                    }
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
             }
             Self::Cluster { client, .. } => Ok(RedisConn::Cluster(client.get_async_connection().await?)),
         }
+    }
+
+    /// The nodes (of those `REDIS_URL` names) that may evict keys under memory
+    /// pressure, each with its policy: a `maxmemory` limit and a `maxmemory-policy`
+    /// other than `noeviction`. Every key of a sale has an expiry (its end plus the
+    /// drain grace), so a `volatile-*` policy (the default of the large managed
+    /// services) as much as an `allkeys-*` one could take one key of a sale and leave
+    /// the rest: an order stream gone with its queued orders, a `restocked` set gone
+    /// so a cancelled unit comes back twice. A node whose settings cannot be read (a
+    /// managed service may forbid `CONFIG`) is only logged: its operator must see to it.
+    pub async fn evicting_nodes(&self) -> Vec<String> {
+        let clients = match self {
+            Self::Single(client) => std::slice::from_ref(client),
+            Self::Cluster { nodes, .. } => nodes.as_slice(),
+        };
+        let mut evicting = Vec::new();
+        for client in clients {
+            let node = client.get_connection_info().addr.to_string();
+            match tokio::time::timeout(TIMEOUT, eviction_policy(client)).await {
+                Ok(Ok(None)) => {}
+                Ok(Ok(Some(policy))) => evicting.push(format!("{node}: maxmemory-policy {policy}")),
+                Ok(Err(e)) => {
+                    tracing::warn!("{node}: its maxmemory-policy cannot be read ({e}); it must be noeviction")
+                }
+                Err(_) => tracing::warn!("{node}: did not say its maxmemory-policy within {TIMEOUT:?}"),
+            }
+        }
+        evicting
     }
 
     /// A pub/sub connection: to the one Redis, or to a cluster node, taking the seed
@@ -112,6 +150,16 @@ impl RedisTarget {
             }
         }
     }
+}
+
+/// The node's eviction policy when it may evict keys (`maxmemory` set, a policy
+/// other than `noeviction`); `None` when it never does.
+async fn eviction_policy(client: &redis::Client) -> RedisResult<Option<String>> {
+    let mut c = client.get_multiplexed_async_connection().await?;
+    let (_, policy): (String, String) =
+        redis::cmd("CONFIG").arg("GET").arg("maxmemory-policy").query_async(&mut c).await?;
+    let (_, limit): (String, u64) = redis::cmd("CONFIG").arg("GET").arg("maxmemory").query_async(&mut c).await?;
+    Ok((limit > 0 && policy != "noeviction").then_some(policy))
 }
 
 /// A connection to Redis, shared by everything on one serving runtime (the server
@@ -161,10 +209,27 @@ impl RedisConn {
     }
 }
 
+/// True when a command failed because its connection had died (Redis restarted, or
+/// went away and came back): it is sent once more, on the connection made anew. A
+/// connection is found dead only by the first command sent on it, and that command
+/// cannot tell whether the old Redis ran it before dying; so every command and script
+/// the app sends may run twice without harm (`lua/grab.lua` answers a grab sent again
+/// with its order id as before; the give-backs, `settle.lua` and `warm.lua` act once
+/// per order; a counter may count one refusal twice). A command that timed out is not
+/// sent again: Redis is there but slow, and a second try would double the wait.
+fn connection_died(e: &redis::RedisError) -> bool {
+    e.is_io_error() && !e.is_timeout()
+}
+
 impl ConnectionLike for RedisConn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
-            Self::Single(c) => c.req_packed_command(cmd),
+            Self::Single(c) => Box::pin(async move {
+                match c.req_packed_command(cmd).await {
+                    Err(e) if connection_died(&e) => c.req_packed_command(cmd).await,
+                    answer => answer,
+                }
+            }),
             Self::Cluster(c) => c.req_packed_command(cmd),
         }
     }
@@ -176,7 +241,12 @@ impl ConnectionLike for RedisConn {
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
         match self {
-            Self::Single(c) => c.req_packed_commands(cmd, offset, count),
+            Self::Single(c) => Box::pin(async move {
+                match c.req_packed_commands(cmd, offset, count).await {
+                    Err(e) if connection_died(&e) => c.req_packed_commands(cmd, offset, count).await,
+                    answer => answer,
+                }
+            }),
             Self::Cluster(c) => c.req_packed_commands(cmd, offset, count),
         }
     }

@@ -19,9 +19,11 @@ use std::time::Duration;
 /// Longest a rebuild holds the database's write lock waiting on Redis.
 const REBUILD_DEADLINE: Duration = Duration::from_secs(2);
 
-/// Loads the voucher into Redis unless Redis already holds it. Returns true when it
-/// loaded it (rebuilt it). Stock and buyers are rebuilt from the database, so a Redis that lost
-/// its data comes back with what was persisted; a Redis that kept it is left alone.
+/// Loads the voucher into Redis unless Redis already holds it whole (stock, window, and
+/// the order stream with the workers' group). Returns true when it loaded it (rebuilt
+/// it). Stock, buyers and results are rebuilt from the database, so a Redis that lost
+/// its data, or part of a sale's keys, comes back with what was persisted; a Redis
+/// that kept it is left alone.
 ///
 /// The database can lag Redis by orders a worker holds but has not committed. The
 /// rebuild reads its snapshot and loads Redis under the database's write lock on the
@@ -31,15 +33,25 @@ const REBUILD_DEADLINE: Duration = Duration::from_secs(2);
 pub async fn warm(backend: &Backend, v: &VoucherRow) -> Result<bool, BackendError> {
     let keys = backend.keys(v.id);
     let mut redis = backend.redis.clone();
-    ensure_group(&mut redis, &keys.orders).await?;
-    // Most warm-ups find Redis holding the voucher: they need no snapshot, and no
-    // database lock (a worker must be able to join while the database cannot write).
+    // Most warm-ups find Redis holding the voucher whole: they need no snapshot, and
+    // no database lock (a worker must be able to join while the database cannot write).
     if load(backend, &mut redis, &keys, v, None).await? {
         return Ok(false);
     }
+    rebuild(backend, &mut redis, &keys, v).await
+}
+
+/// Loads the database's snapshot into Redis under the voucher's lock, unless Redis
+/// holds the voucher whole by then. True when it loaded it.
+async fn rebuild(
+    backend: &Backend,
+    redis: &mut RedisConn,
+    keys: &SaleKeys,
+    v: &VoucherRow,
+) -> Result<bool, BackendError> {
     let mut tx = backend.db.begin().await?;
     let Some(snapshot) = orders::lock_for_rebuild(&mut tx, v.id).await? else { return Ok(false) };
-    let held = tokio::time::timeout(REBUILD_DEADLINE, load(backend, &mut redis, &keys, v, Some(&snapshot)))
+    let held = tokio::time::timeout(REBUILD_DEADLINE, load(backend, redis, keys, v, Some(&snapshot)))
         .await
         .map_err(|_| RedisError::from(std::io::Error::from(std::io::ErrorKind::TimedOut)))??;
     if held {
@@ -53,8 +65,9 @@ pub async fn warm(backend: &Backend, v: &VoucherRow) -> Result<bool, BackendErro
     Ok(!held)
 }
 
-/// Runs `lua/warm.lua`. With a snapshot, loads its stock and buyers and the window
-/// unless Redis holds the stock; without, only looks. Either way, when Redis holds
+/// Runs `lua/warm.lua`. With a snapshot, loads its stock, buyers and results and the
+/// window unless Redis holds the voucher whole (stock, window, the stream's group);
+/// without, only looks. Either way, when Redis holds
 /// the voucher, refreshes its window from `v` (unless Redis holds a newer version of
 /// it) and makes every key of the sale expire at [`expires_at`] its end. Returns true
 /// when Redis already held it.
@@ -69,7 +82,7 @@ pub async fn load(
     call.key(&keys.buyers).key(&keys.window).key(&keys.orders).key(&keys.results).key(&keys.dlq).key(&keys.refused);
     call.key(&keys.restocked).key(&keys.changes);
     call.arg(v.begins_at).arg(v.ends_at).arg(expires_at(v.ends_at)).arg(v.paused).arg(v.price).arg(v.version);
-    call.arg(v.fair_start).arg(&v.start_secret);
+    call.arg(v.fair_start).arg(&v.start_secret).arg(GROUP);
     if let Some(s) = snapshot {
         call.arg(s.stock_left).arg(s.buyers.len()).arg(s.restocked.len()).arg(s.orders.len());
         call.arg(&s.buyers).arg(&s.restocked);
@@ -82,17 +95,6 @@ pub async fn load(
     }
     let held: i64 = call.invoke_async(redis).await?;
     Ok(held == 1)
-}
-
-/// Creates the consumer group (and the stream) if missing, reading from the start,
-/// so a fresh Redis never answers NOGROUP and no queued order is skipped.
-pub async fn ensure_group(redis: &mut RedisConn, stream: &str) -> RedisResult<()> {
-    let created: RedisResult<()> =
-        redis::cmd("XGROUP").arg("CREATE").arg(stream).arg(GROUP).arg("0").arg("MKSTREAM").query_async(redis).await;
-    match created {
-        Err(e) if e.code() == Some("BUSYGROUP") => Ok(()),
-        other => other,
-    }
 }
 
 /// Warms every voucher whose sale is upcoming, running or just ended.

@@ -29,7 +29,7 @@ use crate::{
     sale::{self, admission::Admission, sold_out::SoldOutFlags, warm},
     shutdown,
     state::{AppState, SharedState},
-    worker::{self, WorkerSettings},
+    worker::{self, NameLease, WorkerSettings},
 };
 use axum::{
     routing::{any, get},
@@ -100,6 +100,14 @@ async fn run(
     let db = open_database(&config.database_url, Duration::from_millis(config.db_busy_ms)).await?;
     migrate(&db, &config.database_url).await?;
     let target = Arc::new(RedisTarget::open(&redis_url)?);
+    let evicting = target.evicting_nodes().await;
+    if !evicting.is_empty() {
+        return Err(ServeError::Config(format!(
+            "Redis may evict a sale's keys one by one under memory pressure ({}): set \
+             maxmemory-policy noeviction (a full Redis then refuses grabs, and nothing is lost)",
+            evicting.join("; ")
+        )));
+    }
     let redis = target.connect().await?;
     let replicas = Replicas { want: config.wait_replicas, wait_ms: config.wait_replicas_ms };
     let backend = Backend::new(db, redis, &config.redis_namespace).with_replicas(replicas);
@@ -260,7 +268,16 @@ async fn spawn_background(
     if config.worker {
         let redis = target.connect().await?;
         let wakeups = state.wakeups.clone();
-        tasks.push(worker::spawn(backend.clone(), redis, wakeups, worker_settings(config), shutdown.clone()));
+        let mut settings = worker_settings(config);
+        let Some(lease) = NameLease::take(backend, &settings.consumer).await? else {
+            return Err(ServeError::Config(format!(
+                "SECKILL_WORKER_NAME {}: another running process works under this name; give each its own",
+                settings.consumer
+            )));
+        };
+        settings.named = lease.held();
+        let backend = backend.clone();
+        tasks.push(lease.keep(shutdown.clone(), move |stop| worker::spawn(backend, redis, wakeups, settings, stop)));
     }
     Ok(tasks)
 }
@@ -391,6 +408,7 @@ async fn migrate(db: &Db, url: &str) -> Result<(), ServeError> {
 fn worker_settings(config: &Config) -> WorkerSettings {
     WorkerSettings {
         consumer: config.worker_name.clone().unwrap_or_else(|| format!("worker-{}", &random_token()[..12])),
+        named: Arc::new(std::sync::atomic::AtomicBool::new(true)),
         batch_size: config.batch_size,
         poll_ms: config.poll_ms,
         claim_idle_ms: config.claim_idle_ms,

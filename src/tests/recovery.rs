@@ -503,3 +503,57 @@ async fn a_mixed_batch_gets_each_entry_its_outcome() {
     assert!((now * 1000 + PAY..=saved + PAY).contains(&deadline), "deadline {deadline}, saved by {saved}");
     app.stop().await;
 }
+
+/// Two processes under one `SECKILL_WORKER_NAME`: the second waits for the name (its
+/// holder may have just died), then refuses to start, saying why, and the first works
+/// on. Before, both started, and one leaving a group could delete the other's consumer
+/// with the orders it held. A holder that stops lets the name go at once.
+#[tokio::test]
+async fn a_worker_name_is_one_running_processs_at_a_time() {
+    let named = |opts: Options| opts.with(|c| c.worker_name = Some("w-twin".into()));
+    let one = TestApp::with(named(Options::default())).await;
+    let v = one.create_voucher(5, -5, 3600).await;
+    let lease = format!("{}:worker:w-twin", one.namespace);
+    let Options { mut config, reuse } = named(one.restart_options());
+    let reuse = reuse.unwrap();
+    (config.database_url, config.redis_namespace) = (reuse.database_url.clone(), reuse.namespace.clone());
+    config.redis_url = Some(crate::support::redis_url());
+    let leptos = leptos::config::LeptosOptions::builder().output_name("seckill").site_root("target/site").build();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let asked = std::time::Instant::now();
+    let second = seckill::server::serve(config, leptos, listener, std::future::pending());
+    match tokio::time::timeout(crate::support::SETTLED, second).await {
+        Ok(Err(seckill::server::ServeError::Config(why))) => {
+            assert!(why.contains("SECKILL_WORKER_NAME w-twin") && why.contains("another running process"), "{why}")
+        }
+        other => panic!("a second process under one name started: {other:?}"),
+    }
+    assert!(asked.elapsed() >= seckill::testing::NAME_LEASE, "it waited for the name to lapse first");
+    let ann = one.sign_in("twin-ann").await;
+    assert_eq!(one.grab(&ann, v).await.0, 200);
+    one.wait_for_stats("the first process's worker persists", v, |s| s["persisted"] == 1).await;
+    let mut redis = one.redis.clone();
+    one.stop().await;
+    assert!(!redis.exists::<_, bool>(&lease).await.unwrap(), "a process that stops lets its name go");
+}
+
+/// A worker stopped longer than its name's lease (SIGSTOP, a long pause) finds the name
+/// taken by a process started under it meanwhile (played here by overwriting the
+/// lease): it stops reading at once, and leaves its consumer in the group (it is the
+/// other process's now, with whatever it holds).
+#[tokio::test]
+async fn a_worker_whose_name_was_taken_stops_and_leaves_the_group_alone() {
+    let app = TestApp::with(Options::default().with(|c| c.worker_name = Some("w-taken".into()))).await;
+    let v = app.create_voucher(5, -5, 3600).await;
+    let ann = app.sign_in("taken-ann").await;
+    assert_eq!(app.grab(&ann, v).await.0, 200);
+    app.wait_for_stats("persisted", v, |s| s["persisted"] == 1).await;
+    let mut feed = crate::support::Feed::open(&app, false).await;
+    let mut redis = app.redis.clone();
+    let () = redis.set(format!("{}:worker:w-taken", app.namespace), "another process").await.unwrap();
+    feed.until(SOON, |f| f["type"] == "event" && f["kind"] == "worker_left").await;
+    let consumers: Vec<redis::Value> =
+        redis::cmd("XINFO").arg("CONSUMERS").arg(app.keys(v).orders).arg(GROUP).query_async(&mut redis).await.unwrap();
+    assert_eq!(consumers.len(), 1, "the consumer stays in the group");
+    app.stop().await;
+}

@@ -2,6 +2,7 @@
 
 use crate::support::{code, Options, TestApp};
 use redis::AsyncCommands;
+use seckill::server::{local_redis::LocalRedis, ServeError};
 use serde_json::json;
 
 #[tokio::test]
@@ -137,4 +138,82 @@ async fn a_sales_keys_expire_after_the_drain_grace() {
     let ttl: i64 = redis.ttl(&counters[0]).await.unwrap();
     assert!((1..=2 * 24 * 3600).contains(&ttl), "the day's id counter expires: {ttl}");
     app.stop().await;
+}
+
+/// Redis loses part of a sale's keys: the order stream, with three granted orders in
+/// it that no worker had read. Before, the stock key's presence read as "nothing
+/// lost": the group was made again on an empty stream, the three results stayed
+/// `queued` for ever and their shoppers were refused `already_bought`. Now any key of
+/// the sale missing means the voucher is rebuilt from the database: the three grabs
+/// read `failed: lost`, their shoppers may grab again, and stock + buyers = total.
+#[tokio::test]
+async fn a_sale_that_lost_its_order_stream_is_rebuilt_whole() {
+    let app = TestApp::with(Options::default().with(|c| c.worker = false)).await;
+    let v = app.create_voucher(5, -5, 3600).await;
+    let shoppers = app.sign_in_many("streamless", 3).await;
+    let mut orders = Vec::new();
+    for s in &shoppers {
+        let (status, body) = app.grab(s, v).await;
+        assert_eq!(status, 200, "{body}");
+        orders.push(body["order_id"].as_str().unwrap().to_owned());
+    }
+    let keys = app.keys(v);
+    let _: () = app.redis.clone().del(&keys.orders).await.unwrap();
+    // A worker starts: it finds no group, and warms the voucher again.
+    let opts = app.restart_options();
+    app.stop().await;
+    let app = TestApp::with(opts).await;
+    let stats = app.wait_for_stats("rebuilt", v, |s| s["redis_stock"] == 5).await;
+    assert_eq!(stats["persisted"], 0, "{stats}");
+    for (s, order_id) in shoppers.iter().zip(&orders) {
+        let cookie = [("cookie", s.cookie.as_str())];
+        let (status, body) = app.call("grab_result", json!({ "voucher_id": v, "order_id": order_id }), &cookie).await;
+        assert_eq!(
+            (status.as_u16(), body["status"].as_str(), body["reason"].as_str()),
+            (200, Some("failed"), Some("lost"))
+        );
+        let (status, body) = app.grab(s, v).await;
+        assert_eq!(status, 200, "may grab again: {body}");
+    }
+    app.wait_for_stats("the new grabs persisted", v, |s| s["persisted"] == 3 && s["redis_stock"] == 2).await;
+    let buyers: i64 = app.redis.clone().scard(&keys.buyers).await.unwrap();
+    assert_eq!(buyers, 3, "stock + buyers = total");
+    app.stop().await;
+}
+
+/// A Redis that may evict keys (a `maxmemory` limit with `volatile-lru`, the large
+/// managed services' default) could take one key of a sale and leave the rest: the
+/// app refuses to start on it and says what to set; with `noeviction` it starts.
+#[tokio::test]
+async fn a_redis_that_may_evict_a_sales_keys_is_refused() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let private = LocalRedis::start(dir.path()).await.unwrap();
+    let mut redis = seckill::testing::RedisConn::open(&private.url).await.unwrap();
+    for (name, value) in [("maxmemory", "1gb"), ("maxmemory-policy", "volatile-lru")] {
+        let () = redis::cmd("CONFIG").arg("SET").arg(name).arg(value).query_async(&mut redis).await.unwrap();
+    }
+    let mut config = Options::default().config;
+    config.redis_url = Some(private.url.clone());
+    config.database_url = crate::support::fresh_database(dir.path()).await;
+    let leptos = leptos::config::LeptosOptions::builder().output_name("seckill").site_root("target/site").build();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    match seckill::server::serve(config, leptos, listener, std::future::pending()).await {
+        Err(ServeError::Config(why)) => {
+            assert!(
+                why.contains("maxmemory-policy volatile-lru") && why.contains("set maxmemory-policy noeviction"),
+                "{why}"
+            )
+        }
+        other => panic!("started on an evicting Redis: {other:?}"),
+    }
+    let () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory-policy")
+        .arg("noeviction")
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    let app = TestApp::with(Options::default().with(|c| c.redis_url = Some(private.url.clone()))).await;
+    app.stop().await;
+    private.stop().await;
 }

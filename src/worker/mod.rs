@@ -22,11 +22,13 @@
 //! (`recovery`) for entries other consumers left idle.
 
 mod entry;
+mod name;
 mod reader;
 mod recovery;
 mod saver;
 mod wake;
 
+pub use name::{NameLease, LEASE as NAME_LEASE};
 pub use wake::Wakeups;
 
 use crate::{
@@ -48,8 +50,10 @@ const REFRESH_EVERY: Duration = Duration::from_millis(500);
 /// Tuning of one worker.
 #[derive(Clone, Debug)]
 pub struct WorkerSettings {
-    /// Consumer name in the groups; unique per process.
+    /// Consumer name in the groups; one process's at a time (`name`).
     pub consumer: String,
+    /// False once another process took the name: the readers stop without leaving.
+    pub named: Arc<std::sync::atomic::AtomicBool>,
     pub batch_size: usize,
     /// Longest pause between reads of a stream that had nothing new.
     pub poll_ms: u64,

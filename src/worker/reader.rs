@@ -225,7 +225,11 @@ impl Reader {
 
     /// Leaves the group if it holds nothing pending, so dead names do not pile up
     /// (names are unique per process). Entries it still holds stay for others to claim.
+    /// A worker whose name another process took leaves nothing: the name is theirs.
     async fn leave(&mut self) {
+        if !self.settings.named.load(Ordering::SeqCst) {
+            return;
+        }
         let mine: redis::RedisResult<StreamPendingCountReply> = redis::cmd("XPENDING")
             .arg(&self.keys.orders)
             .arg(GROUP)

@@ -1,11 +1,11 @@
 # Sourced by .ci/test and .ci/bench: `build_release` builds what users deploy, the
 # release server and its site (WASM, JS, CSS), through cargo-leptos, and the load tool
-# in the same cargo run. cargo-leptos compiles the site's settings into the server (a
+# and the chaos run's tool in the same cargo run. cargo-leptos compiles the site's settings into the server (a
 # plain `cargo build` leaves them out, and its server refuses to start); building the
 # load tool in the same run keeps one set of settings, so neither build undoes the
 # other's and the server Playwright tests is the one the bench measures. `--precompress`
 # writes a brotli and a gzip copy beside each site file, served by Accept-Encoding;
 # `--split` puts the operator's pages (lazy routes, `app.rs`) in WASM files of their own.
 build_release() {
-  cargo leptos build --release --precompress --split --bin-cargo-args=--bin=bench
+  cargo leptos build --release --precompress --split --bin-cargo-args=--bin=bench --bin-cargo-args=--bin=chaos
 }

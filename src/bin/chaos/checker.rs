@@ -1,0 +1,355 @@
+//! The checker: reads the history and, after the quiet period, the final state of
+//! Redis and the database, and names each broken promise with the operations
+//! involved. Then availability: the share of grabs answered within 2 s, per fault
+//! kind under way when they were made.
+
+use crate::history::{Fault, FaultKind, Op, OpKind};
+use redis::AsyncCommands;
+use seckill::testing::{RedisConn, SaleKeys};
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+/// What the final state holds, read once everything settled.
+pub struct Final {
+    pub vouchers: Vec<VoucherState>,
+    /// Order id → (voucher, user, status, pay deadline, paid at).
+    pub orders: HashMap<i64, OrderRow>,
+    pub owed: i64,
+    /// The database's clock when read (ms).
+    pub db_now: i64,
+    /// Each granted grab's result asked after the quiet period: order id → status.
+    pub results: HashMap<String, String>,
+}
+
+pub struct VoucherState {
+    pub id: i64,
+    pub stock: i64,
+    pub stock_left: i64,
+    pub redis_stock: Option<i64>,
+    pub buyers: HashSet<i64>,
+    pub restocked: HashSet<i64>,
+}
+
+#[derive(Clone, Debug)]
+pub struct OrderRow {
+    pub voucher: i64,
+    pub user: i64,
+    pub status: String,
+    pub pay_deadline: i64,
+    pub paid_at: Option<i64>,
+}
+
+impl Final {
+    /// Reads the database and Redis (namespace `seckill`) for `vouchers`.
+    pub async fn read(database_url: &str, redis_url: &str, vouchers: &[i64]) -> Result<Self, String> {
+        sqlx::any::install_default_drivers();
+        let db = sqlx::AnyPool::connect(database_url).await.map_err(|e| e.to_string())?;
+        let mut redis = RedisConn::open(redis_url).await.map_err(|e| e.to_string())?;
+        let mut states = Vec::new();
+        for &id in vouchers {
+            let (stock, stock_left): (i64, i64) =
+                sqlx::query_as("SELECT stock, stock_left FROM vouchers WHERE id = $1")
+                    .bind(id)
+                    .fetch_one(&db)
+                    .await
+                    .map_err(|e| e.to_string())?;
+            let keys = SaleKeys::new("seckill", id);
+            let redis_stock: Option<i64> = redis.get(&keys.stock).await.map_err(|e| e.to_string())?;
+            let buyers: HashSet<i64> = redis.smembers(&keys.buyers).await.map_err(|e| e.to_string())?;
+            let restocked: HashSet<i64> = redis.smembers(&keys.restocked).await.map_err(|e| e.to_string())?;
+            states.push(VoucherState { id, stock, stock_left, redis_stock, buyers, restocked });
+        }
+        type Row = (i64, i64, i64, String, i64, Option<i64>);
+        let rows: Vec<Row> =
+            sqlx::query_as("SELECT id, voucher_id, user_id, status, pay_deadline, paid_at FROM orders")
+                .fetch_all(&db)
+                .await
+                .map_err(|e| e.to_string())?;
+        let orders = rows
+            .into_iter()
+            .map(|(id, voucher, user, status, pay_deadline, paid_at)| {
+                (id, OrderRow { voucher, user, status, pay_deadline, paid_at })
+            })
+            .collect();
+        let owed: i64 =
+            sqlx::query_scalar("SELECT COUNT(*) FROM restocks_owed").fetch_one(&db).await.map_err(|e| e.to_string())?;
+        let db_now = seckill::testing::db_clock::now_ms(&db).await.map_err(|e| e.to_string())?;
+        Ok(Self { vouchers: states, orders, owed, db_now, results: HashMap::new() })
+    }
+}
+
+/// Every violation found, each with the operations involved.
+pub fn violations(ops: &[Op], end: &Final, initial_stock: i64) -> Vec<String> {
+    let mut found = Vec::new();
+    let granted: Vec<&Op> = ops.iter().filter(|o| o.kind == OpKind::Grab && o.status == Some(200)).collect();
+    for grab in &granted {
+        let Some(order) = grab.order.as_deref() else {
+            found.push(format!("a grab answered 200 without an order id: {grab:?}"));
+            continue;
+        };
+        let id: i64 = order.parse().unwrap_or_default();
+        let row = end.orders.get(&id);
+        match (end.results.get(order).map(String::as_str), row) {
+            (Some("success"), Some(r)) if Some(r.user) == grab.user && r.voucher == grab.voucher => {}
+            (Some("success"), r) => {
+                found.push(format!("order {order} reads success but the database has {r:?}: {grab:?}"))
+            }
+            (Some(s), None) if s.starts_with("failed") => {}
+            (Some(s), Some(r)) if s.starts_with("failed") => {
+                found.push(format!("order {order} reads {s} but the database has it {}: {grab:?}", r.status))
+            }
+            (s, _) => found
+                .push(format!("order {order} answered queued ends as {s:?}, neither an order nor a failure: {grab:?}")),
+        }
+    }
+    found.extend(results_never_change(ops));
+    found.extend(books(end, initial_stock, ops));
+    for op in ops {
+        if let Some(status) = op.status.filter(|s| *s >= 500 && *s != 503) {
+            found.push(format!("a {status} answer (only 503 may come from a fault): {op:?}"));
+        }
+        let status = op.order.as_deref().and_then(|o| o.parse::<i64>().ok()).and_then(|id| end.orders.get(&id));
+        match (op.kind, op.status, status) {
+            (OpKind::Pay, Some(200), Some(r)) if r.status != "paid" => {
+                found.push(format!("a payment answered 200 but the order is {}: {op:?}", r.status))
+            }
+            (OpKind::Cancel, Some(200), Some(r)) if r.status != "cancelled" => {
+                found.push(format!("a cancel answered 200 but the order is {}: {op:?}", r.status))
+            }
+            (OpKind::Pay | OpKind::Cancel, Some(200), None) => {
+                found.push(format!("a payment or cancel answered 200 for an order the database lacks: {op:?}"))
+            }
+            _ => {}
+        }
+    }
+    found
+}
+
+/// Once a grab's result is decided (success or failed), it never reads otherwise.
+fn results_never_change(ops: &[Op]) -> Vec<String> {
+    let mut decided: HashMap<&str, &Op> = HashMap::new();
+    let mut found = Vec::new();
+    let mut polls: Vec<&Op> = ops.iter().filter(|o| o.kind == OpKind::Result && o.status == Some(200)).collect();
+    polls.sort_by_key(|o| o.answered);
+    for poll in polls {
+        let (Some(order), status) = (poll.order.as_deref(), poll.code.split(':').next().unwrap_or_default()) else {
+            continue;
+        };
+        if status == "queued" {
+            if let Some(first) = decided.get(order) {
+                found.push(format!("order {order} read {} then queued again: {first:?} then {poll:?}", first.code));
+            }
+            continue;
+        }
+        match decided.get(order) {
+            Some(first) if first.code.split(':').next() != Some(status) => {
+                found.push(format!("order {order} read {} then {}: {first:?} then {poll:?}", first.code, poll.code))
+            }
+            Some(_) => {}
+            None => {
+                decided.insert(order, poll);
+            }
+        }
+    }
+    found
+}
+
+/// Each sale's books: no oversell, one live order per shopper, Redis and the database
+/// conserving every unit, each cancelled unit back once, overdue orders swept, paid
+/// ones paid in time, no give-back owed.
+fn books(end: &Final, initial_stock: i64, ops: &[Op]) -> Vec<String> {
+    let mut found = Vec::new();
+    for v in &end.vouchers {
+        let orders: Vec<(&i64, &OrderRow)> = end.orders.iter().filter(|(_, o)| o.voucher == v.id).collect();
+        let live: Vec<&OrderRow> = orders.iter().map(|(_, o)| *o).filter(|o| o.status != "cancelled").collect();
+        let cancelled: HashSet<i64> =
+            orders.iter().filter(|(_, o)| o.status == "cancelled").map(|(id, _)| **id).collect();
+        let mut holders: BTreeMap<i64, usize> = BTreeMap::new();
+        for o in &live {
+            *holders.entry(o.user).or_default() += 1;
+        }
+        for (user, n) in holders.iter().filter(|(_, n)| **n > 1) {
+            found.push(format!("sale {}: shopper {user} holds {n} live orders", v.id));
+        }
+        if live.len() as i64 > v.stock || v.stock_left < 0 {
+            found.push(format!(
+                "sale {}: oversold: {} live orders of {} units, {} left",
+                v.id,
+                live.len(),
+                v.stock,
+                v.stock_left
+            ));
+        }
+        if v.stock_left + live.len() as i64 != v.stock {
+            found.push(format!(
+                "sale {}: database books off: {} left + {} live orders != {} units",
+                v.id,
+                v.stock_left,
+                live.len(),
+                v.stock
+            ));
+        }
+        let live_buyers: HashSet<i64> = live.iter().map(|o| o.user).collect();
+        if v.redis_stock != Some(v.stock_left) || v.buyers != live_buyers {
+            found.push(format!(
+                "sale {}: Redis off the database: stock {:?} (database {}), {} buyers (database {} live orders; {} differ)",
+                v.id,
+                v.redis_stock,
+                v.stock_left,
+                v.buyers.len(),
+                live_buyers.len(),
+                v.buyers.symmetric_difference(&live_buyers).count()
+            ));
+        }
+        if v.restocked != cancelled {
+            found.push(format!(
+                "sale {}: cancelled units given back in Redis {} times for {} cancelled orders",
+                v.id,
+                v.restocked.len(),
+                cancelled.len()
+            ));
+        }
+        for (id, o) in &orders {
+            if o.status == "unpaid" && o.pay_deadline + 2_000 < end.db_now {
+                found.push(format!(
+                    "sale {}: order {id} unpaid {} ms past its deadline",
+                    v.id,
+                    end.db_now - o.pay_deadline
+                ));
+            }
+            if o.status == "paid" && o.paid_at.is_some_and(|at| at >= o.pay_deadline) {
+                found.push(format!("sale {}: order {id} paid after its deadline", v.id));
+            }
+        }
+        let changes: Vec<&Op> = ops
+            .iter()
+            .filter(|o| o.voucher == v.id && matches!(o.kind, OpKind::AddStock(_) | OpKind::Withdraw(_)))
+            .collect();
+        // Only when every change was answered for sure: a change answered 503 or not
+        // at all may or may not have been made.
+        if changes.iter().all(|o| o.status.is_some_and(|s| s < 500)) {
+            let expected = changes.iter().fold(initial_stock, |units, o| match (o.kind, o.status) {
+                (OpKind::AddStock(n), Some(200)) => units + n,
+                (OpKind::Withdraw(n), Some(200)) => units - n,
+                _ => units,
+            });
+            if expected != v.stock {
+                found.push(format!(
+                    "sale {}: {} units after the operators' changes answered, the database says {}",
+                    v.id, expected, v.stock
+                ));
+            }
+        }
+    }
+    if end.owed > 0 {
+        found.push(format!("{} give-backs still owed to Redis", end.owed));
+    }
+    found
+}
+
+/// Per fault kind under way when a grab was made (and "none"): grabs, and the share
+/// answered (anything but 503 or no answer) within 2 s.
+pub fn availability(ops: &[Op], faults: &[Fault]) -> BTreeMap<String, (usize, usize)> {
+    let mut by: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+    for grab in ops.iter().filter(|o| o.kind == OpKind::Grab) {
+        let ok = grab.status.is_some_and(|s| s != 503) && grab.took() <= 2_000;
+        let under: HashSet<FaultKind> = faults
+            .iter()
+            .filter(|f| f.start <= grab.invoked && grab.invoked <= f.end.max(f.start + 1_000))
+            .map(|f| f.kind)
+            .collect();
+        let names: Vec<String> = if under.is_empty() {
+            vec!["none".to_owned()]
+        } else {
+            under.iter().map(|k| k.name().to_owned()).collect()
+        };
+        for name in names {
+            let entry = by.entry(name).or_default();
+            entry.0 += 1;
+            entry.1 += usize::from(ok);
+        }
+    }
+    by
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn op(kind: OpKind, status: u16, code: &str, order: &str, at: u64) -> Op {
+        Op {
+            kind,
+            process: 0,
+            user: Some(7),
+            voucher: 1,
+            invoked: at,
+            answered: at + 5,
+            status: Some(status),
+            code: code.to_owned(),
+            order: Some(order.to_owned()),
+        }
+    }
+
+    /// A sale of 2 units, one sold to shopper 7 (order 100), books balanced.
+    fn balanced() -> Final {
+        let order = OrderRow { voucher: 1, user: 7, status: "paid".into(), pay_deadline: 10_000, paid_at: Some(5_000) };
+        Final {
+            vouchers: vec![VoucherState {
+                id: 1,
+                stock: 2,
+                stock_left: 1,
+                redis_stock: Some(1),
+                buyers: [7].into(),
+                restocked: HashSet::new(),
+            }],
+            orders: [(100, order)].into(),
+            owed: 0,
+            db_now: 20_000,
+            results: [("100".to_owned(), "success".to_owned())].into(),
+        }
+    }
+
+    #[test]
+    fn balanced_books_and_kept_answers_are_no_violation() {
+        let ops = [op(OpKind::Grab, 200, "queued", "100", 0), op(OpKind::Pay, 200, "paid", "100", 10)];
+        assert_eq!(violations(&ops, &balanced(), 2), Vec::<String>::new());
+    }
+
+    #[test]
+    fn each_broken_promise_is_named() {
+        let grab = op(OpKind::Grab, 200, "queued", "100", 0);
+        let mut stuck = balanced();
+        stuck.results.insert("100".into(), "queued".into());
+        assert!(violations(&[grab.clone()], &stuck, 2)[0].contains("neither an order nor a failure"));
+        let mut redis_off = balanced();
+        redis_off.vouchers[0].redis_stock = Some(2);
+        assert!(violations(&[grab.clone()], &redis_off, 2)[0].contains("Redis off the database"));
+        let mut oversold = balanced();
+        oversold.vouchers[0].stock_left = -1;
+        assert!(violations(&[grab.clone()], &oversold, 2).iter().any(|v| v.contains("oversold")));
+        let flip = [
+            grab.clone(),
+            op(OpKind::Result, 200, "failed:lost", "100", 10),
+            op(OpKind::Result, 200, "success", "100", 20),
+        ];
+        assert!(violations(&flip, &balanced(), 2)[0].contains("read failed:lost then success"));
+        let cancelled_after_paid = [grab.clone(), op(OpKind::Cancel, 200, "cancelled", "100", 10)];
+        assert!(violations(&cancelled_after_paid, &balanced(), 2)[0]
+            .contains("a cancel answered 200 but the order is paid"));
+        let crashed = [grab, op(OpKind::Pay, 500, "internal", "100", 10)];
+        assert!(violations(&crashed, &balanced(), 2)[0].contains("a 500 answer"));
+        let mut owed = balanced();
+        owed.owed = 1;
+        assert!(violations(&[], &owed, 2).iter().any(|v| v.contains("give-backs still owed")));
+    }
+
+    #[test]
+    fn availability_counts_grabs_by_the_faults_under_way() {
+        let faults = [Fault { kind: FaultKind::Kill, target: "app-1".into(), start: 100, end: 200 }];
+        let mut slow = op(OpKind::Grab, 200, "queued", "1", 150);
+        slow.answered = 150 + 2_500;
+        let ops = [op(OpKind::Grab, 503, "unavailable", "2", 120), slow, op(OpKind::Grab, 409, "sold_out", "3", 5_000)];
+        let by = availability(&ops, &faults);
+        assert_eq!(by["kill -9 + restart"], (2, 0));
+        assert_eq!(by["none"], (1, 1));
+    }
+}

@@ -1,0 +1,147 @@
+//! What happened during a run: every operation a client made (invoked when, answered
+//! what, when) and every fault the nemesis injected. The checker and the timeline read
+//! it after the run.
+
+use std::{
+    sync::Mutex,
+    time::{Duration, Instant},
+};
+
+/// One call a shopper or an operator made.
+#[derive(Clone, Debug)]
+pub struct Op {
+    pub kind: OpKind,
+    /// The app process it went to.
+    pub process: usize,
+    pub user: Option<i64>,
+    pub voucher: i64,
+    /// Since the run's start (ms).
+    pub invoked: u64,
+    pub answered: u64,
+    /// The HTTP status, or `None` when no answer came (connection refused, cut, timed out).
+    pub status: Option<u16>,
+    /// The answer's error code, the grab result's status, or the transport error.
+    pub code: String,
+    /// The order the call was about (a grab's answer names it).
+    pub order: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum OpKind {
+    Grab,
+    /// The last `grab_result` poll of a granted grab.
+    Result,
+    Pay,
+    Cancel,
+    AddStock(i64),
+    Withdraw(i64),
+    Pause,
+    Resume,
+}
+
+impl Op {
+    pub fn took(&self) -> u64 {
+        self.answered.saturating_sub(self.invoked)
+    }
+}
+
+/// One fault, from when it was injected to when it was healed.
+#[derive(Clone, Debug)]
+pub struct Fault {
+    pub kind: FaultKind,
+    /// What it hit: `app-1`, `redis`, `db`…
+    pub target: String,
+    pub start: u64,
+    pub end: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum FaultKind {
+    /// An app process killed (SIGKILL) and started again.
+    Kill,
+    /// An app process stopped (SIGSTOP) past the claim time, then continued.
+    Pause,
+    /// Redis killed and started again from its append-only file.
+    RedisRestart,
+    /// The database's write lock held.
+    DbStall,
+    /// Every pub/sub connection cut.
+    PubSubCut,
+}
+
+impl FaultKind {
+    pub const ALL: [FaultKind; 5] =
+        [FaultKind::Kill, FaultKind::Pause, FaultKind::RedisRestart, FaultKind::DbStall, FaultKind::PubSubCut];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Kill => "kill -9 + restart",
+            Self::Pause => "SIGSTOP/SIGCONT",
+            Self::RedisRestart => "Redis restart (AOF)",
+            Self::DbStall => "database stall",
+            Self::PubSubCut => "pub/sub cut",
+        }
+    }
+
+    /// The timeline's colour.
+    pub fn colour(self) -> &'static str {
+        match self {
+            Self::Kill => "#d62728",
+            Self::Pause => "#ff7f0e",
+            Self::RedisRestart => "#9467bd",
+            Self::DbStall => "#8c564b",
+            Self::PubSubCut => "#17becf",
+        }
+    }
+}
+
+/// The run's record, written by every task.
+pub struct History {
+    pub started: Instant,
+    ops: Mutex<Vec<Op>>,
+    faults: Mutex<Vec<Fault>>,
+    /// What went wrong with the run itself (a process that would not start again):
+    /// such a run proves nothing and fails.
+    broken: Mutex<Vec<String>>,
+}
+
+impl History {
+    pub fn new() -> Self {
+        Self { started: Instant::now(), ops: Mutex::default(), faults: Mutex::default(), broken: Mutex::default() }
+    }
+
+    /// Milliseconds since the run started.
+    pub fn now(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+
+    pub fn since(&self, ms: u64) -> Duration {
+        Duration::from_millis(self.now().saturating_sub(ms))
+    }
+
+    pub fn op(&self, op: Op) {
+        self.ops.lock().unwrap().push(op);
+    }
+
+    pub fn fault(&self, fault: Fault) {
+        self.faults.lock().unwrap().push(fault);
+    }
+
+    pub fn broken(&self, why: String) {
+        self.broken.lock().unwrap().push(why);
+    }
+
+    pub fn what_broke(&self) -> Vec<String> {
+        self.broken.lock().unwrap().clone()
+    }
+
+    pub fn ops(&self) -> Vec<Op> {
+        self.ops.lock().unwrap().clone()
+    }
+
+    pub fn faults(&self) -> Vec<Fault> {
+        let mut faults = self.faults.lock().unwrap().clone();
+        faults.sort_by_key(|f| f.start);
+        faults
+    }
+}

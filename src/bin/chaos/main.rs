@@ -1,0 +1,271 @@
+//! The chaos run (`npm run chaos -- --minutes N --seed S`): a sale day on the one-box
+//! topology (SQLite, one Redis with its append-only file, several app processes of the
+//! release build) while shoppers grab, poll, pay, cancel and let orders time out and
+//! operators add and withdraw stock, pause and resume, and a nemesis injects faults on
+//! a schedule drawn from the seed: app processes killed (SIGKILL) and started again or
+//! stopped (SIGSTOP) past the claim time, Redis killed and started again from its file,
+//! the database's write lock held (sometimes past the time to pay), every pub/sub
+//! connection cut. Then a quiet period, and the checker reads the history and the
+//! final state of Redis and the database: each violation is printed with the
+//! operations involved, beside a summary and availability per fault kind, and a
+//! timeline picture is written. Any violation fails the run; the seed replays its
+//! schedule.
+
+mod checker;
+mod history;
+mod nemesis;
+mod timeline;
+mod topology;
+mod workload;
+
+use clap::Parser;
+use history::{FaultKind, History, OpKind};
+use rand::{rngs::StdRng, Rng, SeedableRng};
+use seckill::client::{ApiClient, Shopper};
+use std::{
+    collections::{BTreeMap, HashMap},
+    path::PathBuf,
+    process::ExitCode,
+    sync::Arc,
+    time::Duration,
+};
+use topology::{AppSettings, OneBox};
+use workload::Workload;
+
+/// Every chaos shopper's password.
+const PASSWORD: &str = "a chaos shopper's password";
+
+#[derive(Parser, Debug)]
+#[command(about = "A sale day under faults on a random schedule, checked against every answer given")]
+struct Args {
+    /// How long the faults and the workload run (then a quiet period and the checks).
+    #[arg(long, default_value_t = 3.0)]
+    minutes: f64,
+    /// The schedule's seed (random when not given; printed either way).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// App processes.
+    #[arg(long, default_value_t = 2)]
+    processes: usize,
+    /// Shoppers, and how many shop at once.
+    #[arg(long, default_value_t = 60)]
+    shoppers: usize,
+    #[arg(long, default_value_t = 12)]
+    concurrency: usize,
+    /// Sales, and the units each starts with.
+    #[arg(long, default_value_t = 3)]
+    sales: usize,
+    #[arg(long, default_value_t = 30)]
+    stock: i64,
+    /// The time to pay (short, so orders time out during the run).
+    #[arg(long, default_value_t = 6_000)]
+    pay_timeout_ms: u64,
+    /// When a stopped process's orders are taken over.
+    #[arg(long, default_value_t = 3_000)]
+    claim_idle_ms: u64,
+    /// Where each run's logs and timeline go.
+    #[arg(long, default_value = "target/chaos")]
+    out: PathBuf,
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let args = Args::parse();
+    let seed = args.seed.unwrap_or_else(rand::random);
+    println!("chaos: seed {seed} (replay: npm run chaos -- --minutes {} --seed {seed})", args.minutes);
+    match run(&args, seed).await {
+        Ok(0) => ExitCode::SUCCESS,
+        Ok(_) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("chaos: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// One run; the number of violations found.
+async fn run(args: &Args, seed: u64) -> Result<usize, String> {
+    let dir = args.out.join(format!("onebox-seed{seed}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let dir = dir.canonicalize().map_err(|e| e.to_string())?;
+    let settings = AppSettings { pay_timeout_ms: args.pay_timeout_ms, claim_idle_ms: args.claim_idle_ms };
+    let topology = Arc::new(OneBox::start(&dir, args.processes, settings).await?);
+    let outcome = day(args, seed, &topology, &dir).await;
+    topology.stop().await;
+    outcome
+}
+
+async fn day(args: &Args, seed: u64, topology: &Arc<OneBox>, dir: &std::path::Path) -> Result<usize, String> {
+    let bases = topology.bases();
+    let admin = ApiClient::new(&bases[0], &topology.admin_token, 16);
+    let now = chrono::Utc::now();
+    let run_ms = (args.minutes * 60_000.0) as u64;
+    let ends = now + chrono::Duration::milliseconds(run_ms as i64 + 3_600_000);
+    let mut vouchers = Vec::new();
+    for i in 0..args.sales {
+        let begins = now + chrono::Duration::seconds(1);
+        vouchers.push(admin.create_voucher(&format!("Chaos sale {}", i + 1), args.stock, begins, ends).await?);
+    }
+    let shoppers = admin.shoppers(&format!("chaos{seed}"), args.shoppers, PASSWORD, 8).await?;
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+
+    let history = Arc::new(History::new());
+    let mut rng = StdRng::seed_from_u64(seed);
+    let schedule = nemesis::plan(&mut rng, run_ms, args.processes, args.claim_idle_ms, args.pay_timeout_ms);
+    println!(
+        "chaos: one box (SQLite, one Redis with AOF, {} app processes), {:.1} min, {} faults scheduled, {} shoppers on {} sales",
+        args.processes,
+        args.minutes,
+        schedule.len(),
+        shoppers.len(),
+        vouchers.len()
+    );
+    let workload = Arc::new(Workload::new(&bases, &topology.admin_token, vouchers.clone(), history.clone()));
+    let mut clients = Vec::new();
+    for i in 0..args.concurrency {
+        let mine: Vec<Shopper> = shoppers.iter().skip(i).step_by(args.concurrency).cloned().collect();
+        if !mine.is_empty() {
+            clients.push(tokio::spawn(workload.clone().shopper(StdRng::seed_from_u64(rng.random()), mine, run_ms)));
+        }
+    }
+    clients.push(tokio::spawn(workload.clone().operator(StdRng::seed_from_u64(rng.random()), run_ms)));
+    let nemesis = tokio::spawn(nemesis::run(topology.clone(), history.clone(), schedule));
+    for c in clients {
+        let _ = c.await;
+    }
+    let _ = nemesis.await;
+    let run_end = history.now();
+
+    // The quiet period: every sale back on, every fault healed; wait until what was
+    // granted is decided and saved, every unpaid order has timed out and been swept,
+    // and nothing is owed.
+    for &v in &vouchers {
+        workload.resume(v).await;
+    }
+    let by_user: HashMap<i64, &Shopper> = shoppers.iter().map(|s| (s.user_id, s)).collect();
+    let ops = history.ops();
+    let quiet_limit = Duration::from_millis(args.pay_timeout_ms) + Duration::from_secs(90);
+    let quiet_started = std::time::Instant::now();
+    let end = loop {
+        let mut end = checker::Final::read(&topology.database_url, &topology.redis_url, &vouchers).await?;
+        end.results = final_results(&workload, &ops, &by_user).await;
+        let stats = futures::future::join_all(vouchers.iter().map(|&v| admin.stats(v))).await;
+        let drained = stats.iter().all(|s| s.as_ref().is_ok_and(|s| s["pending"] == 0 && s["lag"] == 0));
+        let undecided = end.results.values().filter(|s| *s == "queued" || s.is_empty()).count();
+        // Every order paid or cancelled (those left unpaid time out): nothing changes
+        // any more while the final state is read, in Redis or in the database.
+        let unpaid = end.orders.values().filter(|o| o.status == "unpaid").count();
+        if (drained && undecided == 0 && unpaid == 0 && end.owed == 0) || quiet_started.elapsed() > quiet_limit {
+            println!(
+                "chaos: quiet after {:.1?} (drained {drained}, undecided {undecided}, unpaid {unpaid}, owed {})",
+                quiet_started.elapsed(),
+                end.owed
+            );
+            break end;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+
+    let broken = history.what_broke();
+    if !broken.is_empty() {
+        return Err(format!("the run broke, and proves nothing: {}", broken.join("; ")));
+    }
+    let faults = history.faults();
+    let violations = checker::violations(&ops, &end, args.stock);
+    let availability = checker::availability(&ops, &faults);
+    summary(&ops, &faults, &availability, &violations);
+    let picture = dir.join("timeline.svg");
+    let title = format!("Chaos, one box, seed {seed}: {} faults, {} violations", faults.len(), violations.len());
+    let seconds = (run_end / 1_000) as usize + 1;
+    std::fs::write(&picture, timeline::svg(&title, &ops, &faults, seconds, args.processes))
+        .map_err(|e| e.to_string())?;
+    println!("chaos: timeline {} (logs beside it)", picture.display());
+    Ok(violations.len())
+}
+
+/// Each granted grab's result as its shopper reads it now, asked of the processes in
+/// turn until one answers: order id → status (`success`, `failed:<reason>`, `queued`).
+async fn final_results(
+    workload: &Workload,
+    ops: &[history::Op],
+    by_user: &HashMap<i64, &Shopper>,
+) -> HashMap<String, String> {
+    let granted = ops.iter().filter(|o| o.kind == OpKind::Grab && o.status == Some(200));
+    let asks = granted.filter_map(|g| Some((g.order.clone()?, g.voucher, *by_user.get(&g.user?)?))).map(
+        |(order, v, who)| async move {
+            for client in workload.clients.iter().cycle().take(2 * workload.clients.len()) {
+                let body = serde_json::json!({ "voucher_id": v, "order_id": order });
+                if let Ok(Ok((status, answer))) = tokio::time::timeout(
+                    workload::CALL_TIMEOUT,
+                    client.call("grab_result", body, &[("cookie", &who.cookie)]),
+                )
+                .await
+                {
+                    if status == 200 {
+                        let reason = answer["reason"].as_str().map(|r| format!(":{r}")).unwrap_or_default();
+                        return (order, format!("{}{reason}", answer["status"].as_str().unwrap_or_default()));
+                    }
+                }
+            }
+            (order, String::new())
+        },
+    );
+    futures::stream::iter(asks).buffer_unordered(16).collect().await
+}
+
+use futures::StreamExt;
+
+/// The summary table: faults by kind, operations by kind and answer, availability per
+/// fault kind, and every violation.
+fn summary(
+    ops: &[history::Op],
+    faults: &[history::Fault],
+    availability: &BTreeMap<String, (usize, usize)>,
+    violations: &[String],
+) {
+    let mut by_kind: BTreeMap<FaultKind, usize> = BTreeMap::new();
+    for f in faults {
+        *by_kind.entry(f.kind).or_default() += 1;
+    }
+    println!("\n| fault | injected |\n| --- | --- |");
+    for kind in FaultKind::ALL {
+        println!("| {} | {} |", kind.name(), by_kind.get(&kind).copied().unwrap_or(0));
+    }
+    let mut calls: BTreeMap<&str, BTreeMap<String, usize>> = BTreeMap::new();
+    for op in ops {
+        let kind = match op.kind {
+            OpKind::Grab => "grab",
+            OpKind::Result => "grab_result",
+            OpKind::Pay => "pay_order",
+            OpKind::Cancel => "cancel_order",
+            OpKind::AddStock(_) => "add_stock",
+            OpKind::Withdraw(_) => "withdraw_stock",
+            OpKind::Pause => "pause_sale",
+            OpKind::Resume => "resume_sale",
+        };
+        let answer = match op.status {
+            Some(200) => "200".to_owned(),
+            Some(s) if s < 500 => format!("{s} {}", op.code),
+            Some(s) => s.to_string(),
+            None => "no answer".to_owned(),
+        };
+        *calls.entry(kind).or_default().entry(answer).or_default() += 1;
+    }
+    println!("\n| call | made | answers |\n| --- | --- | --- |");
+    for (kind, answers) in &calls {
+        let made: usize = answers.values().sum();
+        let mut list: Vec<(&String, &usize)> = answers.iter().collect();
+        list.sort_by(|a, b| b.1.cmp(a.1));
+        let list: Vec<String> = list.iter().map(|(a, n)| format!("{a}: {n}")).collect();
+        println!("| {kind} | {made} | {} |", list.join(", "));
+    }
+    println!("\n| fault under way | grabs | answered within 2 s |\n| --- | --- | --- |");
+    for (kind, (grabs, ok)) in availability {
+        println!("| {kind} | {grabs} | {:.1}% |", 100.0 * *ok as f64 / (*grabs).max(1) as f64);
+    }
+    println!("\nviolations: {}", violations.len());
+    for v in violations {
+        println!("  VIOLATION {v}");
+    }
+}

@@ -319,13 +319,13 @@ mod tests {
         let grab = op(OpKind::Grab, 200, "queued", "100", 0);
         let mut stuck = balanced();
         stuck.results.insert("100".into(), "queued".into());
-        assert!(violations(&[grab.clone()], &stuck, 2)[0].contains("neither an order nor a failure"));
+        assert!(violations(std::slice::from_ref(&grab), &stuck, 2)[0].contains("neither an order nor a failure"));
         let mut redis_off = balanced();
         redis_off.vouchers[0].redis_stock = Some(2);
-        assert!(violations(&[grab.clone()], &redis_off, 2)[0].contains("Redis off the database"));
+        assert!(violations(std::slice::from_ref(&grab), &redis_off, 2)[0].contains("Redis off the database"));
         let mut oversold = balanced();
         oversold.vouchers[0].stock_left = -1;
-        assert!(violations(&[grab.clone()], &oversold, 2).iter().any(|v| v.contains("oversold")));
+        assert!(violations(std::slice::from_ref(&grab), &oversold, 2).iter().any(|v| v.contains("oversold")));
         let flip = [
             grab.clone(),
             op(OpKind::Result, 200, "failed:lost", "100", 10),

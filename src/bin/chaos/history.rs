@@ -67,11 +67,25 @@ pub enum FaultKind {
     DbStall,
     /// Every pub/sub connection cut.
     PubSubCut,
+    /// A Redis Cluster master killed (its replica takes over), started again later.
+    MasterKill,
+    /// PostgreSQL stopped at once and started again.
+    DbRestart,
+    /// An app process started again with its clock off, then again without.
+    ClockOffset,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 5] =
-        [FaultKind::Kill, FaultKind::Pause, FaultKind::RedisRestart, FaultKind::DbStall, FaultKind::PubSubCut];
+    pub const ALL: [FaultKind; 8] = [
+        FaultKind::Kill,
+        FaultKind::Pause,
+        FaultKind::RedisRestart,
+        FaultKind::MasterKill,
+        FaultKind::DbStall,
+        FaultKind::DbRestart,
+        FaultKind::ClockOffset,
+        FaultKind::PubSubCut,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -80,6 +94,9 @@ impl FaultKind {
             Self::RedisRestart => "Redis restart (AOF)",
             Self::DbStall => "database stall",
             Self::PubSubCut => "pub/sub cut",
+            Self::MasterKill => "Redis master killed",
+            Self::DbRestart => "PostgreSQL restart",
+            Self::ClockOffset => "clock offset",
         }
     }
 
@@ -91,6 +108,9 @@ impl FaultKind {
             Self::RedisRestart => "#9467bd",
             Self::DbStall => "#8c564b",
             Self::PubSubCut => "#17becf",
+            Self::MasterKill => "#e377c2",
+            Self::DbRestart => "#bcbd22",
+            Self::ClockOffset => "#393b79",
         }
     }
 }

@@ -4,7 +4,7 @@
 
 use crate::{
     history::{Fault, FaultKind, History},
-    topology::OneBox,
+    topology::{App, Kind, Topology},
 };
 use rand::{rngs::StdRng, Rng};
 use std::{sync::Arc, time::Duration};
@@ -19,41 +19,74 @@ pub struct Planned {
     /// When it starts (ms since the run's start).
     pub at: u64,
     pub kind: FaultKind,
-    /// The app process it hits (kill, pause).
+    /// What it hits: the app process (kill, pause) or the master (by index, modulo
+    /// how many there are); for a clock offset, the app and the offset together.
     pub app: usize,
     /// How long it holds (ms).
     pub hold: u64,
 }
 
-/// The schedule: a fault every 2 to 8 s from the third second to 5 s before the end.
-pub fn plan(rng: &mut StdRng, run_ms: u64, apps: usize, claim_idle_ms: u64, pay_timeout_ms: u64) -> Vec<Planned> {
+/// The schedule: a fault every 2 to 8 s from the third second to 5 s before the end,
+/// of the kinds `kind`'s topology has.
+pub fn plan(rng: &mut StdRng, kind: Kind, run_ms: u64, claim_idle_ms: u64, pay_timeout_ms: u64) -> Vec<Planned> {
+    let kinds: &[(FaultKind, u32)] = match kind {
+        Kind::OneBox => &[
+            (FaultKind::Kill, 5),
+            (FaultKind::Pause, 4),
+            (FaultKind::RedisRestart, 3),
+            (FaultKind::DbStall, 5),
+            (FaultKind::PubSubCut, 3),
+        ],
+        Kind::Full => &[
+            (FaultKind::Kill, 4),
+            (FaultKind::Pause, 3),
+            (FaultKind::MasterKill, 3),
+            (FaultKind::DbStall, 3),
+            (FaultKind::DbRestart, 2),
+            (FaultKind::ClockOffset, 2),
+            (FaultKind::PubSubCut, 2),
+        ],
+    };
+    let weights: u32 = kinds.iter().map(|(_, w)| w).sum();
     let mut faults = Vec::new();
     let mut at = 3_000;
     while at + 5_000 < run_ms {
-        let kind = match rng.random_range(0..20) {
-            0..5 => FaultKind::Kill,
-            5..9 => FaultKind::Pause,
-            9..12 => FaultKind::RedisRestart,
-            12..17 => FaultKind::DbStall,
-            _ => FaultKind::PubSubCut,
-        };
+        let mut draw = rng.random_range(0..weights);
+        let kind = kinds
+            .iter()
+            .find(|(_, w)| {
+                if draw < *w {
+                    true
+                } else {
+                    draw -= w;
+                    false
+                }
+            })
+            .map_or(FaultKind::Kill, |k| k.0);
         let hold = match kind {
             FaultKind::Kill => rng.random_range(500..3_000),
             // Past the claim time: the others take over what it holds.
             FaultKind::Pause => claim_idle_ms + rng.random_range(500..3_000),
             FaultKind::RedisRestart => rng.random_range(300..3_000),
+            // Past the cluster's node timeout (2 s): its replica takes over.
+            FaultKind::MasterKill => rng.random_range(3_000..6_000),
             // Sometimes past the time to pay: orders saved after it keep theirs.
             FaultKind::DbStall => rng.random_range(1_000..pay_timeout_ms + 3_000),
+            FaultKind::DbRestart => rng.random_range(500..3_000),
+            FaultKind::ClockOffset => rng.random_range(8_000..20_000),
             FaultKind::PubSubCut => 0,
         };
-        faults.push(Planned { at, kind, app: rng.random_range(0..apps), hold });
+        // An app or a master (modulo how many there are); for a clock offset, six
+        // offsets times three apps.
+        let target = if kind == FaultKind::ClockOffset { rng.random_range(0..18) } else { rng.random_range(0..3) };
+        faults.push(Planned { at, kind, app: target, hold });
         at += rng.random_range(2_000..8_000);
     }
     faults
 }
 
 /// Runs the schedule on `topology`; returns once every fault is healed.
-pub async fn run(topology: Arc<OneBox>, history: Arc<History>, schedule: Vec<Planned>) {
+pub async fn run(topology: Arc<Topology>, history: Arc<History>, schedule: Vec<Planned>) {
     let locks = Arc::new(Locks::default());
     let mut injected = Vec::new();
     for planned in schedule {
@@ -74,79 +107,117 @@ struct Locks {
     db: Mutex<()>,
 }
 
-async fn inject(topology: &OneBox, history: &History, locks: &Locks, p: Planned) {
+async fn inject(topology: &Topology, history: &History, locks: &Locks, p: Planned) {
     let hold = Duration::from_millis(p.hold);
     let start = history.now();
+    let apps = topology.apps.len();
     let target = match p.kind {
-        FaultKind::Kill | FaultKind::Pause => {
-            let Ok(mut app) = topology.apps[p.app].try_lock() else { return };
-            if p.kind == FaultKind::Kill {
-                topology.kill(&mut app).await;
-                tokio::time::sleep(hold).await;
-                let mut tries = 0;
-                while let Err(e) = topology.start_app(&mut app).await {
-                    tries += 1;
-                    eprintln!("chaos: starting {} again: {e}; trying again", app.name());
+        FaultKind::Kill | FaultKind::Pause | FaultKind::ClockOffset => {
+            let index = if p.kind == FaultKind::ClockOffset { p.app / 6 % apps } else { p.app % apps };
+            let Ok(mut app) = topology.apps[index].try_lock() else { return };
+            match p.kind {
+                FaultKind::Kill => {
                     topology.kill(&mut app).await;
-                    if tries == RESTART_TRIES {
-                        history.broken(format!("{} did not start again in {tries} tries: {e}", app.name()));
-                        break;
-                    }
-                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    tokio::time::sleep(hold).await;
+                    start_again(topology, history, &mut app, 0).await;
                 }
-            } else {
-                app.signal(libc::SIGSTOP);
-                tokio::time::sleep(hold).await;
-                app.signal(libc::SIGCONT);
+                FaultKind::Pause => {
+                    app.signal(libc::SIGSTOP);
+                    tokio::time::sleep(hold).await;
+                    app.signal(libc::SIGCONT);
+                }
+                _ => {
+                    // 5, 10 or 30 s fast or slow.
+                    let m = p.app % 6;
+                    let offset = [5, 10, 30][m / 2] * if m.is_multiple_of(2) { 1 } else { -1 };
+                    topology.stop_app(&mut app).await;
+                    start_again(topology, history, &mut app, offset).await;
+                    tokio::time::sleep(hold).await;
+                    topology.stop_app(&mut app).await;
+                    start_again(topology, history, &mut app, 0).await;
+                }
             }
             app.name()
         }
         FaultKind::RedisRestart => {
             let Ok(_redis) = locks.redis.try_lock() else { return };
-            topology.crash_redis().await;
-            tokio::time::sleep(hold).await;
-            let mut tries = 0;
-            while let Err(e) = topology.start_redis().await {
-                tries += 1;
-                eprintln!("chaos: starting Redis again: {e}; trying again");
-                if tries == RESTART_TRIES {
-                    history.broken(format!("Redis did not start again in {tries} tries: {e}"));
-                    break;
-                }
-                tokio::time::sleep(Duration::from_secs(1)).await;
+            if !topology.crash_redis().await {
+                return;
             }
+            tokio::time::sleep(hold).await;
+            retry(history, "Redis", || topology.start_redis()).await;
             "redis".to_owned()
+        }
+        FaultKind::MasterKill => {
+            let Ok(_redis) = locks.redis.try_lock() else { return };
+            match topology.kill_master(p.app, hold).await {
+                Ok(Some(node)) => node,
+                Ok(None) => return,
+                Err(e) => {
+                    history.broken(format!("a Redis master killed: {e}"));
+                    return;
+                }
+            }
         }
         FaultKind::DbStall => {
             let Ok(_db) = locks.db.try_lock() else { return };
-            if let Err(e) = hold_write_lock(&topology.database_url, hold).await {
+            if let Err(e) = topology.hold_write_lock(hold).await {
                 eprintln!("chaos: the database stall did not start: {e}");
                 return;
             }
             "db".to_owned()
         }
+        FaultKind::DbRestart => {
+            let Ok(_db) = locks.db.try_lock() else { return };
+            match topology.restart_db(hold).await {
+                Ok(true) => "db".to_owned(),
+                Ok(false) => return,
+                Err(e) => {
+                    history.broken(format!("PostgreSQL restart: {e}"));
+                    return;
+                }
+            }
+        }
         FaultKind::PubSubCut => {
             let Ok(_redis) = locks.redis.try_lock() else { return };
-            let cut = async {
-                let mut redis = seckill::testing::RedisConn::open(&topology.redis_url).await?;
-                redis::cmd("CLIENT").arg("KILL").arg("TYPE").arg("pubsub").query_async::<i64>(&mut redis).await
-            };
-            if tokio::time::timeout(Duration::from_secs(2), cut).await.is_err() {
-                return;
-            }
+            topology.cut_pubsub().await;
             "redis".to_owned()
         }
     };
     history.fault(Fault { kind: p.kind, target, start, end: history.now() });
 }
 
-/// Holds the database's write lock (SQLite's `BEGIN IMMEDIATE`) for `hold`.
-async fn hold_write_lock(url: &str, hold: Duration) -> Result<(), sqlx::Error> {
-    use sqlx::Connection;
-    sqlx::any::install_default_drivers();
-    let mut writer = sqlx::AnyConnection::connect(url).await?;
-    sqlx::query("BEGIN IMMEDIATE").execute(&mut writer).await?;
-    tokio::time::sleep(hold).await;
-    sqlx::query("ROLLBACK").execute(&mut writer).await?;
-    Ok(())
+/// Starts an app again (its clock `offset_s` off), trying [`RESTART_TRIES`] times.
+async fn start_again(topology: &Topology, history: &History, app: &mut App, offset_s: i64) {
+    for tries in 1..=RESTART_TRIES {
+        match topology.start_app(app, offset_s).await {
+            Ok(()) => return,
+            Err(e) if tries == RESTART_TRIES => {
+                history.broken(format!("{} did not start again in {tries} tries: {e}", app.name()));
+            }
+            Err(e) => {
+                eprintln!("chaos: starting {} again: {e}; trying again", app.name());
+                topology.kill(app).await;
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+    }
+}
+
+/// Runs `start` until it succeeds, [`RESTART_TRIES`] times at most.
+async fn retry<F, Fut>(history: &History, what: &str, start: F)
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<(), String>>,
+{
+    for tries in 1..=RESTART_TRIES {
+        match start().await {
+            Ok(()) => return,
+            Err(e) if tries == RESTART_TRIES => history.broken(format!("{what} did not start again: {e}")),
+            Err(e) => {
+                eprintln!("chaos: starting {what} again: {e}; trying again");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+    }
 }

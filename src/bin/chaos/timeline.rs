@@ -39,8 +39,12 @@ pub fn svg(title: &str, ops: &[Op], faults: &[Fault], seconds: usize, processes:
     let peak = per_sec.iter().map(|c| c.iter().sum::<usize>()).max().unwrap_or(1).max(1) as f64;
     let (grabs_top, grabs_h) = (40.0, 120.0);
     let (lat_top, lat_h) = (grabs_top + grabs_h + 30.0, 80.0);
+    // A lane per app, then one per other target hit (Redis, a cluster node, the database).
     let mut targets: Vec<String> = (1..=processes).map(|i| format!("app-{i}")).collect();
-    targets.extend(["redis".to_owned(), "db".to_owned()]);
+    let mut others: Vec<String> = faults.iter().map(|f| f.target.clone()).filter(|t| !targets.contains(t)).collect();
+    others.sort();
+    others.dedup();
+    targets.extend(others);
     let faults_top = lat_top + lat_h + 30.0;
     let procs_top = faults_top + LANE * targets.len() as f64 + 30.0;
     let height = procs_top + LANE * 2.0 * processes as f64 + 60.0;

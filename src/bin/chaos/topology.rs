@@ -1,9 +1,12 @@
-//! The one-box topology a run is made on: one Redis with its append-only file
-//! (`appendfsync always`, the one-box default), one SQLite file, and several app
-//! processes of the release build (the binary beside this one) sharing them. Each
-//! part can be hit: an app killed and started again or stopped and continued, Redis
-//! killed and started again from its file, the database's write lock held.
+//! The topologies a run is made on, each part of which can be hit:
+//! - **one box**: one Redis with its append-only file (`appendfsync always`, the one-box
+//!   default), one SQLite file, two app processes sharing them;
+//! - **full**: a Redis Cluster of three masters with a replica each and
+//!   `SECKILL_WAIT_REPLICAS=1`, PostgreSQL, three app processes.
+//!
+//! The app processes are the release build (the binary beside this one).
 
+use crate::{cluster::Cluster, postgres::Postgres};
 use seckill::server::local_redis::LocalRedis;
 use std::{
     path::{Path, PathBuf},
@@ -18,6 +21,39 @@ use tokio::{
 /// How long an app may take to answer `/readyz` after it starts (a restart under a
 /// worker name whose holder was just killed waits for that name's lease to lapse).
 const READY_WITHIN: Duration = Duration::from_secs(60);
+/// libfaketime, which offsets one process's clock (Debian's `faketime` package).
+const FAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Kind {
+    /// SQLite, one Redis with its append-only file, two app processes.
+    OneBox,
+    /// PostgreSQL, a Redis Cluster with replicas, three app processes.
+    Full,
+}
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::OneBox => "onebox",
+            Self::Full => "full",
+        }
+    }
+
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::OneBox => "one box: SQLite, one Redis with AOF, 2 app processes",
+            Self::Full => "full: PostgreSQL, a Redis Cluster of 3 masters with a replica each, 3 app processes",
+        }
+    }
+
+    pub fn processes(self) -> usize {
+        match self {
+            Self::OneBox => 2,
+            Self::Full => 3,
+        }
+    }
+}
 
 /// Settings every app process gets.
 pub struct AppSettings {
@@ -25,14 +61,25 @@ pub struct AppSettings {
     pub claim_idle_ms: u64,
 }
 
-pub struct OneBox {
+enum RedisPart {
+    Single { redis: Mutex<Option<LocalRedis>>, port: u16 },
+    Cluster(Cluster),
+}
+
+enum DbPart {
+    Sqlite,
+    Postgres(Postgres),
+}
+
+pub struct Topology {
+    pub kind: Kind,
     dir: PathBuf,
     pub admin_token: String,
     session_secret: String,
     pub database_url: String,
     pub redis_url: String,
-    redis_port: u16,
-    pub redis: Mutex<Option<LocalRedis>>,
+    redis: RedisPart,
+    db: DbPart,
     pub apps: Vec<Mutex<App>>,
     ports: Vec<u16>,
     settings: AppSettings,
@@ -54,7 +101,7 @@ impl App {
         format!("http://127.0.0.1:{}", self.port)
     }
 
-    /// Sends `signal` to the process (SIGKILL, SIGSTOP, SIGCONT).
+    /// Sends `signal` to the process (SIGSTOP, SIGCONT, SIGTERM).
     pub fn signal(&self, signal: libc::c_int) {
         if let Some(pid) = self.child.as_ref().and_then(Child::id) {
             // SAFETY: kill(2) on a child this run started and has not reaped.
@@ -63,29 +110,49 @@ impl App {
     }
 }
 
-impl OneBox {
-    /// Starts Redis and `processes` app processes under `dir`, each ready before the
+impl Topology {
+    /// Starts the stores and the app processes under `dir`, each app ready before the
     /// next starts (SQLite's migrations take no lock between processes).
-    pub async fn start(dir: &Path, processes: usize, settings: AppSettings) -> Result<Self, String> {
-        let redis = LocalRedis::start_on(dir, free_port()?).await?;
-        let ports = (0..processes).map(|_| free_port()).collect::<Result<Vec<_>, _>>()?;
+    pub async fn start(kind: Kind, dir: &Path, settings: AppSettings) -> Result<Self, String> {
+        let (redis, redis_url) = match kind {
+            Kind::OneBox => {
+                let redis = LocalRedis::start_on(dir, free_port()?).await?;
+                let (port, url) = (redis.port, redis.url.clone());
+                (RedisPart::Single { redis: Mutex::new(Some(redis)), port }, url)
+            }
+            Kind::Full => {
+                let cluster = Cluster::start(dir.to_owned()).await?;
+                let url = cluster.url();
+                (RedisPart::Cluster(cluster), url)
+            }
+        };
+        let (db, database_url) = match kind {
+            Kind::OneBox => (DbPart::Sqlite, format!("sqlite://{}/chaos.db", dir.display())),
+            Kind::Full => {
+                let pg = Postgres::start(dir.join("pg"), free_port()?).await?;
+                let url = pg.url();
+                (DbPart::Postgres(pg), url)
+            }
+        };
+        let ports = (0..kind.processes()).map(|_| free_port()).collect::<Result<Vec<_>, _>>()?;
         let apps =
             ports.iter().enumerate().map(|(index, &port)| Mutex::new(App { index, port, child: None })).collect();
         let stamp = chrono::Utc::now().timestamp_nanos_opt().unwrap_or_default();
         let me = Self {
+            kind,
             dir: dir.to_owned(),
             admin_token: format!("chaos-admin-{stamp}"),
             session_secret: format!("chaos-session-secret-{stamp}-of-more-than-32-bytes"),
-            database_url: format!("sqlite://{}/chaos.db", dir.display()),
-            redis_url: redis.url.clone(),
-            redis_port: redis.port,
-            redis: Mutex::new(Some(redis)),
+            database_url,
+            redis_url,
+            redis,
+            db,
             apps,
             ports,
             settings,
         };
         for app in &me.apps {
-            me.start_app(&mut *app.lock().await).await?;
+            me.start_app(&mut *app.lock().await, 0).await?;
         }
         Ok(me)
     }
@@ -95,8 +162,9 @@ impl OneBox {
         self.ports.iter().map(|port| format!("http://127.0.0.1:{port}")).collect()
     }
 
-    /// Starts the app process (again) and waits until it answers `/readyz`.
-    pub async fn start_app(&self, app: &mut App) -> Result<(), String> {
+    /// Starts the app process (again), its clock `offset_s` seconds off (libfaketime),
+    /// and waits until it answers `/readyz`.
+    pub async fn start_app(&self, app: &mut App, offset_s: i64) -> Result<(), String> {
         let exe = std::env::current_exe().map_err(|e| e.to_string())?;
         let server = exe.with_file_name("seckill");
         let log = std::fs::OpenOptions::new()
@@ -105,7 +173,8 @@ impl OneBox {
             .open(self.dir.join(format!("{}.log", app.name())))
             .map_err(|e| e.to_string())?;
         let s = &self.settings;
-        let child = Command::new(&server)
+        let mut command = Command::new(&server);
+        command
             .env("LEPTOS_SITE_ADDR", format!("127.0.0.1:{}", app.port))
             .env("DATABASE_URL", &self.database_url)
             .env("REDIS_URL", &self.redis_url)
@@ -120,7 +189,18 @@ impl OneBox {
             .env("SECKILL_PAY_TIMEOUT_MS", s.pay_timeout_ms.to_string())
             .env("SECKILL_CLAIM_IDLE_MS", s.claim_idle_ms.to_string())
             .env("SECKILL_SWEEP_MS", "250")
-            .env("RUST_LOG", "warn")
+            .env("RUST_LOG", "warn");
+        if self.kind == Kind::Full {
+            command.env("SECKILL_WAIT_REPLICAS", "1");
+        }
+        if offset_s != 0 {
+            // The wall clock only: timers and timeouts keep the true monotonic clock.
+            command
+                .env("LD_PRELOAD", FAKETIME)
+                .env("FAKETIME", format!("{offset_s:+}s"))
+                .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
+        }
+        let child = command
             .stdout(log.try_clone().map_err(|e| e.to_string())?)
             .stderr(log)
             .stdin(Stdio::null())
@@ -152,36 +232,105 @@ impl OneBox {
         }
     }
 
-    /// Kills Redis (SIGKILL).
-    pub async fn crash_redis(&self) {
-        if let Some(redis) = self.redis.lock().await.take() {
-            redis.crash().await;
+    /// Stops the app process as a deploy does (SIGTERM), within 20 s.
+    pub async fn stop_app(&self, app: &mut App) {
+        app.signal(libc::SIGCONT);
+        app.signal(libc::SIGTERM);
+        if let Some(mut child) = app.child.take() {
+            if tokio::time::timeout(Duration::from_secs(20), child.wait()).await.is_err() {
+                let _ = child.kill().await;
+            }
         }
     }
 
-    /// Starts Redis again on its port, from its append-only file.
+    /// Kills the one Redis (SIGKILL); false on a cluster.
+    pub async fn crash_redis(&self) -> bool {
+        let RedisPart::Single { redis, .. } = &self.redis else { return false };
+        if let Some(redis) = redis.lock().await.take() {
+            redis.crash().await;
+        }
+        true
+    }
+
+    /// Starts the one Redis again on its port, from its append-only file.
     pub async fn start_redis(&self) -> Result<(), String> {
-        let mut redis = self.redis.lock().await;
+        let RedisPart::Single { redis, port } = &self.redis else { return Ok(()) };
+        let mut redis = redis.lock().await;
         if redis.is_none() {
-            *redis = Some(LocalRedis::start_on(&self.dir, self.redis_port).await?);
+            *redis = Some(LocalRedis::start_on(&self.dir, *port).await?);
         }
         Ok(())
     }
 
-    /// Stops everything: each app gracefully (SIGTERM, as a deploy does), then Redis.
+    /// Kills the cluster's `pick`-th master (SIGKILL), waits `hold`, starts it again
+    /// (it rejoins as a replica) and waits until every master has a replica again.
+    pub async fn kill_master(&self, pick: usize, hold: Duration) -> Result<Option<String>, String> {
+        let RedisPart::Cluster(cluster) = &self.redis else { return Ok(None) };
+        let masters = cluster.masters().await;
+        let Some(&node) = masters.get(pick % masters.len().max(1)) else { return Ok(None) };
+        cluster.kill(node).await;
+        tokio::time::sleep(hold).await;
+        cluster.start_node(node).await?;
+        cluster.wait_healthy(Duration::from_secs(60)).await?;
+        Ok(Some(format!("redis-{}", cluster.ports[node])))
+    }
+
+    /// Restarts PostgreSQL (an immediate stop: a crash, as far as clients see), down
+    /// for `hold`; false on SQLite.
+    pub async fn restart_db(&self, hold: Duration) -> Result<bool, String> {
+        let DbPart::Postgres(pg) = &self.db else { return Ok(false) };
+        pg.crash().await?;
+        tokio::time::sleep(hold).await;
+        pg.start_server().await?;
+        Ok(true)
+    }
+
+    /// Cuts every pub/sub connection (the bus's subscriptions).
+    pub async fn cut_pubsub(&self) {
+        match &self.redis {
+            RedisPart::Single { .. } => {
+                let cut = async {
+                    let mut redis = seckill::testing::RedisConn::open(&self.redis_url).await?;
+                    redis::cmd("CLIENT").arg("KILL").arg("TYPE").arg("pubsub").query_async::<i64>(&mut redis).await
+                };
+                let _ = tokio::time::timeout(Duration::from_secs(2), cut).await;
+            }
+            RedisPart::Cluster(cluster) => cluster.cut_pubsub().await,
+        }
+    }
+
+    /// Holds the database's write lock on orders for `hold` (SQLite: the one writer;
+    /// PostgreSQL: the orders table locked against writes).
+    pub async fn hold_write_lock(&self, hold: Duration) -> Result<(), sqlx::Error> {
+        use sqlx::Connection;
+        sqlx::any::install_default_drivers();
+        let mut writer = sqlx::AnyConnection::connect(&self.database_url).await?;
+        if matches!(self.db, DbPart::Sqlite) {
+            sqlx::query("BEGIN IMMEDIATE").execute(&mut writer).await?;
+        } else {
+            sqlx::query("BEGIN").execute(&mut writer).await?;
+            sqlx::query("LOCK TABLE orders IN EXCLUSIVE MODE").execute(&mut writer).await?;
+        }
+        tokio::time::sleep(hold).await;
+        sqlx::query("ROLLBACK").execute(&mut writer).await?;
+        Ok(())
+    }
+
+    /// Stops everything: each app gracefully (SIGTERM, as a deploy does), then the stores.
     pub async fn stop(&self) {
         for app in &self.apps {
-            let mut app = app.lock().await;
-            app.signal(libc::SIGCONT);
-            app.signal(libc::SIGTERM);
-            if let Some(mut child) = app.child.take() {
-                if tokio::time::timeout(Duration::from_secs(20), child.wait()).await.is_err() {
-                    let _ = child.kill().await;
+            self.stop_app(&mut *app.lock().await).await;
+        }
+        match &self.redis {
+            RedisPart::Single { redis, .. } => {
+                if let Some(redis) = redis.lock().await.take() {
+                    redis.stop().await;
                 }
             }
+            RedisPart::Cluster(cluster) => cluster.stop().await,
         }
-        if let Some(redis) = self.redis.lock().await.take() {
-            redis.stop().await;
+        if let DbPart::Postgres(pg) = &self.db {
+            pg.stop().await;
         }
     }
 }
@@ -192,10 +341,10 @@ impl OneBox {
 /// have taken meanwhile.
 fn free_port() -> Result<u16, String> {
     for _ in 0..1_000 {
-        let port = rand::random_range(20_000..32_000);
+        let port = rand::random_range(22_000..32_000);
         if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
             return Ok(port);
         }
     }
-    Err("no free loopback port between 20000 and 32000".to_owned())
+    Err("no free loopback port between 22000 and 32000".to_owned())
 }

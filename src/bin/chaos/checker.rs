@@ -18,6 +18,8 @@ pub struct Final {
     pub db_now: i64,
     /// Each granted grab's result asked after the quiet period: order id → status.
     pub results: HashMap<String, String>,
+    /// Sales whose order stream still holds entries not delivered or not acknowledged.
+    pub undrained: Vec<String>,
 }
 
 pub struct VoucherState {
@@ -36,6 +38,8 @@ pub struct OrderRow {
     pub status: String,
     pub pay_deadline: i64,
     pub paid_at: Option<i64>,
+    /// When it was cancelled for its deadline (the sweeper).
+    pub timed_out_at: Option<i64>,
 }
 
 impl Final {
@@ -44,7 +48,7 @@ impl Final {
         sqlx::any::install_default_drivers();
         let db = sqlx::AnyPool::connect(database_url).await.map_err(|e| e.to_string())?;
         let mut redis = RedisConn::open(redis_url).await.map_err(|e| e.to_string())?;
-        let mut states = Vec::new();
+        let (mut states, mut undrained_sales) = (Vec::new(), Vec::new());
         for &id in vouchers {
             let (stock, stock_left): (i64, i64) =
                 sqlx::query_as("SELECT stock, stock_left FROM vouchers WHERE id = $1")
@@ -57,24 +61,55 @@ impl Final {
             let buyers: HashSet<i64> = redis.smembers(&keys.buyers).await.map_err(|e| e.to_string())?;
             let restocked: HashSet<i64> = redis.smembers(&keys.restocked).await.map_err(|e| e.to_string())?;
             states.push(VoucherState { id, stock, stock_left, redis_stock, buyers, restocked });
+            if let Some(left) = undrained(&mut redis, &keys.orders).await? {
+                undrained_sales.push(format!("sale {id}: {left}"));
+            }
         }
-        type Row = (i64, i64, i64, String, i64, Option<i64>);
-        let rows: Vec<Row> =
-            sqlx::query_as("SELECT id, voucher_id, user_id, status, pay_deadline, paid_at FROM orders")
-                .fetch_all(&db)
-                .await
-                .map_err(|e| e.to_string())?;
+        type Row = (i64, i64, i64, String, i64, Option<i64>, Option<i64>);
+        let rows: Vec<Row> = sqlx::query_as(
+            "SELECT id, voucher_id, user_id, status, pay_deadline, paid_at, \
+             CASE WHEN cancel_reason = 'timeout' THEN cancelled_at END FROM orders",
+        )
+        .fetch_all(&db)
+        .await
+        .map_err(|e| e.to_string())?;
         let orders = rows
             .into_iter()
-            .map(|(id, voucher, user, status, pay_deadline, paid_at)| {
-                (id, OrderRow { voucher, user, status, pay_deadline, paid_at })
+            .map(|(id, voucher, user, status, pay_deadline, paid_at, timed_out_at)| {
+                (id, OrderRow { voucher, user, status, pay_deadline, paid_at, timed_out_at })
             })
             .collect();
         let owed: i64 =
             sqlx::query_scalar("SELECT COUNT(*) FROM restocks_owed").fetch_one(&db).await.map_err(|e| e.to_string())?;
         let db_now = seckill::testing::db_clock::now_ms(&db).await.map_err(|e| e.to_string())?;
-        Ok(Self { vouchers: states, orders, owed, db_now, results: HashMap::new() })
+        Ok(Self { vouchers: states, orders, owed, db_now, results: HashMap::new(), undrained: undrained_sales })
     }
+}
+
+/// What a sale's order stream still holds for the workers: entries delivered and not
+/// acknowledged, or not delivered (the group's last delivered id behind the stream's
+/// last). Read from the ids, not the group's `lag`, which Redis cannot always keep
+/// right across a failover.
+async fn undrained(redis: &mut RedisConn, stream: &str) -> Result<Option<String>, String> {
+    let info: HashMap<String, redis::Value> =
+        redis::cmd("XINFO").arg("STREAM").arg(stream).query_async(redis).await.map_err(|e| e.to_string())?;
+    let last = match info.get("last-generated-id") {
+        Some(redis::Value::BulkString(id)) => String::from_utf8_lossy(id).into_owned(),
+        _ => return Ok(None),
+    };
+    let groups: Vec<HashMap<String, redis::Value>> =
+        redis::cmd("XINFO").arg("GROUPS").arg(stream).query_async(redis).await.map_err(|e| e.to_string())?;
+    let Some(group) = groups.first() else { return Ok(Some("no group".to_owned())) };
+    let pending = match group.get("pending") {
+        Some(redis::Value::Int(n)) => *n,
+        _ => 0,
+    };
+    let delivered = match group.get("last-delivered-id") {
+        Some(redis::Value::BulkString(id)) => String::from_utf8_lossy(id).into_owned(),
+        _ => String::new(),
+    };
+    let behind = delivered != last;
+    Ok((pending > 0 || behind).then(|| format!("{pending} pending, last delivered {delivered}, last added {last}")))
 }
 
 /// Every violation found, each with the operations involved.
@@ -117,6 +152,14 @@ pub fn violations(ops: &[Op], end: &Final, initial_stock: i64) -> Vec<String> {
             }
             (OpKind::Pay | OpKind::Cancel, Some(200), None) => {
                 found.push(format!("a payment or cancel answered 200 for an order the database lacks: {op:?}"))
+            }
+            // Refused as past its deadline, answered before the deadline came (a clock
+            // running fast somewhere): the same machine's clock on both sides.
+            (OpKind::Pay, Some(409), Some(r)) if op.code == "order_expired" && op.answered_at + 50 < r.pay_deadline => {
+                found.push(format!(
+                    "a payment refused as expired {} ms before the deadline: {op:?}",
+                    r.pay_deadline - op.answered_at
+                ))
             }
             _ => {}
         }
@@ -219,6 +262,13 @@ fn books(end: &Final, initial_stock: i64, ops: &[Op]) -> Vec<String> {
             if o.status == "paid" && o.paid_at.is_some_and(|at| at >= o.pay_deadline) {
                 found.push(format!("sale {}: order {id} paid after its deadline", v.id));
             }
+            if let Some(at) = o.timed_out_at.filter(|at| *at < o.pay_deadline) {
+                found.push(format!(
+                    "sale {}: order {id} cancelled for its deadline {} ms before it",
+                    v.id,
+                    o.pay_deadline - at
+                ));
+            }
         }
         let changes: Vec<&Op> = ops
             .iter()
@@ -283,6 +333,7 @@ mod tests {
             voucher: 1,
             invoked: at,
             answered: at + 5,
+            answered_at: at as i64 + 5,
             status: Some(status),
             code: code.to_owned(),
             order: Some(order.to_owned()),
@@ -291,7 +342,14 @@ mod tests {
 
     /// A sale of 2 units, one sold to shopper 7 (order 100), books balanced.
     fn balanced() -> Final {
-        let order = OrderRow { voucher: 1, user: 7, status: "paid".into(), pay_deadline: 10_000, paid_at: Some(5_000) };
+        let order = OrderRow {
+            voucher: 1,
+            user: 7,
+            status: "paid".into(),
+            pay_deadline: 10_000,
+            paid_at: Some(5_000),
+            timed_out_at: None,
+        };
         Final {
             vouchers: vec![VoucherState {
                 id: 1,
@@ -305,6 +363,7 @@ mod tests {
             owed: 0,
             db_now: 20_000,
             results: [("100".to_owned(), "success".to_owned())].into(),
+            undrained: Vec::new(),
         }
     }
 
@@ -337,6 +396,20 @@ mod tests {
             .contains("a cancel answered 200 but the order is paid"));
         let crashed = [grab, op(OpKind::Pay, 500, "internal", "100", 10)];
         assert!(violations(&crashed, &balanced(), 2)[0].contains("a 500 answer"));
+        let mut early = balanced();
+        let order = early.orders.get_mut(&100).unwrap();
+        (order.status, order.timed_out_at) = ("cancelled".into(), Some(9_000));
+        let sold = early.vouchers.remove(0);
+        early.vouchers.push(VoucherState {
+            stock_left: 2,
+            redis_stock: Some(2),
+            buyers: HashSet::new(),
+            restocked: [100].into(),
+            ..sold
+        });
+        assert!(violations(&[], &early, 2)[0].contains("cancelled for its deadline 1000 ms before it"));
+        let expired_early = op(OpKind::Pay, 409, "order_expired", "100", 100);
+        assert!(violations(&[expired_early], &balanced(), 2)[0].contains("refused as expired"));
         let mut owed = balanced();
         owed.owed = 1;
         assert!(violations(&[], &owed, 2).iter().any(|v| v.contains("give-backs still owed")));

@@ -18,6 +18,9 @@ pub struct Op {
     /// Since the run's start (ms).
     pub invoked: u64,
     pub answered: u64,
+    /// When the answer came, by this machine's clock (Unix ms): what deadlines, which
+    /// the database's clock sets, are compared with.
+    pub answered_at: i64,
     /// The HTTP status, or `None` when no answer came (connection refused, cut, timed out).
     pub status: Option<u16>,
     /// The answer's error code, the grab result's status, or the transport error.

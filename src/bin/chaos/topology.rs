@@ -40,6 +40,14 @@ impl Kind {
         }
     }
 
+    /// As `--topology` takes it.
+    pub fn flag(self) -> &'static str {
+        match self {
+            Self::OneBox => "one-box",
+            Self::Full => "full",
+        }
+    }
+
     pub fn describe(self) -> &'static str {
         match self {
             Self::OneBox => "one box: SQLite, one Redis with AOF, 2 app processes",

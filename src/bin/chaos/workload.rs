@@ -67,6 +67,7 @@ impl Workload {
             voucher,
             invoked,
             answered: self.history.now(),
+            answered_at: chrono::Utc::now().timestamp_millis(),
             status,
             code,
             order,

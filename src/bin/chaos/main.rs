@@ -23,6 +23,7 @@ mod topology;
 mod workload;
 
 use clap::Parser;
+use futures::StreamExt;
 use history::{FaultKind, History, OpKind};
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use seckill::client::{ApiClient, Shopper};
@@ -237,8 +238,6 @@ async fn final_results(
     );
     futures::stream::iter(asks).buffer_unordered(16).collect().await
 }
-
-use futures::StreamExt;
 
 /// The summary table: faults by kind, operations by kind and answer, availability per
 /// fault kind, and every violation.

@@ -71,6 +71,11 @@ struct Args {
     /// Where each run's logs and timeline go.
     #[arg(long, default_value = "target/chaos")]
     out: PathBuf,
+    /// Only start each topology (its stores, and every app process until it answers
+    /// `/readyz`) and stop it again: the set-up alone, which the test command runs from
+    /// a checkout in a folder only its owner may enter.
+    #[arg(long)]
+    start_only: bool,
 }
 
 #[tokio::main]
@@ -109,7 +114,12 @@ async fn run(args: &Args, kind: Kind, seed: u64) -> Result<usize, String> {
     let dir = dir.canonicalize().map_err(|e| e.to_string())?;
     let settings = AppSettings { pay_timeout_ms: args.pay_timeout_ms, claim_idle_ms: args.claim_idle_ms };
     let topology = Arc::new(Topology::start(kind, &dir, settings).await?);
-    let outcome = day(args, seed, &topology, &dir).await;
+    let outcome = if args.start_only {
+        println!("chaos: {} started, every app ready; stopping (logs in {})", kind.describe(), dir.display());
+        Ok(0)
+    } else {
+        day(args, seed, &topology, &dir).await
+    };
     topology.stop().await;
     outcome
 }

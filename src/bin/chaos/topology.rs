@@ -21,6 +21,8 @@ use tokio::{
 /// How long an app may take to answer `/readyz` after it starts (a restart under a
 /// worker name whose holder was just killed waits for that name's lease to lapse).
 const READY_WITHIN: Duration = Duration::from_secs(60);
+/// PostgreSQL's log, beside the app processes' logs once the run ends.
+const POSTGRES_LOG: &str = "postgres.log";
 /// libfaketime, which offsets one process's clock (Debian's `faketime` package).
 const FAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
 
@@ -137,7 +139,12 @@ impl Topology {
         let (db, database_url) = match kind {
             Kind::OneBox => (DbPart::Sqlite, format!("sqlite://{}/chaos.db", dir.display())),
             Kind::Full => {
-                let pg = Postgres::start(dir.join("pg"), free_port()?).await?;
+                let pg = Postgres::start(free_port()?).await?;
+                println!(
+                    "chaos: PostgreSQL in {} while it runs (its log is copied to {} at the end)",
+                    pg.dir().display(),
+                    dir.join(POSTGRES_LOG).display()
+                );
                 let url = pg.url();
                 (DbPart::Postgres(pg), url)
             }
@@ -338,7 +345,7 @@ impl Topology {
             RedisPart::Cluster(cluster) => cluster.stop().await,
         }
         if let DbPart::Postgres(pg) = &self.db {
-            pg.stop().await;
+            pg.stop(&self.dir.join(POSTGRES_LOG)).await;
         }
     }
 }

@@ -230,6 +230,18 @@ pub enum OperatorCommand {
         #[arg(long, default_value = "operator", value_parser = ["operator", "admin"])]
         role: String,
     },
+    /// Lists the operators: name, role, last sign-in.
+    List,
+    /// Removes an operator: their admin cookies stop working on every running process
+    /// within a second. The last admin cannot be removed.
+    Remove { name: String },
+    /// Gives an operator another role, on every running process within a second. The
+    /// last admin cannot be demoted.
+    SetRole {
+        name: String,
+        #[arg(value_parser = ["operator", "admin"])]
+        role: String,
+    },
 }
 
 /// Shortest admin token accepted: it is the only key to the admin door.

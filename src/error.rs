@@ -27,6 +27,10 @@ pub enum ErrorCode {
     BadCredentials,
     /// Signing up with a name somebody already has.
     NameTaken,
+    /// No operator by that name.
+    UnknownOperator,
+    /// Removing or demoting the last admin (somebody must be able to add operators).
+    LastAdmin,
     /// No such voucher, or it was never warmed into Redis.
     UnknownVoucher,
     /// No such order for this shopper (other shoppers' orders are not visible).
@@ -92,7 +96,8 @@ impl ErrorCode {
         match self {
             Self::InvalidInput | Self::InvalidPrice | Self::FaceValueBelowPrice | Self::InvalidTime => 400,
             Self::NotSignedIn | Self::AdminRequired | Self::BadCredentials => 401,
-            Self::NameTaken => 409,
+            Self::NameTaken | Self::LastAdmin => 409,
+            Self::UnknownOperator => 404,
             Self::UnknownVoucher | Self::UnknownOrder => 404,
             Self::NotStarted | Self::Ended | Self::SoldOut | Self::AlreadyBought => 409,
             Self::SalePaused | Self::SaleStarted | Self::NotEnoughStock => 409,
@@ -117,6 +122,8 @@ impl ErrorCode {
             Self::AdminRequired => "This needs the admin token.",
             Self::BadCredentials => "Wrong name or password.",
             Self::NameTaken => "That name is taken; please choose another.",
+            Self::UnknownOperator => "There is no operator by that name.",
+            Self::LastAdmin => "This is the last admin: make another admin first.",
             Self::UnknownVoucher => "There is no such sale.",
             Self::UnknownOrder => "There is no such order.",
             Self::NotStarted => "The sale has not started yet.",

@@ -1,9 +1,10 @@
 //! Account endpoints: `/api/sign_up`, `/api/sign_in`, `/api/change_password`,
 //! `/api/sign_out`, `/api/sign_out_everywhere`, `/api/me`; the operators' own:
 //! `/api/operator_sign_in`, `/api/admin_sign_in` (the token), `/api/add_operator`,
-//! `/api/operator_me`, `/api/admin_status`.
+//! `/api/list_operators`, `/api/remove_operator`, `/api/set_operator_role`,
+//! `/api/change_operator_password`, `/api/operator_me`, `/api/admin_status`.
 
-use super::{Operator, Role, User};
+use super::{ListedOperator, Operator, Role, User};
 use crate::error::AppResult;
 use leptos::prelude::*;
 use server_fn::codec::Json;
@@ -73,14 +74,21 @@ pub async fn change_password(current: String, new: String) -> AppResult<()> {
 }
 
 /// Ends this session (its cookie stops working on every process, even if copied) and
-/// the admin session of this browser.
+/// the admin session of this browser: an operator's admin cookies end for good, on
+/// every process within a second (they sign in again wherever else they were).
 #[server(prefix = "/api", endpoint = "sign_out", input = Json)]
 pub async fn sign_out() -> AppResult<()> {
     let state = expect_context::<AppState>();
     if let Some(session) = current_session(&state.secrets) {
         let expires_ms = session.expires * 1000;
-        let ended = store::end_session(&state.backend.db, session.user_id, &session.id, expires_ms).await?;
+        let db = &state.backend.db;
+        let ended = store::end_session(db, session.user_id, &session.id, expires_ms, SESSION_SECS * 1000).await?;
         state.secrets.ended.apply(&[ended]);
+    }
+    if let Ok(actor @ Actor::Operator { id, .. }) = require_operator(&state.secrets) {
+        operators::end_sessions(&state.backend.db, id, None).await?;
+        state.secrets.operators.catch_up(&state.backend.db).await?;
+        tracing::info!(%actor, "operator signed out");
     }
     state.secrets.clearing_cookies().iter().try_for_each(|c| set_cookie(c))
 }
@@ -117,13 +125,11 @@ pub async fn me() -> AppResult<Option<User>> {
 #[server(prefix = "/api", endpoint = "admin_sign_in", input = Json)]
 pub async fn admin_sign_in(token: String) -> AppResult<()> {
     let state = expect_context::<AppState>();
-    let address = client_address();
-    attempts::begin(&state.backend, &Target::AdminToken, address).await?;
-    if !state.secrets.token_matches(token.trim()) {
-        attempts::failed(&state.backend, address).await?;
+    let right = state.secrets.token_matches(token.trim());
+    attempts::instant(&state.backend, &Target::AdminToken, client_address(), right).await?;
+    if !right {
         return Err(ErrorCode::AdminRequired.into());
     }
-    attempts::succeeded(&state.backend, &Target::AdminToken).await?;
     set_cookie(&state.secrets.admin_cookie(&Actor::Token))
 }
 
@@ -138,10 +144,85 @@ pub async fn operator_sign_in(name: String, password: String) -> AppResult<Opera
         Ok(operator.map(|o| (Some(o.password_hash.clone()), o)))
     })
     .await?;
-    let actor = Actor::Operator { id: operator.id, name: operator.name.clone(), role: operator.role };
+    let (id, generation) = (operator.id, operator.generation);
+    let actor = Actor::Operator { id, name: operator.name.clone(), role: operator.role, generation };
+    operators::signed_in(&state.backend.db, id).await?;
+    // This process knows them from their first call, whichever process added them.
+    state.secrets.operators.catch_up(&state.backend.db).await?;
     set_cookie(&state.secrets.admin_cookie(&actor))?;
     tracing::info!(%actor, "operator signed in");
     Ok(Operator { name: operator.name, role: operator.role })
+}
+
+/// Every operator with their role and last sign-in (admins only).
+#[server(prefix = "/api", endpoint = "list_operators", input = Json)]
+pub async fn list_operators() -> AppResult<Vec<ListedOperator>> {
+    let state = expect_context::<AppState>();
+    require_admin_role(&state.secrets)?;
+    Ok(operators::list(&state.backend.db).await?)
+}
+
+/// Removes an operator (admins only): from when this answers, their cookies are refused
+/// on every process within a second. The last admin cannot be removed (`last_admin`);
+/// an unknown name answers `unknown_operator`.
+#[server(prefix = "/api", endpoint = "remove_operator", input = Json)]
+pub async fn remove_operator(name: String) -> AppResult<()> {
+    let state = expect_context::<AppState>();
+    let actor = require_admin_role(&state.secrets)?;
+    let name = validate_name(&name)?;
+    let before = operators::remove(&state.backend.db, &name).await??;
+    state.secrets.operators.catch_up(&state.backend.db).await?;
+    tracing::info!(%actor, operator = %name, "operator removed");
+    let before = Some(serde_json::json!({ "name": name, "role": before.as_str() }));
+    let record = Record { actor: actor.name(), action: "remove_operator", voucher_id: None, before, after: None };
+    audit::record(&state.backend.db, record).await;
+    Ok(())
+}
+
+/// Gives an operator another role (admins only): their next call on every process,
+/// within a second, has the new one. The last admin cannot be demoted (`last_admin`).
+#[server(prefix = "/api", endpoint = "set_operator_role", input = Json)]
+pub async fn set_operator_role(name: String, role: Role) -> AppResult<Operator> {
+    let state = expect_context::<AppState>();
+    let actor = require_admin_role(&state.secrets)?;
+    let name = validate_name(&name)?;
+    let before = operators::set_role(&state.backend.db, &name, role).await??;
+    state.secrets.operators.catch_up(&state.backend.db).await?;
+    tracing::info!(%actor, operator = %name, role = role.as_str(), "operator's role set");
+    let record = Record {
+        actor: actor.name(),
+        action: "set_operator_role",
+        voucher_id: None,
+        before: Some(serde_json::json!({ "name": name, "role": before.as_str() })),
+        after: Some(serde_json::json!({ "name": name, "role": role.as_str() })),
+    };
+    audit::record(&state.backend.db, record).await;
+    Ok(Operator { name, role })
+}
+
+/// Changes the signed-in operator's own password (the current one is asked again) and
+/// ends their other admin cookies; this browser gets a new one.
+#[server(prefix = "/api", endpoint = "change_operator_password", input = Json)]
+pub async fn change_operator_password(current: String, new: String) -> AppResult<()> {
+    let state = expect_context::<AppState>();
+    let Actor::Operator { id, name, role, .. } = require_operator(&state.secrets)? else {
+        return Err(AppError::invalid("The admin token has no password to change."));
+    };
+    password::check_new(&new)?;
+    check(&state, &Target::Operator(&name), current, async {
+        let operator = operators::by_name(&state.backend.db, &name).await?;
+        Ok(operator.filter(|o| o.id == id).map(|o| (Some(o.password_hash.clone()), ())))
+    })
+    .await?;
+    let hash = state.hasher.hash(new).await?;
+    let generation = operators::end_sessions(&state.backend.db, id, Some(&hash)).await?;
+    state.secrets.operators.catch_up(&state.backend.db).await?;
+    let actor = Actor::Operator { id, name, role, generation };
+    tracing::info!(%actor, "operator's password changed; other admin cookies ended");
+    let record =
+        Record { actor: actor.name(), action: "change_operator_password", voucher_id: None, before: None, after: None };
+    audit::record(&state.backend.db, record).await;
+    set_cookie(&state.secrets.admin_cookie(&actor))
 }
 
 /// Adds an operator (admins only): a name (1–32 characters), a password (as a
@@ -151,6 +232,7 @@ pub async fn add_operator(name: String, password: String, role: Role) -> AppResu
     let state = expect_context::<AppState>();
     let actor = require_admin_role(&state.secrets)?;
     let name = validate_name(&name)?;
+    operators::check_not_reserved(&name)?;
     password::check_new(&password)?;
     if operators::by_name(&state.backend.db, &name).await?.is_some() {
         return Err(ErrorCode::NameTaken.into());
@@ -210,10 +292,11 @@ async fn check_password(
 }
 
 /// The one way a password is checked, shoppers' and operators' alike: a place in the
-/// hash pool first (a busy server never uses up anyone's attempts), the attempt
-/// counted, the account looked up (`find`: its hash, if it has one, and what to hand
-/// back), the hash verified (a decoy when there is none: an unknown name gets the same
-/// answer in the same time), the outcome counted.
+/// hash pool first (a busy server never uses up anyone's attempts), the check counted
+/// from the address, the account looked up (`find`: its hash, if it has one, and what
+/// to hand back), the check counted at the account (a name nobody has makes no
+/// per-name state), the hash verified (a decoy when there is none: an unknown name gets
+/// the same answer in the same time), and a success refunded.
 #[cfg(feature = "ssr")]
 async fn check<T>(
     state: &AppState,
@@ -226,17 +309,16 @@ async fn check<T>(
     }
     let address = client_address();
     let admission = state.hasher.admit()?;
-    attempts::begin(&state.backend, target, address).await?;
+    // The address first: a guesser who must wait costs no database read.
+    attempts::address_may_try(&state.backend, address).await?;
     let (hash, found) = find.await?.map_or((None, None), |(hash, found)| (hash, Some(found)));
+    let attempt = attempts::begin(&state.backend, found.as_ref().map(|_| target), address).await?;
     let matches = state.hasher.verify(admission, password, hash).await?;
     match found {
         Some(found) if matches => {
-            attempts::succeeded(&state.backend, target).await?;
+            attempt.succeeded(&state.backend).await?;
             Ok(found)
         }
-        _ => {
-            attempts::failed(&state.backend, address).await?;
-            Err(ErrorCode::BadCredentials.into())
-        }
+        _ => Err(ErrorCode::BadCredentials.into()),
     }
 }

@@ -1,35 +1,51 @@
-//! Guessing limits: every credential check (a shopper's or operator's password, the
-//! admin token) is counted in Redis, shared by every process (`lua/attempt.lua`):
-//! every attempt at an account, and every failure from an address. A few are free;
-//! each one past them doubles the wait before the next, up to [`LONGEST_WAIT_MS`]. An
-//! attempt at an account is counted before the check runs, so guesses sent at once
-//! cannot slip past the count; a successful sign-in clears the account's count. An
-//! address counts failures only, so an office behind one address can sign many
-//! people in at once.
+//! Guessing limits that slow the guesser and never lock the right holder out (OWASP's
+//! authentication guidance: count failures per account *and* source, and make the
+//! account-wide count a slowdown rather than a lockout). Every credential check (a
+//! shopper's or operator's password, the admin token) is counted in Redis, shared by
+//! every process (`lua/attempt.lua`), on three counters:
+//! - **an address** ([`PER_ADDRESS`] failures, any account): one source's guesses;
+//! - **an account from an address** ([`PER_ACCOUNT_FROM_ADDRESS`]): one source's
+//!   guesses at one account;
+//! - **an account** ([`PER_ACCOUNT`], every address): past it, the account slows down
+//!   only the addresses that have failed at it. Its right holder, from an address
+//!   without failures there, goes ahead however many guesses others made.
 //!
-//! So nobody gets more than [`PER_ACCOUNT`] quick guesses at one account, however many
-//! addresses they use, and the owner is told how long to wait (429 with
-//! `Retry-After`). The same makes an account easy to lock for a while by guessing at it:
-//! the waits stay short (at most [`LONGEST_WAIT_MS`]).
+//! Past a counter's allowance each further failure doubles the wait before the next
+//! check, from [`FIRST_WAIT_MS`] up to [`LONGEST_WAIT_MS`] (429 `rate_limited` with
+//! `Retry-After`). A check is counted as a failure **before** it runs and refunded when
+//! it succeeds, so guesses sent at once are counted before any is checked: no more
+//! than the allowance is ever checked from one address. A refusal counts nothing, so an
+//! address that must wait does not use up an account's allowance.
+//!
+//! A name nobody has makes no per-name state: only the address counts (otherwise each
+//! made-up name would leave a key behind). While an address must wait, every check from
+//! it waits, the right one included: answering the right credential there would tell a
+//! guesser which of its guesses was right without counting it.
 
 use super::Secrets;
 use crate::{
-    backend::{layout::attempts_counter, Backend},
+    backend::{
+        layout::{attempts_at_account, attempts_at_account_from, attempts_from_address},
+        Backend,
+    },
     error::{AppError, AppResult},
     state::ClientIp,
 };
 use axum::http::HeaderMap;
 use std::{net::IpAddr, time::Duration};
 
-/// Free attempts at one account, and failures from one address, before waits begin.
-pub const PER_ACCOUNT: u32 = 5;
+/// Failures from one address, at any account, before waits begin.
 pub const PER_ADDRESS: u32 = 20;
-/// The first wait past the free attempts (long enough to make guessing slow, short
-/// enough for an owner who mistyped); each further attempt doubles it.
-const FIRST_WAIT_MS: u64 = 30_000;
-/// The longest wait between attempts.
+/// Failures at one account from one address before waits begin.
+pub const PER_ACCOUNT_FROM_ADDRESS: u32 = 5;
+/// Failures at one account from every address before it slows those that failed.
+pub const PER_ACCOUNT: u32 = 10;
+/// The first wait past an allowance (long enough to make guessing slow, short enough
+/// for an owner who mistyped); each further failure doubles it.
+pub const FIRST_WAIT_MS: u64 = 30_000;
+/// The longest wait between checks.
 pub const LONGEST_WAIT_MS: u64 = 15 * 60 * 1000;
-/// How long a count lasts after its last attempt.
+/// How long a count lasts after its last change.
 const WINDOW_MS: u64 = 24 * 3600 * 1000;
 
 /// Whose credentials are checked.
@@ -52,70 +68,139 @@ impl Target<'_> {
     }
 }
 
-/// Counts one check of `target`'s credentials from `address`, or refuses it with
-/// `rate_limited` and how long to wait (also in `Retry-After`).
-pub async fn begin(backend: &Backend, target: &Target<'_>, address: IpAddr) -> AppResult<()> {
-    match wait(backend, target, address).await? {
+/// What a script call does to its counters (`lua/attempt.lua`'s modes).
+#[derive(Clone, Copy)]
+enum Step {
+    /// May a check go ahead? Counts nothing.
+    Peek,
+    /// May a check go ahead? If so it counts as a failure until refunded.
+    Begin,
+    /// The check succeeded: its failure is taken back.
+    Refund,
+}
+
+impl Step {
+    fn arg(self) -> &'static str {
+        match self {
+            Self::Peek => "peek",
+            Self::Begin => "begin",
+            Self::Refund => "refund",
+        }
+    }
+}
+
+/// The counters one check is counted on.
+struct Counters {
+    address: String,
+    /// The account's from this address, and the account's own; none for a name
+    /// nobody has.
+    account: Option<(String, String)>,
+}
+
+impl Counters {
+    fn new(backend: &Backend, target: Option<&Target<'_>>, address: IpAddr) -> Self {
+        let block = ClientIp(address).block().to_string();
+        let ns = &backend.namespace;
+        let account = target.map(|t| {
+            let who = t.who();
+            (attempts_at_account_from(ns, &who, &block), attempts_at_account(ns, &who))
+        });
+        Self { address: attempts_from_address(ns, &block), account }
+    }
+
+    /// Runs `step` on the address's counter, then the account's; a refusal by the
+    /// account's gives the address back what `step` counted there.
+    async fn step(&self, backend: &Backend, step: Step) -> redis::RedisResult<Option<Duration>> {
+        if let Some(wait) = run(backend, step, &self.address, None).await? {
+            return Ok(Some(wait));
+        }
+        let Some((from_address, account)) = &self.account else { return Ok(None) };
+        let wait = run(backend, step, from_address, Some(account)).await?;
+        if wait.is_some() && matches!(step, Step::Begin) {
+            run(backend, Step::Refund, &self.address, None).await?;
+        }
+        Ok(wait)
+    }
+}
+
+/// A check that may go ahead, counted as a failure until [`Attempt::succeeded`].
+#[must_use = "a check that succeeds must be refunded"]
+pub struct Attempt(Counters);
+
+impl Attempt {
+    /// The check succeeded: its failure is taken back and the account's count from
+    /// this address starts again.
+    pub async fn succeeded(self, backend: &Backend) -> AppResult<()> {
+        self.0.step(backend, Step::Refund).await?;
+        Ok(())
+    }
+}
+
+/// Counts a check of `target`'s credentials from `address` (`None`: a name nobody
+/// has), or refuses it with `rate_limited` and how long to wait.
+pub async fn begin(backend: &Backend, target: Option<&Target<'_>>, address: IpAddr) -> AppResult<Attempt> {
+    let counters = Counters::new(backend, target, address);
+    match counters.step(backend, Step::Begin).await? {
+        Some(wait) => Err(refused(wait)),
+        None => Ok(Attempt(counters)),
+    }
+}
+
+/// Refuses with `rate_limited` while `address` must wait (counting nothing).
+pub async fn address_may_try(backend: &Backend, address: IpAddr) -> AppResult<()> {
+    match Counters::new(backend, None, address).step(backend, Step::Peek).await? {
+        Some(wait) => Err(refused(wait)),
+        None => Ok(()),
+    }
+}
+
+/// A check whose outcome is known at once (the admin token, compared in constant
+/// time): refused while `address` must wait, whatever the outcome, else a failure is
+/// counted when `right` is false.
+pub async fn instant(backend: &Backend, target: &Target<'_>, address: IpAddr, right: bool) -> AppResult<()> {
+    match instant_wait(backend, target, address, right).await? {
         Some(wait) => Err(AppError::rate_limited(wait)),
         None => Ok(()),
     }
 }
 
-/// Counts one check at the account, or says how long the caller must wait first
-/// (counting nothing). The address goes first: an address that must wait does not use
-/// up the account's attempts.
-async fn wait(backend: &Backend, target: &Target<'_>, address: IpAddr) -> redis::RedisResult<Option<Duration>> {
-    if let Some(wait) = attempt(backend, &address_key(backend, address), PER_ADDRESS, false).await? {
-        return Ok(Some(wait));
+/// As [`instant`]: how long to wait, if at all.
+async fn instant_wait(
+    backend: &Backend,
+    target: &Target<'_>,
+    address: IpAddr,
+    right: bool,
+) -> redis::RedisResult<Option<Duration>> {
+    let step = if right { Step::Peek } else { Step::Begin };
+    let wait = Counters::new(backend, Some(target), address).step(backend, step).await?;
+    if wait.is_some() {
+        metrics::counter!("seckill_credential_checks_refused_total").increment(1);
     }
-    attempt(backend, &attempts_counter(&backend.namespace, &target.who()), PER_ACCOUNT, true).await
+    Ok(wait)
 }
 
-/// The credentials were wrong: a failure from this address.
-pub async fn failed(backend: &Backend, address: IpAddr) -> AppResult<()> {
-    attempt(backend, &address_key(backend, address), PER_ADDRESS, true).await?;
-    Ok(())
-}
-
-/// The credentials were right: the account's count starts again.
-pub async fn succeeded(backend: &Backend, target: &Target<'_>) -> AppResult<()> {
-    let account_key = attempts_counter(&backend.namespace, &target.who());
-    let () = redis::cmd("DEL").arg(&account_key).query_async(&mut backend.redis.clone()).await?;
-    Ok(())
-}
-
-/// An address's counter: IPv6 by its /64, as the rate limits key it.
-fn address_key(backend: &Backend, address: IpAddr) -> String {
-    attempts_counter(&backend.namespace, &format!("addr:{}", ClientIp(address).block()))
-}
-
-/// Runs `lua/attempt.lua` on one counter: how long to wait, if at all; `count` counts
-/// this attempt unless it must wait.
-async fn attempt(backend: &Backend, key: &str, free: u32, count: bool) -> redis::RedisResult<Option<Duration>> {
-    let wait: u64 = backend
-        .scripts
-        .attempt
-        .key(key)
-        .arg(free)
-        .arg(FIRST_WAIT_MS)
-        .arg(LONGEST_WAIT_MS)
-        .arg(WINDOW_MS)
-        .arg(if count { "1" } else { "0" })
-        .invoke_async(&mut backend.redis.clone())
-        .await?;
-    if wait == 0 {
-        return Ok(None);
-    }
+fn refused(wait: Duration) -> AppError {
     metrics::counter!("seckill_credential_checks_refused_total").increment(1);
-    Ok(Some(Duration::from_millis(wait)))
+    AppError::rate_limited(wait)
 }
 
-/// A bearer token that is not the admin token is a guess at it, counted as a wrong
-/// `admin_sign_in` is: past the free guesses, such calls must wait (`Some`: how long)
-/// instead of being checked. The right token is never held up (automation keeps
-/// working while someone guesses). With the shop's own login, a token of the JWT
-/// form is a shopper's, not a guess.
-pub async fn bearer_wait(
+/// Runs `lua/attempt.lua`: how long to wait, if at all.
+async fn run(backend: &Backend, step: Step, key: &str, account: Option<&str>) -> redis::RedisResult<Option<Duration>> {
+    let free = if account.is_some() { PER_ACCOUNT_FROM_ADDRESS } else { PER_ADDRESS };
+    let mut call = backend.scripts.attempt.key(key);
+    if let Some(account) = account {
+        call.key(account);
+    }
+    call.arg(step.arg()).arg(free).arg(FIRST_WAIT_MS).arg(LONGEST_WAIT_MS).arg(WINDOW_MS).arg(PER_ACCOUNT);
+    let wait: u64 = call.invoke_async(&mut backend.redis.clone()).await?;
+    Ok((wait > 0).then(|| Duration::from_millis(wait)))
+}
+
+/// A bearer token is a claim to the admin token, on any path (`/metrics` and the live
+/// feed included): checked as `admin_sign_in` checks it (refused while its address
+/// must wait: `Some`, how long; a wrong one counted as a failure). With the shop's own
+/// login, a token of the JWT form is a shopper's, not a claim to the admin token.
+pub async fn bearer(
     backend: &Backend,
     secrets: &Secrets,
     headers: &HeaderMap,
@@ -126,13 +211,7 @@ pub async fn bearer_wait(
         return Ok(None);
     }
     match super::session::bearer(headers) {
-        Some(token) if !secrets.token_matches(token) => {
-            let waited = wait(backend, &Target::AdminToken, address).await?;
-            if waited.is_none() {
-                attempt(backend, &address_key(backend, address), PER_ADDRESS, true).await?;
-            }
-            Ok(waited)
-        }
-        _ => Ok(None),
+        Some(token) => instant_wait(backend, &Target::AdminToken, address, secrets.token_matches(token)).await,
+        None => Ok(None),
     }
 }

@@ -34,8 +34,11 @@ pub struct Ended {
 struct State {
     /// The lowest session generation still valid, per user (absent: every one).
     generations: HashMap<i64, i64>,
-    /// Sessions ended one by one: session id → when its cookie expires (ms).
-    sessions: HashMap<String, i64>,
+    /// Sessions ended one by one, per user: session id → (its row, when its cookie
+    /// expires, ms). A user's generation going up drops the entries of rows written
+    /// before it (they end sessions of an older generation, ended anyway): with the
+    /// table's bound per account (`store::MAX_ENDED_PER_ACCOUNT`), memory is bounded too.
+    sessions: HashMap<i64, HashMap<String, (i64, i64)>>,
     /// The highest row read.
     last_id: i64,
 }
@@ -45,7 +48,7 @@ impl Ended {
     pub fn is_ended(&self, user_id: i64, generation: i64, session_id: &str) -> bool {
         let state = self.state.read().unwrap_or_else(|e| e.into_inner());
         state.generations.get(&user_id).is_some_and(|&lowest| generation < lowest)
-            || state.sessions.contains_key(session_id)
+            || state.sessions.get(&user_id).is_some_and(|ended| ended.contains_key(session_id))
     }
 
     /// Takes rows in (read from the table, or just written by this process).
@@ -54,10 +57,16 @@ impl Ended {
         for row in rows {
             if let Some(generation) = row.generation {
                 let lowest = state.generations.entry(row.user_id).or_default();
-                *lowest = (*lowest).max(generation);
+                if generation > *lowest {
+                    *lowest = generation;
+                    if let Some(ended) = state.sessions.get_mut(&row.user_id) {
+                        ended.retain(|_, (id, _)| *id > row.id);
+                    }
+                }
             }
             if let Some(session_id) = &row.session_id {
-                state.sessions.insert(session_id.clone(), row.expires_at);
+                let ended = state.sessions.entry(row.user_id).or_default();
+                ended.insert(session_id.clone(), (row.id, row.expires_at));
             }
             state.last_id = state.last_id.max(row.id);
         }
@@ -76,7 +85,10 @@ impl Ended {
     /// number per user who ever ended their sessions.
     fn prune(&self, now_ms: i64) {
         let mut state = self.state.write().unwrap_or_else(|e| e.into_inner());
-        state.sessions.retain(|_, expires| *expires > now_ms);
+        for ended in state.sessions.values_mut() {
+            ended.retain(|_, (_, expires)| *expires > now_ms);
+        }
+        state.sessions.retain(|_, ended| !ended.is_empty());
     }
 }
 
@@ -131,5 +143,18 @@ mod tests {
         ended.prune(1_000);
         assert!(!ended.is_ended(8, 0, "b"), "its cookie has expired anyway");
         assert!(ended.is_ended(7, 1, "a"));
+    }
+
+    #[test]
+    fn a_new_generation_drops_the_sessions_ended_before_it() {
+        let ended = Ended::default();
+        ended.apply(&[row(1, 7, Some("a"), None), row(2, 7, Some("b"), None)]);
+        ended.apply(&[row(3, 7, None, Some(1)), row(4, 7, Some("c"), None)]);
+        let held = |user| ended.state.read().unwrap().sessions.get(&user).map_or(0, HashMap::len);
+        assert_eq!(held(7), 1, "only the session ended after the new generation is held");
+        assert!(ended.is_ended(7, 0, "a") && ended.is_ended(7, 1, "c") && !ended.is_ended(7, 1, "d"));
+        // Read again (a late commit): changes nothing.
+        ended.apply(&[row(3, 7, None, Some(1))]);
+        assert!(ended.is_ended(7, 1, "c"), "a session of the new generation stays ended");
     }
 }

@@ -1,7 +1,7 @@
 //! The shop's own login (optional): a deployment behind an existing shop login lets
 //! shoppers call with `Authorization: Bearer <JWT>` signed by the shop's identity
 //! provider, instead of a Seckill account. The token must carry the configured issuer
-//! and audience, an unexpired `exp` and a `sub`; it is checked against the provider's
+//! and audience, an unexpired `exp` and a `sub`, and be valid already (`nbf`, if any); it is checked against the provider's
 //! public keys (a PEM file with one key, or a JWKS file), RS256, ES256 or EdDSA, the
 //! algorithm given by the key, never by the token. Each `sub` is one shopper: a user
 //! row made on its first call, then known to the process without a database read.
@@ -9,7 +9,7 @@
 use super::store;
 use crate::{
     backend::Db,
-    error::{AppError, AppResult, ErrorCode},
+    error::{AppResult, ErrorCode},
 };
 use axum::http::HeaderMap;
 use jsonwebtoken::{
@@ -67,6 +67,8 @@ impl ShopLogin {
             validation.set_issuer(&[&self.issuer]);
             validation.set_audience(&[&self.audience]);
             validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
+            // A token not valid yet (`nbf` ahead, past the leeway) is refused too.
+            validation.validate_nbf = true;
             validation.leeway = LEEWAY_SECS;
             decode::<Claims>(token, &k.key, &validation).ok().map(|d| d.claims.sub)
         })
@@ -85,7 +87,8 @@ impl ShopLogin {
         if let Some(&id) = self.users.lock().unwrap_or_else(|e| e.into_inner()).get(&subject) {
             return Ok(id);
         }
-        let id = store::user_for_subject(db, &subject).await.map_err(|e| AppError::internal("shop login", e))?;
+        // The database away is `unavailable` (503: retry), as for any other call.
+        let id = store::user_for_subject(db, &subject).await?;
         let mut users = self.users.lock().unwrap_or_else(|e| e.into_inner());
         if users.len() >= SUBJECTS_KEPT {
             users.clear();

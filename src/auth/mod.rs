@@ -65,6 +65,15 @@ pub struct Operator {
     pub role: Role,
 }
 
+/// An operator as the admin page lists them (`list_operators`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ListedOperator {
+    pub name: String,
+    pub role: Role,
+    /// The last sign-in (Unix ms), if any.
+    pub last_sign_in_at: Option<i64>,
+}
+
 /// Longest accepted shopper name, in characters.
 #[cfg(feature = "ssr")]
 pub const MAX_NAME_CHARS: usize = 32;

@@ -1,8 +1,33 @@
 //! Operators in SQL: named accounts with a role, apart from shoppers. Made by
-//! `seckill operator add NAME` or by an admin (`add_operator`).
+//! `seckill operator add NAME` or by an admin (`add_operator`); removed, demoted and
+//! signed out for good the same two ways.
+//!
+//! An admin cookie names its operator and the operator's `generation`, nothing else:
+//! who they are and what they may do is read from [`Directory`], this process's copy
+//! of the table, which every process reads again every [`FOLLOW_EVERY`] (one query of
+//! a table of a few rows, whatever the traffic). So a removed operator's cookie, a
+//! demoted admin's, or one signed out (the generation raised) stops working on the
+//! process that made the change at once and on every other within `FOLLOW_EVERY` plus
+//! one query: under a second.
 
-use super::Role;
-use crate::backend::Db;
+use super::{ListedOperator as Listed, Role};
+use crate::{
+    backend::Db,
+    error::{AppError, ErrorCode},
+    shutdown::Shutdown,
+};
+use std::{
+    collections::HashMap,
+    sync::{Arc, RwLock},
+    time::Duration,
+};
+
+/// How often each process reads the table again.
+pub const FOLLOW_EVERY: Duration = Duration::from_millis(500);
+
+/// Names an operator may not take: the log records the admin token's actions as
+/// `token` and the command line's as `command line`.
+pub const RESERVED_NAMES: [&str; 2] = ["token", "command line"];
 
 /// What signing in as an operator needs.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -11,6 +36,15 @@ pub struct OperatorRow {
     pub name: String,
     pub password_hash: String,
     pub role: Role,
+    pub generation: i64,
+}
+
+/// Refuses a name the log keeps for the admin token or the command line.
+pub fn check_not_reserved(name: &str) -> Result<(), AppError> {
+    if RESERVED_NAMES.iter().any(|r| r.eq_ignore_ascii_case(name)) {
+        return Err(AppError::invalid(format!("The name {name:?} is reserved; please choose another.")));
+    }
+    Ok(())
 }
 
 /// A new operator; `None` when the name is taken.
@@ -29,12 +63,149 @@ pub async fn create(db: &Db, name: &str, password_hash: &str, role: Role) -> sql
 
 /// The operator with this name (an unknown role reads as none: it cannot sign in).
 pub async fn by_name(db: &Db, name: &str) -> sqlx::Result<Option<OperatorRow>> {
-    let row: Option<(i64, String, String, String)> =
-        sqlx::query_as("SELECT id, name, password_hash, role FROM operators WHERE name = $1")
+    let row: Option<(i64, String, String, String, i64)> =
+        sqlx::query_as("SELECT id, name, password_hash, role, generation FROM operators WHERE name = $1")
             .bind(name)
             .fetch_optional(db)
             .await?;
-    Ok(row.and_then(|(id, name, password_hash, role)| {
-        Some(OperatorRow { id, name, password_hash, role: Role::from_name(&role)? })
+    Ok(row.and_then(|(id, name, password_hash, role, generation)| {
+        Some(OperatorRow { id, name, password_hash, role: Role::from_name(&role)?, generation })
     }))
+}
+
+/// Every operator, by name.
+pub async fn list(db: &Db) -> sqlx::Result<Vec<Listed>> {
+    let rows: Vec<(String, String, Option<i64>)> =
+        sqlx::query_as("SELECT name, role, last_sign_in_at FROM operators ORDER BY name").fetch_all(db).await?;
+    Ok(rows
+        .into_iter()
+        .filter_map(|(name, role, last_sign_in_at)| {
+            Some(Listed { name, role: Role::from_name(&role)?, last_sign_in_at })
+        })
+        .collect())
+}
+
+/// Notes a sign-in, for the list.
+pub async fn signed_in(db: &Db, id: i64) -> sqlx::Result<()> {
+    sqlx::query("UPDATE operators SET last_sign_in_at = $1 WHERE id = $2")
+        .bind(chrono::Utc::now().timestamp_millis())
+        .bind(id)
+        .execute(db)
+        .await
+        .map(drop)
+}
+
+/// Ends every admin cookie of operator `id` (signing out; a new password, when
+/// given, replaces the old). The new generation, which a cookie made now carries.
+pub async fn end_sessions(db: &Db, id: i64, new_password_hash: Option<&str>) -> sqlx::Result<i64> {
+    sqlx::query_scalar(
+        "UPDATE operators SET generation = generation + 1, password_hash = COALESCE($1, password_hash) \
+         WHERE id = $2 RETURNING generation",
+    )
+    .bind(new_password_hash)
+    .bind(id)
+    .fetch_one(db)
+    .await
+}
+
+/// What a removal or a change of role did: the operator's role before, or why not.
+pub type Changed = Result<Role, AppError>;
+
+/// Removes the operator named `name`, unless they are the last admin.
+pub async fn remove(db: &Db, name: &str) -> sqlx::Result<Changed> {
+    keeping_an_admin(db, name, None).await
+}
+
+/// Gives the operator named `name` the role `role`, unless that demotes the last admin.
+pub async fn set_role(db: &Db, name: &str, role: Role) -> sqlx::Result<Changed> {
+    keeping_an_admin(db, name, Some(role)).await
+}
+
+/// Removes the operator named `name` (`role`: `None`) or gives them `role`, in a
+/// transaction that is undone if it took away the last admin. Every admin row is
+/// locked first (an update that changes nothing): two admins removing each other at
+/// once are decided one after the other, so the second sees the first's removal.
+async fn keeping_an_admin(db: &Db, name: &str, role: Option<Role>) -> sqlx::Result<Changed> {
+    let mut tx = db.begin().await?;
+    sqlx::query("UPDATE operators SET generation = generation WHERE role = 'admin'").execute(&mut *tx).await?;
+    let before: Option<String> =
+        sqlx::query_scalar("SELECT role FROM operators WHERE name = $1").bind(name).fetch_optional(&mut *tx).await?;
+    let Some(before) = before.and_then(|r| Role::from_name(&r)) else {
+        return Ok(Err(ErrorCode::UnknownOperator.into()));
+    };
+    match role {
+        None => sqlx::query("DELETE FROM operators WHERE name = $1").bind(name).execute(&mut *tx).await?,
+        Some(role) => {
+            let sql = "UPDATE operators SET role = $1 WHERE name = $2";
+            sqlx::query(sql).bind(role.as_str()).bind(name).execute(&mut *tx).await?
+        }
+    };
+    let admins: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM operators WHERE role = 'admin'").fetch_one(&mut *tx).await?;
+    if before == Role::Admin && admins == 0 {
+        tx.rollback().await?;
+        return Ok(Err(ErrorCode::LastAdmin.into()));
+    }
+    tx.commit().await?;
+    Ok(Ok(before))
+}
+
+/// An operator as this process last read them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Entry {
+    pub name: String,
+    pub role: Role,
+    pub generation: i64,
+}
+
+/// This process's copy of the operators table (see the module's doc).
+#[derive(Default)]
+pub struct Directory {
+    by_id: RwLock<HashMap<i64, Entry>>,
+}
+
+impl Directory {
+    /// The operator `id`, if a cookie of `generation` is still theirs.
+    pub fn current(&self, id: i64, generation: i64) -> Option<Entry> {
+        let by_id = self.by_id.read().unwrap_or_else(|e| e.into_inner());
+        by_id.get(&id).filter(|e| e.generation == generation).cloned()
+    }
+
+    /// Takes a fresh read of the whole table.
+    pub fn replace(&self, entries: HashMap<i64, Entry>) {
+        *self.by_id.write().unwrap_or_else(|e| e.into_inner()) = entries;
+    }
+
+    /// Reads the table again (as the follower does, and a process right after a change
+    /// it made, so its next request sees it).
+    pub async fn catch_up(&self, db: &Db) -> sqlx::Result<()> {
+        let rows: Vec<(i64, String, String, i64)> =
+            sqlx::query_as("SELECT id, name, role, generation FROM operators").fetch_all(db).await?;
+        let entries = rows.into_iter().filter_map(|(id, name, role, generation)| {
+            Some((id, Entry { name, role: Role::from_name(&role)?, generation }))
+        });
+        self.replace(entries.collect());
+        Ok(())
+    }
+}
+
+/// Reads the table every [`FOLLOW_EVERY`] until shutdown. A failed read keeps the
+/// last one (the database being away stops the changes it would show too).
+pub fn follow(directory: Arc<Directory>, db: Db, shutdown: Shutdown) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut read = tokio::time::interval(FOLLOW_EVERY);
+        read.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let stopped = shutdown.wait();
+        tokio::pin!(stopped);
+        loop {
+            tokio::select! {
+                _ = read.tick() => {
+                    if let Err(e) = directory.catch_up(&db).await {
+                        tracing::warn!("operators: {e}");
+                    }
+                }
+                _ = &mut stopped => break,
+            }
+        }
+    })
 }

@@ -1,6 +1,6 @@
 //! Session cookies and the admin check (server only).
 
-use super::{ended::Ended, Role};
+use super::{ended::Ended, operators::Directory, Role};
 use crate::{
     error::{AppError, AppResult, ErrorCode},
     state::AppState,
@@ -41,11 +41,12 @@ pub struct Session {
 }
 
 /// Who is making an admin call: the admin token (bootstrap and automation; recorded as
-/// `token`), or a named operator.
+/// `token`), or a named operator (as the operators table has them now, and the
+/// generation their cookie was made in).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Actor {
     Token,
-    Operator { id: i64, name: String, role: Role },
+    Operator { id: i64, name: String, role: Role, generation: i64 },
 }
 
 impl Actor {
@@ -76,12 +77,17 @@ impl std::fmt::Display for Actor {
 pub struct Secrets {
     key: Key,
     admin_token: String,
+    /// What a token is compared by ([`Secrets::token_matches`]).
+    admin_token_digest: [u8; 32],
     /// Cookies carry `Secure` and the `__Host-` prefix.
     secure: bool,
     /// The session cookie's full name (prefixed or not), which every grab looks for.
     session_name: String,
     /// Sessions ended early, followed from the database (`ended::follow`).
     pub ended: std::sync::Arc<Ended>,
+    /// The operators as they are now, followed from the database (`operators::follow`):
+    /// an admin cookie names an operator, this says who they are and what they may do.
+    pub operators: std::sync::Arc<Directory>,
 }
 
 impl Secrets {
@@ -93,7 +99,9 @@ impl Secrets {
             None => Key::generate(),
         };
         let session_name = cookie_name(secure, SESSION_COOKIE);
-        Ok(Self { key, admin_token, secure, session_name, ended: Default::default() })
+        let admin_token_digest = <sha2::Sha256 as sha2::Digest>::digest(admin_token.as_bytes()).into();
+        let (ended, operators) = (Default::default(), Default::default());
+        Ok(Self { key, admin_token, admin_token_digest, secure, session_name, ended, operators })
     }
 
     /// The user id of a valid, unexpired, not ended session cookie in these headers
@@ -126,8 +134,9 @@ impl Secrets {
     }
 
     /// Who makes this admin call: the admin token (bearer, or the cookie it bought), or
-    /// the operator whose unexpired admin cookie it carries. A bearer token is all that
-    /// counts when one is sent.
+    /// the operator whose unexpired admin cookie it carries, as long as the operator is
+    /// there and has not ended the cookie's generation (their role is the one they have
+    /// now). A bearer token is all that counts when one is sent.
     pub fn actor(&self, headers: &HeaderMap) -> Option<Actor> {
         if let Some(token) = bearer(headers) {
             return self.token_matches(token).then_some(Actor::Token);
@@ -140,19 +149,22 @@ impl Secrets {
         match kind {
             "tok" => self.token_matches(rest).then_some(Actor::Token),
             "op" => {
-                let mut parts = rest.splitn(3, '.');
-                let id = parts.next()?.parse().ok()?;
-                let role = Role::from_name(parts.next()?)?;
-                Some(Actor::Operator { id, role, name: parts.next()?.to_owned() })
+                let (id, generation) = rest.split_once('.')?;
+                let (id, generation) = (id.parse().ok()?, generation.parse().ok()?);
+                let now = self.operators.current(id, generation)?;
+                Some(Actor::Operator { id, name: now.name, role: now.role, generation })
             }
             _ => None,
         }
     }
 
-    /// Compares in constant time, so the token cannot be guessed byte by byte.
+    /// Compares the two tokens' SHA-256 digests in constant time: the time taken tells
+    /// neither how much of a guess was right nor how long the token is.
     pub fn token_matches(&self, candidate: &str) -> bool {
-        let (a, b) = (self.admin_token.as_bytes(), candidate.as_bytes());
-        a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+        use sha2::{Digest, Sha256};
+        use subtle::ConstantTimeEq;
+        let theirs = Sha256::digest(candidate.as_bytes());
+        self.admin_token_digest.as_slice().ct_eq(theirs.as_slice()).into()
     }
 
     /// A `Set-Cookie` value that starts a new session for `user_id`, who signed in as
@@ -172,7 +184,7 @@ impl Secrets {
     pub fn admin_cookie(&self, actor: &Actor) -> String {
         let value = match actor {
             Actor::Token => format!("tok.{}.{}", expiry(ADMIN_SECS), self.admin_token),
-            Actor::Operator { id, name, role } => format!("op.{}.{id}.{}.{name}", expiry(ADMIN_SECS), role.as_str()),
+            Actor::Operator { id, generation, .. } => format!("op.{}.{id}.{generation}", expiry(ADMIN_SECS)),
         };
         let mut jar = CookieJar::new();
         jar.private_mut(&self.key).add(self.cookie(ADMIN_COOKIE, value, ADMIN_SECS));
@@ -339,6 +351,7 @@ pub fn set_cookie(value: &str) -> AppResult<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::auth::operators::Entry;
 
     fn headers_with_cookie(set_cookie: &str) -> HeaderMap {
         let pair = set_cookie.split(';').next().unwrap().to_owned();
@@ -418,12 +431,24 @@ mod tests {
         let mut h = HeaderMap::new();
         h.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer secret-token"));
         assert_eq!(s.actor(&h), Some(Actor::Token));
-        h.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer secret-tokem"));
-        assert_eq!(s.actor(&h), None);
+        for wrong in ["Bearer secret-tokem", "Bearer secret-token-and-more", "Bearer secret", "Bearer "] {
+            h.insert(header::AUTHORIZATION, HeaderValue::from_static(wrong));
+            assert_eq!(s.actor(&h), None, "{wrong}");
+        }
         assert_eq!(s.actor(&HeaderMap::new()), None);
         assert_eq!(s.actor(&headers_with_cookie(&s.admin_cookie(&Actor::Token))), Some(Actor::Token));
-        let op = Actor::Operator { id: 3, name: "Ops.Olga".into(), role: Role::Operator };
-        assert_eq!(s.actor(&headers_with_cookie(&s.admin_cookie(&op))), Some(op.clone()));
+        let op = Actor::Operator { id: 3, name: "Ops.Olga".into(), role: Role::Operator, generation: 4 };
+        let cookie = headers_with_cookie(&s.admin_cookie(&op));
+        assert_eq!(s.actor(&cookie), None, "no such operator");
+        let entry = |role, generation| Entry { name: "Ops.Olga".into(), role, generation };
+        s.operators.replace([(3, entry(Role::Operator, 4))].into());
+        assert_eq!(s.actor(&cookie), Some(op.clone()));
+        s.operators.replace([(3, entry(Role::Admin, 4))].into());
+        assert_eq!(s.actor(&cookie).map(|a| a.role()), Some(Role::Admin), "the role they have now");
+        s.operators.replace([(3, entry(Role::Admin, 5))].into());
+        assert_eq!(s.actor(&cookie), None, "signed out: a newer generation");
+        s.operators.replace(Default::default());
+        assert_eq!(s.actor(&cookie), None, "removed");
         let other = Secrets::new(Some(&"k".repeat(32)), "another-token".into(), false).unwrap();
         assert_eq!(other.actor(&headers_with_cookie(&s.admin_cookie(&Actor::Token))), None, "token changed");
         assert!(Secrets::new(Some("short"), "t".into(), false).is_err());

@@ -53,19 +53,52 @@ pub struct EndedRow {
     pub expires_at: i64,
 }
 
-/// Ends one session: its cookie, valid until `expires_at`, is refused from now on.
-pub async fn end_session(db: &Db, user_id: i64, session_id: &str, expires_at: i64) -> sqlx::Result<EndedRow> {
+/// Most sessions of one account ended one by one and still in force: past it, a
+/// sign-out ends every session of the account at once (one generation row in their
+/// place), so a loop of signing in and out cannot grow the table or any process's
+/// memory ([`super::ended`]).
+pub const MAX_ENDED_PER_ACCOUNT: i64 = 32;
+
+/// Ends one session: its cookie, valid until `expires_at`, is refused from now on. Past
+/// [`MAX_ENDED_PER_ACCOUNT`], every session of the user is ended instead (each cookie
+/// lives `lifetime_ms` at most).
+pub async fn end_session(
+    db: &Db,
+    user_id: i64,
+    session_id: &str,
+    expires_at: i64,
+    lifetime_ms: i64,
+) -> sqlx::Result<EndedRow> {
     let now = chrono::Utc::now().timestamp_millis();
-    sqlx::query_as(
-        "INSERT INTO sessions_ended (user_id, session_id, ended_at, expires_at) VALUES ($1, $2, $3, $4) \
-         RETURNING id, user_id, session_id, generation, expires_at",
+    let mut tx = db.begin().await?;
+    let held: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM sessions_ended WHERE user_id = $1 AND session_id IS NOT NULL AND expires_at > $2",
     )
     .bind(user_id)
-    .bind(session_id)
     .bind(now)
-    .bind(expires_at)
-    .fetch_one(db)
-    .await
+    .fetch_one(&mut *tx)
+    .await?;
+    let row = if held >= MAX_ENDED_PER_ACCOUNT {
+        let row = end_every_session(&mut tx, user_id, None, now + lifetime_ms).await?;
+        sqlx::query("DELETE FROM sessions_ended WHERE user_id = $1 AND session_id IS NOT NULL")
+            .bind(user_id)
+            .execute(&mut *tx)
+            .await?;
+        row
+    } else {
+        sqlx::query_as(
+            "INSERT INTO sessions_ended (user_id, session_id, ended_at, expires_at) VALUES ($1, $2, $3, $4) \
+             RETURNING id, user_id, session_id, generation, expires_at",
+        )
+        .bind(user_id)
+        .bind(session_id)
+        .bind(now)
+        .bind(expires_at)
+        .fetch_one(&mut *tx)
+        .await?
+    };
+    tx.commit().await?;
+    Ok(row)
 }
 
 /// Ends every session of the user (and sets a new password hash, if given), in one
@@ -77,28 +110,38 @@ pub async fn end_all_sessions(
     new_password_hash: Option<&str>,
     lifetime_ms: i64,
 ) -> sqlx::Result<EndedRow> {
-    let now = chrono::Utc::now().timestamp_millis();
     let mut tx = db.begin().await?;
+    let expires_at = chrono::Utc::now().timestamp_millis() + lifetime_ms;
+    let row = end_every_session(&mut tx, user_id, new_password_hash, expires_at).await?;
+    tx.commit().await?;
+    Ok(row)
+}
+
+/// Raises the user's generation and writes the row that says so, in `tx`.
+async fn end_every_session(
+    tx: &mut crate::backend::Tx<'_>,
+    user_id: i64,
+    new_password_hash: Option<&str>,
+    expires_at: i64,
+) -> sqlx::Result<EndedRow> {
     let generation: i64 = sqlx::query_scalar(
         "UPDATE users SET session_generation = session_generation + 1, \
          password_hash = COALESCE($1, password_hash) WHERE id = $2 RETURNING session_generation",
     )
     .bind(new_password_hash)
     .bind(user_id)
-    .fetch_one(&mut *tx)
+    .fetch_one(&mut **tx)
     .await?;
-    let row = sqlx::query_as(
+    sqlx::query_as(
         "INSERT INTO sessions_ended (user_id, generation, ended_at, expires_at) VALUES ($1, $2, $3, $4) \
          RETURNING id, user_id, session_id, generation, expires_at",
     )
     .bind(user_id)
     .bind(generation)
-    .bind(now)
-    .bind(now + lifetime_ms)
-    .fetch_one(&mut *tx)
-    .await?;
-    tx.commit().await?;
-    Ok(row)
+    .bind(chrono::Utc::now().timestamp_millis())
+    .bind(expires_at)
+    .fetch_one(&mut **tx)
+    .await
 }
 
 /// Rows after `last_id`, and those ended since `since_ms` again.

@@ -3,10 +3,10 @@
 
 use super::{
     api::{
-        add_operator, admin_sign_in, change_password, operator_me, operator_sign_in, sign_in, sign_out,
-        sign_out_everywhere, sign_up,
+        add_operator, admin_sign_in, change_password, list_operators, operator_me, operator_sign_in, remove_operator,
+        set_operator_role, sign_in, sign_out, sign_out_everywhere, sign_up,
     },
-    Role, User,
+    ListedOperator, Role, User,
 };
 use leptos::prelude::*;
 
@@ -187,7 +187,70 @@ pub fn OperatorPanel() -> impl IntoView {
     }
 }
 
-/// Adds an operator (admins).
+/// Every operator with their role and last sign-in; an admin changes a role or removes
+/// one (each takes effect on every process within a second).
+#[component]
+fn OperatorList(refresh: RwSignal<u64>) -> impl IntoView {
+    let listed = Resource::new(move || refresh.get(), |_| list_operators());
+    // `None`: remove the operator; `Some(role)`: give them that role.
+    let change = Action::new(|(name, role): &(String, Option<Role>)| {
+        let (name, role) = (name.clone(), *role);
+        async move {
+            match role {
+                Some(role) => set_operator_role(name, role).await.map(drop),
+                None => remove_operator(name).await,
+            }
+        }
+    });
+    Effect::new(move |_| {
+        if change.value().get().is_some() {
+            refresh.update(|n| *n += 1);
+        }
+    });
+    let rows = move || {
+        listed.get().map(|answer| match answer {
+            Ok(list) => list.into_iter().map(|o| operator_row(o, change)).collect_view().into_any(),
+            Err(e) => view! { <tr><td colspan="4">{e.message}</td></tr> }.into_any(),
+        })
+    };
+    view! {
+        <table class="mt-4 w-full text-left text-sm" aria-label="Operators">
+            <thead><tr><th>"Name"</th><th>"Role"</th><th>"Last sign-in"</th><th></th></tr></thead>
+            <tbody><Suspense>{rows}</Suspense></tbody>
+        </table>
+        <p role="alert" class="text-sm text-red-700">{move || change.value().get().and_then(Result::err).map(|e| e.message)}</p>
+    }
+}
+
+/// One operator's row, with the admin's two buttons.
+fn operator_row(
+    o: ListedOperator,
+    change: Action<(String, Option<Role>), Result<(), crate::error::AppError>>,
+) -> impl IntoView {
+    let other = if o.role == Role::Admin { Role::Operator } else { Role::Admin };
+    let last = o.last_sign_in_at.and_then(chrono::DateTime::from_timestamp_millis);
+    let last = last.map_or_else(|| "never".to_owned(), |t| t.format("%Y-%m-%d %H:%M UTC").to_string());
+    let (for_role, for_removal) = (o.name.clone(), o.name.clone());
+    view! {
+        <tr class="border-t">
+            <td>{o.name.clone()}</td>
+            <td>{o.role.as_str()}</td>
+            <td>{last}</td>
+            <td class="flex flex-wrap gap-2 py-1">
+                <button class="rounded border px-3 min-h-11 min-w-11" aria-label=format!("Make {} {}", o.name, other.as_str())
+                    on:click=move |_| { change.dispatch((for_role.clone(), Some(other))); }>
+                    {format!("Make {}", other.as_str())}
+                </button>
+                <button class="rounded border px-3 min-h-11 min-w-11 text-red-700" aria-label=format!("Remove {}", o.name)
+                    on:click=move |_| { change.dispatch((for_removal.clone(), None)); }>
+                    "Remove"
+                </button>
+            </td>
+        </tr>
+    }
+}
+
+/// Adds an operator (admins), above the list of operators.
 #[component]
 fn AddOperator() -> impl IntoView {
     let name = RwSignal::new(String::new());
@@ -195,6 +258,12 @@ fn AddOperator() -> impl IntoView {
     let admin = RwSignal::new(false);
     let add = Action::new(|(n, p, admin): &(String, String, bool)| {
         add_operator(n.clone(), p.clone(), if *admin { Role::Admin } else { Role::Operator })
+    });
+    let refresh = RwSignal::new(0u64);
+    Effect::new(move |_| {
+        if let Some(Ok(_)) = add.value().get() {
+            refresh.update(|n| *n += 1);
+        }
     });
     let said = move || match add.value().get() {
         Some(Ok(o)) => Some(format!("Added {} ({})", o.name, o.role.as_str())),
@@ -224,6 +293,7 @@ fn AddOperator() -> impl IntoView {
                 <button class="rounded border px-3 min-h-11 min-w-11 py-1" type="submit">"Add operator"</button>
                 <p role="status">{said}</p>
             </form>
+            <OperatorList refresh/>
         </details>
     }
 }

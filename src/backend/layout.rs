@@ -20,7 +20,9 @@
 //! | `<ns>:sales_version` | string | counts operator changes to any sale | `sale::admin`; every process follows it (`bus::follow`) |
 //! | `<ns>:icr:order:<yyyymmdd>` | string | the day's order-id counter | `ids` (in blocks) |
 //! | `<ns>:events` | pub/sub channel | sale events | `bus` |
-//! | `<ns>:attempts:<who>` | hash | credential checks of one account, address or token | `auth::attempts` |
+//! | `<ns>:attempts:addr:<address>` | hash | failed credential checks from one address | `auth::attempts` |
+//! | `<ns>:attempts:{<who>}` | hash | failed checks at one account (or the admin token), every address | `auth::attempts` |
+//! | `<ns>:attempts:{<who>}:<address>` | hash | failed checks at one account from one address | `auth::attempts` |
 //! | `<ns>:worker:<name>` | string | the token of the process holding a worker's name (a lease) | `worker::name` |
 //!
 //! Every key of one voucher shares the hash tag `{v<id>}`, so each script call, stream
@@ -109,10 +111,22 @@ pub fn sales_version(namespace: &str) -> String {
     format!("{namespace}:sales_version")
 }
 
-/// The counter of credential checks against `who` (`name:<name>`, `addr:<ip>`,
-/// `token`), shared by every process; it expires a while after the last check.
-pub fn attempts_counter(namespace: &str, who: &str) -> String {
-    format!("{namespace}:attempts:{who}")
+/// The failed credential checks from one address (an IPv6 /64 is one), at any account;
+/// like every attempts counter, it expires a while after its last change.
+pub fn attempts_from_address(namespace: &str, block: &str) -> String {
+    format!("{namespace}:attempts:addr:{block}")
+}
+
+/// The failures at one account (`who`: `name:<name>`, `op:<name>`, `token`) from every
+/// address. It shares its hash tag with [`attempts_at_account_from`], so one script
+/// call reads both.
+pub fn attempts_at_account(namespace: &str, who: &str) -> String {
+    format!("{namespace}:attempts:{{{who}}}")
+}
+
+/// The failures at one account from one address (an IPv6 /64 is one).
+pub fn attempts_at_account_from(namespace: &str, who: &str, block: &str) -> String {
+    format!("{namespace}:attempts:{{{who}}}:{block}")
 }
 
 /// The lease on a worker's name (`SECKILL_WORKER_NAME`): one process holds it.

@@ -1,8 +1,10 @@
-//! Open live feeds are counted, in total and per client address: each holds a socket
-//! (a file descriptor) for as long as a page is open, so a feed over either cap is
-//! refused with 503 rather than letting one client, or a crowd, run the process out
+//! Open live feeds are counted, in total and per client address (an IPv6 /64 is one
+//! address, as every other limit keys it: one host holds a whole /64): each holds a
+//! socket (a file descriptor) for as long as a page is open, so a feed over either cap
+//! is refused with 503 rather than letting one client, or a crowd, run the process out
 //! of descriptors. The browser retries a refused feed every few seconds.
 
+use crate::state::ClientIp;
 use std::{
     collections::HashMap,
     net::IpAddr,
@@ -35,6 +37,7 @@ impl FeedSlots {
 
     /// A place for a new feed from `address`, unless a cap is reached.
     pub fn take(self: &Arc<Self>, address: IpAddr) -> Option<FeedSlot> {
+        let address = ClientIp(address).block();
         let mut open = self.lock();
         let mine = open.by_address.get(&address).copied().unwrap_or(0);
         if open.total >= self.max_total || mine >= self.max_per_address {
@@ -84,5 +87,15 @@ mod tests {
         drop(a1);
         assert_eq!(slots.open(), 2);
         assert!(slots.take(b).is_some(), "a closed feed gives its place back");
+    }
+
+    #[test]
+    fn an_ipv6_slash_64_is_one_address() {
+        let slots = Arc::new(FeedSlots::new(10, 2));
+        let host = |n: u16| IpAddr::from([0x2001, 0xdb8, 0, 7, 0, 0, 0, n]);
+        let _one = slots.take(host(1)).unwrap();
+        let _two = slots.take(host(2)).unwrap();
+        assert!(slots.take(host(3)).is_none(), "another host of the same /64");
+        assert!(slots.take(IpAddr::from([0x2001, 0xdb8, 0, 8, 0, 0, 0, 1])).is_some(), "another /64");
     }
 }

@@ -35,6 +35,22 @@ pub async fn read(db: &Db, voucher_id: i64) -> sqlx::Result<Record> {
     Ok(Record { seconds, latency, orders, dead_letters })
 }
 
+/// The windows (`begins_at`, `ends_at`, Unix ms) of those of `ids` that are sales.
+pub async fn windows(db: &Db, ids: &[i64]) -> sqlx::Result<std::collections::HashMap<i64, (i64, i64)>> {
+    let mut found = std::collections::HashMap::new();
+    // A few hundred at a time: far below any engine's limit on bound values.
+    for chunk in ids.chunks(500) {
+        let marks: Vec<String> = (1..=chunk.len()).map(|i| format!("${i}")).collect();
+        let sql = format!("SELECT id, begins_at, ends_at FROM vouchers WHERE id IN ({})", marks.join(", "));
+        let mut query = sqlx::query_as::<_, (i64, i64, i64)>(&sql);
+        for id in chunk {
+            query = query.bind(*id);
+        }
+        found.extend(query.fetch_all(db).await?.into_iter().map(|(id, b, e)| (id, (b, e))));
+    }
+    Ok(found)
+}
+
 /// Adds a tally's counts, in one transaction. Counts of a voucher that does not exist
 /// (a grab may name any id) are dropped.
 pub async fn add_counts(db: &Db, counts: &Counts) -> sqlx::Result<()> {

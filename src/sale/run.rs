@@ -181,11 +181,13 @@ async fn change_stock(action: &'static str, voucher_id: i64, units: i64) -> AppR
     let backend = &state.backend;
     let before = store::get(&backend.db, voucher_id).await?.ok_or(ErrorCode::UnknownVoucher)?;
     not_ended(&before, super::gate::clock(backend, Some(voucher_id)).await?)?;
+    let over_the_cap = || AppError::invalid(format!("A sale has at most {MAX_STOCK} units."));
     if before.stock + units > MAX_STOCK {
-        return Err(AppError::invalid(format!("A sale has at most {MAX_STOCK} units.")));
+        return Err(over_the_cap());
     }
     let change = if units > 0 {
-        store::add_stock(&backend.db, voucher_id, units).await?.ok_or(ErrorCode::UnknownVoucher)?.0
+        // No row: another addition took the sale past the cap meanwhile.
+        store::add_stock(&backend.db, voucher_id, units, MAX_STOCK).await?.ok_or_else(over_the_cap)?.0
     } else {
         store::owe_withdrawal(&backend.db, voucher_id, -units).await?
     };

@@ -3,7 +3,8 @@
 //! ([`rate_limit`]), serves at most so many requests at once (more answer 503
 //! `unavailable` at once) and each within the request timeout (then 503), and for
 //! `/api/...` calls applies the API's own rules:
-//! - a wrong admin token (bearer) is a guess, limited as passwords are (`auth::attempts`);
+//! - a bearer token, on any path (`/metrics` and the live feed included), is a claim to
+//!   the admin token, limited as passwords are (`auth::attempts`);
 //! - a state-changing call must carry JSON and come from this site, so a cross-site
 //!   form (which can send `text/plain` or a form body, with the shopper's cookies) can
 //!   neither grab, nor sign anyone in or out, nor act as admin;
@@ -43,7 +44,7 @@ use axum::{
     response::{IntoResponse, Response},
 };
 use std::{
-    net::SocketAddr,
+    net::{IpAddr, SocketAddr},
     sync::Arc,
     time::{Duration, Instant},
 };
@@ -130,6 +131,10 @@ async fn pass(guard: &Guard, peer: SocketAddr, mut req: Request, next: Next) -> 
         count_refused_grab(guard, req).await;
         return rate_limit::refusal(wait);
     }
+    let client = req.extensions().get::<ClientIp>().map_or(std::net::Ipv4Addr::UNSPECIFIED.into(), |c| c.0);
+    if let Err(refused) = check_bearer(guard, req.headers(), client).await {
+        return refused;
+    }
     // A live feed stays open: neither the cap nor the timeout applies (feeds have caps
     // of their own).
     if req.uri().path() == crate::live::FEED_PATH {
@@ -141,6 +146,20 @@ async fn pass(guard: &Guard, peer: SocketAddr, mut req: Request, next: Next) -> 
     tokio::time::timeout(guard.timeout, serve(guard, req, next))
         .await
         .unwrap_or_else(|_| refusal(ErrorCode::Unavailable))
+}
+
+/// A bearer token, on any path, is checked against the admin token's guessing limits
+/// before anything else looks at it (`auth::attempts::bearer`): a wrong one is counted,
+/// and while the caller's address must wait every bearer call from it does.
+async fn check_bearer(guard: &Guard, headers: &HeaderMap, client: IpAddr) -> Result<(), Response> {
+    match attempts::bearer(&guard.backend, &guard.secrets, headers, client, guard.shop_login).await {
+        Ok(None) => Ok(()),
+        Ok(Some(wait)) => Err(rate_limit::refusal(wait)),
+        Err(e) => {
+            tracing::warn!("counting a claim to the admin token: {e}");
+            Err(refusal(ErrorCode::Unavailable))
+        }
+    }
 }
 
 /// A shopper's grab refused over its rate is counted for its sale's report: its
@@ -178,15 +197,6 @@ async fn serve(guard: &Guard, req: Request, next: Next) -> Response {
     if req.method() == Method::POST {
         if let Err(code) = check_same_site_json(req.headers()) {
             return refusal(code);
-        }
-    }
-    let client = req.extensions().get::<ClientIp>().map_or(std::net::Ipv4Addr::UNSPECIFIED.into(), |c| c.0);
-    match attempts::bearer_wait(&guard.backend, &guard.secrets, req.headers(), client, guard.shop_login).await {
-        Ok(None) => {}
-        Ok(Some(wait)) => return rate_limit::refusal(wait),
-        Err(e) => {
-            tracing::warn!("counting a wrong admin token: {e}");
-            return refusal(ErrorCode::Unavailable);
         }
     }
     let req = if sale::routes::is_own(req.uri().path()) {

@@ -17,6 +17,7 @@ use crate::{
     auth::{
         ended,
         jwt::ShopLogin,
+        operators,
         password::{Cost, Hasher},
         Secrets,
     },
@@ -124,6 +125,8 @@ async fn run(
         Secrets::new(config.session_secret.as_deref(), admin_token.clone(), secure).map_err(ServeError::Config)?;
     // Sessions ended before this process started are refused from its first request.
     secrets.ended.catch_up(&backend.db).await?;
+    // So are the cookies of operators removed or signed out before it started.
+    secrets.operators.catch_up(&backend.db).await?;
     let state = AppState::new(SharedState {
         leptos_options,
         backend: backend.clone(),
@@ -234,7 +237,7 @@ fn shop_login(config: &Config) -> Result<Option<ShopLogin>, ServeError> {
 /// The tasks that run beside HTTP until shutdown: the bus's listener and the follower
 /// of the sales version, the live sampler, the rate limits' clean-up, the metrics'
 /// upkeep, the sweeper of unpaid orders, the sale's upkeep (owed stock changes, windows
-/// to push), the follower of ended sessions, the flusher of the report's counts and the
+/// to push), the followers of ended sessions and of operators, the flusher of the report's counts and the
 /// worker (unless turned off).
 async fn spawn_background(
     config: &Config,
@@ -263,6 +266,7 @@ async fn spawn_background(
         ),
         sale::upkeep::spawn(backend.clone(), Duration::from_millis(config.sweep_ms), shutdown.clone()),
         ended::follow(state.secrets.ended.clone(), backend.db.clone(), shutdown.clone()),
+        operators::follow(state.secrets.operators.clone(), backend.db.clone(), shutdown.clone()),
         crate::report::tally::spawn(state.tally.clone(), backend.db.clone(), shutdown.clone()),
     ];
     if config.worker {

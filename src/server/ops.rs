@@ -94,9 +94,10 @@ async fn readyz(State(state): State<AppState>) -> Response {
     (status, Json(json!({ "ready": ready, "checks": checks }))).into_response()
 }
 
-/// `GET /metrics`: the Prometheus text format, for the admin token only.
+/// `GET /metrics`: the Prometheus text format, for the admin token only (what a
+/// monitoring system's scraper holds); an operator's cookie is refused.
 async fn metrics(State(state): State<AppState>, request: Request) -> Response {
-    if state.secrets.actor(request.headers()).is_none() {
+    if state.secrets.actor(request.headers()) != Some(crate::auth::session::Actor::Token) {
         return AppError::new(ErrorCode::AdminRequired).into_response();
     }
     metrics::gauge!("seckill_live_feeds").set(state.feeds.open() as f64);

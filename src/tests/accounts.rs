@@ -1,7 +1,7 @@
 //! Accounts: nobody signs in as somebody else, a session can be ended everywhere, and
 //! guesses are limited across processes.
 
-use crate::support::{code, wait_until, TestApp, PASSWORD, SOON};
+use crate::support::{client_from, code, wait_until, TestApp, ADMIN_TOKEN, PASSWORD, SOON};
 use serde_json::{json, Value};
 
 async fn sign_in(app: &TestApp, name: &str, password: &str) -> (u16, Value) {
@@ -63,6 +63,31 @@ async fn a_session_signed_out_stays_out_even_when_copied() {
     app.stop().await;
 }
 
+/// A loop of signing in and out cannot grow the ended sessions without bound: past
+/// the bound per account, a sign-out ends every session of the account at once.
+#[tokio::test]
+async fn ended_sessions_are_bounded_per_account() {
+    let app = TestApp::spawn().await;
+    let kept = app.sign_in("lou").await;
+    for _ in 0..40 {
+        let session = app.sign_in("lou").await;
+        let (status, _) = app.call("sign_out", json!({}), &[("cookie", &session.cookie)]).await;
+        assert_eq!(status, 200);
+        assert_eq!(me(&app, &session.cookie).await, Value::Null, "each sign-out holds");
+    }
+    let held: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM sessions_ended WHERE user_id = $1 AND session_id IS NOT NULL")
+            .bind(kept.user_id)
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+    // The account's bound (`auth::store::MAX_ENDED_PER_ACCOUNT`).
+    assert!(held <= 32, "{held} rows");
+    assert_eq!(me(&app, &kept.cookie).await, Value::Null, "past the bound every session ended");
+    assert_eq!(me(&app, &app.sign_in("lou").await.cookie).await, "lou", "and she signs in again");
+    app.stop().await;
+}
+
 /// Signing out everywhere, and changing the password, end the account's other
 /// sessions on every process within seconds (the other process here learns it from the
 /// database, with no request of its own reading it).
@@ -101,8 +126,9 @@ async fn ending_every_session_reaches_every_process() {
     a.stop().await;
 }
 
-/// Guesses at one account are counted across processes: past the free attempts, even
-/// the right password waits, and the answer says how long.
+/// Guesses at one account are counted across processes: past the free ones from an
+/// address, even the right password waits there, and the answer says how long; the
+/// right holder elsewhere goes ahead.
 #[tokio::test]
 async fn guesses_at_an_account_are_limited_across_processes() {
     let a = TestApp::spawn().await;
@@ -112,16 +138,18 @@ async fn guesses_at_an_account_are_limited_across_processes() {
         let app = if i % 2 == 0 { &a } else { &b };
         assert_eq!(sign_in(app, "dana", &format!("guess number {i}")).await.0, 401, "guess {i}");
     }
-    // The sixth attempt runs (and fails); the seventh must wait.
-    assert_eq!(sign_in(&b, "dana", "guess number 5").await.0, 401);
+    // The fifth failure started the wait: from this address even the right password waits.
     let res = b.http.post(format!("{}/api/sign_in", b.base)).json(&json!({ "name": "dana", "password": PASSWORD }));
     let res = res.send().await.unwrap();
-    assert_eq!(res.status(), 429, "the right password waits too");
+    assert_eq!(res.status(), 429, "the right password waits too, from the guesser's address");
     let retry: u64 = res.headers()["retry-after"].to_str().unwrap().parse().unwrap();
     assert!((1..=30).contains(&retry), "told when to retry (at most the first wait, 30 s): {retry}");
     let body: Value = res.json().await.unwrap();
     assert_eq!(code(&body), "rate_limited");
     assert_eq!(sign_in(&a, "dana", PASSWORD).await.0, 429, "on every process");
+    // Dana herself, from another address, is not held up by them.
+    let (status, _) = sign_in_from(&client_from(2), &a, "dana", PASSWORD).await;
+    assert_eq!(status, 200, "the right holder elsewhere goes ahead");
     // Another account from the same address is not locked by these guesses.
     a.sign_in("eli").await;
     assert_eq!(sign_in(&a, "eli", PASSWORD).await.0, 200);
@@ -129,14 +157,109 @@ async fn guesses_at_an_account_are_limited_across_processes() {
     a.stop().await;
 }
 
+/// `sign_in` from `client` (another address): status and body.
+async fn sign_in_from(client: &reqwest::Client, app: &TestApp, name: &str, password: &str) -> (u16, Value) {
+    let res = client.post(format!("{}/api/sign_in", app.base)).json(&json!({ "name": name, "password": password }));
+    let res = res.send().await.unwrap();
+    (res.status().as_u16(), res.json().await.unwrap_or(Value::Null))
+}
+
+/// Nobody locks the right people out: guesses from one address (at a shopper, an
+/// operator, the admin token as bearer on any path and at `admin_sign_in`) hold up
+/// that address only; from another, the right password, operator password and token
+/// all work at once, and the token on every door.
+#[tokio::test]
+async fn guesses_from_one_address_lock_nobody_else_out() {
+    let app = TestApp::spawn().await;
+    app.sign_in("gus").await;
+    let ola = json!({ "name": "ola", "password": "ola's operator password", "role": "admin" });
+    app.admin("add_operator", ola).await;
+    let guesser = client_from(3);
+    let post = |path: &str, body: Value| guesser.post(format!("{}/api/{path}", app.base)).json(&body).send();
+    for i in 0..30 {
+        let guess = format!("guess number {i} at it");
+        post("sign_in", json!({ "name": "gus", "password": guess })).await.unwrap();
+        post("operator_sign_in", json!({ "name": "ola", "password": guess })).await.unwrap();
+        post("admin_sign_in", json!({ "token": guess })).await.unwrap();
+        guesser
+            .post(format!("{}/api/operator_me", app.base))
+            .bearer_auth(&guess)
+            .json(&json!({}))
+            .send()
+            .await
+            .unwrap();
+        guesser.get(format!("{}/metrics", app.base)).bearer_auth(&guess).send().await.unwrap();
+    }
+    let last = post("admin_sign_in", json!({ "token": ADMIN_TOKEN })).await.unwrap();
+    assert_eq!(last.status(), 429, "the guesser's own address waits, whatever it sends");
+
+    let here = client_from(1);
+    assert_eq!(sign_in_from(&here, &app, "gus", PASSWORD).await.0, 200, "the shopper");
+    assert!(operator_sign_in(&app, "ola", "ola's operator password").await.is_ok(), "the operator");
+    let res = here.post(format!("{}/api/admin_sign_in", app.base)).json(&json!({ "token": ADMIN_TOKEN }));
+    assert_eq!(res.send().await.unwrap().status(), 200, "admin_sign_in with the right token");
+    let res = here.post(format!("{}/api/operator_me", app.base)).bearer_auth(ADMIN_TOKEN).json(&json!({}));
+    assert_eq!(res.send().await.unwrap().status(), 200, "the token as bearer");
+    let res = here.get(format!("{}/metrics", app.base)).bearer_auth(ADMIN_TOKEN).send().await.unwrap();
+    assert_eq!(res.status(), 200, "/metrics");
+    app.stop().await;
+}
+
+/// `/metrics` and the live feed check the admin token too, so guesses there are
+/// counted like everywhere else: past the free ones they wait, unchecked.
+#[tokio::test]
+async fn guesses_at_the_token_on_metrics_and_the_live_feed_are_counted() {
+    let app = TestApp::spawn().await;
+    for (i, path) in ["/metrics", "/api/live"].into_iter().enumerate() {
+        let guesser = client_from(4 + i as u8);
+        let mut answers = Vec::new();
+        for n in 0..12 {
+            let res = guesser.get(format!("{}{path}", app.base)).bearer_auth(format!("guess {n} at the token"));
+            answers.push(res.send().await.unwrap().status().as_u16());
+        }
+        let checked = answers.iter().filter(|s| **s == 401).count();
+        let waited = answers.iter().filter(|s| **s == 429).count();
+        assert_eq!((checked, waited), (5, 7), "{path}: {answers:?}");
+    }
+    app.stop().await;
+}
+
+/// Wrong sign-ins sent at once from one address are counted before any is checked:
+/// no more than the address's allowance is checked, however close together they come.
+#[tokio::test]
+async fn wrong_sign_ins_sent_at_once_are_checked_no_more_than_the_limit() {
+    let app = TestApp::spawn().await;
+    let guesser = client_from(6);
+    // Each at a name of its own: only the address's count can hold them.
+    let names: Vec<String> = (0..40).map(|i| format!("made-up-{i}")).collect();
+    let answers =
+        futures::future::join_all(names.iter().map(|n| sign_in_from(&guesser, &app, n, "a guess at some password")))
+            .await;
+    let checked = answers.iter().filter(|(s, _)| *s == 401).count();
+    let waited = answers.iter().filter(|(s, b)| *s == 429 && code(b) == "rate_limited").count();
+    assert_eq!(checked + waited, 40, "{answers:?}");
+    // The address's allowance (`auth::attempts::PER_ADDRESS`).
+    assert!(checked <= 20, "{checked} checked of 40 sent at once");
+    assert!(checked > 0, "{answers:?}");
+    // A name nobody has leaves nothing behind: only the address was counted.
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{}:attempts:*", app.namespace))
+        .query_async(&mut app.redis.clone())
+        .await
+        .unwrap();
+    assert!(keys.iter().all(|k| !k.contains("made-up")), "{keys:?}");
+    assert_eq!(keys.len(), 1, "the address's count alone: {keys:?}");
+    app.stop().await;
+}
+
 /// An admin call as the holder of `cookie`: status and body.
-async fn as_operator(app: &TestApp, cookie: &str, call: &str, body: Value) -> (u16, Value) {
+pub(crate) async fn as_operator(app: &TestApp, cookie: &str, call: &str, body: Value) -> (u16, Value) {
     let (status, body) = app.call(call, body, &[("cookie", cookie)]).await;
     (status.as_u16(), body)
 }
 
 /// The admin cookie an operator's sign-in sets (or the refusal).
-async fn operator_sign_in(app: &TestApp, name: &str, password: &str) -> Result<String, (u16, Value)> {
+pub(crate) async fn operator_sign_in(app: &TestApp, name: &str, password: &str) -> Result<String, (u16, Value)> {
     let res = app.http.post(format!("{}/api/operator_sign_in", app.base));
     let res = res.json(&json!({ "name": name, "password": password })).send().await.unwrap();
     let status = res.status().as_u16();
@@ -179,16 +302,18 @@ async fn named_operators_with_roles() {
 }
 
 /// `seckill operator add NAME` makes an operator in the configured database, the
-/// password read from standard input; the running server signs them in.
+/// password read from standard input; the running server signs them in. `list`,
+/// `set-role` and `remove` reach the running server too, and keep the last admin.
 #[tokio::test]
-async fn the_command_line_adds_an_operator() {
+async fn the_command_line_manages_operators() {
     use tokio::io::AsyncWriteExt;
     let app = TestApp::spawn().await;
-    let add = |name: &'static str, password: &'static str| {
+    let seckill = |args: &[&str], input: &str| {
         let database_url = app.database_url.clone();
+        let (args, input): (Vec<String>, String) = (args.iter().map(|a| a.to_string()).collect(), input.to_owned());
         async move {
             let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_seckill"))
-                .args(["operator", "add", name, "--role", "admin"])
+                .args(&args)
                 .env("DATABASE_URL", database_url)
                 .env("SECKILL_PASSWORD_MEMORY_KIB", crate::support::TEST_PASSWORD_COST.0.to_string())
                 .env("SECKILL_PASSWORD_ITERATIONS", crate::support::TEST_PASSWORD_COST.1.to_string())
@@ -198,44 +323,72 @@ async fn the_command_line_adds_an_operator() {
                 .stderr(std::process::Stdio::piped())
                 .spawn()
                 .unwrap();
-            child.stdin.take().unwrap().write_all(format!("{password}\n").as_bytes()).await.unwrap();
+            child.stdin.take().unwrap().write_all(format!("{input}\n").as_bytes()).await.unwrap();
             let out = tokio::time::timeout(SOON, child.wait_with_output()).await.unwrap().unwrap();
             let said = String::from_utf8_lossy(if out.status.success() { &out.stdout } else { &out.stderr });
             (out.status.success(), said.trim().to_owned())
         }
     };
+    let add =
+        |name: &'static str, password: &'static str| seckill(&["operator", "add", name, "--role", "admin"], password);
     assert_eq!(add("cli-olga", "olga set this one up").await, (true, "operator cli-olga added (admin)".into()));
     let (ok, said) = add("cli-olga", "another good password").await;
     assert!(!ok && said.contains("exists already"), "{said}");
     let (ok, said) = add("cli-weak", "password1").await;
     assert!(!ok && said.contains("most common"), "{said}");
-    assert!(operator_sign_in(&app, "cli-olga", "olga set this one up").await.is_ok());
+    let (ok, said) = add("token", "a reserved name's password").await;
+    assert!(!ok && said.contains("reserved"), "{said}");
+    let olga = operator_sign_in(&app, "cli-olga", "olga set this one up").await.unwrap();
+
+    let (ok, said) = seckill(&["operator", "remove", "cli-olga"], "").await;
+    assert!(!ok && said.contains("last admin"), "{said}");
+    assert!(add("cli-otto", "otto set this one up").await.0);
+    let (ok, said) = seckill(&["operator", "list"], "").await;
+    assert!(ok, "{said}");
+    let lines: Vec<&str> = said.lines().collect();
+    assert_eq!(lines.len(), 2, "{said}");
+    assert!(lines[0].starts_with("cli-olga\tadmin\tlast signed in "), "{said}");
+    assert_eq!(lines[1], "cli-otto\tadmin\tnever signed in", "{said}");
+    assert!(seckill(&["operator", "set-role", "cli-olga", "operator"], "").await.0);
+    wait_until("the server sees her new role", SOON, || async {
+        as_operator(&app, &olga, "operator_me", json!({})).await.1["role"] == "operator"
+    })
+    .await;
+    assert_eq!(seckill(&["operator", "remove", "cli-olga"], "").await, (true, "operator cli-olga removed".into()));
+    wait_until("the server refuses her cookie", SOON, || async {
+        as_operator(&app, &olga, "operator_me", json!({})).await.1 == Value::Null
+    })
+    .await;
+    let (ok, said) = seckill(&["operator", "remove", "cli-olga"], "").await;
+    assert!(!ok && said.contains("no operator"), "{said}");
     app.stop().await;
 }
 
 /// Wrong admin tokens sent as bearer are guesses too: past the free ones they wait
-/// (429) without being checked, while the right token keeps working.
+/// (429) without being checked, however close together they come; the right token keeps
+/// working from any other address.
 #[tokio::test]
 async fn guesses_at_the_admin_token_are_limited() {
     let app = TestApp::spawn().await;
-    let with_token = |token: &str| {
-        let res = app.http.post(format!("{}/api/operator_me", app.base)).bearer_auth(token).json(&json!({}));
+    let guesser = client_from(7);
+    let with_token = |client: &reqwest::Client, token: &str| {
+        let res = client.post(format!("{}/api/operator_me", app.base)).bearer_auth(token).json(&json!({}));
         async move { res.send().await.unwrap() }
     };
     let answers: Vec<u16> =
-        futures::future::join_all((0..10).map(|i| with_token(&format!("guess-{i:02}-at-the-token"))))
+        futures::future::join_all((0..10).map(|i| with_token(&guesser, &format!("guess-{i:02}-at-the-token"))))
             .await
             .iter()
             .map(|r| r.status().as_u16())
             .collect();
-    // Five free guesses and the one that starts the wait are checked (operator_me
-    // answers a stranger null); the four sent with them wait, however close together.
+    // Five free guesses are checked (operator_me answers a stranger null); the five
+    // sent with them wait, however close together.
     let checked = answers.iter().filter(|s| **s == 200).count();
-    assert_eq!((checked, answers.iter().filter(|s| **s == 429).count()), (6, 4), "{answers:?}");
-    let late = with_token("one-more-guess-at-the-token").await;
+    assert_eq!((checked, answers.iter().filter(|s| **s == 429).count()), (5, 5), "{answers:?}");
+    let late = with_token(&guesser, "one-more-guess-at-the-token").await;
     assert_eq!(late.status(), 429, "guesses past the free ones wait");
     assert!(late.headers().contains_key("retry-after"));
-    let right = with_token(crate::support::ADMIN_TOKEN).await;
+    let right = with_token(&client_from(1), ADMIN_TOKEN).await;
     assert_eq!(right.status(), 200);
     assert_eq!(right.json::<Value>().await.unwrap(), json!({ "name": "token", "role": "admin" }));
     app.stop().await;

@@ -11,6 +11,7 @@ mod ids;
 mod lifecycle;
 mod live;
 mod migrations;
+mod operators;
 mod ops;
 mod pages;
 mod process;

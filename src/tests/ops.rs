@@ -2,7 +2,7 @@
 
 use crate::support::{code, wait_until, Options, TestApp, ADMIN_TOKEN, SOON};
 use seckill::server::local_redis::LocalRedis;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 #[tokio::test]
 async fn health_and_readiness_follow_the_stores() {
@@ -38,6 +38,15 @@ async fn metrics_are_for_the_admin_and_count_grabs_and_orders() {
     let res = app.http.get(&url).send().await.unwrap();
     assert_eq!(res.status(), 401);
     assert_eq!(code(&res.json::<Value>().await.unwrap()), "admin_required");
+    // The admin token only: neither an operator's cookie nor a shopper's opens it.
+    let olga = json!({ "name": "olga", "password": "olga's operator password", "role": "admin" });
+    app.admin("add_operator", olga).await;
+    let olga = crate::accounts::operator_sign_in(&app, "olga", "olga's operator password").await.unwrap();
+    let shopper = app.sign_in("metrics-sam").await;
+    for cookie in [olga, shopper.cookie] {
+        let res = app.http.get(&url).header("cookie", cookie).send().await.unwrap();
+        assert_eq!(res.status(), 401);
+    }
 
     let v = app.create_voucher(1, -5, 3600).await;
     let (ann, bob) = (app.sign_in("metrics-ann").await, app.sign_in("metrics-bob").await);

@@ -123,11 +123,11 @@ async fn stock_changes_a_crash_left_half_done_are_finished_once() {
     let (v, lost) = (app.create_voucher(5, -5, 3600).await, app.create_voucher(5, -5, 3600).await);
     let backend = app.backend();
     use seckill::testing::vouchers;
-    vouchers::add_stock(&backend.db, v, 3).await.unwrap().unwrap();
+    vouchers::add_stock(&backend.db, v, 3, 1_000_000).await.unwrap().unwrap();
     vouchers::owe_withdrawal(&backend.db, v, 2).await.unwrap();
     // Redis loses the second voucher before its addition reached it: the rebuild reads
     // the addition from the database and must not be given it again.
-    vouchers::add_stock(&backend.db, lost, 4).await.unwrap().unwrap();
+    vouchers::add_stock(&backend.db, lost, 4, 1_000_000).await.unwrap().unwrap();
     let mut redis = app.redis.clone();
     let () = redis::AsyncCommands::del(&mut redis, app.keys(lost).stock).await.unwrap();
     let who = app.sign_in("half-done").await;
@@ -444,4 +444,24 @@ async fn a_storm_beside_stock_changes_and_pauses_keeps_every_unit() {
     for app in [a, b] {
         app.stop().await;
     }
+}
+
+/// The cap on a sale's units holds for additions sent at once: they are checked in the
+/// same statement that makes them, not read first and written after.
+#[tokio::test]
+async fn additions_sent_at_once_never_pass_the_cap_on_units() {
+    let app = TestApp::spawn().await;
+    let v = app.create_voucher(3, 60, 3600).await;
+    // 3 + 4 × 200,000 fit under 1,000,000; a fifth would not.
+    let answers = futures::future::join_all(
+        (0..8).map(|_| app.operator("add_stock", json!({ "voucher_id": v, "units": 200_000 }))),
+    )
+    .await;
+    let added = answers.iter().filter(|(s, _)| *s == 200).count();
+    let refused = answers.iter().filter(|(s, b)| *s == 400 && code(b) == "invalid_input").count();
+    assert_eq!((added, refused), (4, 4), "{answers:?}");
+    let stock: i64 =
+        sqlx::query_scalar("SELECT stock FROM vouchers WHERE id = $1").bind(v).fetch_one(&app.db).await.unwrap();
+    assert_eq!(stock, 800_003);
+    app.stop().await;
 }

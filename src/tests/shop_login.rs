@@ -116,6 +116,7 @@ async fn the_shops_tokens_sign_shoppers_in_and_nothing_else_does() {
         ("another audience", ed.token("shop-user-1", 60, json!({ "aud": "another-app" }))),
         ("another issuer", ed.token("shop-user-1", 60, json!({ "iss": "https://evil.test" }))),
         ("another key", stranger.token("shop-user-1", 60, json!({}))),
+        ("not valid yet", ed.token("shop-user-1", 600, json!({ "nbf": chrono::Utc::now().timestamp() + 300 }))),
         ("no subject", ed.token("", 60, json!({ "sub": null }))),
     ];
     for (what, token) in refused {
@@ -132,5 +133,29 @@ async fn a_pem_key_works_too() {
     let app = app_with_keys("shop.pem", &pem).await;
     let (status, me) = call(&app, "me", &ed.token("pem-user", 60, json!({})), json!({})).await;
     assert_eq!((status, me["name"].as_str()), (200, Some("pem-user")), "{me}");
+    app.stop().await;
+}
+
+/// A subject's first call while the database cannot take its user answers 503
+/// `unavailable` (retry), never a 500.
+#[tokio::test]
+async fn a_first_call_while_the_database_is_away_answers_unavailable() {
+    let (ed, pem) = Signer::ed25519("ed");
+    let dir = tempfile::tempdir().unwrap().keep();
+    let path = dir.join("shop.pem");
+    std::fs::write(&path, &pem).unwrap();
+    let app = TestApp::with(Options::default().with(|c| {
+        c.jwt_issuer = Some(ISSUER.into());
+        c.jwt_audience = Some(AUDIENCE.into());
+        c.jwt_keys = Some(path);
+        c.db_busy_ms = 200;
+    }))
+    .await;
+    let blocker = crate::support::hold_write_lock(&app.database_url, "users").await;
+    let (status, body) = call(&app, "me", &ed.token("first-timer", 60, json!({})), json!({})).await;
+    assert_eq!((status, code(&body)), (503, "unavailable"), "{body}");
+    drop(blocker);
+    let (status, me) = call(&app, "me", &ed.token("first-timer", 60, json!({})), json!({})).await;
+    assert_eq!((status, me["name"].as_str()), (200, Some("first-timer")), "{me}");
     app.stop().await;
 }

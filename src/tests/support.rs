@@ -291,6 +291,12 @@ impl Watchdog {
     }
 }
 
+/// An HTTP client whose requests come from another loopback address (`127.0.0.<n>`):
+/// another caller, as the server's per-address limits see it.
+pub fn client_from(n: u8) -> reqwest::Client {
+    reqwest::Client::builder().local_address(std::net::IpAddr::from([127, 0, 0, n])).build().unwrap()
+}
+
 /// Polls `check` every 50 ms until it holds; fails the test after `limit`.
 pub async fn wait_until<F, Fut>(what: &str, limit: Duration, check: F)
 where

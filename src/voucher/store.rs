@@ -156,13 +156,20 @@ pub struct StockChange {
 
 /// Adds units to the database's stock, with the change Redis now owes (one
 /// transaction). `None`: no such voucher.
-pub async fn add_stock(db: &Db, voucher_id: i64, units: i64) -> sqlx::Result<Option<(StockChange, VoucherRow)>> {
+pub async fn add_stock(
+    db: &Db,
+    voucher_id: i64,
+    units: i64,
+    max_stock: i64,
+) -> sqlx::Result<Option<(StockChange, VoucherRow)>> {
     let mut tx = db.begin().await?;
+    // The cap is checked in the same statement: two additions at once cannot both pass it.
     let sql = format!(
         "UPDATE vouchers SET stock = stock + $2, stock_left = stock_left + $2, added = added + $2, \
-         version = version + 1 WHERE id = $1 RETURNING {COLUMNS}"
+         version = version + 1 WHERE id = $1 AND stock + $2 <= $3 RETURNING {COLUMNS}"
     );
-    let row: Option<VoucherRow> = sqlx::query_as(&sql).bind(voucher_id).bind(units).fetch_optional(&mut *tx).await?;
+    let query = sqlx::query_as(&sql).bind(voucher_id).bind(units).bind(max_stock);
+    let row: Option<VoucherRow> = query.fetch_optional(&mut *tx).await?;
     let Some(row) = row else { return Ok(None) };
     let change = owe(&mut tx, voucher_id, units).await?;
     tx.commit().await?;

@@ -1,0 +1,159 @@
+//! Operators can be removed, demoted and signed out, and it reaches every process:
+//! nobody keeps access they lost. The last admin stays.
+
+use crate::{
+    accounts::{as_operator, operator_sign_in},
+    support::{code, wait_until, TestApp, SOON},
+};
+use serde_json::{json, Value};
+
+/// Adds an operator with the admin token and signs them in: their admin cookie.
+async fn operator(app: &TestApp, name: &str, role: &str) -> String {
+    let password = format!("{name}'s operator password");
+    app.admin("add_operator", json!({ "name": name, "password": password, "role": role })).await;
+    operator_sign_in(app, name, &password).await.unwrap()
+}
+
+/// Who `cookie` is on `app`: `operator_me`'s answer (null for nobody).
+async fn me(app: &TestApp, cookie: &str) -> Value {
+    as_operator(app, cookie, "operator_me", json!({})).await.1
+}
+
+/// A removed operator's copied cookie is refused on every process; a demoted admin's
+/// next call everywhere has the operator's role; deleting the row by hand works too.
+#[tokio::test]
+async fn a_removed_or_demoted_operator_loses_access_on_every_process() {
+    let a = TestApp::spawn().await;
+    let b = TestApp::with(a.restart_options()).await;
+    let ada = operator(&a, "ada", "admin").await;
+    let oz = operator(&a, "oz", "operator").await;
+    let bo = operator(&a, "bo", "admin").await;
+    let ed = operator(&a, "ed", "operator").await;
+    wait_until("the other process knows them", SOON, || async {
+        me(&b, &oz).await["name"] == "oz" && me(&b, &ed).await["name"] == "ed"
+    })
+    .await;
+
+    // Removed: refused at once where the call ran, and within the follow on the other.
+    let (status, body) = as_operator(&a, &ada, "remove_operator", json!({ "name": "oz" })).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(me(&a, &oz).await, Value::Null, "this process at once");
+    wait_until("the other process refuses the removed operator", SOON, || async { me(&b, &oz).await == Value::Null })
+        .await;
+    let when = |s: i64| (chrono::Utc::now() + chrono::Duration::seconds(s)).to_rfc3339();
+    let voucher = json!({ "title": "Oz's", "stock": 3, "begins_at": when(60), "ends_at": when(600) });
+    let (status, body) = as_operator(&b, &oz, "create_voucher", voucher).await;
+    assert_eq!((status, code(&body)), (401, "admin_required"), "{body}");
+    let (status, body) = as_operator(&a, &ada, "remove_operator", json!({ "name": "oz" })).await;
+    assert_eq!((status, code(&body)), (404, "unknown_operator"), "{body}");
+
+    // Demoted: still an operator, no longer an admin, everywhere.
+    let (status, body) = as_operator(&b, &ada, "set_operator_role", json!({ "name": "bo", "role": "operator" })).await;
+    assert_eq!((status, body), (200, json!({ "name": "bo", "role": "operator" })));
+    wait_until("the other process sees the new role", SOON, || async { me(&a, &bo).await["role"] == "operator" }).await;
+    let eve = json!({ "name": "eve", "password": "eve's operator password", "role": "admin" });
+    let (status, body) = as_operator(&a, &bo, "add_operator", eve).await;
+    assert_eq!((status, code(&body)), (401, "admin_required"), "{body}");
+
+    // A row deleted by hand: refused within the follow too.
+    sqlx::query("DELETE FROM operators WHERE name = 'ed'").execute(&a.db).await.unwrap();
+    wait_until("both processes refuse the deleted operator", SOON, || async {
+        me(&a, &ed).await == Value::Null && me(&b, &ed).await == Value::Null
+    })
+    .await;
+
+    // The log names each change and who made it.
+    let log = a.admin("list_audit", json!({})).await;
+    let actions: Vec<(&str, &str)> =
+        log.as_array().unwrap().iter().map(|e| (e["actor"].as_str().unwrap(), e["action"].as_str().unwrap())).collect();
+    assert!(actions.contains(&("ada", "remove_operator")), "{actions:?}");
+    assert!(actions.contains(&("ada", "set_operator_role")), "{actions:?}");
+    b.stop().await;
+    a.stop().await;
+}
+
+/// The last admin can be neither removed nor demoted, whoever asks; two admins
+/// removing each other at once leave one.
+#[tokio::test]
+async fn the_last_admin_stays() {
+    let app = TestApp::spawn().await;
+    let ada = operator(&app, "ada", "admin").await;
+    for (call, body) in [
+        ("remove_operator", json!({ "name": "ada" })),
+        ("set_operator_role", json!({ "name": "ada", "role": "operator" })),
+    ] {
+        let (status, answer) = app.operator(call, body.clone()).await;
+        assert_eq!((status.as_u16(), code(&answer)), (409, "last_admin"), "{call} by the token: {answer}");
+        let (status, answer) = as_operator(&app, &ada, call, body).await;
+        assert_eq!((status, code(&answer)), (409, "last_admin"), "{call} by herself: {answer}");
+    }
+    assert_eq!(me(&app, &ada).await["role"], "admin");
+
+    let bo = operator(&app, "bo", "admin").await;
+    let (first, second) = tokio::join!(
+        as_operator(&app, &ada, "remove_operator", json!({ "name": "bo" })),
+        as_operator(&app, &bo, "remove_operator", json!({ "name": "ada" })),
+    );
+    let answers = [first.0, second.0];
+    assert!(answers.contains(&200), "one removal goes through: {first:?} {second:?}");
+    let admins: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM operators WHERE role = 'admin'").fetch_one(&app.db).await.unwrap();
+    assert_eq!(admins, 1, "{first:?} {second:?}");
+    app.stop().await;
+}
+
+/// Signing out ends the operator's admin cookie for good, even a copy; a new password
+/// ends the others and keeps this browser in.
+#[tokio::test]
+async fn an_operators_sign_out_and_new_password_end_their_cookies() {
+    let a = TestApp::spawn().await;
+    let b = TestApp::with(a.restart_options()).await;
+    let copied = operator(&a, "cy", "operator").await;
+    let (status, _) = as_operator(&a, &copied, "sign_out", json!({})).await;
+    assert_eq!(status, 200);
+    assert_eq!(me(&a, &copied).await, Value::Null, "the copy is refused at once");
+    wait_until("the other process refuses it", SOON, || async { me(&b, &copied).await == Value::Null }).await;
+
+    let password = "cy's operator password";
+    let (desk, laptop) =
+        (operator_sign_in(&a, "cy", password).await.unwrap(), operator_sign_in(&a, "cy", password).await.unwrap());
+    let change = json!({ "current": password, "new": "cy's brand new password" });
+    let res = a.http.post(format!("{}/api/change_operator_password", a.base)).header("cookie", &desk).json(&change);
+    let res = res.send().await.unwrap();
+    assert_eq!(res.status(), 200);
+    let renewed = res.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_owned();
+    assert_eq!(me(&a, &renewed).await["name"], "cy");
+    wait_until("the other cookies end everywhere", SOON, || async {
+        me(&b, &laptop).await == Value::Null && me(&b, &desk).await == Value::Null
+    })
+    .await;
+    assert!(operator_sign_in(&b, "cy", password).await.is_err(), "the old password is gone");
+    assert!(operator_sign_in(&b, "cy", "cy's brand new password").await.is_ok());
+    b.stop().await;
+    a.stop().await;
+}
+
+/// Admins see every operator with their role and last sign-in; the names the log keeps
+/// for the token and the command line cannot be taken.
+#[tokio::test]
+async fn admins_list_operators_and_reserved_names_are_refused() {
+    let app = TestApp::spawn().await;
+    let ada = operator(&app, "ada", "admin").await;
+    app.admin("add_operator", json!({ "name": "never", "password": "never signs in, ever", "role": "operator" })).await;
+    let (status, listed) = as_operator(&app, &ada, "list_operators", json!({})).await;
+    assert_eq!(status, 200, "{listed}");
+    let listed = listed.as_array().unwrap();
+    assert_eq!(listed.len(), 2, "{listed:?}");
+    assert_eq!((listed[0]["name"].as_str(), listed[0]["role"].as_str()), (Some("ada"), Some("admin")));
+    assert!(listed[0]["last_sign_in_at"].as_i64().is_some_and(|t| t > 0), "{listed:?}");
+    assert_eq!(listed[1]["last_sign_in_at"], Value::Null, "{listed:?}");
+    let oz = operator(&app, "oz", "operator").await;
+    let (status, body) = as_operator(&app, &oz, "list_operators", json!({})).await;
+    assert_eq!((status, code(&body)), (401, "admin_required"), "admins only: {body}");
+    for name in ["token", "Command Line"] {
+        let taken = json!({ "name": name, "password": "a reserved name's password", "role": "admin" });
+        let (status, body) = app.operator("add_operator", taken).await;
+        assert_eq!((status.as_u16(), code(&body)), (400, "invalid_input"), "{name}: {body}");
+    }
+    app.stop().await;
+}

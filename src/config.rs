@@ -158,6 +158,22 @@ pub struct Config {
     #[arg(long, env = "SECKILL_JWT_KEYS")]
     pub jwt_keys: Option<std::path::PathBuf>,
 
+    /// Whether shoppers may make accounts with `sign_up` (`on` or `off`). Off by default
+    /// when the shop's own login (SECKILL_JWT_*) is set: its shoppers have accounts there.
+    #[arg(long, env = "SECKILL_SIGN_UP", value_parser = clap::builder::BoolishValueParser::new())]
+    pub sign_up: Option<bool>,
+
+    /// Sign-ups one address (an IPv6 /64 is one) may make per hour, across processes;
+    /// more answer 429 until the hour is over. 0: no quota (tests, load tools).
+    #[arg(long, env = "SECKILL_SIGN_UP_QUOTA", default_value_t = 10)]
+    pub sign_up_quota: u32,
+
+    /// Whether a sign-up must carry a solved proof-of-work challenge
+    /// (`sign_up_challenge`; the shop's form solves it): `on`, or `off` (tests, load tools).
+    #[arg(long, env = "SECKILL_SIGN_UP_CHALLENGE", default_value = "on", action = clap::ArgAction::Set,
+        value_parser = clap::builder::BoolishValueParser::new())]
+    pub sign_up_challenge: bool,
+
     /// Address of the reverse proxy in front: only from it is `X-Forwarded-For` (the
     /// client's address, for rate limits) believed. Unset: the socket's peer is the client.
     #[arg(long, env = "SECKILL_TRUSTED_PROXY")]
@@ -318,6 +334,11 @@ impl Config {
     }
 
     /// How many password hashes run at once (`SECKILL_HASH_THREADS`, or half the cores).
+    /// Whether `sign_up` is open: as set, else unless the shop's own login is.
+    pub fn sign_up_open(&self) -> bool {
+        self.sign_up.unwrap_or(self.jwt_keys.is_none())
+    }
+
     pub fn hash_threads(&self) -> usize {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         self.hash_threads.unwrap_or(cores / 2).max(1)

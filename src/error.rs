@@ -29,6 +29,11 @@ pub enum ErrorCode {
     NameTaken,
     /// No operator by that name.
     UnknownOperator,
+    /// A sign-up without a solved challenge (or one solved already, or expired): a
+    /// fresh one comes in the `Seckill-Challenge` header.
+    ChallengeRequired,
+    /// Sign-ups are off here (`SECKILL_SIGN_UP=off`, or the shop's own login is on).
+    SignUpClosed,
     /// Removing or demoting the last admin (somebody must be able to add operators).
     LastAdmin,
     /// No such voucher, or it was never warmed into Redis.
@@ -95,6 +100,8 @@ impl ErrorCode {
     pub fn status(self) -> u16 {
         match self {
             Self::InvalidInput | Self::InvalidPrice | Self::FaceValueBelowPrice | Self::InvalidTime => 400,
+            Self::ChallengeRequired => 400,
+            Self::SignUpClosed => 403,
             Self::NotSignedIn | Self::AdminRequired | Self::BadCredentials => 401,
             Self::NameTaken | Self::LastAdmin => 409,
             Self::UnknownOperator => 404,
@@ -123,6 +130,8 @@ impl ErrorCode {
             Self::BadCredentials => "Wrong name or password.",
             Self::NameTaken => "That name is taken; please choose another.",
             Self::UnknownOperator => "There is no operator by that name.",
+            Self::ChallengeRequired => "Please try again: the sign-up check did not go through.",
+            Self::SignUpClosed => "New accounts are not made here.",
             Self::LastAdmin => "This is the last admin: make another admin first.",
             Self::UnknownVoucher => "There is no such sale.",
             Self::UnknownOrder => "There is no such order.",

@@ -51,6 +51,8 @@ pub struct SharedState {
     pub hasher: Arc<Hasher>,
     /// The shop's own login, when configured (`SECKILL_JWT_*`).
     pub shop_login: Option<Arc<ShopLogin>>,
+    /// Whether and at what cost shoppers make accounts (`auth::challenge`).
+    pub sign_ups: Arc<crate::auth::challenge::SignUps>,
     /// Sheds grabs past what this process can serve (`sale::admission`).
     pub admission: Arc<Admission>,
     /// This process's sold-out flags (a cache fed by the sold-out broadcast).

@@ -4,7 +4,10 @@
 //! the fault drills run by hand. Everything else in the domains is the crate's own.
 
 pub use crate::{
-    auth::password::{Cost, Hasher},
+    auth::{
+        challenge::{Challenge, Solution},
+        password::{Cost, Hasher},
+    },
     backend::{
         db_clock,
         layout::{sales_version, SaleKeys, Scripts, DRAIN_GRACE_MS, GROUP},

@@ -1,6 +1,6 @@
 import { expect, test } from '@playwright/test';
 import { adminToken } from '../playwright.config';
-import { open, PASSWORD, signUp, uniqueTitle } from './helpers';
+import { open, PASSWORD, signUp, submitToken, uniqueTitle } from './helpers';
 
 test('a shopper signs up, signs out, and signs back in with the password only', async ({ page }) => {
   await open(page, '/');
@@ -74,4 +74,45 @@ test('an operator signs in on the admin page by name and password', async ({ pag
   await expect(page.getByRole('form', { name: 'New voucher' })).toBeVisible();
   // Adding operators is for admins.
   await expect(page.getByText('Operators', { exact: true })).toHaveCount(0);
+});
+
+test('an admin changes an operator\'s role and removes them, and their session ends', async ({ page, browser, request }) => {
+  const name = uniqueTitle('gone').slice(0, 32);
+  const password = 'a departing operator password';
+  for (const data of [
+    { name, password, role: 'operator' },
+    // Another admin, so this one may be demoted (the last admin may not).
+    { name: uniqueTitle('keeper').slice(0, 32), password, role: 'admin' },
+  ]) {
+    const added = await request.post('/api/add_operator', { headers: { Authorization: `Bearer ${adminToken}` }, data });
+    expect(added.status()).toBe(200);
+  }
+  // The operator signs in in a browser of their own.
+  const theirs = await browser.newContext();
+  const their = await theirs.newPage();
+  await open(their, '/admin');
+  await their.getByLabel('Operator name').fill(name);
+  await their.getByLabel('Operator password').fill(password);
+  await their.getByRole('button', { name: 'Sign in', exact: true }).click();
+  await expect(their.getByText(`Signed in as ${name} (operator)`)).toBeVisible();
+
+  await submitToken(page);
+  await page.getByText('Operators', { exact: true }).click();
+  const list = page.getByRole('table', { name: 'Operators' });
+  const row = list.getByRole('row').filter({ hasText: name });
+  await expect(row).toContainText('operator');
+  const said = page.getByRole('status', { name: 'Operator changes' });
+  await row.getByRole('button', { name: `Make ${name} admin` }).click();
+  await expect(said).toHaveText(`${name} is now admin.`);
+  await expect(row.getByRole('button', { name: `Make ${name} operator` })).toBeVisible();
+  await row.getByRole('button', { name: `Make ${name} operator` }).click();
+  await expect(said).toHaveText(`${name} is now operator.`);
+  await row.getByRole('button', { name: `Remove ${name}` }).click();
+  await expect(said).toHaveText(`Removed ${name}.`);
+  await expect(list.getByRole('row').filter({ hasText: name })).toHaveCount(0);
+
+  // Their page, loaded again, asks them to sign in: the cookie they hold is refused.
+  await open(their, '/admin');
+  await expect(their.getByRole('form', { name: 'Operator sign-in' })).toBeVisible();
+  await theirs.close();
 });

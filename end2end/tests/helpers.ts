@@ -1,4 +1,5 @@
 import { expect, request as playwrightRequest, type APIRequestContext, type Page } from '@playwright/test';
+import { createHash } from 'node:crypto';
 import { adminToken, baseURL } from '../playwright.config';
 
 /** A title no other test run uses. */
@@ -63,9 +64,25 @@ export async function unlockAdmin(page: Page): Promise<void> {
 /** A shopper outside any browser: signs in and grabs through the JSON API; the status. */
 export async function grabByApi(voucherId: number): Promise<number> {
   const api = await playwrightRequest.newContext({ baseURL });
-  const account = { name: uniqueTitle('api'), password: PASSWORD };
+  const account = { name: uniqueTitle('api'), password: PASSWORD, challenge: await solvedChallenge(api) };
   expect((await api.post('/api/sign_up', { data: account })).status()).toBe(200);
   const status = (await api.post('/api/grab', { data: { voucher_id: voucherId } })).status();
   await api.dispose();
   return status;
+}
+
+/** A solved sign-up challenge, as a shop's backend or any API client makes one: the
+ * number up to `maxnumber` whose SHA-256 after the salt is the challenge (null when the
+ * server asks none). */
+export async function solvedChallenge(api: APIRequestContext): Promise<object | null> {
+  const answer = await api.post('/api/sign_up_challenge', { data: {} });
+  expect(answer.status()).toBe(200);
+  const c = await answer.json();
+  if (c === null) return null;
+  for (let number = 0; number <= c.maxnumber; number++) {
+    if (createHash('sha256').update(`${c.salt}${number}`).digest('hex') === c.challenge) {
+      return { algorithm: c.algorithm, challenge: c.challenge, number, salt: c.salt, signature: c.signature };
+    }
+  }
+  throw new Error('no number solves the challenge');
 }

@@ -4,7 +4,10 @@
 //! `/api/list_operators`, `/api/remove_operator`, `/api/set_operator_role`,
 //! `/api/change_operator_password`, `/api/operator_me`, `/api/admin_status`.
 
-use super::{ListedOperator, Operator, Role, User};
+use super::{
+    challenge::{Challenge, Solution},
+    ListedOperator, Operator, Role, User,
+};
 use crate::error::AppResult;
 use leptos::prelude::*;
 use server_fn::codec::Json;
@@ -13,7 +16,7 @@ use server_fn::codec::Json;
 use {
     super::{
         attempts::{self, Target},
-        jwt, operators, password,
+        challenge, jwt, operators, password,
         session::{current_session, require_admin_role, require_operator, set_cookie, Actor, Session, SESSION_SECS},
         store, validate_name,
     },
@@ -26,22 +29,91 @@ use {
 
 /// Makes an account (name and password) and signs it in. A name somebody has answers
 /// `name_taken`; a password shorter than 8 or longer than 128 characters, or among
-/// the commonest, answers `invalid_input`.
+/// the commonest, answers `invalid_input`. With the challenge on (the default), it
+/// carries a solved `sign_up_challenge` (`challenge_required` otherwise, with a fresh
+/// one); past the address's quota it answers `rate_limited`; with sign-ups off,
+/// `sign_up_closed`.
 #[server(prefix = "/api", endpoint = "sign_up", input = Json)]
-pub async fn sign_up(name: String, password: String) -> AppResult<User> {
+pub async fn sign_up(name: String, password: String, challenge: Option<Solution>) -> AppResult<User> {
+    let state = expect_context::<AppState>();
+    if !state.sign_ups.open {
+        return Err(ErrorCode::SignUpClosed.into());
+    }
     let name = validate_name(&name)?;
     password::check_new(&password)?;
-    let state = expect_context::<AppState>();
-    let db = &state.backend.db;
+    let now = chrono::Utc::now().timestamp();
+    let backend = &state.backend;
+    let taken = match &state.sign_ups.challenges {
+        Some(challenges) => Some(solved(&state, challenges, challenge.as_ref(), now).await?),
+        None => None,
+    };
+    if let Some(wait) = challenge::over_quota(backend, client_address(), state.sign_ups.quota, now).await? {
+        return Err(AppError::rate_limited(wait));
+    }
     // A taken name costs no hash.
-    if store::by_name(db, &name).await?.is_some() {
+    if store::by_name(&backend.db, &name).await?.is_some() {
         return Err(ErrorCode::NameTaken.into());
     }
-    let hash = state.hasher.hash(password).await?;
-    let user_id = store::create(db, &name, &hash).await?.ok_or(ErrorCode::NameTaken)?;
+    // Each challenge is solved for one sign-up.
+    if let Some((solution, expires)) = taken {
+        if !challenge::take_once(backend, solution, expires, now).await? {
+            return Err(challenge_required(&state, "it was used already").await);
+        }
+    }
+    let hash = state.hasher.hash_new_account(password).await?;
+    let user_id = store::create(&backend.db, &name, &hash).await?.ok_or(ErrorCode::NameTaken)?;
+    if let Err(e) = challenge::note_sign_up(backend, now).await {
+        tracing::warn!("counting a sign-up: {e}");
+    }
     tracing::info!(user_id, "account created");
     set_cookie(&state.secrets.session_cookie(user_id, &name, 0))?;
     Ok(User { user_id, name })
+}
+
+/// A challenge for the next sign-up (see `auth::challenge`), or `null` when none is
+/// asked here; `sign_up_closed` with sign-ups off.
+#[server(prefix = "/api", endpoint = "sign_up_challenge", input = Json)]
+pub async fn sign_up_challenge() -> AppResult<Option<Challenge>> {
+    let state = expect_context::<AppState>();
+    if !state.sign_ups.open {
+        return Err(ErrorCode::SignUpClosed.into());
+    }
+    match &state.sign_ups.challenges {
+        Some(challenges) => Ok(Some(fresh_challenge(&state, challenges).await?)),
+        None => Ok(None),
+    }
+}
+
+/// A challenge of the work the recent sign-up rate asks.
+#[cfg(feature = "ssr")]
+async fn fresh_challenge(state: &AppState, challenges: &challenge::Challenges) -> AppResult<Challenge> {
+    let now = chrono::Utc::now().timestamp();
+    Ok(challenges.issue(challenge::maxnumber(&state.backend, now).await?, now))
+}
+
+/// The solution `sign_up` carries, checked (and its expiry), or `challenge_required`.
+#[cfg(feature = "ssr")]
+async fn solved<'a>(
+    state: &AppState,
+    challenges: &challenge::Challenges,
+    solution: Option<&'a Solution>,
+    now: i64,
+) -> AppResult<(&'a Solution, i64)> {
+    let Some(solution) = solution else { return Err(challenge_required(state, "none was sent").await) };
+    match challenges.check(solution, now) {
+        Ok(expires) => Ok((solution, expires)),
+        Err(why) => Err(challenge_required(state, why).await),
+    }
+}
+
+/// `challenge_required`, with a fresh challenge in its header.
+#[cfg(feature = "ssr")]
+async fn challenge_required(state: &AppState, why: &str) -> AppError {
+    let Some(challenges) = &state.sign_ups.challenges else { return ErrorCode::ChallengeRequired.into() };
+    match fresh_challenge(state, challenges).await {
+        Ok(fresh) => challenge::required(why, &fresh),
+        Err(e) => e,
+    }
 }
 
 /// Signs in with a name and a password and sets the session cookie. A wrong name or

@@ -7,6 +7,7 @@
 pub mod api;
 #[cfg(feature = "ssr")]
 pub mod attempts;
+pub mod challenge;
 #[cfg(feature = "ssr")]
 pub mod ended;
 #[cfg(feature = "ssr")]

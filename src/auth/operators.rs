@@ -18,7 +18,10 @@ use crate::{
 };
 use std::{
     collections::HashMap,
-    sync::{Arc, RwLock},
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        Arc, RwLock,
+    },
     time::Duration,
 };
 
@@ -161,30 +164,44 @@ pub struct Entry {
 /// This process's copy of the operators table (see the module's doc).
 #[derive(Default)]
 pub struct Directory {
-    by_id: RwLock<HashMap<i64, Entry>>,
+    /// The copy, and the read it came from.
+    by_id: RwLock<(HashMap<i64, Entry>, u64)>,
+    /// Reads begun: a read that began before another and ends after it is stale
+    /// (it may not see a change the other was made to show), and is dropped.
+    reads: AtomicU64,
 }
 
 impl Directory {
     /// The operator `id`, if a cookie of `generation` is still theirs.
     pub fn current(&self, id: i64, generation: i64) -> Option<Entry> {
         let by_id = self.by_id.read().unwrap_or_else(|e| e.into_inner());
-        by_id.get(&id).filter(|e| e.generation == generation).cloned()
+        by_id.0.get(&id).filter(|e| e.generation == generation).cloned()
     }
 
     /// Takes a fresh read of the whole table.
     pub fn replace(&self, entries: HashMap<i64, Entry>) {
-        *self.by_id.write().unwrap_or_else(|e| e.into_inner()) = entries;
+        let read = self.reads.fetch_add(1, Ordering::SeqCst) + 1;
+        self.take(entries, read);
+    }
+
+    /// Takes the table as read `read` found it, unless a later read is in already.
+    fn take(&self, entries: HashMap<i64, Entry>, read: u64) {
+        let mut by_id = self.by_id.write().unwrap_or_else(|e| e.into_inner());
+        if read > by_id.1 {
+            *by_id = (entries, read);
+        }
     }
 
     /// Reads the table again (as the follower does, and a process right after a change
     /// it made, so its next request sees it).
     pub async fn catch_up(&self, db: &Db) -> sqlx::Result<()> {
+        let read = self.reads.fetch_add(1, Ordering::SeqCst) + 1;
         let rows: Vec<(i64, String, String, i64)> =
             sqlx::query_as("SELECT id, name, role, generation FROM operators").fetch_all(db).await?;
         let entries = rows.into_iter().filter_map(|(id, name, role, generation)| {
             Some((id, Entry { name, role: Role::from_name(&role)?, generation }))
         });
-        self.replace(entries.collect());
+        self.take(entries.collect(), read);
         Ok(())
     }
 }
@@ -208,4 +225,21 @@ pub fn follow(directory: Arc<Directory>, db: Db, shutdown: Shutdown) -> tokio::t
             }
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_read_begun_before_another_and_ended_after_it_is_dropped() {
+        let directory = Directory::default();
+        let entry = |role| Entry { name: "olga".into(), role, generation: 0 };
+        let (stale, fresh) = (1, 2);
+        directory.take([(7, entry(Role::Operator))].into(), fresh);
+        directory.take([(7, entry(Role::Admin))].into(), stale);
+        assert_eq!(directory.current(7, 0).map(|e| e.role), Some(Role::Operator), "the later read stands");
+        directory.replace(Default::default());
+        assert_eq!(directory.current(7, 0), None, "a new read is taken");
+    }
 }

@@ -60,6 +60,9 @@ pub struct Hasher {
     admitted: Arc<Semaphore>,
     /// Hashes running at once.
     running: Arc<Semaphore>,
+    /// New accounts' hashes admitted at once: half the pool, so a burst of sign-ups
+    /// never takes the places sign-ins need.
+    new_accounts: Arc<Semaphore>,
     /// A hash of a password nobody has, verified when the name is unknown, so an
     /// unknown name costs what a wrong password does.
     decoy: String,
@@ -74,6 +77,7 @@ impl Hasher {
             argon,
             admitted: Arc::new(Semaphore::new(threads + queue)),
             running: Arc::new(Semaphore::new(threads)),
+            new_accounts: Arc::new(Semaphore::new(((threads + queue) / 2).max(1))),
             decoy,
         })
     }
@@ -82,6 +86,17 @@ impl Hasher {
     pub async fn hash(&self, password: String) -> AppResult<String> {
         let argon = self.argon.clone();
         self.run(move || hash_with(&argon, &password).map_err(|e| AppError::internal("password hash", e))).await?
+    }
+
+    /// The hash of a new account's password, in the pool's share for new accounts
+    /// (half of it): past that share a sign-up answers `unavailable` at once, and
+    /// sign-ins keep the other half.
+    pub async fn hash_new_account(&self, password: String) -> AppResult<String> {
+        let Ok(_share) = self.new_accounts.clone().try_acquire_owned() else {
+            metrics::counter!("seckill_password_hashes_refused_total").increment(1);
+            return Err(ErrorCode::Unavailable.into());
+        };
+        self.hash(password).await
     }
 
     /// A place in the pool, or `unavailable` at once when the queue is full. Taken
@@ -181,5 +196,15 @@ mod tests {
         let refused = hasher.hash("whatever-it-is".into()).await.unwrap_err();
         assert_eq!(refused.code, ErrorCode::Unavailable);
         assert_eq!(hasher.admit().err().map(|e| e.code), Some(ErrorCode::Unavailable));
+    }
+
+    #[tokio::test]
+    async fn new_accounts_take_at_most_half_the_pool() {
+        let hasher = Arc::new(Hasher::new(CHEAP, 1, 3).unwrap());
+        // The share for new accounts (two of four places) is taken.
+        let _share = hasher.new_accounts.clone().try_acquire_many_owned(2).unwrap();
+        let refused = hasher.hash_new_account("whatever-it-is".into()).await.unwrap_err();
+        assert_eq!(refused.code, ErrorCode::Unavailable);
+        assert!(verify(&hasher, "whatever-it-is", None).await.is_ok(), "a sign-in still has its place");
     }
 }

@@ -4,8 +4,9 @@
 use super::{
     api::{
         add_operator, admin_sign_in, change_password, list_operators, operator_me, operator_sign_in, remove_operator,
-        set_operator_role, sign_in, sign_out, sign_out_everywhere, sign_up,
+        set_operator_role, sign_in, sign_out, sign_out_everywhere, sign_up, sign_up_challenge,
     },
+    challenge::{Challenge, Solution},
     ListedOperator, Role, User,
 };
 use leptos::prelude::*;
@@ -32,6 +33,13 @@ fn account_menu(user: RwSignal<Option<User>>) -> AnyView {
     view! { <AccountMenu user/> }.into_any()
 }
 
+/// Solves a sign-up challenge, in WASM of its own (`#[lazy]`, built with `--split`):
+/// only a visitor who signs up downloads it, not the shop's first load.
+#[lazy]
+fn solve(challenge: Challenge) -> Option<Solution> {
+    challenge.solve()
+}
+
 /// Name and password: signs in, or (after "Create an account") signs up. The password
 /// field says which to password managers (`current-password` or `new-password`).
 #[component]
@@ -43,7 +51,12 @@ fn SignInForm(user: RwSignal<Option<User>>) -> impl IntoView {
         let (name, password, new) = (name.clone(), password.clone(), *new);
         async move {
             if new {
-                sign_up(name, password).await
+                // The challenge is solved by code of its own, fetched when it is needed.
+                let solution = match sign_up_challenge().await? {
+                    Some(challenge) => Some(solve(challenge).await.ok_or(crate::error::ErrorCode::ChallengeRequired)?),
+                    None => None,
+                };
+                sign_up(name, password, solution).await
             } else {
                 sign_in(name, password).await
             }
@@ -192,13 +205,15 @@ pub fn OperatorPanel() -> impl IntoView {
 #[component]
 fn OperatorList(refresh: RwSignal<u64>) -> impl IntoView {
     let listed = Resource::new(move || refresh.get(), |_| list_operators());
-    // `None`: remove the operator; `Some(role)`: give them that role.
+    // `None`: remove the operator; `Some(role)`: give them that role. What was done, said.
     let change = Action::new(|(name, role): &(String, Option<Role>)| {
         let (name, role) = (name.clone(), *role);
         async move {
             match role {
-                Some(role) => set_operator_role(name, role).await.map(drop),
-                None => remove_operator(name).await,
+                Some(role) => {
+                    set_operator_role(name, role).await.map(|o| format!("{} is now {}.", o.name, o.role.as_str()))
+                }
+                None => remove_operator(name.clone()).await.map(|()| format!("Removed {name}.")),
             }
         }
     });
@@ -216,8 +231,9 @@ fn OperatorList(refresh: RwSignal<u64>) -> impl IntoView {
     view! {
         <table class="mt-4 w-full text-left text-sm" aria-label="Operators">
             <thead><tr><th>"Name"</th><th>"Role"</th><th>"Last sign-in"</th><th></th></tr></thead>
-            <tbody><Suspense>{rows}</Suspense></tbody>
+            <tbody><Transition>{rows}</Transition></tbody>
         </table>
+        <p role="status" aria-label="Operator changes">{move || change.value().get().and_then(Result::ok)}</p>
         <p role="alert" class="text-sm text-red-700">{move || change.value().get().and_then(Result::err).map(|e| e.message)}</p>
     }
 }
@@ -225,7 +241,7 @@ fn OperatorList(refresh: RwSignal<u64>) -> impl IntoView {
 /// One operator's row, with the admin's two buttons.
 fn operator_row(
     o: ListedOperator,
-    change: Action<(String, Option<Role>), Result<(), crate::error::AppError>>,
+    change: Action<(String, Option<Role>), Result<String, crate::error::AppError>>,
 ) -> impl IntoView {
     let other = if o.role == Role::Admin { Role::Operator } else { Role::Admin };
     let last = o.last_sign_in_at.and_then(chrono::DateTime::from_timestamp_millis);

@@ -23,6 +23,9 @@
 //! | `<ns>:attempts:addr:<address>` | hash | failed credential checks from one address | `auth::attempts` |
 //! | `<ns>:attempts:{<who>}` | hash | failed checks at one account (or the admin token), every address | `auth::attempts` |
 //! | `<ns>:attempts:{<who>}:<address>` | hash | failed checks at one account from one address | `auth::attempts` |
+//! | `<ns>:sign_ups:addr:<address>:<hour>` | string | sign-ups from one address this hour (the quota) | `auth::challenge` |
+//! | `<ns>:sign_ups:<minute>` | string | sign-ups this minute, every process (the challenge's work) | `auth::challenge` |
+//! | `<ns>:sign_up_challenge:<challenge>` | string | a sign-up challenge taken, until it expires | `auth::challenge` |
 //! | `<ns>:worker:<name>` | string | the token of the process holding a worker's name (a lease) | `worker::name` |
 //!
 //! Every key of one voucher shares the hash tag `{v<id>}`, so each script call, stream
@@ -127,6 +130,22 @@ pub fn attempts_at_account(namespace: &str, who: &str) -> String {
 /// The failures at one account from one address (an IPv6 /64 is one).
 pub fn attempts_at_account_from(namespace: &str, who: &str, block: &str) -> String {
     format!("{namespace}:attempts:{{{who}}}:{block}")
+}
+
+/// Sign-ups from one address (an IPv6 /64 is one) in one hour (`hour`: Unix hours).
+pub fn sign_ups_from_address(namespace: &str, block: &str, hour: i64) -> String {
+    format!("{namespace}:sign_ups:addr:{block}:{hour}")
+}
+
+/// Sign-ups over every process in one minute (`minute`: Unix minutes): how hard the
+/// next sign-up challenge is.
+pub fn sign_ups_in_minute(namespace: &str, minute: i64) -> String {
+    format!("{namespace}:sign_ups:{minute}")
+}
+
+/// A sign-up challenge already solved (each is taken once), until it expires.
+pub fn sign_up_challenge_used(namespace: &str, challenge: &str) -> String {
+    format!("{namespace}:sign_up_challenge:{challenge}")
 }
 
 /// The lease on a worker's name (`SECKILL_WORKER_NAME`): one process holds it.

@@ -133,6 +133,7 @@ async fn run(
         ids: Arc::new(OrderIds::new(&config.redis_namespace, config.id_block)),
         secrets: Arc::new(secrets),
         hasher: Arc::new(hasher(&config)?),
+        sign_ups: Arc::new(crate::auth::challenge::SignUps::new(&config)),
         shop_login: shop_login(&config)?.map(Arc::new),
         sold_out: Arc::new(SoldOutFlags::new(Duration::from_millis(config.sold_out_ttl_ms))),
         admission: Arc::new(Admission::new(config.max_grabs_in_flight, Duration::from_millis(config.shed_latency_ms))),

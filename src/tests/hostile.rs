@@ -10,7 +10,11 @@ use serde_json::{json, Map, Value};
 fn endpoints() -> Vec<(&'static str, Vec<(&'static str, Value)>)> {
     let when = |s: i64| json!((chrono::Utc::now() + chrono::Duration::seconds(s)).to_rfc3339());
     vec![
-        ("sign_up", vec![("name", json!("hostile")), ("password", json!("a hostile password"))]),
+        (
+            "sign_up",
+            vec![("name", json!("hostile")), ("password", json!("a hostile password")), ("challenge", json!(null))],
+        ),
+        ("sign_up_challenge", vec![]),
         ("sign_in", vec![("name", json!("someone")), ("password", json!(PASSWORD))]),
         ("me", vec![]),
         ("admin_sign_in", vec![("token", json!("not-the-token-at-all"))]),
@@ -135,7 +139,7 @@ async fn state_of(app: &TestApp) -> (i64, i64, i64, usize) {
     (users, vouchers, orders, keys.iter().filter(counted).count())
 }
 
-const STABLE_CODES: [&str; 29] = [
+const STABLE_CODES: [&str; 31] = [
     "invalid_input",
     "not_signed_in",
     "admin_required",
@@ -143,6 +147,8 @@ const STABLE_CODES: [&str; 29] = [
     "name_taken",
     "unknown_operator",
     "last_admin",
+    "challenge_required",
+    "sign_up_closed",
     "unknown_voucher",
     "unknown_order",
     "not_started",

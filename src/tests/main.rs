@@ -20,6 +20,7 @@ mod report;
 mod run_sale;
 mod sale_day;
 mod shop_login;
+mod sign_up;
 mod storm;
 mod support;
 mod warm;

@@ -56,6 +56,8 @@ impl Process {
             .env("SECKILL_PASSWORD_MEMORY_KIB", TEST_PASSWORD_COST.0.to_string())
             .env("SECKILL_PASSWORD_ITERATIONS", TEST_PASSWORD_COST.1.to_string())
             .env("SECKILL_RATE_PER_ADDRESS", "0")
+            .env("SECKILL_SIGN_UP_QUOTA", "0")
+            .env("SECKILL_SIGN_UP_CHALLENGE", "off")
             .env("SECKILL_POLL_MS", "100")
             // Two serving threads on any machine: connections handed between runtimes.
             .env("SECKILL_THREADS", "2")

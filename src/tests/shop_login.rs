@@ -119,6 +119,10 @@ async fn the_shops_tokens_sign_shoppers_in_and_nothing_else_does() {
         ("not valid yet", ed.token("shop-user-1", 600, json!({ "nbf": chrono::Utc::now().timestamp() + 300 }))),
         ("no subject", ed.token("", 60, json!({ "sub": null }))),
     ];
+    // Its shoppers have accounts at the shop: sign-ups are off here by default.
+    let (status, body) =
+        app.call("sign_up", json!({ "name": "walk-in", "password": "a walk-in's password" }), &[]).await;
+    assert_eq!((status.as_u16(), code(&body)), (403, "sign_up_closed"), "{body}");
     for (what, token) in refused {
         let (status, body) = call(&app, "grab", &token, json!({ "voucher_id": v })).await;
         assert_eq!((status, code(&body)), (401, "not_signed_in"), "{what}: {body}");

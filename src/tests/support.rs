@@ -27,8 +27,8 @@ pub struct Options {
     pub reuse: Option<Reuse>,
 }
 
-/// The server's defaults, but: the test token and session secret, rate limits off (a
-/// storm comes from one address), worker reads at most 100 ms apart, and two serving
+/// The server's defaults, but: the test token and session secret, rate limits and the
+/// sign-up quota and challenge off (a storm comes from one address), worker reads at most 100 ms apart, and two serving
 /// threads on any machine (connections handed between runtimes). The database and the
 /// Redis namespace are the test's own ([`TestApp::with`]); Redis is `REDIS_URL`'s
 /// unless the test names another.
@@ -40,6 +40,9 @@ impl Default for Options {
         config.session_secret = Some("a test session secret of more than 32 bytes".into());
         config.rate_per_session = 0;
         config.rate_per_address = 0;
+        // Tests make hundreds of accounts from one address, without solving challenges.
+        config.sign_up_quota = 0;
+        config.sign_up_challenge = false;
         config.poll_ms = 100;
         config.threads = Some(2);
         // Tests make hundreds of accounts: cheap hashes (the cost is the hash's own).

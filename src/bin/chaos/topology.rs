@@ -199,6 +199,8 @@ impl Topology {
             .env("SECKILL_THREADS", "1")
             .env("SECKILL_RATE_PER_SESSION", "0")
             .env("SECKILL_RATE_PER_ADDRESS", "0")
+            .env("SECKILL_SIGN_UP_QUOTA", "0")
+            .env("SECKILL_SIGN_UP_CHALLENGE", "off")
             .env("SECKILL_PASSWORD_MEMORY_KIB", "64")
             .env("SECKILL_PASSWORD_ITERATIONS", "1")
             .env("SECKILL_PAY_TIMEOUT_MS", s.pay_timeout_ms.to_string())

@@ -2,59 +2,95 @@
 -- src/auth/attempts.rs owns them and says why they are shaped so.
 -- KEYS[1] the gating counter (an address's, or one account's from one address)
 -- KEYS[2] optional: the account's own counter (every address's failures at it)
--- Each counter is a hash: `n` failures (a check begun counts as one until it is
--- refunded), `until` (ms) no check before then.
--- ARGV[1] mode: 'peek' (only say whether a check may go ahead), 'begin' (may it go
---         ahead? then count it as a failure until refunded), 'refund' (it succeeded)
+-- Each counter is a hash: `n` failures, `last` (ms) the last one, `until` (ms) no
+-- check before then, `p` checks under way (begun, not finished) and `pt` (ms) when one
+-- last began; the account's also `since` (ms): when its current slowdown began.
+-- ARGV[1] mode:
+--   'peek'    may a check go ahead? (counts nothing)
+--   'pass'    as peek, for a credential known right at once: the account's count from
+--             this address starts again
+--   'begin'   may a check go ahead? then it is under way (with those under way and the
+--             failures, at most the allowance)
+--   'fail'    a check begun failed ('fail_now': one not begun, checked as 'begin' is)
+--   'succeed' a check begun succeeded: the account's count from this address starts again
 -- ARGV[2] failures allowed before waits begin   ARGV[3] the first wait (ms)
 -- ARGV[4] the longest wait (ms)   ARGV[5] how long a count lasts after its last change (ms)
--- ARGV[6] the account's failures before it slows the addresses that failed at it
+-- ARGV[6] the account's failures before it slows the addresses that fail at it
+-- ARGV[7] how long a check may stay under way (ms): past it, a process that died
+--         mid-check no longer holds a place
 -- Returns 0 when the check may go ahead, or how many ms to wait (counting nothing).
 -- The failure that reaches the allowance sets the first wait; each one after doubles it.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local mode, free, first, longest, window = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
-local account, account_free = KEYS[2], tonumber(ARGV[6] or '0')
+local account, account_free, under_way_ms = KEYS[2], tonumber(ARGV[6] or '0'), tonumber(ARGV[7] or '60000')
+local gate = KEYS[1]
 
-local function count(key, allowance)
+local function num(key, field)
+  return tonumber(redis.call('HGET', key, field) or '0')
+end
+
+-- Checks under way, forgetting them when none began for longer than a check may take.
+local function under_way(key)
+  if now - num(key, 'pt') > under_way_ms then return 0 end
+  return num(key, 'p')
+end
+
+local function failed(key, allowance)
   local n = redis.call('HINCRBY', key, 'n', 1)
+  redis.call('HSET', key, 'last', now)
   if n >= allowance then
+    local waited = num(key, 'until')
+    if waited <= now then redis.call('HSET', key, 'since', now) end
     redis.call('HSET', key, 'until', now + math.floor(math.min(first * 2 ^ (n - allowance), longest)))
   end
   redis.call('PEXPIRE', key, window)
 end
 
-local function refund(key, allowance)
-  local n = redis.call('HINCRBY', key, 'n', -1)
-  if n <= 0 then
-    redis.call('DEL', key)
-  elseif n < allowance then
-    redis.call('HDEL', key, 'until')
-  end
+local function finished(key)
+  if under_way(key) > 0 then redis.call('HINCRBY', key, 'p', -1) end
 end
 
-if mode == 'refund' then
-  -- A success from this address: its count at the account starts again.
+-- How long a check from here must wait: this counter's own wait, or the account's
+-- slowdown, which holds back only addresses that failed at it since it began (its
+-- right holder, from an address without such failures, goes ahead).
+local function wait()
+  local locked = num(gate, 'until')
+  if locked > now then return locked - now end
   if account then
-    redis.call('DEL', KEYS[1])
-    refund(account, account_free)
-  else
-    refund(KEYS[1], free)
+    local busy = num(account, 'until')
+    if busy > now and num(gate, 'n') > 0 and num(gate, 'last') >= num(account, 'since') then
+      return busy - now
+    end
   end
   return 0
 end
 
-local locked = tonumber(redis.call('HGET', KEYS[1], 'until') or '0')
-if locked > now then return locked - now end
-if account then
-  -- The account's own slowdown holds back only addresses that have failed at it: its
-  -- right holder, from an address without failures, goes ahead.
-  local busy = tonumber(redis.call('HGET', account, 'until') or '0')
-  local failed_here = tonumber(redis.call('HGET', KEYS[1], 'n') or '0')
-  if busy > now and failed_here > 0 then return busy - now end
+if mode == 'succeed' then
+  finished(gate)
+  if account then redis.call('DEL', gate) end
+  return 0
 end
-if mode == 'begin' then
-  count(KEYS[1], free)
-  if account then count(account, account_free) end
+if mode == 'fail' then
+  finished(gate)
+  failed(gate, free)
+  if account then failed(account, account_free) end
+  return 0
+end
+
+local w = wait()
+if w > 0 then return w end
+if mode == 'pass' then
+  if account then redis.call('DEL', gate) end
+elseif mode == 'fail_now' then
+  failed(gate, free)
+  if account then failed(account, account_free) end
+elseif mode == 'begin' then
+  -- Under way at once: no more than the failures still allowed, or one at a time
+  -- once the allowance is spent (a check after each wait).
+  if under_way(gate) >= math.max(free - num(gate, 'n'), 1) then return 1000 end
+  redis.call('HINCRBY', gate, 'p', 1)
+  redis.call('HSET', gate, 'pt', now)
+  redis.call('PEXPIRE', gate, window)
 end
 return 0

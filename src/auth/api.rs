@@ -50,15 +50,16 @@ pub async fn sign_up(name: String, password: String, challenge: Option<Solution>
     if let Some(wait) = challenge::over_quota(backend, client_address(), state.sign_ups.quota, now).await? {
         return Err(AppError::rate_limited(wait));
     }
-    // A taken name costs no hash.
-    if store::by_name(&backend.db, &name).await?.is_some() {
-        return Err(ErrorCode::NameTaken.into());
-    }
-    // Each challenge is solved for one sign-up.
+    // Each challenge is solved for one try (a name taken included: one solution does
+    // not ask about many names).
     if let Some((solution, expires)) = taken {
         if !challenge::take_once(backend, solution, expires, now).await? {
             return Err(challenge_required(&state, "it was used already").await);
         }
+    }
+    // A taken name costs no hash.
+    if store::by_name(&backend.db, &name).await?.is_some() {
+        return Err(ErrorCode::NameTaken.into());
     }
     let hash = state.hasher.hash_new_account(password).await?;
     let user_id = store::create(&backend.db, &name, &hash).await?.ok_or(ErrorCode::NameTaken)?;
@@ -368,7 +369,7 @@ async fn check_password(
 /// from the address, the account looked up (`find`: its hash, if it has one, and what
 /// to hand back), the check counted at the account (a name nobody has makes no
 /// per-name state), the hash verified (a decoy when there is none: an unknown name gets
-/// the same answer in the same time), and a success refunded.
+/// the same answer in the same time), and how it ended counted.
 #[cfg(feature = "ssr")]
 async fn check<T>(
     state: &AppState,
@@ -384,13 +385,16 @@ async fn check<T>(
     // The address first: a guesser who must wait costs no database read.
     attempts::address_may_try(&state.backend, address).await?;
     let (hash, found) = find.await?.map_or((None, None), |(hash, found)| (hash, Some(found)));
-    let attempt = attempts::begin(&state.backend, found.as_ref().map(|_| target), address).await?;
+    let attempt = attempts::begin(&state.backend, target, found.is_some(), address).await?;
     let matches = state.hasher.verify(admission, password, hash).await?;
     match found {
         Some(found) if matches => {
             attempt.succeeded(&state.backend).await?;
             Ok(found)
         }
-        _ => Err(ErrorCode::BadCredentials.into()),
+        _ => {
+            attempt.failed(&state.backend).await?;
+            Err(ErrorCode::BadCredentials.into())
+        }
     }
 }

@@ -7,18 +7,22 @@
 //! - **an account from an address** ([`PER_ACCOUNT_FROM_ADDRESS`]): one source's
 //!   guesses at one account;
 //! - **an account** ([`PER_ACCOUNT`], every address): past it, the account slows down
-//!   only the addresses that have failed at it. Its right holder, from an address
-//!   without failures there, goes ahead however many guesses others made.
+//!   only the addresses that have failed at it since its slowdown began. Its right
+//!   holder, from an address without such failures (a typo made before the attack
+//!   began does not count), goes ahead however many guesses others make.
 //!
 //! Past a counter's allowance each further failure doubles the wait before the next
 //! check, from [`FIRST_WAIT_MS`] up to [`LONGEST_WAIT_MS`] (429 `rate_limited` with
-//! `Retry-After`). A check is counted as a failure **before** it runs and refunded when
-//! it succeeds, so guesses sent at once are counted before any is checked: no more
-//! than the allowance is ever checked from one address. A refusal counts nothing, so an
-//! address that must wait does not use up an account's allowance.
+//! `Retry-After`). A check is **under way** from before it runs until it fails or
+//! succeeds, and no more checks may be under way than the failures still allowed (one
+//! at a time once they are spent), so guesses sent at once never get more checks than
+//! the allowance. A success leaves the failures alone (and starts the account's count
+//! from its address again); a refusal counts nothing, so an address that must wait does
+//! not use up an account's allowance.
 //!
-//! A name nobody has makes no per-name state: only the address counts (otherwise each
-//! made-up name would leave a key behind). While an address must wait, every check from
+//! A name nobody has makes no per-name state: it is counted in one of a fixed number of
+//! shared counters ([`Target::nobody`]), held back as a real account would be, so the
+//! answers never tell whether a name exists. While an address must wait, every check from
 //! it waits, the right one included: answering the right credential there would tell a
 //! guesser which of its guesses was right without counting it.
 
@@ -47,6 +51,9 @@ pub const FIRST_WAIT_MS: u64 = 30_000;
 pub const LONGEST_WAIT_MS: u64 = 15 * 60 * 1000;
 /// How long a count lasts after its last change.
 const WINDOW_MS: u64 = 24 * 3600 * 1000;
+/// How long a check may stay under way: a process that dies mid-check gives its place
+/// back then.
+const UNDER_WAY_MS: u64 = 60_000;
 
 /// Whose credentials are checked.
 pub enum Target<'a> {
@@ -66,25 +73,52 @@ impl Target<'_> {
             Self::AdminToken => "token".to_owned(),
         }
     }
+
+    /// For a name nobody has: one of [`NOBODY_BUCKETS`] counters its name falls in. A
+    /// made-up name is held back as a real one would be (the answers do not tell
+    /// whether it exists), and made-up names leave no state of their own.
+    fn nobody(&self) -> String {
+        use sha2::Digest;
+        let (kind, name) = match self {
+            Self::Account(name) => ("name", *name),
+            Self::Operator(name) => ("op", *name),
+            Self::AdminToken => return self.who(),
+        };
+        let digest = sha2::Sha256::digest(name.as_bytes());
+        format!("{kind}-nobody:{}", u16::from_be_bytes([digest[0], digest[1]]) % NOBODY_BUCKETS)
+    }
 }
 
+/// Counters names nobody has share (per address, as real accounts' are).
+pub const NOBODY_BUCKETS: u16 = 4096;
+
 /// What a script call does to its counters (`lua/attempt.lua`'s modes).
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 enum Step {
     /// May a check go ahead? Counts nothing.
     Peek,
-    /// May a check go ahead? If so it counts as a failure until refunded.
+    /// As `Peek`, for a credential known right at once: the account's count from this
+    /// address starts again.
+    Pass,
+    /// May a check go ahead? If so it is under way until it fails or succeeds.
     Begin,
-    /// The check succeeded: its failure is taken back.
-    Refund,
+    /// A check begun failed.
+    Fail,
+    /// A check not begun (known wrong at once) fails, unless it must wait.
+    FailNow,
+    /// A check begun succeeded.
+    Succeed,
 }
 
 impl Step {
     fn arg(self) -> &'static str {
         match self {
             Self::Peek => "peek",
+            Self::Pass => "pass",
             Self::Begin => "begin",
-            Self::Refund => "refund",
+            Self::Fail => "fail",
+            Self::FailNow => "fail_now",
+            Self::Succeed => "succeed",
         }
     }
 }
@@ -98,48 +132,55 @@ struct Counters {
 }
 
 impl Counters {
-    fn new(backend: &Backend, target: Option<&Target<'_>>, address: IpAddr) -> Self {
+    /// The counters of a check at `who` (`None`: the address's alone).
+    fn new(backend: &Backend, who: Option<String>, address: IpAddr) -> Self {
         let block = ClientIp(address).block().to_string();
         let ns = &backend.namespace;
-        let account = target.map(|t| {
-            let who = t.who();
-            (attempts_at_account_from(ns, &who, &block), attempts_at_account(ns, &who))
-        });
+        let account = who.map(|who| (attempts_at_account_from(ns, &who, &block), attempts_at_account(ns, &who)));
         Self { address: attempts_from_address(ns, &block), account }
     }
 
-    /// Runs `step` on the address's counter, then the account's; a refusal by the
-    /// account's gives the address back what `step` counted there.
+    /// Runs `step` on the address's counter, then the account's; a check the
+    /// account's refuses is no longer under way at the address. (`Pass` is the
+    /// account's own: the address's count stays.)
     async fn step(&self, backend: &Backend, step: Step) -> redis::RedisResult<Option<Duration>> {
-        if let Some(wait) = run(backend, step, &self.address, None).await? {
+        let at_address = if step == Step::Pass { Step::Peek } else { step };
+        if let Some(wait) = run(backend, at_address, &self.address, None).await? {
             return Ok(Some(wait));
         }
         let Some((from_address, account)) = &self.account else { return Ok(None) };
         let wait = run(backend, step, from_address, Some(account)).await?;
-        if wait.is_some() && matches!(step, Step::Begin) {
-            run(backend, Step::Refund, &self.address, None).await?;
+        if wait.is_some() && step == Step::Begin {
+            run(backend, Step::Succeed, &self.address, None).await?;
         }
         Ok(wait)
     }
 }
 
-/// A check that may go ahead, counted as a failure until [`Attempt::succeeded`].
-#[must_use = "a check that succeeds must be refunded"]
+/// A check under way: it holds a place until it fails or succeeds (or, if its process
+/// dies, for a minute).
+#[must_use = "a check under way must say how it ended"]
 pub struct Attempt(Counters);
 
 impl Attempt {
-    /// The check succeeded: its failure is taken back and the account's count from
-    /// this address starts again.
+    /// The check succeeded: the account's count from this address starts again.
     pub async fn succeeded(self, backend: &Backend) -> AppResult<()> {
-        self.0.step(backend, Step::Refund).await?;
+        self.0.step(backend, Step::Succeed).await?;
+        Ok(())
+    }
+
+    /// The check failed: a failure at the address and the account.
+    pub async fn failed(self, backend: &Backend) -> AppResult<()> {
+        self.0.step(backend, Step::Fail).await?;
         Ok(())
     }
 }
 
-/// Counts a check of `target`'s credentials from `address` (`None`: a name nobody
-/// has), or refuses it with `rate_limited` and how long to wait.
-pub async fn begin(backend: &Backend, target: Option<&Target<'_>>, address: IpAddr) -> AppResult<Attempt> {
-    let counters = Counters::new(backend, target, address);
+/// Begins a check of `target`'s credentials from `address` (`exists`: the name is
+/// somebody's), or refuses it with `rate_limited` and how long to wait.
+pub async fn begin(backend: &Backend, target: &Target<'_>, exists: bool, address: IpAddr) -> AppResult<Attempt> {
+    let who = if exists { target.who() } else { target.nobody() };
+    let counters = Counters::new(backend, Some(who), address);
     match counters.step(backend, Step::Begin).await? {
         Some(wait) => Err(refused(wait)),
         None => Ok(Attempt(counters)),
@@ -171,8 +212,8 @@ async fn instant_wait(
     address: IpAddr,
     right: bool,
 ) -> redis::RedisResult<Option<Duration>> {
-    let step = if right { Step::Peek } else { Step::Begin };
-    let wait = Counters::new(backend, Some(target), address).step(backend, step).await?;
+    let step = if right { Step::Pass } else { Step::FailNow };
+    let wait = Counters::new(backend, Some(target.who()), address).step(backend, step).await?;
     if wait.is_some() {
         metrics::counter!("seckill_credential_checks_refused_total").increment(1);
     }
@@ -192,6 +233,7 @@ async fn run(backend: &Backend, step: Step, key: &str, account: Option<&str>) ->
         call.key(account);
     }
     call.arg(step.arg()).arg(free).arg(FIRST_WAIT_MS).arg(LONGEST_WAIT_MS).arg(WINDOW_MS).arg(PER_ACCOUNT);
+    call.arg(UNDER_WAY_MS);
     let wait: u64 = call.invoke_async(&mut backend.redis.clone()).await?;
     Ok((wait > 0).then(|| Duration::from_millis(wait)))
 }

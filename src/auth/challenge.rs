@@ -159,10 +159,20 @@ mod server {
             if solution.algorithm != ALGORITHM {
                 return Err("unknown algorithm");
             }
-            let expires: i64 =
-                solution.salt.rsplit_once("?expires=").and_then(|(_, at)| at.parse().ok()).ok_or("no expiry")?;
+            // Exactly as handed out: 24 hex digits, then the expiry. The expiry is not
+            // signed apart from the challenge, and digits of the number moved to the
+            // salt's end would leave the digest whole: an expiry later than any handed
+            // out is refused.
+            let (random, at) = solution.salt.split_once("?expires=").ok_or("no expiry")?;
+            if random.len() != 24 || !random.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Err("not a salt of ours");
+            }
+            let expires: i64 = at.parse().map_err(|_| "no expiry")?;
             if expires < now {
                 return Err("expired");
+            }
+            if expires > now + LIFETIME_SECS {
+                return Err("not a salt of ours");
             }
             let signature = from_hex(&solution.signature).ok_or("not signed")?;
             let mut mac = self.mac();
@@ -275,8 +285,14 @@ mod tests {
     fn a_solved_challenge_checks_once_solved_and_only_then() {
         let challenges = Challenges::new([7; 32]);
         let now = 1_800_000_000;
-        let challenge = challenges.issue(2_000, now);
-        let solution = challenge.solve().expect("a number up to maxnumber solves it");
+        // A number of two digits or more (the last check below moves one).
+        let (_, solution) = loop {
+            let challenge = challenges.issue(2_000, now);
+            let solution = challenge.solve().expect("a number up to maxnumber solves it");
+            if solution.number >= 10 {
+                break (challenge, solution);
+            }
+        };
         assert_eq!(challenges.check(&solution, now), Ok(now + LIFETIME_SECS));
         let wrong = Solution { number: solution.number + 1, ..solution.clone() };
         assert_eq!(challenges.check(&wrong, now), Err("wrong number"));
@@ -284,5 +300,12 @@ mod tests {
         let forged = Solution { salt: format!("x{}", solution.salt), ..solution.clone() };
         assert!(challenges.check(&forged, now).is_err(), "the salt is in the challenge");
         assert_eq!(Challenges::new([8; 32]).check(&solution, now), Err("not ours"));
+        // Digits of the number moved to the salt's end leave the digest whole, and
+        // would push the expiry out: refused.
+        let digits = solution.number.to_string();
+        let (head, tail) = digits.split_at(1);
+        let salt = format!("{}{head}", solution.salt);
+        let moved = Solution { salt, number: tail.parse().unwrap(), ..solution.clone() };
+        assert_eq!(challenges.check(&moved, now), Err("not a salt of ours"));
     }
 }

@@ -161,11 +161,15 @@ pub struct Entry {
     pub generation: i64,
 }
 
+/// How old the copy may grow while reads fail (the database away) before operators'
+/// cookies are refused: a removal made meanwhile must not go unseen for long.
+pub const STALE_AFTER: Duration = Duration::from_secs(10);
+
 /// This process's copy of the operators table (see the module's doc).
 #[derive(Default)]
 pub struct Directory {
-    /// The copy, and the read it came from.
-    by_id: RwLock<(HashMap<i64, Entry>, u64)>,
+    /// The copy, the read it came from, and when it was taken.
+    by_id: RwLock<(HashMap<i64, Entry>, u64, Option<std::time::Instant>)>,
     /// Reads begun: a read that began before another and ends after it is stale
     /// (it may not see a change the other was made to show), and is dropped.
     reads: AtomicU64,
@@ -175,7 +179,8 @@ impl Directory {
     /// The operator `id`, if a cookie of `generation` is still theirs.
     pub fn current(&self, id: i64, generation: i64) -> Option<Entry> {
         let by_id = self.by_id.read().unwrap_or_else(|e| e.into_inner());
-        by_id.0.get(&id).filter(|e| e.generation == generation).cloned()
+        let fresh = by_id.2.is_some_and(|at| at.elapsed() < STALE_AFTER);
+        by_id.0.get(&id).filter(|e| fresh && e.generation == generation).cloned()
     }
 
     /// Takes a fresh read of the whole table.
@@ -188,7 +193,7 @@ impl Directory {
     fn take(&self, entries: HashMap<i64, Entry>, read: u64) {
         let mut by_id = self.by_id.write().unwrap_or_else(|e| e.into_inner());
         if read > by_id.1 {
-            *by_id = (entries, read);
+            *by_id = (entries, read, Some(std::time::Instant::now()));
         }
     }
 
@@ -207,7 +212,8 @@ impl Directory {
 }
 
 /// Reads the table every [`FOLLOW_EVERY`] until shutdown. A failed read keeps the
-/// last one (the database being away stops the changes it would show too).
+/// last one, for [`STALE_AFTER`] at most: then operators' cookies are refused until a
+/// read succeeds (the admin token still works).
 pub fn follow(directory: Arc<Directory>, db: Db, shutdown: Shutdown) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut read = tokio::time::interval(FOLLOW_EVERY);
@@ -235,7 +241,9 @@ mod tests {
     fn a_read_begun_before_another_and_ended_after_it_is_dropped() {
         let directory = Directory::default();
         let entry = |role| Entry { name: "olga".into(), role, generation: 0 };
-        let (stale, fresh) = (1, 2);
+        // A follower's read begins, then a change's read begins and ends first.
+        let stale = directory.reads.fetch_add(1, Ordering::SeqCst) + 1;
+        let fresh = directory.reads.fetch_add(1, Ordering::SeqCst) + 1;
         directory.take([(7, entry(Role::Operator))].into(), fresh);
         directory.take([(7, entry(Role::Admin))].into(), stale);
         assert_eq!(directory.current(7, 0).map(|e| e.role), Some(Role::Operator), "the later read stands");

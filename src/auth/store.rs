@@ -70,7 +70,19 @@ pub async fn end_session(
     lifetime_ms: i64,
 ) -> sqlx::Result<EndedRow> {
     let now = chrono::Utc::now().timestamp_millis();
+    // The write first: it takes SQLite's write lock at once, where a read first could
+    // meet another writer's commit when it upgrades (SQLITE_BUSY_SNAPSHOT).
     let mut tx = db.begin().await?;
+    let row: EndedRow = sqlx::query_as(
+        "INSERT INTO sessions_ended (user_id, session_id, ended_at, expires_at) VALUES ($1, $2, $3, $4) \
+         RETURNING id, user_id, session_id, generation, expires_at",
+    )
+    .bind(user_id)
+    .bind(session_id)
+    .bind(now)
+    .bind(expires_at)
+    .fetch_one(&mut *tx)
+    .await?;
     let held: i64 = sqlx::query_scalar(
         "SELECT COUNT(*) FROM sessions_ended WHERE user_id = $1 AND session_id IS NOT NULL AND expires_at > $2",
     )
@@ -78,24 +90,14 @@ pub async fn end_session(
     .bind(now)
     .fetch_one(&mut *tx)
     .await?;
-    let row = if held >= MAX_ENDED_PER_ACCOUNT {
-        let row = end_every_session(&mut tx, user_id, None, now + lifetime_ms).await?;
+    let row = if held > MAX_ENDED_PER_ACCOUNT {
         sqlx::query("DELETE FROM sessions_ended WHERE user_id = $1 AND session_id IS NOT NULL")
             .bind(user_id)
             .execute(&mut *tx)
             .await?;
-        row
+        end_every_session(&mut tx, user_id, None, now + lifetime_ms).await?
     } else {
-        sqlx::query_as(
-            "INSERT INTO sessions_ended (user_id, session_id, ended_at, expires_at) VALUES ($1, $2, $3, $4) \
-             RETURNING id, user_id, session_id, generation, expires_at",
-        )
-        .bind(user_id)
-        .bind(session_id)
-        .bind(now)
-        .bind(expires_at)
-        .fetch_one(&mut *tx)
-        .await?
+        row
     };
     tx.commit().await?;
     Ok(row)

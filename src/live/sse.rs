@@ -39,12 +39,16 @@ pub async fn live(
             let Some(slot) = slot() else { return AppError::new(ErrorCode::Unavailable).into_response() };
             let (latest, rx) = state.hub.subscribe_shop();
             let first = latest.map(|s| s.to_string());
-            sse(first, rx, |f| f.shop.clone(), &state.shutdown, slot).into_response()
+            sse(first, rx, |f| f.shop.clone(), &state.shutdown, slot, Arc::new(|| true)).into_response()
         }
         None if state.secrets.actor(&headers).is_some() => {
             let Some(slot) = slot() else { return AppError::new(ErrorCode::Unavailable).into_response() };
             let (hello, rx) = state.hub.subscribe_admin();
-            sse(Some(hello), rx, |f| Some(f.admin.clone()), &state.shutdown, slot).into_response()
+            // Asked again before each frame: an operator removed, or signed out, while
+            // the feed is open gets no further frame.
+            let secrets = state.secrets.clone();
+            let still = Arc::new(move || secrets.actor(&headers).is_some());
+            sse(Some(hello), rx, |f| Some(f.admin.clone()), &state.shutdown, slot, still).into_response()
         }
         None => AppError::new(ErrorCode::AdminRequired).into_response(),
         Some(_) => AppError::invalid("view must be `shop` or absent.").into_response(),
@@ -58,20 +62,25 @@ fn sse(
     pick: fn(&Frame) -> Option<Arc<str>>,
     shutdown: &Shutdown,
     slot: FeedSlot,
+    still_allowed: Arc<dyn Fn() -> bool + Send + Sync>,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     let head = stream::iter(first.map(|data| Ok(Event::default().data(data))));
     // The slot lives as long as the stream: the feed's place comes back when it ends.
-    let rest = stream::unfold((rx, slot), move |(mut rx, slot)| async move {
-        loop {
-            match rx.recv().await {
-                Ok(frame) => {
-                    if let Some(data) = pick(&frame) {
-                        return Some((Ok(Event::default().data(data.as_ref())), (rx, slot)));
+    let rest = stream::unfold((rx, slot), move |(mut rx, slot)| {
+        let still_allowed = still_allowed.clone();
+        async move {
+            loop {
+                match rx.recv().await {
+                    Ok(_) if !still_allowed() => return None,
+                    Ok(frame) => {
+                        if let Some(data) = pick(&frame) {
+                            return Some((Ok(Event::default().data(data.as_ref())), (rx, slot)));
+                        }
                     }
+                    // A slow reader skips frames; the next snapshot is complete anyway.
+                    Err(RecvError::Lagged(_)) => continue,
+                    Err(RecvError::Closed) => return None,
                 }
-                // A slow reader skips frames; the next snapshot is complete anyway.
-                Err(RecvError::Lagged(_)) => continue,
-                Err(RecvError::Closed) => return None,
             }
         }
     });

@@ -74,12 +74,19 @@ impl Windows {
     /// Whether a count of `voucher_id` at `second` is kept (a sale not known yet is, if
     /// there is room: the flush checks it).
     fn admits(&mut self, voucher_id: i64, second: i64) -> bool {
-        match self.known.get(&voucher_id) {
-            Some(&(from, to)) => (from..=to).contains(&second),
-            None if self.unverified.contains(&voucher_id) => true,
-            None if self.unverified.len() < MAX_UNVERIFIED => self.unverified.insert(voucher_id),
-            None => false,
+        if self.known.get(&voucher_id).is_some_and(|&(from, to)| (from..=to).contains(&second)) {
+            return true;
         }
+        // Not known, or outside the window known (which may have moved): the flush
+        // looks it up again.
+        self.unverified.contains(&voucher_id)
+            || (self.unverified.len() < MAX_UNVERIFIED && self.unverified.insert(voucher_id))
+    }
+
+    /// As [`Windows::admits`], for a sale the gate itself answered for: it exists, so
+    /// it is held for the flush whatever made-up ids took the places.
+    fn admits_real(&mut self, voucher_id: i64, second: i64) -> bool {
+        self.admits(voucher_id, second) || self.unverified.insert(voucher_id)
     }
 
     /// Every sale to look up at a flush: those known (their window may have moved) and
@@ -173,7 +180,14 @@ impl Tally {
         let Some(outcome) = outcome else { return };
         let second = chrono::Utc::now().timestamp();
         let mut state = self.lock();
-        if !state.windows.admits(voucher_id, second) {
+        // `unavailable` is answered for any id while Redis is away; any other answer
+        // of the gate's is a real sale's.
+        let admitted = if outcome == Outcome::Unavailable {
+            state.windows.admits(voucher_id, second)
+        } else {
+            state.windows.admits_real(voucher_id, second)
+        };
+        if !admitted {
             return;
         }
         state.counts.took(voucher_id, took);
@@ -280,6 +294,10 @@ mod tests {
         let made_up = state.counts.refusals.keys().filter(|(v, _, _)| *v != 7).count();
         assert_eq!(made_up, MAX_UNVERIFIED, "only so many sales not known yet are held");
         assert!(state.counts.refusals.keys().any(|(v, _, _)| *v == 7), "the known sale is counted");
+        drop(state);
+        // A new sale the gate answered for is held whatever took the places.
+        t.decided(8, Some(Outcome::SoldOut), Duration::from_micros(100));
+        assert!(t.lock().counts.refusals.keys().any(|(v, _, _)| *v == 8), "a real sale is counted");
     }
 
     #[test]
@@ -297,7 +315,12 @@ mod tests {
         windows.keep_known(&mut counts);
         let kept: Vec<(i64, i64)> = counts.refusals.keys().map(|(v, s, _)| (*v, *s)).collect();
         assert_eq!(kept, [(7, now)]);
-        assert!(!windows.admits(8, now), "an ended sale past its grace is not counted");
-        assert!(windows.admits(7, now - GRACE_SECS) && !windows.admits(7, now - 60 - GRACE_SECS - 1));
+        // Outside a known window (it may have moved): held for the flush to look up again.
+        assert!(windows.admits(7, now + 3 * 3600));
+        windows.learn(&[7], &found.into(), now);
+        let mut late = Counts::default();
+        late.refused(7, now + 3 * 3600, Outcome::Ended);
+        windows.keep_known(&mut late);
+        assert!(late.is_empty(), "still outside its window: dropped");
     }
 }

@@ -241,14 +241,14 @@ async fn wrong_sign_ins_sent_at_once_are_checked_no_more_than_the_limit() {
     // The address's allowance (`auth::attempts::PER_ADDRESS`).
     assert!(checked <= 20, "{checked} checked of 40 sent at once");
     assert!(checked > 0, "{answers:?}");
-    // A name nobody has leaves nothing behind: only the address was counted.
+    // A name nobody has leaves no key of its own: it shares one of a fixed number.
     let keys: Vec<String> = redis::cmd("KEYS")
         .arg(format!("{}:attempts:*", app.namespace))
         .query_async(&mut app.redis.clone())
         .await
         .unwrap();
     assert!(keys.iter().all(|k| !k.contains("made-up")), "{keys:?}");
-    assert_eq!(keys.len(), 1, "the address's count alone: {keys:?}");
+    assert!(keys.iter().all(|k| k.contains(":addr:") || k.contains("-nobody:")), "{keys:?}");
     app.stop().await;
 }
 
@@ -413,5 +413,66 @@ async fn a_busy_hasher_refuses_at_once_and_costs_no_attempt() {
     assert_eq!(busy + signed_in, answers.len(), "only sign-ins and busy answers: {answers:?}");
     assert!(busy > 0 && signed_in > 0, "{busy} busy, {signed_in} signed in");
     assert_eq!(sign_in(&app, "fay", PASSWORD).await.0, 200, "and she is not locked out");
+    app.stop().await;
+}
+
+/// A shopper who mistyped once, before someone started guessing at her account from
+/// elsewhere, still signs in from her address while the account is slowed down.
+#[tokio::test]
+async fn a_typo_made_before_an_attack_does_not_lock_its_maker_out() {
+    let app = TestApp::spawn().await;
+    app.sign_in("tia").await;
+    let hers = client_from(10);
+    assert_eq!(sign_in_from(&hers, &app, "tia", "tia's typo of a password").await.0, 401);
+    // Guesses from two other addresses slow the account down (ten failures with hers;
+    // the last guesses from each wait).
+    for (n, guesser) in [client_from(11), client_from(12)].iter().enumerate() {
+        for i in 0..5 {
+            let (status, _) = sign_in_from(guesser, &app, "tia", &format!("guess {n}-{i} at tia")).await;
+            assert!(status == 401 || status == 429, "{status}");
+        }
+    }
+    assert_eq!(sign_in_from(&client_from(11), &app, "tia", PASSWORD).await.0, 429, "the guessers wait");
+    assert_eq!(sign_in_from(&hers, &app, "tia", PASSWORD).await.0, 200, "she does not");
+    app.stop().await;
+}
+
+/// Once an address's wait is over, a right password goes ahead and leaves no wait
+/// behind: successes never add to a count.
+#[tokio::test]
+async fn a_success_after_the_wait_leaves_no_new_wait() {
+    let app = TestApp::spawn().await;
+    app.sign_in("uma").await;
+    let office = client_from(13);
+    for i in 0..20 {
+        assert_eq!(sign_in_from(&office, &app, &format!("nobody-{i}"), "a wrong password").await.0, 401);
+    }
+    assert_eq!(sign_in_from(&office, &app, "uma", PASSWORD).await.0, 429, "the address waits");
+    // The wait passes (as 30 s would).
+    let key = format!("{}:attempts:addr:127.0.0.13", app.namespace);
+    let () = redis::cmd("HSET").arg(&key).arg("until").arg(0).query_async(&mut app.redis.clone()).await.unwrap();
+    for _ in 0..3 {
+        assert_eq!(sign_in_from(&office, &app, "uma", PASSWORD).await.0, 200, "each right password goes ahead");
+    }
+    app.stop().await;
+}
+
+/// Guesses at a name nobody has get the answers guesses at a real account get: the
+/// waits do not tell whether a name exists.
+#[tokio::test]
+async fn a_name_nobody_has_is_held_back_as_a_real_one_is() {
+    let app = TestApp::spawn().await;
+    app.sign_in("vera").await;
+    let mut answers = Vec::new();
+    for (n, name) in ["vera", "nobody-called-this"].into_iter().enumerate() {
+        let guesser = client_from(16 + n as u8);
+        let mut these = Vec::new();
+        for i in 0..7 {
+            these.push(sign_in_from(&guesser, &app, name, &format!("guess {i} at it")).await.0);
+        }
+        answers.push(these);
+    }
+    assert_eq!(answers[0], answers[1], "{answers:?}");
+    assert_eq!(answers[0], [401, 401, 401, 401, 401, 429, 429]);
     app.stop().await;
 }

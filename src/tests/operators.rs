@@ -157,3 +157,27 @@ async fn admins_list_operators_and_reserved_names_are_refused() {
     }
     app.stop().await;
 }
+
+/// An operator's live feed, open when they are removed, ends: no further frame.
+#[tokio::test]
+async fn a_removed_operators_open_live_feed_ends() {
+    use futures::StreamExt;
+    let app = TestApp::spawn().await;
+    app.create_voucher(5, -5, 3600).await;
+    let oz = operator(&app, "oz", "operator").await;
+    let res = app.http.get(format!("{}/api/live", app.base)).header("cookie", &oz).send().await.unwrap();
+    assert_eq!(res.status(), 200);
+    let mut body = res.bytes_stream();
+    assert!(body.next().await.is_some(), "the feed's first frame");
+    app.admin("remove_operator", json!({ "name": "oz" })).await;
+    let ended = tokio::time::timeout(SOON, async {
+        while let Some(chunk) = body.next().await {
+            if chunk.is_err() {
+                break;
+            }
+        }
+    })
+    .await;
+    assert!(ended.is_ok(), "the feed went on after its operator was removed");
+    app.stop().await;
+}

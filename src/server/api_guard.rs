@@ -22,13 +22,19 @@
 //! layers: folded in here, the server runs fewer instructions per grab; `src/bin/bench/history.md`.)
 
 use super::{
+    access::{self, Access},
     ops,
     page_cache::PageCache,
     rate_limit::{self, Limits},
     site,
 };
 use crate::{
-    auth::{attempts, Secrets},
+    auth::{
+        attempts, jwt,
+        jwt::ShopLogin,
+        session::{Actor, Caller, SessionChecked},
+        Role, Secrets,
+    },
     backend::Backend,
     body::read_capped,
     error::{AppError, ErrorCode},
@@ -57,8 +63,8 @@ const MAX_ERROR_BODY: usize = 64 * 1024;
 const MAX_API_BODY: usize = 64 * 1024;
 
 /// A refusal in the API's shape, with its status.
-pub fn refusal(code: ErrorCode) -> Response {
-    AppError::new(code).into_response()
+pub fn refusal(refused: impl Into<AppError>) -> Response {
+    refused.into().into_response()
 }
 
 /// What the front door holds.
@@ -74,8 +80,8 @@ pub struct Guard {
     /// Where grabs refused over their rate are counted for the sale's report.
     tally: Arc<Tally>,
     secrets: Arc<Secrets>,
-    /// Bearer tokens of the JWT form are shoppers' (the shop's own login is on).
-    shop_login: bool,
+    /// The shop's own login, when on: bearer tokens of the JWT form are shoppers'.
+    shop_login: Option<Arc<ShopLogin>>,
     /// Where the site's files are (`/pkg/`), for how long they may be kept.
     pkg_route: String,
 }
@@ -89,7 +95,7 @@ impl Guard {
         shop_page: PageCache,
         (backend, tally): (Backend, Arc<Tally>),
         secrets: Arc<Secrets>,
-        shop_login: bool,
+        shop_login: Option<Arc<ShopLogin>>,
     ) -> Self {
         let slots = Semaphore::new(max_requests.min(Semaphore::MAX_PERMITS));
         Self { limits, slots, timeout, shop_page, backend, tally, secrets, shop_login, pkg_route: "/pkg/".into() }
@@ -138,6 +144,9 @@ async fn pass(guard: &Guard, peer: SocketAddr, mut req: Request, next: Next) -> 
     // A live feed stays open: neither the cap nor the timeout applies (feeds have caps
     // of their own).
     if req.uri().path() == crate::live::FEED_PATH {
+        if let Err(refused) = admit_by_table(guard, &mut req) {
+            return refusal(refused);
+        }
         return next.run(req).await;
     }
     let Ok(_slot) = guard.slots.try_acquire() else {
@@ -152,12 +161,60 @@ async fn pass(guard: &Guard, peer: SocketAddr, mut req: Request, next: Next) -> 
 /// before anything else looks at it (`auth::attempts::bearer`): a wrong one is counted,
 /// and while the caller's address must wait every bearer call from it does.
 async fn check_bearer(guard: &Guard, headers: &HeaderMap, client: IpAddr) -> Result<(), Response> {
-    match attempts::bearer(&guard.backend, &guard.secrets, headers, client, guard.shop_login).await {
+    match attempts::bearer(&guard.backend, &guard.secrets, headers, client, guard.shop_login.is_some()).await {
         Ok(None) => Ok(()),
         Ok(Some(wait)) => Err(rate_limit::refusal(wait)),
         Err(e) => {
             tracing::warn!("counting a claim to the admin token: {e}");
             Err(refusal(ErrorCode::Unavailable))
+        }
+    }
+}
+
+/// Applies the access table (`server::access`) to a request: a route it names, called
+/// with the method the route serves, goes on only for the callers its entry admits (a
+/// wrong method is left to the router's 405).
+fn admit_by_table(guard: &Guard, req: &mut Request) -> Result<(), AppError> {
+    match access::of(req.method(), req.uri().path()) {
+        Some(access) => admit(guard, access, req),
+        None => Ok(()),
+    }
+}
+
+/// Lets the request through to its handler if its caller is one `access` admits, and
+/// hands the handler what was found: the shopper's session (`SessionChecked`), or the
+/// operator (`Caller`).
+fn admit(guard: &Guard, access: Access, req: &mut Request) -> Result<(), AppError> {
+    let headers = req.headers();
+    match access {
+        Access::Anyone => Ok(()),
+        Access::Shopper => {
+            let checked = req.extensions().get::<SessionChecked>().copied();
+            let checked = checked.unwrap_or_else(|| SessionChecked(guard.secrets.session_user(headers)));
+            let shop_token = || {
+                let login = guard.shop_login.as_ref()?;
+                login.subject(jwt::bearer_jwt(headers)?)
+            };
+            if checked.0.is_none() && shop_token().is_none() {
+                return Err(ErrorCode::NotSignedIn.into());
+            }
+            req.extensions_mut().insert(checked);
+            Ok(())
+        }
+        Access::Operator | Access::Admin | Access::AdminToken => {
+            let actor = guard.secrets.actor(headers).ok_or(ErrorCode::AdminRequired)?;
+            match access {
+                Access::Admin if actor.role() != Role::Admin => {
+                    Err(AppError { code: ErrorCode::AdminRequired, message: "This needs an admin.".into() })
+                }
+                Access::AdminToken if actor != Actor::Token => {
+                    Err(AppError { code: ErrorCode::AdminRequired, message: "This needs the admin token.".into() })
+                }
+                _ => {
+                    req.extensions_mut().insert(Caller(actor));
+                    Ok(())
+                }
+            }
         }
     }
 }
@@ -192,6 +249,10 @@ async fn serve(guard: &Guard, req: Request, next: Next) -> Response {
         return guard.shop_page.serve(req, next).await;
     }
     if !req.uri().path().starts_with("/api/") {
+        let mut req = req;
+        if let Err(refused) = admit_by_table(guard, &mut req) {
+            return refusal(refused);
+        }
         return next.run(req).await;
     }
     if req.method() == Method::POST {
@@ -199,7 +260,9 @@ async fn serve(guard: &Guard, req: Request, next: Next) -> Response {
             return refusal(code);
         }
     }
-    let req = if sale::routes::is_own(req.uri().path()) {
+    // The body is read before a caller is refused: a refusal sent while the caller is
+    // still sending would cut its connection short.
+    let mut req = if sale::routes::is_own(req.uri().path()) {
         req
     } else {
         match capped(req).await {
@@ -207,6 +270,9 @@ async fn serve(guard: &Guard, req: Request, next: Next) -> Response {
             Err(refused) => return refused,
         }
     };
+    if let Err(refused) = admit_by_table(guard, &mut req) {
+        return refusal(refused);
+    }
     status_from_code(next.run(req).await).await
 }
 

@@ -1,6 +1,7 @@
 //! Start-up and the HTTP server. [`serve`] takes its listener and a shutdown future
 //! from the caller, so tests bind `127.0.0.1:0` and run the real thing.
 
+pub mod access;
 mod api_guard;
 pub mod child;
 pub mod cli;
@@ -164,7 +165,7 @@ async fn run(
             shop_page,
             (backend.clone(), state.tally.clone()),
             state.secrets.clone(),
-            state.shop_login.is_some(),
+            state.shop_login.clone(),
         )
         .serving_site(state.leptos_options.site_pkg_dir_route_base()),
     );

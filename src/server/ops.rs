@@ -57,9 +57,9 @@ pub fn spawn_upkeep(shutdown: Shutdown) -> tokio::task::JoinHandle<()> {
 }
 
 /// The paths of the routes below, each written once: the router and the metrics read them.
-const HEALTHZ: &str = "/healthz";
-const READYZ: &str = "/readyz";
-const METRICS: &str = "/metrics";
+pub(crate) const HEALTHZ: &str = "/healthz";
+pub(crate) const READYZ: &str = "/readyz";
+pub(crate) const METRICS: &str = "/metrics";
 
 /// The routes of this module, for the app's router.
 pub fn routes() -> axum::Router<AppState> {
@@ -97,7 +97,9 @@ async fn readyz(State(state): State<AppState>) -> Response {
 /// `GET /metrics`: the Prometheus text format, for the admin token only (what a
 /// monitoring system's scraper holds); an operator's cookie is refused.
 async fn metrics(State(state): State<AppState>, request: Request) -> Response {
-    if state.secrets.actor(request.headers()) != Some(crate::auth::session::Actor::Token) {
+    // The front door admitted the admin token only (`server::access`).
+    let caller = request.extensions().get::<crate::auth::session::Caller>();
+    if caller.map(|c| &c.0) != Some(&crate::auth::session::Actor::Token) {
         return AppError::new(ErrorCode::AdminRequired).into_response();
     }
     metrics::gauge!("seckill_live_feeds").set(state.feeds.open() as f64);

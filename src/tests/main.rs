@@ -1,5 +1,6 @@
 //! Integration tests: the real server, a real redis-server, a real SQLite database.
 
+mod access;
 mod accounts;
 mod api;
 mod audit;

@@ -1,0 +1,125 @@
+//! Who may call what: one entry per route the server answers (server functions, the
+//! plain grab routes, the live feed, the CSV exports, `/metrics`, health), read by the
+//! front door (`api_guard`), which refuses a caller the entry excludes before the
+//! handler runs and hands the handler the caller it found (`Caller`). Pages and site
+//! files are for anyone (the admin page shows its own sign-in form).
+//!
+//! The live feed is one path for two audiences: anyone for the shop's view
+//! (`?view=shop`), operators for theirs; its entry says anyone and the feed tells the
+//! two apart.
+
+use crate::{
+    auth::api as auth, live::api as live, orders::api as orders, report::api as report, sale::admin as sale_admin,
+    sale::api as sale, sale::run, voucher::api as voucher,
+};
+use axum::http::Method;
+use server_fn::ServerFn;
+
+/// Who may call a route.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    Anyone,
+    /// A signed-in shopper (a session cookie, or the shop's own login).
+    Shopper,
+    /// An operator of any role, or the admin token.
+    Operator,
+    /// An operator with the admin role, or the admin token.
+    Admin,
+    /// The admin token only (what a monitoring system's scraper holds).
+    AdminToken,
+}
+
+macro_rules! fns {
+    ($($f:ty => $access:ident),* $(,)?) => { [$((<$f as ServerFn>::PATH, Access::$access)),*] };
+}
+
+/// Every server function's entry.
+const SERVER_FNS: [(&str, Access); 37] = fns![
+    auth::SignUp => Anyone,
+    auth::SignUpChallenge => Anyone,
+    auth::SignIn => Anyone,
+    auth::SignOut => Anyone,
+    auth::Me => Anyone,
+    auth::AdminSignIn => Anyone,
+    auth::OperatorSignIn => Anyone,
+    auth::OperatorMe => Anyone,
+    auth::AdminStatus => Anyone,
+    auth::ChangePassword => Shopper,
+    auth::SignOutEverywhere => Shopper,
+    auth::ChangeOperatorPassword => Operator,
+    auth::AddOperator => Admin,
+    auth::ListOperators => Admin,
+    auth::RemoveOperator => Admin,
+    auth::SetOperatorRole => Admin,
+    voucher::ListVouchers => Anyone,
+    voucher::ShopSettings => Anyone,
+    sale::ServerTime => Anyone,
+    sale::Grab => Shopper,
+    sale::GrabToken => Shopper,
+    sale::GrabResult => Shopper,
+    orders::MyOrders => Shopper,
+    orders::PayOrder => Shopper,
+    orders::CancelOrder => Shopper,
+    orders::ListOrders => Operator,
+    report::SaleReport => Operator,
+    live::SaleStats => Operator,
+    sale_admin::CreateVoucher => Operator,
+    sale_admin::WarmUp => Operator,
+    sale_admin::ListAudit => Operator,
+    run::UpdateVoucher => Operator,
+    run::PauseSale => Operator,
+    run::ResumeSale => Operator,
+    run::EndSale => Operator,
+    run::AddStock => Operator,
+    run::WithdrawStock => Operator,
+];
+
+/// Every other route's entry (each path is its module's own constant).
+const OTHER_ROUTES: [(&str, Access); 6] = [
+    (crate::live::FEED_PATH, Access::Anyone),
+    (crate::orders::export::PATH, Access::Operator),
+    (crate::report::api::CSV_PATH, Access::Operator),
+    (super::ops::METRICS, Access::AdminToken),
+    (super::ops::HEALTHZ, Access::Anyone),
+    (super::ops::READYZ, Access::Anyone),
+];
+
+/// Every entry: `(path, who may call it)`.
+pub fn table() -> impl Iterator<Item = (&'static str, Access)> {
+    SERVER_FNS.into_iter().chain(OTHER_ROUTES)
+}
+
+/// The method a route in the table serves: server functions are POSTs, the rest GETs.
+pub fn method_of(path: &str) -> Method {
+    if SERVER_FNS.iter().any(|(p, _)| *p == path) {
+        Method::POST
+    } else {
+        Method::GET
+    }
+}
+
+/// Who may call `path` with `method`: its entry, or `None` (a page, a site file, an
+/// `/api/...` path nothing serves, or a method the route does not serve).
+pub fn of(method: &Method, path: &str) -> Option<Access> {
+    let (_, access) = table().find(|(p, _)| *p == path)?;
+    (method_of(path) == method).then_some(access)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_server_function_has_one_entry_and_every_entry_a_route() {
+        let registered: Vec<(&str, Method)> = server_fn::axum::server_fn_paths().collect();
+        for (path, method) in &registered {
+            assert_eq!(table().filter(|(p, _)| p == path).count(), 1, "{path} needs one entry");
+            assert_eq!(method_of(path), method, "{path}");
+        }
+        let registered: Vec<&str> = registered.into_iter().map(|(path, _)| path).collect();
+        for (path, _) in table() {
+            let plain = OTHER_ROUTES.iter().any(|(p, _)| *p == path);
+            assert!(plain || registered.contains(&path), "{path} has an entry but no route");
+        }
+    }
+}

@@ -28,7 +28,7 @@ use serde::{de::DeserializeOwned, Serialize};
 use server_fn::ServerFn;
 
 /// Arguments are a few dozen bytes; a larger body is refused.
-const MAX_ARGS_BYTES: usize = 4 * 1024;
+pub(crate) const MAX_ARGS_BYTES: usize = 4 * 1024;
 
 /// The paths these routes take over from the server-function layer: what every shopper
 /// calls in a storm. The rest of the server reads this one list: the server-function

@@ -271,6 +271,11 @@ async fn serve(guard: &Guard, req: Request, next: Next) -> Response {
         }
     };
     if let Err(refused) = admit_by_table(guard, &mut req) {
+        // The grab routes' bodies were not read above: read as much as their handlers
+        // would (a refusal sent mid-upload cuts the caller's connection short).
+        if sale::routes::is_own(req.uri().path()) {
+            let _ = read_capped(req.into_body(), sale::routes::MAX_ARGS_BYTES).await;
+        }
         return refusal(refused);
     }
     status_from_code(next.run(req).await).await

@@ -5,6 +5,8 @@
 //! `/api/...` calls applies the API's own rules:
 //! - a bearer token, on any path (`/metrics` and the live feed included), is a claim to
 //!   the admin token, limited as passwords are (`auth::attempts`);
+//! - a route of the access table ([`access`]) goes on only for the callers its entry
+//!   admits, and its handler is handed the caller found;
 //! - a state-changing call must carry JSON and come from this site, so a cross-site
 //!   form (which can send `text/plain` or a form body, with the shopper's cookies) can
 //!   neither grab, nor sign anyone in or out, nor act as admin;

@@ -1,4 +1,5 @@
 import { expect, test } from '@playwright/test';
+import { signUp, uniqueTitle } from './helpers';
 
 // The server under test is the release build `npm run bench` runs too (.ci/release.sh
 // builds both in one run): each page names the script, the WASM and the stylesheet it
@@ -66,4 +67,16 @@ test("the operator's pages come in WASM of their own, fetched when one is opened
   await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Admin' }).click();
   await expect(page.getByLabel('Admin token', { exact: true })).toBeVisible();
   expect(wasm.length, `${wasm}`).toBeGreaterThan(1);
+});
+
+test('the sign-up challenge is solved by WASM fetched only when an account is made', async ({ page }) => {
+  const wasm: string[] = [];
+  page.on('request', (r) => {
+    if (new URL(r.url()).pathname.endsWith('.wasm')) wasm.push(new URL(r.url()).pathname);
+  });
+  await page.goto('/');
+  await expect(page.locator('body[data-hydrated="true"]')).toBeAttached();
+  expect(wasm, 'the shop loads one WASM file').toHaveLength(1);
+  await signUp(page, uniqueTitle('solver').slice(0, 32));
+  expect(wasm.some((path) => path.includes('create_account')), `${wasm}`).toBe(true);
 });

@@ -6,9 +6,9 @@ use super::{
         add_operator, admin_sign_in, change_password, list_operators, operator_me, operator_sign_in, remove_operator,
         set_operator_role, sign_in, sign_out, sign_out_everywhere, sign_up, sign_up_challenge,
     },
-    challenge::{Challenge, Solution},
     ListedOperator, Role, User,
 };
+use crate::error::{AppResult, ErrorCode};
 use leptos::prelude::*;
 
 const INPUT: &str = "min-h-11 rounded border px-2 py-1";
@@ -33,11 +33,16 @@ fn account_menu(user: RwSignal<Option<User>>) -> AnyView {
     view! { <AccountMenu user/> }.into_any()
 }
 
-/// Solves a sign-up challenge, in WASM of its own (`#[lazy]`, built with `--split`):
-/// only a visitor who signs up downloads it, not the shop's first load.
+/// Makes an account: asks for a sign-up challenge, solves it, and signs up. In WASM of
+/// its own (`#[lazy]`, built with `--split`): only a visitor who creates an account
+/// downloads it (the solver, its SHA-256, the calls), not the shop's first load.
 #[lazy]
-fn solve(challenge: Challenge) -> Option<Solution> {
-    challenge.solve()
+async fn create_account(name: String, password: String) -> AppResult<User> {
+    let solution = match sign_up_challenge().await? {
+        Some(challenge) => Some(challenge.solve().ok_or(ErrorCode::ChallengeRequired)?),
+        None => None,
+    };
+    sign_up(name, password, solution).await
 }
 
 /// Name and password: signs in, or (after "Create an account") signs up. The password
@@ -51,12 +56,7 @@ fn SignInForm(user: RwSignal<Option<User>>) -> impl IntoView {
         let (name, password, new) = (name.clone(), password.clone(), *new);
         async move {
             if new {
-                // The challenge is solved by code of its own, fetched when it is needed.
-                let solution = match sign_up_challenge().await? {
-                    Some(challenge) => Some(solve(challenge).await.ok_or(crate::error::ErrorCode::ChallengeRequired)?),
-                    None => None,
-                };
-                sign_up(name, password, solution).await
+                create_account(name, password).await
             } else {
                 sign_in(name, password).await
             }

@@ -90,7 +90,9 @@ impl ApiClient {
     }
 
     /// `sign_up` or `sign_in`: the shopper whose session cookie the answer sets. A busy
-    /// password hasher (503) is asked again a little later, as a browser would.
+    /// password hasher (503), or an address with its most checks under way at once (429
+    /// with a short `Retry-After`: many shoppers behind one address), is asked again a
+    /// little later, as a browser would.
     async fn account_call(&self, call: &str, name: &str, password: &str) -> Result<Shopper, String> {
         let body = json!({ "name": name, "password": password });
         let mut tries = 0;
@@ -98,10 +100,16 @@ impl ApiClient {
             let res = self.http.post(format!("{}/api/{call}", self.base)).json(&body).send().await;
             let res = res.map_err(|e| format!("{call}: {e}"))?;
             tries += 1;
-            if res.status() != StatusCode::SERVICE_UNAVAILABLE || tries >= BUSY_TRIES {
+            let retry_after = res.headers().get("retry-after").and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+            let pause = match res.status() {
+                StatusCode::SERVICE_UNAVAILABLE => BUSY_PAUSE,
+                StatusCode::TOO_MANY_REQUESTS if retry_after.is_some_and(|s| s <= 1) => BUSY_PAUSE * 4,
+                _ => break res,
+            };
+            if tries >= BUSY_TRIES {
                 break res;
             }
-            tokio::time::sleep(BUSY_PAUSE).await;
+            tokio::time::sleep(pause).await;
         };
         if !res.status().is_success() {
             return Err(format!("{call} {name}: {}", res.status()));

@@ -1,4 +1,4 @@
-import { expect, test } from '@playwright/test';
+import { expect, test, type Page } from '@playwright/test';
 import { signUp, uniqueTitle } from './helpers';
 
 // The server under test is the release build `npm run bench` runs too (.ci/release.sh
@@ -56,10 +56,7 @@ test('site files come compressed as the browser asks, and carry no cookie', asyn
 });
 
 test("the operator's pages come in WASM of their own, fetched when one is opened", async ({ page }) => {
-  const wasm: string[] = [];
-  page.on('request', (r) => {
-    if (new URL(r.url()).pathname.endsWith('.wasm')) wasm.push(new URL(r.url()).pathname);
-  });
+  const wasm = wasmFetched(page);
   await page.goto('/');
   await expect(page.locator('body[data-hydrated="true"]')).toBeAttached();
   expect(wasm, 'the shop loads one WASM file').toHaveLength(1);
@@ -70,13 +67,20 @@ test("the operator's pages come in WASM of their own, fetched when one is opened
 });
 
 test('the sign-up challenge is solved by WASM fetched only when an account is made', async ({ page }) => {
-  const wasm: string[] = [];
-  page.on('request', (r) => {
-    if (new URL(r.url()).pathname.endsWith('.wasm')) wasm.push(new URL(r.url()).pathname);
-  });
+  const wasm = wasmFetched(page);
   await page.goto('/');
   await expect(page.locator('body[data-hydrated="true"]')).toBeAttached();
   expect(wasm, 'the shop loads one WASM file').toHaveLength(1);
   await signUp(page, uniqueTitle('solver').slice(0, 32));
   expect(wasm.some((path) => path.includes('create_account')), `${wasm}`).toBe(true);
 });
+
+/** The paths of the WASM files `page` fetches from now on, as they are asked for. */
+function wasmFetched(page: Page): string[] {
+  const wasm: string[] = [];
+  page.on('request', (r) => {
+    const path = new URL(r.url()).pathname;
+    if (path.endsWith('.wasm')) wasm.push(path);
+  });
+  return wasm;
+}

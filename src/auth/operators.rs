@@ -25,8 +25,9 @@ use std::{
     time::Duration,
 };
 
-/// How often each process reads the table again.
-pub const FOLLOW_EVERY: Duration = Duration::from_millis(500);
+/// How often each process reads the table again: as often as ended sessions, so a
+/// revoked credential of either kind stops working within the same bound.
+pub const FOLLOW_EVERY: Duration = super::ended::FOLLOW_EVERY;
 
 /// Names an operator may not take: the log records the admin token's actions as
 /// `token` and the command line's as `command line`.
@@ -216,18 +217,10 @@ impl Directory {
 /// read succeeds (the admin token still works).
 pub fn follow(directory: Arc<Directory>, db: Db, shutdown: Shutdown) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        let mut read = tokio::time::interval(FOLLOW_EVERY);
-        read.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let stopped = shutdown.wait();
-        tokio::pin!(stopped);
-        loop {
-            tokio::select! {
-                _ = read.tick() => {
-                    if let Err(e) = directory.catch_up(&db).await {
-                        tracing::warn!("operators: {e}");
-                    }
-                }
-                _ = &mut stopped => break,
+        let mut rounds = crate::shutdown::interval(FOLLOW_EVERY);
+        while shutdown.tick(&mut rounds).await {
+            if let Err(e) = directory.catch_up(&db).await {
+                tracing::warn!("operators: {e}");
             }
         }
     })

@@ -14,6 +14,7 @@ use crate::{
 };
 use axum::http::Method;
 use server_fn::ServerFn;
+use std::{collections::HashMap, sync::OnceLock};
 
 /// Who may call a route.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -99,10 +100,13 @@ pub fn method_of(path: &str) -> Method {
 }
 
 /// Who may call `path` with `method`: its entry, or `None` (a page, a site file, an
-/// `/api/...` path nothing serves, or a method the route does not serve).
+/// `/api/...` path nothing serves, or a method the route does not serve). Every request
+/// asks, a grab included: one hash lookup, not a walk of the table.
 pub fn of(method: &Method, path: &str) -> Option<Access> {
-    let (_, access) = table().find(|(p, _)| *p == path)?;
-    (method_of(path) == method).then_some(access)
+    static BY_PATH: OnceLock<HashMap<&'static str, (Method, Access)>> = OnceLock::new();
+    let by_path = BY_PATH.get_or_init(|| table().map(|(p, access)| (p, (method_of(p), access))).collect());
+    let (served, access) = by_path.get(path)?;
+    (served == method).then_some(*access)
 }
 
 #[cfg(test)]

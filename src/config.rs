@@ -233,6 +233,9 @@ pub enum Command {
     /// Operator accounts (they sign in on the admin page by name and password).
     #[command(subcommand)]
     Operator(OperatorCommand),
+    /// Prints the API's OpenAPI document (what `GET /api/openapi.json` answers;
+    /// `npm run openapi` writes it to `docs/openapi.json`).
+    Openapi,
 }
 
 #[derive(clap::Subcommand, Clone, Debug)]

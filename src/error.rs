@@ -12,9 +12,23 @@ use server_fn::{
     error::{FromServerFnError, ServerFnErrorErr},
 };
 
-/// Why a call was refused. Serialised in `snake_case`; these names are API.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// Why a call was refused. Serialised in `snake_case`; these names are API (the
+/// document's error codes, the tests' stable codes: `ErrorCode::VARIANTS`).
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    utoipa::ToSchema,
+    strum::VariantArray,
+    strum::IntoStaticStr,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum ErrorCode {
     /// The body was malformed, a field missing or of the wrong type, or a value out of range.
     InvalidInput,
@@ -93,7 +107,13 @@ pub enum ErrorCode {
 impl ErrorCode {
     /// The code with this wire name (`sold_out` → `SoldOut`).
     pub fn from_name(name: &str) -> Option<Self> {
-        serde_json::from_value(serde_json::Value::String(name.to_owned())).ok()
+        use strum::VariantArray;
+        Self::VARIANTS.iter().copied().find(|code| code.as_str() == name)
+    }
+
+    /// The wire name (`SoldOut` → `sold_out`).
+    pub fn as_str(self) -> &'static str {
+        self.into()
     }
 
     /// The HTTP status for this code: 4xx for the caller's fault, 5xx only for ours.
@@ -163,7 +183,7 @@ impl ErrorCode {
 }
 
 /// A refusal as clients see it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error, utoipa::ToSchema)]
 #[error("{message}")]
 pub struct AppError {
     pub code: ErrorCode,
@@ -283,6 +303,16 @@ mod tests {
         }
         assert_eq!(ErrorCode::Internal.status(), 500);
         assert_eq!(ErrorCode::Unavailable.status(), 503);
+    }
+
+    /// `as_str` and `from_name` say the name serde writes, for every code.
+    #[test]
+    fn every_code_has_one_wire_name() {
+        use strum::VariantArray;
+        for &code in ErrorCode::VARIANTS {
+            assert_eq!(serde_json::to_value(code).unwrap(), code.as_str(), "{code:?}");
+            assert_eq!(ErrorCode::from_name(code.as_str()), Some(code));
+        }
     }
 
     #[test]

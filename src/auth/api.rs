@@ -33,7 +33,7 @@ use {
 /// carries a solved `sign_up_challenge` (`challenge_required` otherwise, with a fresh
 /// one); past the address's quota it answers `rate_limited`; with sign-ups off,
 /// `sign_up_closed`.
-#[server(prefix = "/api", endpoint = "sign_up", input = Json)]
+#[server(prefix = "/api", endpoint = "sign_up", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn sign_up(name: String, password: String, challenge: Option<Solution>) -> AppResult<User> {
     let state = expect_context::<AppState>();
     if !state.sign_ups.open {
@@ -73,7 +73,7 @@ pub async fn sign_up(name: String, password: String, challenge: Option<Solution>
 
 /// A challenge for the next sign-up (see `auth::challenge`), or `null` when none is
 /// asked here; `sign_up_closed` with sign-ups off.
-#[server(prefix = "/api", endpoint = "sign_up_challenge", input = Json)]
+#[server(prefix = "/api", endpoint = "sign_up_challenge", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn sign_up_challenge() -> AppResult<Option<Challenge>> {
     let state = expect_context::<AppState>();
     if !state.sign_ups.open {
@@ -120,7 +120,7 @@ async fn challenge_required(state: &AppState, why: &str) -> AppError {
 /// Signs in with a name and a password and sets the session cookie. A wrong name or
 /// password answers `bad_credentials` (the same answer, in the same time, whether the
 /// name exists or not); too many attempts answer `rate_limited` with `Retry-After`.
-#[server(prefix = "/api", endpoint = "sign_in", input = Json)]
+#[server(prefix = "/api", endpoint = "sign_in", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn sign_in(name: String, password: String) -> AppResult<User> {
     let name = validate_name(&name)?;
     let state = expect_context::<AppState>();
@@ -132,7 +132,7 @@ pub async fn sign_in(name: String, password: String) -> AppResult<User> {
 
 /// Changes the signed-in shopper's password (the current one is asked again) and ends
 /// every other session of the account; this browser gets a new session.
-#[server(prefix = "/api", endpoint = "change_password", input = Json)]
+#[server(prefix = "/api", endpoint = "change_password", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn change_password(current: String, new: String) -> AppResult<()> {
     let state = expect_context::<AppState>();
     let session = signed_in(&state)?;
@@ -149,7 +149,7 @@ pub async fn change_password(current: String, new: String) -> AppResult<()> {
 /// Ends this session (its cookie stops working on every process, even if copied) and
 /// the admin session of this browser: an operator's admin cookies end for good, on
 /// every process within a second (they sign in again wherever else they were).
-#[server(prefix = "/api", endpoint = "sign_out", input = Json)]
+#[server(prefix = "/api", endpoint = "sign_out", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn sign_out() -> AppResult<()> {
     let state = expect_context::<AppState>();
     if let Some(session) = current_session(&state.secrets) {
@@ -167,7 +167,7 @@ pub async fn sign_out() -> AppResult<()> {
 }
 
 /// Ends every session of the signed-in shopper, on every device and process.
-#[server(prefix = "/api", endpoint = "sign_out_everywhere", input = Json)]
+#[server(prefix = "/api", endpoint = "sign_out_everywhere", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn sign_out_everywhere() -> AppResult<()> {
     let state = expect_context::<AppState>();
     let session = signed_in(&state)?;
@@ -179,7 +179,7 @@ pub async fn sign_out_everywhere() -> AppResult<()> {
 
 /// The signed-in shopper, if any (with the shop's own login, the token's `sub` is the
 /// name).
-#[server(prefix = "/api", endpoint = "me", input = Json)]
+#[server(prefix = "/api", endpoint = "me", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn me() -> AppResult<Option<User>> {
     let state = expect_context::<AppState>();
     if let Some(s) = current_session(&state.secrets) {
@@ -195,7 +195,7 @@ pub async fn me() -> AppResult<Option<User>> {
 
 /// Checks the admin token and, if right, sets the admin cookie for the admin page.
 /// Guesses are limited like passwords.
-#[server(prefix = "/api", endpoint = "admin_sign_in", input = Json)]
+#[server(prefix = "/api", endpoint = "admin_sign_in", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn admin_sign_in(token: String) -> AppResult<()> {
     let state = expect_context::<AppState>();
     let right = state.secrets.token_matches(token.trim());
@@ -208,7 +208,7 @@ pub async fn admin_sign_in(token: String) -> AppResult<()> {
 
 /// Signs an operator in by name and password and sets the admin cookie, which names
 /// them. Wrong name or password: `bad_credentials`; guesses are limited as shoppers'.
-#[server(prefix = "/api", endpoint = "operator_sign_in", input = Json)]
+#[server(prefix = "/api", endpoint = "operator_sign_in", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn operator_sign_in(name: String, password: String) -> AppResult<Operator> {
     let name = validate_name(&name)?;
     let state = expect_context::<AppState>();
@@ -228,7 +228,7 @@ pub async fn operator_sign_in(name: String, password: String) -> AppResult<Opera
 }
 
 /// Every operator with their role and last sign-in (admins only).
-#[server(prefix = "/api", endpoint = "list_operators", input = Json)]
+#[server(prefix = "/api", endpoint = "list_operators", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn list_operators() -> AppResult<Vec<ListedOperator>> {
     let state = expect_context::<AppState>();
     require_admin_role(&state.secrets)?;
@@ -238,7 +238,7 @@ pub async fn list_operators() -> AppResult<Vec<ListedOperator>> {
 /// Removes an operator (admins only): from when this answers, their cookies are refused
 /// on every process within a second. The last admin cannot be removed (`last_admin`);
 /// an unknown name answers `unknown_operator`.
-#[server(prefix = "/api", endpoint = "remove_operator", input = Json)]
+#[server(prefix = "/api", endpoint = "remove_operator", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn remove_operator(name: String) -> AppResult<()> {
     let state = expect_context::<AppState>();
     let actor = require_admin_role(&state.secrets)?;
@@ -254,7 +254,7 @@ pub async fn remove_operator(name: String) -> AppResult<()> {
 
 /// Gives an operator another role (admins only): their next call on every process,
 /// within a second, has the new one. The last admin cannot be demoted (`last_admin`).
-#[server(prefix = "/api", endpoint = "set_operator_role", input = Json)]
+#[server(prefix = "/api", endpoint = "set_operator_role", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn set_operator_role(name: String, role: Role) -> AppResult<Operator> {
     let state = expect_context::<AppState>();
     let actor = require_admin_role(&state.secrets)?;
@@ -275,7 +275,7 @@ pub async fn set_operator_role(name: String, role: Role) -> AppResult<Operator> 
 
 /// Changes the signed-in operator's own password (the current one is asked again) and
 /// ends their other admin cookies; this browser gets a new one.
-#[server(prefix = "/api", endpoint = "change_operator_password", input = Json)]
+#[server(prefix = "/api", endpoint = "change_operator_password", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn change_operator_password(current: String, new: String) -> AppResult<()> {
     let state = expect_context::<AppState>();
     let Actor::Operator { id, name, role, .. } = require_operator(&state.secrets)? else {
@@ -300,7 +300,7 @@ pub async fn change_operator_password(current: String, new: String) -> AppResult
 
 /// Adds an operator (admins only): a name (1–32 characters), a password (as a
 /// shopper's) and a role, `operator` or `admin`. A name taken answers `name_taken`.
-#[server(prefix = "/api", endpoint = "add_operator", input = Json)]
+#[server(prefix = "/api", endpoint = "add_operator", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn add_operator(name: String, password: String, role: Role) -> AppResult<Operator> {
     let state = expect_context::<AppState>();
     let actor = require_admin_role(&state.secrets)?;
@@ -321,14 +321,14 @@ pub async fn add_operator(name: String, password: String, role: Role) -> AppResu
 
 /// The operator running this browser's admin page (`token` for the admin token), or
 /// `null`.
-#[server(prefix = "/api", endpoint = "operator_me", input = Json)]
+#[server(prefix = "/api", endpoint = "operator_me", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn operator_me() -> AppResult<Option<Operator>> {
     let state = expect_context::<AppState>();
     Ok(require_operator(&state.secrets).ok().map(|a| Operator { name: a.name().to_owned(), role: a.role() }))
 }
 
 /// True when this browser holds an admin cookie (or the call carries the token).
-#[server(prefix = "/api", endpoint = "admin_status", input = Json)]
+#[server(prefix = "/api", endpoint = "admin_status", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn admin_status() -> AppResult<bool> {
     let state = expect_context::<AppState>();
     Ok(require_operator(&state.secrets).is_ok())

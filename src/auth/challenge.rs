@@ -19,7 +19,7 @@ use sha2::{Digest, Sha256};
 pub const ALGORITHM: &str = "SHA-256";
 
 /// A challenge, as `sign_up_challenge` answers it (ALTCHA's field names).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Challenge {
     pub algorithm: String,
     /// Hex SHA-256 of `salt` followed by the secret number.
@@ -32,7 +32,7 @@ pub struct Challenge {
 }
 
 /// A solved challenge, sent with `sign_up` as `challenge`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Solution {
     pub algorithm: String,
     pub challenge: String,

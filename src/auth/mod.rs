@@ -30,14 +30,14 @@ use crate::error::AppError;
 use serde::{Deserialize, Serialize};
 
 /// A signed-in shopper.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct User {
     pub user_id: i64,
     pub name: String,
 }
 
 /// What an operator may do: `operator` runs sales; `admin` also adds operators.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
     Operator,
@@ -60,14 +60,14 @@ impl Role {
 
 /// Who is running the admin page: an operator by name, or `token` (the admin token,
 /// for bootstrap and automation, with the admin role).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Operator {
     pub name: String,
     pub role: Role,
 }
 
 /// An operator as the admin page lists them (`list_operators`).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ListedOperator {
     pub name: String,
     pub role: Role,

@@ -12,8 +12,8 @@ use leptos_axum::ResponseOptions;
 
 /// Name of the shopper's session cookie (with the `__Host-` prefix when cookies are
 /// `Secure`: the browser then refuses it from any subdomain or over plain HTTP).
-const SESSION_COOKIE: &str = "seckill_session";
-const ADMIN_COOKIE: &str = "seckill_admin";
+pub(crate) const SESSION_COOKIE: &str = "seckill_session";
+pub(crate) const ADMIN_COOKIE: &str = "seckill_admin";
 const HOST_PREFIX: &str = "__Host-";
 
 /// Sessions last a week; signing in again starts a new one. The admin session lasts

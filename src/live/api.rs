@@ -11,7 +11,7 @@ use crate::{auth::session::require_operator, error::ErrorCode, state::AppState, 
 
 /// The operator's numbers for one voucher (admin): the figures the dashboard shows
 /// (`live::figures`), and this process's sold-out flag.
-#[server(prefix = "/api", endpoint = "sale_stats", input = Json)]
+#[server(prefix = "/api", endpoint = "sale_stats", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn sale_stats(voucher_id: i64) -> AppResult<SaleFigures> {
     let state = expect_context::<AppState>();
     require_operator(&state.secrets)?;

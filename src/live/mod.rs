@@ -184,7 +184,7 @@ impl LiveEvent {
 
 /// The operator's numbers for one voucher (`sale_stats`), as `live::figures` computes
 /// them for it and for the dashboard's sampler.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct SaleFigures {
     pub voucher_id: i64,
     /// Units put on sale.

@@ -31,7 +31,7 @@ const MY_ORDERS: i64 = 50;
 const MAX_LIST: i64 = 1_000;
 
 /// The caller's orders, newest first (at most 50).
-#[server(prefix = "/api", endpoint = "my_orders", input = Json)]
+#[server(prefix = "/api", endpoint = "my_orders", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn my_orders() -> AppResult<Vec<Order>> {
     let state = expect_context::<AppState>();
     let user_id = require_user(&state).await?;
@@ -41,7 +41,7 @@ pub async fn my_orders() -> AppResult<Vec<Order>> {
 /// Pays the caller's unpaid order (a simulated payment). Paying a paid order answers
 /// it again. Refusals: `unknown_order`, `order_queued` (not saved yet; retry),
 /// `order_expired` (its deadline passed), `order_cancelled`.
-#[server(prefix = "/api", endpoint = "pay_order", input = Json)]
+#[server(prefix = "/api", endpoint = "pay_order", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn pay_order(order_id: String) -> AppResult<Order> {
     let state = expect_context::<AppState>();
     let user_id = require_user(&state).await?;
@@ -58,7 +58,7 @@ pub async fn pay_order(order_id: String) -> AppResult<Order> {
 /// Cancels the caller's unpaid order; its unit goes back on sale and the caller may
 /// grab the voucher again. Cancelling a cancelled order answers it again. Refusals:
 /// `unknown_order`, `order_queued`, `order_paid`.
-#[server(prefix = "/api", endpoint = "cancel_order", input = Json)]
+#[server(prefix = "/api", endpoint = "cancel_order", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn cancel_order(order_id: String) -> AppResult<Order> {
     let state = expect_context::<AppState>();
     let user_id = require_user(&state).await?;
@@ -80,7 +80,7 @@ pub async fn cancel_order(order_id: String) -> AppResult<Order> {
 
 /// A voucher's orders, newest first (admin): `status` one of `unpaid`, `paid`,
 /// `cancelled` or all when absent; `limit` 1–1000, default 100.
-#[server(prefix = "/api", endpoint = "list_orders", input = Json)]
+#[server(prefix = "/api", endpoint = "list_orders", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn list_orders(voucher_id: i64, status: Option<String>, limit: Option<i64>) -> AppResult<Vec<Order>> {
     let state = expect_context::<AppState>();
     require_operator(&state.secrets)?;

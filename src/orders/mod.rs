@@ -28,7 +28,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 /// Where a granted grab stands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum GrabStatus {
     Queued,
@@ -47,7 +47,7 @@ impl GrabStatus {
 }
 
 /// A persisted order.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Order {
     pub order_id: String,
     pub voucher_id: i64,
@@ -77,7 +77,7 @@ pub struct Order {
 /// The names are API and what the database's `status` column holds. Read from JSON as
 /// text, then by name ([`OrderStatus::read`]): serde's own enum reader grew the
 /// browser's WASM, which already holds the text reader.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum OrderStatus {
     Unpaid,
@@ -113,7 +113,7 @@ impl OrderStatus {
 
 /// Why an unpaid order was cancelled. The names are API (`cancel_reason`) and what the
 /// database holds; read like [`OrderStatus`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum CancelReason {
     /// The payment deadline passed (the sweeper).

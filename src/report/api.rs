@@ -36,7 +36,7 @@ const ACTIONS_LIMIT: i64 = 1_000;
 
 /// The report of one sale (operators), while it runs or after it ended: see
 /// [`Report`] and the README's "The report after a sale".
-#[server(prefix = "/api", endpoint = "sale_report", input = Json)]
+#[server(prefix = "/api", endpoint = "sale_report", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn sale_report(voucher_id: i64) -> AppResult<Report> {
     let state = expect_context::<AppState>();
     require_operator(&state.secrets)?;

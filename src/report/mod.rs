@@ -32,7 +32,7 @@ pub fn page_path(voucher_id: i64) -> String {
 /// What a shopper's grab was answered, as the report counts it: granted, or a refusal
 /// by its API error code; `shed` is an `unavailable` from admission control (the
 /// process was past what it serves), `unavailable` one from the gate not answering.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
     Granted,
@@ -134,7 +134,7 @@ pub fn latency_bucket(us: u64) -> usize {
 }
 
 /// The answer to `sale_report`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Report {
     pub voucher: Voucher,
     /// When this report was read (figures of other processes may be up to a second
@@ -157,7 +157,7 @@ pub struct Report {
 }
 
 /// One second of the sale: its grabs by outcome (outcomes with none left out).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Second {
     /// Unix seconds.
     pub at: i64,
@@ -165,7 +165,7 @@ pub struct Second {
 }
 
 /// How long the gate took to decide the grabs it decided (from admission to answer).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Latency {
     pub grabs: i64,
     /// Percentiles, in ms: the upper bound of the bucket holding them; `None` when no
@@ -208,7 +208,7 @@ impl Latency {
 }
 
 /// The sale's orders by where they ended.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct OrderCounts {
     /// Every order saved (each granted grab the worker persisted).
     pub total: i64,
@@ -219,7 +219,7 @@ pub struct OrderCounts {
 }
 
 /// Where the sale's units went.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Units {
     /// Units put on sale: created, plus added, less withdrawn by operators.
     pub on_sale: i64,

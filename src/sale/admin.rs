@@ -26,7 +26,7 @@ use {
 /// (what a shopper pays) and `face_value` (what it is worth) are minor units of the
 /// currency, 0 and the price when left out; `fair_start` (off when left out) makes
 /// every grab need a grab token, issued from the start instant.
-#[server(prefix = "/api", endpoint = "create_voucher", input = Json)]
+#[server(prefix = "/api", endpoint = "create_voucher", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn create_voucher(
     title: String,
     stock: i64,
@@ -55,7 +55,7 @@ pub async fn create_voucher(
 
 /// Loads a voucher into Redis (operators). Idempotent: stock Redis already holds is never
 /// reset; when Redis lost it, stock and buyers are rebuilt from the database.
-#[server(prefix = "/api", endpoint = "warm_up", input = Json)]
+#[server(prefix = "/api", endpoint = "warm_up", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn warm_up(voucher_id: i64) -> AppResult<Voucher> {
     let state = expect_context::<AppState>();
     let actor = require_operator(&state.secrets)?;
@@ -90,7 +90,7 @@ pub(super) async fn changed(state: &AppState, voucher_id: i64) {
 const AUDIT_LIMIT: i64 = 200;
 
 /// The newest 200 entries of the operator's log, of one voucher or of all (operators).
-#[server(prefix = "/api", endpoint = "list_audit", input = Json)]
+#[server(prefix = "/api", endpoint = "list_audit", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn list_audit(voucher_id: Option<i64>) -> AppResult<Vec<AuditEntry>> {
     let state = expect_context::<AppState>();
     require_operator(&state.secrets)?;

@@ -17,7 +17,7 @@ use {super::service, crate::auth::session::require_user, crate::state::AppState}
 /// `not_started`, `ended`, `sale_paused`, `invalid_token`, `sold_out`, `already_bought`.
 /// Once this process knows the voucher is sold out it answers `sold_out` without
 /// asking Redis (to everyone, buyers included).
-#[server(prefix = "/api", endpoint = "grab", input = Json)]
+#[server(prefix = "/api", endpoint = "grab", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn grab(voucher_id: i64, token: Option<String>) -> AppResult<GrabTicket> {
     let state = expect_context::<AppState>();
     let user_id = require_user(&state).await?;
@@ -28,7 +28,7 @@ pub async fn grab(voucher_id: i64, token: Option<String>) -> AppResult<GrabTicke
 /// instant (by the gate's clock) and not before (`not_started`): it derives from a
 /// secret the server keeps, so it cannot be made ahead of time, and it is the
 /// caller's own (another shopper's token is `invalid_token`).
-#[server(prefix = "/api", endpoint = "grab_token", input = Json)]
+#[server(prefix = "/api", endpoint = "grab_token", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn grab_token(voucher_id: i64) -> AppResult<IssuedToken> {
     let state = expect_context::<AppState>();
     let user_id = require_user(&state).await?;
@@ -39,7 +39,7 @@ pub async fn grab_token(voucher_id: i64) -> AppResult<IssuedToken> {
 /// (with the reason: `already_bought`, `sold_out`, `dead_letter`, or `lost` when Redis
 /// lost the grab with its data before it was saved). Other shoppers' orders are
 /// `unknown_order`.
-#[server(prefix = "/api", endpoint = "grab_result", input = Json)]
+#[server(prefix = "/api", endpoint = "grab_result", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn grab_result(voucher_id: i64, order_id: String) -> AppResult<GrabState> {
     let state = expect_context::<AppState>();
     let user_id = require_user(&state).await?;
@@ -50,7 +50,7 @@ pub async fn grab_result(voucher_id: i64, order_id: String) -> AppResult<GrabSta
 /// from it, so its countdown and its Grab button follow the instant the gate opens,
 /// whatever the device's clock says. With `voucher_id`, the clock of the node that
 /// holds that sale (on a Redis Cluster, nodes' clocks may differ a little).
-#[server(prefix = "/api", endpoint = "server_time", input = Json)]
+#[server(prefix = "/api", endpoint = "server_time", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn server_time(voucher_id: Option<i64>) -> AppResult<GateTime> {
     let state = expect_context::<AppState>();
     Ok(GateTime { now_ms: super::gate::clock(&state.backend, voucher_id).await? })

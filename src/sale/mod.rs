@@ -34,20 +34,20 @@ use crate::orders::{GrabStatus, Order};
 use serde::{Deserialize, Serialize};
 
 /// The answer to `grab_token`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct IssuedToken {
     pub token: String,
 }
 
 /// The answer to `server_time`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct GateTime {
     /// The gate's clock, Unix milliseconds.
     pub now_ms: i64,
 }
 
 /// The answer to `add_stock` and `withdraw_stock`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct StockChanged {
     /// Units added or withdrawn.
     pub units: i64,
@@ -56,7 +56,7 @@ pub struct StockChanged {
 }
 
 /// The answer to a granted grab: the order id, at once.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct GrabTicket {
     /// 64-bit id as a decimal string (JavaScript numbers lose precision above 2^53).
     pub order_id: String,
@@ -65,7 +65,7 @@ pub struct GrabTicket {
 }
 
 /// The answer to `grab_result`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct GrabState {
     pub status: GrabStatus,
     /// Why it failed (only when failed).

@@ -36,7 +36,7 @@ use {
 /// out stay). Before the start every field may change; after it, all but the start,
 /// and the end not before now. A new price applies to grabs from now on: orders keep
 /// the price of their grab.
-#[server(prefix = "/api", endpoint = "update_voucher", input = Json)]
+#[server(prefix = "/api", endpoint = "update_voucher", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn update_voucher(
     voucher_id: i64,
     title: Option<String>,
@@ -50,13 +50,13 @@ pub async fn update_voucher(
 }
 
 /// Pauses a sale: from when this returns, every grab is refused `sale_paused`.
-#[server(prefix = "/api", endpoint = "pause_sale", input = Json)]
+#[server(prefix = "/api", endpoint = "pause_sale", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn pause_sale(voucher_id: i64) -> AppResult<Voucher> {
     set_paused("pause_sale", voucher_id, true).await
 }
 
 /// Resumes a paused sale.
-#[server(prefix = "/api", endpoint = "resume_sale", input = Json)]
+#[server(prefix = "/api", endpoint = "resume_sale", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn resume_sale(voucher_id: i64) -> AppResult<Voucher> {
     set_paused("resume_sale", voucher_id, false).await
 }
@@ -72,7 +72,7 @@ async fn set_paused(action: &'static str, voucher_id: i64, paused: bool) -> AppR
 
 /// Ends a sale now (by the gate's clock): from when this returns, every grab is
 /// refused `ended`. Orders already granted keep their deadlines to pay.
-#[server(prefix = "/api", endpoint = "end_sale", input = Json)]
+#[server(prefix = "/api", endpoint = "end_sale", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn end_sale(voucher_id: i64) -> AppResult<Voucher> {
     run("end_sale", voucher_id, |row, now| {
         not_ended(row, now)?;
@@ -84,13 +84,13 @@ pub async fn end_sale(voucher_id: i64) -> AppResult<Voucher> {
 }
 
 /// Adds units to a sale, at any time before its end; a sold-out sale reopens.
-#[server(prefix = "/api", endpoint = "add_stock", input = Json)]
+#[server(prefix = "/api", endpoint = "add_stock", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn add_stock(voucher_id: i64, units: i64) -> AppResult<StockChanged> {
     change_stock("add_stock", voucher_id, checked_units(units)?).await
 }
 
 /// Withdraws units nobody was granted: all asked for, or none (`not_enough_stock`).
-#[server(prefix = "/api", endpoint = "withdraw_stock", input = Json)]
+#[server(prefix = "/api", endpoint = "withdraw_stock", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn withdraw_stock(voucher_id: i64, units: i64) -> AppResult<StockChanged> {
     change_stock("withdraw_stock", voucher_id, -checked_units(units)?).await
 }

@@ -30,12 +30,20 @@ pub enum Access {
     AdminToken,
 }
 
+/// Every server function's entry, and (for the API's document, `openapi`) how its
+/// operation is described from its type: one list for both.
 macro_rules! fns {
-    ($($f:ty => $access:ident),* $(,)?) => { [$((<$f as ServerFn>::PATH, Access::$access)),*] };
+    ($($f:ty => $access:ident),* $(,)?) => {
+        const SERVER_FNS: &[(&str, Access)] = &[$((<$f as ServerFn>::PATH, Access::$access)),*];
+
+        /// Every server function: its path, who may call it, and its operation.
+        pub fn server_fns() -> impl Iterator<Item = (&'static str, Access, super::openapi::Describe)> {
+            [$((<$f as ServerFn>::PATH, Access::$access, super::openapi::server_fn::<$f> as super::openapi::Describe)),*].into_iter()
+        }
+    };
 }
 
-/// Every server function's entry.
-const SERVER_FNS: [(&str, Access); 37] = fns![
+fns![
     auth::SignUp => Anyone,
     auth::SignUpChallenge => Anyone,
     auth::SignIn => Anyone,
@@ -76,23 +84,29 @@ const SERVER_FNS: [(&str, Access); 37] = fns![
 ];
 
 /// Every other route's entry (each path is its module's own constant).
-const OTHER_ROUTES: [(&str, Access); 6] = [
+const OTHER_ROUTES: [(&str, Access); 7] = [
     (crate::live::FEED_PATH, Access::Anyone),
     (crate::orders::export::PATH, Access::Operator),
     (crate::report::api::CSV_PATH, Access::Operator),
     (super::ops::METRICS, Access::AdminToken),
     (super::ops::HEALTHZ, Access::Anyone),
     (super::ops::READYZ, Access::Anyone),
+    (super::openapi::PATH, Access::Anyone),
 ];
 
 /// Every entry: `(path, who may call it)`.
 pub fn table() -> impl Iterator<Item = (&'static str, Access)> {
-    SERVER_FNS.into_iter().chain(OTHER_ROUTES)
+    SERVER_FNS.iter().copied().chain(OTHER_ROUTES)
+}
+
+/// Whether `path` is a server function's (a POST) rather than a plain route (a GET).
+pub fn is_server_fn(path: &str) -> bool {
+    SERVER_FNS.iter().any(|(p, _)| *p == path)
 }
 
 /// The method a route in the table serves: server functions are POSTs, the rest GETs.
 pub fn method_of(path: &str) -> Method {
-    if SERVER_FNS.iter().any(|(p, _)| *p == path) {
+    if is_server_fn(path) {
         Method::POST
     } else {
         Method::GET

@@ -1,4 +1,4 @@
-//! Commands run instead of serving (`seckill operator add NAME`, `list`, `remove
+//! Commands run instead of serving (`seckill openapi`; `seckill operator add NAME`, `list`, `remove
 //! NAME`, `set-role NAME ROLE`), against the configured database (migrated first, as a
 //! start-up would). A running server sees a removal or a new role within a second.
 
@@ -14,8 +14,12 @@ use std::{io::IsTerminal, time::Duration};
 
 /// Runs `command`; what to tell the operator.
 pub async fn run(config: Config, command: Command) -> Result<String, ServeError> {
+    let command = match command {
+        Command::Operator(command) => command,
+        // Needs no settings: the document is the code's.
+        Command::Openapi => return Ok(super::openapi::json().trim_end().to_owned()),
+    };
     let config = config.check().map_err(ServeError::Config)?;
-    let Command::Operator(command) = command;
     let refused = |e: AppError| ServeError::Config(e.message);
     let role_named = |role: &str| Role::from_name(role).ok_or_else(|| ServeError::Config(format!("no role {role:?}")));
     let open = || async {

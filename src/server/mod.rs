@@ -7,6 +7,7 @@ pub mod child;
 pub mod cli;
 mod http;
 pub mod local_redis;
+pub mod openapi;
 pub mod ops;
 pub mod page_cache;
 mod rate_limit;
@@ -309,6 +310,7 @@ fn router(state: AppState, guard: Arc<api_guard::Guard>) -> Router {
     let options = state.leptos_options.clone();
     Router::new()
         .merge(ops::routes())
+        .merge(openapi::routes())
         .route(crate::live::FEED_PATH, get(sse::live))
         .route("/api/{*rest}", any(api_guard::not_found))
         .merge(sale::routes::routes())

@@ -233,3 +233,33 @@ async fn rate_limits_stop_a_hammering_session_and_address() {
     );
     app.stop().await;
 }
+
+/// The server serves its contract (the checked-in copy, `docs/openapi.json`), and every
+/// path the contract names is routed, with the method it names: asked without
+/// credentials or a body, none answers `not_found` or `method_not_allowed`.
+#[tokio::test]
+async fn the_served_document_is_the_checked_in_one_and_every_path_in_it_is_routed() {
+    let app = TestApp::spawn().await;
+    let served = app.http.get(format!("{}/api/openapi.json", app.base)).send().await.unwrap();
+    assert_eq!(served.status(), 200);
+    let served: Value = served.json().await.unwrap();
+    let checked_in = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/openapi.json")).unwrap();
+    assert_eq!(served, serde_json::from_str::<Value>(&checked_in).unwrap());
+    let paths = served["paths"].as_object().unwrap();
+    assert!(paths.len() > 40, "{} paths", paths.len());
+    for (path, item) in paths {
+        for method in item.as_object().unwrap().keys() {
+            let url = format!("{}{path}", app.base);
+            let request = match method.as_str() {
+                "get" => app.http.get(url),
+                "post" => app.http.post(url).header("content-type", "application/json").body("{}"),
+                other => panic!("{path}: {other}"),
+            };
+            let answer = request.send().await.unwrap();
+            let status = answer.status().as_u16();
+            let json = answer.headers()["content-type"].to_str().unwrap().starts_with("application/json");
+            let body: Value = if json { answer.json().await.unwrap() } else { Value::Null };
+            assert!(status != 405 && code(&body) != "not_found", "{method} {path}: {status} {body}");
+        }
+    }
+}

@@ -24,7 +24,7 @@ const LIST_LIMIT: i64 = 100;
 const STOCK_DEADLINE: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// The newest vouchers with their window and remaining stock.
-#[server(prefix = "/api", endpoint = "list_vouchers", input = Json)]
+#[server(prefix = "/api", endpoint = "list_vouchers", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn list_vouchers() -> AppResult<Vec<Voucher>> {
     let state = expect_context::<AppState>();
     let rows = store::list(&state.backend.db, LIST_LIMIT).await?;
@@ -33,7 +33,7 @@ pub async fn list_vouchers() -> AppResult<Vec<Voucher>> {
 }
 
 /// The shop's settings: the currency of every price, and its decimals.
-#[server(prefix = "/api", endpoint = "shop_settings", input = Json)]
+#[server(prefix = "/api", endpoint = "shop_settings", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn shop_settings() -> AppResult<ShopConfig> {
     let currency = crate::money::currency();
     Ok(ShopConfig { currency: currency.to_owned(), minor_digits: crate::money::minor_digits(currency) })

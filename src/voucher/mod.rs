@@ -13,7 +13,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 /// A voucher as clients see it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Voucher {
     pub id: i64,
     pub title: String,
@@ -93,7 +93,7 @@ impl SaleState {
 }
 
 /// `shop_settings`: what every price is counted in.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ShopConfig {
     /// ISO 4217 code (`SECKILL_CURRENCY`).
     pub currency: String,

@@ -54,7 +54,7 @@ pub async fn build(state: &AppState, voucher_id: i64) -> AppResult<Report> {
     state.tally.flush(db).await?;
     let left = remaining(&state.backend, std::slice::from_ref(&row)).await?[0];
     let store::Record { seconds, latency, orders, dead_letters } = store::read(db, voucher_id).await?;
-    let mut answers: BTreeMap<Outcome, i64> = Outcome::ALL.into_iter().map(|o| (o, 0)).collect();
+    let mut answers: BTreeMap<Outcome, i64> = Outcome::ALL.iter().map(|&o| (o, 0)).collect();
     for (outcome, n) in seconds.values().flatten() {
         *answers.entry(*outcome).or_default() += n;
     }
@@ -137,7 +137,7 @@ async fn report_csv(
 #[cfg(feature = "ssr")]
 pub fn csv(report: &Report) -> String {
     let mut out = String::from("second");
-    for o in Outcome::ALL {
+    for &o in Outcome::ALL {
         out.push(',');
         out.push_str(o.as_str());
     }
@@ -145,7 +145,7 @@ pub fn csv(report: &Report) -> String {
     for second in &report.seconds {
         let time = chrono::DateTime::from_timestamp(second.at, 0).unwrap_or_default();
         out.push_str(&time.to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
-        for o in Outcome::ALL {
+        for &o in Outcome::ALL {
             out.push_str(&format!(",{}", second.answers.get(&o).copied().unwrap_or(0)));
         }
         out.push('\n');

@@ -29,11 +29,28 @@ pub fn page_path(voucher_id: i64) -> String {
     format!("/admin/report/{voucher_id}")
 }
 
-/// What a shopper's grab was answered, as the report counts it: granted, or a refusal
-/// by its API error code; `shed` is an `unavailable` from admission control (the
-/// process was past what it serves), `unavailable` one from the gate not answering.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+/// What a shopper's grab of a sale was answered: granted, or a refusal by its API error
+/// code; `shed` is an `unavailable` from admission control (the process was past what
+/// it serves), `unavailable` one from the gate not answering. The one list of a grab's
+/// answers: the report's columns (in this order), the grab metric's labels
+/// (`seckill_grabs_total{outcome}`) and the refusals the gate gives are these.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    utoipa::ToSchema,
+    strum::VariantArray,
+    strum::IntoStaticStr,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum Outcome {
     Granted,
     SoldOut,
@@ -48,56 +65,31 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    /// Every outcome, in the report's order (the CSV's columns).
-    pub const ALL: [Self; 10] = [
-        Self::Granted,
-        Self::SoldOut,
-        Self::AlreadyBought,
-        Self::NotStarted,
-        Self::Ended,
-        Self::SalePaused,
-        Self::InvalidToken,
-        Self::RateLimited,
-        Self::Shed,
-        Self::Unavailable,
-    ];
+    /// Every answer, in the report's order (the CSV's columns).
+    pub const ALL: &[Self] = <Self as strum::VariantArray>::VARIANTS;
 
-    /// The name in JSON, CSV and SQL.
+    /// The name in JSON, CSV, SQL and the metric's label.
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Granted => "granted",
-            Self::SoldOut => "sold_out",
-            Self::AlreadyBought => "already_bought",
-            Self::NotStarted => "not_started",
-            Self::Ended => "ended",
-            Self::SalePaused => "sale_paused",
-            Self::InvalidToken => "invalid_token",
-            Self::RateLimited => "rate_limited",
-            Self::Shed => "shed",
-            Self::Unavailable => "unavailable",
-        }
+        self.into()
     }
 
     /// The refusal a shopper answered `code` was (none for codes no grab of a sale
     /// answers: an unknown voucher, a bad request).
-    #[cfg(feature = "ssr")]
     pub fn of_code(code: crate::error::ErrorCode) -> Option<Self> {
-        use crate::error::ErrorCode as C;
-        Some(match code {
-            C::SoldOut => Self::SoldOut,
-            C::AlreadyBought => Self::AlreadyBought,
-            C::NotStarted => Self::NotStarted,
-            C::Ended => Self::Ended,
-            C::SalePaused => Self::SalePaused,
-            C::InvalidToken => Self::InvalidToken,
-            C::RateLimited => Self::RateLimited,
-            C::Unavailable => Self::Unavailable,
-            _ => return None,
-        })
+        Self::ALL.iter().copied().find(|o| o.code() == Some(code) && *o != Self::Shed)
+    }
+
+    /// The API error code a shopper sees for this answer (none for a grant).
+    pub fn code(self) -> Option<crate::error::ErrorCode> {
+        match self {
+            Self::Granted => None,
+            Self::Shed => Some(crate::error::ErrorCode::Unavailable),
+            other => crate::error::ErrorCode::from_name(other.as_str()),
+        }
     }
 
     pub fn parse(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|o| o.as_str() == name)
+        Self::ALL.iter().copied().find(|o| o.as_str() == name)
     }
 
     /// How the report's page names it.
@@ -243,9 +235,15 @@ mod tests {
 
     #[test]
     fn outcomes_read_back_by_name() {
-        for o in Outcome::ALL {
+        for &o in Outcome::ALL {
             assert_eq!(Outcome::parse(o.as_str()), Some(o));
             assert_eq!(serde_json::to_value(o).unwrap(), o.as_str());
+            // Every refusal is a code the API has, under the same name (`shed` is an
+            // `unavailable` the process gave itself).
+            if o != Outcome::Granted && o != Outcome::Shed {
+                assert_eq!(o.code().map(|c| c.as_str()), Some(o.as_str()));
+                assert_eq!(Outcome::of_code(o.code().unwrap()), Some(o));
+            }
         }
         assert_eq!(Outcome::parse("lost"), None);
     }

@@ -152,18 +152,21 @@ fn per_second_chart(r: &Report) -> impl IntoView {
     let top = totals.iter().map(|b| b.values().sum::<i64>()).max().unwrap_or(1).max(1) as f64;
     let (width, height) = (600.0, 160.0);
     let w = width / bars as f64;
-    let paths = Outcome::ALL.map(|o| {
-        let mut d = String::new();
-        for (i, bar) in totals.iter().enumerate() {
-            let below: i64 = bar.iter().filter(|(k, _)| **k < o).map(|(_, n)| n).sum();
-            let n = bar.get(&o).copied().unwrap_or(0);
-            if n > 0 {
-                let (y0, h) = (height * (1.0 - below as f64 / top), height * n as f64 / top);
-                d.push_str(&format!("M{:.2} {:.2}h{:.2}v{:.2}h{:.2}z", i as f64 * w, y0 - h, w, h, -w));
+    let paths = Outcome::ALL
+        .iter()
+        .map(|&o| {
+            let mut d = String::new();
+            for (i, bar) in totals.iter().enumerate() {
+                let below: i64 = bar.iter().filter(|(k, _)| **k < o).map(|(_, n)| n).sum();
+                let n = bar.get(&o).copied().unwrap_or(0);
+                if n > 0 {
+                    let (y0, h) = (height * (1.0 - below as f64 / top), height * n as f64 / top);
+                    d.push_str(&format!("M{:.2} {:.2}h{:.2}v{:.2}h{:.2}z", i as f64 * w, y0 - h, w, h, -w));
+                }
             }
-        }
-        view! { <path d=d fill=color(o)/> }
-    });
+            view! { <path d=d fill=color(o)/> }
+        })
+        .collect::<Vec<_>>();
     let label = format!(
         "Grabs per {}, from {} to {}; highest {top}",
         if per_bar == 1 { "second".to_owned() } else { format!("{per_bar} seconds") },

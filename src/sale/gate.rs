@@ -19,21 +19,6 @@ pub enum Verdict {
 }
 
 impl Verdict {
-    /// The verdict as a metric label (a fixed set).
-    pub fn label(&self) -> &'static str {
-        match self {
-            Self::Granted => "granted",
-            Self::Refused(ErrorCode::SoldOut) => "sold_out",
-            Self::Refused(ErrorCode::AlreadyBought) => "already_bought",
-            Self::Refused(ErrorCode::NotStarted) => "not_started",
-            Self::Refused(ErrorCode::Ended) => "ended",
-            Self::Refused(ErrorCode::SalePaused) => "sale_paused",
-            Self::Refused(ErrorCode::InvalidToken) => "invalid_token",
-            Self::Refused(ErrorCode::UnknownVoucher) => "unknown_voucher",
-            Self::Refused(_) => "refused",
-        }
-    }
-
     /// The script answers `granted` or the refusal's API error code by name.
     fn from_reply(reply: &str) -> Self {
         match reply {
@@ -104,5 +89,19 @@ mod tests {
         assert_eq!(Verdict::from_reply("sold_out"), Verdict::Refused(ErrorCode::SoldOut));
         assert_eq!(Verdict::from_reply("already_bought"), Verdict::Refused(ErrorCode::AlreadyBought));
         assert_eq!(Verdict::from_reply("what"), Verdict::Refused(ErrorCode::Internal));
+    }
+
+    /// Every refusal the script gives for a sale it holds is one of a grab's answers
+    /// (`report::Outcome`: the report's columns and the metric's labels);
+    /// `unknown_voucher` is a sale it lacks, which the grab looks up before answering.
+    #[test]
+    fn the_scripts_refusals_are_grab_answers() {
+        let script = include_str!("../../lua/grab.lua");
+        let refusals: Vec<&str> = script.split("refuse('").skip(1).filter_map(|rest| rest.split('\'').next()).collect();
+        assert!(refusals.len() >= 6, "{refusals:?}");
+        for reply in refusals {
+            let Verdict::Refused(code) = Verdict::from_reply(reply) else { panic!("{reply}") };
+            assert!(crate::report::Outcome::of_code(code).is_some(), "{reply} is not a grab's answer");
+        }
     }
 }

@@ -16,7 +16,7 @@ pub mod rebuilds;
 #[cfg(feature = "ssr")]
 pub mod routes;
 #[cfg(feature = "ssr")]
-mod service;
+pub mod service;
 #[cfg(feature = "ssr")]
 pub use service::REDIS_DEADLINE;
 pub mod run;

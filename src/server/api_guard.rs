@@ -236,7 +236,7 @@ async fn count_refused_grab(guard: &Guard, req: Request) {
     }
     let read = tokio::time::timeout(REFUSED_BODY_WAIT, read_capped(req.into_body(), REFUSED_BODY_MAX)).await;
     if let Some(sale) = read.ok().and_then(Result::ok).and_then(|b| serde_json::from_slice::<Sale>(&b).ok()) {
-        guard.tally.answered(sale.voucher_id, Outcome::RateLimited);
+        crate::sale::service::answered(&guard.tally, sale.voucher_id, Outcome::RateLimited);
     }
 }
 

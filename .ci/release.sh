@@ -7,5 +7,5 @@
 # writes a brotli and a gzip copy beside each site file, served by Accept-Encoding;
 # `--split` puts the operator's pages (lazy routes, `app.rs`) in WASM files of their own.
 build_release() {
-  cargo leptos build --release --precompress --split --bin-cargo-args=--bin=bench --bin-cargo-args=--bin=chaos
+  cargo leptos build --release --precompress --split --cargo-locked --bin-cargo-args=--bin=bench --bin-cargo-args=--bin=chaos
 }

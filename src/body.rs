@@ -2,7 +2,7 @@
 //! however large, before decoding it; every `/api/...` call comes through here first
 //! (`server::api_guard`), so a caller cannot have the server hold megabytes per request.
 
-use crate::error::{AppError, AppResult};
+use crate::error::{invalid_body, AppError, AppResult};
 use axum::body::{Body, Bytes};
 use http_body_util::BodyExt;
 use hyper::body::Body as _;
@@ -42,4 +42,15 @@ pub async fn read_capped(mut body: Body, cap: usize) -> AppResult<Bytes> {
         return Err(refused());
     }
     Ok(if more.is_empty() { first } else { more.into() })
+}
+
+/// A call's arguments are one JSON object, field by field, as the API's document
+/// describes them: serde would also take a struct as an array of its fields in order
+/// (`[7, null]` for `{"voucher_id": 7, "token": null}`, `[]` for a call without
+/// arguments), a form no client is told of, so it is refused.
+pub fn check_object(bytes: &[u8]) -> AppResult<()> {
+    match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
+        Some(b'{') => Ok(()),
+        _ => Err(invalid_body("the arguments must be a JSON object")),
+    }
 }

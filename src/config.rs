@@ -390,4 +390,39 @@ mod tests {
         assert_eq!(with(&["--threads", "3"]).unwrap().serving_threads(), 3);
         assert!(with(&[]).unwrap().serving_threads() >= 1, "one per core by default");
     }
+
+    /// The settings are listed here, in their attributes; `.env.sample` and the
+    /// operations guide (`docs/operations.md`, "Settings") list them again for people,
+    /// and may not drift: every setting is in both, with its default in the sample, and
+    /// the sample names no setting that is gone.
+    #[test]
+    fn the_sample_and_the_guide_list_every_setting_with_its_default() {
+        use clap::CommandFactory;
+        let read = |file: &str| std::fs::read_to_string(format!("{}/{file}", env!("CARGO_MANIFEST_DIR"))).unwrap();
+        let (sample, guide) = (read(".env.sample"), read("docs/operations.md"));
+        let sampled =
+            |name: &str| sample.lines().find_map(|l| l.strip_prefix(&format!("# {name}=")).map(str::to_owned));
+        let command = Config::command();
+        let settings: Vec<(String, String)> = command
+            .get_arguments()
+            .filter_map(|arg| {
+                let name = arg.get_env()?.to_str()?.to_owned();
+                let default =
+                    arg.get_default_values().first().map_or(String::new(), |v| v.to_string_lossy().into_owned());
+                Some((name, default))
+            })
+            .collect();
+        assert!(settings.len() > 40, "{} settings", settings.len());
+        for (name, default) in &settings {
+            let line = sampled(name).unwrap_or_else(|| panic!(".env.sample lacks {name}"));
+            let given = line.split_whitespace().next().filter(|v| !v.starts_with('#')).unwrap_or("");
+            assert_eq!(given, default, ".env.sample gives {name} another default");
+            assert!(guide.contains(&format!("`{name}`")), "docs/operations.md does not list {name}");
+        }
+        for line in sample.lines().filter_map(|l| l.strip_prefix("# ")) {
+            let Some((name, _)) = line.split_once('=') else { continue };
+            let known = name == "RUST_LOG" || settings.iter().any(|(n, _)| n == name);
+            assert!(known || name.contains(' '), ".env.sample lists {name}, which is no setting");
+        }
+    }
 }

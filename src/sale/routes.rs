@@ -77,6 +77,7 @@ async fn grab_result(State(state): State<AppState>, request: Request) -> Respons
 /// The call's JSON arguments, refused the way the server-function layer refuses them.
 async fn arguments<T: DeserializeOwned>(body: Body) -> AppResult<T> {
     let bytes = read_capped(body, MAX_ARGS_BYTES).await?;
+    crate::body::check_object(&bytes)?;
     serde_json::from_slice(&bytes).map_err(|e| invalid_body(&e.to_string()))
 }
 

@@ -38,7 +38,7 @@ use crate::{
         Role, Secrets,
     },
     backend::Backend,
-    body::read_capped,
+    body::{check_object, read_capped},
     error::{AppError, ErrorCode},
     report::{tally::Tally, Outcome},
     sale,
@@ -284,9 +284,12 @@ async fn serve(guard: &Guard, req: Request, next: Next) -> Response {
 }
 
 /// The request with its body read, or the refusal of a body past [`MAX_API_BODY`].
+/// A server function's arguments must be a JSON object (`body::check_object`).
 async fn capped(req: Request) -> Result<Request, Response> {
     let (parts, body) = req.into_parts();
-    match read_capped(body, MAX_API_BODY).await {
+    let read = read_capped(body, MAX_API_BODY).await;
+    let arguments = parts.method == Method::POST && super::access::is_server_fn(parts.uri.path());
+    match read.and_then(|bytes| if arguments { check_object(&bytes).map(|()| bytes) } else { Ok(bytes) }) {
         Ok(bytes) => Ok(Request::from_parts(parts, Body::from(bytes))),
         Err(e) => Err(e.into_response()),
     }

@@ -5,7 +5,9 @@
 //! the rest; `LEPTOS_*` variables override them at run time). A server built without
 //! them (a plain `cargo build`) serves pages that load `/pkg/.js`, and one started away
 //! from its site answers 404 for the scripts: either way the page never hydrates and
-//! no button works. [`options`] refuses to start then, naming what is missing.
+//! no button works. [`options`] refuses to start then, naming what is missing; and
+//! also when the site was not built as deployed (`--split`, `--precompress`: a plain
+//! `cargo leptos build --release` builds a site whose pages never hydrate).
 //!
 //! The files have content-hashed names (`hash-files`: `seckill.<hash>.wasm`, listed in
 //! `hash.txt` beside the binary), and a brotli and a gzip copy each (`--precompress`),
@@ -16,7 +18,7 @@
 
 use axum::http::{header, HeaderValue};
 use leptos::config::LeptosOptions;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// The site's settings, once the files a page loads are where it will ask for them.
 pub fn options() -> Result<LeptosOptions, String> {
@@ -31,20 +33,56 @@ pub fn options() -> Result<LeptosOptions, String> {
     if std::env::var_os("LEPTOS_HASH_FILES").is_none() {
         options.hash_files = option_env!("LEPTOS_HASH_FILES") == Some("true");
     }
-    if let Some(missing) = page_files(&options)?.into_iter().find(|file| !file.is_file()) {
+    let (files, hashes) = page_files(&options)?;
+    if let Some(missing) = files.iter().find(|file| !file.is_file()) {
         return Err(format!(
-            "{} is missing, so pages would not work: build the site with `cargo leptos build \
-             --release`, and start the server in the project's folder or set LEPTOS_SITE_ROOT",
+            "{} is missing, so pages would not work: build the site with `{DEPLOY_BUILD}`, and \
+             start the server in the project's folder or set LEPTOS_SITE_ROOT",
             missing.display()
         ));
     }
+    let pkg = PathBuf::from(&*options.site_root).join(&*options.site_pkg_dir);
+    check_build(&pkg, hashes.as_deref(), &files, !cfg!(debug_assertions))?;
     Ok(options)
+}
+
+/// How the site is built to be deployed: cargo-leptos's flags that a plain `cargo leptos
+/// build --release` leaves out are what [`check_build`] asks for.
+const DEPLOY_BUILD: &str = "cargo leptos build --release --precompress --split";
+
+/// The site was built the way this server serves it: split (`--split`: the code of the
+/// lazy pages and functions in WASM files of their own; without it the page's script
+/// asks for a split loader that is not there, and no page hydrates: nothing says so but
+/// the browser's console), and, for a release server, precompressed (`--precompress`:
+/// a phone's first load is the brotli copies' size; without them it is four times
+/// that). `hashes` is `hash.txt` (none when names are not hashed).
+fn check_build(pkg: &Path, hashes: Option<&str>, files: &[PathBuf], release: bool) -> Result<(), String> {
+    let split = match hashes {
+        Some(list) => list.lines().filter_map(|l| l.split_once(':')).any(|(kind, _)| kind.trim() == "split"),
+        None => pkg.join("__wasm_split_manifest.json").is_file(),
+    };
+    if !split {
+        return Err(format!(
+            "the site was built without `--split`, so its pages would never hydrate: build it with `{DEPLOY_BUILD}`"
+        ));
+    }
+    let brotli =
+        |file: &PathBuf| file.with_file_name(format!("{}.br", file.file_name().unwrap_or_default().to_string_lossy()));
+    if let Some(plain) = files.iter().find(|file| release && !brotli(file).is_file()) {
+        return Err(format!(
+            "{} has no brotli copy: the site was built without `--precompress`, and a phone would load four \
+             times its size: build it with `{DEPLOY_BUILD}`",
+            plain.display()
+        ));
+    }
+    Ok(())
 }
 
 /// The script, the WASM and the stylesheet a page loads, named the way Leptos names
 /// them: with the hashes `hash.txt` lists, or `<name>_bg.wasm` in a server built
 /// without cargo-leptos.
-fn page_files(options: &LeptosOptions) -> Result<[PathBuf; 3], String> {
+/// With them, the list of hashed names (`hash.txt`), when names are hashed.
+fn page_files(options: &LeptosOptions) -> Result<([PathBuf; 3], Option<String>), String> {
     let pkg = PathBuf::from(&*options.site_root).join(&*options.site_pkg_dir);
     let name = &*options.output_name;
     let named = |kind: &str, hashes: &str| {
@@ -56,10 +94,11 @@ fn page_files(options: &LeptosOptions) -> Result<[PathBuf; 3], String> {
         let hashes = std::fs::read_to_string(&list).map_err(|e| {
             format!("{} ({e}): the hashed names of the site's files are listed there; build with `cargo leptos build --release`", list.display())
         })?;
-        return Ok(["js", "wasm", "css"].map(|kind| pkg.join(format!("{}.{kind}", named(kind, &hashes)))));
+        let files = ["js", "wasm", "css"].map(|kind| pkg.join(format!("{}.{kind}", named(kind, &hashes))));
+        return Ok((files, Some(hashes)));
     }
     let wasm = if option_env!("LEPTOS_OUTPUT_NAME").is_some() { name.to_owned() } else { format!("{name}_bg") };
-    Ok([pkg.join(format!("{name}.js")), pkg.join(format!("{wasm}.wasm")), pkg.join(format!("{name}.css"))])
+    Ok(([pkg.join(format!("{name}.js")), pkg.join(format!("{wasm}.wasm")), pkg.join(format!("{name}.css"))], None))
 }
 
 /// How long a browser or a shared cache may keep the answer to `path`, for answers
@@ -112,5 +151,32 @@ mod tests {
         assert_eq!(policy("/admin/report/7"), "private, no-cache");
         assert_eq!(policy("/api/grab"), "no-store");
         assert_eq!(policy("/api/orders.csv"), "no-store");
+    }
+
+    /// A site built by a plain `cargo leptos build --release` (no split, no brotli
+    /// copies) is refused, naming the flags; the deploy build's site is served.
+    #[test]
+    fn a_site_built_without_the_deploy_flags_is_refused_naming_them() {
+        let dir = tempfile::TempDir::new().unwrap();
+        let files = ["seckill.a.js", "seckill.b.wasm", "seckill.c.css"].map(|f| dir.path().join(f));
+        for file in &files {
+            std::fs::write(file, "x").unwrap();
+        }
+        let plain = "js: a\nwasm: b\ncss: c\n";
+        let split = "js: a\nwasm: b\ncss: c\nmanifest: d\nsplit: e\n";
+        let refused = check_build(dir.path(), Some(plain), &files, true).unwrap_err();
+        assert!(refused.contains("--split") && refused.contains(DEPLOY_BUILD), "{refused}");
+        let refused = check_build(dir.path(), Some(split), &files, true).unwrap_err();
+        assert!(refused.contains("--precompress") && refused.contains(DEPLOY_BUILD), "{refused}");
+        // `npm start`'s debug build is not precompressed, and needs not be.
+        assert_eq!(check_build(dir.path(), Some(split), &files, false), Ok(()));
+        for file in &files {
+            std::fs::write(format!("{}.br", file.display()), "x").unwrap();
+        }
+        assert_eq!(check_build(dir.path(), Some(split), &files, true), Ok(()));
+        // Unhashed names: the split manifest under its own name.
+        assert!(check_build(dir.path(), None, &files, true).unwrap_err().contains("--split"));
+        std::fs::write(dir.path().join("__wasm_split_manifest.json"), "{}").unwrap();
+        assert_eq!(check_build(dir.path(), None, &files, true), Ok(()));
     }
 }

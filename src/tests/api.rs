@@ -30,9 +30,15 @@ async fn bad_input_gets_4xx_with_invalid_input() {
         json!({ "voucher_id": 1.5 }),
         json!({ "voucher_id": null }),
         json!("7"),
+        // A struct's fields in order: serde's other form, which no client is told of.
+        json!([7, null]),
     ] {
         let (status, answer) = app.call("grab", body.clone(), &cookie).await;
         assert_eq!((status.as_u16(), code(&answer)), (400, "invalid_input"), "{body}");
+    }
+    for name in ["list_vouchers", "me", "sign_in"] {
+        let (status, answer) = app.call(name, json!([]), &[]).await;
+        assert_eq!((status.as_u16(), code(&answer)), (400, "invalid_input"), "{name}");
     }
     let (status, answer) = app.call("sign_in", json!({ "name": "   " }), &[]).await;
     assert_eq!((status.as_u16(), code(&answer)), (400, "invalid_input"));

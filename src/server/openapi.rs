@@ -229,9 +229,15 @@ fn plain_route(path: &str) -> Operation {
             let answer = |what: &str| {
                 ResponseBuilder::new().description(what).content("application/json", json_content(ready.clone().into()))
             };
-            let builder = OperationBuilder::new()
+            // Not ready, or refused at the door (as any route may be): 503 is either.
+            let not_ready =
+                OneOfBuilder::new().item(ready.clone()).item(Ref::from_schema_name(AppError::name())).build();
+            let not_ready = ResponseBuilder::new()
+                .description("Not ready: each check's result says why (or the front door's refusal).")
+                .content("application/json", json_content(RefOr::T(Schema::OneOf(not_ready))));
+            let builder = refusals(OperationBuilder::new())
                 .response("200", answer("Ready for traffic."))
-                .response("503", answer("Not ready: each check's result says why."));
+                .response("503", not_ready);
             return builder
                 .operation_id(Some("readyz"))
                 .summary(Some("Whether this process should get traffic."))

@@ -155,8 +155,9 @@ async fn a_page_that_could_not_load_its_sales_is_not_shared() {
 }
 
 /// A server whose pages could not hydrate does not start: built without its site's
-/// settings (as `cargo test` builds it), or started away from its site's files. It
-/// says why and exits before touching Redis or the database.
+/// settings (as `cargo test` builds it), started away from its site's files, or with a
+/// site not built as deployed. It says why and exits before touching Redis or the
+/// database.
 #[tokio::test]
 async fn a_server_without_its_site_refuses_to_start() {
     // Only a binary built without cargo-leptos (as `cargo test` builds it) lacks them.
@@ -172,4 +173,15 @@ async fn a_server_without_its_site_refuses_to_start() {
         crate::process::run_to_exit(&[("LEPTOS_OUTPUT_NAME", "seckill"), ("LEPTOS_SITE_ROOT", root)]).await;
     assert!(!status.success());
     assert!(said.contains(&format!("{root}/pkg/seckill.js is missing")), "{said}");
+
+    // Its files, but built by a plain `cargo leptos build` (not split): the page's
+    // script would ask for a split loader that is not there.
+    std::fs::create_dir_all(empty.path().join("pkg")).unwrap();
+    for file in ["seckill.js", "seckill_bg.wasm", "seckill.css"] {
+        std::fs::write(empty.path().join("pkg").join(file), b"").unwrap();
+    }
+    let (status, said) =
+        crate::process::run_to_exit(&[("LEPTOS_OUTPUT_NAME", "seckill"), ("LEPTOS_SITE_ROOT", root)]).await;
+    assert!(!status.success());
+    assert!(said.contains("without `--split`") && said.contains("--precompress --split"), "{said}");
 }

@@ -96,13 +96,14 @@ impl Process {
 }
 
 /// A site for child servers: the files a page loads, empty (the WASM under both the
-/// names Leptos may give it). A server refuses to start without its site
-/// (`server::site`); no drill loads a page's scripts (Playwright does, on the release build).
+/// names Leptos may give it), and the manifest of a split build. A server refuses to
+/// start without its site, or with one not built as deployed (`server::site`); no drill
+/// loads a page's scripts (Playwright does, on the release build).
 fn stub_site() -> PathBuf {
     let site = Path::new(env!("CARGO_TARGET_TMPDIR")).join("stub-site");
     let pkg = site.join("pkg");
     std::fs::create_dir_all(&pkg).unwrap();
-    for file in ["seckill.js", "seckill.wasm", "seckill_bg.wasm", "seckill.css"] {
+    for file in ["seckill.js", "seckill.wasm", "seckill_bg.wasm", "seckill.css", "__wasm_split_manifest.json"] {
         std::fs::write(pkg.join(file), b"").unwrap();
     }
     site

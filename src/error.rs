@@ -26,6 +26,7 @@ use server_fn::{
     utoipa::ToSchema,
     strum::VariantArray,
     strum::IntoStaticStr,
+    strum::EnumString,
 )]
 #[serde(rename_all = "snake_case")]
 #[strum(serialize_all = "snake_case")]
@@ -107,8 +108,7 @@ pub enum ErrorCode {
 impl ErrorCode {
     /// The code with this wire name (`sold_out` → `SoldOut`).
     pub fn from_name(name: &str) -> Option<Self> {
-        use strum::VariantArray;
-        Self::VARIANTS.iter().copied().find(|code| code.as_str() == name)
+        name.parse().ok()
     }
 
     /// The wire name (`SoldOut` → `sold_out`).

@@ -74,18 +74,38 @@ impl Outcome {
     }
 
     /// The refusal a shopper answered `code` was (none for codes no grab of a sale
-    /// answers: an unknown voucher, a bad request).
+    /// answers: an unknown voucher, a bad request). A match, not a search: every refused
+    /// grab asks. A test holds it to [`Self::code`] for every answer.
     pub fn of_code(code: crate::error::ErrorCode) -> Option<Self> {
-        Self::ALL.iter().copied().find(|o| o.code() == Some(code) && *o != Self::Shed)
+        use crate::error::ErrorCode as C;
+        Some(match code {
+            C::SoldOut => Self::SoldOut,
+            C::AlreadyBought => Self::AlreadyBought,
+            C::NotStarted => Self::NotStarted,
+            C::Ended => Self::Ended,
+            C::SalePaused => Self::SalePaused,
+            C::InvalidToken => Self::InvalidToken,
+            C::RateLimited => Self::RateLimited,
+            C::Unavailable => Self::Unavailable,
+            _ => return None,
+        })
     }
 
-    /// The API error code a shopper sees for this answer (none for a grant).
+    /// The API error code a shopper sees for this answer (none for a grant; `shed` is
+    /// an `unavailable`).
     pub fn code(self) -> Option<crate::error::ErrorCode> {
-        match self {
-            Self::Granted => None,
-            Self::Shed => Some(crate::error::ErrorCode::Unavailable),
-            other => crate::error::ErrorCode::from_name(other.as_str()),
-        }
+        use crate::error::ErrorCode as C;
+        Some(match self {
+            Self::Granted => return None,
+            Self::SoldOut => C::SoldOut,
+            Self::AlreadyBought => C::AlreadyBought,
+            Self::NotStarted => C::NotStarted,
+            Self::Ended => C::Ended,
+            Self::SalePaused => C::SalePaused,
+            Self::InvalidToken => C::InvalidToken,
+            Self::RateLimited => C::RateLimited,
+            Self::Shed | Self::Unavailable => C::Unavailable,
+        })
     }
 
     pub fn parse(name: &str) -> Option<Self> {
@@ -246,6 +266,12 @@ mod tests {
             }
         }
         assert_eq!(Outcome::parse("lost"), None);
+        // And no other code is a grab's answer.
+        use strum::VariantArray;
+        for &code in crate::error::ErrorCode::VARIANTS {
+            let answers = Outcome::ALL.iter().any(|o| *o != Outcome::Shed && o.code() == Some(code));
+            assert_eq!(Outcome::of_code(code).is_some(), answers, "{code:?}");
+        }
     }
 
     #[cfg(feature = "ssr")]

@@ -52,9 +52,11 @@ pub fn document() -> OpenApi {
     AppError::schemas(&mut schemas);
     OpenApiBuilder::new()
         .info(InfoBuilder::new().title("Seckill").version(env!("CARGO_PKG_VERSION")).description(Some(
-            "A flash-sale system's JSON API. Every call is a POST of a JSON body to its \
-                     `/api/...` path and answers JSON; a refusal is `{\"code\", \"message\"}` with a \
-                     stable code and a status derived from it.",
+            "A flash-sale system's JSON API. Every call is a POST of a JSON object to its \
+             `/api/...` path and answers JSON; the live feed, the CSV exports, health and metrics \
+             are GETs. A refusal is `{\"code\", \"message\"}` with a stable code and a status \
+             derived from it. Served over HTTPS (`SECKILL_SECURE_COOKIES`), the session cookies' \
+             names carry the `__Host-` prefix.",
         )))
         .paths(paths.build())
         .components(Some(

@@ -23,9 +23,10 @@ use std::path::{Path, PathBuf};
 /// The site's settings, once the files a page loads are where it will ask for them.
 pub fn options() -> Result<LeptosOptions, String> {
     if option_env!("LEPTOS_OUTPUT_NAME").is_none() && std::env::var_os("LEPTOS_OUTPUT_NAME").is_none() {
-        return Err("this server was built without its site's settings: build it with \
-                    `cargo leptos build --release` (a plain `cargo build` leaves them out)"
-            .into());
+        return Err(format!(
+            "this server was built without its site's settings: build it with `{DEPLOY_BUILD}` (a plain \
+             `cargo build` leaves them out)"
+        ));
     }
     let mut options =
         leptos::config::get_configuration(None).map_err(|e| format!("site settings: {e}"))?.leptos_options;
@@ -49,6 +50,8 @@ pub fn options() -> Result<LeptosOptions, String> {
 /// How the site is built to be deployed: cargo-leptos's flags that a plain `cargo leptos
 /// build --release` leaves out are what [`check_build`] asks for.
 const DEPLOY_BUILD: &str = "cargo leptos build --release --precompress --split";
+/// And while developing (what `npm start` runs).
+const DEV_BUILD: &str = "cargo leptos watch --split";
 
 /// The site was built the way this server serves it: split (`--split`: the code of the
 /// lazy pages and functions in WASM files of their own; without it the page's script
@@ -62,8 +65,9 @@ fn check_build(pkg: &Path, hashes: Option<&str>, files: &[PathBuf], release: boo
         None => pkg.join("__wasm_split_manifest.json").is_file(),
     };
     if !split {
+        let build = if release { DEPLOY_BUILD } else { DEV_BUILD };
         return Err(format!(
-            "the site was built without `--split`, so its pages would never hydrate: build it with `{DEPLOY_BUILD}`"
+            "the site was built without `--split`, so its pages would never hydrate: build it with `{build}`"
         ));
     }
     let brotli =
@@ -92,7 +96,10 @@ fn page_files(options: &LeptosOptions) -> Result<([PathBuf; 3], Option<String>),
     if options.hash_files {
         let list = std::env::current_exe().map_err(|e| e.to_string())?.with_file_name(&*options.hash_file);
         let hashes = std::fs::read_to_string(&list).map_err(|e| {
-            format!("{} ({e}): the hashed names of the site's files are listed there; build with `cargo leptos build --release`", list.display())
+            format!(
+                "{} ({e}): the hashed names of the site's files are listed there; build with `{DEPLOY_BUILD}`",
+                list.display()
+            )
         })?;
         let files = ["js", "wasm", "css"].map(|kind| pkg.join(format!("{}.{kind}", named(kind, &hashes))));
         return Ok((files, Some(hashes)));
@@ -170,6 +177,7 @@ mod tests {
         assert!(refused.contains("--precompress") && refused.contains(DEPLOY_BUILD), "{refused}");
         // `npm start`'s debug build is not precompressed, and needs not be.
         assert_eq!(check_build(dir.path(), Some(split), &files, false), Ok(()));
+        assert!(check_build(dir.path(), Some(plain), &files, false).unwrap_err().contains(DEV_BUILD));
         for file in &files {
             std::fs::write(format!("{}.br", file.display()), "x").unwrap();
         }

@@ -183,5 +183,5 @@ async fn a_server_without_its_site_refuses_to_start() {
     let (status, said) =
         crate::process::run_to_exit(&[("LEPTOS_OUTPUT_NAME", "seckill"), ("LEPTOS_SITE_ROOT", root)]).await;
     assert!(!status.success());
-    assert!(said.contains("without `--split`") && said.contains("--precompress --split"), "{said}");
+    assert!(said.contains("without `--split`") && said.contains("leptos watch --split"), "{said}");
 }

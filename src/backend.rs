@@ -85,7 +85,7 @@ impl Backend {
     }
 
     /// The same stores and caches, with `redis` as the connection: a serving runtime's
-    /// own (`server::shards`), so its grabs' replies are read on its thread.
+    /// own (`server::runtimes`), so its grabs' replies are read on its thread.
     pub fn with_redis(&self, redis: RedisConn) -> Self {
         Self { redis, ..self.clone() }
     }

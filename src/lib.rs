@@ -53,7 +53,7 @@ pub mod client;
 #[cfg(feature = "ssr")]
 pub mod config;
 #[cfg(feature = "ssr")]
-pub(crate) mod ids;
+pub(crate) mod order_ids;
 #[cfg(feature = "ssr")]
 pub mod server;
 #[cfg(feature = "ssr")]

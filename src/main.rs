@@ -11,7 +11,7 @@
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// The runtime is single-threaded: it is the first of the server's serving threads,
-/// and runs the background tasks besides (see `server::shards`).
+/// and runs the background tasks besides (see `server::runtimes`).
 fn main() -> std::process::ExitCode {
     match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(runtime) => runtime.block_on(run()),

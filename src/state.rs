@@ -4,8 +4,8 @@
 use crate::{
     auth::{jwt::ShopLogin, password::Hasher, Secrets},
     backend::Backend,
-    ids::OrderIds,
     live::{hub::Hub, slots::FeedSlots},
+    order_ids::OrderIds,
     report::tally::Tally,
     sale::{admission::Admission, rebuilds::Rebuilds, sold_out::SoldOutFlags},
     server::page_cache::Changes,

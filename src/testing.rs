@@ -13,7 +13,7 @@ pub use crate::{
         layout::{sales_version, SaleKeys, Scripts, DRAIN_GRACE_MS, GROUP},
         Backend, Db, RedisConn,
     },
-    ids::{compose, decompose, OrderIds},
+    order_ids::{compose, decompose, OrderIds},
     orders::{
         lifecycle,
         restock::restock,

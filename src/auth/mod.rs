@@ -9,7 +9,7 @@ pub mod api;
 pub mod attempts;
 pub mod challenge;
 #[cfg(feature = "ssr")]
-pub mod ended;
+pub mod ended_sessions;
 #[cfg(feature = "ssr")]
 pub mod jwt;
 #[cfg(feature = "ssr")]

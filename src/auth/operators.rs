@@ -27,7 +27,7 @@ use std::{
 
 /// How often each process reads the table again: as often as ended sessions, so a
 /// revoked credential of either kind stops working within the same bound.
-pub const FOLLOW_EVERY: Duration = super::ended::FOLLOW_EVERY;
+pub const FOLLOW_EVERY: Duration = super::ended_sessions::FOLLOW_EVERY;
 
 /// Names an operator may not take: the log records the admin token's actions as
 /// `token` and the command line's as `command line`.

@@ -1,6 +1,6 @@
 //! Session cookies and the admin check (server only).
 
-use super::{ended::Ended, operators::Directory, Role};
+use super::{ended_sessions::EndedSessions, operators::Directory, Role};
 use crate::{
     error::{AppError, AppResult, ErrorCode},
     state::AppState,
@@ -83,8 +83,8 @@ pub struct Secrets {
     secure: bool,
     /// The session cookie's full name (prefixed or not), which every grab looks for.
     session_name: String,
-    /// Sessions ended early, followed from the database (`ended::follow`).
-    pub ended: std::sync::Arc<Ended>,
+    /// Sessions ended early, followed from the database (`ended_sessions::follow`).
+    pub ended: std::sync::Arc<EndedSessions>,
     /// The operators as they are now, followed from the database (`operators::follow`):
     /// an admin cookie names an operator, this says who they are and what they may do.
     pub operators: std::sync::Arc<Directory>,

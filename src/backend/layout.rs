@@ -216,7 +216,7 @@ impl Default for Scripts {
     }
 }
 
-/// `order_ids.lua`, for the order-id blocks each process keeps (`ids::OrderIds`).
+/// `order_ids.lua`, for the order-id blocks each process keeps (`order_ids::OrderIds`).
 pub fn order_ids_script() -> Script {
     lua!("order_ids.lua")
 }

@@ -137,7 +137,7 @@ async fn insert_new(
     };
     let inserted = sqlx::query(sql)
         .bind(voucher_id)
-        .bind(crate::ids::EPOCH_SECS)
+        .bind(crate::order_ids::EPOCH_SECS)
         .bind(pay_timeout_ms)
         .bind(orders_json(orders))
         .execute(&mut **tx)

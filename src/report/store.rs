@@ -2,7 +2,7 @@
 //! from the orders, dead letters and the counts.
 
 use super::{tally::Counts, OrderCounts, Outcome, LATENCY_BOUNDS_US};
-use crate::{backend::Db, ids::EPOCH_SECS};
+use crate::{backend::Db, order_ids::EPOCH_SECS};
 use sqlx::AnyConnection;
 use std::collections::BTreeMap;
 

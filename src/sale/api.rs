@@ -1,6 +1,6 @@
 //! Sale endpoints: `/api/grab`, `/api/grab_result` (over HTTP answered by plain axum
-//! handlers, `routes.rs`, with the same contract; the bodies below run only when
-//! called in-process; both run `service.rs`), `/api/grab_token` (a fair start's
+//! handlers, `hot_path.rs`, with the same contract; the bodies below run only when
+//! called in-process; both run `grab.rs`), `/api/grab_token` (a fair start's
 //! token) and `/api/server_time` (the gate's clock, which the page counts down by).
 
 use super::{GateTime, GrabState, GrabTicket, IssuedToken};
@@ -9,7 +9,7 @@ use leptos::prelude::*;
 use server_fn::codec::Json;
 
 #[cfg(feature = "ssr")]
-use {super::service, crate::auth::session::require_user, crate::state::AppState};
+use {crate::auth::session::require_user, crate::state::AppState};
 
 /// Tries to buy one unit. Answers at once with the order id (status queued); the
 /// order is persisted in the background. A sale with a fair start needs the
@@ -21,7 +21,7 @@ use {super::service, crate::auth::session::require_user, crate::state::AppState}
 pub async fn grab(voucher_id: i64, token: Option<String>) -> AppResult<GrabTicket> {
     let state = expect_context::<AppState>();
     let user_id = require_user(&state).await?;
-    service::grab(&state, user_id, voucher_id, token.as_deref()).await
+    super::grab::grab(&state, user_id, voucher_id, token.as_deref()).await
 }
 
 /// The caller's grab token for a sale with a fair start, issued from its start
@@ -32,7 +32,7 @@ pub async fn grab(voucher_id: i64, token: Option<String>) -> AppResult<GrabTicke
 pub async fn grab_token(voucher_id: i64) -> AppResult<IssuedToken> {
     let state = expect_context::<AppState>();
     let user_id = require_user(&state).await?;
-    service::grab_token(&state, user_id, voucher_id).await
+    super::grab::grab_token(&state, user_id, voucher_id).await
 }
 
 /// Where the shopper's own grab stands: queued, success (with the order) or failed
@@ -43,7 +43,7 @@ pub async fn grab_token(voucher_id: i64) -> AppResult<IssuedToken> {
 pub async fn grab_result(voucher_id: i64, order_id: String) -> AppResult<GrabState> {
     let state = expect_context::<AppState>();
     let user_id = require_user(&state).await?;
-    service::grab_result(&state, user_id, voucher_id, &order_id).await
+    super::grab::grab_result(&state, user_id, voucher_id, &order_id).await
 }
 
 /// The gate's clock (Redis TIME), in Unix ms: the page measures its own clock's offset

@@ -88,9 +88,9 @@ const OTHER_ROUTES: [(&str, Access); 7] = [
     (crate::live::FEED_PATH, Access::Anyone),
     (crate::orders::export::PATH, Access::Operator),
     (crate::report::api::CSV_PATH, Access::Operator),
-    (super::ops::METRICS, Access::AdminToken),
-    (super::ops::HEALTHZ, Access::Anyone),
-    (super::ops::READYZ, Access::Anyone),
+    (super::monitoring::METRICS, Access::AdminToken),
+    (super::monitoring::HEALTHZ, Access::Anyone),
+    (super::monitoring::READYZ, Access::Anyone),
     (super::openapi::PATH, Access::Anyone),
 ];
 

@@ -25,7 +25,7 @@
 
 use super::{
     access::{self, Access},
-    ops,
+    monitoring,
     page_cache::PageCache,
     rate_limit::{self, Limits},
     site,
@@ -117,7 +117,7 @@ pub async fn front(
     req: Request,
     next: Next,
 ) -> Response {
-    let route = ops::route_metrics(req.uri().path());
+    let route = monitoring::route_metrics(req.uri().path());
     // Decided before the request is passed on (no copy of its path kept).
     let policy = site::cache_policy(req.uri().path(), &guard.pkg_route);
     let site_file = req.uri().path().starts_with(&guard.pkg_route);
@@ -236,7 +236,7 @@ async fn count_refused_grab(guard: &Guard, req: Request) {
     }
     let read = tokio::time::timeout(REFUSED_BODY_WAIT, read_capped(req.into_body(), REFUSED_BODY_MAX)).await;
     if let Some(sale) = read.ok().and_then(Result::ok).and_then(|b| serde_json::from_slice::<Sale>(&b).ok()) {
-        crate::sale::service::answered(&guard.tally, sale.voucher_id, Outcome::RateLimited);
+        crate::sale::grab::answered(&guard.tally, sale.voucher_id, Outcome::RateLimited);
     }
 }
 
@@ -264,7 +264,7 @@ async fn serve(guard: &Guard, req: Request, next: Next) -> Response {
     }
     // The body is read before a caller is refused: a refusal sent while the caller is
     // still sending would cut its connection short.
-    let mut req = if sale::routes::is_own(req.uri().path()) {
+    let mut req = if sale::hot_path::is_own(req.uri().path()) {
         req
     } else {
         match capped(req).await {
@@ -275,8 +275,8 @@ async fn serve(guard: &Guard, req: Request, next: Next) -> Response {
     if let Err(refused) = admit_by_table(guard, &mut req) {
         // The grab routes' bodies were not read above: read as much as their handlers
         // would (a refusal sent mid-upload cuts the caller's connection short).
-        if sale::routes::is_own(req.uri().path()) {
-            let _ = read_capped(req.into_body(), sale::routes::MAX_ARGS_BYTES).await;
+        if sale::hot_path::is_own(req.uri().path()) {
+            let _ = read_capped(req.into_body(), sale::hot_path::MAX_ARGS_BYTES).await;
         }
         return refusal(refused);
     }

@@ -6,7 +6,7 @@
 //! in flight finish for a bounded grace.
 //!
 //! One runtime accepts and hands the connections to the serving threads in turn
-//! (`server::shards`), itself included: each thread then serves its connections to
+//! (`server::runtimes`), itself included: each thread then serves its connections to
 //! their end. Left to race for the listening socket, the idlest thread took most of
 //! them, and its queue set the storm's p99 (`src/bin/bench/history.md`).
 

@@ -7,17 +7,17 @@ pub mod child;
 pub mod cli;
 mod http;
 pub mod local_redis;
+pub mod monitoring;
 pub mod openapi;
-pub mod ops;
 pub mod page_cache;
 mod rate_limit;
-mod shards;
+mod runtimes;
 pub mod site;
 
 use crate::{
     app::{shell, App},
     auth::{
-        ended,
+        ended_sessions,
         jwt::ShopLogin,
         operators,
         password::{Cost, Hasher},
@@ -26,8 +26,8 @@ use crate::{
     backend::{layout::sales_version, Backend, BackendError, Db, RedisTarget, Replicas},
     bus,
     config::Config,
-    ids::OrderIds,
     live::{hub::Hub, sampler, slots::FeedSlots, sse},
+    order_ids::OrderIds,
     orders::sweeper,
     sale::{self, admission::Admission, sold_out::SoldOutFlags, warm},
     shutdown,
@@ -79,7 +79,7 @@ pub async fn serve(
     signal: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
     let config = config.check().map_err(ServeError::Config)?;
-    ops::recorder();
+    monitoring::recorder();
     let local_redis = match &config.redis_url {
         Some(_) => None,
         None => Some(LocalRedis::start(Path::new("data")).await.map_err(ServeError::Config)?),
@@ -170,7 +170,7 @@ async fn run(
         )
         .serving_site(state.leptos_options.site_pkg_dir_route_base()),
     );
-    let serving = Arc::new(shards::Serving {
+    let serving = Arc::new(runtimes::Serving {
         target: target.clone(),
         build: {
             let (state, guard) = (state.clone(), guard.clone());
@@ -184,7 +184,7 @@ async fn run(
         stop: shutdown.clone(),
     });
     let threads = config.serving_threads();
-    let shards = shards::Shards::start(threads - 1, &serving).await?;
+    let runtimes = runtimes::Runtimes::start(threads - 1, &serving).await?;
     let trigger = Arc::new(trigger);
     let on_signal = trigger.clone();
     tokio::spawn(async move {
@@ -201,7 +201,7 @@ async fn run(
     }
     // This runtime serves on the connection its background tasks share.
     let own = http::Connections::new((serving.build)(state.backend.redis.clone()), serving.header_timeout);
-    http::accept(listener, own, shards.handoff.clone(), serving.grace, shutdown.wait()).await;
+    http::accept(listener, own, runtimes.handoff.clone(), serving.grace, shutdown.wait()).await;
     // Also when serving failed: the background tasks must stop either way. Each
     // finishes the step in hand (a worker acknowledges the batch it persisted).
     trigger.fire();
@@ -209,7 +209,7 @@ async fn run(
     if stopped.is_err() {
         tracing::warn!("background tasks still busy {STOP_GRACE:?} after the stop signal; leaving them");
     }
-    shards.finish().await;
+    runtimes.finish().await;
     // Every request has been answered: what was counted for the sales' reports while
     // serving drained goes in too.
     if let Err(e) = state.tally.flush(&backend.db).await {
@@ -260,7 +260,7 @@ async fn spawn_background(
             shutdown.clone(),
         ),
         forget_idle_callers(limits.clone(), shutdown.clone()),
-        ops::spawn_upkeep(shutdown.clone()),
+        monitoring::spawn_upkeep(shutdown.clone()),
         // On a connection of its own: it waits for replicas (`WAIT` holds a connection up).
         sweeper::spawn(
             backend.with_redis(target.connect().await?),
@@ -268,7 +268,7 @@ async fn spawn_background(
             shutdown.clone(),
         ),
         sale::upkeep::spawn(backend.clone(), Duration::from_millis(config.sweep_ms), shutdown.clone()),
-        ended::follow(state.secrets.ended.clone(), backend.db.clone(), shutdown.clone()),
+        ended_sessions::follow(state.secrets.ended.clone(), backend.db.clone(), shutdown.clone()),
         operators::follow(state.secrets.operators.clone(), backend.db.clone(), shutdown.clone()),
         crate::report::tally::spawn(state.tally.clone(), backend.db.clone(), shutdown.clone()),
     ];
@@ -306,14 +306,14 @@ const STOP_GRACE: Duration = Duration::from_secs(10);
 /// cap and timeout, API rules).
 fn router(state: AppState, guard: Arc<api_guard::Guard>) -> Router {
     // The hottest endpoints skip the server-function layer (`sale::routes`).
-    let routes = generate_route_list_with_exclusions(App, Some(sale::routes::paths()));
+    let routes = generate_route_list_with_exclusions(App, Some(sale::hot_path::paths()));
     let options = state.leptos_options.clone();
     Router::new()
-        .merge(ops::routes())
+        .merge(monitoring::routes())
         .merge(openapi::routes())
         .route(crate::live::FEED_PATH, get(sse::live))
         .route("/api/{*rest}", any(api_guard::not_found))
-        .merge(sale::routes::routes())
+        .merge(sale::hot_path::routes())
         .merge(crate::orders::export::routes())
         .merge(crate::report::api::routes())
         .leptos_routes_with_context(&state, routes, || {}, {

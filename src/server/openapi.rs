@@ -209,18 +209,18 @@ fn plain_route(path: &str) -> Operation {
                 OperationBuilder::new().parameter(voucher()).response("200", csv),
             )
         }
-        super::ops::METRICS => {
+        super::monitoring::METRICS => {
             let metrics = text("text/plain", "The Prometheus text format.");
             ("metrics", "This process's metrics.", OperationBuilder::new().response("200", metrics))
         }
-        super::ops::HEALTHZ => {
+        super::monitoring::HEALTHZ => {
             let ok = ObjectBuilder::new().property("status", String::schema()).required("status").build();
             let ok = ResponseBuilder::new()
                 .description("The process runs.")
                 .content("application/json", json_content(ok.into()));
             ("healthz", "Whether the process runs.", OperationBuilder::new().response("200", ok))
         }
-        super::ops::READYZ => {
+        super::monitoring::READYZ => {
             let checks = ObjectBuilder::new().additional_properties(Some(<bool as PartialSchema>::schema())).build();
             let ready = ObjectBuilder::new()
                 .property("ready", <bool as PartialSchema>::schema())

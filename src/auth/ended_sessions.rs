@@ -26,7 +26,7 @@ const PRUNE_EVERY: Duration = Duration::from_secs(600);
 
 /// What ends sessions early, by user and by session.
 #[derive(Default)]
-pub struct Ended {
+pub struct EndedSessions {
     state: RwLock<State>,
 }
 
@@ -43,7 +43,7 @@ struct State {
     last_id: i64,
 }
 
-impl Ended {
+impl EndedSessions {
     /// True when this session of `user_id`, issued in `generation`, was ended.
     pub fn is_ended(&self, user_id: i64, generation: i64, session_id: &str) -> bool {
         let state = self.state.read().unwrap_or_else(|e| e.into_inner());
@@ -94,7 +94,7 @@ impl Ended {
 
 /// Follows the table until shutdown: reads new rows every [`FOLLOW_EVERY`], and now
 /// and then drops what has expired, here and in the table.
-pub fn follow(ended: Arc<Ended>, db: Db, shutdown: Shutdown) -> tokio::task::JoinHandle<()> {
+pub fn follow(ended: Arc<EndedSessions>, db: Db, shutdown: Shutdown) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut prune = tokio::time::interval(PRUNE_EVERY);
         let mut read = tokio::time::interval(FOLLOW_EVERY);
@@ -131,7 +131,7 @@ mod tests {
 
     #[test]
     fn a_generation_ends_older_sessions_and_a_session_id_ends_that_one() {
-        let ended = Ended::default();
+        let ended = EndedSessions::default();
         assert!(!ended.is_ended(7, 0, "a"));
         ended.apply(&[row(1, 7, None, Some(2)), row(2, 8, Some("b"), None)]);
         assert!(ended.is_ended(7, 1, "a"), "issued before the user's sessions were ended");
@@ -147,7 +147,7 @@ mod tests {
 
     #[test]
     fn a_new_generation_drops_the_sessions_ended_before_it() {
-        let ended = Ended::default();
+        let ended = EndedSessions::default();
         ended.apply(&[row(1, 7, Some("a"), None), row(2, 7, Some("b"), None)]);
         ended.apply(&[row(3, 7, None, Some(1)), row(4, 7, Some("c"), None)]);
         let held = |user| ended.state.read().unwrap().sessions.get(&user).map_or(0, HashMap::len);

@@ -13,7 +13,7 @@
 //! What a runtime opened lives as long as it does: a socket is driven by the runtime
 //! it was opened on, and a pooled PostgreSQL connection may be opened by one runtime and
 //! used by another. So the extra runtimes stop serving with the rest, then wait for
-//! [`Shards::finish`], called once nothing uses the stores any more.
+//! [`Runtimes::finish`], called once nothing uses the stores any more.
 
 use super::{
     http::{self, Connections, Handed},
@@ -41,20 +41,20 @@ pub struct Serving {
 }
 
 /// The extra runtimes, serving.
-pub struct Shards {
+pub struct Runtimes {
     threads: Vec<JoinHandle<()>>,
     /// Where each takes the connections handed to it.
     pub handoff: Vec<mpsc::UnboundedSender<Handed>>,
-    /// Fired by [`Shards::finish`]: the runtimes may end.
+    /// Fired by [`Runtimes::finish`]: the runtimes may end.
     release: Trigger,
 }
 
-impl Shards {
+impl Runtimes {
     /// Starts `count` runtimes on threads of their own and waits until each has its
     /// Redis connection (or the first error).
     pub async fn start(count: usize, serving: &Arc<Serving>) -> Result<Self, ServeError> {
         let (release, released) = shutdown::channel();
-        let mut shards = Self { threads: Vec::with_capacity(count), handoff: Vec::with_capacity(count), release };
+        let mut runtimes = Self { threads: Vec::with_capacity(count), handoff: Vec::with_capacity(count), release };
         let mut ready = Vec::with_capacity(count);
         for i in 1..=count {
             let (tell, told) = oneshot::channel();
@@ -63,15 +63,15 @@ impl Shards {
             let thread = std::thread::Builder::new()
                 .name(format!("seckill-http-{i}"))
                 .spawn(move || run(handed, &serving, &released, tell))?;
-            shards.threads.push(thread);
-            shards.handoff.push(hand);
+            runtimes.threads.push(thread);
+            runtimes.handoff.push(hand);
             ready.push(told);
         }
         for told in ready {
             // A runtime that ended before telling failed to build: say so.
             told.await.unwrap_or_else(|_| Err(ServeError::Config("a serving thread did not start".into())))?;
         }
-        Ok(shards)
+        Ok(runtimes)
     }
 
     /// Lets the runtimes end (they have stopped serving, or stop now) and waits for

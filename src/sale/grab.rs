@@ -1,5 +1,5 @@
 //! What `grab` and `grab_result` do. HTTP calls reach it through the plain axum routes
-//! on their paths (`routes.rs`); the server functions (`api.rs`, the API the UI is
+//! on their paths (`hot_path.rs`); the server functions (`api.rs`, the API the UI is
 //! written against) run it too when called in-process. One code path for both.
 
 use super::{
@@ -127,7 +127,7 @@ pub async fn grab_token(state: &AppState, user_id: i64, voucher_id: i64) -> AppR
 
 /// The grab's metrics, each registered on first use and kept: by name and labels,
 /// every record built a key with its labels and searched the registry with it (see
-/// `server::ops::RouteMetrics`). First used in a serving process, after the recorder
+/// `server::monitoring::RouteMetrics`). First used in a serving process, after the recorder
 /// is installed. `seckill_grabs_total` has one counter per answer (`Outcome`, the
 /// report's columns too); refusals this process gave from its own sold-out flag are
 /// also counted apart.
@@ -203,7 +203,7 @@ pub async fn grab_result(state: &AppState, user_id: i64, voucher_id: i64, order_
 async fn lost_by_redis(backend: &Backend, voucher_id: i64, order_id: i64, user_id: i64) -> AppResult<bool> {
     let Some(voucher) = crate::voucher::store::get(&backend.db, voucher_id).await? else { return Ok(false) };
     let now = chrono::Utc::now().timestamp_millis();
-    let granted_at = crate::ids::decompose(order_id).0.timestamp_millis();
+    let granted_at = crate::order_ids::decompose(order_id).0.timestamp_millis();
     let minted_in_sale = voucher.begins_at - 1_000 <= granted_at && granted_at <= voucher.ends_at.min(now) + 1_000;
     if !minted_in_sale || now > crate::backend::layout::expires_at(voucher.ends_at) {
         return Ok(false);

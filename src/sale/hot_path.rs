@@ -4,12 +4,9 @@
 //! from the body) weighed more than the grab. The server functions in `api.rs` stay the
 //! API: same paths, same JSON in and out, same errors; the UI calls them as before and
 //! lands here. Over HTTP only these handlers answer; the server functions' bodies run
-//! only when called in-process. Both run `service.rs`, so neither can drift.
+//! only when called in-process. Both run `grab.rs`, so neither can drift.
 
-use super::{
-    api::{Grab, GrabResult},
-    service,
-};
+use super::api::{Grab, GrabResult};
 use crate::{
     auth::session::shopper,
     body::read_capped,
@@ -58,7 +55,7 @@ async fn grab(State(state): State<AppState>, request: Request) -> Response {
     let call = async {
         let args: Grab = arguments(body).await?;
         let user_id = shopper(&state, &head).await?;
-        service::grab(&state, user_id, args.voucher_id, args.token.as_deref()).await
+        super::grab::grab(&state, user_id, args.voucher_id, args.token.as_deref()).await
     };
     answer(call.await)
 }
@@ -69,7 +66,7 @@ async fn grab_result(State(state): State<AppState>, request: Request) -> Respons
     let call = async {
         let args: GrabResult = arguments(body).await?;
         let user_id = shopper(&state, &head).await?;
-        service::grab_result(&state, user_id, args.voucher_id, &args.order_id).await
+        super::grab::grab_result(&state, user_id, args.voucher_id, &args.order_id).await
     };
     answer(call.await)
 }

@@ -6,10 +6,7 @@
 //! [`BackendError`] is the one error of this layer: a store that did not answer. It
 //! converts into the API's `unavailable` refusal, so `?` is all a caller writes.
 
-use crate::{
-    bus::SaleEvent,
-    error::{AppError, ErrorCode},
-};
+use crate::error::{AppError, ErrorCode};
 use layout::{events_channel, SaleKeys, Scripts};
 
 pub mod db_clock;
@@ -97,17 +94,6 @@ impl Backend {
             built.clear();
         }
         built.entry(voucher_id).or_insert_with(|| Arc::new(SaleKeys::new(&self.namespace, voucher_id))).clone()
-    }
-
-    /// Tells every process (through the sale events channel) of something done here.
-    /// Best effort: what was done stands either way, and what listens copes with a
-    /// missed message (a page out of date for a moment, a dashboard line missing).
-    pub async fn announce(&self, event: SaleEvent) {
-        let sent: redis::RedisResult<i64> =
-            redis::AsyncCommands::publish(&mut self.redis.clone(), &*self.events_channel, event.encode()).await;
-        if let Err(e) = sent {
-            tracing::warn!("announcing {event:?}: {e}");
-        }
     }
 }
 

@@ -143,7 +143,7 @@ impl ApiClient {
             .collect()
     }
 
-    /// Creates a voucher (admin); its id.
+    /// Creates a voucher (as an operator); its id.
     pub async fn create_voucher(
         &self,
         title: &str,
@@ -166,7 +166,7 @@ impl ApiClient {
         self.call("grab", json!({ "voucher_id": voucher_id }), &[("cookie", &who.cookie)]).await
     }
 
-    /// `sale_stats` of one voucher (admin).
+    /// `sale_stats` of one voucher (as an operator).
     pub async fn stats(&self, voucher_id: i64) -> Result<Value, String> {
         self.admin("sale_stats", json!({ "voucher_id": voucher_id })).await
     }

@@ -251,7 +251,7 @@ pub enum OperatorCommand {
     },
     /// Lists the operators: name, role, last sign-in.
     List,
-    /// Removes an operator: their admin cookies stop working on every running process
+    /// Removes an operator: their operator cookies stop working on every running process
     /// within a second. The last admin cannot be removed.
     Remove { name: String },
     /// Gives an operator another role, on every running process within a second. The

@@ -4,13 +4,12 @@
 use crate::{
     auth::{jwt::ShopLogin, password::Hasher, Secrets},
     backend::Backend,
+    bus::Bus,
     live::{hub::Hub, slots::FeedSlots},
     order_ids::OrderIds,
     report::tally::Tally,
     sale::{admission::Admission, rebuilds::Rebuilds, sold_out::SoldOutFlags},
-    server::page_cache::Changes,
     shutdown::Shutdown,
-    worker::Wakeups,
 };
 use axum::extract::FromRef;
 use leptos::config::LeptosOptions;
@@ -65,11 +64,9 @@ pub struct SharedState {
     pub hub: Arc<Hub>,
     /// Caps on open live feeds.
     pub feeds: Arc<FeedSlots>,
-    /// Changes to the voucher list, made here or heard of from other processes (the
-    /// shared shop page follows them).
-    pub voucher_changes: Arc<Changes>,
-    /// The worker's readers in this process, rung by the gate when it grants an order.
-    pub wakeups: Arc<Wakeups>,
+    /// What this process tells itself and every other of what it did (an order
+    /// granted, a voucher changed): whoever keeps state it changes hears it there.
+    pub bus: Arc<Bus>,
     /// Fires when the server is stopping (long-lived feeds end then).
     pub shutdown: Shutdown,
 }

@@ -147,7 +147,7 @@ pub async fn change_password(current: String, new: String) -> AppResult<()> {
 }
 
 /// Ends this session (its cookie stops working on every process, even if copied) and
-/// the admin session of this browser: an operator's admin cookies end for good, on
+/// the admin session of this browser: an operator's operator cookies end for good, on
 /// every process within a second (they sign in again wherever else they were).
 #[server(prefix = "/api", endpoint = "sign_out", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn sign_out() -> AppResult<()> {
@@ -193,7 +193,7 @@ pub async fn me() -> AppResult<Option<User>> {
     Ok(user_id.map(|user_id| User { user_id, name: subject }))
 }
 
-/// Checks the admin token and, if right, sets the admin cookie for the admin page.
+/// Checks the admin token and, if right, sets the operator cookie for the admin page.
 /// Guesses are limited like passwords.
 #[server(prefix = "/api", endpoint = "admin_sign_in", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn admin_sign_in(token: String) -> AppResult<()> {
@@ -203,10 +203,10 @@ pub async fn admin_sign_in(token: String) -> AppResult<()> {
     if !right {
         return Err(ErrorCode::AdminRequired.into());
     }
-    set_cookie(&state.secrets.admin_cookie(&Actor::Token))
+    set_cookie(&state.secrets.operator_cookie(&Actor::Token))
 }
 
-/// Signs an operator in by name and password and sets the admin cookie, which names
+/// Signs an operator in by name and password and sets the operator cookie, which names
 /// them. Wrong name or password: `bad_credentials`; guesses are limited as shoppers'.
 #[server(prefix = "/api", endpoint = "operator_sign_in", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn operator_sign_in(name: String, password: String) -> AppResult<Operator> {
@@ -222,7 +222,7 @@ pub async fn operator_sign_in(name: String, password: String) -> AppResult<Opera
     operators::signed_in(&state.backend.db, id).await?;
     // This process knows them from their first call, whichever process added them.
     state.secrets.operators.catch_up(&state.backend.db).await?;
-    set_cookie(&state.secrets.admin_cookie(&actor))?;
+    set_cookie(&state.secrets.operator_cookie(&actor))?;
     tracing::info!(%actor, "operator signed in");
     Ok(Operator { name: operator.name, role: operator.role })
 }
@@ -274,7 +274,7 @@ pub async fn set_operator_role(name: String, role: Role) -> AppResult<Operator> 
 }
 
 /// Changes the signed-in operator's own password (the current one is asked again) and
-/// ends their other admin cookies; this browser gets a new one.
+/// ends their other operator cookies; this browser gets a new one.
 #[server(prefix = "/api", endpoint = "change_operator_password", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn change_operator_password(current: String, new: String) -> AppResult<()> {
     let state = expect_context::<AppState>();
@@ -291,11 +291,11 @@ pub async fn change_operator_password(current: String, new: String) -> AppResult
     let generation = operators::end_sessions(&state.backend.db, id, Some(&hash)).await?;
     state.secrets.operators.catch_up(&state.backend.db).await?;
     let actor = Actor::Operator { id, name, role, generation };
-    tracing::info!(%actor, "operator's password changed; other admin cookies ended");
+    tracing::info!(%actor, "operator's password changed; other operator cookies ended");
     let record =
         Record { actor: actor.name(), action: "change_operator_password", voucher_id: None, before: None, after: None };
     audit::record(&state.backend.db, record).await;
-    set_cookie(&state.secrets.admin_cookie(&actor))
+    set_cookie(&state.secrets.operator_cookie(&actor))
 }
 
 /// Adds an operator (admins only): a name (1–32 characters), a password (as a
@@ -327,7 +327,7 @@ pub async fn operator_me() -> AppResult<Option<Operator>> {
     Ok(require_operator(&state.secrets).ok().map(|a| Operator { name: a.name().to_owned(), role: a.role() }))
 }
 
-/// True when this browser holds an admin cookie (or the call carries the token).
+/// True when this browser holds an operator cookie (or the call carries the token).
 #[server(prefix = "/api", endpoint = "admin_status", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn admin_status() -> AppResult<bool> {
     let state = expect_context::<AppState>();

@@ -6,7 +6,10 @@
 //! The database is the truth: nothing is lost when Redis is, and a process that
 //! starts reads every row still in force.
 
-use super::store::{self, EndedRow};
+use super::{
+    store::{self, EndedRow},
+    REVOCATIONS_READ_EVERY,
+};
 use crate::{backend::Db, shutdown::Shutdown};
 use std::{
     collections::HashMap,
@@ -14,9 +17,6 @@ use std::{
     time::Duration,
 };
 
-/// How often each process reads what was ended since: the longest a cookie keeps
-/// working elsewhere after it was ended (plus one query).
-pub const FOLLOW_EVERY: Duration = Duration::from_millis(500);
 /// On PostgreSQL, row ids are taken when a row is written, not when it commits: a row
 /// may appear below one already read. Rows ended this recently are read again (ending
 /// is idempotent) so a slow commit is not skipped.
@@ -92,12 +92,12 @@ impl EndedSessions {
     }
 }
 
-/// Follows the table until shutdown: reads new rows every [`FOLLOW_EVERY`], and now
+/// Follows the table until shutdown: reads new rows every [`REVOCATIONS_READ_EVERY`](super::REVOCATIONS_READ_EVERY), and now
 /// and then drops what has expired, here and in the table.
 pub fn follow(ended: Arc<EndedSessions>, db: Db, shutdown: Shutdown) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut prune = tokio::time::interval(PRUNE_EVERY);
-        let mut read = tokio::time::interval(FOLLOW_EVERY);
+        let mut read = tokio::time::interval(REVOCATIONS_READ_EVERY);
         read.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let stopped = shutdown.wait();
         tokio::pin!(stopped);

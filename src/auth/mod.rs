@@ -79,6 +79,12 @@ pub struct ListedOperator {
 #[cfg(feature = "ssr")]
 pub const MAX_NAME_CHARS: usize = 32;
 
+/// How often each process reads what revoked a credential (ended sessions, the
+/// operators' table): a revoked cookie of either kind stops working on every process
+/// within this, plus one query.
+#[cfg(feature = "ssr")]
+pub const REVOCATIONS_READ_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// Trims a shopper name and checks it: 1 to 32 printable characters.
 #[cfg(feature = "ssr")]
 pub fn validate_name(name: &str) -> Result<String, AppError> {

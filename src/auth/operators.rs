@@ -2,15 +2,15 @@
 //! `seckill operator add NAME` or by an admin (`add_operator`); removed, demoted and
 //! signed out for good the same two ways.
 //!
-//! An admin cookie names its operator and the operator's `generation`, nothing else:
+//! An operator cookie names its operator and the operator's `generation`, nothing else:
 //! who they are and what they may do is read from [`Directory`], this process's copy
-//! of the table, which every process reads again every [`FOLLOW_EVERY`] (one query of
+//! of the table, which every process reads again every [`REVOCATIONS_READ_EVERY`](super::REVOCATIONS_READ_EVERY) (one query of
 //! a table of a few rows, whatever the traffic). So a removed operator's cookie, a
 //! demoted admin's, or one signed out (the generation raised) stops working on the
-//! process that made the change at once and on every other within `FOLLOW_EVERY` plus
+//! process that made the change at once and on every other within that plus
 //! one query: under a second.
 
-use super::{ListedOperator as Listed, Role};
+use super::{ListedOperator as Listed, Role, REVOCATIONS_READ_EVERY};
 use crate::{
     backend::Db,
     error::{AppError, ErrorCode},
@@ -24,10 +24,6 @@ use std::{
     },
     time::Duration,
 };
-
-/// How often each process reads the table again: as often as ended sessions, so a
-/// revoked credential of either kind stops working within the same bound.
-pub const FOLLOW_EVERY: Duration = super::ended_sessions::FOLLOW_EVERY;
 
 /// Names an operator may not take: the log records the admin token's actions as
 /// `token` and the command line's as `command line`.
@@ -99,7 +95,7 @@ pub async fn signed_in(db: &Db, id: i64) -> sqlx::Result<()> {
         .map(drop)
 }
 
-/// Ends every admin cookie of operator `id` (signing out; a new password, when
+/// Ends every operator cookie of operator `id` (signing out; a new password, when
 /// given, replaces the old). The new generation, which a cookie made now carries.
 pub async fn end_sessions(db: &Db, id: i64, new_password_hash: Option<&str>) -> sqlx::Result<i64> {
     sqlx::query_scalar(
@@ -212,12 +208,12 @@ impl Directory {
     }
 }
 
-/// Reads the table every [`FOLLOW_EVERY`] until shutdown. A failed read keeps the
+/// Reads the table every [`REVOCATIONS_READ_EVERY`] until shutdown. A failed read keeps the
 /// last one, for [`STALE_AFTER`] at most: then operators' cookies are refused until a
 /// read succeeds (the admin token still works).
 pub fn follow(directory: Arc<Directory>, db: Db, shutdown: Shutdown) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        let mut rounds = crate::shutdown::interval(FOLLOW_EVERY);
+        let mut rounds = crate::shutdown::interval(REVOCATIONS_READ_EVERY);
         while shutdown.tick(&mut rounds).await {
             if let Err(e) = directory.catch_up(&db).await {
                 tracing::warn!("operators: {e}");

@@ -13,7 +13,8 @@ use leptos_axum::ResponseOptions;
 /// Name of the shopper's session cookie (with the `__Host-` prefix when cookies are
 /// `Secure`: the browser then refuses it from any subdomain or over plain HTTP).
 pub(crate) const SESSION_COOKIE: &str = "seckill_session";
-pub(crate) const ADMIN_COOKIE: &str = "seckill_admin";
+/// The operator's cookie keeps its first name, `seckill_admin`: browsers hold it by name.
+pub(crate) const OPERATOR_COOKIE: &str = "seckill_admin";
 const HOST_PREFIX: &str = "__Host-";
 
 /// Sessions last a week; signing in again starts a new one. The admin session lasts
@@ -86,7 +87,7 @@ pub struct Secrets {
     /// Sessions ended early, followed from the database (`ended_sessions::follow`).
     pub ended: std::sync::Arc<EndedSessions>,
     /// The operators as they are now, followed from the database (`operators::follow`):
-    /// an admin cookie names an operator, this says who they are and what they may do.
+    /// an operator cookie names an operator, this says who they are and what they may do.
     pub operators: std::sync::Arc<Directory>,
 }
 
@@ -134,7 +135,7 @@ impl Secrets {
     }
 
     /// Who makes this admin call: the admin token (bearer, or the cookie it bought), or
-    /// the operator whose unexpired admin cookie it carries, as long as the operator is
+    /// the operator whose unexpired operator cookie it carries, as long as the operator is
     /// there and has not ended the cookie's generation (their role is the one they have
     /// now). A bearer token is all that counts when one is sent.
     pub fn actor(&self, headers: &HeaderMap) -> Option<Actor> {
@@ -142,7 +143,7 @@ impl Secrets {
             return self.token_matches(token).then_some(Actor::Token);
         }
         let jar = jar_of(headers);
-        let cookie = jar.private(&self.key).get(&self.name(ADMIN_COOKIE))?;
+        let cookie = jar.private(&self.key).get(&self.name(OPERATOR_COOKIE))?;
         let (kind, rest) = cookie.value().split_once('.')?;
         let (expires, rest) = rest.split_once('.')?;
         unexpired(expires)?;
@@ -181,19 +182,19 @@ impl Secrets {
     /// A `Set-Cookie` value that lets this browser make admin calls as `actor`. The
     /// value is encrypted: nobody can read or change who it names. A token cookie
     /// works as long as the token is unchanged.
-    pub fn admin_cookie(&self, actor: &Actor) -> String {
+    pub fn operator_cookie(&self, actor: &Actor) -> String {
         let value = match actor {
             Actor::Token => format!("tok.{}.{}", expiry(ADMIN_SECS), self.admin_token),
             Actor::Operator { id, generation, .. } => format!("op.{}.{id}.{generation}", expiry(ADMIN_SECS)),
         };
         let mut jar = CookieJar::new();
-        jar.private_mut(&self.key).add(self.cookie(ADMIN_COOKIE, value, ADMIN_SECS));
+        jar.private_mut(&self.key).add(self.cookie(OPERATOR_COOKIE, value, ADMIN_SECS));
         delta_header(&jar)
     }
 
     /// `Set-Cookie` values that end the session and the admin session.
     pub fn clearing_cookies(&self) -> [String; 2] {
-        [SESSION_COOKIE, ADMIN_COOKIE].map(|name| {
+        [SESSION_COOKIE, OPERATOR_COOKIE].map(|name| {
             let mut c = self.cookie(name, String::new(), 0);
             c.make_removal();
             c.encoded().to_string()
@@ -447,9 +448,9 @@ mod tests {
             assert_eq!(s.actor(&h), None, "{wrong}");
         }
         assert_eq!(s.actor(&HeaderMap::new()), None);
-        assert_eq!(s.actor(&headers_with_cookie(&s.admin_cookie(&Actor::Token))), Some(Actor::Token));
+        assert_eq!(s.actor(&headers_with_cookie(&s.operator_cookie(&Actor::Token))), Some(Actor::Token));
         let op = Actor::Operator { id: 3, name: "Ops.Olga".into(), role: Role::Operator, generation: 4 };
-        let cookie = headers_with_cookie(&s.admin_cookie(&op));
+        let cookie = headers_with_cookie(&s.operator_cookie(&op));
         assert_eq!(s.actor(&cookie), None, "no such operator");
         let entry = |role, generation| Entry { name: "Ops.Olga".into(), role, generation };
         s.operators.replace([(3, entry(Role::Operator, 4))].into());
@@ -461,7 +462,7 @@ mod tests {
         s.operators.replace(Default::default());
         assert_eq!(s.actor(&cookie), None, "removed");
         let other = Secrets::new(Some(&"k".repeat(32)), "another-token".into(), false).unwrap();
-        assert_eq!(other.actor(&headers_with_cookie(&s.admin_cookie(&Actor::Token))), None, "token changed");
+        assert_eq!(other.actor(&headers_with_cookie(&s.operator_cookie(&Actor::Token))), None, "token changed");
         assert!(Secrets::new(Some("short"), "t".into(), false).is_err());
     }
 
@@ -471,7 +472,7 @@ mod tests {
         let set = s.session_cookie(7, "ann", 0);
         assert!(set.starts_with("__Host-seckill_session=") && set.contains("Secure"), "{set}");
         assert_eq!(s.session_user(&headers_with_cookie(&set)), Some(7));
-        assert_eq!(s.actor(&headers_with_cookie(&s.admin_cookie(&Actor::Token))), Some(Actor::Token));
+        assert_eq!(s.actor(&headers_with_cookie(&s.operator_cookie(&Actor::Token))), Some(Actor::Token));
         let plain = Secrets::new(Some(&"k".repeat(32)), "secret-token".into(), false).unwrap();
         assert_eq!(plain.session_user(&headers_with_cookie(&set)), None, "names differ by mode");
 
@@ -482,7 +483,7 @@ mod tests {
         assert_eq!(s.session_user(&headers_with_cookie(&delta_header(&jar))), None);
         let mut jar = CookieJar::new();
         let stale = format!("tok.{}.secret-token", chrono::Utc::now().timestamp() - 1);
-        jar.private_mut(&s.key).add(s.cookie(ADMIN_COOKIE, stale, 3600));
+        jar.private_mut(&s.key).add(s.cookie(OPERATOR_COOKIE, stale, 3600));
         assert_eq!(s.actor(&headers_with_cookie(&delta_header(&jar))), None);
     }
 }

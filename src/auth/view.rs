@@ -314,7 +314,7 @@ fn AddOperator() -> impl IntoView {
     }
 }
 
-/// Asks for the admin token and exchanges it for an admin cookie.
+/// Asks for the admin token and exchanges it for an operator cookie.
 #[component]
 fn TokenUnlock(unlocked: RwSignal<bool>) -> impl IntoView {
     let token = RwSignal::new(String::new());

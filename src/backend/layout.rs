@@ -50,7 +50,6 @@
 //! `lua/lib/unit_back.lua` (a unit back on sale, a buyer slot freed, the keys' expiry);
 //! the gate and `token.lua` share `lua/lib/grab_token.lua`.
 
-use crate::bus::SaleEvent;
 use redis::Script;
 
 /// The keys of one voucher, in the order the scripts expect them.
@@ -76,9 +75,6 @@ pub struct SaleKeys {
     pub restocked: String,
     /// Hash stock change id → units it added (> 0) or withdrew (< 0): each once.
     pub changes: String,
-    /// Not a key: the message the gate publishes when this sale sells out. Every grab
-    /// hands it to the gate, so it is encoded once, with the keys.
-    pub sold_out_event: String,
 }
 
 impl SaleKeys {
@@ -94,7 +90,6 @@ impl SaleKeys {
             refused: format!("{base}:refused"),
             restocked: format!("{base}:restocked"),
             changes: format!("{base}:changes"),
-            sold_out_event: SaleEvent::SoldOut { voucher_id }.encode(),
         }
     }
 }

@@ -2,8 +2,9 @@
 //! Rust writes every message: the gate is handed its `sold_out` message and the
 //! give-back its `restock` and `dead_letter` messages as script arguments, the worker
 //! announces its comings and goings and the voucher endpoints their changes
-//! ([`Backend::announce`](crate::backend::Backend::announce)); the bus's listener
-//! parses them ([`super::listen`]).
+//! ([`super::publish`]); the bus's listener parses them ([`super::listen`]).
+
+use std::fmt;
 
 /// Something every process must hear of at once.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -27,6 +28,12 @@ pub enum SaleEvent {
     WorkerLeft {
         worker: String,
     },
+    /// This process's gate granted an order: its worker's reader of the voucher wakes.
+    /// Told only here ([`Bus::tell_here`](super::Bus::tell_here)), never published:
+    /// other processes' readers find the order by their next poll.
+    Granted {
+        voucher_id: i64,
+    },
     /// A voucher was created or warmed: the shop page each process shares
     /// (`server::page_cache`) is out of date. `origin` names the process that did it
     /// (0 when an older process did not say).
@@ -37,17 +44,16 @@ pub enum SaleEvent {
 }
 
 impl SaleEvent {
-    /// The message as published: `sold_out:<voucher>`, `restock:<voucher>`,
-    /// `dead_letter:<voucher>:<order>`, `worker_joined:<name>`, `worker_left:<name>`,
-    /// `voucher_changed:<voucher>:<origin>`.
+    /// The message as published (see the [`Display`](fmt::Display) impl).
     pub fn encode(&self) -> String {
-        match self {
-            Self::SoldOut { voucher_id } => format!("sold_out:{voucher_id}"),
-            Self::Restocked { voucher_id } => format!("restock:{voucher_id}"),
-            Self::DeadLettered { voucher_id, order_id } => format!("dead_letter:{voucher_id}:{order_id}"),
-            Self::WorkerJoined { worker } => format!("worker_joined:{worker}"),
-            Self::WorkerLeft { worker } => format!("worker_left:{worker}"),
-            Self::VoucherChanged { voucher_id, origin } => format!("voucher_changed:{voucher_id}:{origin}"),
+        self.to_string()
+    }
+
+    /// The process that made the change, for the events that name it.
+    pub fn origin(&self) -> Option<u64> {
+        match *self {
+            Self::VoucherChanged { origin, .. } => Some(origin),
+            _ => None,
         }
     }
 
@@ -62,6 +68,7 @@ impl SaleEvent {
                 let (v, order) = rest.split_once(':')?;
                 Self::DeadLettered { voucher_id: id(v)?, order_id: id(order)? }
             }
+            "granted" => Self::Granted { voucher_id: id(rest)? },
             "worker_joined" => Self::WorkerJoined { worker: rest.to_owned() },
             "worker_left" => Self::WorkerLeft { worker: rest.to_owned() },
             "voucher_changed" => {
@@ -70,6 +77,31 @@ impl SaleEvent {
             }
             _ => return None,
         })
+    }
+}
+
+/// The message: `sold_out:<voucher>`, `restock:<voucher>`,
+/// `dead_letter:<voucher>:<order>`, `worker_joined:<name>`, `worker_left:<name>`,
+/// `voucher_changed:<voucher>:<origin>` (and `granted:<voucher>`, never published).
+impl fmt::Display for SaleEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::SoldOut { voucher_id } => write!(f, "sold_out:{voucher_id}"),
+            Self::Restocked { voucher_id } => write!(f, "restock:{voucher_id}"),
+            Self::DeadLettered { voucher_id, order_id } => write!(f, "dead_letter:{voucher_id}:{order_id}"),
+            Self::Granted { voucher_id } => write!(f, "granted:{voucher_id}"),
+            Self::WorkerJoined { worker } => write!(f, "worker_joined:{worker}"),
+            Self::WorkerLeft { worker } => write!(f, "worker_left:{worker}"),
+            Self::VoucherChanged { voucher_id, origin } => write!(f, "voucher_changed:{voucher_id}:{origin}"),
+        }
+    }
+}
+
+/// A script's argument: the message, written straight into the command (every grab
+/// hands the gate its sale's `sold_out` message, so it is not built apart first).
+impl redis::ToRedisArgs for SaleEvent {
+    fn write_redis_args<W: ?Sized + redis::RedisWrite>(&self, out: &mut W) {
+        out.write_arg_fmt(self);
     }
 }
 
@@ -86,6 +118,7 @@ mod tests {
             SaleEvent::WorkerJoined { worker: "w-1".into() },
             SaleEvent::WorkerLeft { worker: "w:2".into() },
             SaleEvent::VoucherChanged { voucher_id: 7, origin: u64::MAX },
+            SaleEvent::Granted { voucher_id: 42 },
         ] {
             assert_eq!(SaleEvent::parse(&e.encode()), Some(e));
         }
@@ -94,5 +127,8 @@ mod tests {
         // From a process of the version before origins: heard as someone else's.
         assert_eq!(SaleEvent::parse("voucher_changed:7"), Some(SaleEvent::VoucherChanged { voucher_id: 7, origin: 0 }));
         assert_eq!(SaleEvent::parse("voucher_changed:7:x"), None);
+        let mut cmd = redis::Cmd::new();
+        cmd.arg(SaleEvent::SoldOut { voucher_id: 42 });
+        assert_eq!(cmd.args_iter().next(), Some(redis::Arg::Simple(&b"sold_out:42"[..])), "as an argument");
     }
 }

@@ -1,9 +1,12 @@
 //! The event bus: sale events every process must hear of at once (a voucher sold out
 //! or restocked, an order dead-lettered, a worker joined or left, a voucher changed),
-//! carried by Redis pub/sub on one channel (`<namespace>:events`). Whoever keeps state
-//! that an event changes subscribes ([`Subscriber`]): the sold-out flags
-//! (`sale::sold_out`), the shared shop page (`server::page_cache`) and the live feeds
-//! (`live::hub`). The bus knows none of them; the server hands them to [`listen`].
+//! carried by Redis pub/sub on one channel (`<namespace>:events`), and what this
+//! process tells itself of what it did (an order granted, a voucher changed). Whoever
+//! keeps state that an event changes subscribes ([`Subscriber`]): the sold-out flags
+//! (`sale::sold_out`), the shared shop page (`server::page_cache`), the live feeds
+//! (`live::hub`) and the worker's readers (`worker::Wakeups`). The bus knows none of
+//! them; the server hands them to [`Bus::new`]. So a domain that makes a change tells
+//! the bus, and never reaches into who keeps what.
 //!
 //! Pub/sub loses messages while a connection is down: after a reconnection every
 //! subscriber is told it may have missed some ([`Subscriber::missed`]), and trusts
@@ -13,7 +16,10 @@ mod event;
 
 pub use event::SaleEvent;
 
-use crate::{backend::RedisTarget, shutdown::Shutdown};
+use crate::{
+    backend::{Backend, RedisTarget},
+    shutdown::Shutdown,
+};
 use futures::StreamExt;
 use std::{sync::Arc, time::Duration};
 
@@ -25,14 +31,67 @@ pub trait Subscriber: Send + Sync {
     fn missed(&self);
 }
 
+/// This process's end of the bus: its subscribers, and its name in the events it
+/// publishes.
+pub struct Bus {
+    /// Never 0: events of processes that name no origin read as 0.
+    origin: u64,
+    subscribers: Vec<Arc<dyn Subscriber>>,
+}
+
+impl Bus {
+    pub fn new(subscribers: Vec<Arc<dyn Subscriber>>) -> Self {
+        Self { origin: rand::random::<u64>().max(1), subscribers }
+    }
+
+    /// This process, as the events it publishes name it.
+    pub fn origin(&self) -> u64 {
+        self.origin
+    }
+
+    /// Tells this process's subscribers, at once, of something done here. An event
+    /// that is also published names this process ([`SaleEvent::origin`]), so it is
+    /// not told twice when it comes back.
+    pub fn tell_here(&self, event: &SaleEvent) {
+        let at_ms = chrono::Utc::now().timestamp_millis();
+        self.subscribers.iter().for_each(|s| s.heard(event, at_ms));
+    }
+
+    /// An event heard on the channel: told to every subscriber unless it came from here.
+    fn heard(&self, payload: &str) {
+        let Some(event) = SaleEvent::parse(payload) else {
+            tracing::warn!(payload, "unknown sale event");
+            return;
+        };
+        if event.origin() != Some(self.origin) {
+            self.tell_here(&event);
+        }
+    }
+
+    fn missed(&self) {
+        self.subscribers.iter().for_each(|s| s.missed());
+    }
+}
+
+/// Tells every process (through the sale events channel) of something done here.
+/// Best effort: what was done stands either way, and what listens copes with a
+/// missed message (a page out of date for a moment, a dashboard line missing).
+pub async fn publish(backend: &Backend, event: &SaleEvent) {
+    let sent: redis::RedisResult<i64> =
+        redis::AsyncCommands::publish(&mut backend.redis.clone(), &*backend.events_channel, event).await;
+    if let Err(e) = sent {
+        tracing::warn!("announcing {event:?}: {e}");
+    }
+}
+
 /// Subscribes (so no event after this call is missed), then listens in the
-/// background until shutdown, telling each subscriber every event in the order
-/// heard, and reconnecting after a dropped connection (on a cluster, to the next
-/// node: classic pub/sub reaches every node).
+/// background until shutdown, telling the bus every event in the order heard, and
+/// reconnecting after a dropped connection (on a cluster, to the next node: classic
+/// pub/sub reaches every node).
 pub async fn listen(
     redis: Arc<RedisTarget>,
     channel: String,
-    subscribers: Vec<Arc<dyn Subscriber>>,
+    bus: Arc<Bus>,
     shutdown: Shutdown,
 ) -> redis::RedisResult<tokio::task::JoinHandle<()>> {
     let mut pubsub = redis.pubsub().await?;
@@ -46,7 +105,7 @@ pub async fn listen(
                 loop {
                     tokio::select! {
                         msg = messages.next() => match msg {
-                            Some(msg) => deliver(&msg.get_payload::<String>().unwrap_or_default(), &subscribers),
+                            Some(msg) => bus.heard(&msg.get_payload::<String>().unwrap_or_default()),
                             None => break,
                         },
                         _ = &mut stopped => return,
@@ -65,16 +124,16 @@ pub async fn listen(
                     }
                 }
             };
-            subscribers.iter().for_each(|s| s.missed());
+            bus.missed();
         }
     }))
 }
 
 /// How often [`follow`] reads the sales version.
-pub const FOLLOW_EVERY: Duration = Duration::from_millis(250);
+pub const VERSION_READ_EVERY: Duration = Duration::from_millis(250);
 
 /// Reads the sales version (`key`, bumped by every operator change to a sale, after
-/// Redis holds the change) every [`FOLLOW_EVERY`] until shutdown, and tells every
+/// Redis holds the change) every [`VERSION_READ_EVERY`] until shutdown, and tells every
 /// subscriber it may have missed events whenever it moved. So a process whose
 /// subscription dropped the change's event (partitioned from pub/sub, or not yet
 /// subscribed) still follows the change within a fraction of a second: its caches
@@ -82,27 +141,50 @@ pub const FOLLOW_EVERY: Duration = Duration::from_millis(250);
 pub fn follow(
     mut redis: crate::backend::RedisConn,
     key: String,
-    subscribers: Vec<Arc<dyn Subscriber>>,
+    bus: Arc<Bus>,
     shutdown: Shutdown,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut seen: Option<Option<i64>> = None;
-        let mut rounds = crate::shutdown::interval(FOLLOW_EVERY);
+        let mut rounds = crate::shutdown::interval(VERSION_READ_EVERY);
         while shutdown.tick(&mut rounds).await {
             let Ok(now) = redis::AsyncCommands::get::<_, Option<i64>>(&mut redis, &key).await else { continue };
             if seen.is_some_and(|seen| seen != now) {
-                subscribers.iter().for_each(|s| s.missed());
+                bus.missed();
             }
             seen = Some(now);
         }
     })
 }
 
-fn deliver(payload: &str, subscribers: &[Arc<dyn Subscriber>]) {
-    let Some(event) = SaleEvent::parse(payload) else {
-        tracing::warn!(payload, "unknown sale event");
-        return;
-    };
-    let at_ms = chrono::Utc::now().timestamp_millis();
-    subscribers.iter().for_each(|s| s.heard(&event, at_ms));
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    #[derive(Default)]
+    struct Heard(Mutex<Vec<SaleEvent>>);
+
+    impl Subscriber for Heard {
+        fn heard(&self, event: &SaleEvent, _at_ms: i64) {
+            self.0.lock().unwrap().push(event.clone());
+        }
+        fn missed(&self) {}
+    }
+
+    #[test]
+    fn a_change_made_here_is_told_once_and_others_when_heard() {
+        let heard = Arc::new(Heard::default());
+        let bus = Bus::new(vec![heard.clone()]);
+        let changed = |origin| SaleEvent::VoucherChanged { voucher_id: 7, origin };
+        bus.tell_here(&changed(bus.origin()));
+        bus.heard(&changed(bus.origin()).encode());
+        assert_eq!(heard.0.lock().unwrap().len(), 1, "its own event coming back is not told again");
+        bus.heard(&changed(bus.origin().wrapping_add(1)).encode());
+        bus.heard(&changed(0).encode());
+        bus.heard(&SaleEvent::SoldOut { voucher_id: 7 }.encode());
+        bus.heard("nonsense");
+        assert_eq!(heard.0.lock().unwrap().len(), 4, "another process's, an older one's that names none, any other");
+        assert_ne!(Bus::new(Vec::new()).origin(), 0);
+    }
 }

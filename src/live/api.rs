@@ -9,7 +9,7 @@ use server_fn::codec::Json;
 #[cfg(feature = "ssr")]
 use crate::{auth::session::require_operator, error::ErrorCode, state::AppState, voucher::store as vouchers};
 
-/// The operator's numbers for one voucher (admin): the figures the dashboard shows
+/// The operator's numbers for one voucher (operators): the figures the dashboard shows
 /// (`live::figures`), and this process's sold-out flag.
 #[server(prefix = "/api", endpoint = "sale_stats", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn sale_stats(voucher_id: i64) -> AppResult<SaleFigures> {

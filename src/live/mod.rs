@@ -176,7 +176,7 @@ impl LiveEvent {
             }
             E::WorkerJoined { worker } => (EventKind::WorkerJoined, None, Some(worker.clone())),
             E::WorkerLeft { worker } => (EventKind::WorkerLeft, None, Some(worker.clone())),
-            E::VoucherChanged { .. } => return None,
+            E::VoucherChanged { .. } | E::Granted { .. } => return None,
         };
         Some(Self { at_ms, kind, voucher_id, detail })
     }

@@ -1,4 +1,4 @@
-//! `GET /api/live`: the operator's feed (admin token or admin cookie), and
+//! `GET /api/live`: the operator's feed (admin token or operator cookie), and
 //! `GET /api/live?view=shop`: the shoppers' stock feed (public). Server-Sent Events;
 //! browsers reconnect by themselves and get a fresh `hello` each time.
 

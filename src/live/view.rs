@@ -184,7 +184,7 @@ pub fn LiveBoard(
 ) -> impl IntoView {
     let feed = use_admin_feed();
     // While reconnecting, ask whether this browser is still admin: a server restarted
-    // with a new session key refuses the old admin cookie, and then the token is
+    // with a new session key refuses the old operator cookie, and then the token is
     // needed again rather than endless retries.
     Effect::new(move |_| {
         if feed.connection.get() == Connection::Reconnecting {

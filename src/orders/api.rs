@@ -1,5 +1,5 @@
 //! Order endpoints: `/api/my_orders`, `/api/pay_order`, `/api/cancel_order` (shopper)
-//! and `/api/list_orders` (admin).
+//! and `/api/list_orders` (operators).
 
 use super::Order;
 use crate::error::AppResult;
@@ -78,7 +78,7 @@ pub async fn cancel_order(order_id: String) -> AppResult<Order> {
     }
 }
 
-/// A voucher's orders, newest first (admin): `status` one of `unpaid`, `paid`,
+/// A voucher's orders, newest first (operators): `status` one of `unpaid`, `paid`,
 /// `cancelled` or all when absent; `limit` 1–1000, default 100.
 #[server(prefix = "/api", endpoint = "list_orders", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn list_orders(voucher_id: i64, status: Option<String>, limit: Option<i64>) -> AppResult<Vec<Order>> {

@@ -93,7 +93,7 @@ fn order_item(
     }
 }
 
-/// A voucher's newest orders (admin), behind a disclosure; loaded and refreshed every
+/// A voucher's newest orders (operators), behind a disclosure; loaded and refreshed every
 /// 3 seconds while open.
 #[component]
 pub fn VoucherOrders(voucher_id: i64) -> impl IntoView {

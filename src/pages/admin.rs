@@ -9,7 +9,7 @@ use crate::{
     browser::every,
     live::view::LiveBoard,
     orders::view::VoucherOrders,
-    sale::admin_view::{CreateVoucher, RowStates, SaleLog, SaleRow},
+    sale::operator_view::{CreateVoucher, RowStates, SaleLog, SaleRow},
     voucher::{api::list_vouchers, view::EachVoucher, Voucher},
 };
 use leptos::prelude::*;

@@ -7,6 +7,7 @@ use crate::{
         layout::{clock_key, SaleKeys},
         Backend, ScriptCall,
     },
+    bus::SaleEvent,
     error::ErrorCode,
 };
 use redis::RedisResult;
@@ -72,7 +73,7 @@ pub async fn grab(
         .arg(voucher_id)
         .arg(&*backend.events_channel)
         .arg(StoredResult::queued(user_id).encode())
-        .arg(&*sale.sold_out_event)
+        .arg(SaleEvent::SoldOut { voucher_id })
         .arg(token)
         .invoke(&mut backend.redis.clone())
         .await?;

@@ -8,6 +8,7 @@ use super::{
 };
 use crate::{
     backend::Backend,
+    bus::SaleEvent,
     error::{AppError, AppResult, ErrorCode},
     orders::{
         lifecycle,
@@ -92,7 +93,7 @@ async fn at_the_gate(
     };
     match verdict {
         Verdict::Granted => {
-            state.wakeups.wake(voucher_id);
+            state.bus.tell_here(&SaleEvent::Granted { voucher_id });
             Ok(GrabTicket { order_id: order_id.to_string(), status: GrabStatus::Queued })
         }
         Verdict::Refused(ErrorCode::UnknownVoucher) => Err(not_in_redis(state, voucher_id).await),

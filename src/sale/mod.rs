@@ -3,8 +3,6 @@
 //! endpoints, the operator's sale endpoints and components (create, warm up), this
 //! process's sold-out flags, and the shopper's sale card.
 
-pub mod admin;
-pub mod admin_view;
 #[cfg(feature = "ssr")]
 pub mod admission;
 pub mod api;
@@ -15,6 +13,8 @@ pub mod gate;
 pub mod grab;
 #[cfg(feature = "ssr")]
 pub mod hot_path;
+pub mod launch;
+pub mod operator_view;
 #[cfg(feature = "ssr")]
 pub mod rebuilds;
 #[cfg(feature = "ssr")]

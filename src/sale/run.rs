@@ -1,23 +1,24 @@
 //! Running a live sale (operators): `/api/update_voucher`, `/api/add_stock`,
-//! `/api/withdraw_stock`, `/api/pause_sale`, `/api/resume_sale`, `/api/end_sale`.
+//! `/api/withdraw_stock`, `/api/pause_sale`, `/api/resume_sale`, `/api/end_sale`, and
+//! `/api/list_audit`, the operator's log of them.
 //!
 //! Each change is made in the database first (the row's `version` bumped), then in
 //! Redis before the call answers: the window (times, pause, price) with its version
 //! (`warm::load`: an older push never overwrites a newer one), or the stock
 //! (`sale::stock`). So the gate follows the moment the call returns, on every process
-//! at once (they share it). Then every process is told ([`super::admin::changed`]),
+//! at once (they share it). Then every process is told ([`super::launch::changed`]),
 //! and each one's own caches (sold-out flags, shop page) follow within a second, or
 //! when it next reads the sales version if it missed the message. Every change is in
 //! the operator's log with the voucher before and after.
 
 use super::StockChanged;
-use crate::{error::AppResult, voucher::Voucher};
+use crate::{audit::AuditEntry, error::AppResult, voucher::Voucher};
 use leptos::prelude::*;
 use server_fn::codec::Json;
 
 #[cfg(feature = "ssr")]
 use {
-    super::{admin::changed, stock, warm},
+    super::{launch::changed, stock, warm},
     crate::{
         audit::store::{self as audit, Record},
         auth::session::{require_operator, Actor},
@@ -251,4 +252,16 @@ async fn done(
         Record { actor: actor.name(), action, voucher_id: Some(after.id), before: json(&old), after: json(&new) };
     audit::record(&state.backend.db, record).await;
     Ok(new)
+}
+
+/// Entries `list_audit` answers at most.
+#[cfg(feature = "ssr")]
+const AUDIT_LIMIT: i64 = 200;
+
+/// The newest 200 entries of the operator's log, of one voucher or of all (operators).
+#[server(prefix = "/api", endpoint = "list_audit", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
+pub async fn list_audit(voucher_id: Option<i64>) -> AppResult<Vec<AuditEntry>> {
+    let state = expect_context::<AppState>();
+    require_operator(&state.secrets)?;
+    Ok(audit::list(&state.backend.db, voucher_id, AUDIT_LIMIT).await?)
 }

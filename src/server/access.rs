@@ -9,8 +9,8 @@
 //! two apart.
 
 use crate::{
-    auth::api as auth, live::api as live, orders::api as orders, report::api as report, sale::admin as sale_admin,
-    sale::api as sale, sale::run, voucher::api as voucher,
+    auth::api as auth, live::api as live, orders::api as orders, report::api as report, sale::api as sale,
+    sale::launch, sale::run, voucher::api as voucher,
 };
 use axum::http::Method;
 use server_fn::ServerFn;
@@ -25,7 +25,7 @@ pub enum Access {
     /// An operator of any role, or the admin token.
     Operator,
     /// An operator with the admin role, or the admin token.
-    Admin,
+    AdminRole,
     /// The admin token only (what a monitoring system's scraper holds).
     AdminToken,
 }
@@ -56,10 +56,10 @@ fns![
     auth::ChangePassword => Shopper,
     auth::SignOutEverywhere => Shopper,
     auth::ChangeOperatorPassword => Operator,
-    auth::AddOperator => Admin,
-    auth::ListOperators => Admin,
-    auth::RemoveOperator => Admin,
-    auth::SetOperatorRole => Admin,
+    auth::AddOperator => AdminRole,
+    auth::ListOperators => AdminRole,
+    auth::RemoveOperator => AdminRole,
+    auth::SetOperatorRole => AdminRole,
     voucher::ListVouchers => Anyone,
     voucher::ShopSettings => Anyone,
     sale::ServerTime => Anyone,
@@ -72,9 +72,9 @@ fns![
     orders::ListOrders => Operator,
     report::SaleReport => Operator,
     live::SaleStats => Operator,
-    sale_admin::CreateVoucher => Operator,
-    sale_admin::WarmUp => Operator,
-    sale_admin::ListAudit => Operator,
+    launch::CreateVoucher => Operator,
+    launch::WarmUp => Operator,
+    run::ListAudit => Operator,
     run::UpdateVoucher => Operator,
     run::PauseSale => Operator,
     run::ResumeSale => Operator,

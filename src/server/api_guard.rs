@@ -203,10 +203,10 @@ fn admit(guard: &Guard, access: Access, req: &mut Request) -> Result<(), AppErro
             req.extensions_mut().insert(checked);
             Ok(())
         }
-        Access::Operator | Access::Admin | Access::AdminToken => {
+        Access::Operator | Access::AdminRole | Access::AdminToken => {
             let actor = guard.secrets.actor(headers).ok_or(ErrorCode::AdminRequired)?;
             match access {
-                Access::Admin if actor.role() != Role::Admin => {
+                Access::AdminRole if actor.role() != Role::Admin => {
                     Err(AppError { code: ErrorCode::AdminRequired, message: "This needs an admin.".into() })
                 }
                 Access::AdminToken if actor != Actor::Token => {

@@ -2,7 +2,7 @@
 //! NAME`, `set-role NAME ROLE`), against the configured database (migrated first, as a
 //! start-up would). A running server sees a removal or a new role within a second.
 
-use super::{hasher, migrate, open_database, ServeError};
+use super::{database, hasher, ServeError};
 use crate::{
     audit::store::{self as audit, Record},
     auth::{operators, password, validate_name, Role},
@@ -23,8 +23,8 @@ pub async fn run(config: Config, command: Command) -> Result<String, ServeError>
     let refused = |e: AppError| ServeError::Config(e.message);
     let role_named = |role: &str| Role::from_name(role).ok_or_else(|| ServeError::Config(format!("no role {role:?}")));
     let open = || async {
-        let db = open_database(&config.database_url, Duration::from_millis(config.db_busy_ms)).await?;
-        migrate(&db, &config.database_url).await?;
+        let db = database::open(&config.database_url, Duration::from_millis(config.db_busy_ms)).await?;
+        database::migrate(&db, &config.database_url).await?;
         Ok::<_, ServeError>(db)
     };
     match command {

@@ -5,6 +5,7 @@ pub mod access;
 mod api_guard;
 pub mod child;
 pub mod cli;
+pub mod database;
 mod http;
 pub mod local_redis;
 pub mod monitoring;
@@ -23,7 +24,7 @@ use crate::{
         password::{Cost, Hasher},
         Secrets,
     },
-    backend::{layout::sales_version, Backend, BackendError, Db, RedisTarget, Replicas},
+    backend::{layout::sales_version, Backend, BackendError, RedisTarget, Replicas},
     bus,
     config::Config,
     live::{hub::Hub, sampler, slots::FeedSlots, sse},
@@ -32,7 +33,7 @@ use crate::{
     sale::{self, admission::Admission, sold_out::SoldOutFlags, warm},
     shutdown,
     state::{AppState, SharedState},
-    worker::{self, NameLease, WorkerSettings},
+    worker::{self, NameLease, Wakeups, WorkerSettings},
 };
 use axum::{
     routing::{any, get},
@@ -41,7 +42,6 @@ use axum::{
 use leptos::config::LeptosOptions;
 use leptos_axum::{generate_route_list_with_exclusions, LeptosRoutes};
 use local_redis::LocalRedis;
-use sqlx::{any::AnyPoolOptions, Connection, Executor};
 use std::{future::Future, path::Path, sync::Arc, time::Duration};
 use tokio::net::TcpListener;
 
@@ -100,8 +100,8 @@ async fn run(
     signal: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
     crate::money::set_currency(&config.currency);
-    let db = open_database(&config.database_url, Duration::from_millis(config.db_busy_ms)).await?;
-    migrate(&db, &config.database_url).await?;
+    let db = database::open(&config.database_url, Duration::from_millis(config.db_busy_ms)).await?;
+    database::migrate(&db, &config.database_url).await?;
     let target = Arc::new(RedisTarget::open(&redis_url)?);
     let evicting = target.evicting_nodes().await;
     if !evicting.is_empty() {
@@ -129,6 +129,13 @@ async fn run(
     secrets.ended.catch_up(&backend.db).await?;
     // So are the cookies of operators removed or signed out before it started.
     secrets.operators.catch_up(&backend.db).await?;
+    // Whoever keeps state a sale event changes hears it on the bus.
+    let sold_out = Arc::new(SoldOutFlags::new(Duration::from_millis(config.sold_out_ttl_ms)));
+    let hub = Arc::new(Hub::default());
+    let page_changes = Arc::new(page_cache::Changes::default());
+    let wakeups = Arc::new(Wakeups::default());
+    let subscribers: Vec<Arc<dyn bus::Subscriber>> =
+        vec![sold_out.clone(), page_changes.clone(), hub.clone(), wakeups.clone()];
     let state = AppState::new(SharedState {
         leptos_options,
         backend: backend.clone(),
@@ -137,14 +144,13 @@ async fn run(
         hasher: Arc::new(hasher(&config)?),
         sign_ups: Arc::new(crate::auth::challenge::SignUps::new(&config)),
         shop_login: shop_login(&config)?.map(Arc::new),
-        sold_out: Arc::new(SoldOutFlags::new(Duration::from_millis(config.sold_out_ttl_ms))),
+        sold_out,
         admission: Arc::new(Admission::new(config.max_grabs_in_flight, Duration::from_millis(config.shed_latency_ms))),
         rebuilds: Arc::default(),
         tally: Arc::default(),
-        hub: Arc::new(Hub::default()),
+        hub,
         feeds: Arc::new(FeedSlots::new(config.max_feeds, config.max_feeds_per_address)),
-        voucher_changes: Arc::default(),
-        wakeups: Arc::default(),
+        bus: Arc::new(bus::Bus::new(subscribers)),
         shutdown: shutdown.clone(),
     });
     let limits = Arc::new(rate_limit::Limits::new(
@@ -153,11 +159,10 @@ async fn run(
         config.trusted_proxy,
         state.secrets.clone(),
     ));
-    let tasks = spawn_background(&config, &state, &target, &limits).await?;
+    let tasks = spawn_background(&config, &state, &target, &limits, wakeups).await?;
 
     let request_timeout = Duration::from_millis(config.request_timeout_ms);
-    let shop_page =
-        page_cache::PageCache::new(Duration::from_millis(config.page_cache_ms), state.voucher_changes.clone());
+    let shop_page = page_cache::PageCache::new(Duration::from_millis(config.page_cache_ms), page_changes);
     let guard = Arc::new(
         api_guard::Guard::new(
             limits,
@@ -247,12 +252,13 @@ async fn spawn_background(
     state: &AppState,
     target: &Arc<RedisTarget>,
     limits: &Arc<rate_limit::Limits>,
+    wakeups: Arc<Wakeups>,
 ) -> Result<Vec<tokio::task::JoinHandle<()>>, ServeError> {
     let (backend, shutdown) = (&state.backend, &state.shutdown);
     let channel = backend.events_channel.to_string();
     let mut tasks = vec![
-        bus::listen(target.clone(), channel, subscribers(state), shutdown.clone()).await?,
-        bus::follow(backend.redis.clone(), sales_version(&backend.namespace), subscribers(state), shutdown.clone()),
+        bus::listen(target.clone(), channel, state.bus.clone(), shutdown.clone()).await?,
+        bus::follow(backend.redis.clone(), sales_version(&backend.namespace), state.bus.clone(), shutdown.clone()),
         sampler::spawn(
             backend.clone(),
             state.hub.clone(),
@@ -274,7 +280,6 @@ async fn spawn_background(
     ];
     if config.worker {
         let redis = target.connect().await?;
-        let wakeups = state.wakeups.clone();
         let mut settings = worker_settings(config);
         let Some(lease) = NameLease::take(backend, &settings.consumer).await? else {
             return Err(ServeError::Config(format!(
@@ -289,15 +294,6 @@ async fn spawn_background(
     Ok(tasks)
 }
 
-/// What listens to the bus: this process's sold-out flags, its shared shop page and
-/// its live feeds.
-fn subscribers(state: &AppState) -> Vec<Arc<dyn bus::Subscriber>> {
-    let flags: Arc<dyn bus::Subscriber> = state.sold_out.clone();
-    let shop_page: Arc<dyn bus::Subscriber> = state.voucher_changes.clone();
-    let feeds: Arc<dyn bus::Subscriber> = state.hub.clone();
-    vec![flags, shop_page, feeds]
-}
-
 /// How long a stop waits for requests in flight, and then for background tasks.
 const STOP_GRACE: Duration = Duration::from_secs(10);
 
@@ -305,7 +301,7 @@ const STOP_GRACE: Duration = Duration::from_secs(10);
 /// all behind the front door (`api_guard::front`: metrics, rate limits, the request
 /// cap and timeout, API rules).
 fn router(state: AppState, guard: Arc<api_guard::Guard>) -> Router {
-    // The hottest endpoints skip the server-function layer (`sale::routes`).
+    // The hottest endpoints skip the server-function layer (`sale::hot_path`).
     let routes = generate_route_list_with_exclusions(App, Some(sale::hot_path::paths()));
     let options = state.leptos_options.clone();
     Router::new()
@@ -333,84 +329,6 @@ fn forget_idle_callers(limits: Arc<rate_limit::Limits>, shutdown: shutdown::Shut
             limits.forget_idle();
         }
     })
-}
-
-/// Opens the pool for `DATABASE_URL`. SQLite (the one-box default): the file and its
-/// folder are created when missing, WAL journal, `NORMAL` sync, `busy` as the busy
-/// timeout, and temporary data in memory (the worker's batch insert needs a statement
-/// journal: as a file, SQLite created, wrote and deleted one per batch). PostgreSQL:
-/// the URL as given, with `busy` as the lock timeout.
-async fn open_database(url: &str, busy: Duration) -> Result<Db, ServeError> {
-    sqlx::any::install_default_drivers();
-    let sqlite = is_sqlite(url);
-    let mut url = url.to_owned();
-    if sqlite {
-        let path = url.trim_start_matches("sqlite://").trim_start_matches("sqlite:");
-        let path = path.split('?').next().unwrap_or_default();
-        if let Some(dir) = Path::new(path).parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)?;
-        }
-        if !url.contains("mode=") {
-            url.push_str(if url.contains('?') { "&mode=rwc" } else { "?mode=rwc" });
-        }
-    }
-    let pragmas = format!(
-        "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = {}; \
-         PRAGMA foreign_keys = ON; PRAGMA temp_store = MEMORY",
-        busy.as_millis()
-    );
-    // PostgreSQL's counterpart of the busy timeout: a write waits this long for a lock.
-    let lock_timeout = format!("SET lock_timeout = {}", busy.as_millis());
-    let pool = AnyPoolOptions::new()
-        .max_connections(if sqlite { 8 } else { 16 })
-        // sqlx pings a connection when it goes back to the pool, and by default again
-        // when it is taken: a round trip to the database (on SQLite, to the connection's
-        // thread and back) per use, besides the statement. A connection idle for less
-        // than `PING_IF_IDLE` was pinged when released, so it is handed out as is (after
-        // a database restart, each such connection fails one statement, then is closed).
-        .test_before_acquire(false)
-        .before_acquire(|conn, meta| {
-            Box::pin(async move {
-                if meta.idle_for >= PING_IF_IDLE {
-                    conn.ping().await?;
-                }
-                Ok(true)
-            })
-        })
-        .after_connect(move |conn, _| {
-            let (pragmas, lock_timeout) = (pragmas.clone(), lock_timeout.clone());
-            Box::pin(async move {
-                if sqlite {
-                    conn.execute(pragmas.as_str()).await?;
-                } else {
-                    conn.execute(lock_timeout.as_str()).await?;
-                }
-                Ok(())
-            })
-        })
-        .connect(&url)
-        .await?;
-    Ok(pool)
-}
-
-/// A pooled connection idle this long is pinged before it is handed out (a failed ping
-/// closes it, and another is taken).
-const PING_IF_IDLE: Duration = Duration::from_secs(1);
-
-/// SQLite or PostgreSQL, by the URL's scheme.
-fn is_sqlite(url: &str) -> bool {
-    url.starts_with("sqlite:")
-}
-
-/// Runs the migrations of the engine behind `url` (`migrations/sqlite` or
-/// `migrations/postgres`: the same schema, each in its engine's dialect).
-async fn migrate(db: &Db, url: &str) -> Result<(), ServeError> {
-    if is_sqlite(url) {
-        sqlx::migrate!("./migrations/sqlite").run(db).await?;
-    } else {
-        sqlx::migrate!("./migrations/postgres").run(db).await?;
-    }
-    Ok(())
 }
 
 fn worker_settings(config: &Config) -> WorkerSettings {

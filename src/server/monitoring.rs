@@ -1,6 +1,6 @@
 //! What a load balancer and a monitoring system ask of each process: `GET /healthz`
 //! (the process is alive), `GET /readyz` (Redis and the database answer, migrations ran,
-//! not stopping) and `GET /metrics` (Prometheus text format, admin only: it names
+//! not stopping) and `GET /metrics` (Prometheus text format, admin token only: it names
 //! vouchers and reveals traffic).
 
 use crate::{

@@ -73,7 +73,7 @@ pub fn document() -> OpenApi {
                 .security_scheme(
                     OPERATOR_SESSION,
                     cookie(
-                        crate::auth::session::ADMIN_COOKIE,
+                        crate::auth::session::OPERATOR_COOKIE,
                         "An operator's session (`operator_sign_in`); the `admin` role where required.",
                     ),
                 )
@@ -120,7 +120,7 @@ fn secured(mut operation: Operation, access: Access) -> Operation {
         Access::Anyone => vec![],
         Access::Shopper => vec![(SHOPPER_SESSION, vec![]), (SHOP_TOKEN, vec![])],
         Access::Operator => vec![(OPERATOR_SESSION, vec![]), (ADMIN_TOKEN, vec![])],
-        Access::Admin => vec![(OPERATOR_SESSION, vec!["admin"]), (ADMIN_TOKEN, vec![])],
+        Access::AdminRole => vec![(OPERATOR_SESSION, vec!["admin"]), (ADMIN_TOKEN, vec![])],
         Access::AdminToken => vec![(ADMIN_TOKEN, vec![])],
     };
     if !requirements.is_empty() {

@@ -36,53 +36,32 @@ use std::{
 use tokio::sync::Mutex;
 
 /// Counts changes to the vouchers the shop page lists (one created, or warmed back
-/// from the database), made here or heard of from another process on the bus, so the
-/// shared shop page knows when it is out of date.
-#[derive(Debug)]
+/// from the database), made here or on another process, as the bus tells them (once
+/// each: a change made here is not told again when its event comes back, which dated
+/// a page rendered in between for nothing), so the shared shop page knows when it is
+/// out of date.
+#[derive(Debug, Default)]
 pub struct Changes {
     count: std::sync::atomic::AtomicU64,
-    /// This process, as its sale events name it: a change made here is counted once,
-    /// when made, not again when its event comes back (which dated a page rendered
-    /// in between for nothing).
-    origin: u64,
-}
-
-impl Default for Changes {
-    fn default() -> Self {
-        // Never 0: events of processes that name no origin read as 0.
-        Self { count: Default::default(), origin: rand::random::<u64>().max(1) }
-    }
 }
 
 impl Changes {
-    /// A change made here.
-    pub fn note(&self) {
+    /// A change: the page rendered before it is out of date.
+    fn note(&self) {
         self.count.fetch_add(1, std::sync::atomic::Ordering::Release);
-    }
-
-    /// A change heard of from `origin`'s event: counted unless it was made here.
-    pub fn heard_from(&self, origin: u64) {
-        if origin != self.origin {
-            self.note();
-        }
     }
 
     pub fn count(&self) -> u64 {
         self.count.load(std::sync::atomic::Ordering::Acquire)
     }
-
-    /// What this process's events name it.
-    pub fn origin(&self) -> u64 {
-        self.origin
-    }
 }
 
-/// The bus: another process's voucher change dates the page; after events may have
-/// been lost, the page is taken as out of date.
+/// The bus: a voucher change, here or elsewhere, dates the page; after events may
+/// have been lost, the page is taken as out of date.
 impl Subscriber for Changes {
     fn heard(&self, event: &SaleEvent, _at_ms: i64) {
-        if let SaleEvent::VoucherChanged { origin, .. } = *event {
-            self.heard_from(origin);
+        if let SaleEvent::VoucherChanged { .. } = *event {
+            self.note();
         }
     }
 
@@ -228,18 +207,6 @@ fn accepts_brotli(headers: &HeaderMap) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_change_made_here_counts_once_and_others_count_when_heard() {
-        let changes = Changes::default();
-        changes.note();
-        changes.heard_from(changes.origin());
-        assert_eq!(changes.count(), 1, "its own event coming back dates nothing");
-        changes.heard_from(changes.origin().wrapping_add(1));
-        changes.heard_from(0);
-        assert_eq!(changes.count(), 3, "another process's, or an older one's that names none");
-        assert_ne!(Changes::default().origin(), 0);
-    }
 
     #[test]
     fn brotli_is_sent_to_browsers_that_take_it() {

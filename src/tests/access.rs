@@ -39,11 +39,11 @@ async fn every_route_refuses_the_callers_its_entry_excludes() {
             Access::Anyone => continue,
             Access::Shopper => vec![("anonymous", None), ("an operator", Some(&admin))],
             Access::Operator => vec![("anonymous", None), ("a shopper", Some(&shopper.cookie))],
-            Access::Admin | Access::AdminToken => {
+            Access::AdminRole | Access::AdminToken => {
                 let mut callers = vec![("anonymous", None), ("a shopper", Some(shopper.cookie.as_str()))];
                 callers.push(("an operator", Some(&operator)));
                 if access == Access::AdminToken {
-                    callers.push(("an admin's cookie", Some(&admin)));
+                    callers.push(("an operator's cookie", Some(&admin)));
                 }
                 callers
             }

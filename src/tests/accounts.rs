@@ -258,7 +258,7 @@ pub(crate) async fn as_operator(app: &TestApp, cookie: &str, call: &str, body: V
     (status.as_u16(), body)
 }
 
-/// The admin cookie an operator's sign-in sets (or the refusal).
+/// The operator cookie an operator's sign-in sets (or the refusal).
 pub(crate) async fn operator_sign_in(app: &TestApp, name: &str, password: &str) -> Result<String, (u16, Value)> {
     let res = app.http.post(format!("{}/api/operator_sign_in", app.base));
     let res = res.json(&json!({ "name": name, "password": password })).send().await.unwrap();

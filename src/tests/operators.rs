@@ -7,7 +7,7 @@ use crate::{
 };
 use serde_json::{json, Value};
 
-/// Adds an operator with the admin token and signs them in: their admin cookie.
+/// Adds an operator with the admin token and signs them in: their operator cookie.
 async fn operator(app: &TestApp, name: &str, role: &str) -> String {
     let password = format!("{name}'s operator password");
     app.admin("add_operator", json!({ "name": name, "password": password, "role": role })).await;
@@ -102,7 +102,7 @@ async fn the_last_admin_stays() {
     app.stop().await;
 }
 
-/// Signing out ends the operator's admin cookie for good, even a copy; a new password
+/// Signing out ends the operator's operator cookie for good, even a copy; a new password
 /// ends the others and keeps this browser in.
 #[tokio::test]
 async fn an_operators_sign_out_and_new_password_end_their_cookies() {

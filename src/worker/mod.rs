@@ -33,7 +33,7 @@ pub use wake::Wakeups;
 
 use crate::{
     backend::{layout::DRAIN_GRACE_MS, Backend, RedisConn},
-    bus::SaleEvent,
+    bus::{self, SaleEvent},
     shutdown::Shutdown,
     voucher::store as vouchers,
 };
@@ -87,7 +87,7 @@ async fn supervise(
     shutdown: Shutdown,
 ) {
     tracing::info!(consumer = %settings.consumer, "worker started");
-    backend.announce(SaleEvent::WorkerJoined { worker: settings.consumer.clone() }).await;
+    bus::publish(&backend, &SaleEvent::WorkerJoined { worker: settings.consumer.clone() }).await;
     let mut readers: HashMap<i64, tokio::task::JoinHandle<()>> = HashMap::new();
     let replicas_short_until = Arc::new(AtomicI64::new(0));
     let stopped = shutdown.wait();
@@ -118,5 +118,5 @@ async fn supervise(
         let _ = reader.await;
     }
     tracing::info!(consumer = %settings.consumer, "worker stopped");
-    backend.announce(SaleEvent::WorkerLeft { worker: settings.consumer.clone() }).await;
+    bus::publish(&backend, &SaleEvent::WorkerLeft { worker: settings.consumer.clone() }).await;
 }

@@ -4,6 +4,7 @@
 //! share the process's one multiplexed connection (and one per node on a cluster)
 //! however many vouchers are live.
 
+use crate::bus::{SaleEvent, Subscriber};
 use std::{
     collections::HashMap,
     sync::{Arc, RwLock},
@@ -35,4 +36,16 @@ impl Wakeups {
     pub(super) fn unregister(&self, voucher_id: i64) {
         self.readers.write().unwrap_or_else(|e| e.into_inner()).remove(&voucher_id);
     }
+}
+
+/// The bus: this process's gate granted an order.
+impl Subscriber for Wakeups {
+    fn heard(&self, event: &SaleEvent, _at_ms: i64) {
+        if let SaleEvent::Granted { voucher_id } = *event {
+            self.wake(voucher_id);
+        }
+    }
+
+    /// Nothing to catch up: a reader's next poll finds what a missed bell announced.
+    fn missed(&self) {}
 }

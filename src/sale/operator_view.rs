@@ -4,8 +4,8 @@
 //! are shown and picked in the operator's time zone; the API keeps RFC 3339.
 
 use super::{
-    admin::{create_voucher, list_audit, warm_up},
-    run::{add_stock, end_sale, pause_sale, resume_sale, update_voucher, withdraw_stock},
+    launch::{create_voucher, warm_up},
+    run::{add_stock, end_sale, list_audit, pause_sale, resume_sale, update_voucher, withdraw_stock},
 };
 use crate::{
     audit::{view::log_line, AuditEntry},

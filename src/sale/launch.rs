@@ -1,8 +1,9 @@
-//! The operator's sale endpoints: `/api/create_voucher` and `/api/warm_up`, which put
-//! a voucher on sale in Redis, and `/api/list_audit`, the operator's log. Running a
-//! live sale (edit, pause, restock, end) joins them here.
+//! Putting a voucher on sale (operators): `/api/create_voucher` makes one and warms
+//! it into Redis, `/api/warm_up` warms it again. Running the sale from then on (edit,
+//! pause, stock, end) is `run.rs`; both tell every process of the change here
+//! ([`changed`]).
 
-use crate::{audit::AuditEntry, error::AppResult, voucher::Voucher};
+use crate::{error::AppResult, voucher::Voucher};
 use leptos::prelude::*;
 use server_fn::codec::Json;
 
@@ -12,7 +13,7 @@ use {
     crate::{
         audit::store::{self as audit, Record},
         auth::session::require_operator,
-        bus::SaleEvent,
+        bus::{self, SaleEvent},
         error::ErrorCode,
         state::AppState,
         voucher::{
@@ -69,30 +70,18 @@ pub async fn warm_up(voucher_id: i64) -> AppResult<Voucher> {
     Ok(to_voucher(&row, remaining[0]))
 }
 
-/// Tells every process a sale changed: the shared shop page (`server::page_cache`)
-/// is out of date here at once (the admin's next page shows the change), and on every
-/// other process when it hears the sale event, or else when it next reads the sales
-/// version this bumps (`bus::follow`), within a second.
+/// Tells every process a sale changed: what follows sales here (the shared shop page)
+/// hears it at once (the operator's next page shows the change), and every other
+/// process when it hears the sale event, or else when it next reads the sales version
+/// this bumps (`bus::follow`), within a second.
 #[cfg(feature = "ssr")]
 pub(super) async fn changed(state: &AppState, voucher_id: i64) {
-    state.voucher_changes.note();
-    let origin = state.voucher_changes.origin();
+    let event = SaleEvent::VoucherChanged { voucher_id, origin: state.bus.origin() };
+    state.bus.tell_here(&event);
     let key = crate::backend::layout::sales_version(&state.backend.namespace);
     let bumped: redis::RedisResult<i64> = redis::AsyncCommands::incr(&mut state.backend.redis.clone(), key, 1).await;
     if let Err(e) = bumped {
         tracing::warn!(voucher_id, "bumping the sales version: {e}");
     }
-    state.backend.announce(SaleEvent::VoucherChanged { voucher_id, origin }).await;
-}
-
-/// Entries `list_audit` answers at most.
-#[cfg(feature = "ssr")]
-const AUDIT_LIMIT: i64 = 200;
-
-/// The newest 200 entries of the operator's log, of one voucher or of all (operators).
-#[server(prefix = "/api", endpoint = "list_audit", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
-pub async fn list_audit(voucher_id: Option<i64>) -> AppResult<Vec<AuditEntry>> {
-    let state = expect_context::<AppState>();
-    require_operator(&state.secrets)?;
-    Ok(audit::list(&state.backend.db, voucher_id, AUDIT_LIMIT).await?)
+    bus::publish(&state.backend, &event).await;
 }

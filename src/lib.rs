@@ -51,6 +51,8 @@ pub(crate) mod bus;
 #[cfg(feature = "ssr")]
 pub mod client;
 #[cfg(feature = "ssr")]
+pub(crate) mod client_ip;
+#[cfg(feature = "ssr")]
 pub mod config;
 #[cfg(feature = "ssr")]
 pub(crate) mod order_ids;

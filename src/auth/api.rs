@@ -16,14 +16,16 @@ use server_fn::codec::Json;
 use {
     super::{
         attempts::{self, Target},
+        caller::{current_session, require_admin_role, require_operator, set_cookie},
         challenge, jwt, operators, password,
-        session::{current_session, require_admin_role, require_operator, set_cookie, Actor, Session, SESSION_SECS},
+        session::{Actor, Session, SESSION_SECS},
         store, validate_name,
     },
     crate::{
         audit::store::{self as audit, Record},
+        client_ip::ClientIp,
         error::{AppError, ErrorCode},
-        state::{AppState, ClientIp},
+        state::AppState,
     },
 };
 

@@ -32,8 +32,8 @@ use crate::{
         layout::{attempts_at_account, attempts_at_account_from, attempts_from_address},
         Backend,
     },
+    client_ip::ClientIp,
     error::{AppError, AppResult},
-    state::ClientIp,
 };
 use axum::http::HeaderMap;
 use std::{net::IpAddr, time::Duration};

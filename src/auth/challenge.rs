@@ -91,8 +91,8 @@ mod server {
             layout::{sign_up_challenge_used, sign_ups_from_address, sign_ups_in_minute},
             Backend,
         },
+        client_ip::ClientIp,
         error::{AppError, ErrorCode},
-        state::ClientIp,
     };
     use hmac::{Hmac, Mac};
     use std::{net::IpAddr, time::Duration};

@@ -7,6 +7,8 @@
 pub mod api;
 #[cfg(feature = "ssr")]
 pub mod attempts;
+#[cfg(feature = "ssr")]
+pub mod caller;
 pub mod challenge;
 #[cfg(feature = "ssr")]
 pub mod ended_sessions;

@@ -7,7 +7,7 @@ use leptos::prelude::*;
 use server_fn::codec::Json;
 
 #[cfg(feature = "ssr")]
-use crate::{auth::session::require_operator, error::ErrorCode, state::AppState, voucher::store as vouchers};
+use crate::{auth::caller::require_operator, error::ErrorCode, state::AppState, voucher::store as vouchers};
 
 /// The operator's numbers for one voucher (operators): the figures the dashboard shows
 /// (`live::figures`), and this process's sold-out flag.

@@ -4,7 +4,7 @@
 //! is refused with 503 rather than letting one client, or a crowd, run the process out
 //! of descriptors. The browser retries a refused feed every few seconds.
 
-use crate::state::ClientIp;
+use crate::client_ip::ClientIp;
 use std::{
     collections::HashMap,
     net::IpAddr,

@@ -4,9 +4,10 @@
 
 use super::{hub::Frame, slots::FeedSlot};
 use crate::{
+    client_ip::ClientIp,
     error::{AppError, ErrorCode},
     shutdown::Shutdown,
-    state::{AppState, ClientIp},
+    state::AppState,
 };
 use axum::{
     extract::{Extension, Query, State},

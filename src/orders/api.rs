@@ -14,7 +14,7 @@ use {
         OrderStatus,
     },
     crate::{
-        auth::session::{require_operator, require_user},
+        auth::caller::{require_operator, require_user},
         backend::{db_clock, layout::DRAIN_GRACE_MS, Backend},
         error::{AppError, ErrorCode},
         orders::{results::StoredResult, GrabStatus},

@@ -4,7 +4,7 @@
 
 use super::{lifecycle, Order};
 use crate::{
-    auth::session::Caller,
+    auth::caller::Caller,
     error::{AppError, ErrorCode},
     state::AppState,
     voucher::store as vouchers,

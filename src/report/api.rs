@@ -11,7 +11,7 @@ use {
     super::{store, Latency, Outcome, Second, Units},
     crate::{
         audit::store as audit,
-        auth::session::{require_operator, Caller},
+        auth::caller::{require_operator, Caller},
         backend::Backend,
         error::{AppError, ErrorCode},
         state::AppState,

@@ -138,8 +138,14 @@ pub const LATENCY_BOUNDS_US: [i64; 24] = [
     100_000, 200_000, 300_000, 500_000, 1_000_000, 2_000_000, 5_000_000,
 ];
 
+/// A bucket's upper bound in µs (the last for any index past it).
 #[cfg(feature = "ssr")]
+pub fn latency_bound(bucket: usize) -> i64 {
+    LATENCY_BOUNDS_US[bucket.min(LATENCY_BOUNDS_US.len() - 1)]
+}
+
 /// The bucket (its index in [`LATENCY_BOUNDS_US`]) of a latency in µs.
+#[cfg(feature = "ssr")]
 pub fn latency_bucket(us: u64) -> usize {
     let us = i64::try_from(us).unwrap_or(i64::MAX);
     LATENCY_BOUNDS_US.iter().position(|&b| us <= b).unwrap_or(LATENCY_BOUNDS_US.len() - 1)

@@ -1,10 +1,10 @@
 //! The report's SQL: counts added by each process's tally, and the sale's figures read
 //! from the orders, dead letters and the counts.
 
-use super::{tally::Counts, OrderCounts, Outcome, LATENCY_BOUNDS_US};
+use super::{latency_bound, OrderCounts, Outcome, LATENCY_BOUNDS_US};
 use crate::{backend::Db, order_ids::EPOCH_SECS};
 use sqlx::AnyConnection;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// What the database knows of a sale's grabs and orders, read at one moment.
 pub struct Record {
@@ -51,14 +51,19 @@ pub async fn windows(db: &Db, ids: &[i64]) -> sqlx::Result<std::collections::Has
     Ok(found)
 }
 
+/// Refusals by (voucher, Unix second, outcome).
+pub type Refusals = HashMap<(i64, i64, Outcome), i64>;
+/// Grabs the gate decided by (voucher, latency bucket).
+pub type Latencies = HashMap<(i64, usize), i64>;
+
 /// Adds a tally's counts, in one transaction. Counts of a voucher that does not exist
 /// (a grab may name any id) are dropped.
-pub async fn add_counts(db: &Db, counts: &Counts) -> sqlx::Result<()> {
+pub async fn add_counts(db: &Db, refusals: &Refusals, latency: &Latencies) -> sqlx::Result<()> {
     // In key order: two processes flushing the same rows at once lock them in the same
     // order (PostgreSQL would otherwise find a deadlock and refuse one).
-    let mut refusals: Vec<_> = counts.refusals.iter().collect();
+    let mut refusals: Vec<_> = refusals.iter().collect();
     refusals.sort_unstable_by_key(|(k, _)| **k);
-    let mut latency: Vec<_> = counts.latency.iter().collect();
+    let mut latency: Vec<_> = latency.iter().collect();
     latency.sort_unstable_by_key(|(k, _)| **k);
     let mut tx = db.begin().await?;
     for (&(voucher_id, second, outcome), &n) in refusals {
@@ -81,7 +86,7 @@ pub async fn add_counts(db: &Db, counts: &Counts) -> sqlx::Result<()> {
              ON CONFLICT (voucher_id, le_us) DO UPDATE SET n = sale_latency.n + excluded.n",
         )
         .bind(voucher_id)
-        .bind(super::tally::bound_of(bucket))
+        .bind(latency_bound(bucket))
         .bind(n)
         .execute(&mut *tx)
         .await?;

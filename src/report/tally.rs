@@ -18,7 +18,7 @@
 //! so ids made up by the thousand take those places, never the counts of a real sale
 //! already known. At most [`MAX_KEYS`] counts are held between flushes.
 
-use super::{latency_bucket, store, Outcome, LATENCY_BOUNDS_US};
+use super::{latency_bucket, store, Outcome};
 use crate::{
     backend::Db,
     shutdown::{self, Shutdown},
@@ -55,10 +55,8 @@ struct State {
 /// Counts not yet in the database.
 #[derive(Default)]
 pub struct Counts {
-    /// (voucher, Unix second, outcome) → refusals.
-    pub refusals: HashMap<(i64, i64, Outcome), i64>,
-    /// (voucher, latency bucket) → grabs.
-    pub latency: HashMap<(i64, usize), i64>,
+    pub refusals: store::Refusals,
+    pub latency: store::Latencies,
 }
 
 /// The sales this process counts for: each known sale's seconds that count (its window
@@ -217,7 +215,7 @@ impl Tally {
                 if taken.is_empty() {
                     return Ok(());
                 }
-                store::add_counts(&db, &taken).await
+                store::add_counts(&db, &taken.refusals, &taken.latency).await
             }
             .await;
             if written.is_err() {
@@ -251,11 +249,6 @@ pub fn spawn(tally: Arc<Tally>, db: Db, shutdown: Shutdown) -> tokio::task::Join
             }
         }
     })
-}
-
-/// The bucket bounds, for the store.
-pub(super) fn bound_of(bucket: usize) -> i64 {
-    LATENCY_BOUNDS_US[bucket.min(LATENCY_BOUNDS_US.len() - 1)]
 }
 
 #[cfg(test)]

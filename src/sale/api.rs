@@ -9,7 +9,7 @@ use leptos::prelude::*;
 use server_fn::codec::Json;
 
 #[cfg(feature = "ssr")]
-use {crate::auth::session::require_user, crate::state::AppState};
+use {crate::auth::caller::require_user, crate::state::AppState};
 
 /// Tries to buy one unit. Answers at once with the order id (status queued); the
 /// order is persisted in the background. A sale with a fair start needs the

@@ -8,7 +8,7 @@
 
 use super::api::{Grab, GrabResult};
 use crate::{
-    auth::session::shopper,
+    auth::caller::shopper,
     body::read_capped,
     error::{invalid_body, AppResult, ErrorCode},
     state::AppState,

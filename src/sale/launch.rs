@@ -12,7 +12,7 @@ use {
     super::warm,
     crate::{
         audit::store::{self as audit, Record},
-        auth::session::require_operator,
+        auth::caller::require_operator,
         bus::{self, SaleEvent},
         error::ErrorCode,
         state::AppState,

@@ -21,7 +21,7 @@ use {
     super::{launch::changed, stock, warm},
     crate::{
         audit::store::{self as audit, Record},
-        auth::session::{require_operator, Actor},
+        auth::{caller::require_operator, session::Actor},
         error::{AppError, ErrorCode},
         state::AppState,
         voucher::{

@@ -37,8 +37,8 @@ macro_rules! fns {
         const SERVER_FNS: &[(&str, Access)] = &[$((<$f as ServerFn>::PATH, Access::$access)),*];
 
         /// Every server function: its path, who may call it, and its operation.
-        pub fn server_fns() -> impl Iterator<Item = (&'static str, Access, super::openapi::Describe)> {
-            [$((<$f as ServerFn>::PATH, Access::$access, super::openapi::server_fn::<$f> as super::openapi::Describe)),*].into_iter()
+        pub fn server_fns() -> impl Iterator<Item = (&'static str, Access, super::openapi::operation::Describe)> {
+            [$((<$f as ServerFn>::PATH, Access::$access, super::openapi::operation::server_fn::<$f> as super::openapi::operation::Describe)),*].into_iter()
         }
     };
 }
@@ -83,6 +83,10 @@ fns![
     run::WithdrawStock => Operator,
 ];
 
+/// Where the API's document is served (`openapi`, which the table describes: so the
+/// table, not the document, holds its path).
+pub const DOCUMENT_PATH: &str = "/api/openapi.json";
+
 /// Every other route's entry (each path is its module's own constant).
 const OTHER_ROUTES: [(&str, Access); 7] = [
     (crate::live::FEED_PATH, Access::Anyone),
@@ -91,7 +95,7 @@ const OTHER_ROUTES: [(&str, Access); 7] = [
     (super::monitoring::METRICS, Access::AdminToken),
     (super::monitoring::HEALTHZ, Access::Anyone),
     (super::monitoring::READYZ, Access::Anyone),
-    (super::openapi::PATH, Access::Anyone),
+    (DOCUMENT_PATH, Access::Anyone),
 ];
 
 /// Every entry: `(path, who may call it)`.

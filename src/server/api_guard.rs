@@ -32,17 +32,19 @@ use super::{
 };
 use crate::{
     auth::{
-        attempts, jwt,
+        attempts,
+        caller::{Caller, SessionChecked},
+        jwt,
         jwt::ShopLogin,
-        session::{Actor, Caller, SessionChecked},
+        session::Actor,
         Role, Secrets,
     },
     backend::Backend,
     body::{check_object, read_capped},
+    client_ip::ClientIp,
     error::{AppError, ErrorCode},
     report::{tally::Tally, Outcome},
     sale,
-    state::ClientIp,
 };
 use axum::{
     body::{to_bytes, Body},

@@ -98,7 +98,7 @@ async fn readyz(State(state): State<AppState>) -> Response {
 /// monitoring system's scraper holds); an operator's cookie is refused.
 async fn metrics(State(state): State<AppState>, request: Request) -> Response {
     // The front door admitted the admin token only (`server::access`).
-    let caller = request.extensions().get::<crate::auth::session::Caller>();
+    let caller = request.extensions().get::<crate::auth::caller::Caller>();
     if caller.map(|c| &c.0) != Some(&crate::auth::session::Actor::Token) {
         return AppError::new(ErrorCode::AdminRequired).into_response();
     }

@@ -13,9 +13,9 @@
 //! a limiter, new callers share one bucket until idle keys are forgotten.
 
 use crate::{
-    auth::{session::SessionChecked, Secrets},
+    auth::{caller::SessionChecked, Secrets},
+    client_ip::ClientIp,
     error::{AppError, ErrorCode},
-    state::ClientIp,
 };
 use axum::{
     extract::Request,

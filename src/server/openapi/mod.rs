@@ -1,5 +1,5 @@
 //! The API's contract: an OpenAPI 3.1 document generated from the code, served at
-//! [`PATH`] and checked in at `docs/openapi.json` (`npm run openapi` writes it; a test
+//! [`access::DOCUMENT_PATH`] and checked in at `docs/openapi.json` (`npm run openapi` writes it; a test
 //! fails when the copy is out of date, or when a route and the document disagree).
 //!
 //! Nothing here is written twice. Each server function's body is the schema of the
@@ -10,31 +10,22 @@
 //! answer with it. The plain routes (the live feed, the CSV exports, health and
 //! metrics) are described below, one function each, by their modules' own paths.
 
+pub mod operation;
+
 use super::access::{self, Access};
-use crate::error::{AppError, ErrorCode};
-use server_fn::ServerFn;
-use strum::VariantArray;
+use crate::error::AppError;
+use operation::{json_content, refusal, refusal_name, refusal_statuses, refusals, Schemas};
 use utoipa::{
     openapi::{
         content::ContentBuilder,
         path::{HttpMethod, Operation, OperationBuilder, ParameterBuilder, ParameterIn, PathItem},
-        request_body::RequestBodyBuilder,
-        response::{Response, ResponseBuilder},
-        schema::{AllOfBuilder, ArrayBuilder, Object, ObjectBuilder, OneOfBuilder, Schema, Type},
+        response::ResponseBuilder,
+        schema::{ObjectBuilder, OneOfBuilder, Schema, Type},
         security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme},
         ComponentsBuilder, InfoBuilder, OpenApi, OpenApiBuilder, PathsBuilder, Ref, RefOr, Required,
     },
     PartialSchema, ToSchema,
 };
-
-/// Where the document is served (GET, for anyone).
-pub const PATH: &str = "/api/openapi.json";
-
-/// Named schemas the operations refer to, gathered as they are described.
-type Schemas = Vec<(String, RefOr<Schema>)>;
-
-/// A server function's operation, described from its type (see `access::fns!`).
-pub type Describe = fn(&mut Schemas) -> Operation;
 
 /// The document, as served and as checked in.
 pub fn document() -> OpenApi {
@@ -96,7 +87,7 @@ pub fn routes<S: Clone + Send + Sync + 'static>() -> axum::Router<S> {
     use axum::{http::header, routing::get};
     static JSON: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     let serve = || async { ([(header::CONTENT_TYPE, "application/json")], JSON.get_or_init(json).as_str()) };
-    axum::Router::new().route(PATH, get(serve))
+    axum::Router::new().route(access::DOCUMENT_PATH, get(serve))
 }
 
 const SHOPPER_SESSION: &str = "shopper_session";
@@ -128,37 +119,6 @@ fn secured(mut operation: Operation, access: Access) -> Operation {
             Some(requirements.into_iter().map(|(name, roles)| SecurityRequirement::new(name, roles)).collect());
     }
     operation
-}
-
-/// A server function's operation: its body is `F` (the arguments struct, whose doc is
-/// the function's), its answer `F::Output`, every refusal the error body.
-pub fn server_fn<F>(schemas: &mut Schemas) -> Operation
-where
-    F: ServerFn + ToSchema,
-    F::Output: Answer,
-{
-    F::schemas(schemas);
-    let mut body = F::schema();
-    let doc = take_doc(&mut body);
-    let name = F::PATH.rsplit('/').next().unwrap_or(F::PATH);
-    let answer = ResponseBuilder::new()
-        .description("The answer.")
-        .content("application/json", json_content(F::Output::schema(schemas)));
-    refusals(
-        OperationBuilder::new()
-            .operation_id(Some(name))
-            .summary(doc.as_deref().map(first_sentence))
-            .description(doc)
-            .tag(domain_of::<F>())
-            .request_body(Some(
-                RequestBodyBuilder::new()
-                    .content("application/json", json_content(body))
-                    .required(Some(Required::True))
-                    .build(),
-            ))
-            .response("200", answer),
-    )
-    .build()
 }
 
 /// The operation of a route that is not a server function: the module that serves it
@@ -246,7 +206,7 @@ fn plain_route(path: &str) -> Operation {
                 .tag("ops")
                 .build();
         }
-        PATH => {
+        access::DOCUMENT_PATH => {
             let document = ObjectBuilder::new().build();
             let document = ResponseBuilder::new()
                 .description("OpenAPI 3.1.")
@@ -267,136 +227,11 @@ fn tag_of_path(path: &str) -> &'static str {
     }
 }
 
-/// `builder` with a response for each status a refusal can have: the error body, its
-/// code one of those that answer with that status.
-fn refusals(mut builder: OperationBuilder) -> OperationBuilder {
-    for status in refusal_statuses().into_keys() {
-        builder = builder.response(status.to_string(), Ref::from_response_name(refusal_name(status)));
-    }
-    builder
-}
-
-/// The name of the refusal with `status` among the components.
-fn refusal_name(status: u16) -> String {
-    format!("Refused{status}")
-}
-
-/// Each status a server answers a refusal with, and its codes (`network` is the
-/// browser's own, never sent).
-pub fn refusal_statuses() -> std::collections::BTreeMap<u16, Vec<ErrorCode>> {
-    let mut statuses = std::collections::BTreeMap::<u16, Vec<ErrorCode>>::new();
-    for &code in ErrorCode::VARIANTS.iter().filter(|c| **c != ErrorCode::Network) {
-        statuses.entry(code.status()).or_default().push(code);
-    }
-    statuses
-}
-
-fn refusal(codes: &[ErrorCode]) -> Response {
-    let names: Vec<&str> = codes.iter().map(|c| c.as_str()).collect();
-    let code = ObjectBuilder::new().schema_type(Type::String).enum_values(Some(names.clone())).build();
-    let narrowed = ObjectBuilder::new().property("code", code).build();
-    let schema = AllOfBuilder::new().item(Ref::from_schema_name(AppError::name())).item(narrowed).build();
-    let listed = names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ");
-    ResponseBuilder::new()
-        .description(format!("Refused: {listed}."))
-        .content("application/json", json_content(RefOr::T(Schema::AllOf(schema))))
-        .build()
-}
-
-fn json_content(schema: RefOr<Schema>) -> utoipa::openapi::Content {
-    ContentBuilder::new().schema(Some(schema)).build()
-}
-
-/// A server function's doc comment, taken off its arguments struct's schema (where
-/// its macro puts it, after a line of its own).
-fn take_doc(schema: &mut RefOr<Schema>) -> Option<String> {
-    let RefOr::T(Schema::Object(Object { description, .. })) = schema else { return None };
-    let doc = description.take()?;
-    let lines = doc.lines().filter(|line| !line.starts_with("Serialized arguments for the"));
-    Some(lines.map(|line| line.strip_prefix(' ').unwrap_or(line)).collect::<Vec<_>>().join("\n"))
-}
-
-/// The first sentence of a doc, for the operation's summary.
-fn first_sentence(doc: &str) -> String {
-    let flat = doc.split_whitespace().collect::<Vec<_>>().join(" ");
-    match flat.find(". ") {
-        Some(end) => flat[..=end].to_owned(),
-        None => flat,
-    }
-}
-
-/// The domain a server function belongs to (its module's folder: `sale`, `auth`...),
-/// the operation's tag.
-fn domain_of<F>() -> &'static str {
-    std::any::type_name::<F>().split("::").nth(1).unwrap_or("api")
-}
-
-/// How an answer's type appears in the document: a named type by reference (its
-/// schema among the components), a list or an optional one around it, a plain value
-/// as itself. Implemented for each answer type: a server function whose answer has
-/// none does not compile.
-pub trait Answer {
-    fn schema(schemas: &mut Schemas) -> RefOr<Schema>;
-}
-
-impl<T: Answer> Answer for Vec<T> {
-    fn schema(schemas: &mut Schemas) -> RefOr<Schema> {
-        ArrayBuilder::new().items(T::schema(schemas)).build().into()
-    }
-}
-
-impl<T: Answer> Answer for Option<T> {
-    fn schema(schemas: &mut Schemas) -> RefOr<Schema> {
-        let null = ObjectBuilder::new().schema_type(Type::Null).build();
-        RefOr::T(Schema::OneOf(OneOfBuilder::new().item(null).item(T::schema(schemas)).build()))
-    }
-}
-
-impl Answer for () {
-    fn schema(_: &mut Schemas) -> RefOr<Schema> {
-        ObjectBuilder::new().schema_type(Type::Null).build().into()
-    }
-}
-
-impl Answer for bool {
-    fn schema(_: &mut Schemas) -> RefOr<Schema> {
-        <bool as PartialSchema>::schema()
-    }
-}
-
-macro_rules! named_answers {
-    ($($t:ty),* $(,)?) => {$(
-        impl Answer for $t {
-            fn schema(schemas: &mut Schemas) -> RefOr<Schema> {
-                schemas.push((<$t as ToSchema>::name().into_owned(), <$t as PartialSchema>::schema()));
-                <$t as ToSchema>::schemas(schemas);
-                Ref::from_schema_name(<$t as ToSchema>::name()).into()
-            }
-        }
-    )*};
-}
-
-named_answers!(
-    crate::auth::User,
-    crate::auth::Operator,
-    crate::auth::ListedOperator,
-    crate::auth::challenge::Challenge,
-    crate::voucher::Voucher,
-    crate::voucher::ShopConfig,
-    crate::sale::GrabTicket,
-    crate::sale::IssuedToken,
-    crate::sale::GrabState,
-    crate::sale::GateTime,
-    crate::sale::StockChanged,
-    crate::orders::Order,
-    crate::report::Report,
-    crate::live::SaleFigures,
-    crate::audit::AuditEntry,
-);
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::ErrorCode;
+    use strum::VariantArray;
 
     /// Every route in the access table (every registered server function and plain
     /// route, as `access`'s own test proves) is in the document, with its method, and

@@ -1,0 +1,183 @@
+//! One operation of the API's document, described from types: a server function's
+//! from its arguments struct and its answer, and the refusals every operation shares.
+//! The access table names [`server_fn`] for each server function (`access::fns!`);
+//! the document (`super`) gathers them.
+
+use crate::error::{AppError, ErrorCode};
+use server_fn::ServerFn;
+use strum::VariantArray;
+use utoipa::{
+    openapi::{
+        content::ContentBuilder,
+        path::{Operation, OperationBuilder},
+        request_body::RequestBodyBuilder,
+        response::{Response, ResponseBuilder},
+        schema::{AllOfBuilder, ArrayBuilder, Object, ObjectBuilder, OneOfBuilder, Schema, Type},
+        Ref, RefOr, Required,
+    },
+    PartialSchema, ToSchema,
+};
+
+/// Named schemas the operations refer to, gathered as they are described.
+pub type Schemas = Vec<(String, RefOr<Schema>)>;
+
+/// A server function's operation, described from its type (see `access::fns!`).
+pub type Describe = fn(&mut Schemas) -> Operation;
+
+/// A server function's operation: its body is `F` (the arguments struct, whose doc is
+/// the function's), its answer `F::Output`, every refusal the error body.
+pub fn server_fn<F>(schemas: &mut Schemas) -> Operation
+where
+    F: ServerFn + ToSchema,
+    F::Output: Answer,
+{
+    F::schemas(schemas);
+    let mut body = F::schema();
+    let doc = take_doc(&mut body);
+    let name = F::PATH.rsplit('/').next().unwrap_or(F::PATH);
+    let answer = ResponseBuilder::new()
+        .description("The answer.")
+        .content("application/json", json_content(F::Output::schema(schemas)));
+    refusals(
+        OperationBuilder::new()
+            .operation_id(Some(name))
+            .summary(doc.as_deref().map(first_sentence))
+            .description(doc)
+            .tag(domain_of::<F>())
+            .request_body(Some(
+                RequestBodyBuilder::new()
+                    .content("application/json", json_content(body))
+                    .required(Some(Required::True))
+                    .build(),
+            ))
+            .response("200", answer),
+    )
+    .build()
+}
+
+/// `builder` with a response for each status a refusal can have: the error body, its
+/// code one of those that answer with that status.
+pub fn refusals(mut builder: OperationBuilder) -> OperationBuilder {
+    for status in refusal_statuses().into_keys() {
+        builder = builder.response(status.to_string(), Ref::from_response_name(refusal_name(status)));
+    }
+    builder
+}
+
+/// The name of the refusal with `status` among the components.
+pub fn refusal_name(status: u16) -> String {
+    format!("Refused{status}")
+}
+
+/// Each status a server answers a refusal with, and its codes (`network` is the
+/// browser's own, never sent).
+pub fn refusal_statuses() -> std::collections::BTreeMap<u16, Vec<ErrorCode>> {
+    let mut statuses = std::collections::BTreeMap::<u16, Vec<ErrorCode>>::new();
+    for &code in ErrorCode::VARIANTS.iter().filter(|c| **c != ErrorCode::Network) {
+        statuses.entry(code.status()).or_default().push(code);
+    }
+    statuses
+}
+
+pub fn refusal(codes: &[ErrorCode]) -> Response {
+    let names: Vec<&str> = codes.iter().map(|c| c.as_str()).collect();
+    let code = ObjectBuilder::new().schema_type(Type::String).enum_values(Some(names.clone())).build();
+    let narrowed = ObjectBuilder::new().property("code", code).build();
+    let schema = AllOfBuilder::new().item(Ref::from_schema_name(AppError::name())).item(narrowed).build();
+    let listed = names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ");
+    ResponseBuilder::new()
+        .description(format!("Refused: {listed}."))
+        .content("application/json", json_content(RefOr::T(Schema::AllOf(schema))))
+        .build()
+}
+
+pub fn json_content(schema: RefOr<Schema>) -> utoipa::openapi::Content {
+    ContentBuilder::new().schema(Some(schema)).build()
+}
+
+/// A server function's doc comment, taken off its arguments struct's schema (where
+/// its macro puts it, after a line of its own).
+fn take_doc(schema: &mut RefOr<Schema>) -> Option<String> {
+    let RefOr::T(Schema::Object(Object { description, .. })) = schema else { return None };
+    let doc = description.take()?;
+    let lines = doc.lines().filter(|line| !line.starts_with("Serialized arguments for the"));
+    Some(lines.map(|line| line.strip_prefix(' ').unwrap_or(line)).collect::<Vec<_>>().join("\n"))
+}
+
+/// The first sentence of a doc, for the operation's summary.
+fn first_sentence(doc: &str) -> String {
+    let flat = doc.split_whitespace().collect::<Vec<_>>().join(" ");
+    match flat.find(". ") {
+        Some(end) => flat[..=end].to_owned(),
+        None => flat,
+    }
+}
+
+/// The domain a server function belongs to (its module's folder: `sale`, `auth`...),
+/// the operation's tag.
+fn domain_of<F>() -> &'static str {
+    std::any::type_name::<F>().split("::").nth(1).unwrap_or("api")
+}
+
+/// How an answer's type appears in the document: a named type by reference (its
+/// schema among the components), a list or an optional one around it, a plain value
+/// as itself. Implemented for each answer type: a server function whose answer has
+/// none does not compile.
+pub trait Answer {
+    fn schema(schemas: &mut Schemas) -> RefOr<Schema>;
+}
+
+impl<T: Answer> Answer for Vec<T> {
+    fn schema(schemas: &mut Schemas) -> RefOr<Schema> {
+        ArrayBuilder::new().items(T::schema(schemas)).build().into()
+    }
+}
+
+impl<T: Answer> Answer for Option<T> {
+    fn schema(schemas: &mut Schemas) -> RefOr<Schema> {
+        let null = ObjectBuilder::new().schema_type(Type::Null).build();
+        RefOr::T(Schema::OneOf(OneOfBuilder::new().item(null).item(T::schema(schemas)).build()))
+    }
+}
+
+impl Answer for () {
+    fn schema(_: &mut Schemas) -> RefOr<Schema> {
+        ObjectBuilder::new().schema_type(Type::Null).build().into()
+    }
+}
+
+impl Answer for bool {
+    fn schema(_: &mut Schemas) -> RefOr<Schema> {
+        <bool as PartialSchema>::schema()
+    }
+}
+
+macro_rules! named_answers {
+    ($($t:ty),* $(,)?) => {$(
+        impl Answer for $t {
+            fn schema(schemas: &mut Schemas) -> RefOr<Schema> {
+                schemas.push((<$t as ToSchema>::name().into_owned(), <$t as PartialSchema>::schema()));
+                <$t as ToSchema>::schemas(schemas);
+                Ref::from_schema_name(<$t as ToSchema>::name()).into()
+            }
+        }
+    )*};
+}
+
+named_answers!(
+    crate::auth::User,
+    crate::auth::Operator,
+    crate::auth::ListedOperator,
+    crate::auth::challenge::Challenge,
+    crate::voucher::Voucher,
+    crate::voucher::ShopConfig,
+    crate::sale::GrabTicket,
+    crate::sale::IssuedToken,
+    crate::sale::GrabState,
+    crate::sale::GateTime,
+    crate::sale::StockChanged,
+    crate::orders::Order,
+    crate::report::Report,
+    crate::live::SaleFigures,
+    crate::audit::AuditEntry,
+);

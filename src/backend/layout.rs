@@ -55,8 +55,8 @@ use redis::Script;
 /// The keys of one voucher, in the order the scripts expect them.
 #[derive(Clone, Debug)]
 pub struct SaleKeys {
-    /// Remaining stock (string counter).
-    pub stock: String,
+    /// Units left (string counter; the key is named `…:stock`).
+    pub left: String,
     /// Set of user ids holding an order.
     pub buyers: String,
     /// Hash `begins`/`ends`/`expires` (Unix ms), `paused` (0/1), `price`, `version`,
@@ -81,7 +81,7 @@ impl SaleKeys {
     pub fn new(namespace: &str, voucher_id: i64) -> Self {
         let base = format!("{namespace}:{{v{voucher_id}}}");
         Self {
-            stock: format!("{base}:stock"),
+            left: format!("{base}:stock"),
             buyers: format!("{base}:buyers"),
             window: format!("{base}:window"),
             orders: format!("{base}:orders"),
@@ -223,10 +223,10 @@ mod tests {
     #[test]
     fn keys_of_one_voucher_share_a_hash_tag() {
         let k = SaleKeys::new("seckill", 42);
-        for key in [&k.stock, &k.buyers, &k.window, &k.orders, &k.results, &k.dlq, &k.refused, &k.restocked, &k.changes]
+        for key in [&k.left, &k.buyers, &k.window, &k.orders, &k.results, &k.dlq, &k.refused, &k.restocked, &k.changes]
         {
             assert!(key.starts_with("seckill:{v42}:"), "{key}");
         }
-        assert_ne!(SaleKeys::new("seckill", 4).stock, SaleKeys::new("seckill", 42).stock);
+        assert_ne!(SaleKeys::new("seckill", 4).left, SaleKeys::new("seckill", 42).left);
     }
 }

@@ -22,8 +22,8 @@ pub async fn read(backend: &Backend, rows: &[VoucherRow]) -> RedisResult<Vec<Sal
     let calls = rows.iter().map(|row| {
         let (mut redis, keys) = (backend.redis.clone(), backend.keys(row.id));
         async move {
-            let SaleKeys { stock, buyers, orders, dlq, refused, window, .. } = &*keys;
-            let mut call = script.key(stock);
+            let SaleKeys { left, buyers, orders, dlq, refused, window, .. } = &*keys;
+            let mut call = script.key(left);
             call.key(buyers).key(orders).key(dlq).key(refused).key(window).arg(GROUP);
             call.invoke_async::<HashMap<String, i64>>(&mut redis).await
         }
@@ -40,8 +40,8 @@ fn figures(row: &VoucherRow, pairs: &HashMap<String, i64>) -> SaleFigures {
     let persisted = row.stock - row.stock_left;
     SaleFigures {
         voucher_id: row.id,
-        total_stock: row.stock,
-        redis_stock: known("stock"),
+        stock: row.stock,
+        left: known("stock"),
         granted: get("granted").unwrap_or(0),
         persisted,
         unpaid: (persisted - row.paid).max(0),
@@ -83,10 +83,10 @@ mod tests {
             .map(|(k, v)| (k.to_owned(), v))
             .collect();
         let f = figures(&row, &pairs);
-        assert_eq!((f.redis_stock, f.granted, f.refused, f.lag, f.pending), (Some(2), 8, 9, None, 0));
-        assert_eq!((f.total_stock, f.persisted, f.unpaid, f.paid, f.cancelled), (10, 7, 5, 2, 1));
+        assert_eq!((f.left, f.granted, f.refused, f.lag, f.pending), (Some(2), 8, 9, None, 0));
+        assert_eq!((f.stock, f.persisted, f.unpaid, f.paid, f.cancelled), (10, 7, 5, 2, 1));
         let gone = figures(&row, &[("stock".to_owned(), -1)].into_iter().collect());
-        assert_eq!(gone.redis_stock, None, "Redis does not hold the voucher");
+        assert_eq!(gone.left, None, "Redis does not hold the voucher");
         assert!(f.paused && !gone.paused, "paused as the gate says, else as the row says");
         assert_eq!((f.ends_at_ms, gone.ends_at_ms), (row.ends_at, row.ends_at));
         assert_eq!(gone.begins_at_ms, row.begins_at);

@@ -39,9 +39,12 @@ pub const SHOP_FEED_PATH: &str = concat!(feed_path!(), "?view=shop");
 pub struct VoucherLive {
     pub voucher_id: i64,
     /// Units put on sale.
-    pub total: i64,
-    /// Units Redis still holds (-1 when Redis does not hold the voucher).
+    // The feed's names, from before `stock` meant only this: `total` and `stock`.
+    #[serde(rename = "total")]
     pub stock: i64,
+    /// Units left, as Redis holds them (-1 when Redis does not hold the voucher).
+    #[serde(rename = "stock")]
+    pub left: i64,
     /// Shoppers granted an order (the buyers set).
     pub granted: i64,
     /// Orders in the database.
@@ -92,12 +95,17 @@ pub struct Snapshot {
     pub shed_per_s: f64,
 }
 
-/// What a shopper's page needs: stock only.
+/// What a shopper's page needs: units left, and the window as the gate sees it.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct StockLive {
     pub voucher_id: i64,
-    pub total: i64,
+    /// Units put on sale.
+    // The feed's names, as in `VoucherLive`.
+    #[serde(rename = "total")]
     pub stock: i64,
+    /// Units left (-1 when Redis does not hold the voucher).
+    #[serde(rename = "stock")]
+    pub left: i64,
     pub sold_out: bool,
     /// Paused by an operator, and when the sale starts and ends (Unix ms; an operator
     /// may have moved them), as the gate sees them.
@@ -117,9 +125,9 @@ impl Snapshot {
             .iter()
             .map(|v| StockLive {
                 voucher_id: v.voucher_id,
-                total: v.total,
                 stock: v.stock,
-                sold_out: v.sold_out || v.stock == 0,
+                left: v.left,
+                sold_out: v.sold_out || v.left == 0,
                 paused: v.paused,
                 begins_at_ms: v.begins_at_ms,
                 ends_at_ms: v.ends_at_ms,
@@ -188,9 +196,13 @@ impl LiveEvent {
 pub struct SaleFigures {
     pub voucher_id: i64,
     /// Units put on sale.
-    pub total_stock: i64,
-    /// Units Redis still holds; `None` when Redis does not hold the voucher.
-    pub redis_stock: Option<i64>,
+    // Named `total_stock` on the wire, from before `stock` meant only this.
+    #[serde(rename = "total_stock")]
+    pub stock: i64,
+    /// Units left, as Redis holds them; `None` when Redis does not hold the voucher.
+    // Named `redis_stock` on the wire.
+    #[serde(rename = "redis_stock")]
+    pub left: Option<i64>,
     /// Shoppers the gate granted an order (the buyers set).
     pub granted: i64,
     /// Orders in the database, cancelled ones not counted: stock less stock left.

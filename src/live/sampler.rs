@@ -84,8 +84,8 @@ async fn sample(
             let rate = |a: i64, b: i64| if a == b { 0.0 } else { (a - b).max(0) as f64 / secs };
             VoucherLive {
                 voucher_id,
-                total: f.total_stock,
-                stock: f.redis_stock.unwrap_or(-1),
+                stock: f.stock,
+                left: f.left.unwrap_or(-1),
                 granted: f.granted,
                 persisted: f.persisted,
                 stream_length: f.stream_length,
@@ -141,7 +141,7 @@ impl SellOuts {
 /// Hands one voucher's figures to the metrics recorder (`/metrics`).
 fn record(f: &SaleFigures, sold_out: bool) {
     let voucher = f.voucher_id.to_string();
-    metrics::gauge!("seckill_redis_stock", "voucher" => voucher.clone()).set(f.redis_stock.unwrap_or(-1) as f64);
+    metrics::gauge!("seckill_redis_stock", "voucher" => voucher.clone()).set(f.left.unwrap_or(-1) as f64);
     metrics::gauge!("seckill_stream_lag", "voucher" => voucher.clone()).set(f.lag.unwrap_or(-1) as f64);
     metrics::gauge!("seckill_stream_pending", "voucher" => voucher.clone()).set(f.pending as f64);
     metrics::gauge!("seckill_dead_letters", "voucher" => voucher.clone()).set(f.dead_letters as f64);

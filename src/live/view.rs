@@ -20,7 +20,7 @@ pub struct Point {
     pub at_ms: i64,
     pub grabs_per_s: f64,
     pub orders_per_s: f64,
-    pub stock: f64,
+    pub left: f64,
 }
 
 /// What the operator's board shows, updated by the feed.
@@ -54,7 +54,7 @@ impl AdminFeed {
                 if let (EventKind::SoldOut, Some(id)) = (event.kind, event.voucher_id) {
                     self.latest.try_update(|m| {
                         if let Some(v) = m.get_mut(&id) {
-                            v.stock = 0;
+                            v.left = 0;
                             v.sold_out = true;
                         }
                     })?;
@@ -79,7 +79,7 @@ impl AdminFeed {
                     at_ms: snapshot.at_ms,
                     grabs_per_s: v.grabs_per_s,
                     orders_per_s: v.orders_per_s,
-                    stock: v.stock.max(0) as f64,
+                    left: v.left.max(0) as f64,
                 });
             }
         })
@@ -131,7 +131,7 @@ fn apply_stock_event(map: &mut HashMap<i64, StockLive>, e: &LiveEvent) {
     match e.kind {
         EventKind::SoldOut => {
             entry.sold_out = true;
-            entry.stock = 0;
+            entry.left = 0;
         }
         EventKind::Restocked => entry.sold_out = false,
         _ => {}
@@ -252,17 +252,17 @@ fn LivePanel(id: i64, feed: AdminFeed, titles: Signal<HashMap<i64, String>>) -> 
         <article class="rounded-lg bg-white p-4 shadow" aria-label=move || format!("Live {}", title())>
             <div class="flex items-center justify-between">
                 <h3 class="font-semibold">{move || format!("#{id} {}", title())}</h3>
-                <Show when=move || live().stock == 0>
+                <Show when=move || live().left == 0>
                     <span class="rounded bg-rose-100 px-2 text-sm font-semibold text-rose-800">"Sold out"</span>
                 </Show>
             </div>
             <div class="my-2 h-3 w-full rounded bg-slate-200" role="progressbar" aria-label="Sold"
-                aria-valuemin="0" aria-valuenow=sold aria-valuemax=move || live().total>
+                aria-valuemin="0" aria-valuenow=sold aria-valuemax=move || live().stock>
                 <div class="h-3 rounded bg-rose-600"
-                    style:width=move || format!("{:.1}%", 100.0 * sold() as f64 / live().total.max(1) as f64)></div>
+                    style:width=move || format!("{:.1}%", 100.0 * sold() as f64 / live().stock.max(1) as f64)></div>
             </div>
             <dl class="grid grid-cols-3 gap-2 lg:grid-cols-9">
-                {big("Stock left", Signal::derive(move || { let l = live(); format!("{} / {}", l.stock.max(0), l.total) }))}
+                {big("Stock left", Signal::derive(move || { let l = live(); format!("{} / {}", l.left.max(0), l.stock) }))}
                 {big("Granted", num(|l| l.granted))}
                 {big("Persisted", num(|l| l.persisted))}
                 {big("Queue depth", num(|l| l.lag.max(0)))}
@@ -275,8 +275,8 @@ fn LivePanel(id: i64, feed: AdminFeed, titles: Signal<HashMap<i64, String>>) -> 
             <div class="mt-2 grid gap-2 sm:grid-cols-3">
                 <Sparkline values=series(|p| p.grabs_per_s) label="Grabs/s" color="#e11d48"/>
                 <Sparkline values=series(|p| p.orders_per_s) label="Orders/s" color="#2563eb"/>
-                <Sparkline values=series(|p| p.stock) label="Stock" color="#16a34a"
-                    top=Signal::derive(move || live().total as f64)/>
+                <Sparkline values=series(|p| p.left) label="Stock" color="#16a34a"
+                    top=Signal::derive(move || live().stock as f64)/>
             </div>
             <p class="mt-1 text-xs text-slate-600">
                 {move || { let l = live(); format!(

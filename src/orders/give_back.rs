@@ -64,7 +64,7 @@ impl<'a> GiveBack<'a> {
         let acted: i64 = backend
             .scripts
             .give_back
-            .key(&keys.stock)
+            .key(&keys.left)
             .key(&keys.buyers)
             .key(&keys.results)
             .key(&keys.orders)

@@ -46,7 +46,7 @@ pub async fn restock_durably(backend: &Backend, owed: &[Owed]) -> Result<usize, 
         }
         let want = backend.replicas.want;
         if want > 0 {
-            let stock = &backend.keys(voucher_id).stock;
+            let stock = &backend.keys(voucher_id).left;
             let have = backend.redis.clone().wait_for_replicas(stock, want, backend.replicas.wait_ms).await?;
             if have < want {
                 tracing::warn!(voucher_id, have, want, "give-backs not on replicas yet: kept owed");
@@ -66,7 +66,7 @@ async fn give_back(backend: &Backend, owed: &Owed) -> Result<bool, BackendError>
     let acted: i64 = backend
         .scripts
         .restock
-        .key(&keys.stock)
+        .key(&keys.left)
         .key(&keys.buyers)
         .key(&keys.restocked)
         .key(&keys.window)

@@ -9,7 +9,7 @@ use crate::{
     orders::view::MyOrders,
     sale::{
         clock::{use_server_clock, ServerClock},
-        view::SaleCard,
+        view::{LiveSale, SaleCard},
     },
     voucher::{api::list_vouchers, view::EachVoucher, Voucher},
 };
@@ -71,6 +71,16 @@ fn ShopCard(
     // Looked up once per list refresh, not on every read (the countdown reads it every second).
     let voucher =
         Memo::new(move |_| vouchers.get().and_then(Result::ok).and_then(|l| l.into_iter().find(|v| v.id == id)));
-    let live = Signal::derive(move || live.with(|m| m.get(&id).cloned()));
+    let live = Signal::derive(move || {
+        live.with(|m| {
+            m.get(&id).map(|l| LiveSale {
+                left: l.left,
+                sold_out: l.sold_out,
+                paused: l.paused,
+                begins_at_ms: l.begins_at_ms,
+                ends_at_ms: l.ends_at_ms,
+            })
+        })
+    });
     view! { <SaleCard id voucher live clock/> }.into_any()
 }

@@ -65,7 +65,7 @@ pub async fn grab(
     (voucher_id, user_id, order_id): (i64, i64, i64),
     token: &str,
 ) -> RedisResult<Verdict> {
-    let keys = [&*sale.stock, &sale.buyers, &sale.window, &sale.orders, &sale.results, &sale.refused];
+    let keys = [&*sale.left, &sale.buyers, &sale.window, &sale.orders, &sale.results, &sale.refused];
     // The seven arguments below take about 140 bytes besides the channel's name.
     let reply: String = ScriptCall::new(&backend.scripts.grab, &keys, 7, 160 + backend.events_channel.len())
         .arg(user_id)

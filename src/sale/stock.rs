@@ -54,7 +54,7 @@ pub struct Made {
 async fn apply(backend: &Backend, change: &StockChange) -> redis::RedisResult<Option<i64>> {
     let keys = backend.keys(change.voucher_id);
     let restocked = SaleEvent::Restocked { voucher_id: change.voucher_id }.encode();
-    let mut call = backend.scripts.stock.key(&keys.stock);
+    let mut call = backend.scripts.stock.key(&keys.left);
     call.key(&keys.changes).key(&keys.window);
     call.arg(change.id).arg(change.units).arg(&*backend.events_channel).arg(restocked);
     call.invoke_async(&mut backend.redis.clone()).await

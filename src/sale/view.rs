@@ -1,5 +1,6 @@
 //! A sale card: title, stock, countdown, the Grab button and the grab's result. The
-//! shop page feeds it the listed voucher and, when the live feed has it, live stock.
+//! shop page feeds it the listed voucher and, when the live feed has it, the sale as
+//! the gate sees it now ([`LiveSale`]).
 
 use super::clock::ServerClock;
 use super::{
@@ -9,12 +10,23 @@ use super::{
 use crate::{
     browser::{jitter, pause},
     error::ErrorCode,
-    live::StockLive,
     money,
     voucher::{SaleState, Voucher},
 };
 use chrono::{DateTime, Utc};
 use leptos::prelude::*;
+
+/// A sale as the gate sees it now, ahead of the list's refresh: units left, sold out,
+/// paused, and its window (Unix ms; an operator may have moved it).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LiveSale {
+    /// -1 when Redis does not hold the sale.
+    pub left: i64,
+    pub sold_out: bool,
+    pub paused: bool,
+    pub begins_at_ms: i64,
+    pub ends_at_ms: i64,
+}
 
 /// Countdown text: "Starts in 1m 05s", "Ends in 12s", "Ended".
 pub fn countdown(now: DateTime<Utc>, begins: DateTime<Utc>, ends: DateTime<Utc>) -> String {
@@ -38,20 +50,19 @@ pub fn SaleCard(
     /// The voucher as listed (`None` until the list has it).
     #[prop(into)]
     voucher: Signal<Option<Voucher>>,
-    /// The live feed's numbers for it, when the feed has them: stock, sold out, paused,
-    /// and its end as the gate sees them (ahead of the list's refresh).
+    /// The sale as the gate sees it, when the live feed has it.
     #[prop(into)]
-    live: Signal<Option<StockLive>>,
+    live: Signal<Option<LiveSale>>,
     /// The gate's clock as the page keeps it.
     clock: ServerClock,
 ) -> impl IntoView {
     let now = clock.now;
     let title = move || voucher.get().map(|v| v.title).unwrap_or_default();
-    // Live stock when the feed has it, else the list's.
-    let remaining = move || live.get().map(|l| l.stock.max(0)).or_else(|| voucher.get().map(|v| v.remaining));
+    // Units left as the feed has them, else the list's.
+    let remaining = move || live.get().map(|l| l.left.max(0)).or_else(|| voucher.get().map(|v| v.remaining));
     let state = Signal::derive(move || {
         let live = live.get();
-        let window = live.as_ref().map(|l| (l.paused, l.begins_at_ms, l.ends_at_ms, l.sold_out || l.stock == 0));
+        let window = live.as_ref().map(|l| (l.paused, l.begins_at_ms, l.ends_at_ms, l.sold_out || l.left == 0));
         voucher.get().map(|v| v.state(now.get(), window))
     });
     // Open from the instant the gate opens (by its clock, once the page knows it) to

@@ -78,7 +78,7 @@ pub async fn load(
     v: &VoucherRow,
     snapshot: Option<&RebuildSource>,
 ) -> RedisResult<bool> {
-    let mut call = backend.scripts.warm.key(&keys.stock);
+    let mut call = backend.scripts.warm.key(&keys.left);
     call.key(&keys.buyers).key(&keys.window).key(&keys.orders).key(&keys.results).key(&keys.dlq).key(&keys.refused);
     call.key(&keys.restocked).key(&keys.changes);
     call.arg(v.begins_at).arg(v.ends_at).arg(expires_at(v.ends_at)).arg(v.paused).arg(v.price).arg(v.version);

@@ -299,7 +299,7 @@ async fn a_master_killed_mid_sale_is_replaced_and_the_sale_goes_on() {
     let now = chrono::Utc::now();
     let v = a.api.create_voucher("failover drill", stock, now, now + chrono::Duration::hours(1)).await.unwrap();
     let keys = SaleKeys::new(&shared.namespace, v);
-    let master = cluster.master_of(&keys.stock).await;
+    let master = cluster.master_of(&keys.left).await;
     let mut people = a.api.shoppers("failover", shoppers, PASSWORD, 32).await.unwrap();
     let apis = vec![a.api.clone(), b.api.clone()];
     // A first wave, too small to sell out, is under way when the master dies; the rest
@@ -351,7 +351,7 @@ async fn a_slot_moved_mid_sale_is_followed() {
     let app = TestApp::with(Options::default().with(|c| c.redis_url = Some(cluster.url.clone()))).await;
     let (stock, shoppers, late) = (400, 400, 60);
     let v = app.create_voucher(stock, -5, 3600).await;
-    let key = app.keys(v).stock;
+    let key = app.keys(v).left;
     let before = cluster.master_of(&key).await;
     let mut people = app.sign_in_many("reshard", shoppers).await;
     let latecomers = people.split_off(shoppers - late);
@@ -446,7 +446,7 @@ async fn vouchers_on_every_node_sell_on_a_fixed_set_of_connections() {
     }
     let mut homes = HashSet::new();
     for &v in &vouchers {
-        homes.insert(cluster.master_of(&app.keys(v).stock).await);
+        homes.insert(cluster.master_of(&app.keys(v).left).await);
     }
     assert_eq!(homes.len(), 3, "the vouchers live on every master");
     let buyers = app.sign_in_many("spread", 30).await;
@@ -466,7 +466,7 @@ async fn vouchers_on_every_node_sell_on_a_fixed_set_of_connections() {
     println!("redis connections on the masters: {before} with one live voucher and with thirty");
 
     let mut redis = app.redis.clone();
-    let stock: Option<i64> = redis.get(app.keys(vouchers[29]).stock).await.unwrap();
+    let stock: Option<i64> = redis.get(app.keys(vouchers[29]).left).await.unwrap();
     assert_eq!(stock, Some(4));
     app.stop().await;
 }

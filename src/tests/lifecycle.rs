@@ -36,7 +36,7 @@ async fn grab_all(app: &TestApp, shoppers: &[Shopper], v: i64) -> Vec<String> {
 async fn books(app: &TestApp, v: i64, total: i64) -> (i64, i64, i64, i64) {
     let keys = app.keys(v);
     let mut redis = app.redis.clone();
-    let stock: i64 = redis.get(&keys.stock).await.unwrap();
+    let stock: i64 = redis.get(&keys.left).await.unwrap();
     let buyers: i64 = redis.scard(&keys.buyers).await.unwrap();
     let restocked: i64 = redis.scard(&keys.restocked).await.unwrap();
     let (left, paid_col, cancelled_col): (i64, i64, i64) =
@@ -340,7 +340,7 @@ async fn a_give_back_left_owed_by_a_dead_process_is_finished_once() {
     // The cancel commits; the process "dies" before Redis hears of it.
     let owed = lifecycle::cancel(&app.db, id, Some(ann.user_id), CancelReason::Shopper, now).await.unwrap().unwrap();
     // Read at once: a sweeper takes a give-back owed for 2 s as abandoned and does it.
-    let stock: i64 = app.redis.clone().get(&app.keys(v).stock).await.unwrap();
+    let stock: i64 = app.redis.clone().get(&app.keys(v).left).await.unwrap();
     assert_eq!(stock, 2, "Redis does not know yet");
     wait_until("the sweeper finishes the give-back", SOON, || async {
         app.stats(v).await["redis_stock"] == 3 && books_ready(&app, v).await
@@ -378,7 +378,7 @@ async fn a_give_back_a_failover_lost_is_made_again() {
     let (status, body) = order_call(&app, &ann, "cancel_order", &id).await;
     assert_eq!((status, body["status"].as_str()), (200, Some("cancelled")), "{body}");
     let (keys, mut redis) = (app.keys(v), app.redis.clone());
-    assert_eq!(redis.get::<_, i64>(&keys.stock).await.unwrap(), 3, "the master gave the unit back");
+    assert_eq!(redis.get::<_, i64>(&keys.left).await.unwrap(), 3, "the master gave the unit back");
     let owed = || async {
         sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM restocks_owed").fetch_one(&app.db).await.unwrap()
     };
@@ -390,14 +390,14 @@ async fn a_give_back_a_failover_lost_is_made_again() {
         .ignore()
         .sadd(&keys.buyers, ann.user_id)
         .ignore()
-        .decr(&keys.stock, 1)
+        .decr(&keys.left, 1)
         .ignore()
         .query_async(&mut redis)
         .await
         .unwrap();
     wait_until("a sweeper gives the unit back again", SOON, || async {
         let mut redis = app.redis.clone();
-        redis.get::<_, i64>(&keys.stock).await.unwrap() == 3
+        redis.get::<_, i64>(&keys.left).await.unwrap() == 3
             && !redis.sismember::<_, _, bool>(&keys.buyers, ann.user_id).await.unwrap()
     })
     .await;

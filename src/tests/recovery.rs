@@ -209,19 +209,19 @@ async fn orders_committed_after_a_rebuild_take_their_units() {
     settle(&backend, &mut redis, v, i64::MAX / 2, &[("0-1", &early[0])]).await.unwrap();
     let keys = app.keys(v);
     let () = redis
-        .del(&[&keys.stock, &keys.buyers, &keys.window, &keys.orders, &keys.results, &keys.dlq, &keys.refused])
+        .del(&[&keys.left, &keys.buyers, &keys.window, &keys.orders, &keys.results, &keys.dlq, &keys.refused])
         .await
         .unwrap();
     let row = vouchers::get(&app.db, v).await.unwrap().unwrap();
     assert!(warm(&backend, &row).await.unwrap(), "the voucher is rebuilt");
-    let rebuilt: i64 = redis.get(&keys.stock).await.unwrap();
+    let rebuilt: i64 = redis.get(&keys.left).await.unwrap();
     assert_eq!(rebuilt, 9, "the database knew one order when Redis was rebuilt");
 
     // The three in the worker's hands commit after the rebuild, and are settled.
     store::persist(&app.db, late, PAY).await.unwrap();
     let entries: Vec<(&str, &OrderMsg)> = late.iter().map(|m| ("0-1", m)).collect();
     assert_eq!(settle(&backend, &mut redis, v, i64::MAX / 2, &entries).await.unwrap(), 0);
-    let stock: i64 = redis.get(&keys.stock).await.unwrap();
+    let stock: i64 = redis.get(&keys.left).await.unwrap();
     let in_redis: i64 = redis.scard(&keys.buyers).await.unwrap();
     assert_eq!((stock, in_redis), (6, 4), "Redis stock + buyers = total");
     for s in &buyers {
@@ -258,7 +258,7 @@ async fn a_shopper_granted_again_after_a_rebuild_leaves_no_phantom_unit() {
     let x = read_and_crash(&app, v, "w-holds-x", 1).await;
     let (backend, keys, mut redis) = (app.backend(), app.keys(v), app.redis.clone());
     let () = redis
-        .del(&[&keys.stock, &keys.buyers, &keys.window, &keys.orders, &keys.results, &keys.dlq, &keys.refused])
+        .del(&[&keys.left, &keys.buyers, &keys.window, &keys.orders, &keys.results, &keys.dlq, &keys.refused])
         .await
         .unwrap();
     let row = vouchers::get(&app.db, v).await.unwrap().unwrap();
@@ -283,7 +283,7 @@ async fn a_shopper_granted_again_after_a_rebuild_leaves_no_phantom_unit() {
     assert_eq!(result(y_id.clone()).await, ("failed".into(), Some("already_bought".into())));
     assert_eq!(result(x_id.clone()).await, ("success".into(), None));
     let mut redis = app.redis.clone();
-    let stock: i64 = redis.get(&keys.stock).await.unwrap();
+    let stock: i64 = redis.get(&keys.left).await.unwrap();
     let in_redis: i64 = redis.scard(&keys.buyers).await.unwrap();
     let left: i64 =
         sqlx::query_scalar("SELECT stock_left FROM vouchers WHERE id = $1").bind(v).fetch_one(&app.db).await.unwrap();
@@ -324,7 +324,7 @@ async fn a_batch_larger_than_a_chunk_settles_every_order() {
     let results: usize = redis.hlen(&keys.results).await.unwrap();
     let pending: redis::streams::StreamPendingReply = redis.xpending(&keys.orders, GROUP).await.unwrap();
     let (stock, buyers): (i64, usize) =
-        (redis.get(&keys.stock).await.unwrap(), redis.scard(&keys.buyers).await.unwrap());
+        (redis.get(&keys.left).await.unwrap(), redis.scard(&keys.buyers).await.unwrap());
     // The 1,250 orders Redis had lost took a unit and a slot each.
     assert_eq!((results, pending.count(), stock, buyers), (2500, 0, 3000 - 1250, 2500));
     app.stop().await;
@@ -368,7 +368,7 @@ async fn rebuilds_racing_commits_keep_redis_and_the_database_equal() {
         tokio::spawn(async move {
             let mut redis = backend.redis.clone();
             while committing.load(Ordering::SeqCst) {
-                let () = redis.del(&[&keys.stock, &keys.buyers, &keys.window]).await.unwrap();
+                let () = redis.del(&[&keys.left, &keys.buyers, &keys.window]).await.unwrap();
                 let row = vouchers::get(&db, v).await.unwrap().unwrap();
                 warm(&backend, &row).await.unwrap();
                 rebuilt.fetch_add(1, Ordering::SeqCst);
@@ -380,7 +380,7 @@ async fn rebuilds_racing_commits_keep_redis_and_the_database_equal() {
     assert!(rebuilds.await.unwrap() > 1, "the rebuilds ran during the commits");
     let mut redis = app.redis.clone();
     let keys = app.keys(v);
-    let stock: i64 = redis.get(&keys.stock).await.unwrap();
+    let stock: i64 = redis.get(&keys.left).await.unwrap();
     let in_redis: i64 = redis.scard(&keys.buyers).await.unwrap();
     let left: i64 =
         sqlx::query_scalar("SELECT stock_left FROM vouchers WHERE id = $1").bind(v).fetch_one(&app.db).await.unwrap();
@@ -402,7 +402,7 @@ async fn a_grab_lost_with_redis_reads_failed_lost() {
     let keys = app.keys(v);
     let mut redis = app.redis.clone();
     let () = redis
-        .del(&[&keys.stock, &keys.buyers, &keys.window, &keys.orders, &keys.results, &keys.dlq, &keys.refused])
+        .del(&[&keys.left, &keys.buyers, &keys.window, &keys.orders, &keys.results, &keys.dlq, &keys.refused])
         .await
         .unwrap();
     app.admin("warm_up", serde_json::json!({ "voucher_id": v })).await;

@@ -102,7 +102,7 @@ async fn a_process_that_missed_the_event_follows_the_sales_version() {
     assert_eq!(a.grab(&shoppers[0], v).await.0, 200);
     assert_eq!(code(&b.grab(&shoppers[1], v).await.1), "sold_out", "b's flag is set");
     let mut redis = a.redis.clone();
-    let () = redis::AsyncCommands::incr(&mut redis, a.keys(v).stock, 1).await.unwrap();
+    let () = redis::AsyncCommands::incr(&mut redis, a.keys(v).left, 1).await.unwrap();
     let (status, body) = b.grab(&shoppers[1], v).await;
     assert_eq!((status.as_u16(), code(&body)), (409, "sold_out"), "the flag still refuses without asking Redis");
 
@@ -129,7 +129,7 @@ async fn stock_changes_a_crash_left_half_done_are_finished_once() {
     // the addition from the database and must not be given it again.
     vouchers::add_stock(&backend.db, lost, 4, 1_000_000).await.unwrap().unwrap();
     let mut redis = app.redis.clone();
-    let () = redis::AsyncCommands::del(&mut redis, app.keys(lost).stock).await.unwrap();
+    let () = redis::AsyncCommands::del(&mut redis, app.keys(lost).left).await.unwrap();
     let who = app.sign_in("half-done").await;
     // The first grab finds the voucher gone and rebuilds it (answering "try again").
     wait_until("a grab after the rebuild", SOON, || async { app.grab(&who, lost).await.0 == 200 }).await;
@@ -163,14 +163,14 @@ async fn a_withdrawal_lost_with_the_voucher_is_voided_on_both_sides() {
     let keys = app.keys(v);
     let mut redis = app.redis.clone();
     let () = redis::pipe()
-        .decr(&keys.stock, 5)
+        .decr(&keys.left, 5)
         .ignore()
         .hset(&keys.changes, change.id, -5)
         .ignore()
         .query_async(&mut redis)
         .await
         .unwrap();
-    let () = redis::AsyncCommands::del(&mut redis, &[&keys.stock, &keys.changes]).await.unwrap();
+    let () = redis::AsyncCommands::del(&mut redis, &[&keys.left, &keys.changes]).await.unwrap();
     let who = app.sign_in("voided").await;
     wait_until("a grab after the rebuild", SOON, || async { app.grab(&who, v).await.0 == 200 }).await;
 

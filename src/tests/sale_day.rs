@@ -67,7 +67,7 @@ async fn a_token_asked_of_a_sale_redis_lost_rebuilds_it() {
     let v = app.admin("create_voucher", body).await["id"].as_i64().unwrap();
     let ann = app.sign_in("fair-lost").await;
     let keys = app.keys(v);
-    let () = redis::AsyncCommands::del(&mut app.redis.clone(), &[&keys.stock, &keys.window]).await.unwrap();
+    let () = redis::AsyncCommands::del(&mut app.redis.clone(), &[&keys.left, &keys.window]).await.unwrap();
     let (status, body) = token_of(&app, &ann, v).await;
     assert_eq!((status, code(&body)), (503, "unavailable"), "rebuilt: try again");
     let (status, body) = token_of(&app, &ann, v).await;

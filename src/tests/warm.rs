@@ -33,7 +33,7 @@ async fn warm_up_keeps_sold_stock_and_rebuilds_lost_state() {
     // from the database and asks the shopper to try again (not "no such sale").
     let keys = app.keys(v);
     let mut redis = app.redis.clone();
-    let _: () = redis.del(&[&keys.stock, &keys.buyers, &keys.window]).await.unwrap();
+    let _: () = redis.del(&[&keys.left, &keys.buyers, &keys.window]).await.unwrap();
     let (status, body) = app.grab(&buyers[0], v).await;
     assert_eq!((status.as_u16(), code(&body)), (503, "unavailable"), "{body}");
     let warmed = app.admin("warm_up", json!({ "voucher_id": v })).await;
@@ -58,7 +58,7 @@ async fn a_worker_rebuilds_a_voucher_whose_group_redis_lost() {
     // Redis forgets everything about the voucher (a restart without persistence).
     let keys = app.keys(v);
     let mut redis = app.redis.clone();
-    let _: () = redis.del(&[&keys.stock, &keys.buyers, &keys.window, &keys.orders, &keys.results]).await.unwrap();
+    let _: () = redis.del(&[&keys.left, &keys.buyers, &keys.window, &keys.orders, &keys.results]).await.unwrap();
     // The worker notices the missing group and warms the voucher again by itself.
     let stats = app.wait_for_stats("rebuilt", v, |s| s["redis_stock"] == 4).await;
     assert_eq!(stats["granted"], 1);
@@ -91,10 +91,10 @@ async fn a_grab_redis_cannot_place_is_told_what_the_database_knows() {
         .unwrap();
     let keys = app.keys(v);
     let mut redis = app.redis.clone();
-    let _: () = redis.del(&[&keys.stock, &keys.buyers, &keys.window]).await.unwrap();
+    let _: () = redis.del(&[&keys.left, &keys.buyers, &keys.window]).await.unwrap();
     let (status, body) = app.grab(&ann, v).await;
     assert_eq!((status.as_u16(), code(&body)), (409, "ended"));
-    let exists: bool = redis.exists(&keys.stock).await.unwrap();
+    let exists: bool = redis.exists(&keys.left).await.unwrap();
     assert!(!exists, "an ended sale is not rebuilt");
     app.stop().await;
 }
@@ -128,7 +128,7 @@ async fn a_sales_keys_expire_after_the_drain_grace() {
     let grace_ms = seckill::testing::DRAIN_GRACE_MS;
     let keys = app.keys(v);
     let mut redis = app.redis.clone();
-    for key in [&keys.stock, &keys.buyers, &keys.window, &keys.orders, &keys.results, &keys.refused] {
+    for key in [&keys.left, &keys.buyers, &keys.window, &keys.orders, &keys.results, &keys.refused] {
         let ttl: i64 = redis.pttl(key).await.unwrap();
         let expected = 3600 * 1000 + grace_ms;
         assert!((expected - 60_000..=expected).contains(&ttl), "{key} expires in {ttl} ms, not about {expected}");

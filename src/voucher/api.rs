@@ -48,7 +48,7 @@ pub(crate) async fn remaining(backend: &Backend, rows: &[VoucherRow]) -> AppResu
     if rows.is_empty() {
         return Ok(Vec::new());
     }
-    let gets = rows.iter().map(|r| redis::Cmd::get(&backend.keys(r.id).stock));
+    let gets = rows.iter().map(|r| redis::Cmd::get(&backend.keys(r.id).left));
     let counts = tokio::time::timeout(STOCK_DEADLINE, backend.redis.query_each::<Option<i64>>(gets)).await;
     let counts = counts.unwrap_or_else(|_| {
         tracing::warn!("voucher list: Redis did not answer within {STOCK_DEADLINE:?}; showing the database's stock");

@@ -57,7 +57,7 @@ impl Final {
                     .await
                     .map_err(|e| e.to_string())?;
             let keys = SaleKeys::new("seckill", id);
-            let redis_stock: Option<i64> = redis.get(&keys.stock).await.map_err(|e| e.to_string())?;
+            let redis_stock: Option<i64> = redis.get(&keys.left).await.map_err(|e| e.to_string())?;
             let buyers: HashSet<i64> = redis.smembers(&keys.buyers).await.map_err(|e| e.to_string())?;
             let restocked: HashSet<i64> = redis.smembers(&keys.restocked).await.map_err(|e| e.to_string())?;
             states.push(VoucherState { id, stock, stock_left, redis_stock, buyers, restocked });

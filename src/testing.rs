@@ -10,19 +10,19 @@ pub use crate::{
     },
     backend::{
         db_clock,
-        layout::{sales_version, SaleKeys, Scripts, DRAIN_GRACE_MS, GROUP},
+        layout::{sale_changes, SaleKeys, Scripts, DRAIN_GRACE_MS, GROUP},
         Backend, Db, RedisConn,
     },
     order_ids::{compose, decompose, OrderIds},
     orders::{
+        give_back::give_back,
         lifecycle,
-        restock::restock,
         settle::settle,
-        store::{self, OrderMsg, Outcome, RebuildSource},
+        store::{self, Fate, OrderMsg, RebuildSource},
         sweeper::sweep,
         CancelReason,
     },
-    report::{tally::Tally, Outcome as Answer},
+    report::{tally::Tally, Outcome},
     sale::{
         gate::{self, Verdict},
         warm, REDIS_DEADLINE,

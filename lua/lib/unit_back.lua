@@ -1,5 +1,5 @@
--- The core both give-backs share (`give_back.lua`: an order never persisted;
--- `restock.lua`: a cancelled order), prepended to each when it is loaded
+-- The core both give-backs share (`fail.lua`: an order never persisted;
+-- `give_back.lua`: a cancelled order), prepended to each when it is loaded
 -- (`backend::layout::Scripts`).
 
 -- Puts one unit back on sale when `restocks` and frees the shopper's buyer slot when

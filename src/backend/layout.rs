@@ -17,7 +17,7 @@
 //! | `<ns>:{v<id>}:restocked` | set | cancelled orders whose unit came back | give-backs, warm-up |
 //! | `<ns>:{v<id>}:changes` | hash | stock change id → units it made (once each) | `sale::stock`, warm-up |
 //! | `<ns>:clock` | none | never written: routes the clock script to a node | `sale::gate::clock` |
-//! | `<ns>:sales_version` | string | counts operator changes to any sale | `sale::admin`; every process follows it (`bus::follow`) |
+//! | `<ns>:sales_version` | string | counts operator changes to any sale | `sale::launch`; every process follows it (`bus::follow`) |
 //! | `<ns>:icr:order:<yyyymmdd>` | string | the day's order-id counter | `ids` (in blocks) |
 //! | `<ns>:events` | pub/sub channel | sale events | `bus` |
 //! | `<ns>:attempts:addr:<address>` | hash | failed credential checks from one address | `auth::attempts` |
@@ -44,9 +44,9 @@
 //! (`live::figures`); gate answers (`sale::gate`).
 //!
 //! **Scripts** ([`Scripts`], loaded once and run by SHA): `grab.lua` (`sale::gate`),
-//! `warm.lua` (`sale::warm`), `stock.lua` (`sale::stock`), `clock.lua` (`sale::gate`), `token.lua` (`sale::gate`), `settle.lua` (`orders::settle`), `give_back.lua`
-//! (`orders::give_back`), `restock.lua` (`orders::restock`), `sample.lua`
-//! (`live::figures`), `order_ids.lua` (`ids`), `attempt.lua` (`auth::attempts`), `lease.lua` (`worker::name`). The two give-backs share their core,
+//! `warm.lua` (`sale::warm`), `stock.lua` (`sale::stock`), `clock.lua` (`sale::gate`), `token.lua` (`sale::gate`), `settle.lua` (`orders::settle`), `fail.lua`
+//! (`orders::fail`), `give_back.lua` (`orders::give_back`), `sample.lua`
+//! (`live::figures`), `order_ids.lua` (`order_ids`), `attempt.lua` (`auth::attempts`), `lease.lua` (`worker::name`). `fail.lua` and `give_back.lua` share their core,
 //! `lua/lib/unit_back.lua` (a unit back on sale, a buyer slot freed, the keys' expiry);
 //! the gate and `token.lua` share `lua/lib/grab_token.lua`.
 
@@ -102,10 +102,11 @@ pub fn events_channel(namespace: &str) -> String {
     format!("{namespace}:events")
 }
 
-/// The count of operator changes to any sale. Each change bumps it after Redis holds
+/// The count of operator changes to any sale (its key keeps the name `sales_version`;
+/// a version is a row's, `vouchers.version`). Each change bumps it after Redis holds
 /// the change; every process reads it a few times a second and, when it moved, trusts
 /// nothing it cached of a sale (a change whose sale event it missed is caught up).
-pub fn sales_version(namespace: &str) -> String {
+pub fn sale_changes(namespace: &str) -> String {
     format!("{namespace}:sales_version")
 }
 
@@ -182,9 +183,9 @@ macro_rules! lua {
 pub struct Scripts {
     pub grab: Script,
     pub warm: Script,
-    pub give_back: Script,
+    pub fail: Script,
     pub settle: Script,
-    pub restock: Script,
+    pub give_back: Script,
     pub stock: Script,
     pub clock: Script,
     pub token: Script,
@@ -198,9 +199,9 @@ impl Default for Scripts {
         Self {
             grab: lua!("grab.lua", uses "grab_token.lua"),
             warm: lua!("warm.lua"),
-            give_back: lua!("give_back.lua", uses "unit_back.lua"),
+            fail: lua!("fail.lua", uses "unit_back.lua"),
             settle: lua!("settle.lua"),
-            restock: lua!("restock.lua", uses "unit_back.lua"),
+            give_back: lua!("give_back.lua", uses "unit_back.lua"),
             stock: lua!("stock.lua"),
             clock: lua!("clock.lua"),
             token: lua!("token.lua", uses "grab_token.lua"),

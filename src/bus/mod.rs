@@ -129,10 +129,10 @@ pub async fn listen(
     }))
 }
 
-/// How often [`follow`] reads the sales version.
+/// How often [`follow`] reads the sale-change count.
 pub const VERSION_READ_EVERY: Duration = Duration::from_millis(250);
 
-/// Reads the sales version (`key`, bumped by every operator change to a sale, after
+/// Reads the sale-change count (`key`, bumped by every operator change to a sale, after
 /// Redis holds the change) every [`VERSION_READ_EVERY`] until shutdown, and tells every
 /// subscriber it may have missed events whenever it moved. So a process whose
 /// subscription dropped the change's event (partitioned from pub/sub, or not yet

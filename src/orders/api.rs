@@ -9,8 +9,8 @@ use server_fn::codec::Json;
 #[cfg(feature = "ssr")]
 use {
     super::{
+        give_back::give_back,
         lifecycle::{self, Cancel, Payment},
-        restock::restock,
         OrderStatus,
     },
     crate::{
@@ -67,7 +67,7 @@ pub async fn cancel_order(order_id: String) -> AppResult<Order> {
     match lifecycle::cancel_by_shopper(&state.backend.db, order_id, user_id, now).await? {
         Cancel::Cancelled(order, owed) => {
             // Should Redis fail here, the sweeper finishes the give-back: it is owed.
-            if let Err(e) = restock(&state.backend, &owed).await {
+            if let Err(e) = give_back(&state.backend, &owed).await {
                 tracing::warn!(order_id, "cancel: give-back left to the sweeper: {e}");
             }
             Ok(order)

@@ -1,91 +1,80 @@
-//! Ending an order that will never be persisted (`lua/give_back.lua`): its result
-//! becomes `failed`, what it held goes back, and its stream entry is acknowledged, in
-//! one Redis step. This module owns the script's interface and says, for each outcome
-//! of persisting, what goes back.
+//! Giving a cancelled order's unit back in Redis (`lua/give_back.lua`), once per order:
+//! one more unit left, the buyer slot freed, and the `restock` event published so
+//! every process clears its sold-out flag. This module owns the script's interface, and the step that
+//! follows a cancel: run the script, then strike the debt from the database once the
+//! give-back will survive a failover.
+//!
+//! With replicas required (`SECKILL_WAIT_REPLICAS`), a give-back only the master
+//! holds is lost if the master dies: the new master keeps the unit sold and the
+//! shopper's slot taken, and the stock key still exists, so no rebuild repairs it. So
+//! the debt (`restocks_owed`) is struck only after replicas hold the give-back (Redis
+//! `WAIT`), which only the sweeper does, on a connection of its own (a `WAIT` holds up
+//! every command behind it). Until then any sweeper runs the give-back again: on a
+//! master that has it, nothing happens; on one that lost it, the unit goes back now.
 
-use super::store::{OrderMsg, Outcome};
+use super::lifecycle::{self, Owed};
 use crate::{
-    backend::{layout::GROUP, Backend, RedisConn},
+    backend::{Backend, BackendError},
     bus::SaleEvent,
-    orders::results::{FailReason, StoredResult},
 };
-use redis::RedisResult;
+use std::collections::BTreeMap;
 
-/// One order to end, and the outcome that ends it.
-#[derive(Clone, Copy, Debug)]
-pub struct GiveBack<'a> {
-    order: &'a OrderMsg,
-    entry_id: &'a str,
-    terms: Terms,
-}
-
-/// What an ending gives back, and what it tells the shopper.
-#[derive(Clone, Copy, Debug)]
-struct Terms {
-    reason: FailReason,
-    /// The unit it took goes back on sale.
-    restocks: bool,
-    /// The shopper may grab this voucher again.
-    frees_slot: bool,
-    /// A copy goes to the dead-letter stream for the operator.
-    dead_letter: bool,
-}
-
-impl<'a> GiveBack<'a> {
-    /// How an order that persisting did not store ends; `None` for a persisted one
-    /// (it keeps its unit and slot, and `settle` marks it a success). The one place
-    /// an outcome becomes a give-back.
-    pub fn of(order: &'a OrderMsg, entry_id: &'a str, outcome: Outcome) -> Option<Self> {
-        let terms = match outcome {
-            Outcome::Persisted => return None,
-            // The unit goes back; the slot belongs to the shopper's other order.
-            Outcome::Duplicate => {
-                Terms { reason: FailReason::AlreadyBought, restocks: true, frees_slot: false, dead_letter: false }
-            }
-            // Redis was rebuilt with too much: the unit never existed.
-            Outcome::NoStock => {
-                Terms { reason: FailReason::SoldOut, restocks: false, frees_slot: true, dead_letter: false }
-            }
-            // Buried in the database now or by an earlier try (whose give-back a crash
-            // may have left undone): unit and slot go back, a copy to the operator.
-            Outcome::Buried => {
-                Terms { reason: FailReason::DeadLetter, restocks: true, frees_slot: true, dead_letter: true }
-            }
-        };
-        Some(Self { order, entry_id, terms })
+/// Runs the give-back the database recorded as owed, and strikes the debt unless
+/// replicas must hold it first (then the sweeper does, [`give_back_durably`]). Safe to
+/// run any number of times, from any process: the script acts once per order.
+pub async fn give_back(backend: &Backend, owed: &Owed) -> Result<bool, BackendError> {
+    let acted = run_script(backend, owed).await?;
+    if backend.replicas.want == 0 {
+        lifecycle::settled(&backend.db, owed.order_id).await?;
     }
+    Ok(acted)
+}
 
-    /// Runs the step; false when the entry was already acknowledged (another worker
-    /// ended it first), so nothing is ever given back twice.
-    pub async fn run(&self, backend: &Backend, redis: &mut RedisConn) -> RedisResult<bool> {
-        let m = self.order;
-        let keys = backend.keys(m.voucher_id);
-        let (terms, flag) = (self.terms, |on: bool| if on { "1" } else { "0" });
-        let acted: i64 = backend
-            .scripts
-            .give_back
-            .key(&keys.left)
-            .key(&keys.buyers)
-            .key(&keys.results)
-            .key(&keys.orders)
-            .key(&keys.dlq)
-            .key(&keys.window)
-            .arg(m.order_id)
-            .arg(m.user_id)
-            .arg(self.entry_id)
-            .arg(GROUP)
-            .arg(StoredResult::failed(m.user_id, terms.reason).encode())
-            .arg(flag(terms.restocks))
-            .arg(flag(terms.frees_slot))
-            .arg(if terms.dead_letter { terms.reason.as_str() } else { "" })
-            .arg(&*backend.events_channel)
-            .arg(SaleEvent::Restocked { voucher_id: m.voucher_id }.encode())
-            .arg(SaleEvent::DeadLettered { voucher_id: m.voucher_id, order_id: m.order_id }.encode())
-            .invoke_async(redis)
-            .await?;
-        if acted == 1 && terms.dead_letter {
-            metrics::counter!("seckill_dead_letters_total").increment(1);
+/// Runs the give-backs, then strikes each voucher's debts once its master's replicas
+/// hold them (one `WAIT` per voucher, on `backend`'s connection, which must be one no
+/// grab waits behind). A voucher whose replicas fall short keeps its debts for the
+/// next round. Returns how many were given back now (not before).
+pub async fn give_back_durably(backend: &Backend, owed: &[Owed]) -> Result<usize, BackendError> {
+    let mut by_voucher: BTreeMap<i64, Vec<&Owed>> = BTreeMap::new();
+    for o in owed {
+        by_voucher.entry(o.voucher_id).or_default().push(o);
+    }
+    let mut acted = 0;
+    for (voucher_id, owed) in by_voucher {
+        for o in &owed {
+            acted += usize::from(run_script(backend, o).await?);
         }
-        Ok(acted == 1)
+        let want = backend.replicas.want;
+        if want > 0 {
+            let stock = &backend.keys(voucher_id).left;
+            let have = backend.redis.clone().wait_for_replicas(stock, want, backend.replicas.wait_ms).await?;
+            if have < want {
+                tracing::warn!(voucher_id, have, want, "give-backs not on replicas yet: kept owed");
+                continue;
+            }
+        }
+        for o in owed {
+            lifecycle::settled(&backend.db, o.order_id).await?;
+        }
     }
+    Ok(acted)
+}
+
+/// The script: true when it gave the unit back now.
+async fn run_script(backend: &Backend, owed: &Owed) -> Result<bool, BackendError> {
+    let keys = backend.keys(owed.voucher_id);
+    let acted: i64 = backend
+        .scripts
+        .give_back
+        .key(&keys.left)
+        .key(&keys.buyers)
+        .key(&keys.restocked)
+        .key(&keys.window)
+        .arg(owed.order_id)
+        .arg(owed.user_id)
+        .arg(&*backend.events_channel)
+        .arg(SaleEvent::Restocked { voucher_id: owed.voucher_id }.encode())
+        .invoke_async(&mut backend.redis.clone())
+        .await?;
+    Ok(acted == 1)
 }

@@ -9,11 +9,11 @@ pub mod api;
 #[cfg(feature = "ssr")]
 pub mod export;
 #[cfg(feature = "ssr")]
+pub mod fail;
 pub mod give_back;
 #[cfg(feature = "ssr")]
 pub mod lifecycle;
 #[cfg(feature = "ssr")]
-pub mod restock;
 #[cfg(feature = "ssr")]
 pub mod results;
 #[cfg(feature = "ssr")]

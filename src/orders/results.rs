@@ -1,7 +1,7 @@
 //! Grab results in Redis (`…:results`, order id → value): the one owner of their
 //! format, `<status>:<user id>[:<reason>]`. Rust writes every value: the gate is handed
 //! its `queued` value and the give-back its `failed` value as script arguments
-//! (`lua/grab.lua`, `lua/give_back.lua`), and the worker writes `success`.
+//! (`lua/grab.lua`, `lua/fail.lua`), and the worker writes `success`.
 
 use super::GrabStatus;
 

@@ -17,9 +17,9 @@ pub struct OrderMsg {
     pub price: Option<i64>,
 }
 
-/// What persisting one message came to.
+/// What became of one message when the worker persisted it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Outcome {
+pub enum Fate {
     /// The order is in the database (now, or already from an earlier delivery).
     Persisted,
     /// The shopper already holds another order for this voucher. The unit this grab
@@ -49,7 +49,7 @@ pub enum Outcome {
 /// what an order costs the database (`src/bin/bench/history.md`). A conflict means a redelivery or a shopper's
 /// second order, both rare: the transaction is rolled back and the batch runs again,
 /// skipping what conflicts (PostgreSQL's log shows the refused insert as an error).
-pub async fn persist(db: &Db, batch: &[OrderMsg], pay_timeout_ms: i64) -> sqlx::Result<Vec<Outcome>> {
+pub async fn persist(db: &Db, batch: &[OrderMsg], pay_timeout_ms: i64) -> sqlx::Result<Vec<Fate>> {
     match persist_batch(db, batch, pay_timeout_ms, OnConflict::Fail).await {
         Err(e) if is_conflict(&e) => persist_batch(db, batch, pay_timeout_ms, OnConflict::Skip).await,
         done => done,
@@ -78,7 +78,7 @@ async fn persist_batch(
     batch: &[OrderMsg],
     pay_timeout_ms: i64,
     on_conflict: OnConflict,
-) -> sqlx::Result<Vec<Outcome>> {
+) -> sqlx::Result<Vec<Fate>> {
     let mut tx = db.begin().await?;
     let mut vouchers: Vec<i64> = batch.iter().map(|m| m.voucher_id).collect();
     vouchers.sort_unstable();
@@ -100,13 +100,13 @@ async fn persist_batch(
             return persist_one_by_one(db, batch, pay_timeout_ms).await;
         }
     }
-    let mut outcomes = Vec::with_capacity(batch.len());
+    let mut fates = Vec::with_capacity(batch.len());
     for m in batch {
-        let outcome = if unsure.contains(&m.order_id) { classify(&mut tx, m).await? } else { Outcome::Persisted };
-        outcomes.push(outcome);
+        let fate = if unsure.contains(&m.order_id) { classify(&mut tx, m).await? } else { Fate::Persisted };
+        fates.push(fate);
     }
     tx.commit().await?;
-    Ok(outcomes)
+    Ok(fates)
 }
 
 /// Inserts the orders of one voucher not buried (and, with [`OnConflict::Skip`], not yet
@@ -224,35 +224,35 @@ async fn take_stock(tx: &mut Tx<'_>, voucher_id: i64, units: i64) -> sqlx::Resul
 
 /// What became of an order after the inserts: stored (now or before), buried, or
 /// refused because its shopper holds another order.
-async fn classify(tx: &mut Tx<'_>, m: &OrderMsg) -> sqlx::Result<Outcome> {
+async fn classify(tx: &mut Tx<'_>, m: &OrderMsg) -> sqlx::Result<Fate> {
     let stored: Option<i64> =
         sqlx::query_scalar("SELECT id FROM orders WHERE id = $1").bind(m.order_id).fetch_optional(&mut **tx).await?;
     if stored.is_some() {
-        return Ok(Outcome::Persisted);
+        return Ok(Fate::Persisted);
     }
-    Ok(if is_buried(&mut **tx, m.order_id).await? { Outcome::Buried } else { Outcome::Duplicate })
+    Ok(if is_buried(&mut **tx, m.order_id).await? { Fate::Buried } else { Fate::Duplicate })
 }
 
 /// The slow path: each order in turn takes a unit, and those that find none are
 /// removed again (`NoStock`).
-async fn persist_one_by_one(db: &Db, batch: &[OrderMsg], pay_timeout_ms: i64) -> sqlx::Result<Vec<Outcome>> {
+async fn persist_one_by_one(db: &Db, batch: &[OrderMsg], pay_timeout_ms: i64) -> sqlx::Result<Vec<Fate>> {
     let mut tx = db.begin().await?;
-    let mut outcomes = Vec::with_capacity(batch.len());
+    let mut fates = Vec::with_capacity(batch.len());
     for m in batch {
         lock_voucher(&mut tx, m.voucher_id).await?;
         let inserted = insert_new(&mut tx, m.voucher_id, &[m], pay_timeout_ms, OnConflict::Skip).await?;
-        let outcome = match inserted == 0 {
+        let fate = match inserted == 0 {
             true => classify(&mut tx, m).await?,
-            false if take_stock(&mut tx, m.voucher_id, 1).await? => Outcome::Persisted,
+            false if take_stock(&mut tx, m.voucher_id, 1).await? => Fate::Persisted,
             false => {
                 sqlx::query("DELETE FROM orders WHERE id = $1").bind(m.order_id).execute(&mut *tx).await?;
-                Outcome::NoStock
+                Fate::NoStock
             }
         };
-        outcomes.push(outcome);
+        fates.push(fate);
     }
     tx.commit().await?;
-    Ok(outcomes)
+    Ok(fates)
 }
 
 /// True when the database refused the data itself (a constraint: the order can never
@@ -276,9 +276,9 @@ async fn lock_voucher(tx: &mut Tx<'_>, voucher_id: i64) -> sqlx::Result<()> {
 
 /// Buries an order (dead-letters it) unless it was persisted: one statement decides,
 /// under the voucher's lock, so a dead letter racing a late persist of the same order
-/// has one winner. [`Outcome::Buried`] when buried now or by an earlier try,
-/// [`Outcome::Persisted`] when the order was persisted after all.
-pub async fn bury(db: &Db, m: &OrderMsg, reason: &str) -> sqlx::Result<Outcome> {
+/// has one winner. [`Fate::Buried`] when buried now or by an earlier try,
+/// [`Fate::Persisted`] when the order was persisted after all.
+pub async fn bury(db: &Db, m: &OrderMsg, reason: &str) -> sqlx::Result<Fate> {
     let mut tx = db.begin().await?;
     lock_voucher(&mut tx, m.voucher_id).await?;
     sqlx::query(
@@ -296,7 +296,7 @@ pub async fn bury(db: &Db, m: &OrderMsg, reason: &str) -> sqlx::Result<Outcome> 
     .await?;
     let buried = is_buried(&mut *tx, m.order_id).await?;
     tx.commit().await?;
-    Ok(if buried { Outcome::Buried } else { Outcome::Persisted })
+    Ok(if buried { Fate::Buried } else { Fate::Persisted })
 }
 
 async fn is_buried<'e>(db: impl sqlx::any::AnyExecutor<'e>, order_id: i64) -> sqlx::Result<bool> {

@@ -1,11 +1,11 @@
 //! The sweeper: every server process runs one. Each round it cancels unpaid orders
 //! whose payment deadline has passed, and finishes give-backs Redis still owes
 //! (a canceller that died between the database and Redis), striking each debt once
-//! Redis holds the give-back for good (`restock`). The deadline lives in the
+//! Redis holds the give-back for good (`give_back`). The deadline lives in the
 //! database, so a restart forgets nothing; each cancel is one conditional update, so
 //! any number of sweepers cancel each order once.
 
-use super::{lifecycle, restock::restock_durably, CancelReason};
+use super::{give_back::give_back_durably, lifecycle, CancelReason};
 use crate::{
     backend::{db_clock, Backend, BackendError},
     shutdown::{self, Shutdown},
@@ -44,7 +44,7 @@ pub async fn sweep(backend: &Backend) -> Result<usize, BackendError> {
             cancelled.push(owed);
         }
     }
-    restock_durably(backend, &cancelled).await?;
-    restock_durably(backend, &lifecycle::owed(&backend.db, now - ABANDONED_AFTER_MS, ROUND).await?).await?;
+    give_back_durably(backend, &cancelled).await?;
+    give_back_durably(backend, &lifecycle::owed(&backend.db, now - ABANDONED_AFTER_MS, ROUND).await?).await?;
     Ok(cancelled.len())
 }

@@ -72,16 +72,16 @@ pub async fn warm_up(voucher_id: i64) -> AppResult<Voucher> {
 
 /// Tells every process a sale changed: what follows sales here (the shared shop page)
 /// hears it at once (the operator's next page shows the change), and every other
-/// process when it hears the sale event, or else when it next reads the sales version
+/// process when it hears the sale event, or else when it next reads the sale-change count
 /// this bumps (`bus::follow`), within a second.
 #[cfg(feature = "ssr")]
 pub(super) async fn changed(state: &AppState, voucher_id: i64) {
     let event = SaleEvent::VoucherChanged { voucher_id, origin: state.bus.origin() };
     state.bus.tell_here(&event);
-    let key = crate::backend::layout::sales_version(&state.backend.namespace);
+    let key = crate::backend::layout::sale_changes(&state.backend.namespace);
     let bumped: redis::RedisResult<i64> = redis::AsyncCommands::incr(&mut state.backend.redis.clone(), key, 1).await;
     if let Err(e) = bumped {
-        tracing::warn!(voucher_id, "bumping the sales version: {e}");
+        tracing::warn!(voucher_id, "bumping the sale-change count: {e}");
     }
     bus::publish(&state.backend, &event).await;
 }

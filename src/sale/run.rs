@@ -4,11 +4,11 @@
 //!
 //! Each change is made in the database first (the row's `version` bumped), then in
 //! Redis before the call answers: the window (times, pause, price) with its version
-//! (`warm::load`: an older push never overwrites a newer one), or the stock
+//! (`warm::warm`: an older push never overwrites a newer one), or the stock
 //! (`sale::stock`). So the gate follows the moment the call returns, on every process
 //! at once (they share it). Then every process is told ([`super::launch::changed`]),
 //! and each one's own caches (sold-out flags, shop page) follow within a second, or
-//! when it next reads the sales version if it missed the message. Every change is in
+//! when it next reads the sale-change count if it missed the message. Every change is in
 //! the operator's log with the voucher before and after.
 
 use super::StockChanged;
@@ -205,7 +205,7 @@ async fn change_stock(action: &'static str, voucher_id: i64, units: i64) -> AppR
     }
     if units > 0 {
         // Here at once; every other process when it hears the restock, or else when it
-        // next reads the sales version `done` bumps.
+        // next reads the sale-change count `done` bumps.
         state.sold_out.clear(voucher_id);
     }
     let after = store::get(&backend.db, voucher_id).await?.ok_or(ErrorCode::UnknownVoucher)?;

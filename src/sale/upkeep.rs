@@ -30,11 +30,7 @@ pub fn spawn(backend: Backend, every: Duration, shutdown: Shutdown) -> tokio::ta
 async fn round(backend: &Backend) -> Result<(), BackendError> {
     stock::finish_owed(backend).await?;
     let live = vouchers::live(&backend.db, DRAIN_GRACE_MS).await?;
-    let pushes = live.iter().map(|v| {
-        let mut redis = backend.redis.clone();
-        // Only looks when Redis lost the voucher: a grab or the worker rebuilds it.
-        async move { warm::load(backend, &mut redis, &backend.keys(v.id), v, None).await }
-    });
+    let pushes = live.iter().map(|v| warm::push_window(backend, v));
     futures::future::try_join_all(pushes).await?;
     Ok(())
 }

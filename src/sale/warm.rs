@@ -1,6 +1,9 @@
-//! Warm-up (`lua/warm.lua`): puts a voucher's stock, buyers and window into Redis and
-//! makes sure its order stream has the worker's consumer group. This module owns the
-//! script's interface.
+//! Warm-up (`lua/warm.lua`): makes Redis hold a sale as the database has it. One
+//! script, three uses: [`warm`] loads a sale Redis does not hold (its units left,
+//! buyers, window and the order stream's consumer group), and rebuilds one Redis
+//! lost from the database; on a sale Redis holds, it pushes the latest window (times,
+//! pause, price: [`push_window`], which an operator's change and the upkeep use).
+//! This module owns the script's interface.
 
 use crate::{
     backend::{
@@ -35,7 +38,7 @@ pub async fn warm(backend: &Backend, v: &VoucherRow) -> Result<bool, BackendErro
     let mut redis = backend.redis.clone();
     // Most warm-ups find Redis holding the voucher whole: they need no snapshot, and
     // no database lock (a worker must be able to join while the database cannot write).
-    if load(backend, &mut redis, &keys, v, None).await? {
+    if run_script(backend, &mut redis, &keys, v, None).await? {
         return Ok(false);
     }
     rebuild(backend, &mut redis, &keys, v).await
@@ -51,7 +54,7 @@ async fn rebuild(
 ) -> Result<bool, BackendError> {
     let mut tx = backend.db.begin().await?;
     let Some(snapshot) = orders::lock_for_rebuild(&mut tx, v.id).await? else { return Ok(false) };
-    let held = tokio::time::timeout(REBUILD_DEADLINE, load(backend, redis, keys, v, Some(&snapshot)))
+    let held = tokio::time::timeout(REBUILD_DEADLINE, run_script(backend, redis, keys, v, Some(&snapshot)))
         .await
         .map_err(|_| RedisError::from(std::io::Error::from(std::io::ErrorKind::TimedOut)))??;
     if held {
@@ -71,7 +74,7 @@ async fn rebuild(
 /// the voucher, refreshes its window from `v` (unless Redis holds a newer version of
 /// it) and makes every key of the sale expire at [`expires_at`] its end. Returns true
 /// when Redis already held it.
-pub async fn load(
+pub async fn run_script(
     backend: &Backend,
     redis: &mut RedisConn,
     keys: &SaleKeys,
@@ -95,6 +98,13 @@ pub async fn load(
     }
     let held: i64 = call.invoke_async(redis).await?;
     Ok(held == 1)
+}
+
+/// Pushes `v`'s window to Redis when Redis holds the sale (an older push never
+/// overwrites a newer one: the row's `version` decides); only looks when Redis lost
+/// it, which a grab or the worker rebuilds. True when Redis holds it.
+pub async fn push_window(backend: &Backend, v: &VoucherRow) -> RedisResult<bool> {
+    run_script(backend, &mut backend.redis.clone(), &backend.keys(v.id), v, None).await
 }
 
 /// Warms every voucher whose sale is upcoming, running or just ended.

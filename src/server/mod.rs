@@ -24,7 +24,7 @@ use crate::{
         password::{Cost, Hasher},
         Secrets,
     },
-    backend::{layout::sales_version, Backend, BackendError, RedisTarget, Replicas},
+    backend::{layout::sale_changes, Backend, BackendError, RedisTarget, Replicas},
     bus,
     config::Config,
     live::{hub::Hub, sampler, slots::FeedSlots, sse},
@@ -243,7 +243,7 @@ fn shop_login(config: &Config) -> Result<Option<ShopLogin>, ServeError> {
 }
 
 /// The tasks that run beside HTTP until shutdown: the bus's listener and the follower
-/// of the sales version, the live sampler, the rate limits' clean-up, the metrics'
+/// of the sale-change count, the live sampler, the rate limits' clean-up, the metrics'
 /// upkeep, the sweeper of unpaid orders, the sale's upkeep (owed stock changes, windows
 /// to push), the followers of ended sessions and of operators, the flusher of the report's counts and the
 /// worker (unless turned off).
@@ -258,7 +258,7 @@ async fn spawn_background(
     let channel = backend.events_channel.to_string();
     let mut tasks = vec![
         bus::listen(target.clone(), channel, state.bus.clone(), shutdown.clone()).await?,
-        bus::follow(backend.redis.clone(), sales_version(&backend.namespace), state.bus.clone(), shutdown.clone()),
+        bus::follow(backend.redis.clone(), sale_changes(&backend.namespace), state.bus.clone(), shutdown.clone()),
         sampler::spawn(
             backend.clone(),
             state.hub.clone(),

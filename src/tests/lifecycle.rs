@@ -7,7 +7,7 @@ use futures::future::join_all;
 use redis::AsyncCommands;
 use seckill::{
     server::local_redis::LocalRedis,
-    testing::{compose, db_clock, lifecycle, restock, store, CancelReason, OrderMsg, Outcome, RedisConn},
+    testing::{compose, db_clock, give_back, lifecycle, store, CancelReason, Fate, OrderMsg, RedisConn},
 };
 use serde_json::{json, Value};
 use std::{collections::HashMap, time::Duration};
@@ -346,7 +346,7 @@ async fn a_give_back_left_owed_by_a_dead_process_is_finished_once() {
         app.stats(v).await["redis_stock"] == 3 && books_ready(&app, v).await
     })
     .await;
-    assert!(!restock(&app.backend(), &owed).await.unwrap(), "a second give-back does nothing");
+    assert!(!give_back(&app.backend(), &owed).await.unwrap(), "a second give-back does nothing");
     assert_eq!(books(&app, v, 3).await, (3, 0, 0, 1));
     let (status, body) = app.grab(&ann, v).await;
     assert_eq!(status, 200, "{body}");
@@ -432,7 +432,7 @@ async fn an_order_saved_after_an_outage_longer_than_the_time_to_pay_keeps_its_ti
     let order_id = compose(granted_secs, 7);
     let order = OrderMsg { voucher_id: v, order_id, user_id: ann.user_id, price: None };
     let saved_at = db_clock::now_ms(&app.db).await.unwrap();
-    assert_eq!(store::persist(&app.db, &[order], PAY_MS).await.unwrap(), [Outcome::Persisted]);
+    assert_eq!(store::persist(&app.db, &[order], PAY_MS).await.unwrap(), [Fate::Persisted]);
     let (created, deadline): (i64, i64) = sqlx::query_as("SELECT created_at, pay_deadline FROM orders WHERE id = $1")
         .bind(order_id)
         .fetch_one(&app.db)

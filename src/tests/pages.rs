@@ -115,7 +115,7 @@ async fn a_voucher_created_on_another_process_shows_on_this_ones_page() {
 
 /// An operator's change made through one process (a new title, a pause) shows on every
 /// other process's shared page, kept for a minute otherwise, within moments: the
-/// change's event, or else the sales version each process follows, dates the page.
+/// change's event, or else the sale-change count each process follows, dates the page.
 #[tokio::test]
 async fn a_sale_changed_on_another_process_shows_on_this_ones_page() {
     let here = TestApp::with(Options::default().with(|c| c.page_cache_ms = 60_000)).await;

@@ -150,7 +150,7 @@ async fn foreign_and_malformed_entries_are_dead_lettered() {
 /// and the database's stock counts only the persisted ones.
 #[tokio::test]
 async fn a_dead_letter_and_a_late_persist_never_both_win() {
-    use seckill::testing::{compose, Outcome};
+    use seckill::testing::{compose, Fate};
 
     let app = TestApp::with(Options::default().with(|c| c.worker = false)).await;
     let v = app.create_voucher(300, -5, 3600).await;
@@ -171,8 +171,8 @@ async fn a_dead_letter_and_a_late_persist_never_both_win() {
         }
     });
     let results = futures::future::join_all(races).await;
-    let won_by_persist = results.iter().filter(|r| **r == (Outcome::Persisted, Outcome::Persisted)).count();
-    let won_by_burial = results.iter().filter(|r| **r == (Outcome::Buried, Outcome::Buried)).count();
+    let won_by_persist = results.iter().filter(|r| **r == (Fate::Persisted, Fate::Persisted)).count();
+    let won_by_burial = results.iter().filter(|r| **r == (Fate::Buried, Fate::Buried)).count();
     println!("race persist vs dead letter: {won_by_persist} persisted, {won_by_burial} buried of {}", results.len());
     assert_eq!(won_by_persist + won_by_burial, results.len(), "every race has one winner: {results:?}");
 
@@ -266,7 +266,7 @@ async fn a_shopper_granted_again_after_a_rebuild_leaves_no_phantom_unit() {
     let (status, body) = app.grab(&ann, v).await;
     assert_eq!(status, 200, "ann grabs again: {body}");
     let y_id = body["order_id"].as_str().unwrap().to_owned();
-    assert_eq!(store::persist(&app.db, &x, PAY).await.unwrap(), [seckill::testing::Outcome::Persisted]);
+    assert_eq!(store::persist(&app.db, &x, PAY).await.unwrap(), [seckill::testing::Fate::Persisted]);
     settle(&backend, &mut redis, v, i64::MAX / 2, &[("0-1", &x[0])]).await.unwrap();
     // A worker reads Y: the database refuses it, and it ends.
     let opts = app.restart_options();
@@ -423,7 +423,7 @@ async fn a_grab_lost_with_redis_reads_failed_lost() {
 /// of two orders of one shopper (its first and last) the first is the one stored.
 #[tokio::test]
 async fn a_large_batch_persists_in_one_insert_and_the_first_order_of_a_shopper_wins() {
-    use seckill::testing::{compose, Outcome};
+    use seckill::testing::{compose, Fate};
 
     let app = TestApp::with(Options::default().with(|c| c.worker = false)).await;
     let v = app.create_voucher(2000, -5, 3600).await;
@@ -440,8 +440,8 @@ async fn a_large_batch_persists_in_one_insert_and_the_first_order_of_a_shopper_w
     batch.push(OrderMsg { voucher_id: v, order_id: compose(now, 1501), user_id: users[0].user_id, price: None });
 
     let outcomes = store::persist(&app.db, &batch, PAY).await.unwrap();
-    assert!(outcomes[..1500].iter().all(|o| *o == Outcome::Persisted), "{:?}", &outcomes[..3]);
-    assert_eq!(outcomes[1500], Outcome::Duplicate);
+    assert!(outcomes[..1500].iter().all(|o| *o == Fate::Persisted), "{:?}", &outcomes[..3]);
+    assert_eq!(outcomes[1500], Fate::Duplicate);
     let (stored, left): (i64, i64) = sqlx::query_as(
         "SELECT (SELECT COUNT(*) FROM orders WHERE voucher_id = $1), stock_left FROM vouchers WHERE id = $2",
     )
@@ -465,7 +465,7 @@ async fn a_large_batch_persists_in_one_insert_and_the_first_order_of_a_shopper_w
 /// shopper, a buried order, and more new orders than the database has stock for.
 #[tokio::test]
 async fn a_mixed_batch_gets_each_entry_its_outcome() {
-    use seckill::testing::{compose, db_clock, Outcome};
+    use seckill::testing::{compose, db_clock, Fate};
 
     let app = TestApp::with(Options::default().with(|c| c.worker = false)).await;
     let v = app.create_voucher(3, -5, 3600).await;
@@ -477,12 +477,12 @@ async fn a_mixed_batch_gets_each_entry_its_outcome() {
         user_id: users[user].user_id,
         price: None,
     };
-    assert_eq!(store::persist(&app.db, &[msg(1, 0)], PAY).await.unwrap(), vec![Outcome::Persisted]);
+    assert_eq!(store::persist(&app.db, &[msg(1, 0)], PAY).await.unwrap(), vec![Fate::Persisted]);
     store::bury(&app.db, &msg(2, 1), "test").await.unwrap();
 
     let batch = [msg(1, 0), msg(3, 0), msg(2, 1), msg(4, 2), msg(5, 3)];
     let outcomes = store::persist(&app.db, &batch, PAY).await.unwrap();
-    use Outcome::*;
+    use Fate::*;
     assert_eq!(outcomes, vec![Persisted, Duplicate, Buried, Persisted, Persisted]);
     // Stock 3: one taken before, two now. A sixth order finds none.
     let outcomes = store::persist(&app.db, &[msg(6, 4), msg(1, 0)], PAY).await.unwrap();

@@ -319,12 +319,12 @@ async fn the_report_adds_every_processs_answers_and_a_stopping_one_flushes_its_o
 /// dropped by its browser) still writes its counts, once.
 #[tokio::test]
 async fn a_flush_whose_caller_goes_away_mid_write_loses_no_count() {
-    use seckill::testing::{Answer, Tally};
+    use seckill::testing::{Outcome, Tally};
     let app = TestApp::spawn().await;
     let v = app.create_voucher(1, -5, 3600).await;
     let tally = Arc::new(Tally::default());
     for _ in 0..3 {
-        tally.answered(v, Answer::SoldOut);
+        tally.answered(v, Outcome::SoldOut);
     }
     let mut blocker = hold_write_lock(&app.database_url, "sale_refusals").await;
     let dropped = tokio::time::timeout(Duration::from_millis(300), tally.flush(&app.db)).await;

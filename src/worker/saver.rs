@@ -1,5 +1,5 @@
 //! Saving what a reader read: persisting entries (in one transaction when it can),
-//! recording each outcome in Redis, and giving up on entries the database keeps
+//! recording each fate in Redis, and giving up on entries the database keeps
 //! refusing while it answers (dead letters).
 
 use super::{entry::Entry, WorkerSettings};
@@ -10,9 +10,9 @@ use crate::{
     },
     orders::results::FailReason,
     orders::{
-        give_back::GiveBack,
+        fail::Failure,
         settle::settle,
-        store::{self, OrderMsg, Outcome},
+        store::{self, Fate, OrderMsg},
     },
 };
 use std::{collections::HashMap, sync::Arc};
@@ -53,14 +53,14 @@ impl Saver {
         metrics::counter!("seckill_worker_batches_total").increment(1);
         metrics::histogram!("seckill_worker_batch_orders").record(msgs.len() as f64);
         match store::persist(&self.backend.db, &msgs, self.settings.pay_timeout_ms).await {
-            Ok(outcomes) => self.finish(&good, &outcomes).await,
+            Ok(fates) => self.finish(&good, &fates).await,
             Err(e) if good.len() == 1 => self.refused(&good[0], e).await,
             Err(e) => {
                 tracing::warn!("worker: batch of {} failed ({e}); retrying one by one", good.len());
                 for e in &good {
                     let msg = e.msg.clone().into_iter().collect::<Vec<_>>();
                     match store::persist(&self.backend.db, &msg, self.settings.pay_timeout_ms).await {
-                        Ok(outcomes) => self.finish(std::slice::from_ref(e), &outcomes).await?,
+                        Ok(fates) => self.finish(std::slice::from_ref(e), &fates).await?,
                         Err(err) => self.refused(e, err).await?,
                     }
                 }
@@ -76,7 +76,7 @@ impl Saver {
     pub async fn last_try(&mut self, e: Entry) -> Result<(), BackendError> {
         let Some(msg) = e.msg.clone() else { return self.handle(vec![e]).await };
         match store::persist(&self.backend.db, &[msg], self.settings.pay_timeout_ms).await {
-            Ok(outcomes) => self.finish(std::slice::from_ref(&e), &outcomes).await,
+            Ok(fates) => self.finish(std::slice::from_ref(&e), &fates).await,
             Err(err) if store::refuses_data(&err) => {
                 tracing::warn!(entry = %e.id, "order keeps failing: {err}");
                 self.dead_letter(&e).await
@@ -127,23 +127,23 @@ impl Saver {
     /// and its stock and buyer slot are given back, once.
     async fn dead_letter(&mut self, e: &Entry) -> Result<(), BackendError> {
         let Some(m) = &e.msg else { return Ok(()) };
-        let outcome = store::bury(&self.backend.db, m, FailReason::DeadLetter.as_str()).await?;
-        if outcome == Outcome::Buried {
+        let fate = store::bury(&self.backend.db, m, FailReason::DeadLetter.as_str()).await?;
+        if fate == Fate::Buried {
             tracing::error!(order = m.order_id, entry = %e.id, "order dead-lettered");
         }
-        self.finish(std::slice::from_ref(e), &[outcome]).await
+        self.finish(std::slice::from_ref(e), &[fate]).await
     }
 
-    /// Records the outcomes in Redis: persisted orders settled in one step, the others
+    /// Records the fates in Redis: persisted orders settled in one step, the others
     /// ended with their give-backs (each acknowledges too, so an order is given back
     /// once whoever gets there first).
-    async fn finish(&mut self, entries: &[Entry], outcomes: &[Outcome]) -> Result<(), BackendError> {
+    async fn finish(&mut self, entries: &[Entry], fates: &[Fate]) -> Result<(), BackendError> {
         let mut persisted = Vec::with_capacity(entries.len());
-        for (e, &outcome) in entries.iter().zip(outcomes) {
+        for (e, &fate) in entries.iter().zip(fates) {
             let Some(m) = &e.msg else { continue };
-            match GiveBack::of(m, &e.id, outcome) {
-                Some(give_back) => {
-                    give_back.run(&self.backend, &mut self.redis).await?;
+            match Failure::of(m, &e.id, fate) {
+                Some(failure) => {
+                    failure.run(&self.backend, &mut self.redis).await?;
                 }
                 None => {
                     self.strikes.remove(&e.id);

@@ -1,0 +1,91 @@
+//! Ending an order that will never be persisted (`lua/fail.lua`): its result
+//! becomes `failed`, what it held goes back, and its stream entry is acknowledged, in
+//! one Redis step. This module owns the script's interface and says, for each fate
+//! a persisted message can meet, what goes back.
+
+use super::store::{Fate, OrderMsg};
+use crate::{
+    backend::{layout::GROUP, Backend, RedisConn},
+    bus::SaleEvent,
+    orders::results::{FailReason, StoredResult},
+};
+use redis::RedisResult;
+
+/// One order to end, and the fate that ends it.
+#[derive(Clone, Copy, Debug)]
+pub struct Failure<'a> {
+    order: &'a OrderMsg,
+    entry_id: &'a str,
+    terms: Terms,
+}
+
+/// What an ending gives back, and what it tells the shopper.
+#[derive(Clone, Copy, Debug)]
+struct Terms {
+    reason: FailReason,
+    /// The unit it took goes back on sale.
+    restocks: bool,
+    /// The shopper may grab this voucher again.
+    frees_slot: bool,
+    /// A copy goes to the dead-letter stream for the operator.
+    dead_letter: bool,
+}
+
+impl<'a> Failure<'a> {
+    /// How an order that persisting did not store ends; `None` for a persisted one
+    /// (it keeps its unit and slot, and `settle` marks it a success). The one place
+    /// a fate becomes a give-back.
+    pub fn of(order: &'a OrderMsg, entry_id: &'a str, fate: Fate) -> Option<Self> {
+        let terms = match fate {
+            Fate::Persisted => return None,
+            // The unit goes back; the slot belongs to the shopper's other order.
+            Fate::Duplicate => {
+                Terms { reason: FailReason::AlreadyBought, restocks: true, frees_slot: false, dead_letter: false }
+            }
+            // Redis was rebuilt with too much: the unit never existed.
+            Fate::NoStock => {
+                Terms { reason: FailReason::SoldOut, restocks: false, frees_slot: true, dead_letter: false }
+            }
+            // Buried in the database now or by an earlier try (whose give-back a crash
+            // may have left undone): unit and slot go back, a copy to the operator.
+            Fate::Buried => {
+                Terms { reason: FailReason::DeadLetter, restocks: true, frees_slot: true, dead_letter: true }
+            }
+        };
+        Some(Self { order, entry_id, terms })
+    }
+
+    /// Runs the step; false when the entry was already acknowledged (another worker
+    /// ended it first), so nothing is ever given back twice.
+    pub async fn run(&self, backend: &Backend, redis: &mut RedisConn) -> RedisResult<bool> {
+        let m = self.order;
+        let keys = backend.keys(m.voucher_id);
+        let (terms, flag) = (self.terms, |on: bool| if on { "1" } else { "0" });
+        let acted: i64 = backend
+            .scripts
+            .fail
+            .key(&keys.left)
+            .key(&keys.buyers)
+            .key(&keys.results)
+            .key(&keys.orders)
+            .key(&keys.dlq)
+            .key(&keys.window)
+            .arg(m.order_id)
+            .arg(m.user_id)
+            .arg(self.entry_id)
+            .arg(GROUP)
+            .arg(StoredResult::failed(m.user_id, terms.reason).encode())
+            .arg(flag(terms.restocks))
+            .arg(flag(terms.frees_slot))
+            .arg(if terms.dead_letter { terms.reason.as_str() } else { "" })
+            .arg(&*backend.events_channel)
+            .arg(SaleEvent::Restocked { voucher_id: m.voucher_id }.encode())
+            .arg(SaleEvent::DeadLettered { voucher_id: m.voucher_id, order_id: m.order_id }.encode())
+            .invoke_async(redis)
+            .await?;
+        if acted == 1 && terms.dead_letter {
+            metrics::counter!("seckill_dead_letters_total").increment(1);
+        }
+        Ok(acted == 1)
+    }
+}

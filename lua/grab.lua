@@ -1,7 +1,8 @@
 -- The seckill gate: decides one grab atomically.
 -- KEYS[1] stock   KEYS[2] buyers   KEYS[3] window   KEYS[4] orders stream   KEYS[5] results
 -- KEYS[6] refusals counter (read by the live dashboard)
--- ARGV[1] user id   ARGV[2] order id   ARGV[3] voucher id   ARGV[4] events channel
+-- ARGV[1] user id   ARGV[2] order id   ARGV[3] voucher id (the stream entry's format: src/orders/entry.rs)
+-- ARGV[4] events channel
 -- ARGV[5] the result to store when granted   ARGV[6] the sold-out event to publish
 -- (both written by Rust: src/orders/results.rs, src/bus/event.rs)
 -- ARGV[7] the shopper's grab token ('' when none), checked when the sale has a fair

@@ -15,10 +15,11 @@ pub use crate::{
     },
     order_ids::{compose, decompose, OrderIds},
     orders::{
+        entry::OrderMsg,
         give_back::give_back,
         lifecycle,
         settle::settle,
-        store::{self, Fate, OrderMsg, RebuildSource},
+        store::{self, Fate, RebuildSource},
         sweeper::sweep,
         CancelReason,
     },

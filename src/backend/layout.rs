@@ -40,7 +40,7 @@
 //!
 //! **Formats**, each written and read in one module: grab results
 //! `<status>:<user id>[:<reason>]` (`orders::results`); stream entries, the order's
-//! fields (`worker::entry`); sale events (`bus`); the sampler's figures
+//! fields (`orders::entry`, which also sets the gate's arguments it writes them from); sale events (`bus`); the sampler's figures
 //! (`live::figures`); gate answers (`sale::gate`).
 //!
 //! **Scripts** ([`Scripts`], loaded once and run by SHA): `grab.lua` (`sale::gate`),

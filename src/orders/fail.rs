@@ -3,7 +3,7 @@
 //! one Redis step. This module owns the script's interface and says, for each fate
 //! a persisted message can meet, what goes back.
 
-use super::store::{Fate, OrderMsg};
+use super::{entry::OrderMsg, store::Fate};
 use crate::{
     backend::{layout::GROUP, Backend, RedisConn},
     bus::SaleEvent,

@@ -7,9 +7,12 @@
 pub mod api;
 
 #[cfg(feature = "ssr")]
+pub mod entry;
+#[cfg(feature = "ssr")]
 pub mod export;
 #[cfg(feature = "ssr")]
 pub mod fail;
+#[cfg(feature = "ssr")]
 pub mod give_back;
 #[cfg(feature = "ssr")]
 pub mod lifecycle;

@@ -3,7 +3,7 @@
 //! were committed gives up the units they hold, in one Redis step per batch. This
 //! module owns the script's interface.
 
-use super::store::OrderMsg;
+use super::entry::OrderMsg;
 use crate::{
     backend::{layout::GROUP, Backend, RedisConn, ScriptCall},
     orders::results::StoredResult,

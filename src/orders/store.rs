@@ -1,21 +1,10 @@
 //! Orders in SQL. Persisting is idempotent: a message delivered twice yields one order.
 
-use super::OrderStatus;
+use super::{entry::OrderMsg, OrderStatus};
 use crate::backend::{
     db_clock::{now_ms_postgres, now_ms_sqlite, POSTGRES},
     Db, Tx,
 };
-
-/// One granted grab, as read from a voucher's order stream.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct OrderMsg {
-    pub voucher_id: i64,
-    pub order_id: i64,
-    pub user_id: i64,
-    /// What the shopper pays, as the gate read it at the grab; `None` (an entry from
-    /// before prices) takes the voucher's price.
-    pub price: Option<i64>,
-}
 
 /// What became of one message when the worker persisted it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

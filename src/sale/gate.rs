@@ -1,7 +1,7 @@
 //! The gate (`lua/grab.lua`): decides one grab in one atomic Redis step. This module
 //! owns the script's interface: what it is handed and what its answer means.
 
-use crate::orders::results::StoredResult;
+use crate::orders::{entry, results::StoredResult};
 use crate::{
     backend::{
         layout::{clock_key, SaleKeys},
@@ -67,10 +67,8 @@ pub async fn grab(
 ) -> RedisResult<Verdict> {
     let keys = [&*sale.left, &sale.buyers, &sale.window, &sale.orders, &sale.results, &sale.refused];
     // The seven arguments below take about 140 bytes besides the channel's name.
-    let reply: String = ScriptCall::new(&backend.scripts.grab, &keys, 7, 160 + backend.events_channel.len())
-        .arg(user_id)
-        .arg(order_id)
-        .arg(voucher_id)
+    let mut call = ScriptCall::new(&backend.scripts.grab, &keys, 7, 160 + backend.events_channel.len());
+    let reply: String = entry::gate_args(&mut call, voucher_id, user_id, order_id)
         .arg(&*backend.events_channel)
         .arg(StoredResult::queued(user_id).encode())
         .arg(SaleEvent::SoldOut { voucher_id })

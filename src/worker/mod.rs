@@ -21,7 +21,6 @@
 //! (`saver`: persist, settle, give back, dead-letter), and asks its recovery
 //! (`recovery`) for entries other consumers left idle.
 
-mod entry;
 mod name;
 mod reader;
 mod recovery;

@@ -1,7 +1,8 @@
 //! One voucher's reader: joins the voucher's consumer group, drains its own pending
 //! list, then reads new entries in batches, persists them and records the outcomes.
 
-use super::{entry::Entry, recovery::Recovery, saver::Saver, Wakeups, WorkerSettings};
+use super::{recovery::Recovery, saver::Saver, Wakeups, WorkerSettings};
+use crate::orders::entry::Entry;
 use crate::{
     backend::{
         layout::{expires_at, SaleKeys, GROUP},

@@ -2,11 +2,12 @@
 //! failed on them), and telling apart those delivered too often to be tried again as
 //! a batch.
 
-use super::{entry::Entry, WorkerSettings};
+use super::WorkerSettings;
 use crate::backend::{
     layout::{SaleKeys, GROUP},
     BackendError, RedisConn,
 };
+use crate::orders::entry::Entry;
 use redis::{streams::StreamPendingCountReply, AsyncCommands};
 use std::{collections::HashSet, sync::Arc, time::Duration};
 use tokio::time::Instant;

@@ -2,7 +2,8 @@
 //! recording each fate in Redis, and giving up on entries the database keeps
 //! refusing while it answers (dead letters).
 
-use super::{entry::Entry, WorkerSettings};
+use super::WorkerSettings;
+use crate::orders::entry::Entry;
 use crate::{
     backend::{
         layout::{SaleKeys, GROUP},
@@ -10,9 +11,10 @@ use crate::{
     },
     orders::results::FailReason,
     orders::{
+        entry::OrderMsg,
         fail::Failure,
         settle::settle,
-        store::{self, Fate, OrderMsg},
+        store::{self, Fate},
     },
 };
 use std::{collections::HashMap, sync::Arc};

@@ -1,12 +1,46 @@
-//! Stream entries as the worker reads them. Replies are taken apart as they come
-//! (owned): the strings are moved out of the reply. The `redis` crate's generic stream
-//! types copy every field into a map of its own per entry, and a read brings hundreds.
+//! A granted order's entry in its sale's order stream: its format, written and read
+//! here. The gate writes it (`lua/grab.lua`, in the step that grants), from the
+//! arguments [`gate_args`] puts first in its call:
+//!
+//! ```text
+//! XADD <orders stream> * order ARGV[2] user ARGV[1] voucher ARGV[3] price <window's price>
+//! ```
+//!
+//! (`price` is the sale's price at that grab, empty when the window had none, and
+//! absent from entries written before prices.) The worker reads it back ([`Entry`],
+//! [`OrderMsg`]); a malformed entry is dead-lettered with its fields as read.
+//!
+//! Replies are taken apart as they come (owned): the strings are moved out of the
+//! reply. The `redis` crate's generic stream types copy every field into a map of its
+//! own per entry, and a read brings hundreds.
 
-use crate::orders::store::OrderMsg;
+use crate::backend::ScriptCall;
 use redis::{ErrorKind, RedisError, RedisResult, Value};
 
+/// One granted grab, as read from a voucher's order stream.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OrderMsg {
+    pub voucher_id: i64,
+    pub order_id: i64,
+    pub user_id: i64,
+    /// What the shopper pays, as the gate read it at the grab; `None` (an entry from
+    /// before prices) takes the voucher's price.
+    pub price: Option<i64>,
+}
+
+/// The gate's first three arguments, in the order `lua/grab.lua` reads them into the
+/// entry: `ARGV[1]` the user, `ARGV[2]` the order, `ARGV[3]` the voucher.
+pub fn gate_args<'c, 'a>(
+    call: &'c mut ScriptCall<'a>,
+    voucher_id: i64,
+    user_id: i64,
+    order_id: i64,
+) -> &'c mut ScriptCall<'a> {
+    call.arg(user_id).arg(order_id).arg(voucher_id)
+}
+
 /// One stream entry: its id and the order it carries (`None` when malformed).
-pub(super) struct Entry {
+pub struct Entry {
     pub id: String,
     pub msg: Option<OrderMsg>,
     /// Its fields as read, kept for the dead-letter stream should it be refused.

@@ -1,14 +1,17 @@
 //! One sampler per process: a few times a second, every live voucher's figures
 //! (`figures::read`: one SQL query and one pipelined Redis round trip), whatever the
 //! number of viewers, with rates since the last round, this process's sold-out flags
-//! and its grabs admitted and shed, handed to the hub for every open feed.
+//! and its grabs admitted and shed, handed to the hub for every open feed. The
+//! moments sales first sold out, which the gate keeps in Redis, it hands to the
+//! report to keep (`report::sell_outs`).
 
 use super::{figures, hub::Hub, SaleFigures, Snapshot, VoucherLive};
 use crate::{
     backend::{Backend, BackendError},
+    report::sell_outs::SellOuts,
     sale::{admission::Admission, sold_out::SoldOutFlags},
     shutdown::{self, Shutdown},
-    voucher::store::{self as vouchers, VoucherRow},
+    voucher::store as vouchers,
 };
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
@@ -69,7 +72,8 @@ async fn sample(
 ) -> Result<Snapshot, BackendError> {
     let rows = vouchers::live(&backend.db, SHOWN_AFTER_END_MS).await?;
     let figures = figures::read(backend, &rows).await?;
-    sell_outs.keep(backend, &rows, &figures);
+    let sold_out_first = rows.iter().zip(&figures).filter(|(row, _)| row.sold_out_at.is_none());
+    sell_outs.keep(&backend.db, sold_out_first.filter_map(|(row, f)| Some((row.id, f.sold_out_at_ms?))).collect());
     // The gate's clock: shoppers' pages read the time from the feed too.
     let at_ms = crate::sale::gate::clock(backend, None).await.unwrap_or_else(|_| chrono::Utc::now().timestamp_millis());
     let vouchers = figures
@@ -107,35 +111,6 @@ async fn sample(
         })
         .collect();
     Ok(Snapshot { at_ms, vouchers, ..Snapshot::default() })
-}
-
-/// Copies the moment each sale first sold out from its Redis window (the gate's) to
-/// its row, once: the report reads it there after Redis let the sale's keys go. In a
-/// task of its own, one at a time: the write may wait for the database's lock (a
-/// storm's worker holds it often), and the live numbers must not wait with it.
-#[derive(Default)]
-struct SellOuts(Option<tokio::task::JoinHandle<()>>);
-
-impl SellOuts {
-    fn keep(&mut self, backend: &Backend, rows: &[VoucherRow], figures: &[SaleFigures]) {
-        let owed: Vec<(i64, i64)> = rows
-            .iter()
-            .zip(figures)
-            .filter_map(|(row, f)| f.sold_out_at_ms.filter(|_| row.sold_out_at.is_none()).map(|at| (row.id, at)))
-            .collect();
-        if owed.is_empty() || self.0.as_ref().is_some_and(|t| !t.is_finished()) {
-            return;
-        }
-        let db = backend.db.clone();
-        self.0 = Some(tokio::spawn(async move {
-            for (id, at) in owed {
-                if let Err(e) = vouchers::record_sold_out(&db, id, at).await {
-                    tracing::warn!(voucher_id = id, "live sampler: keeping the sell-out: {e}; trying again");
-                    return;
-                }
-            }
-        }));
-    }
 }
 
 /// Hands one voucher's figures to the metrics recorder (`/metrics`).

@@ -14,6 +14,8 @@
 
 pub mod api;
 #[cfg(feature = "ssr")]
+pub mod sell_outs;
+#[cfg(feature = "ssr")]
 mod store;
 #[cfg(feature = "ssr")]
 pub mod tally;

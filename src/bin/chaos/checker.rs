@@ -1,116 +1,13 @@
-//! The checker: reads the history and, after the quiet period, the final state of
-//! Redis and the database, and names each broken promise with the operations
-//! involved. Then availability: the share of grabs answered within 2 s, per fault
-//! kind under way when they were made.
+//! The checker: judges the history and the final books (`books.rs`, read after the
+//! quiet period), and names each broken promise with the operations involved. Then
+//! availability: the share of grabs answered within 2 s, per fault kind under way
+//! when they were made.
 
-use crate::history::{Fault, FaultKind, Op, OpKind};
-use redis::AsyncCommands;
-use seckill::testing::{RedisConn, SaleKeys};
+use crate::{
+    books::{Final, OrderRow},
+    history::{Fault, FaultKind, Op, OpKind},
+};
 use std::collections::{BTreeMap, HashMap, HashSet};
-
-/// What the final state holds, read once everything settled.
-pub struct Final {
-    pub vouchers: Vec<VoucherState>,
-    /// Order id → (voucher, user, status, pay deadline, paid at).
-    pub orders: HashMap<i64, OrderRow>,
-    pub owed: i64,
-    /// The database's clock when read (ms).
-    pub db_now: i64,
-    /// Each granted grab's result asked after the quiet period: order id → status.
-    pub results: HashMap<String, String>,
-    /// Sales whose order stream still holds entries not delivered or not acknowledged.
-    pub undrained: Vec<String>,
-}
-
-pub struct VoucherState {
-    pub id: i64,
-    pub stock: i64,
-    pub stock_left: i64,
-    pub redis_stock: Option<i64>,
-    pub buyers: HashSet<i64>,
-    pub restocked: HashSet<i64>,
-}
-
-#[derive(Clone, Debug)]
-pub struct OrderRow {
-    pub voucher: i64,
-    pub user: i64,
-    pub status: String,
-    pub pay_deadline: i64,
-    pub paid_at: Option<i64>,
-    /// When it was cancelled for its deadline (the sweeper).
-    pub timed_out_at: Option<i64>,
-}
-
-impl Final {
-    /// Reads the database and Redis (namespace `seckill`) for `vouchers`.
-    pub async fn read(database_url: &str, redis_url: &str, vouchers: &[i64]) -> Result<Self, String> {
-        sqlx::any::install_default_drivers();
-        let db = sqlx::AnyPool::connect(database_url).await.map_err(|e| e.to_string())?;
-        let mut redis = RedisConn::open(redis_url).await.map_err(|e| e.to_string())?;
-        let (mut states, mut undrained_sales) = (Vec::new(), Vec::new());
-        for &id in vouchers {
-            let (stock, stock_left): (i64, i64) =
-                sqlx::query_as("SELECT stock, stock_left FROM vouchers WHERE id = $1")
-                    .bind(id)
-                    .fetch_one(&db)
-                    .await
-                    .map_err(|e| e.to_string())?;
-            let keys = SaleKeys::new("seckill", id);
-            let redis_stock: Option<i64> = redis.get(&keys.left).await.map_err(|e| e.to_string())?;
-            let buyers: HashSet<i64> = redis.smembers(&keys.buyers).await.map_err(|e| e.to_string())?;
-            let restocked: HashSet<i64> = redis.smembers(&keys.restocked).await.map_err(|e| e.to_string())?;
-            states.push(VoucherState { id, stock, stock_left, redis_stock, buyers, restocked });
-            if let Some(left) = undrained(&mut redis, &keys.orders).await? {
-                undrained_sales.push(format!("sale {id}: {left}"));
-            }
-        }
-        type Row = (i64, i64, i64, String, i64, Option<i64>, Option<i64>);
-        let rows: Vec<Row> = sqlx::query_as(
-            "SELECT id, voucher_id, user_id, status, pay_deadline, paid_at, \
-             CASE WHEN cancel_reason = 'timeout' THEN cancelled_at END FROM orders",
-        )
-        .fetch_all(&db)
-        .await
-        .map_err(|e| e.to_string())?;
-        let orders = rows
-            .into_iter()
-            .map(|(id, voucher, user, status, pay_deadline, paid_at, timed_out_at)| {
-                (id, OrderRow { voucher, user, status, pay_deadline, paid_at, timed_out_at })
-            })
-            .collect();
-        let owed: i64 =
-            sqlx::query_scalar("SELECT COUNT(*) FROM restocks_owed").fetch_one(&db).await.map_err(|e| e.to_string())?;
-        let db_now = seckill::testing::db_clock::now_ms(&db).await.map_err(|e| e.to_string())?;
-        Ok(Self { vouchers: states, orders, owed, db_now, results: HashMap::new(), undrained: undrained_sales })
-    }
-}
-
-/// What a sale's order stream still holds for the workers: entries delivered and not
-/// acknowledged, or not delivered (the group's last delivered id behind the stream's
-/// last). Read from the ids, not the group's `lag`, which Redis cannot always keep
-/// right across a failover.
-async fn undrained(redis: &mut RedisConn, stream: &str) -> Result<Option<String>, String> {
-    let info: HashMap<String, redis::Value> =
-        redis::cmd("XINFO").arg("STREAM").arg(stream).query_async(redis).await.map_err(|e| e.to_string())?;
-    let last = match info.get("last-generated-id") {
-        Some(redis::Value::BulkString(id)) => String::from_utf8_lossy(id).into_owned(),
-        _ => return Ok(None),
-    };
-    let groups: Vec<HashMap<String, redis::Value>> =
-        redis::cmd("XINFO").arg("GROUPS").arg(stream).query_async(redis).await.map_err(|e| e.to_string())?;
-    let Some(group) = groups.first() else { return Ok(Some("no group".to_owned())) };
-    let pending = match group.get("pending") {
-        Some(redis::Value::Int(n)) => *n,
-        _ => 0,
-    };
-    let delivered = match group.get("last-delivered-id") {
-        Some(redis::Value::BulkString(id)) => String::from_utf8_lossy(id).into_owned(),
-        _ => String::new(),
-    };
-    let behind = delivered != last;
-    Ok((pending > 0 || behind).then(|| format!("{pending} pending, last delivered {delivered}, last added {last}")))
-}
 
 /// Every violation found, each with the operations involved.
 pub fn violations(ops: &[Op], end: &Final, initial_stock: i64) -> Vec<String> {
@@ -324,6 +221,7 @@ pub fn availability(ops: &[Op], faults: &[Fault]) -> BTreeMap<String, (usize, us
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::books::VoucherState;
 
     fn op(kind: OpKind, status: u16, code: &str, order: &str, at: u64) -> Op {
         Op {

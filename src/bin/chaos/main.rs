@@ -13,6 +13,7 @@
 //! timeline picture is written. Any violation fails the run; the seed replays its
 //! schedule.
 
+mod books;
 mod checker;
 mod cluster;
 mod history;
@@ -176,7 +177,7 @@ async fn day(args: &Args, seed: u64, topology: &Arc<Topology>, dir: &std::path::
     let quiet_limit = Duration::from_millis(args.pay_timeout_ms) + Duration::from_secs(90);
     let quiet_started = std::time::Instant::now();
     let end = loop {
-        let mut end = checker::Final::read(&topology.database_url, &topology.redis_url, &vouchers).await?;
+        let mut end = books::Final::read(&topology.database_url, &topology.redis_url, &vouchers).await?;
         end.results = final_results(&workload, &ops, &by_user).await;
         let drained = end.undrained.is_empty();
         let undecided = end.results.values().filter(|s| *s == "queued" || s.is_empty()).count();

@@ -1,0 +1,39 @@
+//! Page figures: the shop and admin pages served to one kept-alive connection, and
+//! the shop page to many.
+
+use crate::{
+    cpu::{spent, Cpu},
+    lean,
+};
+use hyper::{Method, StatusCode};
+use std::time::{Duration, Instant};
+
+/// Page figures: mean time of `/` and `/admin` on one kept-alive connection, and `/`
+/// pages per second at 64 connections, spread over the processes (as a balancer would).
+pub(crate) async fn pages(bases: &[String], cpu: &Cpu) -> Result<(), String> {
+    for path in ["/", "/admin"] {
+        let mut one = lean::Conn::open(&bases[0]).await?;
+        let n = 100;
+        let mut started = Instant::now();
+        for i in 0..=n {
+            let (status, _) = one.send(Method::GET, path, None, None).await?;
+            if status != StatusCode::OK {
+                return Err(format!("{path} answered {status}"));
+            }
+            if i == 0 {
+                started = Instant::now(); // the first page warms the connection
+            }
+        }
+        println!(
+            "page {path} on one kept-alive connection: {:.2} ms per page (target ≤ 2 ms)",
+            started.elapsed().as_secs_f64() * 1000.0 / n as f64
+        );
+    }
+    let before = cpu.sample();
+    let (served, took) = lean::pages(bases, 64, "/", Duration::from_secs(3)).await?;
+    let per_page = spent(before, cpu.sample())
+        .map(|s| format!("; server CPU {:.0} µs per page", s.server * 1e6 / served.max(1) as f64))
+        .unwrap_or_default();
+    println!("page / at 64 connections: {:.0} pages/s (target ≥ 5,000){per_page}", served as f64 / took.as_secs_f64());
+    Ok(())
+}

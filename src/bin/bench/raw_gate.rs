@@ -1,0 +1,40 @@
+//! The raw gate: Redis alone deciding grabs (`redis-benchmark` running
+//! `lua/grab.lua`), the figure the storms are read beside.
+
+use seckill::testing::{RedisConn, Scripts};
+
+/// Grabs per second Redis alone decides: `redis-benchmark` running the gate script by
+/// EVALSHA with random users, on keys of the bench's own (removed after).
+pub(crate) async fn raw_gate(redis_url: &str, calls: usize) -> Result<f64, String> {
+    let mut redis = RedisConn::open(redis_url).await.map_err(|e| format!("raw gate: {e}"))?;
+    let script = Scripts::default().grab;
+    let sha = script.prepare_invoke().load_async(&mut redis).await.map_err(|e| format!("raw gate: {e}"))?;
+    let base = format!("benchraw{}:{{v1}}", rand::random::<u32>());
+    let keys: Vec<String> =
+        ["stock", "buyers", "window", "orders", "results", "refused"].iter().map(|k| format!("{base}:{k}")).collect();
+    let () = redis::pipe()
+        .set(&keys[0], 1_000_000_000)
+        .ignore()
+        .hset_multiple(&keys[2], &[("begins", 0_i64), ("ends", 4_102_444_800_000), ("expires", 4_102_444_800_000)])
+        .ignore()
+        .query_async(&mut redis)
+        .await
+        .map_err(|e| format!("raw gate: {e}"))?;
+    let url = redis::IntoConnectionInfo::into_connection_info(redis_url).map_err(|e| e.to_string())?;
+    let (host, port) = match url.addr {
+        redis::ConnectionAddr::Tcp(host, port) => (host, port),
+        other => return Err(format!("raw gate: {other:?} is not a TCP address")),
+    };
+    let out = tokio::process::Command::new("redis-benchmark")
+        .args(["-h", &host, "-p", &port.to_string(), "-c", "50", "-n", &calls.to_string(), "-r", "1000000000"])
+        .args(["--csv", "EVALSHA", &sha, "6"])
+        .args(&keys)
+        .args(["__rand_int__", "__rand_int__", "1", &format!("{base}:events"), "q", "s"])
+        .output()
+        .await
+        .map_err(|e| format!("raw gate: running redis-benchmark: {e}"))?;
+    let _: redis::RedisResult<()> = redis::cmd("DEL").arg(&keys).query_async(&mut redis).await;
+    let csv = String::from_utf8_lossy(&out.stdout);
+    let rps = csv.lines().nth(1).and_then(|l| l.split("\",\"").nth(1)).and_then(|r| r.trim_matches('"').parse().ok());
+    rps.ok_or_else(|| format!("raw gate: no figure in redis-benchmark's output: {csv}"))
+}

@@ -4,9 +4,10 @@
 //! connections. The rest of the suite runs against a shared cluster in the second
 //! pass of `npm test` (see `.ci/test`).
 
-use crate::{
+use crate::support::{
+    connect_db,
     process::{Process, Shared},
-    support::{connect_db, wait_until, Options, Shopper, TestApp, Watchdog, PASSWORD, SETTLED, SOON},
+    wait_until, Options, Shopper, TestApp, Watchdog, PASSWORD, SETTLED, SOON,
 };
 use futures::{stream, StreamExt};
 use redis::AsyncCommands;

@@ -2,11 +2,12 @@
 //! invariants hold (I1 no oversell, I2 one per user, I3 nothing persisted is lost,
 //! I4 conservation).
 
-use crate::support::{connect_db, hold_write_lock, PASSWORD};
-use crate::{
+use crate::support::{
+    code,
     process::{Process, Shared},
-    support::{code, redis_url, wait_until, Options, Shopper, TestApp, Watchdog, SETTLED, SOON},
+    redis_url, wait_until, Options, Shopper, TestApp, Watchdog, SETTLED, SOON,
 };
+use crate::support::{connect_db, hold_write_lock, PASSWORD};
 use futures::{stream, StreamExt};
 use redis::streams::StreamPendingCountReply;
 use reqwest::StatusCode;

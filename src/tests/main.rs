@@ -1,4 +1,8 @@
-//! Integration tests: the real server, a real redis-server, a real SQLite database.
+//! Integration tests: the real server, a real redis-server, a real SQLite database (or
+//! PostgreSQL and a Redis Cluster in the second pass). One test crate, as svix-server
+//! keeps its `tests/it`: each file a domain's drills, the helpers apart in `support/`
+//! (a server in this process, `support::TestApp`; one as a child process,
+//! `support::process`).
 
 mod access;
 mod accounts;
@@ -15,7 +19,6 @@ mod monitoring;
 mod operators;
 mod order_ids;
 mod pages;
-mod process;
 mod recovery;
 mod report;
 mod run_sale;

@@ -162,7 +162,7 @@ async fn a_page_that_could_not_load_its_sales_is_not_shared() {
 async fn a_server_without_its_site_refuses_to_start() {
     // Only a binary built without cargo-leptos (as `cargo test` builds it) lacks them.
     if option_env!("LEPTOS_OUTPUT_NAME").is_none() {
-        let (status, said) = crate::process::run_to_exit(&[]).await;
+        let (status, said) = crate::support::process::run_to_exit(&[]).await;
         assert!(!status.success());
         assert!(said.contains("built without its site's settings") && said.contains("cargo leptos build"), "{said}");
     }
@@ -170,7 +170,7 @@ async fn a_server_without_its_site_refuses_to_start() {
     let empty = tempfile::TempDir::new().unwrap();
     let root = empty.path().to_str().unwrap();
     let (status, said) =
-        crate::process::run_to_exit(&[("LEPTOS_OUTPUT_NAME", "seckill"), ("LEPTOS_SITE_ROOT", root)]).await;
+        crate::support::process::run_to_exit(&[("LEPTOS_OUTPUT_NAME", "seckill"), ("LEPTOS_SITE_ROOT", root)]).await;
     assert!(!status.success());
     assert!(said.contains(&format!("{root}/pkg/seckill.js is missing")), "{said}");
 
@@ -181,7 +181,7 @@ async fn a_server_without_its_site_refuses_to_start() {
         std::fs::write(empty.path().join("pkg").join(file), b"").unwrap();
     }
     let (status, said) =
-        crate::process::run_to_exit(&[("LEPTOS_OUTPUT_NAME", "seckill"), ("LEPTOS_SITE_ROOT", root)]).await;
+        crate::support::process::run_to_exit(&[("LEPTOS_OUTPUT_NAME", "seckill"), ("LEPTOS_SITE_ROOT", root)]).await;
     assert!(!status.success());
     assert!(said.contains("without `--split`") && said.contains("leptos watch --split"), "{said}");
 }

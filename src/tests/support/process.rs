@@ -1,7 +1,7 @@
 //! The server as a child process (the `seckill` binary), for drills that kill it with
 //! SIGKILL or stop it with SIGTERM, as an operator or a crash would.
 
-use crate::support::{fresh_database, wait_until, ADMIN_TOKEN, SETTLED, TEST_PASSWORD_COST};
+use super::{fresh_database, wait_until, ADMIN_TOKEN, SETTLED, TEST_PASSWORD_COST};
 use seckill::{client::ApiClient, server::child::ends_with_parent};
 use serde_json::json;
 use std::{

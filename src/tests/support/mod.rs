@@ -1,6 +1,8 @@
 //! Runs the real server on 127.0.0.1:0 against the Redis in `REDIS_URL` (each test
 //! gets its own key namespace) and a fresh SQLite file, and talks to it over HTTP.
 
+pub mod process;
+
 use reqwest::StatusCode;
 pub use seckill::client::Shopper;
 use seckill::testing::Db;

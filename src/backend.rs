@@ -42,7 +42,7 @@ pub struct Backend {
     pub namespace: Arc<str>,
     /// The pub/sub channel of sale events, named once (every grab hands it to the gate).
     pub events_channel: Arc<str>,
-    /// Key names already built: every grab needs its voucher's eight.
+    /// Key names already built: every grab needs six of its voucher's nine.
     sale_keys: Arc<Mutex<HashMap<i64, Arc<SaleKeys>>>>,
     /// Replicas that must hold a write before it counts as durable (none by default).
     pub replicas: Replicas,

@@ -15,10 +15,7 @@ use {
         backend::Backend,
         error::{AppError, ErrorCode},
         state::AppState,
-        voucher::{
-            api::{remaining, to_voucher},
-            store as vouchers,
-        },
+        voucher::{left::units_left, store as vouchers},
     },
     axum::{
         extract::{rejection::QueryRejection, Extension, Query, State},
@@ -52,7 +49,7 @@ pub async fn build(state: &AppState, voucher_id: i64) -> AppResult<Report> {
     let db = &state.backend.db;
     let row = vouchers::get(db, voucher_id).await?.ok_or(ErrorCode::UnknownVoucher)?;
     state.tally.flush(db).await?;
-    let left = remaining(&state.backend, std::slice::from_ref(&row)).await?[0];
+    let left = units_left(&state.backend, std::slice::from_ref(&row)).await?[0];
     let store::Record { seconds, latency, orders, dead_letters } = store::read(db, voucher_id).await?;
     let mut answers: BTreeMap<Outcome, i64> = Outcome::ALL.iter().map(|&o| (o, 0)).collect();
     for (outcome, n) in seconds.values().flatten() {
@@ -64,7 +61,7 @@ pub async fn build(state: &AppState, voucher_id: i64) -> AppResult<Report> {
         None => sold_out_in_redis(&state.backend, voucher_id).await,
     };
     Ok(Report {
-        voucher: to_voucher(&row, left),
+        voucher: row.to_voucher(left),
         generated_at: chrono::Utc::now(),
         sold_out_at: sold_out_at.and_then(chrono::DateTime::from_timestamp_millis),
         time_to_sell_out_ms: sold_out_at.map(|at| at - row.begins_at),

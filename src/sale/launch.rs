@@ -16,10 +16,7 @@ use {
         bus::{self, SaleEvent},
         error::ErrorCode,
         state::AppState,
-        voucher::{
-            api::{remaining, to_voucher},
-            store, NewVoucher,
-        },
+        voucher::{left::units_left, store, NewVoucher},
     },
 };
 
@@ -46,7 +43,7 @@ pub async fn create_voucher(
     warm::warm(&state.backend, &row).await?;
     changed(&state, row.id).await;
     tracing::info!(voucher = row.id, stock = row.stock, %actor, "voucher created");
-    let voucher = to_voucher(&row, row.stock_left);
+    let voucher = row.to_voucher(row.stock_left);
     let after = Some(serde_json::to_value(&voucher).unwrap_or_default());
     let record =
         Record { actor: actor.name(), action: "create_voucher", voucher_id: Some(row.id), before: None, after };
@@ -63,11 +60,11 @@ pub async fn warm_up(voucher_id: i64) -> AppResult<Voucher> {
     let row = store::get(&state.backend.db, voucher_id).await?.ok_or(ErrorCode::UnknownVoucher)?;
     let rebuilt = warm::warm(&state.backend, &row).await?;
     changed(&state, row.id).await;
-    let remaining = remaining(&state.backend, std::slice::from_ref(&row)).await?;
+    let remaining = units_left(&state.backend, std::slice::from_ref(&row)).await?;
     let after = Some(serde_json::json!({ "remaining": remaining[0], "rebuilt": rebuilt }));
     let record = Record { actor: actor.name(), action: "warm_up", voucher_id: Some(row.id), before: None, after };
     audit::record(&state.backend.db, record).await;
-    Ok(to_voucher(&row, remaining[0]))
+    Ok(row.to_voucher(remaining[0]))
 }
 
 /// Tells every process a sale changed: what follows sales here (the shared shop page)

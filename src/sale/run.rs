@@ -25,7 +25,7 @@ use {
         error::{AppError, ErrorCode},
         state::AppState,
         voucher::{
-            api::{remaining, to_voucher},
+            left::units_left,
             rules,
             store::{self, Edit, VoucherRow},
             MAX_STOCK,
@@ -243,9 +243,9 @@ async fn done(
     after: &VoucherRow,
 ) -> AppResult<Voucher> {
     changed(state, after.id).await;
-    let left = remaining(&state.backend, std::slice::from_ref(after)).await?;
+    let left = units_left(&state.backend, std::slice::from_ref(after)).await?;
     // Before: units left as the database counted them (Redis has moved on).
-    let (old, new) = (to_voucher(before, before.stock_left), to_voucher(after, left[0]));
+    let (old, new) = (before.to_voucher(before.stock_left), after.to_voucher(left[0]));
     tracing::info!(voucher = after.id, %actor, action, "sale changed");
     let json = |v: &Voucher| Some(serde_json::to_value(v).unwrap_or_default());
     let record =

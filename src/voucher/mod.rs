@@ -4,6 +4,8 @@
 
 pub mod api;
 #[cfg(feature = "ssr")]
+pub mod left;
+#[cfg(feature = "ssr")]
 pub mod store;
 pub mod view;
 

@@ -37,6 +37,23 @@ pub struct VoucherRow {
 }
 
 impl VoucherRow {
+    /// The voucher as the API answers it, with `remaining` units left.
+    pub fn to_voucher(&self, remaining: i64) -> super::Voucher {
+        super::Voucher {
+            id: self.id,
+            title: self.title.clone(),
+            stock: self.stock,
+            remaining: remaining.max(0),
+            begins_at: self.begins(),
+            ends_at: self.ends(),
+            price: self.price,
+            face_value: self.face_value,
+            currency: crate::money::currency().to_owned(),
+            paused: self.is_paused(),
+            fair_start: self.has_fair_start(),
+        }
+    }
+
     pub fn begins(&self) -> DateTime<Utc> {
         DateTime::from_timestamp_millis(self.begins_at).unwrap_or_default()
     }

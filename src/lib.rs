@@ -65,6 +65,9 @@ pub(crate) mod state;
 #[cfg(feature = "ssr")]
 pub mod testing;
 
+#[cfg(all(test, feature = "ssr"))]
+mod layering;
+
 /// Browser entry point: hydrates the server-rendered page.
 #[cfg(feature = "hydrate")]
 #[wasm_bindgen::prelude::wasm_bindgen]

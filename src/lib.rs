@@ -8,15 +8,21 @@
 //! - `audit`: the operator's log (who did what to a sale, before and after, when).
 //! - `auth`: accounts and passwords, signed session cookies that can be ended,
 //!   guessing limits, operators, the admin token, the shop's own login.
-//! - `voucher`: vouchers, validation, SQL, the voucher list.
-//! - `orders`: orders SQL, their lifecycle, the grab-result format, give-backs.
+//! - `voucher`: vouchers, validation, SQL, units left, the voucher list.
+//! - `orders`: orders SQL, their stream entry, their lifecycle, the grab-result
+//!   format, give-backs.
 //! - `report`: the sale's report (grabs per second by answer, gate latency, orders,
 //!   units, operator actions) and each process's count of the answers it gave.
-//! - `sale`: warm-up, the gate, `grab` / `grab_result`, the operator's sale
-//!   endpoints, the shopper's sale card.
+//! - `sale`: warm-up, the gate, `grab` / `grab_result`, putting a voucher on sale
+//!   and running it, the shopper's sale card.
 //! - `worker`: the stream worker.
 //! - `live`: a sale's figures (`sale_stats`), the sampler and the live dashboard feed.
-//! - `server` (server only): start-up, router, a private redis-server for dev runs.
+//! - `server` (server only): start-up and wiring, the database, router, who may call
+//!   what, the API's document, a private redis-server for dev runs.
+//!
+//! Below them the foundation (`error`, `body`, `browser`, `client_ip`, `backend`,
+//! `bus`, `shutdown`, `config`, `order_ids`, `money`, `rfc3339`) imports no domain;
+//! `layering` (a test) holds the rule. What each word means: `docs/architecture.md`.
 //! - `rfc3339`: how the browser reads the API's times (keeps chrono's general parser
 //!   out of the WASM).
 //!

@@ -1,7 +1,7 @@
 //! The operator's log: every operator action (create, warm, operator accounts; the
 //! sale's live changes as they come) with who did it, what, the state before and
 //! after, and when. Written in the action's own request, after the action; read by
-//! `list_audit` and the admin page (`sale::admin`, `sale::admin_view`), and a sale's
+//! `list_audit` and the admin page (`sale::run`, `sale::operator_view`), and a sale's
 //! report. Imports no domain: actions hand it their actor's name and their states as
 //! JSON.
 

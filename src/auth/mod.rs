@@ -1,8 +1,9 @@
 //! Who is calling: shoppers sign up and sign in with a name and a password (hashed
 //! with argon2id, `password`) and get a signed, HttpOnly session cookie, which they
-//! can end (`ended`); guesses are limited across processes (`attempts`). Admins
-//! present the admin token. Server functions never trust an id sent by the client:
-//! they read it from the session.
+//! can end (`ended_sessions`); guesses are limited across processes (`attempts`).
+//! Operators sign in by name to an operator cookie (`operators`, `session`), or
+//! present the admin token. A handler asks who is calling (`caller`): server functions
+//! never trust an id sent by the client, they read it from the session.
 
 pub mod api;
 #[cfg(feature = "ssr")]

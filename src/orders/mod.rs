@@ -1,8 +1,9 @@
-//! Orders: persisted from the voucher streams into SQL by the worker (`worker`); an
-//! order that can never be persisted is ended and what it held given back. A
-//! persisted order is paid, or cancelled (by its shopper, or by the sweeper when its
-//! payment deadline passes) and its unit given back. Where a grab stands before its
-//! order is saved is the grab result (`results`), written by the gate and the worker.
+//! Orders: granted by the gate into their sale's stream (`entry`: the entry's format),
+//! persisted from there into SQL by the worker (`worker`); an order that can never be
+//! persisted fails (`fail`) and what it held is given back. A persisted order is paid,
+//! or cancelled (by its shopper, or by the sweeper when its payment deadline passes)
+//! and its unit given back (`give_back`). Where a grab stands before its order is
+//! saved is the grab result (`results`), written by the gate and the worker.
 
 pub mod api;
 

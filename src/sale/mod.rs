@@ -1,7 +1,9 @@
-//! The sale: warm-up (a voucher into Redis, rebuilt from the database when Redis lost
-//! it), the Lua gate that decides a grab in one Redis step, the grab and result
-//! endpoints, the operator's sale endpoints and components (create, warm up), this
-//! process's sold-out flags, and the shopper's sale card.
+//! The sale: a voucher's units being sold in its window. Warm-up (`warm`: Redis made
+//! to hold the sale as the database has it), the Lua gate that decides a grab in one
+//! Redis step (`gate`), the grab and result endpoints (`api`, `hot_path`, `grab`),
+//! putting a voucher on sale (`launch`) and running the sale (`run`, `stock`,
+//! `upkeep`) with their components (`operator_view`), this process's sold-out flags,
+//! and the shopper's sale card (`view`).
 
 #[cfg(feature = "ssr")]
 pub mod admission;

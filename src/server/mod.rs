@@ -1,5 +1,7 @@
-//! Start-up and the HTTP server. [`serve`] takes its listener and a shutdown future
-//! from the caller, so tests bind `127.0.0.1:0` and run the real thing.
+//! Start-up and the HTTP server: the wiring of every part (stores, the bus and its
+//! subscribers, background tasks, router, serving runtimes). [`serve`] takes its
+//! listener and a shutdown future from the caller, so tests bind `127.0.0.1:0` and
+//! run the real thing.
 
 pub mod access;
 mod api_guard;

@@ -1,6 +1,7 @@
-//! Seckill vouchers: N units on sale in a time window. Creating one warms it into
-//! Redis; warm-up never gives back stock Redis already sold. The operator's voucher
-//! form and list are here; the admin page composes them.
+//! Vouchers: what is sold, N units (its stock) at a price in a time window. The row,
+//! its rules, the units left and the list are here; putting one on sale and running
+//! the sale are the sale's (`sale::launch`, `sale::run`), which the admin page
+//! composes with the list.
 
 pub mod api;
 #[cfg(feature = "ssr")]

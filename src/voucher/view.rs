@@ -1,5 +1,5 @@
 //! A list of vouchers that loads and refreshes, for the shop and the admin page (the
-//! operator's form and rows are the sale's: `sale::admin_view`).
+//! operator's form and rows are the sale's: `sale::operator_view`).
 
 use super::Voucher;
 use crate::error::AppError;

@@ -1,5 +1,6 @@
-//! Wakes a voucher's reader the moment this process's gate grants an order there, so
-//! an idle reader need not wait out its poll pause. Orders granted by other processes
+//! Wakes a voucher's reader the moment this process's gate grants an order there (the
+//! bus tells it: `SaleEvent::Granted`), so an idle reader need not wait out its poll
+//! pause. Orders granted by other processes
 //! are found by the next poll: readers never block on Redis, which lets every reader
 //! share the process's one multiplexed connection (and one per node on a cluster)
 //! however many vouchers are live.

@@ -130,10 +130,10 @@ pub async fn listen(
 }
 
 /// How often [`follow`] reads the sale-change count.
-pub const VERSION_READ_EVERY: Duration = Duration::from_millis(250);
+pub const CHANGES_READ_EVERY: Duration = Duration::from_millis(250);
 
 /// Reads the sale-change count (`key`, bumped by every operator change to a sale, after
-/// Redis holds the change) every [`VERSION_READ_EVERY`] until shutdown, and tells every
+/// Redis holds the change) every [`CHANGES_READ_EVERY`] until shutdown, and tells every
 /// subscriber it may have missed events whenever it moved. So a process whose
 /// subscription dropped the change's event (partitioned from pub/sub, or not yet
 /// subscribed) still follows the change within a fraction of a second: its caches
@@ -146,7 +146,7 @@ pub fn follow(
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut seen: Option<Option<i64>> = None;
-        let mut rounds = crate::shutdown::interval(VERSION_READ_EVERY);
+        let mut rounds = crate::shutdown::interval(CHANGES_READ_EVERY);
         while shutdown.tick(&mut rounds).await {
             let Ok(now) = redis::AsyncCommands::get::<_, Option<i64>>(&mut redis, &key).await else { continue };
             if seen.is_some_and(|seen| seen != now) {

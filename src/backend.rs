@@ -11,6 +11,7 @@ use layout::{events_channel, SaleKeys, Scripts};
 
 pub mod db_clock;
 pub mod layout;
+pub mod outage;
 mod redis_conn;
 mod script_call;
 pub use redis_conn::{RedisConn, RedisTarget};

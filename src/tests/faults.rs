@@ -169,6 +169,52 @@ async fn redis_back_empty_after_an_outage() {
     private.stop().await;
 }
 
+/// Redis down long enough for the worker's pauses between retries to reach their
+/// longest, then back empty: the first order granted once the sale resumes is saved at
+/// once, like any other. Before, it waited for the worker's reader to wake from its
+/// pause (up to 5 s): its shopper saw "queued" that long.
+#[tokio::test]
+async fn the_first_order_after_redis_returns_is_saved_at_once() {
+    let _watchdog = Watchdog::arm();
+    let (dir, empty) = (TempDir::new().unwrap(), TempDir::new().unwrap());
+    let private = LocalRedis::start(dir.path()).await.unwrap();
+    let port = private.port;
+    let app = TestApp::with(Options::default().with(|c| c.redis_url = Some(private.url.clone()))).await;
+    let v = app.create_voucher(10, -5, 3600).await;
+    let shoppers = app.sign_in_many("returns", 2).await;
+    assert_eq!(app.grab(&shoppers[0], v).await.0, 200);
+    app.wait_for_stats("the first order persisted", v, |s| s["persisted"] == 1 && s["pending"] == 0).await;
+
+    private.crash().await;
+    // The outage itself, not a wait for something: the reader's pauses double from
+    // 100 ms while it lasts (past 6 s they were 5 s long).
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let private = LocalRedis::start_on(empty.path(), port).await.unwrap();
+    let deadline = Instant::now() + SETTLED;
+    let order_id = loop {
+        let (status, body) = app.grab(&shoppers[1], v).await;
+        if status == 200 {
+            break body["order_id"].as_str().unwrap().to_owned();
+        }
+        assert!(Instant::now() < deadline, "the sale did not resume: {status} {body}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let granted = Instant::now();
+    let ask = json!({ "voucher_id": v, "order_id": order_id });
+    loop {
+        let (status, body) = app.call("grab_result", ask.clone(), &[("cookie", &shoppers[1].cookie)]).await;
+        assert_eq!(status, 200, "{body}");
+        if body["status"] == "success" {
+            break;
+        }
+        assert!(granted.elapsed() < Duration::from_secs(2), "still {body} {:?} after its grant", granted.elapsed());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    println!("drill first_order_after_redis_returns: saved {:?} after its grant", granted.elapsed());
+    app.stop().await;
+    private.stop().await;
+}
+
 /// kill -9 of one of three processes while they persist a storm: the others take over
 /// what the dead one had read, every grab answered `queued` is persisted once, and the
 /// sale never stops (the survivors answer throughout). In the second pass of `npm test`

@@ -14,7 +14,7 @@
 //!   restart under it starts at once.
 
 use crate::{
-    backend::{layout::worker_name_lease, Backend, BackendError},
+    backend::{layout::worker_name_lease, outage::Outage, Backend, BackendError},
     shutdown::{self, Shutdown},
 };
 use std::{
@@ -75,8 +75,14 @@ impl NameLease {
         let worker = start(worker_stops);
         tokio::spawn(async move {
             let mut renewals = shutdown::interval(RENEW_EVERY);
+            let mut outage = Outage::default();
+            let what = format!("renewing the worker's name {}", self.name);
             while stop.tick(&mut renewals).await {
-                match self.renew(LEASE).await {
+                let renewed = self.renew(LEASE).await;
+                if renewed.is_ok() {
+                    outage.ended(&what);
+                }
+                match renewed {
                     Ok(true) => {}
                     Ok(false) => {
                         self.held.store(false, Ordering::SeqCst);
@@ -84,7 +90,7 @@ impl NameLease {
                         break;
                     }
                     // Redis away: the lease may lapse meanwhile; renewing takes it again.
-                    Err(e) => tracing::warn!(name = %self.name, "renewing the worker's name: {e}"),
+                    Err(e) => outage.failed(&what, &e),
                 }
             }
             stop_worker.fire();

@@ -6,6 +6,7 @@ use crate::orders::entry::Entry;
 use crate::{
     backend::{
         layout::{expires_at, SaleKeys, GROUP},
+        outage::Outage,
         Backend, BackendError, RedisConn, Replicas,
     },
     config::MAX_BATCH,
@@ -29,8 +30,9 @@ use tokio::sync::Notify;
 
 /// First pause after a failed step; it doubles up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(100);
-/// Longest pause between retries while a store is down.
-const MAX_BACKOFF: Duration = Duration::from_secs(5);
+/// Longest pause between retries while a store is down: once it is back, every
+/// reader is too within this (a grant in this process ends the pause at once).
+const MAX_BACKOFF: Duration = Duration::from_secs(1);
 /// First pause after a read found nothing new; it doubles up to the poll setting.
 const FIRST_IDLE: Duration = Duration::from_millis(5);
 /// How long readers save without waiting for replicas after a wait ran out.
@@ -71,6 +73,8 @@ pub(super) struct Reader {
     keys: Arc<SaleKeys>,
     phase: Phase,
     backoff: Duration,
+    /// A run of failed steps under way (logged once, then every half minute).
+    outage: Outage,
     /// Pause before the next read when the last found nothing.
     idle: Duration,
     /// The bell rang while this reader waited for it: grabs are coming in.
@@ -106,6 +110,7 @@ impl Reader {
             keys,
             phase: Phase::Joining,
             backoff: FIRST_BACKOFF,
+            outage: Outage::default(),
             idle: FIRST_IDLE,
             rang: false,
             recovery,
@@ -120,15 +125,16 @@ impl Reader {
         while !shutdown.is_shutdown() && !self.drained().await {
             // Not cancelled by shutdown: a read's entries are handled before stopping,
             // and a step is short (one read that never blocks, and its batch).
-            match self.step().await {
-                Ok(true) => {
-                    self.backoff = FIRST_BACKOFF;
-                    self.idle = FIRST_IDLE;
-                }
+            let stepped = self.step().await;
+            if stepped.is_ok() {
+                self.backoff = FIRST_BACKOFF;
+                self.outage.ended(&format_args!("worker of voucher {}", self.voucher.id));
+            }
+            match stepped {
+                Ok(true) => self.idle = FIRST_IDLE,
                 // Nothing new: wait for this process's gate to ring, or poll again
                 // later for orders other processes granted.
                 Ok(false) => {
-                    self.backoff = FIRST_BACKOFF;
                     tokio::select! {
                         _ = self.bell.notified() => {
                             self.idle = FIRST_IDLE;
@@ -141,7 +147,7 @@ impl Reader {
                     }
                 }
                 Err(e) => {
-                    tracing::warn!(voucher = self.voucher.id, "worker: {e}; retrying in {:?}", self.backoff);
+                    self.outage.failed(&format_args!("worker of voucher {}", self.voucher.id), &e);
                     // Whatever failed, Redis may have lost the group (rejoin), and
                     // entries read before the failure are still this consumer's.
                     self.phase = if e.is_no_group() || self.phase == Phase::Joining {
@@ -149,8 +155,11 @@ impl Reader {
                     } else {
                         Phase::DrainingOwn
                     };
+                    // A grant here means Redis answers again: no need to wait out the
+                    // pause (its order would wait with it).
                     tokio::select! {
                         _ = tokio::time::sleep(self.backoff) => {}
+                        _ = self.bell.notified() => self.rang = true,
                         _ = &mut stopped => break,
                     }
                     self.backoff = (self.backoff * 2).min(MAX_BACKOFF);

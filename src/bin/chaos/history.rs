@@ -76,10 +76,20 @@ pub enum FaultKind {
     DbRestart,
     /// An app process started again with its clock off, then again without.
     ClockOffset,
+    /// An app's link to its store cut both ways (a partition).
+    LinkCut,
+    /// An app's link to its store passing requests but losing answers (one way).
+    AnswersLost,
+    /// Every packet on an app's link delayed (50 ms to 2 s, with jitter).
+    LinkDelay,
+    /// A share of an app's connections to its store reset, open or new.
+    LinkFlaky,
+    /// An app's link to its store slowed to a trickle (2 to 20 KB/s).
+    LinkTrickle,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 8] = [
+    pub const ALL: [FaultKind; 13] = [
         FaultKind::Kill,
         FaultKind::Pause,
         FaultKind::RedisRestart,
@@ -88,6 +98,11 @@ impl FaultKind {
         FaultKind::DbRestart,
         FaultKind::ClockOffset,
         FaultKind::PubSubCut,
+        FaultKind::LinkCut,
+        FaultKind::AnswersLost,
+        FaultKind::LinkDelay,
+        FaultKind::LinkFlaky,
+        FaultKind::LinkTrickle,
     ];
 
     pub fn name(self) -> &'static str {
@@ -100,6 +115,11 @@ impl FaultKind {
             Self::MasterKill => "Redis master killed",
             Self::DbRestart => "PostgreSQL restart",
             Self::ClockOffset => "clock offset",
+            Self::LinkCut => "link cut",
+            Self::AnswersLost => "answers lost",
+            Self::LinkDelay => "link delayed",
+            Self::LinkFlaky => "connections reset",
+            Self::LinkTrickle => "link trickle",
         }
     }
 
@@ -114,6 +134,11 @@ impl FaultKind {
             Self::MasterKill => "#e377c2",
             Self::DbRestart => "#bcbd22",
             Self::ClockOffset => "#393b79",
+            Self::LinkCut => "#2ca02c",
+            Self::AnswersLost => "#98df8a",
+            Self::LinkDelay => "#aec7e8",
+            Self::LinkFlaky => "#7f7f7f",
+            Self::LinkTrickle => "#dbdb8d",
         }
     }
 }

@@ -19,6 +19,7 @@ mod cluster;
 mod history;
 mod nemesis;
 mod postgres;
+mod proxy;
 mod timeline;
 mod topology;
 mod workload;

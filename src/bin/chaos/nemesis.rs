@@ -4,6 +4,7 @@
 
 use crate::{
     history::{Fault, FaultKind, History},
+    proxy::Mode,
     topology::{App, Kind, Topology},
 };
 use rand::{rngs::StdRng, Rng};
@@ -24,6 +25,8 @@ pub struct Planned {
     pub app: usize,
     /// How long it holds (ms).
     pub hold: u64,
+    /// What else the fault needs (a link's delay, share or rate), drawn with it.
+    pub detail: u64,
 }
 
 /// The schedule: a fault every 2 to 8 s from the third second to 5 s before the end,
@@ -36,6 +39,11 @@ pub fn plan(rng: &mut StdRng, kind: Kind, run_ms: u64, claim_idle_ms: u64, pay_t
             (FaultKind::RedisRestart, 3),
             (FaultKind::DbStall, 5),
             (FaultKind::PubSubCut, 3),
+            (FaultKind::LinkCut, 2),
+            (FaultKind::AnswersLost, 2),
+            (FaultKind::LinkDelay, 2),
+            (FaultKind::LinkFlaky, 2),
+            (FaultKind::LinkTrickle, 1),
         ],
         Kind::Full => &[
             (FaultKind::Kill, 4),
@@ -45,6 +53,11 @@ pub fn plan(rng: &mut StdRng, kind: Kind, run_ms: u64, claim_idle_ms: u64, pay_t
             (FaultKind::DbRestart, 2),
             (FaultKind::ClockOffset, 2),
             (FaultKind::PubSubCut, 2),
+            (FaultKind::LinkCut, 2),
+            (FaultKind::AnswersLost, 2),
+            (FaultKind::LinkDelay, 2),
+            (FaultKind::LinkFlaky, 2),
+            (FaultKind::LinkTrickle, 1),
         ],
     };
     let weights: u32 = kinds.iter().map(|(_, w)| w).sum();
@@ -75,11 +88,16 @@ pub fn plan(rng: &mut StdRng, kind: Kind, run_ms: u64, claim_idle_ms: u64, pay_t
             FaultKind::DbRestart => rng.random_range(500..3_000),
             FaultKind::ClockOffset => rng.random_range(8_000..20_000),
             FaultKind::PubSubCut => 0,
+            FaultKind::LinkCut => rng.random_range(1_000..5_000),
+            FaultKind::AnswersLost => rng.random_range(1_000..4_000),
+            FaultKind::LinkDelay => rng.random_range(3_000..10_000),
+            FaultKind::LinkFlaky => rng.random_range(2_000..5_000),
+            FaultKind::LinkTrickle => rng.random_range(3_000..8_000),
         };
         // An app or a master (modulo how many there are); for a clock offset, six
         // offsets times three apps.
         let target = if kind == FaultKind::ClockOffset { rng.random_range(0..18) } else { rng.random_range(0..3) };
-        faults.push(Planned { at, kind, app: target, hold });
+        faults.push(Planned { at, kind, app: target, hold, detail: rng.random() });
         at += rng.random_range(2_000..8_000);
     }
     faults
@@ -105,6 +123,8 @@ pub async fn run(topology: Arc<Topology>, history: Arc<History>, schedule: Vec<P
 struct Locks {
     redis: Mutex<()>,
     db: Mutex<()>,
+    /// Each app's link to its store.
+    links: [Mutex<()>; 3],
 }
 
 async fn inject(topology: &Topology, history: &History, locks: &Locks, p: Planned) {
@@ -183,8 +203,35 @@ async fn inject(topology: &Topology, history: &History, locks: &Locks, p: Planne
             topology.cut_pubsub().await;
             "redis".to_owned()
         }
+        FaultKind::LinkCut
+        | FaultKind::AnswersLost
+        | FaultKind::LinkDelay
+        | FaultKind::LinkFlaky
+        | FaultKind::LinkTrickle => {
+            let index = p.app % apps;
+            let Ok(_link) = locks.links[index].try_lock() else { return };
+            let (link, store) = topology.link(index);
+            link.set(link_mode(p.kind, p.detail));
+            tokio::time::sleep(hold).await;
+            link.set(Mode::Open);
+            format!("app-{}→{store}", index + 1)
+        }
     };
     history.fault(Fault { kind: p.kind, target, start, end: history.now() });
+}
+
+/// What a link fault does to the link, `detail` choosing how much.
+fn link_mode(kind: FaultKind, detail: u64) -> Mode {
+    match kind {
+        FaultKind::LinkCut => Mode::Cut,
+        FaultKind::AnswersLost => Mode::AnswersLost,
+        FaultKind::LinkDelay => {
+            let ms = 50 + detail % 1_951;
+            Mode::Delay { ms, jitter: ms / 4 }
+        }
+        FaultKind::LinkFlaky => Mode::Flaky { share: 0.2 + (detail % 61) as f64 / 100.0 },
+        _ => Mode::Trickle { bytes_per_s: 2_000 + detail % 18_001 },
+    }
 }
 
 /// Starts an app again (its clock `offset_s` off), trying [`RESTART_TRIES`] times.

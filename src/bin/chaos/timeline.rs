@@ -45,7 +45,7 @@ pub fn svg(title: &str, ops: &[Op], faults: &[Fault], seconds: usize, processes:
     others.sort();
     others.dedup();
     targets.extend(others);
-    let faults_top = lat_top + lat_h + 30.0;
+    let faults_top = lat_top + lat_h + 44.0;
     let procs_top = faults_top + LANE * targets.len() as f64 + 30.0;
     let height = procs_top + LANE * 2.0 * processes as f64 + 60.0;
     let _ = write!(
@@ -123,7 +123,8 @@ pub fn svg(title: &str, ops: &[Op], faults: &[Fault], seconds: usize, processes:
     }
     let legend_y = faults_top - 8.0;
     for (i, kind) in FaultKind::ALL.iter().enumerate() {
-        let lx = LEFT + 10.0 + 150.0 * i as f64;
+        // Two rows of seven.
+        let (lx, legend_y) = (LEFT + 10.0 + 140.0 * (i % 7) as f64, legend_y - 14.0 * (1 - i / 7) as f64);
         let _ = writeln!(
             out,
             r#"<rect x="{lx}" y="{:.1}" width="10" height="10" fill="{}"/><text x="{}" y="{:.1}">{}</text>"#,

@@ -4,13 +4,17 @@
 //! - **full**: a Redis Cluster of three masters with a replica each and
 //!   `SECKILL_WAIT_REPLICAS=1`, PostgreSQL, three app processes.
 //!
-//! The app processes are the release build (the binary beside this one).
+//! The app processes are the release build (the binary beside this one). Each reaches
+//! one store through a proxy of its own (`proxy.rs`), a link the nemesis can break:
+//! Redis on one box, PostgreSQL on the full topology (the cluster's nodes announce
+//! their own addresses, which every client then uses).
 
-use crate::{cluster::Cluster, postgres::Postgres};
+use crate::{cluster::Cluster, postgres::Postgres, proxy::Proxy};
 use seckill::server::local_redis::LocalRedis;
 use std::{
     path::{Path, PathBuf},
     process::Stdio,
+    sync::Arc,
     time::Duration,
 };
 use tokio::{
@@ -92,6 +96,8 @@ pub struct Topology {
     db: DbPart,
     pub apps: Vec<Mutex<App>>,
     ports: Vec<u16>,
+    /// Each app's link to its proxied store.
+    links: Vec<Arc<Proxy>>,
     settings: AppSettings,
 }
 
@@ -136,19 +142,27 @@ impl Topology {
                 (RedisPart::Cluster(cluster), url)
             }
         };
-        let (db, database_url) = match kind {
-            Kind::OneBox => (DbPart::Sqlite, format!("sqlite://{}/chaos.db", dir.display())),
+        let (db, database_url, store_port) = match kind {
+            Kind::OneBox => {
+                let RedisPart::Single { port, .. } = &redis else { unreachable!("one box, one Redis") };
+                (DbPart::Sqlite, format!("sqlite://{}/chaos.db", dir.display()), *port)
+            }
             Kind::Full => {
-                let pg = Postgres::start(free_port()?).await?;
+                let pg_port = free_port()?;
+                let pg = Postgres::start(pg_port).await?;
                 println!(
                     "chaos: PostgreSQL in {} while it runs (its log is copied to {} at the end)",
                     pg.dir().display(),
                     dir.join(POSTGRES_LOG).display()
                 );
                 let url = pg.url();
-                (DbPart::Postgres(pg), url)
+                (DbPart::Postgres(pg), url, pg_port)
             }
         };
+        let mut links = Vec::new();
+        for _ in 0..kind.processes() {
+            links.push(Proxy::start(([127, 0, 0, 1], store_port).into()).await?);
+        }
         let ports = (0..kind.processes()).map(|_| free_port()).collect::<Result<Vec<_>, _>>()?;
         let apps =
             ports.iter().enumerate().map(|(index, &port)| Mutex::new(App { index, port, child: None })).collect();
@@ -164,6 +178,7 @@ impl Topology {
             db,
             apps,
             ports,
+            links,
             settings,
         };
         for app in &me.apps {
@@ -188,11 +203,16 @@ impl Topology {
             .open(self.dir.join(format!("{}.log", app.name())))
             .map_err(|e| e.to_string())?;
         let s = &self.settings;
+        let link = self.links[app.index].port;
+        let (database_url, redis_url) = match self.kind {
+            Kind::OneBox => (self.database_url.clone(), format!("redis://127.0.0.1:{link}/")),
+            Kind::Full => (format!("postgres://postgres@127.0.0.1:{link}/postgres"), self.redis_url.clone()),
+        };
         let mut command = Command::new(&server);
         command
             .env("LEPTOS_SITE_ADDR", format!("127.0.0.1:{}", app.port))
-            .env("DATABASE_URL", &self.database_url)
-            .env("REDIS_URL", &self.redis_url)
+            .env("DATABASE_URL", database_url)
+            .env("REDIS_URL", redis_url)
             .env("SECKILL_ADMIN_TOKEN", &self.admin_token)
             .env("SECKILL_SESSION_SECRET", &self.session_secret)
             .env("SECKILL_WORKER_NAME", format!("chaos-{}", app.index + 1))
@@ -333,11 +353,21 @@ impl Topology {
         Ok(())
     }
 
+    /// App `index`'s link to its proxied store, and that store's name.
+    pub fn link(&self, index: usize) -> (&Proxy, &'static str) {
+        let store = match self.kind {
+            Kind::OneBox => "redis",
+            Kind::Full => "db",
+        };
+        (&self.links[index % self.links.len()], store)
+    }
+
     /// Stops everything: each app gracefully (SIGTERM, as a deploy does), then the stores.
     pub async fn stop(&self) {
         for app in &self.apps {
             self.stop_app(&mut *app.lock().await).await;
         }
+        self.links.iter().for_each(|link| link.stop());
         match &self.redis {
             RedisPart::Single { redis, .. } => {
                 if let Some(redis) = redis.lock().await.take() {

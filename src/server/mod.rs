@@ -16,6 +16,7 @@ pub mod page_cache;
 mod rate_limit;
 mod runtimes;
 pub mod site;
+mod starting;
 
 use crate::{
     app::{shell, App},
@@ -26,7 +27,7 @@ use crate::{
         password::{Cost, Hasher},
         Secrets,
     },
-    backend::{layout::sale_changes, Backend, BackendError, RedisTarget, Replicas},
+    backend::{layout::sale_changes, outage::Outage, Backend, BackendError, RedisTarget, Replicas},
     bus,
     config::Config,
     live::{hub::Hub, sampler, slots::FeedSlots, sse},
@@ -102,24 +103,17 @@ async fn run(
     signal: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
     crate::money::set_currency(&config.currency);
-    let db = database::open(&config.database_url, Duration::from_millis(config.db_busy_ms)).await?;
-    database::migrate(&db, &config.database_url).await?;
-    let target = Arc::new(RedisTarget::open(&redis_url)?);
-    let evicting = target.evicting_nodes().await;
-    if !evicting.is_empty() {
-        return Err(ServeError::Config(format!(
-            "Redis may evict a sale's keys one by one under memory pressure ({}): set \
-             maxmemory-policy noeviction (a full Redis then refuses grabs, and nothing is lost)",
-            evicting.join("; ")
-        )));
-    }
-    let redis = target.connect().await?;
-    let replicas = Replicas { want: config.wait_replicas, wait_ms: config.wait_replicas_ms };
-    let backend = Backend::new(db, redis, &config.redis_namespace).with_replicas(replicas);
-    let warmed = warm::warm_all(&backend).await?;
-
-    // One signal stops everything: HTTP (after open feeds end), worker, sampler, events.
+    // One signal stops everything: the wait for the stores, HTTP (after open feeds
+    // end), worker, sampler, events.
     let (trigger, shutdown) = shutdown::channel();
+    let trigger = Arc::new(trigger);
+    let on_signal = trigger.clone();
+    tokio::spawn(async move {
+        signal.await;
+        on_signal.fire();
+    });
+    let stores = starting::answer_while(&listener, stores_when_ready(&config, &redis_url, &shutdown)).await?;
+    let Some((target, backend, warmed)) = stores else { return Ok(()) };
     let (admin_token, generated) = match config.admin_token.clone() {
         Some(t) => (t, false),
         None => (random_token(), true),
@@ -192,12 +186,6 @@ async fn run(
     });
     let threads = config.serving_threads();
     let runtimes = runtimes::Runtimes::start(threads - 1, &serving).await?;
-    let trigger = Arc::new(trigger);
-    let on_signal = trigger.clone();
-    tokio::spawn(async move {
-        signal.await;
-        on_signal.fire();
-    });
 
     println!(
         "Seckill listening on http://{} ({warmed} live vouchers warmed; {threads} serving threads)",
@@ -223,6 +211,59 @@ async fn run(
         tracing::warn!("report tally: the last flush failed: {e}");
     }
     Ok(())
+}
+
+/// First pause before the stores are tried again at start-up; it doubles up to
+/// [`MAX_START_PAUSE`].
+const FIRST_START_PAUSE: Duration = Duration::from_millis(100);
+const MAX_START_PAUSE: Duration = Duration::from_secs(5);
+
+/// The stores, opened and checked (migrations run, live sales warmed), waited for
+/// while they do not answer (Redis loading its file or failing over, the database not
+/// up yet): tried again after a pause that doubles from 100 ms to 5 s, logged when the
+/// wait starts and every 30 s. `None` when the server was stopped meanwhile.
+async fn stores_when_ready(
+    config: &Config,
+    redis_url: &str,
+    shutdown: &shutdown::Shutdown,
+) -> Result<Option<(Arc<RedisTarget>, Backend, usize)>, ServeError> {
+    let (mut pause, mut outage) = (FIRST_START_PAUSE, Outage::default());
+    loop {
+        match open_stores(config, redis_url).await {
+            Ok(stores) => {
+                outage.ended(&"start-up");
+                return Ok(Some(stores));
+            }
+            Err(ServeError::Backend(e)) => outage.failed(&"start-up: waiting for the stores", &e),
+            Err(e) => return Err(e),
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(pause) => {}
+            _ = shutdown.wait() => return Ok(None),
+        }
+        pause = (pause * 2).min(MAX_START_PAUSE);
+    }
+}
+
+/// The database (migrated) and Redis (which must not evict), and every live sale
+/// warmed; how many.
+async fn open_stores(config: &Config, redis_url: &str) -> Result<(Arc<RedisTarget>, Backend, usize), ServeError> {
+    let db = database::open(&config.database_url, Duration::from_millis(config.db_busy_ms)).await?;
+    database::migrate(&db, &config.database_url).await?;
+    let target = Arc::new(RedisTarget::open(redis_url)?);
+    let redis = target.connect().await?;
+    let evicting = target.evicting_nodes().await;
+    if !evicting.is_empty() {
+        return Err(ServeError::Config(format!(
+            "Redis may evict a sale's keys one by one under memory pressure ({}): set \
+             maxmemory-policy noeviction (a full Redis then refuses grabs, and nothing is lost)",
+            evicting.join("; ")
+        )));
+    }
+    let replicas = Replicas { want: config.wait_replicas, wait_ms: config.wait_replicas_ms };
+    let backend = Backend::new(db, redis, &config.redis_namespace).with_replicas(replicas);
+    let warmed = warm::warm_all(&backend).await?;
+    Ok((target, backend, warmed))
 }
 
 /// The password hasher at the configured cost; a cost below OWASP's is for tests, and

@@ -4,6 +4,35 @@ use crate::support::{code, wait_until, Options, TestApp, ADMIN_TOKEN, SOON};
 use seckill::server::local_redis::LocalRedis;
 use serde_json::{json, Value};
 
+/// A process started before its Redis answers (Redis loading its file, or a node not
+/// up yet) waits for it, answering meanwhile: alive, not ready, and API calls refused
+/// `unavailable` with a `Retry-After`; once Redis answers, it is ready. Before, it
+/// gave up after a few tries and exited.
+#[tokio::test]
+async fn a_server_started_before_its_redis_waits_for_it() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let url = format!("redis://127.0.0.1:{port}/");
+    let starting = TestApp::starting(Options::default().with(|c| c.redis_url = Some(url))).await;
+    let (http, base) = (starting.api.http.clone(), starting.base.clone());
+    let get = |path: &str| {
+        let (http, url) = (http.clone(), format!("{base}{path}"));
+        async move { http.get(url).send().await.ok().map(|r| r.status().as_u16()) }
+    };
+    wait_until("alive while it waits", SOON, || async { get("/healthz").await == Some(200) }).await;
+    assert_eq!(get("/readyz").await, Some(503), "not ready without Redis");
+    let refused = http.post(format!("{base}/api/list_vouchers")).json(&json!({})).send().await.unwrap();
+    assert_eq!(refused.status(), 503);
+    assert_eq!(refused.headers()["retry-after"], "1");
+    assert_eq!(code(&refused.json::<Value>().await.unwrap()), "unavailable");
+
+    let private = LocalRedis::start_on(dir.path(), port).await.unwrap();
+    let app = starting.ready().await;
+    assert_eq!(get("/readyz").await, Some(200), "ready once Redis answers");
+    app.stop().await;
+    private.stop().await;
+}
+
 #[tokio::test]
 async fn health_and_readiness_follow_the_stores() {
     let dir = tempfile::TempDir::new().unwrap();

@@ -126,12 +126,46 @@ pub fn redis_url() -> String {
     std::env::var("REDIS_URL").expect("REDIS_URL must point at a running redis-server (npm test starts one)")
 }
 
+/// A server started by [`TestApp::starting`], until it answers.
+pub struct Starting {
+    pub base: String,
+    pub api: ApiClient,
+    database_url: String,
+    redis_url: String,
+    namespace: String,
+    dir: Arc<TempDir>,
+    stop: oneshot::Sender<()>,
+    handle: JoinHandle<Result<(), server::ServeError>>,
+}
+
+impl Starting {
+    /// The app, once it answers the API.
+    pub async fn ready(self) -> TestApp {
+        let Self { base, api, database_url, redis_url, namespace, dir, stop, handle } = self;
+        let http = api.http.clone();
+        let probe = format!("{base}/api/list_vouchers");
+        wait_until("server answers", SETTLED, || {
+            let (http, probe) = (http.clone(), probe.clone());
+            async move { http.post(&probe).json(&json!({})).send().await.is_ok_and(|r| r.status().is_success()) }
+        })
+        .await;
+        let db = connect_db(&database_url).await;
+        let redis = RedisConn::open(&redis_url).await.unwrap();
+        TestApp { base, http, api, db, database_url, redis, namespace, dir, stop: Some(stop), handle: Some(handle) }
+    }
+}
+
 impl TestApp {
     pub async fn spawn() -> Self {
         Self::with(Options::default()).await
     }
 
     pub async fn with(opts: Options) -> Self {
+        Self::starting(opts).await.ready().await
+    }
+
+    /// A server started, not waited for: it may still be waiting for its stores.
+    pub async fn starting(opts: Options) -> Starting {
         // Server warnings show in a failing test's output.
         let _ = tracing_subscriber::fmt().with_test_writer().with_env_filter("warn").try_init();
         let Options { mut config, reuse } = opts;
@@ -155,16 +189,7 @@ impl TestApp {
             let _ = stopped.await;
         }));
         let api = ApiClient::new(&base, ADMIN_TOKEN, 256);
-        let http = api.http.clone();
-        let probe = format!("{base}/api/list_vouchers");
-        wait_until("server answers", SETTLED, || {
-            let (http, probe) = (http.clone(), probe.clone());
-            async move { http.post(&probe).json(&json!({})).send().await.is_ok_and(|r| r.status().is_success()) }
-        })
-        .await;
-        let db = connect_db(&database_url).await;
-        let redis = RedisConn::open(&redis_url).await.unwrap();
-        Self { base, http, api, db, database_url, redis, namespace, dir, stop: Some(stop), handle: Some(handle) }
+        Starting { base, api, database_url, redis_url, namespace, dir, stop, handle }
     }
 
     /// Options that restart this app's data under a new process.

@@ -3,6 +3,7 @@
 -- never fails on a missing stream or group (Redis may have lost the voucher).
 -- KEYS[1] stock   KEYS[2] buyers   KEYS[3] orders stream   KEYS[4] dlq
 -- KEYS[5] refusals counter   KEYS[6] window   ARGV[1] consumer group
+-- ARGV[2] how many undelivered entries the lag counts at most
 -- Returns name/value pairs (src/live/figures.rs reads them by name): stock (-1 when
 -- Redis lacks the voucher), granted, stream_length, lag (-1 when unknown), pending,
 -- dead_letters, refused, paused (0/1), begins and ends (the gate's window, Unix ms;
@@ -16,7 +17,10 @@ if ok then
     for i = 1, #g, 2 do fields[g[i]] = g[i + 1] end
     if fields['name'] == ARGV[1] then
       pending = tonumber(fields['pending']) or 0
-      if type(fields['lag']) == 'number' then lag = fields['lag'] end
+      -- The entries after the group's last delivered one, by their ids: Redis's own
+      -- `lag` (from its entries-read counter) stays wrong after a failover.
+      local after = redis.call('XRANGE', KEYS[3], '(' .. fields['last-delivered-id'], '+', 'COUNT', ARGV[2])
+      lag = #after
     end
   end
 end

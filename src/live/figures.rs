@@ -16,6 +16,10 @@ use crate::{
 use redis::RedisResult;
 use std::collections::HashMap;
 
+/// The lag counts undelivered entries up to this many (a storm's backlog reads as
+/// this many until it is below).
+pub const LAG_COUNTED_UP_TO: i64 = 1_000;
+
 /// The figures of each voucher in `rows`, in their order.
 pub async fn read(backend: &Backend, rows: &[VoucherRow]) -> RedisResult<Vec<SaleFigures>> {
     let script = &backend.scripts.sample;
@@ -24,7 +28,7 @@ pub async fn read(backend: &Backend, rows: &[VoucherRow]) -> RedisResult<Vec<Sal
         async move {
             let SaleKeys { left, buyers, orders, dlq, refused, window, .. } = &*keys;
             let mut call = script.key(left);
-            call.key(buyers).key(orders).key(dlq).key(refused).key(window).arg(GROUP);
+            call.key(buyers).key(orders).key(dlq).key(refused).key(window).arg(GROUP).arg(LAG_COUNTED_UP_TO);
             call.invoke_async::<HashMap<String, i64>>(&mut redis).await
         }
     });

@@ -86,10 +86,13 @@ pub enum FaultKind {
     LinkFlaky,
     /// An app's link to its store slowed to a trickle (2 to 20 KB/s).
     LinkTrickle,
+    /// Every Redis node's memory full (`maxmemory` at what it holds, `noeviction`):
+    /// every write refused.
+    RedisFull,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 13] = [
+    pub const ALL: [FaultKind; 14] = [
         FaultKind::Kill,
         FaultKind::Pause,
         FaultKind::RedisRestart,
@@ -103,6 +106,7 @@ impl FaultKind {
         FaultKind::LinkDelay,
         FaultKind::LinkFlaky,
         FaultKind::LinkTrickle,
+        FaultKind::RedisFull,
     ];
 
     pub fn name(self) -> &'static str {
@@ -120,6 +124,7 @@ impl FaultKind {
             Self::LinkDelay => "link delayed",
             Self::LinkFlaky => "connections reset",
             Self::LinkTrickle => "link trickle",
+            Self::RedisFull => "Redis memory full",
         }
     }
 
@@ -139,6 +144,7 @@ impl FaultKind {
             Self::LinkDelay => "#aec7e8",
             Self::LinkFlaky => "#7f7f7f",
             Self::LinkTrickle => "#dbdb8d",
+            Self::RedisFull => "#c5b0d5",
         }
     }
 }

@@ -44,6 +44,7 @@ pub fn plan(rng: &mut StdRng, kind: Kind, run_ms: u64, claim_idle_ms: u64, pay_t
             (FaultKind::LinkDelay, 2),
             (FaultKind::LinkFlaky, 2),
             (FaultKind::LinkTrickle, 1),
+            (FaultKind::RedisFull, 2),
         ],
         Kind::Full => &[
             (FaultKind::Kill, 4),
@@ -58,6 +59,7 @@ pub fn plan(rng: &mut StdRng, kind: Kind, run_ms: u64, claim_idle_ms: u64, pay_t
             (FaultKind::LinkDelay, 2),
             (FaultKind::LinkFlaky, 2),
             (FaultKind::LinkTrickle, 1),
+            (FaultKind::RedisFull, 2),
         ],
     };
     let weights: u32 = kinds.iter().map(|(_, w)| w).sum();
@@ -93,6 +95,7 @@ pub fn plan(rng: &mut StdRng, kind: Kind, run_ms: u64, claim_idle_ms: u64, pay_t
             FaultKind::LinkDelay => rng.random_range(3_000..10_000),
             FaultKind::LinkFlaky => rng.random_range(2_000..5_000),
             FaultKind::LinkTrickle => rng.random_range(3_000..8_000),
+            FaultKind::RedisFull => rng.random_range(2_000..8_000),
         };
         // An app or a master (modulo how many there are); for a clock offset, six
         // offsets times three apps.
@@ -201,6 +204,14 @@ async fn inject(topology: &Topology, history: &History, locks: &Locks, p: Planne
         FaultKind::PubSubCut => {
             let Ok(_redis) = locks.redis.try_lock() else { return };
             topology.cut_pubsub().await;
+            "redis".to_owned()
+        }
+        FaultKind::RedisFull => {
+            let Ok(_redis) = locks.redis.try_lock() else { return };
+            if let Err(e) = topology.fill_redis_memory(hold).await {
+                history.broken(format!("Redis memory filled: {e}"));
+                return;
+            }
             "redis".to_owned()
         }
         FaultKind::LinkCut

@@ -322,6 +322,42 @@ impl Topology {
         Ok(true)
     }
 
+    /// Fills every Redis node's memory for `hold`: its `maxmemory` set to what it holds
+    /// now, so under `noeviction` (which the app requires) every write is refused with
+    /// an out-of-memory error until the limit goes again.
+    pub async fn fill_redis_memory(&self, hold: Duration) -> Result<(), String> {
+        let ports = match &self.redis {
+            RedisPart::Single { port, .. } => vec![*port],
+            RedisPart::Cluster(cluster) => cluster.ports.clone(),
+        };
+        let mut filled = Vec::new();
+        for port in ports {
+            let node = redis::Client::open(format!("redis://127.0.0.1:{port}/")).map_err(|e| e.to_string())?;
+            let Ok(Ok(mut redis)) =
+                tokio::time::timeout(Duration::from_secs(2), node.get_multiplexed_async_connection()).await
+            else {
+                continue;
+            };
+            let info: String =
+                redis::cmd("INFO").arg("memory").query_async(&mut redis).await.map_err(|e| e.to_string())?;
+            let used = info.lines().find_map(|l| l.strip_prefix("used_memory:")).unwrap_or("0").trim().to_owned();
+            let _: () = redis::cmd("CONFIG")
+                .arg("SET")
+                .arg("maxmemory")
+                .arg(&used)
+                .query_async(&mut redis)
+                .await
+                .map_err(|e| e.to_string())?;
+            filled.push(redis);
+        }
+        tokio::time::sleep(hold).await;
+        for mut redis in filled {
+            let _: Result<(), _> =
+                redis::cmd("CONFIG").arg("SET").arg("maxmemory").arg(0).query_async(&mut redis).await;
+        }
+        Ok(())
+    }
+
     /// Cuts every pub/sub connection (the bus's subscriptions).
     pub async fn cut_pubsub(&self) {
         match &self.redis {

@@ -193,10 +193,15 @@ fn books(end: &Final, initial_stock: i64, ops: &[Op]) -> Vec<String> {
     found
 }
 
+/// Grabs, and those answered within 2 s, by the fault kind under way.
+pub type Availability = BTreeMap<String, (usize, usize)>;
+/// The slowest grant to its order's saving (ms), under a fault kind and after it.
+pub type Saving = BTreeMap<String, [Option<i64>; 2]>;
+
 /// Per fault kind under way when a grab was made (and "none"): grabs, and the share
 /// answered (anything but 503 or no answer) within 2 s.
-pub fn availability(ops: &[Op], faults: &[Fault]) -> BTreeMap<String, (usize, usize)> {
-    let mut by: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+pub fn availability(ops: &[Op], faults: &[Fault]) -> Availability {
+    let mut by = Availability::new();
     for grab in ops.iter().filter(|o| o.kind == OpKind::Grab) {
         let ok = grab.status.is_some_and(|s| s != 503) && grab.took() <= 2_000;
         let under: HashSet<FaultKind> = faults
@@ -213,6 +218,41 @@ pub fn availability(ops: &[Op], faults: &[Fault]) -> BTreeMap<String, (usize, us
             let entry = by.entry(name).or_default();
             entry.0 += 1;
             entry.1 += usize::from(ok);
+        }
+    }
+    by
+}
+
+/// How long granted orders took to be saved, per fault kind: the slowest from a
+/// grant's answer to its order's saving, among grants answered while the fault was
+/// under way, and among those answered in the 10 s after it healed ("none": grants
+/// answered under no fault). An order's saving is read from its pay deadline (set
+/// when it is saved: then + the time to pay), unless its grant's own second set it.
+pub fn saving(ops: &[Op], faults: &[Fault], end: &Final, pay_timeout_ms: i64) -> Saving {
+    let mut by = Saving::new();
+    for grab in ops.iter().filter(|o| o.kind == OpKind::Grab && o.status == Some(200)) {
+        let Some(id) = grab.order.as_deref().and_then(|o| o.parse::<i64>().ok()) else { continue };
+        let Some(order) = end.orders.get(&id) else { continue };
+        let saved_at = order.pay_deadline - pay_timeout_ms;
+        if seckill::testing::decompose(id).0.timestamp_millis() >= saved_at {
+            continue;
+        }
+        let took = (saved_at - grab.answered_at).max(0);
+        let mut slowest = |name: &str, after: bool| {
+            let slot = &mut by.entry(name.to_owned()).or_default()[usize::from(after)];
+            *slot = Some(slot.unwrap_or(0).max(took));
+        };
+        let mut under = false;
+        for f in faults {
+            if f.start <= grab.answered && grab.answered <= f.end {
+                under = true;
+                slowest(f.kind.name(), false);
+            } else if f.end < grab.answered && grab.answered <= f.end + 10_000 {
+                slowest(f.kind.name(), true);
+            }
+        }
+        if !under {
+            slowest("none", false);
         }
     }
     by
@@ -263,6 +303,24 @@ mod tests {
             results: [("100".to_owned(), "success".to_owned())].into(),
             undrained: Vec::new(),
         }
+    }
+
+    #[test]
+    fn the_slowest_saving_is_told_per_fault_under_way_and_after() {
+        let secs = 1_800_000_000;
+        let id = seckill::testing::compose(secs, 1);
+        let mut end = balanced();
+        let mut order = end.orders.remove(&100).unwrap();
+        // Saved 700 ms into its grant's second, with 6 s to pay.
+        order.pay_deadline = secs * 1000 + 700 + 6_000;
+        end.orders.insert(id, order);
+        let mut grab = op(OpKind::Grab, 200, "queued", &id.to_string(), 3_000);
+        grab.answered_at = secs * 1000 + 200;
+        let cut = |start, end| Fault { kind: FaultKind::LinkCut, target: "app-1→redis".into(), start, end };
+        let under = saving(std::slice::from_ref(&grab), &[cut(2_000, 4_000)], &end, 6_000);
+        assert_eq!(under["link cut"], [Some(500), None]);
+        let after = saving(std::slice::from_ref(&grab), &[cut(0, 1_000)], &end, 6_000);
+        assert_eq!((after["link cut"], after["none"]), ([None, Some(500)], [Some(500), None]));
     }
 
     #[test]

@@ -206,7 +206,8 @@ async fn day(args: &Args, seed: u64, topology: &Arc<Topology>, dir: &std::path::
     let faults = history.faults();
     let violations = checker::violations(&ops, &end, args.stock);
     let availability = checker::availability(&ops, &faults);
-    summary(topology.kind, seed, &ops, &faults, &availability, &violations);
+    let saving = checker::saving(&ops, &faults, &end, args.pay_timeout_ms as i64);
+    summary(topology.kind, seed, &ops, &faults, (&availability, &saving), &violations);
     let picture = dir.join("timeline.svg");
     let title = format!(
         "Chaos, {}, seed {seed}: {} faults, {} violations",
@@ -251,14 +252,14 @@ async fn final_results(
     futures::stream::iter(asks).buffer_unordered(16).collect().await
 }
 
-/// The summary table: faults by kind, operations by kind and answer, availability per
-/// fault kind, and every violation.
+/// The summary table: faults by kind, operations by kind and answer, availability and
+/// the slowest grant to its saving per fault kind, and every violation.
 fn summary(
     kind: Kind,
     seed: u64,
     ops: &[history::Op],
     faults: &[history::Fault],
-    availability: &BTreeMap<String, (usize, usize)>,
+    (availability, saving): (&checker::Availability, &checker::Saving),
     violations: &[String],
 ) {
     let mut by_kind: BTreeMap<FaultKind, usize> = BTreeMap::new();
@@ -300,6 +301,11 @@ fn summary(
     println!("\n| fault under way | grabs | answered within 2 s |\n| --- | --- | --- |");
     for (kind, (grabs, ok)) in availability {
         println!("| {kind} | {grabs} | {:.1}% |", 100.0 * *ok as f64 / (*grabs).max(1) as f64);
+    }
+    println!("\n| fault | slowest grant to saved order, under it | in the 10 s after |\n| --- | --- | --- |");
+    let ms = |t: Option<i64>| t.map_or("-".to_owned(), |t| format!("{t} ms"));
+    for (kind, [during, after]) in saving {
+        println!("| {kind} | {} | {} |", ms(*during), ms(*after));
     }
     println!("\nviolations: {}", violations.len());
     for v in violations {

@@ -11,7 +11,9 @@ use crate::{
     bus::SaleEvent,
     error::{AppError, AppResult, ErrorCode},
     orders::{
+        entry::OrderMsg,
         lifecycle,
+        store,
         results::{FailReason, StoredResult},
         GrabStatus,
     },
@@ -187,6 +189,13 @@ pub async fn grab_result(state: &AppState, user_id: i64, voucher_id: i64, order_
     match order {
         Some(order) => Ok(GrabState { status, reason: None, order: Some(order) }),
         None if raw.is_none() && lost_by_redis(backend, voucher_id, order_id, user_id).await? => {
+            // Decided for good before it is said: buried, so no worker saves it later.
+            let lost = OrderMsg { voucher_id, order_id, user_id, price: None };
+            if store::bury_lost(&backend.db, &lost, FailReason::Lost.as_str()).await? {
+                // Saved just before: the shopper's order after all.
+                let order = lifecycle::get_for_user(&backend.db, order_id, user_id).await?;
+                return Ok(GrabState { status, reason: None, order });
+            }
             Ok(GrabState { status: GrabStatus::Failed, reason: Some(FailReason::Lost.as_str().into()), order: None })
         }
         None => Err(ErrorCode::UnknownOrder.into()),

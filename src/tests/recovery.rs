@@ -419,6 +419,46 @@ async fn a_grab_lost_with_redis_reads_failed_lost() {
     app.stop().await;
 }
 
+/// "Lost" is final. A worker that read a grant's entry before Redis lost it (a
+/// replica promoted without it) may persist it after its shopper was told the grab was
+/// lost: the answer is decided for good before it is given (the order is buried), so
+/// that late persist buries it instead, and the answer stays "lost". Before, the order
+/// was saved and the answer turned to "success".
+#[tokio::test]
+async fn a_lost_grab_stays_lost_when_a_worker_saves_it_late() {
+    use seckill::testing::Fate;
+
+    let app = TestApp::with(Options::default().with(|c| c.worker = false)).await;
+    let v = app.create_voucher(5, -5, 3600).await;
+    let ann = app.sign_in("late-ann").await;
+    let (status, body) = app.grab(&ann, v).await;
+    assert_eq!(status, 200);
+    let order_id = body["order_id"].as_str().unwrap().to_owned();
+    let keys = app.keys(v);
+    let mut redis = app.redis.clone();
+    let () = redis
+        .del(&[&keys.left, &keys.buyers, &keys.window, &keys.orders, &keys.results, &keys.dlq, &keys.refused])
+        .await
+        .unwrap();
+    app.admin("warm_up", serde_json::json!({ "voucher_id": v })).await;
+    let cookie = [("cookie", ann.cookie.as_str())];
+    let ask = || app.call("grab_result", serde_json::json!({ "voucher_id": v, "order_id": order_id }), &cookie);
+    let (_, body) = ask().await;
+    assert_eq!((body["status"].as_str(), body["reason"].as_str()), (Some("failed"), Some("lost")), "{body}");
+
+    let late = OrderMsg { voucher_id: v, order_id: order_id.parse().unwrap(), user_id: ann.user_id, price: None };
+    assert_eq!(store::persist(&app.db, &[late], PAY).await.unwrap(), [Fate::Buried], "the late persist buries it");
+    let (_, body) = ask().await;
+    assert_eq!((body["status"].as_str(), body["reason"].as_str()), (Some("failed"), Some("lost")), "{body}");
+    let stored: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM orders WHERE voucher_id = $1")
+        .bind(v)
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(stored, 0, "no order for a lost grab");
+    app.stop().await;
+}
+
 /// A batch of 1,500 orders is one insert, whatever its size: every order goes in, and
 /// of two orders of one shopper (its first and last) the first is the one stored.
 #[tokio::test]

@@ -13,9 +13,8 @@ use crate::{
     orders::{
         entry::OrderMsg,
         lifecycle,
-        store,
         results::{FailReason, StoredResult},
-        GrabStatus,
+        store, GrabStatus,
     },
     report::Outcome,
     state::AppState,

@@ -35,6 +35,7 @@ pub fn violations(ops: &[Op], end: &Final, initial_stock: i64) -> Vec<String> {
     }
     found.extend(results_never_change(ops));
     found.extend(books(end, initial_stock, ops));
+    found.extend(sold_out_while_unsold(ops, end));
     for op in ops {
         if let Some(status) = op.status.filter(|s| *s >= 500 && *s != 503) {
             found.push(format!("a {status} answer (only 503 may come from a fault): {op:?}"));
@@ -87,6 +88,42 @@ fn results_never_change(ops: &[Op]) -> Vec<String> {
             Some(_) => {}
             None => {
                 decided.insert(order, poll);
+            }
+        }
+    }
+    found
+}
+
+/// No `sold_out` answered while the sale had units unsold, by the final books: units
+/// unsold when a grab was refused are at least those unsold at the end, less every unit
+/// that could have come back since (each cancelled order's, each failed grant's, all
+/// of them whenever they came) and every unit an operator may have added since. More
+/// unsold at the end than that, and the refusal was wrong.
+fn sold_out_while_unsold(ops: &[Op], end: &Final) -> Vec<String> {
+    let mut found = Vec::new();
+    for v in &end.vouchers {
+        let cancelled = end.orders.values().filter(|o| o.voucher == v.id && o.status == "cancelled").count() as i64;
+        let failed = ops
+            .iter()
+            .filter(|o| o.kind == OpKind::Grab && o.voucher == v.id && o.status == Some(200))
+            .filter(|o| o.order.as_ref().and_then(|id| end.results.get(id)).is_some_and(|r| r.starts_with("failed")))
+            .count() as i64;
+        let refused = ops.iter().filter(|o| o.kind == OpKind::Grab && o.voucher == v.id && o.code == "sold_out");
+        for refusal in refused {
+            // An addition answered before the refusal was asked had been made by then.
+            let added_since: i64 = ops
+                .iter()
+                .filter(|o| o.voucher == v.id && (o.status != Some(200) || o.answered >= refusal.invoked))
+                .map(|o| if let OpKind::AddStock(n) = o.kind { n } else { 0 })
+                .sum();
+            if v.stock_left > cancelled + failed + added_since {
+                found.push(format!(
+                    "sale {}: sold_out answered with units unsold ({} left at the end; at most {} came back or were added since): {refusal:?}",
+                    v.id,
+                    v.stock_left,
+                    cancelled + failed + added_since
+                ));
+                break;
             }
         }
     }
@@ -321,6 +358,20 @@ mod tests {
         assert_eq!(under["link cut"], [Some(500), None]);
         let after = saving(std::slice::from_ref(&grab), &[cut(0, 1_000)], &end, 6_000);
         assert_eq!((after["link cut"], after["none"]), ([None, Some(500)], [Some(500), None]));
+    }
+
+    #[test]
+    fn sold_out_while_units_were_unsold_is_named() {
+        let sold_out = op(OpKind::Grab, 409, "sold_out", "", 30);
+        let found = sold_out_while_unsold(std::slice::from_ref(&sold_out), &balanced());
+        assert!(found[0].contains("sold_out answered with units unsold"), "{found:?}");
+        // A unit an operator added after it was asked may be the one left.
+        let added = op(OpKind::AddStock(1), 200, "", "", 40);
+        assert!(sold_out_while_unsold(&[sold_out.clone(), added], &balanced()).is_empty());
+        // So may a cancelled order's, whenever it came back.
+        let mut cancelled = balanced();
+        cancelled.orders.get_mut(&100).unwrap().status = "cancelled".into();
+        assert!(sold_out_while_unsold(&[sold_out], &cancelled).is_empty());
     }
 
     #[test]

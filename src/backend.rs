@@ -117,7 +117,11 @@ impl BackendError {
 /// Logs what failed and answers a retryable refusal that reveals nothing of it.
 impl From<BackendError> for AppError {
     fn from(e: BackendError) -> Self {
-        tracing::warn!("unavailable: {e}");
+        // Every call fails while a store is down: said at most once a second.
+        static SAID: outage::Throttle = outage::Throttle::new();
+        if let Some(left_out) = SAID.allow() {
+            tracing::warn!(left_out, "unavailable: {e}");
+        }
         Self::new(ErrorCode::Unavailable)
     }
 }

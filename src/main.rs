@@ -23,11 +23,10 @@ async fn run() -> std::process::ExitCode {
     use clap::Parser;
     use seckill::{config::Config, server};
 
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,sqlx=warn".into()),
-        )
-        .init();
+    use tracing_subscriber::{layer::SubscriberExt, util::SubscriberInitExt, Layer};
+    let levels = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,sqlx=warn".into());
+    let logs = tracing_subscriber::fmt::layer().with_filter(levels).with_filter(seckill::server::ClientLogs);
+    tracing_subscriber::registry().with(logs).init();
     let mut config = Config::parse();
     if let Some(command) = config.command.take() {
         return match server::cli::run(config, command).await {

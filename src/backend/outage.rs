@@ -4,6 +4,7 @@
 
 use std::{
     fmt::Display,
+    sync::atomic::{AtomicI64, AtomicU64, Ordering},
     time::{Duration, Instant},
 };
 
@@ -40,6 +41,49 @@ impl Outage {
     }
 }
 
+/// The logs of a path every request may take while a store is down (a grab, any call
+/// answered `unavailable`): at most one a second, saying how many were left out.
+#[derive(Debug, Default)]
+pub struct Throttle {
+    /// When the next may be said (Unix ms).
+    next_ms: AtomicI64,
+    left_out: AtomicU64,
+}
+
+impl Throttle {
+    pub const fn new() -> Self {
+        Self { next_ms: AtomicI64::new(0), left_out: AtomicU64::new(0) }
+    }
+
+    /// `Some(how many were left out since the last)` when this one is to be said.
+    pub fn allow(&self) -> Option<u64> {
+        let now = chrono::Utc::now().timestamp_millis();
+        let next = self.next_ms.load(Ordering::Relaxed);
+        if now >= next && self.next_ms.compare_exchange(next, now + 1_000, Ordering::Relaxed, Ordering::Relaxed).is_ok()
+        {
+            return Some(self.left_out.swap(0, Ordering::Relaxed));
+        }
+        self.left_out.fetch_add(1, Ordering::Relaxed);
+        None
+    }
+}
+
+/// A log filter: the Redis client's own logs of nodes it cannot reach (a cluster node
+/// down: one a connection attempt, hundreds a second), let through at most once a
+/// second; every other event as it is.
+pub struct ClientLogs;
+
+impl<S> tracing_subscriber::layer::Filter<S> for ClientLogs {
+    fn enabled(&self, _meta: &tracing::Metadata<'_>, _cx: &tracing_subscriber::layer::Context<'_, S>) -> bool {
+        true
+    }
+
+    fn event_enabled(&self, event: &tracing::Event<'_>, _cx: &tracing_subscriber::layer::Context<'_, S>) -> bool {
+        static SAID: Throttle = Throttle::new();
+        !event.metadata().target().starts_with("redis::cluster") || SAID.allow().is_some()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -53,5 +97,14 @@ mod tests {
         assert!(outage.0.is_some());
         outage.ended(&"worker");
         assert!(outage.0.is_none());
+    }
+
+    #[test]
+    fn a_throttle_says_one_a_second_and_counts_the_rest() {
+        let throttle = Throttle::new();
+        assert_eq!(throttle.allow(), Some(0));
+        assert_eq!((throttle.allow(), throttle.allow()), (None, None));
+        throttle.next_ms.store(0, Ordering::Relaxed);
+        assert_eq!(throttle.allow(), Some(2), "the two left out");
     }
 }

@@ -7,7 +7,7 @@ use super::{
     GrabState, GrabTicket, IssuedToken,
 };
 use crate::{
-    backend::Backend,
+    backend::{outage::Throttle, Backend},
     bus::SaleEvent,
     error::{AppError, AppResult, ErrorCode},
     orders::{
@@ -22,6 +22,9 @@ use crate::{
 use metrics::{Counter, Histogram};
 use redis::AsyncCommands;
 use std::{sync::OnceLock, time::Duration};
+
+/// A grab's failures are said at most once a second (each grab fails while Redis is down).
+static SAID: Throttle = Throttle::new();
 
 /// Longest a grab waits on Redis before answering `unavailable`: a shopper must hear
 /// back, and a Redis that has not answered by then is down or overloaded. (A grab the
@@ -87,8 +90,16 @@ async fn at_the_gate(
     let decided = tokio::time::timeout(REDIS_DEADLINE, decide).await;
     let Ok(Ok((order_id, verdict))) = decided else {
         match decided {
-            Ok(Err(e)) => tracing::warn!(voucher_id, "grab: {e}"),
-            _ => tracing::warn!(voucher_id, "grab: Redis did not answer within {REDIS_DEADLINE:?}"),
+            Ok(Err(e)) => {
+                if let Some(left_out) = SAID.allow() {
+                    tracing::warn!(voucher_id, left_out, "grab: {e}");
+                }
+            }
+            _ => {
+                if let Some(left_out) = SAID.allow() {
+                    tracing::warn!(voucher_id, left_out, "grab: Redis did not answer within {REDIS_DEADLINE:?}");
+                }
+            }
         }
         return Err(ErrorCode::Unavailable);
     };

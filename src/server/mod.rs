@@ -16,6 +16,8 @@ pub mod page_cache;
 mod rate_limit;
 mod runtimes;
 pub mod site;
+/// The log filter the binary installs (see `backend::outage`).
+pub use crate::backend::outage::ClientLogs;
 mod starting;
 
 use crate::{

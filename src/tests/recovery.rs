@@ -1,6 +1,6 @@
 //! Crashes between reading and acknowledging delay orders, never lose or double them.
 
-use crate::support::{wait_until, Options, TestApp, SOON};
+use crate::support::{wait_until, Options, Shopper, TestApp, SOON};
 use redis::{
     streams::{StreamReadOptions, StreamReadReply},
     AsyncCommands,
@@ -388,15 +388,13 @@ async fn rebuilds_racing_commits_keep_redis_and_the_database_equal() {
     app.stop().await;
 }
 
-/// Redis (without persistence) loses a sale with a grab not yet persisted: once the
-/// voucher is rebuilt, that grab reads `failed` with reason `lost`, not a silent
-/// `unknown_order`, and its shopper may grab again. An id from the future stays unknown.
-#[tokio::test]
-async fn a_grab_lost_with_redis_reads_failed_lost() {
-    let app = TestApp::with(Options::default().with(|c| c.worker = false)).await;
+/// A sale of 5 with `name`'s grab not yet persisted (no worker runs on `app`), then
+/// Redis loses the sale, which is warmed back from the database: the sale, the
+/// shopper and the lost grab's order id.
+async fn a_grab_redis_lost(app: &TestApp, name: &str) -> (i64, Shopper, String) {
     let v = app.create_voucher(5, -5, 3600).await;
-    let ann = app.sign_in("lost-ann").await;
-    let (status, body) = app.grab(&ann, v).await;
+    let who = app.sign_in(name).await;
+    let (status, body) = app.grab(&who, v).await;
     assert_eq!(status, 200);
     let order_id = body["order_id"].as_str().unwrap().to_owned();
     let keys = app.keys(v);
@@ -406,7 +404,16 @@ async fn a_grab_lost_with_redis_reads_failed_lost() {
         .await
         .unwrap();
     app.admin("warm_up", serde_json::json!({ "voucher_id": v })).await;
+    (v, who, order_id)
+}
 
+/// Redis (without persistence) loses a sale with a grab not yet persisted: once the
+/// voucher is rebuilt, that grab reads `failed` with reason `lost`, not a silent
+/// `unknown_order`, and its shopper may grab again. An id from the future stays unknown.
+#[tokio::test]
+async fn a_grab_lost_with_redis_reads_failed_lost() {
+    let app = TestApp::with(Options::default().with(|c| c.worker = false)).await;
+    let (v, ann, order_id) = a_grab_redis_lost(&app, "lost-ann").await;
     let cookie = [("cookie", ann.cookie.as_str())];
     let ask = |id: String| app.call("grab_result", serde_json::json!({ "voucher_id": v, "order_id": id }), &cookie);
     let (status, body) = ask(order_id.clone()).await;
@@ -429,18 +436,7 @@ async fn a_lost_grab_stays_lost_when_a_worker_saves_it_late() {
     use seckill::testing::Fate;
 
     let app = TestApp::with(Options::default().with(|c| c.worker = false)).await;
-    let v = app.create_voucher(5, -5, 3600).await;
-    let ann = app.sign_in("late-ann").await;
-    let (status, body) = app.grab(&ann, v).await;
-    assert_eq!(status, 200);
-    let order_id = body["order_id"].as_str().unwrap().to_owned();
-    let keys = app.keys(v);
-    let mut redis = app.redis.clone();
-    let () = redis
-        .del(&[&keys.left, &keys.buyers, &keys.window, &keys.orders, &keys.results, &keys.dlq, &keys.refused])
-        .await
-        .unwrap();
-    app.admin("warm_up", serde_json::json!({ "voucher_id": v })).await;
+    let (v, ann, order_id) = a_grab_redis_lost(&app, "late-ann").await;
     let cookie = [("cookie", ann.cookie.as_str())];
     let ask = || app.call("grab_result", serde_json::json!({ "voucher_id": v, "order_id": order_id }), &cookie);
     let (_, body) = ask().await;

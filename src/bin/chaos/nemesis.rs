@@ -32,19 +32,13 @@ pub struct Planned {
 /// The schedule: a fault every 2 to 8 s from the third second to 5 s before the end,
 /// of the kinds `kind`'s topology has.
 pub fn plan(rng: &mut StdRng, kind: Kind, run_ms: u64, claim_idle_ms: u64, pay_timeout_ms: u64) -> Vec<Planned> {
-    let kinds: &[(FaultKind, u32)] = match kind {
+    let own: &[(FaultKind, u32)] = match kind {
         Kind::OneBox => &[
             (FaultKind::Kill, 5),
             (FaultKind::Pause, 4),
             (FaultKind::RedisRestart, 3),
             (FaultKind::DbStall, 5),
             (FaultKind::PubSubCut, 3),
-            (FaultKind::LinkCut, 2),
-            (FaultKind::AnswersLost, 2),
-            (FaultKind::LinkDelay, 2),
-            (FaultKind::LinkFlaky, 2),
-            (FaultKind::LinkTrickle, 1),
-            (FaultKind::RedisFull, 2),
         ],
         Kind::Full => &[
             (FaultKind::Kill, 4),
@@ -54,14 +48,18 @@ pub fn plan(rng: &mut StdRng, kind: Kind, run_ms: u64, claim_idle_ms: u64, pay_t
             (FaultKind::DbRestart, 2),
             (FaultKind::ClockOffset, 2),
             (FaultKind::PubSubCut, 2),
-            (FaultKind::LinkCut, 2),
-            (FaultKind::AnswersLost, 2),
-            (FaultKind::LinkDelay, 2),
-            (FaultKind::LinkFlaky, 2),
-            (FaultKind::LinkTrickle, 1),
-            (FaultKind::RedisFull, 2),
         ],
     };
+    // Every topology's network and memory faults.
+    let shared = [
+        (FaultKind::LinkCut, 2),
+        (FaultKind::AnswersLost, 2),
+        (FaultKind::LinkDelay, 2),
+        (FaultKind::LinkFlaky, 2),
+        (FaultKind::LinkTrickle, 1),
+        (FaultKind::RedisFull, 2),
+    ];
+    let kinds: Vec<(FaultKind, u32)> = own.iter().chain(&shared).copied().collect();
     let weights: u32 = kinds.iter().map(|(_, w)| w).sum();
     let mut faults = Vec::new();
     let mut at = 3_000;

@@ -30,8 +30,15 @@ pub struct Planned {
 }
 
 /// The schedule: a fault every 2 to 8 s from the third second to 5 s before the end,
-/// of the kinds `kind`'s topology has.
-pub fn plan(rng: &mut StdRng, kind: Kind, run_ms: u64, claim_idle_ms: u64, pay_timeout_ms: u64) -> Vec<Planned> {
+/// of the kinds `kind`'s topology has (the network and memory faults only when
+/// `network`).
+pub fn plan(
+    rng: &mut StdRng,
+    kind: Kind,
+    run_ms: u64,
+    (claim_idle_ms, pay_timeout_ms): (u64, u64),
+    network: bool,
+) -> Vec<Planned> {
     let own: &[(FaultKind, u32)] = match kind {
         Kind::OneBox => &[
             (FaultKind::Kill, 5),
@@ -59,7 +66,8 @@ pub fn plan(rng: &mut StdRng, kind: Kind, run_ms: u64, claim_idle_ms: u64, pay_t
         (FaultKind::LinkTrickle, 1),
         (FaultKind::RedisFull, 2),
     ];
-    let kinds: Vec<(FaultKind, u32)> = own.iter().chain(&shared).copied().collect();
+    let shared: &[(FaultKind, u32)] = if network { &shared } else { &[] };
+    let kinds: Vec<(FaultKind, u32)> = own.iter().chain(shared).copied().collect();
     let weights: u32 = kinds.iter().map(|(_, w)| w).sum();
     let mut faults = Vec::new();
     let mut at = 3_000;

@@ -33,6 +33,14 @@ impl Outage {
         }
     }
 
+    /// A step's result: a failure, or a success that ends a run of them.
+    pub fn note<T, E: Display>(&mut self, what: &dyn Display, result: &Result<T, E>) {
+        match result {
+            Ok(_) => self.ended(what),
+            Err(e) => self.failed(what, e),
+        }
+    }
+
     /// A success: ends the run, if one was under way, and says how long it lasted.
     pub fn ended(&mut self, what: &dyn Display) {
         if let Some((since, _)) = self.0.take() {

@@ -7,7 +7,7 @@
 
 use super::{figures, hub::Hub, SaleFigures, Snapshot, VoucherLive};
 use crate::{
-    backend::{Backend, BackendError},
+    backend::{outage::Outage, Backend, BackendError},
     report::sell_outs::SellOuts,
     sale::{admission::Admission, sold_out::SoldOutFlags},
     shutdown::{self, Shutdown},
@@ -42,23 +42,17 @@ pub fn spawn(
         // This process's admitted and shed grabs at the last sample, and when.
         let mut gate_before = (chrono::Utc::now().timestamp_millis(), admission.counts());
         let mut ticks = shutdown::interval(EVERY);
-        let mut failing = false;
+        let mut outage = Outage::default();
         while shutdown.tick(&mut ticks).await {
-            match sample(&backend, &flags, &mut prev, &mut sell_outs).await {
-                Ok(mut snapshot) => {
-                    failing = false;
-                    let now = (snapshot.at_ms, admission.counts());
-                    let secs = ((now.0 - gate_before.0) as f64 / 1000.0).max(0.001);
-                    snapshot.admitted_per_s = now.1 .0.saturating_sub(gate_before.1 .0) as f64 / secs;
-                    snapshot.shed_per_s = now.1 .1.saturating_sub(gate_before.1 .1) as f64 / secs;
-                    gate_before = now;
-                    hub.publish_snapshot(snapshot);
-                }
-                Err(e) if !failing => {
-                    failing = true;
-                    tracing::warn!("live sampler: {e}");
-                }
-                Err(_) => {}
+            let sampled = sample(&backend, &flags, &mut prev, &mut sell_outs).await;
+            outage.note(&"live sampler", &sampled);
+            if let Ok(mut snapshot) = sampled {
+                let now = (snapshot.at_ms, admission.counts());
+                let secs = ((now.0 - gate_before.0) as f64 / 1000.0).max(0.001);
+                snapshot.admitted_per_s = now.1 .0.saturating_sub(gate_before.1 .0) as f64 / secs;
+                snapshot.shed_per_s = now.1 .1.saturating_sub(gate_before.1 .1) as f64 / secs;
+                gate_before = now;
+                hub.publish_snapshot(snapshot);
             }
         }
     })

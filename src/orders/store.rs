@@ -266,14 +266,10 @@ async fn lock_voucher(tx: &mut Tx<'_>, voucher_id: i64) -> sqlx::Result<()> {
 /// Buries an order Redis lost, as its shopper is told it was lost, unless it was
 /// persisted: so a worker that read its entry before Redis lost it cannot save it
 /// after that answer (persisting finds it buried), and "lost" stays the answer. One
-/// such burial per shopper and sale at most: a shopper holds one grant of a sale, and
-/// ids a shopper makes up must not grow the table. True when the order is persisted.
+/// such burial per shopper and sale (a few at most, should several answers race): a
+/// shopper holds one grant of a sale, and ids a shopper makes up must not grow the
+/// table. True when the order is persisted.
 pub async fn bury_lost(db: &Db, m: &OrderMsg, reason: &str) -> sqlx::Result<bool> {
-    let persisted = |db| async move {
-        let found: Option<i64> =
-            sqlx::query_scalar("SELECT id FROM orders WHERE id = $1").bind(m.order_id).fetch_optional(db).await?;
-        Ok::<_, sqlx::Error>(found.is_some())
-    };
     // Asked again (the page polls): the burial made before needs no write.
     let buried: Option<i64> = sqlx::query_scalar(
         "SELECT order_id FROM dead_letters WHERE voucher_id = $1 AND user_id = $2 AND reason = $3 LIMIT 1",
@@ -283,32 +279,12 @@ pub async fn bury_lost(db: &Db, m: &OrderMsg, reason: &str) -> sqlx::Result<bool
     .bind(reason)
     .fetch_optional(db)
     .await?;
-    if buried.is_some() {
-        return persisted(db).await;
+    if buried.is_none() {
+        return Ok(bury(db, m, reason).await? == Fate::Persisted);
     }
-    let mut tx = db.begin().await?;
-    lock_voucher(&mut tx, m.voucher_id).await?;
-    sqlx::query(
-        "INSERT INTO dead_letters (order_id, voucher_id, user_id, reason, created_at) \
-         SELECT $1, $2, $3, $4, $5 WHERE NOT EXISTS (SELECT 1 FROM orders WHERE id = $6) \
-         AND NOT EXISTS (SELECT 1 FROM dead_letters WHERE voucher_id = $7 AND user_id = $8 AND reason = $9) \
-         ON CONFLICT (order_id) DO NOTHING",
-    )
-    .bind(m.order_id)
-    .bind(m.voucher_id)
-    .bind(m.user_id)
-    .bind(reason)
-    .bind(chrono::Utc::now().timestamp_millis())
-    .bind(m.order_id)
-    .bind(m.voucher_id)
-    .bind(m.user_id)
-    .bind(reason)
-    .execute(&mut *tx)
-    .await?;
-    let persisted: Option<i64> =
-        sqlx::query_scalar("SELECT id FROM orders WHERE id = $1").bind(m.order_id).fetch_optional(&mut *tx).await?;
-    tx.commit().await?;
-    Ok(persisted.is_some())
+    let found: Option<i64> =
+        sqlx::query_scalar("SELECT id FROM orders WHERE id = $1").bind(m.order_id).fetch_optional(db).await?;
+    Ok(found.is_some())
 }
 
 /// Buries an order (dead-letters it) unless it was persisted: one statement decides,

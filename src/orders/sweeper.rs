@@ -7,7 +7,7 @@
 
 use super::{give_back::give_back_durably, lifecycle, CancelReason};
 use crate::{
-    backend::{db_clock, Backend, BackendError},
+    backend::{db_clock, outage::Outage, Backend, BackendError},
     shutdown::{self, Shutdown},
 };
 use std::time::Duration;
@@ -25,10 +25,10 @@ pub fn spawn(backend: Backend, every: Duration, shutdown: Shutdown) -> tokio::ta
         // deadlines nobody sweeps rely on; at start-up the other processes sweep.
         let mut rounds = shutdown::interval(every);
         rounds.reset();
+        let mut outage = Outage::default();
         while shutdown.tick(&mut rounds).await {
-            if let Err(e) = sweep(&backend).await {
-                tracing::warn!("sweeper: {e}; trying again next round");
-            }
+            let swept = sweep(&backend).await;
+            outage.note(&"sweeper", &swept);
         }
     })
 }

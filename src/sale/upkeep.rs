@@ -9,7 +9,7 @@
 
 use super::{stock, warm};
 use crate::{
-    backend::{layout::DRAIN_GRACE_MS, Backend, BackendError},
+    backend::{layout::DRAIN_GRACE_MS, outage::Outage, Backend, BackendError},
     shutdown::{self, Shutdown},
     voucher::store as vouchers,
 };
@@ -18,10 +18,10 @@ use std::time::Duration;
 pub fn spawn(backend: Backend, every: Duration, shutdown: Shutdown) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut rounds = shutdown::interval(every);
+        let mut outage = Outage::default();
         while shutdown.tick(&mut rounds).await {
-            if let Err(e) = round(&backend).await {
-                tracing::warn!("sale upkeep: {e}; trying again next round");
-            }
+            let kept = round(&backend).await;
+            outage.note(&"sale upkeep", &kept);
         }
     })
 }

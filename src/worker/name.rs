@@ -79,9 +79,7 @@ impl NameLease {
             let what = format!("renewing the worker's name {}", self.name);
             while stop.tick(&mut renewals).await {
                 let renewed = self.renew(LEASE).await;
-                if renewed.is_ok() {
-                    outage.ended(&what);
-                }
+                outage.note(&what, &renewed);
                 match renewed {
                     Ok(true) => {}
                     Ok(false) => {
@@ -90,7 +88,7 @@ impl NameLease {
                         break;
                     }
                     // Redis away: the lease may lapse meanwhile; renewing takes it again.
-                    Err(e) => outage.failed(&what, &e),
+                    Err(_) => {}
                 }
             }
             stop_worker.fire();

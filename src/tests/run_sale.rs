@@ -366,6 +366,10 @@ async fn a_storm_beside_stock_changes_and_pauses_keeps_every_unit() {
     let storm_over = Arc::new(AtomicBool::new(false));
     // Windows [pause returned, resume sent] in ms.
     let paused_windows = Arc::new(std::sync::Mutex::new(Vec::<(i64, i64)>::new()));
+    // The second half of the storm waits for the first pause to be over, so a pause
+    // falls inside the storm however fast the grabs go (a busy machine made the
+    // operator's first pause come after the last grab once).
+    let (first_pause_over, after_first_pause) = tokio::sync::watch::channel(false);
 
     let operator = {
         let (api, added, withdrawn, over, windows) =
@@ -386,7 +390,7 @@ async fn a_storm_beside_stock_changes_and_pauses_keeps_every_unit() {
                     (409, "not_enough_stock") => {}
                     other => panic!("withdraw_stock: {other:?} {body}"),
                 }
-                if round % 2 == 0 {
+                if round % 2 == 1 {
                     let (status, body) = api.operator("pause_sale", json!({ "voucher_id": v })).await.unwrap();
                     assert_eq!(status, 200, "{body}");
                     let returned = ms();
@@ -395,6 +399,7 @@ async fn a_storm_beside_stock_changes_and_pauses_keeps_every_unit() {
                     let (status, body) = api.operator("resume_sale", json!({ "voucher_id": v })).await.unwrap();
                     assert_eq!(status, 200, "{body}");
                     windows.lock().unwrap().push((returned, sent));
+                    first_pause_over.send_replace(true);
                 }
             }
         }
@@ -402,11 +407,21 @@ async fn a_storm_beside_stock_changes_and_pauses_keeps_every_unit() {
     let storm = {
         let (apps, over) = ([&a, &b], storm_over.clone());
         async move {
+            let half = shoppers.len() / 2;
             let seen: Vec<Seen> = stream::iter(shoppers.iter().enumerate())
-                .map(|(i, who)| async move {
-                    let sent = ms();
-                    let (status, _) = apps[i % 2].grab(who, v).await;
-                    Seen { sent, answered: ms(), granted: status == 200 }
+                .map(|(i, who)| {
+                    let mut after_first_pause = after_first_pause.clone();
+                    async move {
+                        if i >= half {
+                            tokio::time::timeout(Duration::from_secs(30), after_first_pause.wait_for(|over| *over))
+                                .await
+                                .expect("the operator's first pause ends within 30 s")
+                                .unwrap();
+                        }
+                        let sent = ms();
+                        let (status, _) = apps[i % 2].grab(who, v).await;
+                        Seen { sent, answered: ms(), granted: status == 200 }
+                    }
                 })
                 .buffer_unordered(32)
                 .collect()

@@ -15,7 +15,7 @@ pub mod outage;
 mod redis_conn;
 mod script_call;
 pub use redis_conn::{RedisConn, RedisTarget};
-pub use script_call::ScriptCall;
+pub use script_call::{invoke_then_wait, ScriptCall};
 
 /// The SQL pool: SQLite or PostgreSQL, chosen by `DATABASE_URL`'s scheme at run time.
 /// Every statement is written once, in SQL both engines run (`$1` placeholders), but
@@ -105,6 +105,10 @@ pub enum BackendError {
     Redis(#[from] redis::RedisError),
     #[error("database: {0}")]
     Db(#[from] sqlx::Error),
+    /// Fewer replicas than required hold a write yet (Redis `WAIT` ran out): what
+    /// depends on it waits, since a failover now could lose the write.
+    #[error("redis: {have} of {want} replicas hold the writes")]
+    ReplicasBehind { have: u32, want: u32 },
 }
 
 impl BackendError {

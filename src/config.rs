@@ -76,9 +76,9 @@ pub struct Config {
     #[arg(long, env = "SECKILL_WAIT_REPLICAS", default_value_t = 0)]
     pub wait_replicas: u32,
 
-    /// Longest wait (ms) for those replicas (at most 4000); past it the batch is saved
-    /// anyway, the short wait is logged and counted (`seckill_replica_waits_short_total`),
-    /// and this process saves without waiting for the next 5 seconds.
+    /// Longest wait (ms) for those replicas (at most 4000); past it the batch is not
+    /// saved yet (its orders stay queued, read again after a pause of up to a second),
+    /// and the short wait is counted (`seckill_replica_waits_short_total`).
     #[arg(long, env = "SECKILL_WAIT_REPLICAS_MS", default_value_t = 100)]
     pub wait_replicas_ms: u64,
 

@@ -6,7 +6,7 @@
 //! (`src/bin/bench/history.md`). Here they go once into the command's one buffer.
 
 use super::RedisConn;
-use redis::{Cmd, ErrorKind, FromRedisValue, RedisResult, Script, ToRedisArgs};
+use redis::{Cmd, ErrorKind, FromRedisValue, RedisResult, Script, ToRedisArgs, Value};
 
 /// `EVALSHA <script> <keys>`, then the arguments as they are added.
 pub struct ScriptCall<'a> {
@@ -45,4 +45,39 @@ impl<'a> ScriptCall<'a> {
             answer => answer,
         }
     }
+}
+
+/// Runs `calls` (their keys all in one hash slot), then `WAIT replicas timeout_ms`,
+/// as one pipeline on one connection, and answers each call's answer and how many
+/// replicas hold their writes. A `WAIT` sent apart could, after a failover between
+/// the two, be answered by the new master on a fresh connection: at once, for writes
+/// that master never had. In one pipeline a failover fails both, and both are sent
+/// again to the new master.
+pub async fn invoke_then_wait<T: FromRedisValue>(
+    calls: &[ScriptCall<'_>],
+    redis: &mut RedisConn,
+    replicas: u32,
+    timeout_ms: u64,
+) -> RedisResult<(Vec<T>, u32)> {
+    let mut pipe = redis::pipe();
+    for call in calls {
+        pipe.add_command(call.cmd.clone());
+    }
+    pipe.cmd("WAIT").arg(replicas).arg(timeout_ms);
+    let mut answers: Vec<Value> = match pipe.query_async(redis).await {
+        Err(e) if e.kind() == ErrorKind::NoScriptError => {
+            let mut loaded: Vec<&str> = Vec::new();
+            for call in calls {
+                if !loaded.contains(&call.script.get_hash()) {
+                    call.script.load_async(redis).await?;
+                    loaded.push(call.script.get_hash());
+                }
+            }
+            pipe.query_async(redis).await?
+        }
+        answers => answers?,
+    };
+    let have = u32::from_owned_redis_value(answers.pop().unwrap_or(Value::Nil))?;
+    let answers = answers.into_iter().map(T::from_owned_redis_value).collect::<RedisResult<_>>()?;
+    Ok((answers, have))
 }

@@ -14,7 +14,7 @@
 
 use super::lifecycle::{self, Owed};
 use crate::{
-    backend::{Backend, BackendError},
+    backend::{invoke_then_wait, layout::SaleKeys, Backend, BackendError, Replicas, ScriptCall},
     bus::SaleEvent,
 };
 use std::collections::BTreeMap;
@@ -31,9 +31,10 @@ pub async fn give_back(backend: &Backend, owed: &Owed) -> Result<bool, BackendEr
 }
 
 /// Runs the give-backs, then strikes each voucher's debts once its master's replicas
-/// hold them (one `WAIT` per voucher, on `backend`'s connection, which must be one no
-/// grab waits behind). A voucher whose replicas fall short keeps its debts for the
-/// next round. Returns how many were given back now (not before).
+/// hold them: one pipeline per voucher, its give-backs and a `WAIT` on one connection
+/// (`backend`'s, which must be one no grab waits behind), so the `WAIT` counts those
+/// very writes on the master that made them. A voucher whose replicas fall short keeps
+/// its debts for the next round. Returns how many were given back now (not before).
 pub async fn give_back_durably(backend: &Backend, owed: &[Owed]) -> Result<usize, BackendError> {
     let mut by_voucher: BTreeMap<i64, Vec<&Owed>> = BTreeMap::new();
     for o in owed {
@@ -41,17 +42,14 @@ pub async fn give_back_durably(backend: &Backend, owed: &[Owed]) -> Result<usize
     }
     let mut acted = 0;
     for (voucher_id, owed) in by_voucher {
-        for o in &owed {
-            acted += usize::from(run_script(backend, o).await?);
-        }
-        let want = backend.replicas.want;
-        if want > 0 {
-            let stock = &backend.keys(voucher_id).left;
-            let have = backend.redis.clone().wait_for_replicas(stock, want, backend.replicas.wait_ms).await?;
-            if have < want {
-                tracing::warn!(voucher_id, have, want, "give-backs not on replicas yet: kept owed");
-                continue;
-            }
+        let keys = backend.keys(voucher_id);
+        let calls: Vec<ScriptCall> = owed.iter().map(|o| call(backend, &keys, o)).collect();
+        let Replicas { want, wait_ms } = backend.replicas;
+        let (acts, have): (Vec<i64>, u32) = invoke_then_wait(&calls, &mut backend.redis.clone(), want, wait_ms).await?;
+        acted += acts.iter().filter(|a| **a == 1).count();
+        if have < want {
+            tracing::warn!(voucher_id, have, want, "give-backs not on replicas yet: kept owed");
+            continue;
         }
         for o in owed {
             lifecycle::settled(&backend.db, o.order_id).await?;
@@ -62,19 +60,17 @@ pub async fn give_back_durably(backend: &Backend, owed: &[Owed]) -> Result<usize
 
 /// The script: true when it gave the unit back now.
 async fn run_script(backend: &Backend, owed: &Owed) -> Result<bool, BackendError> {
-    let keys = backend.keys(owed.voucher_id);
-    let acted: i64 = backend
-        .scripts
-        .give_back
-        .key(&keys.left)
-        .key(&keys.buyers)
-        .key(&keys.restocked)
-        .key(&keys.window)
-        .arg(owed.order_id)
+    let acted: i64 = call(backend, &backend.keys(owed.voucher_id), owed).invoke(&mut backend.redis.clone()).await?;
+    Ok(acted == 1)
+}
+
+/// The script's call for one order.
+fn call<'a>(backend: &'a Backend, keys: &SaleKeys, owed: &Owed) -> ScriptCall<'a> {
+    let keys = [keys.left.as_str(), &keys.buyers, &keys.restocked, &keys.window];
+    let mut call = ScriptCall::new(&backend.scripts.give_back, &keys, 4, 96 + backend.events_channel.len());
+    call.arg(owed.order_id)
         .arg(owed.user_id)
         .arg(&*backend.events_channel)
-        .arg(SaleEvent::Restocked { voucher_id: owed.voucher_id }.encode())
-        .invoke_async(&mut backend.redis.clone())
-        .await?;
-    Ok(acted == 1)
+        .arg(SaleEvent::Restocked { voucher_id: owed.voucher_id }.encode());
+    call
 }

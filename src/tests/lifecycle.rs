@@ -7,7 +7,7 @@ use futures::future::join_all;
 use redis::AsyncCommands;
 use seckill::{
     server::local_redis::LocalRedis,
-    testing::{compose, db_clock, give_back, lifecycle, store, CancelReason, Fate, OrderMsg, RedisConn},
+    testing::{compose, db_clock, give_back, lifecycle, store, CancelReason, Fate, OrderMsg, RedisConn, GROUP},
 };
 use serde_json::{json, Value};
 use std::{collections::HashMap, time::Duration};
@@ -364,6 +364,17 @@ async fn a_give_back_left_owed_by_a_dead_process_is_finished_once() {
 async fn a_give_back_a_failover_lost_is_made_again() {
     let dir = TempDir::new().unwrap();
     let master = LocalRedis::start(&dir.path().join("master")).await.unwrap();
+    let replica = LocalRedis::start(&dir.path().join("replica")).await.unwrap();
+    let mut to_replica = RedisConn::open(&replica.url).await.unwrap();
+    let follow = |master: Option<u16>| {
+        let mut cmd = redis::cmd("REPLICAOF");
+        match master {
+            Some(port) => cmd.arg("127.0.0.1").arg(port),
+            None => cmd.arg("NO").arg("ONE"),
+        };
+        cmd
+    };
+    let () = follow(Some(master.port)).query_async(&mut to_replica).await.unwrap();
     let app = TestApp::with(Options::default().with(|c| {
         c.redis_url = Some(master.url.clone());
         c.wait_replicas = 1;
@@ -374,7 +385,14 @@ async fn a_give_back_a_failover_lost_is_made_again() {
     let v = app.create_voucher(3, -5, 3600).await;
     let ann = app.sign_in("failover-ann").await;
     let id = grab_all(&app, std::slice::from_ref(&ann), v).await.remove(0);
-    app.wait_for_stats("persisted", v, |s| s["persisted"] == 1).await;
+    app.wait_for_stats("persisted once a replica holds the grant", v, |s| s["persisted"] == 1).await;
+    // The replica goes: nothing written from now on is on a replica.
+    let () = follow(None).query_async(&mut to_replica).await.unwrap();
+    wait_until("the master has no replica", SETTLED, || async {
+        let info: String = redis::cmd("INFO").arg("replication").query_async(&mut app.redis.clone()).await.unwrap();
+        info.contains("connected_slaves:0")
+    })
+    .await;
     let (status, body) = order_call(&app, &ann, "cancel_order", &id).await;
     assert_eq!((status, body["status"].as_str()), (200, Some("cancelled")), "{body}");
     let (keys, mut redis) = (app.keys(v), app.redis.clone());
@@ -404,10 +422,56 @@ async fn a_give_back_a_failover_lost_is_made_again() {
     let (status, body) = app.grab(&ann, v).await;
     assert_eq!(status, 200, "the shopper may grab again: {body}");
     assert_eq!(owed().await, 1, "still owed until a replica holds it");
+    let () = follow(Some(master.port)).query_async(&mut to_replica).await.unwrap();
+    wait_until("the debt is struck once a replica holds the give-back", SETTLED, || async { owed().await == 0 }).await;
+    app.stop().await;
+    replica.stop().await;
+    master.stop().await;
+}
+
+/// With replicas required, a grant no replica holds is not saved: a failover now
+/// would hand over to a master without it, which would sell its unit again and let
+/// its shopper grab again while the database holds the order. Before, a worker whose
+/// `WAIT` ran out saved the batch anyway (and every batch for the next 5 s): a
+/// 30-minute chaos run with network faults found Redis's books off the database's
+/// that way. The order waits, queued, and is saved once a replica holds it.
+#[tokio::test]
+async fn a_grant_no_replica_holds_is_saved_only_once_one_does() {
+    let dir = TempDir::new().unwrap();
+    let master = LocalRedis::start(&dir.path().join("master")).await.unwrap();
+    let app = TestApp::with(Options::default().with(|c| {
+        c.redis_url = Some(master.url.clone());
+        c.wait_replicas = 1;
+        c.wait_replicas_ms = 20;
+    }))
+    .await;
+    let v = app.create_voucher(3, -5, 3600).await;
+    let ann = app.sign_in("unreplicated-ann").await;
+    let id = grab_all(&app, std::slice::from_ref(&ann), v).await.remove(0);
+    // The worker has read the grant more than once: each time, its WAIT ran out.
+    let keys = app.keys(v);
+    wait_until("the worker read the grant twice", SETTLED, || async {
+        let pending: redis::streams::StreamPendingCountReply = redis::cmd("XPENDING")
+            .arg(&keys.orders)
+            .arg(GROUP)
+            .arg("-")
+            .arg("+")
+            .arg(10)
+            .query_async(&mut app.redis.clone())
+            .await
+            .unwrap();
+        pending.ids.iter().any(|p| p.times_delivered >= 2)
+    })
+    .await;
+    let stats = app.stats(v).await;
+    assert_eq!(stats["persisted"], 0, "saved while no replica held it: {stats}");
+    let ask = json!({ "voucher_id": v, "order_id": id });
+    let (status, body) = app.call("grab_result", ask, &[("cookie", &ann.cookie)]).await;
+    assert_eq!((status.as_u16(), body["status"].as_str()), (200, Some("queued")), "{body}");
     let replica = LocalRedis::start(&dir.path().join("replica")).await.unwrap();
     let mut to_replica = RedisConn::open(&replica.url).await.unwrap();
     let () = redis::cmd("REPLICAOF").arg("127.0.0.1").arg(master.port).query_async(&mut to_replica).await.unwrap();
-    wait_until("the debt is struck once a replica holds the give-back", SETTLED, || async { owed().await == 0 }).await;
+    app.wait_for_stats("saved once a replica holds it", v, |s| s["persisted"] == 1 && s["pending"] == 0).await;
     app.stop().await;
     replica.stop().await;
     master.stop().await;

@@ -37,11 +37,7 @@ use crate::{
     voucher::store as vouchers,
 };
 use reader::Reader;
-use std::{
-    collections::HashMap,
-    sync::{atomic::AtomicI64, Arc},
-    time::Duration,
-};
+use std::{collections::HashMap, sync::Arc, time::Duration};
 
 /// How often the list of live vouchers is re-read (new vouchers join within this).
 const REFRESH_EVERY: Duration = Duration::from_millis(500);
@@ -88,7 +84,6 @@ async fn supervise(
     tracing::info!(consumer = %settings.consumer, "worker started");
     bus::publish(&backend, &SaleEvent::WorkerJoined { worker: settings.consumer.clone() }).await;
     let mut readers: HashMap<i64, tokio::task::JoinHandle<()>> = HashMap::new();
-    let replicas_short_until = Arc::new(AtomicI64::new(0));
     let stopped = shutdown.wait();
     tokio::pin!(stopped);
     while !shutdown.is_shutdown() {
@@ -101,8 +96,7 @@ async fn supervise(
                 for v in new {
                     let id = v.id;
                     let (backend, redis, wakeups) = (backend.clone(), redis.clone(), wakeups.clone());
-                    let reader =
-                        Reader::new(backend, redis, wakeups, replicas_short_until.clone(), settings.clone(), v);
+                    let reader = Reader::new(backend, redis, wakeups, settings.clone(), v);
                     readers.insert(id, tokio::spawn(reader.run(shutdown.clone())));
                 }
             }

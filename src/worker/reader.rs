@@ -20,10 +20,7 @@ use redis::{
     AsyncCommands, Value,
 };
 use std::{
-    sync::{
-        atomic::{AtomicI64, Ordering},
-        Arc,
-    },
+    sync::{atomic::Ordering, Arc},
     time::Duration,
 };
 use tokio::sync::Notify;
@@ -35,8 +32,6 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
 /// First pause after a read found nothing new; it doubles up to the poll setting.
 const FIRST_IDLE: Duration = Duration::from_millis(5);
-/// How long readers save without waiting for replicas after a wait ran out.
-const SHORT_REPLICAS_PAUSE: Duration = Duration::from_secs(5);
 /// How many batches' worth a read takes while this process's gate is quiet. During a
 /// storm, small batches leave the CPU to the grabs (the backlog waits in Redis, where
 /// it is safe); once the grabs stop, large ones drain the backlog sooner (one
@@ -64,9 +59,6 @@ pub(super) struct Reader {
     wakeups: Arc<Wakeups>,
     /// Rung by this process's gate when it grants an order here.
     bell: Arc<Notify>,
-    /// Until when (Unix ms) this process's readers save without waiting for replicas,
-    /// after a wait ran out: shared by the worker's readers.
-    replicas_short_until: Arc<AtomicI64>,
     settings: WorkerSettings,
     /// The voucher as last read from the database (re-read before every rebuild).
     voucher: VoucherRow,
@@ -90,7 +82,6 @@ impl Reader {
         backend: Backend,
         redis: RedisConn,
         wakeups: Arc<Wakeups>,
-        replicas_short_until: Arc<AtomicI64>,
         settings: WorkerSettings,
         voucher: VoucherRow,
     ) -> Self {
@@ -104,7 +95,6 @@ impl Reader {
             backend,
             wakeups,
             bell,
-            replicas_short_until,
             settings,
             voucher,
             keys,
@@ -197,6 +187,9 @@ impl Reader {
             return Ok(true);
         }
         let claimed = self.recovery.claim_if_due(&mut self.redis).await?;
+        if !claimed.fresh.is_empty() || !claimed.worn.is_empty() {
+            self.wait_for_replicas().await?;
+        }
         self.saver.handle(claimed.fresh).await?;
         for e in claimed.worn {
             self.saver.last_try(e).await?;
@@ -280,24 +273,28 @@ impl Reader {
         Ok(entries)
     }
 
-    /// With replicas configured, waits until they hold the entries just read, so that
-    /// what the database saves survives a failover (asynchronous replication could
-    /// otherwise lose a grant whose order is saved, and the unit would sell twice).
-    /// A replica slower than the wait delays nothing: the batch is saved anyway. A
-    /// `WAIT` holds up the worker's connection to that node, so after one runs out
-    /// (a replica down, or a new master without one yet) the readers save without
-    /// waiting for [`SHORT_REPLICAS_PAUSE`] before trying again.
+    /// With replicas configured, waits until they hold the entries just read (or
+    /// claimed), so that what the database saves survives a failover: asynchronous
+    /// replication could otherwise lose a grant whose order is saved, and Redis would
+    /// sell its unit again and free its shopper's slot. Entries the replicas do not
+    /// hold in time are not saved: the step fails, and they are read again from this
+    /// consumer's pending list after the pause (their shoppers see `queued` until a
+    /// replica holds them; a 30-minute chaos run with network faults found that saving
+    /// them anyway broke the books).
+    ///
+    /// Safe although the `WAIT` is a command of its own: if the master failed over
+    /// between the read and the `WAIT`, the `WAIT` is answered by the new master, and so
+    /// is the settling after the save, which gives a grant the new master lost its unit
+    /// and slot back (`settle.lua`).
     async fn wait_for_replicas(&mut self) -> Result<(), BackendError> {
         let Replicas { want, wait_ms } = self.backend.replicas;
-        if want == 0 || chrono::Utc::now().timestamp_millis() < self.replicas_short_until.load(Ordering::Relaxed) {
+        if want == 0 {
             return Ok(());
         }
         let have = self.redis.wait_for_replicas(&self.keys.orders, want, wait_ms).await?;
         if have < want {
             metrics::counter!("seckill_replica_waits_short_total").increment(1);
-            let pause = SHORT_REPLICAS_PAUSE.as_millis() as i64;
-            self.replicas_short_until.store(chrono::Utc::now().timestamp_millis() + pause, Ordering::Relaxed);
-            tracing::warn!(stream = %self.keys.orders, have, want, "replicas lag: saving without waiting for {pause} ms");
+            return Err(BackendError::ReplicasBehind { have, want });
         }
         Ok(())
     }

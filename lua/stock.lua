@@ -7,20 +7,27 @@
 -- unsold; the same answer however often it is asked. Returns false when Redis does not
 -- hold the voucher: it is rebuilt from the database first (sale::warm).
 local done = redis.call('HGET', KEYS[2], ARGV[1])
-if done then return tonumber(done) end
-local stock = redis.call('GET', KEYS[1])
-if not stock then return false end
-local units, made = tonumber(ARGV[2]), 0
-if units > 0 then
-  redis.call('INCRBY', KEYS[1], units)
-  -- Every process clears its sold-out flag and shop pages show the stock back.
-  redis.call('PUBLISH', ARGV[3], ARGV[4])
-  made = units
-elseif tonumber(stock) >= -units then
-  redis.call('DECRBY', KEYS[1], -units)
-  made = units
+local made = 0
+if done then
+  made = tonumber(done)
+else
+  local stock = redis.call('GET', KEYS[1])
+  if not stock then return false end
+  local units = tonumber(ARGV[2])
+  if units > 0 then
+    redis.call('INCRBY', KEYS[1], units)
+    -- Every process clears its sold-out flag and shop pages show the stock back.
+    redis.call('PUBLISH', ARGV[3], ARGV[4])
+    made = units
+  elseif tonumber(stock) >= -units then
+    redis.call('DECRBY', KEYS[1], -units)
+    made = units
+  end
+  redis.call('HSET', KEYS[2], ARGV[1], made)
 end
-redis.call('HSET', KEYS[2], ARGV[1], made)
+-- A write every time, even when the change was made before: the `WAIT` that follows
+-- in the same pipeline then covers that earlier change as well (a master replicates
+-- its writes in one ordered stream), whoever made it.
 local expires = redis.call('HGET', KEYS[3], 'expires')
-if expires and redis.call('PTTL', KEYS[2]) == -1 then redis.call('PEXPIREAT', KEYS[2], expires) end
+if expires then redis.call('PEXPIREAT', KEYS[2], expires) end
 return made

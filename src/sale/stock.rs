@@ -4,10 +4,16 @@
 //! `owe_withdrawal`), and Redis makes each change once (its id is kept in the sale's
 //! `changes` hash), so a change whose caller died half-way is finished by the sweeper
 //! ([`finish_owed`]) without being made twice.
+//!
+//! With replicas required (`SECKILL_WAIT_REPLICAS`), the database records a change only
+//! once replicas hold Redis's step: a master that made it and died before replicating
+//! it would hand over to one that never made it, while the database counted it (a
+//! chaos run isolating a master lost an addition and a withdrawal so). Until then the
+//! change stays owed, and the upkeep makes it again wherever the sale is now.
 
 use super::warm;
 use crate::{
-    backend::{Backend, BackendError},
+    backend::{invoke_then_wait, Backend, BackendError, Replicas, ScriptCall},
     bus::SaleEvent,
     voucher::store::{self as vouchers, StockChange},
 };
@@ -49,15 +55,23 @@ pub struct Made {
     pub redis: i64,
 }
 
-/// Runs `lua/stock.lua`: the units the change made, or `None` when Redis does not hold
-/// the voucher.
-async fn apply(backend: &Backend, change: &StockChange) -> redis::RedisResult<Option<i64>> {
+/// Runs `lua/stock.lua` and, in the same pipeline, waits for the replicas required to
+/// hold it: the units the change made, or `None` when Redis does not hold the voucher.
+/// Fails when the replicas fall short (the change stays owed). The wait holds up the
+/// connection's other commands only while replicas lag, and stock changes are rare.
+async fn apply(backend: &Backend, change: &StockChange) -> Result<Option<i64>, BackendError> {
     let keys = backend.keys(change.voucher_id);
     let restocked = SaleEvent::Restocked { voucher_id: change.voucher_id }.encode();
-    let mut call = backend.scripts.stock.key(&keys.left);
-    call.key(&keys.changes).key(&keys.window);
+    let keys = [keys.left.as_str(), &keys.changes, &keys.window];
+    let mut call = ScriptCall::new(&backend.scripts.stock, &keys, 4, 64 + backend.events_channel.len());
     call.arg(change.id).arg(change.units).arg(&*backend.events_channel).arg(restocked);
-    call.invoke_async(&mut backend.redis.clone()).await
+    let Replicas { want, wait_ms } = backend.replicas;
+    let (mut made, have): (Vec<Option<i64>>, u32) =
+        invoke_then_wait(&[call], &mut backend.redis.clone(), want, wait_ms).await?;
+    if have < want {
+        return Err(BackendError::ReplicasBehind { have, want });
+    }
+    Ok(made.pop().flatten())
 }
 
 /// Finishes the changes whose callers died between the database and Redis (an

@@ -542,3 +542,42 @@ async fn guessing_at_other_shoppers_orders_takes_no_write_lock() {
     assert_eq!((status, paid["status"].as_str()), (200, Some("paid")), "her own order is hers to pay");
     app.stop().await;
 }
+
+/// With replicas required, an operator's stock change is recorded by the database only
+/// once a replica holds Redis's step: a master that made it and died before
+/// replicating it would hand over to one that never made it, while the database
+/// counted it. Before, the database recorded it at once; a chaos run isolating a
+/// master found Redis's stock off the database's so. The operator is told the change
+/// is saved; it stays owed, and is made and recorded once a replica holds it.
+#[tokio::test]
+async fn a_stock_change_is_recorded_only_once_a_replica_holds_it() {
+    let dir = TempDir::new().unwrap();
+    let master = LocalRedis::start(&dir.path().join("master")).await.unwrap();
+    let app = TestApp::with(Options::default().with(|c| {
+        c.redis_url = Some(master.url.clone());
+        c.wait_replicas = 1;
+        c.wait_replicas_ms = 20;
+        c.sweep_ms = 100;
+    }))
+    .await;
+    let v = app.create_voucher(3, -5, 3600).await;
+    let (status, body) = app.operator("add_stock", json!({ "voucher_id": v, "units": 7 })).await;
+    assert_eq!((status.as_u16(), code(&body)), (503, "unavailable"), "saved, not yet applied: {body}");
+    let applied = || async {
+        sqlx::query_scalar::<_, Option<i64>>("SELECT applied FROM stock_changes WHERE voucher_id = $1")
+            .bind(v)
+            .fetch_one(&app.db)
+            .await
+            .unwrap()
+    };
+    assert_eq!(applied().await, None, "recorded while no replica held it");
+    let replica = LocalRedis::start(&dir.path().join("replica")).await.unwrap();
+    let mut to_replica = RedisConn::open(&replica.url).await.unwrap();
+    let () = redis::cmd("REPLICAOF").arg("127.0.0.1").arg(master.port).query_async(&mut to_replica).await.unwrap();
+    wait_until("the upkeep records it once a replica holds it", SETTLED, || async { applied().await == Some(7) }).await;
+    let stats = app.stats(v).await;
+    assert_eq!((stats["total_stock"].as_i64(), stats["redis_stock"].as_i64()), (Some(10), Some(10)), "{stats}");
+    app.stop().await;
+    replica.stop().await;
+    master.stop().await;
+}

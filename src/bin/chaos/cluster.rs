@@ -2,8 +2,16 @@
 //! on loopback, each node a `redis-server` this run started (so a master can be
 //! killed, and started again to rejoin as a replica). No persistence: the replicas
 //! are what keeps a grant through a master's death (`SECKILL_WAIT_REPLICAS=1`).
+//!
+//! Every node is reached through proxies (`proxy.rs`): it announces a proxy's port as
+//! its own, for clients and replication, and another's for the cluster bus, and it
+//! makes its own connections from an address of its own (`bind-source-addr`). So the
+//! nemesis can cut a master off from its replica, or from every other node while the
+//! apps still reach it: the partitions Redis Cluster loses writes in. The chaos tool's
+//! own checks use the nodes' ports themselves.
 
-use std::{path::PathBuf, process::Stdio, time::Duration};
+use crate::proxy::{node_source, Proxy};
+use std::{path::PathBuf, process::Stdio, sync::Arc, time::Duration};
 use tokio::{
     process::{Child, Command},
     sync::Mutex,
@@ -13,13 +21,22 @@ pub struct Cluster {
     dir: PathBuf,
     pub ports: Vec<u16>,
     nodes: Vec<Mutex<Option<Child>>>,
+    /// Each node's client port, as the cluster announces it.
+    clients: Vec<Arc<Proxy>>,
+    /// Each node's cluster bus port, as the cluster announces it.
+    buses: Vec<Arc<Proxy>>,
 }
 
 impl Cluster {
     /// Starts six nodes and makes them a cluster (`redis-cli --cluster create`).
     pub async fn start(dir: PathBuf) -> Result<Self, String> {
         let ports = cluster_ports()?;
-        let me = Self { dir, nodes: ports.iter().map(|_| Mutex::new(None)).collect(), ports };
+        let (mut clients, mut buses) = (Vec::new(), Vec::new());
+        for &port in &ports {
+            clients.push(Proxy::start(([127, 0, 0, 1], port).into()).await?);
+            buses.push(Proxy::start(([127, 0, 0, 1], port + 10_000).into()).await?);
+        }
+        let me = Self { dir, nodes: ports.iter().map(|_| Mutex::new(None)).collect(), ports, clients, buses };
         for i in 0..me.ports.len() {
             me.start_node(i).await?;
         }
@@ -41,9 +58,9 @@ impl Cluster {
         Ok(me)
     }
 
-    /// `REDIS_URL` for the app: every node.
+    /// `REDIS_URL` for the app: every node, through its proxy.
     pub fn url(&self) -> String {
-        self.ports.iter().map(|p| format!("redis://127.0.0.1:{p}/")).collect::<Vec<_>>().join(",")
+        self.clients.iter().map(|p| format!("redis://127.0.0.1:{}/", p.port)).collect::<Vec<_>>().join(",")
     }
 
     /// Starts node `i` (again: its `nodes.conf` makes it rejoin the cluster).
@@ -55,6 +72,9 @@ impl Cluster {
         let child = Command::new("redis-server")
             .args(["--bind", "127.0.0.1", "--port", &port.to_string(), "--save", "", "--appendonly", "no"])
             .args(["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000"])
+            .args(["--bind-source-addr", &node_source(i).to_string(), "--cluster-announce-ip", "127.0.0.1"])
+            .args(["--cluster-announce-port", &self.clients[i].port.to_string()])
+            .args(["--cluster-announce-bus-port", &self.buses[i].port.to_string()])
             .arg("--dir")
             .arg(&dir)
             .stdout(log)
@@ -69,6 +89,29 @@ impl Cluster {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         Err(format!("Redis node {port} did not answer"))
+    }
+
+    /// The replica of master `m`, by index: the node whose master is `m`'s announced
+    /// port.
+    pub async fn replica_of(&self, m: usize) -> Option<usize> {
+        for (i, &port) in self.ports.iter().enumerate().filter(|(i, _)| *i != m) {
+            let role: Option<Vec<redis::Value>> = query(port, &mut redis::cmd("ROLE")).await;
+            if let Some([redis::Value::BulkString(r), _, redis::Value::Int(master), ..]) = role.as_deref() {
+                if r == b"slave" && *master == i64::from(self.clients[m].port) {
+                    return Some(i);
+                }
+            }
+        }
+        None
+    }
+
+    /// Cuts (or heals) every link between nodes `a` and `b`, both ways: client and
+    /// replication links, and the cluster bus.
+    pub fn cut_between(&self, a: usize, b: usize, cut: bool) {
+        for (to, from) in [(a, b), (b, a)] {
+            self.clients[to].cut_from(node_source(from), cut);
+            self.buses[to].cut_from(node_source(from), cut);
+        }
     }
 
     /// Kills node `i` (SIGKILL).
@@ -128,6 +171,7 @@ impl Cluster {
     }
 
     pub async fn stop(&self) {
+        self.clients.iter().chain(&self.buses).for_each(|p| p.stop());
         for node in &self.nodes {
             if let Some(mut child) = node.lock().await.take() {
                 let _ = child.kill().await;

@@ -89,10 +89,17 @@ pub enum FaultKind {
     /// Every Redis node's memory full (`maxmemory` at what it holds, `noeviction`):
     /// every write refused.
     RedisFull,
+    /// A Redis Cluster master cut off from its replica (replication and bus), while
+    /// the apps and the other masters reach both.
+    ReplicaCut,
+    /// A Redis Cluster master cut off from every other node while the apps still
+    /// reach it: the others fail it over, and what it took meanwhile is lost when it
+    /// rejoins.
+    MasterIsolated,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 14] = [
+    pub const ALL: [FaultKind; 16] = [
         FaultKind::Kill,
         FaultKind::Pause,
         FaultKind::RedisRestart,
@@ -107,6 +114,8 @@ impl FaultKind {
         FaultKind::LinkFlaky,
         FaultKind::LinkTrickle,
         FaultKind::RedisFull,
+        FaultKind::ReplicaCut,
+        FaultKind::MasterIsolated,
     ];
 
     pub fn name(self) -> &'static str {
@@ -125,6 +134,8 @@ impl FaultKind {
             Self::LinkFlaky => "connections reset",
             Self::LinkTrickle => "link trickle",
             Self::RedisFull => "Redis memory full",
+            Self::ReplicaCut => "replica cut off",
+            Self::MasterIsolated => "master isolated",
         }
     }
 
@@ -145,6 +156,8 @@ impl FaultKind {
             Self::LinkFlaky => "#7f7f7f",
             Self::LinkTrickle => "#dbdb8d",
             Self::RedisFull => "#c5b0d5",
+            Self::ReplicaCut => "#f7b6d2",
+            Self::MasterIsolated => "#843c39",
         }
     }
 }

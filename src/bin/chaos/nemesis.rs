@@ -67,7 +67,10 @@ pub fn plan(
         (FaultKind::RedisFull, 2),
     ];
     let shared: &[(FaultKind, u32)] = if network { &shared } else { &[] };
-    let kinds: Vec<(FaultKind, u32)> = own.iter().chain(shared).copied().collect();
+    // Partitions inside the cluster.
+    let partitions: &[(FaultKind, u32)] =
+        if network && kind == Kind::Full { &[(FaultKind::ReplicaCut, 2), (FaultKind::MasterIsolated, 2)] } else { &[] };
+    let kinds: Vec<(FaultKind, u32)> = own.iter().chain(shared).chain(partitions).copied().collect();
     let weights: u32 = kinds.iter().map(|(_, w)| w).sum();
     let mut faults = Vec::new();
     let mut at = 3_000;
@@ -102,6 +105,9 @@ pub fn plan(
             FaultKind::LinkFlaky => rng.random_range(2_000..5_000),
             FaultKind::LinkTrickle => rng.random_range(3_000..8_000),
             FaultKind::RedisFull => rng.random_range(2_000..8_000),
+            FaultKind::ReplicaCut => rng.random_range(2_000..10_000),
+            // Past the node timeout (2 s), mostly: the others fail it over.
+            FaultKind::MasterIsolated => rng.random_range(1_500..8_000),
         };
         // An app or a master (modulo how many there are); for a clock offset, six
         // offsets times three apps.
@@ -211,6 +217,22 @@ async fn inject(topology: &Topology, history: &History, locks: &Locks, p: Planne
             let Ok(_redis) = locks.redis.try_lock() else { return };
             topology.cut_pubsub().await;
             "redis".to_owned()
+        }
+        FaultKind::ReplicaCut | FaultKind::MasterIsolated => {
+            let Ok(_redis) = locks.redis.try_lock() else { return };
+            let cut = if p.kind == FaultKind::ReplicaCut {
+                topology.cut_replica(p.app, hold).await
+            } else {
+                topology.isolate_master(p.app, hold).await
+            };
+            match cut {
+                Ok(Some(node)) => node,
+                Ok(None) => return,
+                Err(e) => {
+                    history.broken(format!("a Redis partition: {e}"));
+                    return;
+                }
+            }
         }
         FaultKind::RedisFull => {
             let Ok(_redis) = locks.redis.try_lock() else { return };

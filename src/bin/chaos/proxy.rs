@@ -1,8 +1,12 @@
-//! A TCP proxy on loopback between one app process and one store, which the nemesis
-//! turns into a bad network: a link cut both ways, or one way (requests pass, answers
-//! are lost), every packet delayed, a share of connections reset, a trickle. What a
-//! real network does to TCP is what this does: bytes are held, never corrupted, and a
-//! link that heals delivers what it held (TCP would have sent it again), in order.
+//! A TCP proxy on loopback in front of one store (or one Redis node's client or bus
+//! port), which the nemesis turns into a bad network: the apps' link cut both ways, or
+//! one way (requests pass, answers are lost), every packet delayed, a share of
+//! connections reset, a trickle; or the links from chosen Redis nodes cut (a
+//! partition inside the cluster). It tells who is calling by the source address:
+//! the apps call from 127.0.0.1, each cluster node from an address of its own
+//! ([`node_source`]). What a real network does to TCP is what this does: bytes are
+//! held, never corrupted, and a link that heals delivers what it held (TCP would
+//! have sent it again), in order.
 //!
 //! Each connection is two pumps, one a direction; a pump reads what its side sent,
 //! stamps it with when it may arrive, and its writer delivers it then, unless the link
@@ -11,7 +15,7 @@
 
 use rand::Rng;
 use std::{
-    net::SocketAddr,
+    net::{IpAddr, Ipv4Addr, SocketAddr},
     sync::{Arc, Mutex},
     time::Duration,
 };
@@ -30,9 +34,19 @@ use tokio::{
 const QUEUED: usize = 256;
 const CHUNK: usize = 16 * 1024;
 
+/// Where the app processes (and anything but a cluster node) call from.
+const APPS: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
+
+/// The source address cluster node `i` makes its connections from (its
+/// `bind-source-addr`): every 127.x address is this machine's own.
+pub fn node_source(i: usize) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::new(127, 0, 0, 10 + i as u8))
+}
+
 /// What the link does now.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub enum Mode {
+    #[default]
     Open,
     /// Nothing passes either way: held until the link heals. A new connection is
     /// accepted but gets no further.
@@ -40,18 +54,11 @@ pub enum Mode {
     /// Requests pass; answers are held until the link heals.
     AnswersLost,
     /// Every chunk arrives `ms` later, give or take `jitter` ms (in order).
-    Delay {
-        ms: u64,
-        jitter: u64,
-    },
+    Delay { ms: u64, jitter: u64 },
     /// Each direction carries at most this many bytes a second.
-    Trickle {
-        bytes_per_s: u64,
-    },
+    Trickle { bytes_per_s: u64 },
     /// A share of connections (open when it starts, or made while it lasts) reset.
-    Flaky {
-        share: f64,
-    },
+    Flaky { share: f64 },
 }
 
 /// The two directions: from the app (requests) and from the store (answers).
@@ -59,6 +66,27 @@ pub enum Mode {
 enum Direction {
     Requests,
     Answers,
+}
+
+/// What the proxy does to each caller: the apps' mode, and the callers cut off.
+#[derive(Clone, Debug, Default)]
+struct Links {
+    apps: Mode,
+    cut: Vec<IpAddr>,
+}
+
+impl Links {
+    /// What a connection from `peer` gets: cut if its caller is, the apps' mode if an
+    /// app calls, open otherwise.
+    fn mode_for(&self, peer: IpAddr) -> Mode {
+        if self.cut.contains(&peer) {
+            Mode::Cut
+        } else if peer == APPS {
+            self.apps
+        } else {
+            Mode::Open
+        }
+    }
 }
 
 impl Mode {
@@ -72,17 +100,18 @@ impl Mode {
     }
 }
 
-/// One proxy: its port, its mode, and the connections it carries.
+/// One proxy: its port, what it does to each caller, and the connections it carries.
 pub struct Proxy {
     pub port: u16,
-    mode: watch::Sender<Mode>,
+    links: watch::Sender<Links>,
     connections: Mutex<Vec<Connection>>,
     accept: Mutex<Option<JoinHandle<()>>>,
 }
 
-/// A carried connection: its tasks (aborting them resets the app's socket, which
-/// lingers for nothing).
+/// A carried connection: who called, and its tasks (aborting them resets the
+/// caller's socket, which lingers for nothing).
 struct Connection {
+    peer: IpAddr,
     pumps: Vec<JoinHandle<()>>,
 }
 
@@ -93,16 +122,16 @@ impl Proxy {
         let port = listener.local_addr().map_err(|e| e.to_string())?.port();
         let proxy = Arc::new(Self {
             port,
-            mode: watch::channel(Mode::Open).0,
+            links: watch::channel(Links::default()).0,
             connections: Mutex::default(),
             accept: Mutex::default(),
         });
         let accepting = tokio::spawn({
             let proxy = Arc::downgrade(&proxy);
             async move {
-                while let Ok((app, _)) = listener.accept().await {
+                while let Ok((caller, from)) = listener.accept().await {
                     let Some(proxy) = proxy.upgrade() else { return };
-                    proxy.carry(app, target);
+                    proxy.carry(caller, from.ip(), target);
                 }
             }
         });
@@ -110,15 +139,15 @@ impl Proxy {
         Ok(proxy)
     }
 
-    /// Sets what the link does from now on; `Flaky` resets its share of the open
-    /// connections at once.
+    /// Sets what the apps' link does from now on; `Flaky` resets its share of the
+    /// apps' open connections at once.
     pub fn set(&self, mode: Mode) {
-        self.mode.send_replace(mode);
+        self.links.send_modify(|links| links.apps = mode);
         if let Mode::Flaky { share } = mode {
             let mut connections = self.connections.lock().unwrap();
             let mut rng = rand::rng();
             connections.retain(|c| {
-                let reset = rng.random_bool(share);
+                let reset = c.peer == APPS && rng.random_bool(share);
                 if reset {
                     c.pumps.iter().for_each(JoinHandle::abort);
                 }
@@ -137,20 +166,32 @@ impl Proxy {
         }
     }
 
-    /// Connects `app` to `target` once the link lets requests through, then pumps.
-    fn carry(&self, app: TcpStream, target: SocketAddr) {
-        let mut mode = self.mode.subscribe();
-        if let Mode::Flaky { share } = *mode.borrow() {
+    /// Cuts the links from `peer` (both ways, open connections and new ones), or
+    /// heals them.
+    pub fn cut_from(&self, peer: IpAddr, cut: bool) {
+        self.links.send_modify(|links| {
+            links.cut.retain(|p| *p != peer);
+            if cut {
+                links.cut.push(peer);
+            }
+        });
+    }
+
+    /// Connects `app` (calling from `peer`) to `target` once the link lets requests
+    /// through, then pumps.
+    fn carry(&self, app: TcpStream, peer: IpAddr, target: SocketAddr) {
+        let mut mode = self.links.subscribe();
+        if let Mode::Flaky { share } = mode.borrow().mode_for(peer) {
             if rand::rng().random_bool(share) {
                 let _ = app.set_zero_linger();
                 return;
             }
         }
         let (done_tx, done_rx) = tokio::sync::oneshot::channel::<(OwnedReadHalf, OwnedWriteHalf)>();
-        let modes = (self.mode.subscribe(), self.mode.subscribe());
+        let modes = (self.links.subscribe(), self.links.subscribe());
         let opening = tokio::spawn(async move {
             // A cut link: the connection is made when it heals.
-            while !mode.borrow_and_update().passes(Direction::Requests) {
+            while !mode.borrow_and_update().mode_for(peer).passes(Direction::Requests) {
                 if mode.changed().await.is_err() {
                     return;
                 }
@@ -166,8 +207,8 @@ impl Proxy {
         let (requests_mode, answers_mode) = modes;
         let pumps = tokio::spawn(async move {
             let Ok((store_read, store_write)) = done_rx.await else { return };
-            let requests = pump(app_read, store_write, requests_mode, Direction::Requests);
-            let answers = pump(store_read, app_write, answers_mode, Direction::Answers);
+            let requests = pump(app_read, store_write, (requests_mode, peer), Direction::Requests);
+            let answers = pump(store_read, app_write, (answers_mode, peer), Direction::Answers);
             // Either side closing ends the connection (both sockets dropped).
             tokio::select! {
                 _ = requests => {}
@@ -176,12 +217,17 @@ impl Proxy {
         });
         let mut connections = self.connections.lock().unwrap();
         connections.retain(|c| c.pumps.iter().any(|p| !p.is_finished()));
-        connections.push(Connection { pumps: vec![opening, pumps] });
+        connections.push(Connection { peer, pumps: vec![opening, pumps] });
     }
 }
 
-/// Carries one direction until either end closes.
-async fn pump(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, mut mode: watch::Receiver<Mode>, direction: Direction) {
+/// Carries one direction of a connection from `peer` until either end closes.
+async fn pump(
+    mut from: OwnedReadHalf,
+    mut to: OwnedWriteHalf,
+    (mut mode, peer): (watch::Receiver<Links>, IpAddr),
+    direction: Direction,
+) {
     let (queue, mut due) = mpsc::channel::<(Instant, Vec<u8>)>(QUEUED);
     let mut reading_mode = mode.clone();
     let reading = async move {
@@ -193,7 +239,7 @@ async fn pump(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, mut mode: watch::
                 Ok(n) => n,
             };
             chunk.truncate(n);
-            let delay = match *reading_mode.borrow_and_update() {
+            let delay = match reading_mode.borrow_and_update().mode_for(peer) {
                 Mode::Delay { ms, jitter } => {
                     let jitter = rand::rng().random_range(0..=jitter * 2) as i64 - jitter as i64;
                     Duration::from_millis((ms as i64 + jitter).max(0) as u64)
@@ -211,12 +257,12 @@ async fn pump(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, mut mode: watch::
         while let Some((at, chunk)) = due.recv().await {
             tokio::time::sleep_until(at).await;
             // Held while the link does not pass this direction.
-            while !mode.borrow_and_update().passes(direction) {
+            while !mode.borrow_and_update().mode_for(peer).passes(direction) {
                 if mode.changed().await.is_err() {
                     return;
                 }
             }
-            let now = *mode.borrow();
+            let now = mode.borrow().mode_for(peer);
             if let Mode::Trickle { bytes_per_s } = now {
                 for piece in chunk.chunks(256) {
                     if to.write_all(piece).await.is_err() {
@@ -287,6 +333,35 @@ mod tests {
         proxy.set(Mode::Open);
         let mut again = TcpStream::connect(("127.0.0.1", proxy.port)).await.unwrap();
         assert!(ask(&mut again, Duration::from_secs(5)).await.is_some());
+        proxy.stop();
+    }
+
+    /// A connection from cluster node `i`'s source address.
+    async fn connect_as_node(i: usize, port: u16) -> TcpStream {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind(SocketAddr::new(node_source(i), 0)).unwrap();
+        socket.connect(SocketAddr::from(([127, 0, 0, 1], port))).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_node_cut_off_is_cut_and_nobody_else() {
+        let proxy = echo_behind_proxy().await;
+        let mut node = connect_as_node(1, proxy.port).await;
+        let mut app = TcpStream::connect(("127.0.0.1", proxy.port)).await.unwrap();
+        proxy.cut_from(node_source(1), true);
+        assert_eq!(ask(&mut node, Duration::from_millis(200)).await, None, "the node's link is cut");
+        let mut new_link = connect_as_node(1, proxy.port).await;
+        assert_eq!(ask(&mut new_link, Duration::from_millis(200)).await, None, "and its new links");
+        let mut other = connect_as_node(2, proxy.port).await;
+        assert!(ask(&mut other, Duration::from_secs(5)).await.is_some(), "another node passes");
+        assert!(ask(&mut app, Duration::from_secs(5)).await.is_some(), "an app passes");
+        proxy.set(Mode::Cut);
+        assert!(ask(&mut other, Duration::from_secs(5)).await.is_some(), "the apps' mode is the apps' only");
+        proxy.set(Mode::Open);
+        proxy.cut_from(node_source(1), false);
+        let mut buf = [0; 4];
+        tokio::time::timeout(Duration::from_secs(5), node.read_exact(&mut buf)).await.unwrap().unwrap();
+        assert_eq!(&buf, b"ping", "what the cut held arrives once healed");
         proxy.stop();
     }
 }

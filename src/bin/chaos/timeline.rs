@@ -123,8 +123,9 @@ pub fn svg(title: &str, ops: &[Op], faults: &[Fault], seconds: usize, processes:
     }
     let legend_y = faults_top - 8.0;
     for (i, kind) in FaultKind::ALL.iter().enumerate() {
-        // Two rows of seven.
-        let (lx, legend_y) = (LEFT + 10.0 + 140.0 * (i % 7) as f64, legend_y - 14.0 * (1 - i / 7) as f64);
+        // Two rows.
+        let per_row = FaultKind::ALL.len().div_ceil(2);
+        let (lx, legend_y) = (LEFT + 10.0 + 112.0 * (i % per_row) as f64, legend_y - 14.0 * (1 - i / per_row) as f64);
         let _ = writeln!(
             out,
             r#"<rect x="{lx}" y="{:.1}" width="10" height="10" fill="{}"/><text x="{}" y="{:.1}">{}</text>"#,

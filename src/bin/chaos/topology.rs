@@ -6,8 +6,9 @@
 //!
 //! The app processes are the release build (the binary beside this one). Each reaches
 //! one store through a proxy of its own (`proxy.rs`), a link the nemesis can break:
-//! Redis on one box, PostgreSQL on the full topology (the cluster's nodes announce
-//! their own addresses, which every client then uses).
+//! Redis on one box, PostgreSQL on the full topology. On the full topology every
+//! cluster node is reached through proxies too, shared by all its callers, which the
+//! nemesis uses to split the cluster (`cluster.rs`).
 
 use crate::{cluster::Cluster, postgres::Postgres, proxy::Proxy};
 use seckill::server::local_redis::LocalRedis;
@@ -310,6 +311,34 @@ impl Topology {
         cluster.start_node(node).await?;
         cluster.wait_healthy(Duration::from_secs(60)).await?;
         Ok(Some(format!("redis-{}", cluster.ports[node])))
+    }
+
+    /// Cuts the cluster's `pick`-th master off from its replica for `hold`, then heals
+    /// the link and waits until the cluster is whole.
+    pub async fn cut_replica(&self, pick: usize, hold: Duration) -> Result<Option<String>, String> {
+        let RedisPart::Cluster(cluster) = &self.redis else { return Ok(None) };
+        let masters = cluster.masters().await;
+        let Some(&master) = masters.get(pick % masters.len().max(1)) else { return Ok(None) };
+        let Some(replica) = cluster.replica_of(master).await else { return Ok(None) };
+        cluster.cut_between(master, replica, true);
+        tokio::time::sleep(hold).await;
+        cluster.cut_between(master, replica, false);
+        cluster.wait_healthy(Duration::from_secs(60)).await?;
+        Ok(Some(format!("redis-{}", cluster.ports[master])))
+    }
+
+    /// Cuts the cluster's `pick`-th master off from every other node for `hold` (the
+    /// apps still reach it), then heals the links and waits until the cluster is whole.
+    pub async fn isolate_master(&self, pick: usize, hold: Duration) -> Result<Option<String>, String> {
+        let RedisPart::Cluster(cluster) = &self.redis else { return Ok(None) };
+        let masters = cluster.masters().await;
+        let Some(&master) = masters.get(pick % masters.len().max(1)) else { return Ok(None) };
+        let others: Vec<usize> = (0..cluster.ports.len()).filter(|i| *i != master).collect();
+        others.iter().for_each(|&other| cluster.cut_between(master, other, true));
+        tokio::time::sleep(hold).await;
+        others.iter().for_each(|&other| cluster.cut_between(master, other, false));
+        cluster.wait_healthy(Duration::from_secs(60)).await?;
+        Ok(Some(format!("redis-{}", cluster.ports[master])))
     }
 
     /// Restarts PostgreSQL (an immediate stop: a crash, as far as clients see), down

@@ -198,7 +198,7 @@ pub async fn grab_result(state: &AppState, user_id: i64, voucher_id: i64, order_
     let order = lifecycle::get_for_user(&backend.db, order_id, user_id).await?.filter(|o| o.voucher_id == voucher_id);
     match order {
         Some(order) => Ok(GrabState { status, reason: None, order: Some(order) }),
-        None if raw.is_none() && lost_by_redis(backend, voucher_id, order_id, user_id).await? => {
+        None if raw.is_none() && lost_by_redis(backend, voucher_id, order_id).await? => {
             // Decided for good before it is said: buried, so no worker saves it later.
             let lost = OrderMsg { voucher_id, order_id, user_id, price: None };
             if store::bury_lost(&backend.db, &lost, FailReason::Lost.as_str()).await? {
@@ -213,21 +213,20 @@ pub async fn grab_result(state: &AppState, user_id: i64, voucher_id: i64, order_
 }
 
 /// An order neither Redis nor the database knows, minted during the sale and not in
-/// the future, asked about while Redis still keeps the sale, by a shopper Redis holds
-/// no grant for: Redis lost it with its data (emptied and rebuilt from the database,
-/// or a replica promoted before the grab reached it). The gate writes every grant's
-/// result and buyer in the same step as the grant, and both stay until the sale's keys
-/// expire, so a grant Redis still holds always has them. Ids carry their grab's
-/// second; a second's slack covers the app's and Redis's clocks. The window comes from
-/// the database, which Redis's losses do not touch.
-async fn lost_by_redis(backend: &Backend, voucher_id: i64, order_id: i64, user_id: i64) -> AppResult<bool> {
+/// the future, asked about while Redis still keeps the sale: Redis lost it with its
+/// data (emptied and rebuilt from the database, or a replica promoted before the grab
+/// reached it). The gate writes every grant's result in the same step as the grant,
+/// and it stays until the sale's keys expire, so a grant Redis still holds always has
+/// one. Whether Redis holds another grant of the shopper's says nothing: one who
+/// grabbed again after the loss holds a new one (a chaos run with a master cut off
+/// found that answered `unknown_order`, the lost grab neither an order nor a
+/// failure). Ids carry their grab's second; a second's slack covers the app's and
+/// Redis's clocks. The window comes from the database, which Redis's losses do not
+/// touch.
+async fn lost_by_redis(backend: &Backend, voucher_id: i64, order_id: i64) -> AppResult<bool> {
     let Some(voucher) = crate::voucher::store::get(&backend.db, voucher_id).await? else { return Ok(false) };
     let now = chrono::Utc::now().timestamp_millis();
     let granted_at = crate::order_ids::decompose(order_id).0.timestamp_millis();
     let minted_in_sale = voucher.begins_at - 1_000 <= granted_at && granted_at <= voucher.ends_at.min(now) + 1_000;
-    if !minted_in_sale || now > crate::backend::layout::expires_at(voucher.ends_at) {
-        return Ok(false);
-    }
-    let holds_a_grant: bool = backend.redis.clone().sismember(&backend.keys(voucher_id).buyers, user_id).await?;
-    Ok(!holds_a_grant)
+    Ok(minted_in_sale && now <= crate::backend::layout::expires_at(voucher.ends_at))
 }

@@ -455,6 +455,46 @@ async fn a_lost_grab_stays_lost_when_a_worker_saves_it_late() {
     app.stop().await;
 }
 
+/// A shopper whose grab Redis lost, and who grabbed again (a new grant Redis holds), is
+/// still told the first was lost, not `unknown_order`; and a second grab lost in the
+/// same sale is buried too, so a late persist cannot turn it into an order after
+/// "lost" was said. Before, the first read `unknown_order` (neither an order nor a
+/// failure: a chaos run with a master cut off found it), and only one burial was made
+/// per shopper and sale.
+#[tokio::test]
+async fn every_lost_grab_of_a_shopper_reads_lost_and_stays_lost() {
+    use seckill::testing::Fate;
+
+    let app = TestApp::with(Options::default().with(|c| c.worker = false)).await;
+    let (v, ann, first) = a_grab_redis_lost(&app, "twice-ann").await;
+    let cookie = [("cookie", ann.cookie.as_str())];
+    let ask = |id: &str| app.call("grab_result", serde_json::json!({ "voucher_id": v, "order_id": id }), &cookie);
+    let (status, body) = app.grab(&ann, v).await;
+    assert_eq!(status, 200, "the shopper grabs again: {body}");
+    let second = body["order_id"].as_str().unwrap().to_owned();
+    let (status, body) = ask(&first).await;
+    assert_eq!(
+        (status.as_u16(), body["status"].as_str(), body["reason"].as_str()),
+        (200, Some("failed"), Some("lost"))
+    );
+    // Redis loses the second grant as well.
+    let keys = app.keys(v);
+    let () = app
+        .redis
+        .clone()
+        .del(&[&keys.left, &keys.buyers, &keys.window, &keys.orders, &keys.results, &keys.dlq, &keys.refused])
+        .await
+        .unwrap();
+    app.admin("warm_up", serde_json::json!({ "voucher_id": v })).await;
+    let (_, body) = ask(&second).await;
+    assert_eq!((body["status"].as_str(), body["reason"].as_str()), (Some("failed"), Some("lost")), "{body}");
+    let late = OrderMsg { voucher_id: v, order_id: second.parse().unwrap(), user_id: ann.user_id, price: None };
+    assert_eq!(store::persist(&app.db, &[late], PAY).await.unwrap(), [Fate::Buried], "the late persist buries it");
+    let (_, body) = ask(&second).await;
+    assert_eq!((body["status"].as_str(), body["reason"].as_str()), (Some("failed"), Some("lost")), "{body}");
+    app.stop().await;
+}
+
 /// A batch of 1,500 orders is one insert, whatever its size: every order goes in, and
 /// of two orders of one shopper (its first and last) the first is the one stored.
 #[tokio::test]

@@ -284,8 +284,8 @@ impl Reader {
     ///
     /// Safe although the `WAIT` is a command of its own: if the master failed over
     /// between the read and the `WAIT`, the `WAIT` is answered by the new master, and so
-    /// is the settling after the save, which gives a grant the new master lost its unit
-    /// and slot back (`settle.lua`).
+    /// is the settling after the save, which takes the unit and the slot of a grant the
+    /// new master lost (`settle.lua`).
     async fn wait_for_replicas(&mut self) -> Result<(), BackendError> {
         let Replicas { want, wait_ms } = self.backend.replicas;
         if want == 0 {

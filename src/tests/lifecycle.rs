@@ -6,11 +6,12 @@ use crate::support::{code, hold_write_lock, wait_until, Options, Shopper, TestAp
 use futures::future::join_all;
 use redis::AsyncCommands;
 use seckill::{
+    config::Config,
     server::local_redis::LocalRedis,
     testing::{compose, db_clock, give_back, lifecycle, store, CancelReason, Fate, OrderMsg, RedisConn, GROUP},
 };
 use serde_json::{json, Value};
-use std::{collections::HashMap, time::Duration};
+use std::{collections::HashMap, path::Path, time::Duration};
 use tempfile::TempDir;
 
 /// The shopper's call of `name` with `order_id`; status and body.
@@ -353,6 +354,30 @@ async fn a_give_back_left_owed_by_a_dead_process_is_finished_once() {
     app.stop().await;
 }
 
+/// A Redis without a replica, and an app on it that requires one (`wait_replicas` 1,
+/// short waits), `tweak` applied to its settings.
+async fn app_requiring_a_replica(dir: &Path, tweak: impl FnOnce(&mut Config)) -> (LocalRedis, TestApp) {
+    let master = LocalRedis::start(&dir.join("master")).await.unwrap();
+    let app = TestApp::with(Options::default().with(|c| {
+        c.redis_url = Some(master.url.clone());
+        c.wait_replicas = 1;
+        c.wait_replicas_ms = 20;
+        tweak(c);
+    }))
+    .await;
+    (master, app)
+}
+
+/// Makes `replica` follow the Redis on `master`'s port, or nobody.
+async fn follow(replica: &mut RedisConn, master: Option<u16>) {
+    let mut cmd = redis::cmd("REPLICAOF");
+    match master {
+        Some(port) => cmd.arg("127.0.0.1").arg(port),
+        None => cmd.arg("NO").arg("ONE"),
+    };
+    let () = cmd.query_async(replica).await.unwrap();
+}
+
 /// With replicas required, a cancel's give-back stays owed until replicas hold it. A
 /// master that died before replicating it would hand over to one that keeps the unit
 /// sold and the shopper's slot taken, with the stock key there, so no rebuild repairs
@@ -363,31 +388,16 @@ async fn a_give_back_left_owed_by_a_dead_process_is_finished_once() {
 #[tokio::test]
 async fn a_give_back_a_failover_lost_is_made_again() {
     let dir = TempDir::new().unwrap();
-    let master = LocalRedis::start(&dir.path().join("master")).await.unwrap();
+    let (master, app) = app_requiring_a_replica(dir.path(), |c| c.sweep_ms = 100).await;
     let replica = LocalRedis::start(&dir.path().join("replica")).await.unwrap();
     let mut to_replica = RedisConn::open(&replica.url).await.unwrap();
-    let follow = |master: Option<u16>| {
-        let mut cmd = redis::cmd("REPLICAOF");
-        match master {
-            Some(port) => cmd.arg("127.0.0.1").arg(port),
-            None => cmd.arg("NO").arg("ONE"),
-        };
-        cmd
-    };
-    let () = follow(Some(master.port)).query_async(&mut to_replica).await.unwrap();
-    let app = TestApp::with(Options::default().with(|c| {
-        c.redis_url = Some(master.url.clone());
-        c.wait_replicas = 1;
-        c.wait_replicas_ms = 50;
-        c.sweep_ms = 100;
-    }))
-    .await;
+    follow(&mut to_replica, Some(master.port)).await;
     let v = app.create_voucher(3, -5, 3600).await;
     let ann = app.sign_in("failover-ann").await;
     let id = grab_all(&app, std::slice::from_ref(&ann), v).await.remove(0);
     app.wait_for_stats("persisted once a replica holds the grant", v, |s| s["persisted"] == 1).await;
     // The replica goes: nothing written from now on is on a replica.
-    let () = follow(None).query_async(&mut to_replica).await.unwrap();
+    follow(&mut to_replica, None).await;
     wait_until("the master has no replica", SETTLED, || async {
         let info: String = redis::cmd("INFO").arg("replication").query_async(&mut app.redis.clone()).await.unwrap();
         info.contains("connected_slaves:0")
@@ -422,7 +432,7 @@ async fn a_give_back_a_failover_lost_is_made_again() {
     let (status, body) = app.grab(&ann, v).await;
     assert_eq!(status, 200, "the shopper may grab again: {body}");
     assert_eq!(owed().await, 1, "still owed until a replica holds it");
-    let () = follow(Some(master.port)).query_async(&mut to_replica).await.unwrap();
+    follow(&mut to_replica, Some(master.port)).await;
     wait_until("the debt is struck once a replica holds the give-back", SETTLED, || async { owed().await == 0 }).await;
     app.stop().await;
     replica.stop().await;
@@ -438,13 +448,7 @@ async fn a_give_back_a_failover_lost_is_made_again() {
 #[tokio::test]
 async fn a_grant_no_replica_holds_is_saved_only_once_one_does() {
     let dir = TempDir::new().unwrap();
-    let master = LocalRedis::start(&dir.path().join("master")).await.unwrap();
-    let app = TestApp::with(Options::default().with(|c| {
-        c.redis_url = Some(master.url.clone());
-        c.wait_replicas = 1;
-        c.wait_replicas_ms = 20;
-    }))
-    .await;
+    let (master, app) = app_requiring_a_replica(dir.path(), |_| {}).await;
     let v = app.create_voucher(3, -5, 3600).await;
     let ann = app.sign_in("unreplicated-ann").await;
     let id = grab_all(&app, std::slice::from_ref(&ann), v).await.remove(0);
@@ -470,7 +474,7 @@ async fn a_grant_no_replica_holds_is_saved_only_once_one_does() {
     assert_eq!((status.as_u16(), body["status"].as_str()), (200, Some("queued")), "{body}");
     let replica = LocalRedis::start(&dir.path().join("replica")).await.unwrap();
     let mut to_replica = RedisConn::open(&replica.url).await.unwrap();
-    let () = redis::cmd("REPLICAOF").arg("127.0.0.1").arg(master.port).query_async(&mut to_replica).await.unwrap();
+    follow(&mut to_replica, Some(master.port)).await;
     app.wait_for_stats("saved once a replica holds it", v, |s| s["persisted"] == 1 && s["pending"] == 0).await;
     app.stop().await;
     replica.stop().await;
@@ -552,14 +556,7 @@ async fn guessing_at_other_shoppers_orders_takes_no_write_lock() {
 #[tokio::test]
 async fn a_stock_change_is_recorded_only_once_a_replica_holds_it() {
     let dir = TempDir::new().unwrap();
-    let master = LocalRedis::start(&dir.path().join("master")).await.unwrap();
-    let app = TestApp::with(Options::default().with(|c| {
-        c.redis_url = Some(master.url.clone());
-        c.wait_replicas = 1;
-        c.wait_replicas_ms = 20;
-        c.sweep_ms = 100;
-    }))
-    .await;
+    let (master, app) = app_requiring_a_replica(dir.path(), |c| c.sweep_ms = 100).await;
     let v = app.create_voucher(3, -5, 3600).await;
     let (status, body) = app.operator("add_stock", json!({ "voucher_id": v, "units": 7 })).await;
     assert_eq!((status.as_u16(), code(&body)), (503, "unavailable"), "saved, not yet applied: {body}");
@@ -573,7 +570,7 @@ async fn a_stock_change_is_recorded_only_once_a_replica_holds_it() {
     assert_eq!(applied().await, None, "recorded while no replica held it");
     let replica = LocalRedis::start(&dir.path().join("replica")).await.unwrap();
     let mut to_replica = RedisConn::open(&replica.url).await.unwrap();
-    let () = redis::cmd("REPLICAOF").arg("127.0.0.1").arg(master.port).query_async(&mut to_replica).await.unwrap();
+    follow(&mut to_replica, Some(master.port)).await;
     wait_until("the upkeep records it once a replica holds it", SETTLED, || async { applied().await == Some(7) }).await;
     let stats = app.stats(v).await;
     assert_eq!((stats["total_stock"].as_i64(), stats["redis_stock"].as_i64()), (Some(10), Some(10)), "{stats}");

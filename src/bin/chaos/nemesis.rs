@@ -220,12 +220,7 @@ async fn inject(topology: &Topology, history: &History, locks: &Locks, p: Planne
         }
         FaultKind::ReplicaCut | FaultKind::MasterIsolated => {
             let Ok(_redis) = locks.redis.try_lock() else { return };
-            let cut = if p.kind == FaultKind::ReplicaCut {
-                topology.cut_replica(p.app, hold).await
-            } else {
-                topology.isolate_master(p.app, hold).await
-            };
-            match cut {
+            match topology.cut_master_off(p.app, hold, p.kind == FaultKind::MasterIsolated).await {
                 Ok(Some(node)) => node,
                 Ok(None) => return,
                 Err(e) => {

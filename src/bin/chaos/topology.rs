@@ -313,27 +313,22 @@ impl Topology {
         Ok(Some(format!("redis-{}", cluster.ports[node])))
     }
 
-    /// Cuts the cluster's `pick`-th master off from its replica for `hold`, then heals
-    /// the link and waits until the cluster is whole.
-    pub async fn cut_replica(&self, pick: usize, hold: Duration) -> Result<Option<String>, String> {
+    /// Cuts the cluster's `pick`-th master off for `hold`, both ways: from its replica
+    /// only (nothing fails over; its writes reach no replica), or from every other node
+    /// (`from_all`: the apps still reach it, the others fail it over). Then heals the
+    /// links and waits until the cluster is whole.
+    pub async fn cut_master_off(&self, pick: usize, hold: Duration, from_all: bool) -> Result<Option<String>, String> {
         let RedisPart::Cluster(cluster) = &self.redis else { return Ok(None) };
         let masters = cluster.masters().await;
         let Some(&master) = masters.get(pick % masters.len().max(1)) else { return Ok(None) };
-        let Some(replica) = cluster.replica_of(master).await else { return Ok(None) };
-        cluster.cut_between(master, replica, true);
-        tokio::time::sleep(hold).await;
-        cluster.cut_between(master, replica, false);
-        cluster.wait_healthy(Duration::from_secs(60)).await?;
-        Ok(Some(format!("redis-{}", cluster.ports[master])))
-    }
-
-    /// Cuts the cluster's `pick`-th master off from every other node for `hold` (the
-    /// apps still reach it), then heals the links and waits until the cluster is whole.
-    pub async fn isolate_master(&self, pick: usize, hold: Duration) -> Result<Option<String>, String> {
-        let RedisPart::Cluster(cluster) = &self.redis else { return Ok(None) };
-        let masters = cluster.masters().await;
-        let Some(&master) = masters.get(pick % masters.len().max(1)) else { return Ok(None) };
-        let others: Vec<usize> = (0..cluster.ports.len()).filter(|i| *i != master).collect();
+        let others: Vec<usize> = if from_all {
+            (0..cluster.ports.len()).filter(|i| *i != master).collect()
+        } else {
+            cluster.replica_of(master).await.into_iter().collect()
+        };
+        if others.is_empty() {
+            return Ok(None);
+        }
         others.iter().for_each(|&other| cluster.cut_between(master, other, true));
         tokio::time::sleep(hold).await;
         others.iter().for_each(|&other| cluster.cut_between(master, other, false));

@@ -29,7 +29,7 @@ use crate::{
         password::{Cost, Hasher},
         Secrets,
     },
-    backend::{layout::sale_changes, outage::Outage, Backend, BackendError, RedisTarget, Replicas},
+    backend::{layout::sale_changes, outage::Outage, Backend, BackendError, RedisConn, RedisTarget, Replicas},
     bus,
     config::Config,
     live::{hub::Hub, sampler, slots::FeedSlots, sse},
@@ -114,7 +114,8 @@ async fn run(
         signal.await;
         on_signal.fire();
     });
-    let stores = starting::answer_while(&listener, stores_when_ready(&config, &redis_url, &shutdown)).await?;
+    let stores = || open_stores(&config, &redis_url);
+    let stores = starting::answer_while(&listener, when_ready("the stores", &shutdown, stores)).await?;
     let Some((target, backend, warmed)) = stores else { return Ok(()) };
     let (admin_token, generated) = match config.admin_token.clone() {
         Some(t) => (t, false),
@@ -123,10 +124,17 @@ async fn run(
     let secure = config.secure_cookies.unwrap_or(!listener.local_addr()?.ip().is_loopback());
     let secrets =
         Secrets::new(config.session_secret.as_deref(), admin_token.clone(), secure).map_err(ServeError::Config)?;
-    // Sessions ended before this process started are refused from its first request.
-    secrets.ended.catch_up(&backend.db).await?;
-    // So are the cookies of operators removed or signed out before it started.
-    secrets.operators.catch_up(&backend.db).await?;
+    // Sessions ended before this process started are refused from its first request,
+    // and so are the cookies of operators removed or signed out before it started.
+    let catch_up = || async {
+        secrets.ended.catch_up(&backend.db).await?;
+        secrets.operators.catch_up(&backend.db).await?;
+        Ok(())
+    };
+    let caught_up = when_ready("ended sessions and operators", &shutdown, catch_up);
+    if starting::answer_while(&listener, caught_up).await?.is_none() {
+        return Ok(());
+    }
     // Whoever keeps state a sale event changes hears it on the bus.
     let sold_out = Arc::new(SoldOutFlags::new(Duration::from_millis(config.sold_out_ttl_ms)));
     let hub = Arc::new(Hub::default());
@@ -157,7 +165,11 @@ async fn run(
         config.trusted_proxy,
         state.secrets.clone(),
     ));
-    let tasks = spawn_background(&config, &state, &target, &limits, wakeups).await?;
+    let links =
+        starting::answer_while(&listener, when_ready("connections", &shutdown, || connect(&config, &state, &target)))
+            .await?;
+    let Some(links) = links else { return Ok(()) };
+    let tasks = spawn_background(&config, &state, links, &limits, wakeups).await?;
 
     let request_timeout = Duration::from_millis(config.request_timeout_ms);
     let shop_page = page_cache::PageCache::new(Duration::from_millis(config.page_cache_ms), page_changes);
@@ -215,28 +227,30 @@ async fn run(
     Ok(())
 }
 
-/// First pause before the stores are tried again at start-up; it doubles up to
+/// First pause before a start-up step is tried again; it doubles up to
 /// [`MAX_START_PAUSE`].
 const FIRST_START_PAUSE: Duration = Duration::from_millis(100);
 const MAX_START_PAUSE: Duration = Duration::from_secs(5);
 
-/// The stores, opened and checked (migrations run, live sales warmed), waited for
-/// while they do not answer (Redis loading its file or failing over, the database not
-/// up yet): tried again after a pause that doubles from 100 ms to 5 s, logged when the
-/// wait starts and every 30 s. `None` when the server was stopped meanwhile.
-async fn stores_when_ready(
-    config: &Config,
-    redis_url: &str,
-    shutdown: &shutdown::Shutdown,
-) -> Result<Option<(Arc<RedisTarget>, Backend, usize)>, ServeError> {
+/// A start-up step (the stores opened and checked, what is read from them, the
+/// connections made), waited for while the stores do not answer (Redis loading its
+/// file or failing over, the database not up yet, a link resetting connections): tried
+/// again after a pause that doubles from 100 ms to 5 s, logged when the wait starts and
+/// every 30 s. Any other error ends the start. `None` when the server was stopped
+/// meanwhile. Every step is safe to run again.
+async fn when_ready<T, F, Fut>(what: &str, shutdown: &shutdown::Shutdown, mut step: F) -> Result<Option<T>, ServeError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, ServeError>>,
+{
     let (mut pause, mut outage) = (FIRST_START_PAUSE, Outage::default());
     loop {
-        match open_stores(config, redis_url).await {
-            Ok(stores) => {
-                outage.ended(&"start-up");
-                return Ok(Some(stores));
+        match step().await {
+            Ok(done) => {
+                outage.ended(&format_args!("start-up: {what}"));
+                return Ok(Some(done));
             }
-            Err(ServeError::Backend(e)) => outage.failed(&"start-up: waiting for the stores", &e),
+            Err(ServeError::Backend(e)) => outage.failed(&format_args!("start-up: waiting for {what}"), &e),
             Err(e) => return Err(e),
         }
         tokio::select! {
@@ -287,6 +301,22 @@ fn shop_login(config: &Config) -> Result<Option<ShopLogin>, ServeError> {
     ShopLogin::load(issuer, audience, keys).map(Some).map_err(ServeError::Config)
 }
 
+/// The Redis connections of the background tasks that need one of their own, and the
+/// bus's listener (subscribed last: a failure before leaves nothing running).
+struct Links {
+    sweeper: RedisConn,
+    worker: Option<RedisConn>,
+    bus: tokio::task::JoinHandle<()>,
+}
+
+async fn connect(config: &Config, state: &AppState, target: &Arc<RedisTarget>) -> Result<Links, ServeError> {
+    let sweeper = target.connect().await?;
+    let worker = if config.worker { Some(target.connect().await?) } else { None };
+    let channel = state.backend.events_channel.to_string();
+    let bus = bus::listen(target.clone(), channel, state.bus.clone(), state.shutdown.clone()).await?;
+    Ok(Links { sweeper, worker, bus })
+}
+
 /// The tasks that run beside HTTP until shutdown: the bus's listener and the follower
 /// of the sale-change count, the live sampler, the rate limits' clean-up, the metrics'
 /// upkeep, the sweeper of unpaid orders, the sale's upkeep (owed stock changes, windows
@@ -295,14 +325,13 @@ fn shop_login(config: &Config) -> Result<Option<ShopLogin>, ServeError> {
 async fn spawn_background(
     config: &Config,
     state: &AppState,
-    target: &Arc<RedisTarget>,
+    links: Links,
     limits: &Arc<rate_limit::Limits>,
     wakeups: Arc<Wakeups>,
 ) -> Result<Vec<tokio::task::JoinHandle<()>>, ServeError> {
     let (backend, shutdown) = (&state.backend, &state.shutdown);
-    let channel = backend.events_channel.to_string();
     let mut tasks = vec![
-        bus::listen(target.clone(), channel, state.bus.clone(), shutdown.clone()).await?,
+        links.bus,
         bus::follow(backend.redis.clone(), sale_changes(&backend.namespace), state.bus.clone(), shutdown.clone()),
         sampler::spawn(
             backend.clone(),
@@ -313,18 +342,13 @@ async fn spawn_background(
         forget_idle_callers(limits.clone(), shutdown.clone()),
         monitoring::spawn_upkeep(shutdown.clone()),
         // On a connection of its own: it waits for replicas (`WAIT` holds a connection up).
-        sweeper::spawn(
-            backend.with_redis(target.connect().await?),
-            Duration::from_millis(config.sweep_ms),
-            shutdown.clone(),
-        ),
+        sweeper::spawn(backend.with_redis(links.sweeper), Duration::from_millis(config.sweep_ms), shutdown.clone()),
         sale::upkeep::spawn(backend.clone(), Duration::from_millis(config.sweep_ms), shutdown.clone()),
         ended_sessions::follow(state.secrets.ended.clone(), backend.db.clone(), shutdown.clone()),
         operators::follow(state.secrets.operators.clone(), backend.db.clone(), shutdown.clone()),
         crate::report::tally::spawn(state.tally.clone(), backend.db.clone(), shutdown.clone()),
     ];
-    if config.worker {
-        let redis = target.connect().await?;
+    if let Some(redis) = links.worker {
         let mut settings = worker_settings(config);
         let Some(lease) = NameLease::take(backend, &settings.consumer).await? else {
             return Err(ServeError::Config(format!(

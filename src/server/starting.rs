@@ -1,5 +1,6 @@
 //! What the server answers on its address while it waits for its stores at start-up
-//! (Redis loading its file or failing over, the database not up yet): `/healthz` says
+//! (Redis loading its file or failing over, the database not up yet, a link resetting
+//! the connections the start makes after them): `/healthz` says
 //! the process is alive, and every other request, `/readyz` included, is refused
 //! `unavailable` with `Retry-After: 1`, so a balancer sends it nothing yet and a
 //! client tries again. Each answer closes its connection: the next request reaches the

@@ -45,20 +45,33 @@ pub struct NameLease {
 
 impl NameLease {
     /// Takes `name`, waiting up to a lease's length (and a renewal) for a holder that
-    /// stopped renewing; `None` when another process still holds it then.
+    /// stopped renewing; `None` when another process still holds it then. While Redis
+    /// does not answer (full, failing over, a link resetting connections) it asks again,
+    /// with the same token: a lease its call took before the answer was lost is
+    /// recognised as its own (a chaos run saw a start end at the first such error).
     pub async fn take(backend: &Backend, name: &str) -> Result<Option<Self>, BackendError> {
         let key = worker_name_lease(&backend.namespace, name);
         let token = hex::encode(rand::random::<[u8; 16]>());
         let held = Arc::new(AtomicBool::new(true));
         let lease = Self { backend: backend.clone(), name: name.to_owned(), key, token, held };
-        let give_up = tokio::time::Instant::now() + LEASE + RENEW_EVERY;
-        while !lease.renew(LEASE).await? {
-            if tokio::time::Instant::now() >= give_up {
-                return Ok(None);
+        let mut give_up = tokio::time::Instant::now() + LEASE + RENEW_EVERY;
+        let mut outage = Outage::default();
+        loop {
+            match lease.renew(LEASE).await {
+                Ok(true) => {
+                    outage.ended(&"taking the worker's name");
+                    return Ok(Some(lease));
+                }
+                Ok(false) if tokio::time::Instant::now() >= give_up => return Ok(None),
+                Ok(false) => {}
+                // Whether another holder renews cannot be told meanwhile.
+                Err(e) => {
+                    outage.failed(&"taking the worker's name", &e);
+                    give_up = tokio::time::Instant::now() + LEASE + RENEW_EVERY;
+                }
             }
             tokio::time::sleep(ASK_EVERY).await;
         }
-        Ok(Some(lease))
     }
 
     /// True while this process holds the name (shared with the worker's readers).

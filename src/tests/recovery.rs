@@ -397,14 +397,20 @@ async fn a_grab_redis_lost(app: &TestApp, name: &str) -> (i64, Shopper, String) 
     let (status, body) = app.grab(&who, v).await;
     assert_eq!(status, 200);
     let order_id = body["order_id"].as_str().unwrap().to_owned();
+    redis_loses_the_sale(app, v).await;
+    (v, who, order_id)
+}
+
+/// Redis loses every key of the sale, which is warmed back from the database.
+async fn redis_loses_the_sale(app: &TestApp, v: i64) {
     let keys = app.keys(v);
-    let mut redis = app.redis.clone();
-    let () = redis
+    let () = app
+        .redis
+        .clone()
         .del(&[&keys.left, &keys.buyers, &keys.window, &keys.orders, &keys.results, &keys.dlq, &keys.refused])
         .await
         .unwrap();
     app.admin("warm_up", serde_json::json!({ "voucher_id": v })).await;
-    (v, who, order_id)
 }
 
 /// Redis (without persistence) loses a sale with a grab not yet persisted: once the
@@ -478,14 +484,7 @@ async fn every_lost_grab_of_a_shopper_reads_lost_and_stays_lost() {
         (200, Some("failed"), Some("lost"))
     );
     // Redis loses the second grant as well.
-    let keys = app.keys(v);
-    let () = app
-        .redis
-        .clone()
-        .del(&[&keys.left, &keys.buyers, &keys.window, &keys.orders, &keys.results, &keys.dlq, &keys.refused])
-        .await
-        .unwrap();
-    app.admin("warm_up", serde_json::json!({ "voucher_id": v })).await;
+    redis_loses_the_sale(&app, v).await;
     let (_, body) = ask(&second).await;
     assert_eq!((body["status"].as_str(), body["reason"].as_str()), (Some("failed"), Some("lost")), "{body}");
     let late = OrderMsg { voucher_id: v, order_id: second.parse().unwrap(), user_id: ann.user_id, price: None };

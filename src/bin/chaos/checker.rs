@@ -5,7 +5,7 @@
 
 use crate::{
     books::{Final, OrderRow},
-    history::{Fault, FaultKind, Op, OpKind},
+    history::{EvictingStart, Fault, FaultKind, Op, OpKind},
 };
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -63,6 +63,39 @@ pub fn violations(ops: &[Op], end: &Final, initial_stock: i64) -> Vec<String> {
         }
     }
     found
+}
+
+/// An app never runs on a Redis that may evict a sale's keys: each start while a node
+/// was set to evict was refused, saying which policy to set.
+pub fn evicting_starts(starts: &[EvictingStart]) -> Vec<String> {
+    starts
+        .iter()
+        .filter_map(|start| match &start.refused {
+            None => Some(format!("{} started while {} may evict keys (volatile-lru)", start.app, start.node)),
+            Some(why) if !why.contains("maxmemory-policy noeviction") => Some(format!(
+                "{} refused to start while {} may evict keys, but did not say to set noeviction: {why}",
+                start.app, start.node
+            )),
+            Some(_) => None,
+        })
+        .collect()
+}
+
+/// What a shopper the two stores disagree on did in sale `voucher`: whether Redis
+/// holds them as a buyer, their orders in the database, and their calls.
+fn shopper_story(user: i64, voucher: i64, redis_buyer: bool, orders: &[(&i64, &OrderRow)], ops: &[Op]) -> String {
+    let rows: Vec<String> =
+        orders.iter().filter(|(_, o)| o.user == user).map(|(id, o)| format!("{id} {}", o.status)).collect();
+    let calls: Vec<String> = ops
+        .iter()
+        .filter(|o| o.user == Some(user) && o.voucher == voucher)
+        .map(|o| format!("{:?}@{}ms:{:?} {} {:?}", o.kind, o.invoked, o.status, o.code, o.order))
+        .collect();
+    format!(
+        "shopper {user} (Redis buyer: {redis_buyer}; database orders: [{}]; calls: [{}])",
+        rows.join(", "),
+        calls.join(", ")
+    )
 }
 
 /// Once a grab's result is decided (success or failed), it never reads otherwise.
@@ -167,14 +200,19 @@ fn books(end: &Final, initial_stock: i64, ops: &[Op]) -> Vec<String> {
         }
         let live_buyers: HashSet<i64> = live.iter().map(|o| o.user).collect();
         if v.redis_stock != Some(v.stock_left) || v.buyers != live_buyers {
+            let differ: Vec<String> = v
+                .buyers
+                .symmetric_difference(&live_buyers)
+                .map(|user| shopper_story(*user, v.id, v.buyers.contains(user), &orders, ops))
+                .collect();
             found.push(format!(
-                "sale {}: Redis off the database: stock {:?} (database {}), {} buyers (database {} live orders; {} differ)",
+                "sale {}: Redis off the database: stock {:?} (database {}), {} buyers (database {} live orders); {}",
                 v.id,
                 v.redis_stock,
                 v.stock_left,
                 v.buyers.len(),
                 live_buyers.len(),
-                v.buyers.symmetric_difference(&live_buyers).count()
+                differ.join("; ")
             ));
         }
         if v.restocked != cancelled {
@@ -420,6 +458,19 @@ mod tests {
         let mut owed = balanced();
         owed.owed = 1;
         assert!(violations(&[], &owed, 2).iter().any(|v| v.contains("give-backs still owed")));
+    }
+
+    #[test]
+    fn an_app_started_on_an_evicting_redis_is_a_violation() {
+        let start = |refused: Option<&str>| EvictingStart {
+            app: "app-1".into(),
+            node: "redis".into(),
+            refused: refused.map(str::to_owned),
+        };
+        let said = "Error: Redis may evict ... (redis: maxmemory-policy volatile-lru): set maxmemory-policy noeviction";
+        assert_eq!(evicting_starts(&[start(Some(said))]), Vec::<String>::new());
+        assert!(evicting_starts(&[start(None)])[0].contains("app-1 started while redis may evict keys"));
+        assert!(evicting_starts(&[start(Some("binding: address in use"))])[0].contains("did not say"));
     }
 
     #[test]

@@ -105,6 +105,11 @@ impl Cluster {
         None
     }
 
+    /// Node `i`'s client port as the cluster announces it: the apps' link to it.
+    pub fn client_link(&self, i: usize) -> Arc<Proxy> {
+        self.clients[i].clone()
+    }
+
     /// Cuts (or heals) every link between nodes `a` and `b`, both ways: client and
     /// replication links, and the cluster bus.
     pub fn cut_between(&self, a: usize, b: usize, cut: bool) {

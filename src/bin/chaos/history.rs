@@ -76,15 +76,17 @@ pub enum FaultKind {
     DbRestart,
     /// An app process started again with its clock off, then again without.
     ClockOffset,
-    /// An app's link to its store cut both ways (a partition).
+    /// A link cut both ways (a partition). The link faults hit an app's link to its
+    /// store (Redis on one box, the database on the full topology) or, on the full
+    /// topology, every app's link to one Redis master.
     LinkCut,
-    /// An app's link to its store passing requests but losing answers (one way).
+    /// A link passing requests but losing answers (one way).
     AnswersLost,
-    /// Every packet on an app's link delayed (50 ms to 2 s, with jitter).
+    /// Every packet on a link delayed (50 ms to 2 s, with jitter).
     LinkDelay,
-    /// A share of an app's connections to its store reset, open or new.
+    /// A share of a link's connections reset, open or new.
     LinkFlaky,
-    /// An app's link to its store slowed to a trickle (2 to 20 KB/s).
+    /// A link slowed to a trickle (2 to 20 KB/s).
     LinkTrickle,
     /// Every Redis node's memory full (`maxmemory` at what it holds, `noeviction`):
     /// every write refused.
@@ -96,10 +98,14 @@ pub enum FaultKind {
     /// reach it: the others fail it over, and what it took meanwhile is lost when it
     /// rejoins.
     MasterIsolated,
+    /// One Redis node set to evict keys (`volatile-lru` under a `maxmemory` limit, what
+    /// managed services default to) while an app starts again: the app must refuse to
+    /// start. Then the node's `noeviction` back, and the app started.
+    EvictingPolicy,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 16] = [
+    pub const ALL: [FaultKind; 17] = [
         FaultKind::Kill,
         FaultKind::Pause,
         FaultKind::RedisRestart,
@@ -116,6 +122,7 @@ impl FaultKind {
         FaultKind::RedisFull,
         FaultKind::ReplicaCut,
         FaultKind::MasterIsolated,
+        FaultKind::EvictingPolicy,
     ];
 
     pub fn name(self) -> &'static str {
@@ -136,6 +143,7 @@ impl FaultKind {
             Self::RedisFull => "Redis memory full",
             Self::ReplicaCut => "replica cut off",
             Self::MasterIsolated => "master isolated",
+            Self::EvictingPolicy => "evicting policy",
         }
     }
 
@@ -158,8 +166,19 @@ impl FaultKind {
             Self::RedisFull => "#c5b0d5",
             Self::ReplicaCut => "#f7b6d2",
             Self::MasterIsolated => "#843c39",
+            Self::EvictingPolicy => "#637939",
         }
     }
+}
+
+/// An app started while a Redis node it uses was set to evict keys (the nemesis's
+/// evicting policy).
+#[derive(Clone, Debug)]
+pub struct EvictingStart {
+    pub app: String,
+    pub node: String,
+    /// Why the start was refused (the app's last log line), or `None`: it started.
+    pub refused: Option<String>,
 }
 
 /// The run's record, written by every task.
@@ -170,11 +189,18 @@ pub struct History {
     /// What went wrong with the run itself (a process that would not start again):
     /// such a run proves nothing and fails.
     broken: Mutex<Vec<String>>,
+    evicting_starts: Mutex<Vec<EvictingStart>>,
 }
 
 impl History {
     pub fn new() -> Self {
-        Self { started: Instant::now(), ops: Mutex::default(), faults: Mutex::default(), broken: Mutex::default() }
+        Self {
+            started: Instant::now(),
+            ops: Mutex::default(),
+            faults: Mutex::default(),
+            broken: Mutex::default(),
+            evicting_starts: Mutex::default(),
+        }
     }
 
     /// Milliseconds since the run started.
@@ -200,6 +226,14 @@ impl History {
 
     pub fn what_broke(&self) -> Vec<String> {
         self.broken.lock().unwrap().clone()
+    }
+
+    pub fn evicting_start(&self, start: EvictingStart) {
+        self.evicting_starts.lock().unwrap().push(start);
+    }
+
+    pub fn evicting_starts(&self) -> Vec<EvictingStart> {
+        self.evicting_starts.lock().unwrap().clone()
     }
 
     pub fn ops(&self) -> Vec<Op> {

@@ -216,7 +216,14 @@ async fn day(args: &Args, seed: u64, topology: &Arc<Topology>, dir: &std::path::
         return Err(format!("the run broke, and proves nothing: {}", broken.join("; ")));
     }
     let faults = history.faults();
-    let violations = checker::violations(&ops, &end, args.stock);
+    let mut violations = checker::violations(&ops, &end, args.stock);
+    let evicting_starts = history.evicting_starts();
+    violations.extend(checker::evicting_starts(&evicting_starts));
+    println!(
+        "chaos: apps started while a Redis node may evict keys: {}, refused: {}",
+        evicting_starts.len(),
+        evicting_starts.iter().filter(|s| s.refused.is_some()).count()
+    );
     let availability = checker::availability(&ops, &faults);
     let saving = checker::saving(&ops, &faults, &end, args.pay_timeout_ms as i64);
     summary(topology.kind, seed, &ops, &faults, (&availability, &saving), &violations);

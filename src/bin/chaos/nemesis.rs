@@ -3,12 +3,12 @@
 //! per target: a fault whose target is still under another is skipped.
 
 use crate::{
-    history::{Fault, FaultKind, History},
+    history::{EvictingStart, Fault, FaultKind, History},
     proxy::Mode,
     topology::{App, Kind, Topology},
 };
 use rand::{rngs::StdRng, Rng};
-use std::{sync::Arc, time::Duration};
+use std::{collections::HashSet, sync::Arc, time::Duration};
 use tokio::sync::Mutex;
 
 /// Tries at starting a process again before the run is given up as broken.
@@ -65,6 +65,7 @@ pub fn plan(
         (FaultKind::LinkFlaky, 2),
         (FaultKind::LinkTrickle, 1),
         (FaultKind::RedisFull, 2),
+        (FaultKind::EvictingPolicy, 1),
     ];
     let shared: &[(FaultKind, u32)] = if network { &shared } else { &[] };
     // Partitions inside the cluster.
@@ -108,6 +109,8 @@ pub fn plan(
             FaultKind::ReplicaCut => rng.random_range(2_000..10_000),
             // Past the node timeout (2 s), mostly: the others fail it over.
             FaultKind::MasterIsolated => rng.random_range(1_500..8_000),
+            // Held while the app starts and is refused.
+            FaultKind::EvictingPolicy => 0,
         };
         // An app or a master (modulo how many there are); for a clock offset, six
         // offsets times three apps.
@@ -138,8 +141,29 @@ pub async fn run(topology: Arc<Topology>, history: Arc<History>, schedule: Vec<P
 struct Locks {
     redis: Mutex<()>,
     db: Mutex<()>,
-    /// Each app's link to its store.
-    links: [Mutex<()>; 3],
+    /// The links under a fault now, by their proxy's port.
+    links: std::sync::Mutex<HashSet<u16>>,
+}
+
+impl Locks {
+    /// Takes the link on proxy `port` for a fault; `None` while another fault has it.
+    fn link(&self, port: u16) -> Option<LinkTaken<'_>> {
+        // Built only when taken: a `LinkTaken` dropped frees the link.
+        let taken = self.links.lock().unwrap().insert(port);
+        taken.then(|| LinkTaken { locks: self, port })
+    }
+}
+
+/// A link under a fault; free again when dropped.
+struct LinkTaken<'a> {
+    locks: &'a Locks,
+    port: u16,
+}
+
+impl Drop for LinkTaken<'_> {
+    fn drop(&mut self) {
+        self.locks.links.lock().unwrap().remove(&self.port);
+    }
 }
 
 async fn inject(topology: &Topology, history: &History, locks: &Locks, p: Planned) {
@@ -242,16 +266,48 @@ async fn inject(topology: &Topology, history: &History, locks: &Locks, p: Planne
         | FaultKind::LinkDelay
         | FaultKind::LinkFlaky
         | FaultKind::LinkTrickle => {
-            let index = p.app % apps;
-            let Ok(_link) = locks.links[index].try_lock() else { return };
-            let (link, store) = topology.link(index);
+            // On the full topology every other one hits the apps' links to a master.
+            let to_redis = topology.kind == Kind::Full && (p.detail >> 32) & 1 == 1;
+            let Some((link, target)) = topology.link(p.app, to_redis).await else { return };
+            let Some(_taken) = locks.link(link.port) else { return };
             link.set(link_mode(p.kind, p.detail));
             tokio::time::sleep(hold).await;
             link.set(Mode::Open);
-            format!("app-{}→{store}", index + 1)
+            target
+        }
+        FaultKind::EvictingPolicy => {
+            let Ok(_redis) = locks.redis.try_lock() else { return };
+            let Ok(mut app) = topology.apps[p.app % apps].try_lock() else { return };
+            start_on_evicting(topology, history, &mut app, p.detail as usize).await;
+            app.name()
         }
     };
     history.fault(Fault { kind: p.kind, target, start, end: history.now() });
+}
+
+/// Sets the `pick`-th Redis node to evict keys and starts `app` again on it, which
+/// must refuse to start (the checker judges what it did); then sets the node back and
+/// starts the app again.
+async fn start_on_evicting(topology: &Topology, history: &History, app: &mut App, pick: usize) {
+    let node = match topology.set_evicting(pick, true).await {
+        Ok(node) => node,
+        Err(e) => {
+            eprintln!("chaos: the evicting policy was not set: {e}");
+            let _ = topology.set_evicting(pick, false).await;
+            return;
+        }
+    };
+    topology.stop_app(app).await;
+    let started = topology.start_app(app, 0).await;
+    history.evicting_start(EvictingStart { app: app.name(), node, refused: started.as_ref().err().cloned() });
+    if started.is_ok() {
+        topology.stop_app(app).await;
+    } else {
+        topology.kill(app).await;
+    }
+    retry(history, "noeviction on the Redis node", || async { topology.set_evicting(pick, false).await.map(drop) })
+        .await;
+    start_again(topology, history, app, 0).await;
 }
 
 /// What a link fault does to the link, `detail` choosing how much.
@@ -300,5 +356,20 @@ where
                 tokio::time::sleep(Duration::from_secs(1)).await;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_link_under_a_fault_is_not_taken_twice_and_is_free_once_healed() {
+        let locks = Locks::default();
+        let first = locks.link(7).expect("a free link is taken");
+        assert!(locks.link(7).is_none(), "a link under a fault is skipped");
+        assert!(locks.link(8).is_some(), "another link is free");
+        drop(first);
+        assert!(locks.link(7).is_some(), "free again once healed");
     }
 }

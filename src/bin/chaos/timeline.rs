@@ -45,7 +45,8 @@ pub fn svg(title: &str, ops: &[Op], faults: &[Fault], seconds: usize, processes:
     others.sort();
     others.dedup();
     targets.extend(others);
-    let faults_top = lat_top + lat_h + 44.0;
+    // Room for the legend's three rows above the lanes.
+    let faults_top = lat_top + lat_h + 58.0;
     let procs_top = faults_top + LANE * targets.len() as f64 + 30.0;
     let height = procs_top + LANE * 2.0 * processes as f64 + 60.0;
     let _ = write!(
@@ -123,9 +124,9 @@ pub fn svg(title: &str, ops: &[Op], faults: &[Fault], seconds: usize, processes:
     }
     let legend_y = faults_top - 8.0;
     for (i, kind) in FaultKind::ALL.iter().enumerate() {
-        // Two rows.
-        let per_row = FaultKind::ALL.len().div_ceil(2);
-        let (lx, legend_y) = (LEFT + 10.0 + 112.0 * (i % per_row) as f64, legend_y - 14.0 * (1 - i / per_row) as f64);
+        // Three rows.
+        let per_row = FaultKind::ALL.len().div_ceil(3);
+        let (lx, legend_y) = (LEFT + 10.0 + 140.0 * (i % per_row) as f64, legend_y - 14.0 * (2 - i / per_row) as f64);
         let _ = writeln!(
             out,
             r#"<rect x="{lx}" y="{:.1}" width="10" height="10" fill="{}"/><text x="{}" y="{:.1}">{}</text>"#,

@@ -8,7 +8,8 @@
 //! one store through a proxy of its own (`proxy.rs`), a link the nemesis can break:
 //! Redis on one box, PostgreSQL on the full topology. On the full topology every
 //! cluster node is reached through proxies too, shared by all its callers, which the
-//! nemesis uses to split the cluster (`cluster.rs`).
+//! nemesis uses to split the cluster (`cluster.rs`) and to break the apps' links to
+//! one master.
 
 use crate::{cluster::Cluster, postgres::Postgres, proxy::Proxy};
 use seckill::server::local_redis::LocalRedis;
@@ -254,13 +255,24 @@ impl Topology {
                 return Ok(());
             }
             if let Some(Ok(Some(status))) = app.child.as_mut().map(Child::try_wait) {
-                return Err(format!("{} exited at start ({status}); see its log", app.name()));
+                return Err(format!(
+                    "{} exited at start ({status}); its log ends: {}",
+                    app.name(),
+                    self.last_line(app)
+                ));
             }
             if tokio::time::Instant::now() > deadline {
                 return Err(format!("{} not ready within {READY_WITHIN:?}", app.name()));
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+    }
+
+    /// The last line the app process logged (a refused start says why there).
+    fn last_line(&self, app: &App) -> String {
+        let log = std::fs::read(self.dir.join(format!("{}.log", app.name()))).unwrap_or_default();
+        let tail = String::from_utf8_lossy(&log[log.len().saturating_sub(4_096)..]).into_owned();
+        tail.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or_default().to_owned()
     }
 
     /// Kills the app process (SIGKILL) and reaps it.
@@ -413,13 +425,53 @@ impl Topology {
         Ok(())
     }
 
-    /// App `index`'s link to its proxied store, and that store's name.
-    pub fn link(&self, index: usize) -> (&Proxy, &'static str) {
+    /// The link a link fault hits, and its name: app `pick`'s link to its proxied
+    /// store; or, when `to_redis` on the full topology, every app's link to the
+    /// `pick`-th Redis master (the apps share each node's proxy). `None` when no master
+    /// answers.
+    pub async fn link(&self, pick: usize, to_redis: bool) -> Option<(Arc<Proxy>, String)> {
+        if let (RedisPart::Cluster(cluster), true) = (&self.redis, to_redis) {
+            let masters = cluster.masters().await;
+            let &node = masters.get(pick % masters.len().max(1))?;
+            return Some((cluster.client_link(node), format!("apps→redis-{}", cluster.ports[node])));
+        }
+        let index = pick % self.links.len();
         let store = match self.kind {
             Kind::OneBox => "redis",
             Kind::Full => "db",
         };
-        (&self.links[index % self.links.len()], store)
+        Some((self.links[index].clone(), format!("app-{}→{store}", index + 1)))
+    }
+
+    /// Sets the `pick`-th Redis node to evict keys under memory pressure
+    /// (`volatile-lru` under a 1 GB limit it never nears in a run), or back to the
+    /// run's `noeviction` without a limit; the node's name.
+    pub async fn set_evicting(&self, pick: usize, evicting: bool) -> Result<String, String> {
+        let (port, name) = match &self.redis {
+            RedisPart::Single { port, .. } => (*port, "redis".to_owned()),
+            RedisPart::Cluster(cluster) => {
+                let port = cluster.ports[pick % cluster.ports.len()];
+                (port, format!("redis-{port}"))
+            }
+        };
+        let (limit, policy) = if evicting { ("1gb", "volatile-lru") } else { ("0", "noeviction") };
+        let set = async {
+            let node = redis::Client::open(format!("redis://127.0.0.1:{port}/"))?;
+            let mut redis = node.get_multiplexed_async_connection().await?;
+            redis::cmd("CONFIG")
+                .arg("SET")
+                .arg("maxmemory")
+                .arg(limit)
+                .arg("maxmemory-policy")
+                .arg(policy)
+                .query_async::<()>(&mut redis)
+                .await
+        };
+        match tokio::time::timeout(Duration::from_secs(5), set).await {
+            Ok(Ok(())) => Ok(name),
+            Ok(Err(e)) => Err(format!("{name}: maxmemory-policy {policy}: {e}")),
+            Err(_) => Err(format!("{name} did not answer CONFIG SET within 5 s")),
+        }
     }
 
     /// Stops everything: each app gracefully (SIGTERM, as a deploy does), then the stores.

@@ -1,6 +1,6 @@
 //! A client of the JSON API (`POST /api/<name>`), shared by the load tool
 //! (`src/bin/bench/`) and the integration tests: one place that knows how to sign in,
-//! carry a session cookie and make admin calls.
+//! carry a session cookie and make calls with the admin token.
 
 use futures::{stream, StreamExt};
 use reqwest::StatusCode;
@@ -60,7 +60,7 @@ impl ApiClient {
         self.call(name, body, &[("authorization", &auth)]).await
     }
 
-    /// An admin call (bearer token) that must succeed.
+    /// A call with the admin token (bearer) that must succeed.
     pub async fn admin(&self, name: &str, body: Value) -> Result<Value, String> {
         let (status, body) = self.operator(name, body).await?;
         if status.is_success() {

@@ -35,7 +35,8 @@ pub enum ErrorCode {
     InvalidInput,
     /// A shopper call without a valid session cookie.
     NotSignedIn,
-    /// An admin call without the admin token.
+    /// An operator call without an operator's cookie or the admin token (the wire
+    /// code predates the word operator).
     AdminRequired,
     /// A sign-in or password change with a wrong name or password (which of the two
     /// is never said).
@@ -146,7 +147,7 @@ impl ErrorCode {
         match self {
             Self::InvalidInput => "The request was not valid.",
             Self::NotSignedIn => "Please sign in first.",
-            Self::AdminRequired => "This needs the admin token.",
+            Self::AdminRequired => "This needs an operator's sign-in or the admin token.",
             Self::BadCredentials => "Wrong name or password.",
             Self::NameTaken => "That name is taken; please choose another.",
             Self::UnknownOperator => "There is no operator by that name.",

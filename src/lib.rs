@@ -23,8 +23,8 @@
 //! Below them the foundation (`error`, `body`, `browser`, `client_ip`, `backend`,
 //! `bus`, `shutdown`, `config`, `order_ids`, `money`, `rfc3339`) imports no domain;
 //! `layering` (a test) holds the rule. What each word means: `docs/architecture.md`.
-//! - `rfc3339`: how the browser reads the API's times (keeps chrono's general parser
-//!   out of the WASM).
+//! Of the foundation, `rfc3339` is how the browser reads the API's times (it keeps
+//! chrono's general parser out of the WASM).
 //!
 //! Server-only code sits behind the `ssr` feature; `hydrate` builds the browser side.
 

@@ -11,8 +11,8 @@ test('the dashboard moves live while others grab, and both pages show sold out w
   const number = (label: string) => panel.locator('div', { has: admin.getByText(label, { exact: true }) }).locator('dd');
   await expect(number('Stock left')).toHaveText('3 / 3');
   await expect(number('Granted')).toHaveText('0');
-  const stockChart = panel.getByRole('img', { name: 'Stock chart' }).locator('polyline');
-  const before = await stockChart.getAttribute('points');
+  const leftChart = panel.getByRole('img', { name: 'Left chart' }).locator('polyline');
+  const before = await leftChart.getAttribute('points');
 
   // A shopper in a second browser grabs one unit.
   const shop = await (await browser.newContext()).newPage();
@@ -25,7 +25,7 @@ test('the dashboard moves live while others grab, and both pages show sold out w
   await expect(number('Stock left')).toHaveText('2 / 3');
   await expect(number('Granted')).toHaveText('1');
   await expect(number('Persisted')).toHaveText('1');
-  await expect(stockChart).not.toHaveAttribute('points', before ?? '');
+  await expect(leftChart).not.toHaveAttribute('points', before ?? '');
   await expect(panel.getByRole('progressbar', { name: 'Sold' })).toHaveAttribute('aria-valuenow', '1');
   await expect(card).toContainText('2 of 3 left');
 

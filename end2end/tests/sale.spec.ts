@@ -27,7 +27,7 @@ test('admin creates and warms a voucher, and sees its numbers', async ({ page })
 test('admin page refuses a wrong token', async ({ page }) => {
   await submitToken(page, 'not-the-token');
   const tokenForm = page.getByRole('form', { name: 'Unlock with the admin token' });
-  await expect(tokenForm.getByRole('alert')).toHaveText('This needs the admin token.');
+  await expect(tokenForm.getByRole('alert')).toHaveText("This needs an operator's sign-in or the admin token.");
 });
 
 test('shopper grabs, sees success, and a second grab says already bought', async ({ page, request }) => {

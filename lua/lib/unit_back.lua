@@ -2,13 +2,13 @@
 -- `give_back.lua`: a cancelled order), prepended to each when it is loaded
 -- (`backend::layout::Scripts`).
 
--- Puts one unit back on sale when `restocks` and frees the shopper's buyer slot when
+-- Puts one unit back on sale when `gives_back` and frees the shopper's buyer slot when
 -- `frees_slot`. A unit that goes back is announced on `channel`, so every process
 -- clears its sold-out flag and dashboards log it. Without a stock key Redis lost the
 -- voucher: its rebuild reads the database, which already counts the unit, and an INCR
 -- here would create a stock of 1 that the rebuild would then take as the truth.
-local function unit_back(stock, buyers, user, restocks, frees_slot, channel, restocked_event)
-  if restocks then
+local function unit_back(stock, buyers, user, gives_back, frees_slot, channel, restocked_event)
+  if gives_back then
     if redis.call('EXISTS', stock) == 1 then redis.call('INCR', stock) end
     redis.call('PUBLISH', channel, restocked_event)
   end

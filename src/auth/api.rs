@@ -149,7 +149,7 @@ pub async fn change_password(current: String, new: String) -> AppResult<()> {
 }
 
 /// Ends this session (its cookie stops working on every process, even if copied) and
-/// the admin session of this browser: an operator's operator cookies end for good, on
+/// the operator session of this browser: an operator's cookies end for good, on
 /// every process within a second (they sign in again wherever else they were).
 #[server(prefix = "/api", endpoint = "sign_out", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn sign_out() -> AppResult<()> {

@@ -12,11 +12,11 @@ pub(crate) const SESSION_COOKIE: &str = "seckill_session";
 pub(crate) const OPERATOR_COOKIE: &str = "seckill_admin";
 const HOST_PREFIX: &str = "__Host-";
 
-/// Sessions last a week; signing in again starts a new one. The admin session lasts
-/// a working day. Each expiry is inside the signed (or encrypted) value, so a cookie
+/// Sessions last a week; signing in again starts a new one. An operator's session
+/// lasts a working day. Each expiry is inside the signed (or encrypted) value, so a cookie
 /// kept past its `Max-Age` is still refused.
 pub const SESSION_SECS: i64 = 7 * 24 * 3600;
-const ADMIN_SECS: i64 = 12 * 3600;
+const OPERATOR_SECS: i64 = 12 * 3600;
 /// What a session value starts with: cookies of other formats (sessions from before
 /// passwords) are refused.
 const FORMAT: &str = "v2";
@@ -36,7 +36,7 @@ pub struct Session {
     pub expires: i64,
 }
 
-/// Who is making an admin call: the admin token (bootstrap and automation; recorded as
+/// Who is making an operator call: the admin token (bootstrap and automation; recorded as
 /// `token`), or a named operator (as the operators table has them now, and the
 /// generation their cookie was made in).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -129,7 +129,7 @@ impl Secrets {
         CookieJar::new().signed(&self.key).verify(Cookie::new(name.to_owned(), value.into_owned()))
     }
 
-    /// Who makes this admin call: the admin token (bearer, or the cookie it bought), or
+    /// Who makes this operator call: the admin token (bearer, or the cookie it bought), or
     /// the operator whose unexpired operator cookie it carries, as long as the operator is
     /// there and has not ended the cookie's generation (their role is the one they have
     /// now). A bearer token is all that counts when one is sent.
@@ -174,20 +174,20 @@ impl Secrets {
         delta_header(&jar)
     }
 
-    /// A `Set-Cookie` value that lets this browser make admin calls as `actor`. The
+    /// A `Set-Cookie` value that lets this browser make operator calls as `actor`. The
     /// value is encrypted: nobody can read or change who it names. A token cookie
     /// works as long as the token is unchanged.
     pub fn operator_cookie(&self, actor: &Actor) -> String {
         let value = match actor {
-            Actor::Token => format!("tok.{}.{}", expiry(ADMIN_SECS), self.admin_token),
-            Actor::Operator { id, generation, .. } => format!("op.{}.{id}.{generation}", expiry(ADMIN_SECS)),
+            Actor::Token => format!("tok.{}.{}", expiry(OPERATOR_SECS), self.admin_token),
+            Actor::Operator { id, generation, .. } => format!("op.{}.{id}.{generation}", expiry(OPERATOR_SECS)),
         };
         let mut jar = CookieJar::new();
-        jar.private_mut(&self.key).add(self.cookie(OPERATOR_COOKIE, value, ADMIN_SECS));
+        jar.private_mut(&self.key).add(self.cookie(OPERATOR_COOKIE, value, OPERATOR_SECS));
         delta_header(&jar)
     }
 
-    /// `Set-Cookie` values that end the session and the admin session.
+    /// `Set-Cookie` values that end the session and the operator session.
     pub fn clearing_cookies(&self) -> [String; 2] {
         [SESSION_COOKIE, OPERATOR_COOKIE].map(|name| {
             let mut c = self.cookie(name, String::new(), 0);

@@ -56,7 +56,7 @@ pub struct EndedRow {
 /// Most sessions of one account ended one by one and still in force: past it, a
 /// sign-out ends every session of the account at once (one generation row in their
 /// place), so a loop of signing in and out cannot grow the table or any process's
-/// memory ([`super::ended`]).
+/// memory ([`super::ended_sessions`]).
 pub const MAX_ENDED_PER_ACCOUNT: i64 = 32;
 
 /// Ends one session: its cookie, valid until `expires_at`, is refused from now on. Past

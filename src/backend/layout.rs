@@ -18,7 +18,7 @@
 //! | `<ns>:{v<id>}:changes` | hash | stock change id → units it made (once each) | `sale::stock`, warm-up |
 //! | `<ns>:clock` | none | never written: routes the clock script to a node | `sale::gate::clock` |
 //! | `<ns>:sales_version` | string | counts operator changes to any sale | `sale::launch`; every process follows it (`bus::follow`) |
-//! | `<ns>:icr:order:<yyyymmdd>` | string | the day's order-id counter | `ids` (in blocks) |
+//! | `<ns>:icr:order:<yyyymmdd>` | string | the day's order-id counter | `order_ids` (in blocks) |
 //! | `<ns>:events` | pub/sub channel | sale events | `bus` |
 //! | `<ns>:attempts:addr:<address>` | hash | failed credential checks from one address | `auth::attempts` |
 //! | `<ns>:attempts:{<who>}` | hash | failed checks at one account (or the admin token), every address | `auth::attempts` |
@@ -72,7 +72,7 @@ pub struct SaleKeys {
     /// Count of grabs the gate refused (for the live refusal rate).
     pub refused: String,
     /// Set of cancelled order ids whose unit Redis has taken back (once each).
-    pub restocked: String,
+    pub given_back: String,
     /// Hash stock change id → units it added (> 0) or withdrew (< 0): each once.
     pub changes: String,
 }
@@ -88,7 +88,7 @@ impl SaleKeys {
             results: format!("{base}:results"),
             dlq: format!("{base}:dlq"),
             refused: format!("{base}:refused"),
-            restocked: format!("{base}:restocked"),
+            given_back: format!("{base}:restocked"),
             changes: format!("{base}:changes"),
         }
     }
@@ -224,7 +224,7 @@ mod tests {
     #[test]
     fn keys_of_one_voucher_share_a_hash_tag() {
         let k = SaleKeys::new("seckill", 42);
-        for key in [&k.left, &k.buyers, &k.window, &k.orders, &k.results, &k.dlq, &k.refused, &k.restocked, &k.changes]
+        for key in [&k.left, &k.buyers, &k.window, &k.orders, &k.results, &k.dlq, &k.refused, &k.given_back, &k.changes]
         {
             assert!(key.starts_with("seckill:{v42}:"), "{key}");
         }

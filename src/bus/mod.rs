@@ -137,7 +137,7 @@ pub const CHANGES_READ_EVERY: Duration = Duration::from_millis(250);
 /// subscriber it may have missed events whenever it moved. So a process whose
 /// subscription dropped the change's event (partitioned from pub/sub, or not yet
 /// subscribed) still follows the change within a fraction of a second: its caches
-/// check a version, not only a message they hope to get.
+/// check the sale-change count, not only a message they hope to get.
 pub fn follow(
     mut redis: crate::backend::RedisConn,
     key: String,

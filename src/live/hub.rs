@@ -1,7 +1,7 @@
 //! Fans the sampler's snapshots and the sale events out to every open feed.
 //! Frames are serialised once, whatever the number of subscribers.
 
-use super::{AdminFrame, LiveEvent, ShopFrame, Snapshot};
+use super::{LiveEvent, OperatorFrame, ShopFrame, Snapshot};
 use crate::bus::{SaleEvent, Subscriber};
 use std::{
     collections::VecDeque,
@@ -14,10 +14,10 @@ const HISTORY: usize = 180;
 /// Events kept for the log of a newly opened dashboard.
 const RECENT_EVENTS: usize = 50;
 
-/// One message, ready to send: the admin form and, if shoppers see it, theirs.
+/// One message, ready to send: the operators' form and, if shoppers see it, theirs.
 #[derive(Clone, Debug)]
 pub struct Frame {
-    pub admin: Arc<str>,
+    pub operator: Arc<str>,
     pub shop: Option<Arc<str>>,
 }
 
@@ -46,7 +46,7 @@ impl Hub {
     pub fn publish_snapshot(&self, snapshot: Snapshot) {
         let shop =
             Arc::<str>::from(to_json(&ShopFrame::Stock { vouchers: snapshot.stock_only(), now_ms: snapshot.at_ms }));
-        let admin = Arc::<str>::from(to_json(&AdminFrame::Snapshot(snapshot.clone())));
+        let operator = Arc::<str>::from(to_json(&OperatorFrame::Snapshot(snapshot.clone())));
         {
             let mut recent = self.lock();
             let due = recent.history.back().is_none_or(|last| snapshot.at_ms - last.at_ms >= 1_000);
@@ -58,11 +58,11 @@ impl Hub {
             }
             recent.latest_shop = Some(shop.clone());
         }
-        let _ = self.tx.send(Frame { admin, shop: Some(shop) });
+        let _ = self.tx.send(Frame { operator, shop: Some(shop) });
     }
 
     pub fn publish_event(&self, event: LiveEvent) {
-        let admin = Arc::<str>::from(to_json(&AdminFrame::Event(event.clone())));
+        let operator = Arc::<str>::from(to_json(&OperatorFrame::Event(event.clone())));
         let for_shoppers = matches!(event.kind, super::EventKind::SoldOut | super::EventKind::Restocked);
         let shop = for_shoppers.then(|| Arc::<str>::from(to_json(&ShopFrame::Event(event.clone()))));
         {
@@ -72,14 +72,14 @@ impl Hub {
             }
             recent.events.push_back(event);
         }
-        let _ = self.tx.send(Frame { admin, shop });
+        let _ = self.tx.send(Frame { operator, shop });
     }
 
-    /// A new admin feed: its first message (history and recent events) and the rest.
-    pub fn subscribe_admin(&self) -> (String, broadcast::Receiver<Frame>) {
+    /// A new operator feed: its first message (history and recent events) and the rest.
+    pub fn subscribe_operator(&self) -> (String, broadcast::Receiver<Frame>) {
         let rx = self.tx.subscribe();
         let recent = self.lock();
-        let hello = AdminFrame::Hello {
+        let hello = OperatorFrame::Hello {
             history: recent.history.iter().cloned().collect(),
             events: recent.events.iter().cloned().collect(),
         };

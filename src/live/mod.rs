@@ -238,7 +238,7 @@ pub struct SaleFigures {
 /// One message of the feed, as the browser receives it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
-pub enum AdminFrame {
+pub enum OperatorFrame {
     /// Sent first on every (re)connection: recent snapshots (one a second) and events.
     Hello {
         history: Vec<Snapshot>,
@@ -280,7 +280,7 @@ mod tests {
     #[test]
     fn frames_are_tagged_json() {
         let event = LiveEvent::from_sale(&SaleEvent::Restocked { voucher_id: 3 }, 1).unwrap();
-        let f = serde_json::to_value(AdminFrame::Event(event)).unwrap();
+        let f = serde_json::to_value(OperatorFrame::Event(event)).unwrap();
         assert_eq!(f["type"], "event");
         assert_eq!(f["kind"], "restocked");
     }

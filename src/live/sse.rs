@@ -44,12 +44,12 @@ pub async fn live(
         }
         None if state.secrets.actor(&headers).is_some() => {
             let Some(slot) = slot() else { return AppError::new(ErrorCode::Unavailable).into_response() };
-            let (hello, rx) = state.hub.subscribe_admin();
+            let (hello, rx) = state.hub.subscribe_operator();
             // Asked again before each frame: an operator removed, or signed out, while
             // the feed is open gets no further frame.
             let secrets = state.secrets.clone();
             let still = Arc::new(move || secrets.actor(&headers).is_some());
-            sse(Some(hello), rx, |f| Some(f.admin.clone()), &state.shutdown, slot, still).into_response()
+            sse(Some(hello), rx, |f| Some(f.operator.clone()), &state.shutdown, slot, still).into_response()
         }
         None => AppError::new(ErrorCode::AdminRequired).into_response(),
         Some(_) => AppError::invalid("view must be `shop` or absent.").into_response(),

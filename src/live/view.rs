@@ -1,7 +1,7 @@
 //! The browser side of the live feed: the operator's live board (numbers, progress, charts, event log) and the shoppers'
 //! live stock.
 
-use super::{AdminFrame, EventKind, LiveEvent, ShopFrame, Snapshot, StockLive, VoucherLive};
+use super::{EventKind, LiveEvent, OperatorFrame, ShopFrame, Snapshot, StockLive, VoucherLive};
 use crate::{
     auth::api::admin_status,
     browser::{listen, pause, Connection},
@@ -25,7 +25,7 @@ pub struct Point {
 
 /// What the operator's board shows, updated by the feed.
 #[derive(Clone, Copy)]
-pub struct AdminFeed {
+pub struct OperatorFeed {
     pub connection: RwSignal<Connection>,
     pub latest: RwSignal<HashMap<i64, VoucherLive>>,
     pub series: RwSignal<HashMap<i64, VecDeque<Point>>>,
@@ -34,22 +34,22 @@ pub struct AdminFeed {
     pub gate: RwSignal<(f64, f64)>,
 }
 
-impl AdminFeed {
-    fn apply(&self, frame: AdminFrame) -> Option<()> {
+impl OperatorFeed {
+    fn apply(&self, frame: OperatorFrame) -> Option<()> {
         match frame {
-            AdminFrame::Hello { history, events } => {
+            OperatorFrame::Hello { history, events } => {
                 set(self.series, HashMap::new())?;
                 for snapshot in history {
                     self.add_points(&snapshot)?;
                 }
                 set(self.events, events.into_iter().rev().collect())?;
             }
-            AdminFrame::Snapshot(snapshot) => {
+            OperatorFrame::Snapshot(snapshot) => {
                 self.add_points(&snapshot)?;
                 set(self.gate, (snapshot.admitted_per_s, snapshot.shed_per_s))?;
                 set(self.latest, snapshot.vouchers.into_iter().map(|v| (v.voucher_id, v)).collect())?;
             }
-            AdminFrame::Event(event) => {
+            OperatorFrame::Event(event) => {
                 // Sold out shows at once, not at the next snapshot.
                 if let (EventKind::SoldOut, Some(id)) = (event.kind, event.voucher_id) {
                     self.latest.try_update(|m| {
@@ -92,8 +92,8 @@ fn set<T: Send + Sync + 'static>(signal: RwSignal<T>, value: T) -> Option<()> {
 }
 
 /// Opens the operator's feed for as long as the calling component lives.
-pub fn use_admin_feed() -> AdminFeed {
-    let feed = AdminFeed {
+pub fn use_operator_feed() -> OperatorFeed {
+    let feed = OperatorFeed {
         connection: RwSignal::new(Connection::Connecting),
         latest: RwSignal::new(HashMap::new()),
         series: RwSignal::new(HashMap::new()),
@@ -102,7 +102,7 @@ pub fn use_admin_feed() -> AdminFeed {
     };
     Effect::new(move |_| {
         listen(super::FEED_PATH, feed.connection, move |text| {
-            serde_json::from_str::<AdminFrame>(&text).ok().map_or(Some(()), |f| feed.apply(f))
+            serde_json::from_str::<OperatorFrame>(&text).ok().map_or(Some(()), |f| feed.apply(f))
         });
     });
     feed
@@ -179,11 +179,11 @@ pub fn Sparkline(
 #[component]
 pub fn LiveBoard(
     titles: Signal<HashMap<i64, String>>,
-    /// Set to false when the server no longer knows this browser as admin.
+    /// Set to false when the server no longer knows this browser as an operator's.
     unlocked: RwSignal<bool>,
 ) -> impl IntoView {
-    let feed = use_admin_feed();
-    // While reconnecting, ask whether this browser is still admin: a server restarted
+    let feed = use_operator_feed();
+    // While reconnecting, ask whether this browser is still an operator's: a server restarted
     // with a new session key refuses the old operator cookie, and then the token is
     // needed again rather than endless retries.
     Effect::new(move |_| {
@@ -232,7 +232,7 @@ pub fn LiveBoard(
 }
 
 #[component]
-fn LivePanel(id: i64, feed: AdminFeed, titles: Signal<HashMap<i64, String>>) -> impl IntoView {
+fn LivePanel(id: i64, feed: OperatorFeed, titles: Signal<HashMap<i64, String>>) -> impl IntoView {
     let live = move || feed.latest.with(|m| m.get(&id).cloned()).unwrap_or_default();
     let title = move || titles.with(|t| t.get(&id).cloned()).unwrap_or_else(|| format!("Voucher #{id}"));
     let series = move |f: fn(&Point) -> f64| {
@@ -275,7 +275,7 @@ fn LivePanel(id: i64, feed: AdminFeed, titles: Signal<HashMap<i64, String>>) -> 
             <div class="mt-2 grid gap-2 sm:grid-cols-3">
                 <Sparkline values=series(|p| p.grabs_per_s) label="Grabs/s" color="#e11d48"/>
                 <Sparkline values=series(|p| p.orders_per_s) label="Orders/s" color="#2563eb"/>
-                <Sparkline values=series(|p| p.left) label="Stock" color="#16a34a"
+                <Sparkline values=series(|p| p.left) label="Left" color="#16a34a"
                     top=Signal::derive(move || live().stock as f64)/>
             </div>
             <p class="mt-1 text-xs text-slate-600">

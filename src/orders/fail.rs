@@ -24,7 +24,7 @@ pub struct Failure<'a> {
 struct Terms {
     reason: FailReason,
     /// The unit it took goes back on sale.
-    restocks: bool,
+    gives_back: bool,
     /// The shopper may grab this voucher again.
     frees_slot: bool,
     /// A copy goes to the dead-letter stream for the operator.
@@ -40,16 +40,16 @@ impl<'a> Failure<'a> {
             Fate::Persisted => return None,
             // The unit goes back; the slot belongs to the shopper's other order.
             Fate::Duplicate => {
-                Terms { reason: FailReason::AlreadyBought, restocks: true, frees_slot: false, dead_letter: false }
+                Terms { reason: FailReason::AlreadyBought, gives_back: true, frees_slot: false, dead_letter: false }
             }
             // Redis was rebuilt with too much: the unit never existed.
             Fate::NoStock => {
-                Terms { reason: FailReason::SoldOut, restocks: false, frees_slot: true, dead_letter: false }
+                Terms { reason: FailReason::SoldOut, gives_back: false, frees_slot: true, dead_letter: false }
             }
             // Buried in the database now or by an earlier try (whose give-back a crash
             // may have left undone): unit and slot go back, a copy to the operator.
             Fate::Buried => {
-                Terms { reason: FailReason::DeadLetter, restocks: true, frees_slot: true, dead_letter: true }
+                Terms { reason: FailReason::DeadLetter, gives_back: true, frees_slot: true, dead_letter: true }
             }
         };
         Some(Self { order, entry_id, terms })
@@ -75,7 +75,7 @@ impl<'a> Failure<'a> {
             .arg(self.entry_id)
             .arg(GROUP)
             .arg(StoredResult::failed(m.user_id, terms.reason).encode())
-            .arg(flag(terms.restocks))
+            .arg(flag(terms.gives_back))
             .arg(flag(terms.frees_slot))
             .arg(if terms.dead_letter { terms.reason.as_str() } else { "" })
             .arg(&*backend.events_channel)

@@ -66,7 +66,7 @@ async fn run_script(backend: &Backend, owed: &Owed) -> Result<bool, BackendError
 
 /// The script's call for one order.
 fn call<'a>(backend: &'a Backend, keys: &SaleKeys, owed: &Owed) -> ScriptCall<'a> {
-    let keys = [keys.left.as_str(), &keys.buyers, &keys.restocked, &keys.window];
+    let keys = [keys.left.as_str(), &keys.buyers, &keys.given_back, &keys.window];
     let mut call = ScriptCall::new(&backend.scripts.give_back, &keys, 4, 96 + backend.events_channel.len());
     call.arg(owed.order_id)
         .arg(owed.user_id)

@@ -25,7 +25,7 @@ pub async fn settle(
         return Ok(0);
     }
     let keys = backend.keys(voucher_id);
-    let keys = [&*keys.left, &keys.buyers, &keys.results, &keys.orders, &keys.restocked, &keys.window];
+    let keys = [&*keys.left, &keys.buyers, &keys.results, &keys.orders, &keys.given_back, &keys.window];
     // An order's four arguments take about 80 bytes.
     let mut call = ScriptCall::new(&backend.scripts.settle, &keys, 2 + 4 * orders.len(), 32 + 80 * orders.len());
     call.arg(GROUP).arg(expires_at);

@@ -335,7 +335,7 @@ pub struct RebuildSource {
     /// Users holding a (not cancelled) order for the voucher.
     pub buyers: Vec<i64>,
     /// Cancelled orders: their units are in `stock_left` already.
-    pub restocked: Vec<i64>,
+    pub given_back: Vec<i64>,
     /// Every stored order (cancelled ones too) and its shopper: the rebuilt Redis
     /// holds their results, which is how it tells them from orders granted before
     /// it lost the voucher and committed after this snapshot (`lua/settle.lua`).
@@ -369,7 +369,7 @@ pub async fn lock_for_rebuild(tx: &mut Tx<'_>, voucher_id: i64) -> sqlx::Result<
         let (Some(order), Some(user), Some(status)) = (order, user, status) else { continue };
         snapshot.orders.push((order, user));
         if status == OrderStatus::Cancelled.as_str() {
-            snapshot.restocked.push(order);
+            snapshot.given_back.push(order);
         } else {
             snapshot.buyers.push(user);
         }

@@ -1,5 +1,6 @@
-//! The operator's page (`/admin`): unlock with the token, create and warm vouchers,
-//! watch every sale live, and each voucher's orders.
+//! The operators' page (`/admin`): sign in by name and password or unlock with the
+//! admin token; create and warm vouchers, watch every sale live, and each voucher's
+//! orders.
 
 use crate::{
     auth::{

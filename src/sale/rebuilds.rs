@@ -1,4 +1,4 @@
-//! Rebuilds of vouchers Redis lost, started by grabs (`service::not_in_redis`): one per
+//! Rebuilds of vouchers Redis lost, started by grabs (`grab::not_in_redis`): one per
 //! voucher at a time in this process, its outcome shared by every grab that asks
 //! while it runs.
 //!

@@ -2,7 +2,8 @@
 //! script, three uses: [`warm`] loads a sale Redis does not hold (its units left,
 //! buyers, window and the order stream's consumer group), and rebuilds one Redis
 //! lost from the database; on a sale Redis holds, it pushes the latest window (times,
-//! pause, price: [`push_window`], which an operator's change and the upkeep use).
+//! pause, price). An operator's change calls [`warm`] (the sale may have been lost
+//! meanwhile); the upkeep calls [`push_window`], which only pushes.
 //! This module owns the script's interface.
 
 use crate::{
@@ -83,12 +84,12 @@ pub async fn run_script(
 ) -> RedisResult<bool> {
     let mut call = backend.scripts.warm.key(&keys.left);
     call.key(&keys.buyers).key(&keys.window).key(&keys.orders).key(&keys.results).key(&keys.dlq).key(&keys.refused);
-    call.key(&keys.restocked).key(&keys.changes);
+    call.key(&keys.given_back).key(&keys.changes);
     call.arg(v.begins_at).arg(v.ends_at).arg(expires_at(v.ends_at)).arg(v.paused).arg(v.price).arg(v.version);
     call.arg(v.fair_start).arg(&v.start_secret).arg(GROUP);
     if let Some(s) = snapshot {
-        call.arg(s.stock_left).arg(s.buyers.len()).arg(s.restocked.len()).arg(s.orders.len());
-        call.arg(&s.buyers).arg(&s.restocked);
+        call.arg(s.stock_left).arg(s.buyers.len()).arg(s.given_back.len()).arg(s.orders.len());
+        call.arg(&s.buyers).arg(&s.given_back);
         for &(order, user) in &s.orders {
             call.arg(order).arg(StoredResult::success(user).encode());
         }

@@ -1,5 +1,5 @@
 //! The front door: [`front`], the one middleware every request passes. It times and
-//! counts the request ([`ops`]), names the caller and holds back one over its rate
+//! counts the request ([`monitoring`]), names the caller and holds back one over its rate
 //! ([`rate_limit`]), serves at most so many requests at once (more answer 503
 //! `unavailable` at once) and each within the request timeout (then 503), and for
 //! `/api/...` calls applies the API's own rules:
@@ -9,7 +9,7 @@
 //!   admits, and its handler is handed the caller found;
 //! - a state-changing call must carry JSON and come from this site, so a cross-site
 //!   form (which can send `text/plain` or a form body, with the shopper's cookies) can
-//!   neither grab, nor sign anyone in or out, nor act as admin;
+//!   neither grab, nor sign anyone in or out, nor act as an operator;
 //! - a call's body is read here first, up to 64 KB ([`crate::body`]): the
 //!   server-function layer would read one of any size whole;
 //! - a refusal gets the HTTP status its error code calls for, and a wrong method the

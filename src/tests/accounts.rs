@@ -252,7 +252,7 @@ async fn wrong_sign_ins_sent_at_once_are_checked_no_more_than_the_limit() {
     app.stop().await;
 }
 
-/// An admin call as the holder of `cookie`: status and body.
+/// An operator call as the holder of `cookie`: status and body.
 pub(crate) async fn as_operator(app: &TestApp, cookie: &str, call: &str, body: Value) -> (u16, Value) {
     let (status, body) = app.call(call, body, &[("cookie", cookie)]).await;
     (status.as_u16(), body)

@@ -78,7 +78,7 @@ async fn admin_calls_need_the_token() {
         let (status, _) = app.call(name, body, &[("authorization", "Bearer wrong")]).await;
         assert_eq!(status, 401, "{name}");
     }
-    // A shopper session is not an admin session.
+    // A shopper session is not an operator session.
     let ann = app.sign_in("ann").await;
     let (status, _) = app.call("sale_stats", json!({ "voucher_id": v }), &[("cookie", &ann.cookie)]).await;
     assert_eq!(status, 401);

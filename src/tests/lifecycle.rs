@@ -39,7 +39,7 @@ async fn books(app: &TestApp, v: i64, total: i64) -> (i64, i64, i64, i64) {
     let mut redis = app.redis.clone();
     let stock: i64 = redis.get(&keys.left).await.unwrap();
     let buyers: i64 = redis.scard(&keys.buyers).await.unwrap();
-    let restocked: i64 = redis.scard(&keys.restocked).await.unwrap();
+    let given_back: i64 = redis.scard(&keys.given_back).await.unwrap();
     let (left, paid_col, cancelled_col): (i64, i64, i64) =
         sqlx::query_as("SELECT stock_left, paid, cancelled FROM vouchers WHERE id = $1")
             .bind(v)
@@ -58,7 +58,7 @@ async fn books(app: &TestApp, v: i64, total: i64) -> (i64, i64, i64, i64) {
     assert_eq!(stock + buyers, total, "Redis: stock + live buyers = total");
     assert_eq!(left + n("unpaid") + n("paid"), total, "database: stock_left + orders not cancelled = stock");
     assert_eq!((paid_col, cancelled_col), (n("paid"), n("cancelled")), "the voucher's counts");
-    assert_eq!(restocked, n("cancelled"), "each cancelled unit given back in Redis once");
+    assert_eq!(given_back, n("cancelled"), "each cancelled unit given back in Redis once");
     assert_eq!(owed(app).await, 0, "no give-back left owed");
     (stock, buyers, n("paid"), n("cancelled"))
 }
@@ -414,7 +414,7 @@ async fn a_give_back_a_failover_lost_is_made_again() {
     // The failover: the new master never heard of the give-back.
     let () = redis::pipe()
         .atomic()
-        .srem(&keys.restocked, &id)
+        .srem(&keys.given_back, &id)
         .ignore()
         .sadd(&keys.buyers, ann.user_id)
         .ignore()

@@ -1,5 +1,5 @@
 //! One voucher's reader: joins the voucher's consumer group, drains its own pending
-//! list, then reads new entries in batches, persists them and records the outcomes.
+//! list, then reads new entries in batches, persists them and records their fates.
 
 use super::{recovery::Recovery, saver::Saver, Wakeups, WorkerSettings};
 use crate::orders::entry::Entry;
@@ -73,7 +73,7 @@ pub(super) struct Reader {
     rang: bool,
     /// Takes over entries other consumers left idle.
     recovery: Recovery,
-    /// Persists what this reader reads and records the outcomes.
+    /// Persists what this reader reads and records their fates.
     saver: Saver,
 }
 

@@ -26,7 +26,7 @@ pub struct VoucherState {
     pub stock_left: i64,
     pub redis_stock: Option<i64>,
     pub buyers: HashSet<i64>,
-    pub restocked: HashSet<i64>,
+    pub given_back: HashSet<i64>,
 }
 
 #[derive(Clone, Debug)]
@@ -57,8 +57,8 @@ impl Final {
             let keys = SaleKeys::new("seckill", id);
             let redis_stock: Option<i64> = redis.get(&keys.left).await.map_err(|e| e.to_string())?;
             let buyers: HashSet<i64> = redis.smembers(&keys.buyers).await.map_err(|e| e.to_string())?;
-            let restocked: HashSet<i64> = redis.smembers(&keys.restocked).await.map_err(|e| e.to_string())?;
-            states.push(VoucherState { id, stock, stock_left, redis_stock, buyers, restocked });
+            let given_back: HashSet<i64> = redis.smembers(&keys.given_back).await.map_err(|e| e.to_string())?;
+            states.push(VoucherState { id, stock, stock_left, redis_stock, buyers, given_back });
             if let Some(left) = undrained(&mut redis, &keys.orders).await? {
                 undrained_sales.push(format!("sale {id}: {left}"));
             }

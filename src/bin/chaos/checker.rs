@@ -215,11 +215,11 @@ fn books(end: &Final, initial_stock: i64, ops: &[Op]) -> Vec<String> {
                 differ.join("; ")
             ));
         }
-        if v.restocked != cancelled {
+        if v.given_back != cancelled {
             found.push(format!(
                 "sale {}: cancelled units given back in Redis {} times for {} cancelled orders",
                 v.id,
-                v.restocked.len(),
+                v.given_back.len(),
                 cancelled.len()
             ));
         }
@@ -370,7 +370,7 @@ mod tests {
                 stock_left: 1,
                 redis_stock: Some(1),
                 buyers: [7].into(),
-                restocked: HashSet::new(),
+                given_back: HashSet::new(),
             }],
             orders: [(100, order)].into(),
             owed: 0,
@@ -449,7 +449,7 @@ mod tests {
             stock_left: 2,
             redis_stock: Some(2),
             buyers: HashSet::new(),
-            restocked: [100].into(),
+            given_back: [100].into(),
             ..sold
         });
         assert!(violations(&[], &early, 2)[0].contains("cancelled for its deadline 1000 ms before it"));

@@ -214,7 +214,7 @@ impl TestApp {
         self.api.call(name, body, headers).await.unwrap()
     }
 
-    /// An admin call (bearer token); panics unless it succeeds.
+    /// A call with the admin token (bearer); panics unless it succeeds.
     pub async fn admin(&self, name: &str, body: Value) -> Value {
         self.api.admin(name, body).await.unwrap()
     }

@@ -11,7 +11,10 @@ pub struct Final {
     pub vouchers: Vec<VoucherState>,
     /// Order id → (voucher, user, status, pay deadline, paid at).
     pub orders: HashMap<i64, OrderRow>,
+    /// Give-backs Redis still owes (cancelled orders' units).
     pub owed: i64,
+    /// Operators' stock changes Redis has not yet made (or replicas not yet held).
+    pub changes_owed: i64,
     /// The database's clock when read (ms).
     pub db_now: i64,
     /// Each granted grab's result asked after the quiet period: order id → status.
@@ -41,19 +44,52 @@ pub struct OrderRow {
 }
 
 impl Final {
-    /// Reads the database and Redis (namespace `seckill`) for `vouchers`.
+    /// Reads the database (one snapshot) and Redis (namespace `seckill`) for `vouchers`.
     pub async fn read(database_url: &str, redis_url: &str, vouchers: &[i64]) -> Result<Self, String> {
         sqlx::any::install_default_drivers();
-        let db = sqlx::AnyPool::connect(database_url).await.map_err(|e| e.to_string())?;
-        let mut redis = RedisConn::open(redis_url).await.map_err(|e| e.to_string())?;
-        let (mut states, mut undrained_sales) = (Vec::new(), Vec::new());
+        let e = |e: sqlx::Error| e.to_string();
+        let db = sqlx::AnyPool::connect(database_url).await.map_err(e)?;
+        let mut tx = db.begin().await.map_err(e)?;
+        if database_url.starts_with("postgres") {
+            // Every read below sees one moment (SQLite's transaction does already).
+            sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ").execute(&mut *tx).await.map_err(e)?;
+        }
+        let mut units = Vec::new();
         for &id in vouchers {
             let (stock, stock_left): (i64, i64) =
                 sqlx::query_as("SELECT stock, stock_left FROM vouchers WHERE id = $1")
                     .bind(id)
-                    .fetch_one(&db)
+                    .fetch_one(&mut *tx)
                     .await
-                    .map_err(|e| e.to_string())?;
+                    .map_err(e)?;
+            units.push((id, stock, stock_left));
+        }
+        type Row = (i64, i64, i64, String, i64, Option<i64>, Option<i64>);
+        let rows: Vec<Row> = sqlx::query_as(
+            "SELECT id, voucher_id, user_id, status, pay_deadline, paid_at, \
+             CASE WHEN cancel_reason = 'timeout' THEN cancelled_at END FROM orders",
+        )
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(e)?;
+        let orders = rows
+            .into_iter()
+            .map(|(id, voucher, user, status, pay_deadline, paid_at, timed_out_at)| {
+                (id, OrderRow { voucher, user, status, pay_deadline, paid_at, timed_out_at })
+            })
+            .collect();
+        let owed: i64 =
+            sqlx::query_scalar("SELECT COUNT(*) FROM restocks_owed").fetch_one(&mut *tx).await.map_err(e)?;
+        let changes_owed: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM stock_changes WHERE applied IS NULL")
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(e)?;
+        tx.rollback().await.map_err(e)?;
+        let db_now = seckill::testing::db_clock::now_ms(&db).await.map_err(e)?;
+
+        let mut redis = RedisConn::open(redis_url).await.map_err(|e| e.to_string())?;
+        let (mut states, mut undrained_sales) = (Vec::new(), Vec::new());
+        for (id, stock, stock_left) in units {
             let keys = SaleKeys::new("seckill", id);
             let redis_stock: Option<i64> = redis.get(&keys.left).await.map_err(|e| e.to_string())?;
             let buyers: HashSet<i64> = redis.smembers(&keys.buyers).await.map_err(|e| e.to_string())?;
@@ -63,24 +99,15 @@ impl Final {
                 undrained_sales.push(format!("sale {id}: {left}"));
             }
         }
-        type Row = (i64, i64, i64, String, i64, Option<i64>, Option<i64>);
-        let rows: Vec<Row> = sqlx::query_as(
-            "SELECT id, voucher_id, user_id, status, pay_deadline, paid_at, \
-             CASE WHEN cancel_reason = 'timeout' THEN cancelled_at END FROM orders",
-        )
-        .fetch_all(&db)
-        .await
-        .map_err(|e| e.to_string())?;
-        let orders = rows
-            .into_iter()
-            .map(|(id, voucher, user, status, pay_deadline, paid_at, timed_out_at)| {
-                (id, OrderRow { voucher, user, status, pay_deadline, paid_at, timed_out_at })
-            })
-            .collect();
-        let owed: i64 =
-            sqlx::query_scalar("SELECT COUNT(*) FROM restocks_owed").fetch_one(&db).await.map_err(|e| e.to_string())?;
-        let db_now = seckill::testing::db_clock::now_ms(&db).await.map_err(|e| e.to_string())?;
-        Ok(Self { vouchers: states, orders, owed, db_now, results: HashMap::new(), undrained: undrained_sales })
+        Ok(Self {
+            vouchers: states,
+            orders,
+            owed,
+            changes_owed,
+            db_now,
+            results: HashMap::new(),
+            undrained: undrained_sales,
+        })
     }
 }
 

@@ -165,7 +165,7 @@ fn sold_out_while_unsold(ops: &[Op], end: &Final) -> Vec<String> {
 
 /// Each sale's books: no oversell, one live order per shopper, Redis and the database
 /// conserving every unit, each cancelled unit back once, overdue orders swept, paid
-/// ones paid in time, no give-back owed.
+/// ones paid in time, no give-back or stock change owed.
 fn books(end: &Final, initial_stock: i64, ops: &[Op]) -> Vec<String> {
     let mut found = Vec::new();
     for v in &end.vouchers {
@@ -261,6 +261,9 @@ fn books(end: &Final, initial_stock: i64, ops: &[Op]) -> Vec<String> {
                 ));
             }
         }
+    }
+    if end.changes_owed > 0 {
+        found.push(format!("{} stock changes still owed to Redis", end.changes_owed));
     }
     if end.owed > 0 {
         found.push(format!("{} give-backs still owed to Redis", end.owed));
@@ -374,6 +377,7 @@ mod tests {
             }],
             orders: [(100, order)].into(),
             owed: 0,
+            changes_owed: 0,
             db_now: 20_000,
             results: [("100".to_owned(), "success".to_owned())].into(),
             undrained: Vec::new(),
@@ -458,6 +462,9 @@ mod tests {
         let mut owed = balanced();
         owed.owed = 1;
         assert!(violations(&[], &owed, 2).iter().any(|v| v.contains("give-backs still owed")));
+        let mut changes_owed = balanced();
+        changes_owed.changes_owed = 1;
+        assert!(violations(&[], &changes_owed, 2).iter().any(|v| v.contains("stock changes still owed")));
     }
 
     #[test]

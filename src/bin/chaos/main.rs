@@ -197,11 +197,11 @@ async fn day(args: &Args, seed: u64, topology: &Arc<Topology>, dir: &std::path::
         // Every order paid or cancelled (those left unpaid time out): nothing changes
         // any more while the final state is read, in Redis or in the database.
         let unpaid = end.orders.values().filter(|o| o.status == "unpaid").count();
-        if (drained && undecided == 0 && unpaid == 0 && end.owed == 0) || quiet_started.elapsed() > quiet_limit {
+        let owed = end.owed + end.changes_owed;
+        if (drained && undecided == 0 && unpaid == 0 && owed == 0) || quiet_started.elapsed() > quiet_limit {
             println!(
-                "chaos: quiet after {:.1?} (drained {drained}, undecided {undecided}, unpaid {unpaid}, owed {})",
+                "chaos: quiet after {:.1?} (drained {drained}, undecided {undecided}, unpaid {unpaid}, owed {owed})",
                 quiet_started.elapsed(),
-                end.owed
             );
             for sale in &end.undrained {
                 println!("chaos: not drained: {sale}");

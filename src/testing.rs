@@ -25,7 +25,8 @@ pub use crate::{
     },
     report::{tally::Tally, Outcome},
     sale::{
-        gate::{self, Verdict},
+        batches::{Batches, CALLS_PER_SALE, MOST_PER_CALL},
+        gate::{self, Ask, Verdict},
         warm, REDIS_DEADLINE,
     },
     voucher::store::{self as vouchers, StockChange, VoucherRow},

@@ -1,9 +1,10 @@
 //! A granted order's entry in its sale's order stream: its format, written and read
 //! here. The gate writes it (`lua/grab.lua`, in the step that grants), from the
-//! arguments [`gate_args`] puts first in its call:
+//! arguments [`gate_voucher`] puts first in its call and [`gate_grab`] first in each
+//! grab's four:
 //!
 //! ```text
-//! XADD <orders stream> * order ARGV[2] user ARGV[1] voucher ARGV[3] price <window's price>
+//! XADD <orders stream> * order <grab's order> user <grab's user> voucher ARGV[1] price <window's price>
 //! ```
 //!
 //! (`price` is the sale's price at that grab, empty when the window had none, and
@@ -28,15 +29,16 @@ pub struct OrderMsg {
     pub price: Option<i64>,
 }
 
-/// The gate's first three arguments, in the order `lua/grab.lua` reads them into the
-/// entry: `ARGV[1]` the user, `ARGV[2]` the order, `ARGV[3]` the voucher.
-pub fn gate_args<'c, 'a>(
-    call: &'c mut ScriptCall<'a>,
-    voucher_id: i64,
-    user_id: i64,
-    order_id: i64,
-) -> &'c mut ScriptCall<'a> {
-    call.arg(user_id).arg(order_id).arg(voucher_id)
+/// The gate's first argument, `ARGV[1]`: the voucher, which every entry the call
+/// writes carries.
+pub fn gate_voucher<'c, 'a>(call: &'c mut ScriptCall<'a>, voucher_id: i64) -> &'c mut ScriptCall<'a> {
+    call.arg(voucher_id)
+}
+
+/// The first two of a grab's four arguments, in the order `lua/grab.lua` reads them
+/// into its entry: the user, then the order.
+pub fn gate_grab<'c, 'a>(call: &'c mut ScriptCall<'a>, user_id: i64, order_id: i64) -> &'c mut ScriptCall<'a> {
+    call.arg(user_id).arg(order_id)
 }
 
 /// One stream entry: its id and the order it carries (`None` when malformed).

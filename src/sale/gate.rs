@@ -1,5 +1,7 @@
-//! The gate (`lua/grab.lua`): decides one grab in one atomic Redis step. This module
-//! owns the script's interface: what it is handed and what its answer means.
+//! The gate (`lua/grab.lua`): decides the grabs of one sale that arrived together,
+//! each in one atomic Redis step, in one call. This module owns the script's
+//! interface: what it is handed and what its answers mean. `batches` gathers the
+//! grabs.
 
 use crate::orders::{entry, results::StoredResult};
 use crate::{
@@ -58,24 +60,46 @@ pub async fn token(backend: &Backend, voucher_id: i64, user_id: i64) -> RedisRes
     })
 }
 
-/// Runs the gate: one round trip decides and, if granted, queues the order.
+/// One grab for the gate: who, the order id it gets if granted, and the shopper's
+/// grab token (empty when none).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Ask {
+    pub user_id: i64,
+    pub order_id: i64,
+    pub token: String,
+}
+
+/// Runs the gate on one grab: one round trip decides and, if granted, queues the order.
 pub async fn grab(
     backend: &Backend,
     sale: &SaleKeys,
     (voucher_id, user_id, order_id): (i64, i64, i64),
     token: &str,
 ) -> RedisResult<Verdict> {
+    let ask = Ask { user_id, order_id, token: token.to_owned() };
+    let mut verdicts = grab_all(backend, sale, voucher_id, &[&ask]).await?;
+    verdicts.pop().ok_or_else(|| (redis::ErrorKind::TypeError, "the gate answered no grab").into())
+}
+
+/// Runs the gate on grabs of one sale: one round trip decides each, in order, and
+/// queues the orders granted. One verdict per grab.
+pub async fn grab_all(backend: &Backend, sale: &SaleKeys, voucher_id: i64, asks: &[&Ask]) -> RedisResult<Vec<Verdict>> {
     let keys = [&*sale.left, &sale.buyers, &sale.window, &sale.orders, &sale.results, &sale.refused];
-    // The seven arguments below take about 140 bytes besides the channel's name.
-    let mut call = ScriptCall::new(&backend.scripts.grab, &keys, 7, 160 + backend.events_channel.len());
-    let reply: String = entry::gate_args(&mut call, voucher_id, user_id, order_id)
-        .arg(&*backend.events_channel)
-        .arg(StoredResult::queued(user_id).encode())
-        .arg(SaleEvent::SoldOut { voucher_id })
-        .arg(token)
-        .invoke(&mut backend.redis.clone())
-        .await?;
-    Ok(Verdict::from_reply(&reply))
+    // Each grab's four arguments take about 110 bytes; the call's own, 60 besides the
+    // channel's name.
+    let bytes = 60 + backend.events_channel.len() + 110 * asks.len();
+    let mut call = ScriptCall::new(&backend.scripts.grab, &keys, 3 + 4 * asks.len(), bytes);
+    entry::gate_voucher(&mut call, voucher_id).arg(&*backend.events_channel).arg(SaleEvent::SoldOut { voucher_id });
+    for ask in asks {
+        entry::gate_grab(&mut call, ask.user_id, ask.order_id)
+            .arg(StoredResult::queued(ask.user_id).encode())
+            .arg(&ask.token);
+    }
+    let replies: Vec<String> = call.invoke(&mut backend.redis.clone()).await?;
+    if replies.len() != asks.len() {
+        return Err((redis::ErrorKind::TypeError, "the gate answered a different number of grabs").into());
+    }
+    Ok(replies.iter().map(|r| Verdict::from_reply(r)).collect())
 }
 
 #[cfg(test)]

@@ -83,8 +83,8 @@ async fn at_the_gate(
     let backend = &state.backend;
     let decide = async {
         let order_id = state.ids.next(&backend.redis).await?;
-        let ids = (voucher_id, user_id, order_id);
-        let verdict = gate::grab(backend, &backend.keys(voucher_id), ids, token.unwrap_or_default()).await?;
+        let ask = gate::Ask { user_id, order_id, token: token.unwrap_or_default().to_owned() };
+        let verdict = state.batches.decide(backend, voucher_id, ask).await?;
         Ok::<_, redis::RedisError>((order_id, verdict))
     };
     let decided = tokio::time::timeout(REDIS_DEADLINE, decide).await;

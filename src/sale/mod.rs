@@ -1,6 +1,6 @@
 //! The sale: a voucher's units being sold in its window. Warm-up (`warm`: Redis made
 //! to hold the sale as the database has it), the Lua gate that decides a grab in one
-//! Redis step (`gate`), the grab and result endpoints (`api`, `hot_path`, `grab`),
+//! Redis step (`gate`, handed the grabs that arrive together by `batches`), the grab and result endpoints (`api`, `hot_path`, `grab`),
 //! putting a voucher on sale (`launch`) and running the sale (`run`, `stock`,
 //! `upkeep`) with their components (`operator_view`), this process's sold-out flags,
 //! and the shopper's sale card (`view`).
@@ -8,6 +8,8 @@
 #[cfg(feature = "ssr")]
 pub mod admission;
 pub mod api;
+#[cfg(feature = "ssr")]
+pub mod batches;
 pub mod clock;
 #[cfg(feature = "ssr")]
 pub mod gate;

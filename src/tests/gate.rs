@@ -131,3 +131,39 @@ async fn a_redis_that_forgot_the_scripts_is_handed_them_again() {
     assert_eq!(stats["redis_stock"], 1);
     app.stop().await;
 }
+
+/// Grabs of one sale that arrive together ride in shared gate calls (a few calls
+/// started at once, each deciding up to `MOST_PER_CALL`), and each is decided as if
+/// alone: 100 units and 300 grabs at once by 250 shoppers, 50 of them twice: exactly
+/// 100 granted, no shopper twice, every refusal counted.
+#[tokio::test]
+async fn grabs_arriving_together_share_gate_calls_and_each_is_decided_as_alone() {
+    use seckill::testing::{Ask, Batches, CALLS_PER_SALE, MOST_PER_CALL};
+    use std::{collections::HashSet, sync::Arc};
+    let app = TestApp::spawn().await;
+    let v = app.create_voucher(100, -5, 3600).await;
+    let (backend, keys) = (app.backend(), app.keys(v));
+    let batches = Arc::new(Batches::default());
+    let users: Vec<i64> = (1..=250).chain(1..=50).collect();
+    let grabs = users.iter().enumerate().map(|(i, &user_id)| {
+        let (batches, backend) = (batches.clone(), backend.clone());
+        let ask = Ask { user_id, order_id: 7_000_000_000 + i as i64, token: String::new() };
+        async move { (user_id, batches.decide(&backend, v, ask).await.unwrap()) }
+    });
+    let decided = futures::future::join_all(grabs).await;
+    let granted: Vec<i64> = decided.iter().filter(|(_, d)| *d == Verdict::Granted).map(|(u, _)| *u).collect();
+    assert_eq!(granted.len(), 100, "every unit, no more");
+    assert_eq!(granted.iter().collect::<HashSet<_>>().len(), 100, "no shopper twice");
+    for (_, d) in decided.iter().filter(|(_, d)| *d != Verdict::Granted) {
+        assert!(matches!(d, Verdict::Refused(ErrorCode::SoldOut | ErrorCode::AlreadyBought)), "{d:?}");
+    }
+    let at_least = users.len().div_ceil(MOST_PER_CALL) as u64;
+    let calls = batches.calls();
+    assert!((at_least..=at_least + CALLS_PER_SALE as u64).contains(&calls), "300 grabs at once in {calls} gate calls");
+    let mut redis = app.redis.clone();
+    let left: i64 = redis::cmd("GET").arg(&*keys.left).query_async(&mut redis).await.unwrap();
+    let refused: i64 = redis::cmd("GET").arg(&keys.refused).query_async(&mut redis).await.unwrap();
+    let buyers: i64 = redis::cmd("SCARD").arg(&keys.buyers).query_async(&mut redis).await.unwrap();
+    assert_eq!((left, buyers, refused), (0, 100, 200), "units left, buyers, refusals counted");
+    app.stop().await;
+}

@@ -3,8 +3,10 @@
 
 use seckill::testing::{RedisConn, Scripts};
 
-/// Grabs per second Redis alone decides: `redis-benchmark` running the gate script by
-/// EVALSHA with random users, on keys of the bench's own (removed after).
+/// Grabs per second Redis alone decides one call each: `redis-benchmark` running the
+/// gate script by EVALSHA with one random user a call, on keys of the bench's own
+/// (removed after). The server's calls carry every grab of a sale that arrived
+/// together (`sale::batches`), so a storm can pass this figure.
 pub(crate) async fn raw_gate(redis_url: &str, calls: usize) -> Result<f64, String> {
     let mut redis = RedisConn::open(redis_url).await.map_err(|e| format!("raw gate: {e}"))?;
     let script = Scripts::default().grab;
@@ -29,7 +31,8 @@ pub(crate) async fn raw_gate(redis_url: &str, calls: usize) -> Result<f64, Strin
         .args(["-h", &host, "-p", &port.to_string(), "-c", "50", "-n", &calls.to_string(), "-r", "1000000000"])
         .args(["--csv", "EVALSHA", &sha, "6"])
         .args(&keys)
-        .args(["__rand_int__", "__rand_int__", "1", &format!("{base}:events"), "q", "s"])
+        // The voucher, the channel, the sold-out event; one grab: user, order, result, token.
+        .args(["1", &format!("{base}:events"), "s", "__rand_int__", "__rand_int__", "q", ""])
         .output()
         .await
         .map_err(|e| format!("raw gate: running redis-benchmark: {e}"))?;

@@ -23,6 +23,7 @@ pub struct Final {
     pub undrained: Vec<String>,
 }
 
+#[derive(Debug, PartialEq)]
 pub struct VoucherState {
     pub id: i64,
     pub stock: i64,
@@ -32,7 +33,7 @@ pub struct VoucherState {
     pub given_back: HashSet<i64>,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct OrderRow {
     pub voucher: i64,
     pub user: i64,
@@ -44,6 +45,19 @@ pub struct OrderRow {
 }
 
 impl Final {
+    /// Whether two reads found the same books: every sale's units, buyers and
+    /// give-backs, every order, what is owed and every grab's result. The stores are
+    /// read one after the other, not at one instant, so only two reads that agree,
+    /// with nothing left to happen, show the books as they are: an order timing out
+    /// between the database's read and Redis's once made them disagree.
+    pub fn same_books(&self, other: &Self) -> bool {
+        self.vouchers == other.vouchers
+            && self.orders == other.orders
+            && (self.owed, self.changes_owed) == (other.owed, other.changes_owed)
+            && self.results == other.results
+            && self.undrained == other.undrained
+    }
+
     /// Reads the database (one snapshot) and Redis (namespace `seckill`) for `vouchers`.
     pub async fn read(database_url: &str, redis_url: &str, vouchers: &[i64]) -> Result<Self, String> {
         sqlx::any::install_default_drivers();

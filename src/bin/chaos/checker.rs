@@ -417,6 +417,17 @@ mod tests {
     }
 
     #[test]
+    fn two_reads_agree_only_on_the_same_books() {
+        assert!(balanced().same_books(&balanced()));
+        let mut timed_out = balanced();
+        timed_out.orders.get_mut(&100).unwrap().status = "cancelled".into();
+        assert!(!balanced().same_books(&timed_out), "an order that changed between the reads");
+        let mut given_back = balanced();
+        given_back.vouchers[0].given_back.insert(100);
+        assert!(!balanced().same_books(&given_back), "a give-back made between the reads");
+    }
+
+    #[test]
     fn balanced_books_and_kept_answers_are_no_violation() {
         let ops = [op(OpKind::Grab, 200, "queued", "100", 0), op(OpKind::Pay, 200, "paid", "100", 10)];
         assert_eq!(violations(&ops, &balanced(), 2), Vec::<String>::new());

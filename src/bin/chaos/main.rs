@@ -189,6 +189,7 @@ async fn day(args: &Args, seed: u64, topology: &Arc<Topology>, dir: &std::path::
     let ops = history.ops();
     let quiet_limit = Duration::from_millis(args.pay_timeout_ms) + Duration::from_secs(90);
     let quiet_started = std::time::Instant::now();
+    let mut before: Option<books::Final> = None;
     let end = loop {
         let mut end = books::Final::read(&topology.database_url, &topology.redis_url, &vouchers).await?;
         end.results = final_results(&workload, &ops, &by_user).await;
@@ -198,7 +199,10 @@ async fn day(args: &Args, seed: u64, topology: &Arc<Topology>, dir: &std::path::
         // any more while the final state is read, in Redis or in the database.
         let unpaid = end.orders.values().filter(|o| o.status == "unpaid").count();
         let owed = end.owed + end.changes_owed;
-        if (drained && undecided == 0 && unpaid == 0 && owed == 0) || quiet_started.elapsed() > quiet_limit {
+        let settled = drained && undecided == 0 && unpaid == 0 && owed == 0;
+        // Quiet, and found so by two reads in a row that agree.
+        let agreed = before.as_ref().is_some_and(|b| b.same_books(&end));
+        if (settled && agreed) || quiet_started.elapsed() > quiet_limit {
             println!(
                 "chaos: quiet after {:.1?} (drained {drained}, undecided {undecided}, unpaid {unpaid}, owed {owed})",
                 quiet_started.elapsed(),
@@ -208,6 +212,7 @@ async fn day(args: &Args, seed: u64, topology: &Arc<Topology>, dir: &std::path::
             }
             break end;
         }
+        before = settled.then_some(end);
         tokio::time::sleep(Duration::from_millis(500)).await;
     };
 

@@ -5,7 +5,7 @@ use redis::{
     streams::{StreamReadOptions, StreamReadReply},
     AsyncCommands,
 };
-use seckill::testing::{settle, store, vouchers, warm::warm, OrderMsg, GROUP};
+use seckill::testing::{settle, store, vouchers, warm::warm, Fate, OrderMsg, GROUP};
 /// Time to pay for orders these tests persist by hand: longer than any test.
 const PAY: i64 = 3_600_000;
 
@@ -150,7 +150,7 @@ async fn foreign_and_malformed_entries_are_dead_lettered() {
 /// and the database's stock counts only the persisted ones.
 #[tokio::test]
 async fn a_dead_letter_and_a_late_persist_never_both_win() {
-    use seckill::testing::{compose, Fate};
+    use seckill::testing::compose;
 
     let app = TestApp::with(Options::default().with(|c| c.worker = false)).await;
     let v = app.create_voucher(300, -5, 3600).await;
@@ -439,19 +439,9 @@ async fn a_grab_lost_with_redis_reads_failed_lost() {
 /// was saved and the answer turned to "success".
 #[tokio::test]
 async fn a_lost_grab_stays_lost_when_a_worker_saves_it_late() {
-    use seckill::testing::Fate;
-
     let app = TestApp::with(Options::default().with(|c| c.worker = false)).await;
     let (v, ann, order_id) = a_grab_redis_lost(&app, "late-ann").await;
-    let cookie = [("cookie", ann.cookie.as_str())];
-    let ask = || app.call("grab_result", serde_json::json!({ "voucher_id": v, "order_id": order_id }), &cookie);
-    let (_, body) = ask().await;
-    assert_eq!((body["status"].as_str(), body["reason"].as_str()), (Some("failed"), Some("lost")), "{body}");
-
-    let late = OrderMsg { voucher_id: v, order_id: order_id.parse().unwrap(), user_id: ann.user_id, price: None };
-    assert_eq!(store::persist(&app.db, &[late], PAY).await.unwrap(), [Fate::Buried], "the late persist buries it");
-    let (_, body) = ask().await;
-    assert_eq!((body["status"].as_str(), body["reason"].as_str()), (Some("failed"), Some("lost")), "{body}");
+    reads_lost_then_a_late_persist_buries_it(&app, v, &ann, &order_id).await;
     let stored: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM orders WHERE voucher_id = $1")
         .bind(v)
         .fetch_one(&app.db)
@@ -469,8 +459,6 @@ async fn a_lost_grab_stays_lost_when_a_worker_saves_it_late() {
 /// per shopper and sale.
 #[tokio::test]
 async fn every_lost_grab_of_a_shopper_reads_lost_and_stays_lost() {
-    use seckill::testing::Fate;
-
     let app = TestApp::with(Options::default().with(|c| c.worker = false)).await;
     let (v, ann, first) = a_grab_redis_lost(&app, "twice-ann").await;
     let cookie = [("cookie", ann.cookie.as_str())];
@@ -485,20 +473,28 @@ async fn every_lost_grab_of_a_shopper_reads_lost_and_stays_lost() {
     );
     // Redis loses the second grant as well.
     redis_loses_the_sale(&app, v).await;
-    let (_, body) = ask(&second).await;
-    assert_eq!((body["status"].as_str(), body["reason"].as_str()), (Some("failed"), Some("lost")), "{body}");
-    let late = OrderMsg { voucher_id: v, order_id: second.parse().unwrap(), user_id: ann.user_id, price: None };
-    assert_eq!(store::persist(&app.db, &[late], PAY).await.unwrap(), [Fate::Buried], "the late persist buries it");
-    let (_, body) = ask(&second).await;
-    assert_eq!((body["status"].as_str(), body["reason"].as_str()), (Some("failed"), Some("lost")), "{body}");
+    reads_lost_then_a_late_persist_buries_it(&app, v, &ann, &second).await;
     app.stop().await;
+}
+
+/// `order_id`, a grab Redis lost, reads `failed: lost`; a worker persisting it late
+/// (it read the entry before Redis lost it) buries it instead; and it still reads lost.
+async fn reads_lost_then_a_late_persist_buries_it(app: &TestApp, v: i64, who: &Shopper, order_id: &str) {
+    let cookie = [("cookie", who.cookie.as_str())];
+    let ask = || app.call("grab_result", serde_json::json!({ "voucher_id": v, "order_id": order_id }), &cookie);
+    let (_, body) = ask().await;
+    assert_eq!((body["status"].as_str(), body["reason"].as_str()), (Some("failed"), Some("lost")), "{body}");
+    let late = OrderMsg { voucher_id: v, order_id: order_id.parse().unwrap(), user_id: who.user_id, price: None };
+    assert_eq!(store::persist(&app.db, &[late], PAY).await.unwrap(), [Fate::Buried], "the late persist buries it");
+    let (_, body) = ask().await;
+    assert_eq!((body["status"].as_str(), body["reason"].as_str()), (Some("failed"), Some("lost")), "{body}");
 }
 
 /// A batch of 1,500 orders is one insert, whatever its size: every order goes in, and
 /// of two orders of one shopper (its first and last) the first is the one stored.
 #[tokio::test]
 async fn a_large_batch_persists_in_one_insert_and_the_first_order_of_a_shopper_wins() {
-    use seckill::testing::{compose, Fate};
+    use seckill::testing::compose;
 
     let app = TestApp::with(Options::default().with(|c| c.worker = false)).await;
     let v = app.create_voucher(2000, -5, 3600).await;

@@ -170,7 +170,26 @@ async fn run(
         starting::answer_while(&listener, when_ready("connections", &shutdown, || connect(&config, &state, &target)))
             .await?;
     let Some(links) = links else { return Ok(()) };
-    let tasks = spawn_background(&config, &state, links, &limits, wakeups).await?;
+    // The worker's name, held before anything works under it.
+    let worker = match links.worker.is_some() {
+        false => None,
+        true => {
+            let settings = worker_settings(&config);
+            let lease = NameLease::new(&backend, &settings.consumer);
+            let take = || async { Ok::<_, ServeError>(lease.take().await?) };
+            match starting::answer_while(&listener, when_ready("the worker's name", &shutdown, take)).await? {
+                None => return Ok(()),
+                Some(false) => {
+                    return Err(ServeError::Config(format!(
+                        "SECKILL_WORKER_NAME {}: another running process works under this name; give each its own",
+                        settings.consumer
+                    )))
+                }
+                Some(true) => Some((lease, settings)),
+            }
+        }
+    };
+    let tasks = spawn_background(&config, &state, (links, worker), &limits, wakeups);
 
     let request_timeout = Duration::from_millis(config.request_timeout_ms);
     let shop_page = page_cache::PageCache::new(Duration::from_millis(config.page_cache_ms), page_changes);
@@ -323,13 +342,13 @@ async fn connect(config: &Config, state: &AppState, target: &Arc<RedisTarget>) -
 /// upkeep, the sweeper of unpaid orders, the sale's upkeep (owed stock changes, windows
 /// to push), the followers of ended sessions and of operators, the flusher of the report's counts and the
 /// worker (unless turned off).
-async fn spawn_background(
+fn spawn_background(
     config: &Config,
     state: &AppState,
-    links: Links,
+    (links, worker): (Links, Option<(NameLease, WorkerSettings)>),
     limits: &Arc<rate_limit::Limits>,
     wakeups: Arc<Wakeups>,
-) -> Result<Vec<tokio::task::JoinHandle<()>>, ServeError> {
+) -> Vec<tokio::task::JoinHandle<()>> {
     let (backend, shutdown) = (&state.backend, &state.shutdown);
     let mut tasks = vec![
         links.bus,
@@ -349,19 +368,12 @@ async fn spawn_background(
         operators::follow(state.secrets.operators.clone(), backend.db.clone(), shutdown.clone()),
         crate::report::tally::spawn(state.tally.clone(), backend.db.clone(), shutdown.clone()),
     ];
-    if let Some(redis) = links.worker {
-        let mut settings = worker_settings(config);
-        let Some(lease) = NameLease::take(backend, &settings.consumer).await? else {
-            return Err(ServeError::Config(format!(
-                "SECKILL_WORKER_NAME {}: another running process works under this name; give each its own",
-                settings.consumer
-            )));
-        };
+    if let (Some(redis), Some((lease, mut settings))) = (links.worker, worker) {
         settings.named = lease.held();
         let backend = backend.clone();
         tasks.push(lease.keep(shutdown.clone(), move |stop| worker::spawn(backend, redis, wakeups, settings, stop)));
     }
-    Ok(tasks)
+    tasks
 }
 
 /// How long a stop waits for requests in flight, and then for background tasks.

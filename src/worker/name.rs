@@ -44,31 +44,28 @@ pub struct NameLease {
 }
 
 impl NameLease {
-    /// Takes `name`, waiting up to a lease's length (and a renewal) for a holder that
-    /// stopped renewing; `None` when another process still holds it then. While Redis
-    /// does not answer (full, failing over, a link resetting connections) it asks again,
-    /// with the same token: a lease its call took before the answer was lost is
-    /// recognised as its own (a chaos run saw a start end at the first such error).
-    pub async fn take(backend: &Backend, name: &str) -> Result<Option<Self>, BackendError> {
+    /// This process's hold on `name`, not yet taken ([`take`](Self::take)). One token
+    /// for every try: a take whose answer was lost (Redis full, failing over, a link
+    /// resetting connections) is recognised as this process's own when asked again.
+    pub fn new(backend: &Backend, name: &str) -> Self {
         let key = worker_name_lease(&backend.namespace, name);
         let token = hex::encode(rand::random::<[u8; 16]>());
         let held = Arc::new(AtomicBool::new(true));
-        let lease = Self { backend: backend.clone(), name: name.to_owned(), key, token, held };
-        let mut give_up = tokio::time::Instant::now() + LEASE + RENEW_EVERY;
-        let mut outage = Outage::default();
+        Self { backend: backend.clone(), name: name.to_owned(), key, token, held }
+    }
+
+    /// Takes the name, waiting up to a lease's length (and a renewal) for a holder that
+    /// stopped renewing; false when another process still holds it then. A Redis error
+    /// ends the try: the start-up waits and asks again, as for any step
+    /// (`server::when_ready`), with the same token.
+    pub async fn take(&self) -> Result<bool, BackendError> {
+        let give_up = tokio::time::Instant::now() + LEASE + RENEW_EVERY;
         loop {
-            match lease.renew(LEASE).await {
-                Ok(true) => {
-                    outage.ended(&"taking the worker's name");
-                    return Ok(Some(lease));
-                }
-                Ok(false) if tokio::time::Instant::now() >= give_up => return Ok(None),
-                Ok(false) => {}
-                // Whether another holder renews cannot be told meanwhile.
-                Err(e) => {
-                    outage.failed(&"taking the worker's name", &e);
-                    give_up = tokio::time::Instant::now() + LEASE + RENEW_EVERY;
-                }
+            if self.renew(LEASE).await? {
+                return Ok(true);
+            }
+            if tokio::time::Instant::now() >= give_up {
+                return Ok(false);
             }
             tokio::time::sleep(ASK_EVERY).await;
         }

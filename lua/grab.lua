@@ -2,26 +2,35 @@
 -- atomically, in the order given (src/sale/batches.rs gathers them: one call's fixed
 -- cost, a script's start and its reads of the sale, is shared by all).
 -- KEYS[1] stock   KEYS[2] buyers   KEYS[3] window   KEYS[4] orders stream   KEYS[5] results
--- KEYS[6] refusals counter (read by the live dashboard)
+-- KEYS[6] refusals counter (read by the live dashboard): every key one bucket's, of a
+-- sale split over several shards (each grab's shopper belongs to this bucket)
 -- ARGV[1] voucher id   ARGV[2] events channel   ARGV[3] the sold-out event to publish
+-- ARGV[4] the sale's shards as the caller knows them (a bucket's shoppers are a hash of
+-- the ids over that many: asked with another count, nothing is decided and every grab
+-- answers 'shards:<the count>')
 -- then four per grab: user id, order id (the stream entry's format: src/orders/entry.rs),
 -- the result to store when granted (written by Rust: src/orders/results.rs), and the
 -- shopper's grab token ('' when none), checked when the sale has a fair start (`fair`
 -- in the window): `token.lua` issues it from the start instant only.
 -- Returns one reply per grab, in order: 'granted' or the refusal's API error code
--- (src/sale/gate.rs reads them).
+-- (src/sale/gate.rs reads them), or 'dry': the bucket has no unit left while the sale
+-- has several (units move to it, `sale::shards`, and the grab is asked again; a sale of
+-- one shard answers 'sold_out' and publishes it here).
 -- Time comes from Redis TIME so every app instance agrees. A paused sale refuses
 -- here, in the same step, so no grant follows a pause that has returned.
 local out = {}
 local function all(code)
-  for _ = 4, #ARGV, 4 do out[#out + 1] = code end
+  for _ = 5, #ARGV, 4 do out[#out + 1] = code end
   return out
 end
 local stock = redis.call('GET', KEYS[1])
 if not stock then return all('unknown_voucher') end
 stock = tonumber(stock)
-local window = redis.call('HMGET', KEYS[3], 'begins', 'ends', 'expires', 'paused', 'price', 'fair', 'secret')
+local window = redis.call('HMGET', KEYS[3], 'begins', 'ends', 'expires', 'paused', 'price', 'fair', 'secret', 'shards')
 if not window[1] or not window[2] then return all('unknown_voucher') end
+local shards = window[8] or '1'
+if shards ~= ARGV[4] then return all('shards:' .. shards) end
+local one_shard = shards == '1'
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local begins, ends = tonumber(window[1]), tonumber(window[2])
@@ -43,7 +52,10 @@ local function decide(user, order, result, token)
   end
   -- Checked before stock: a buyer asking again is told they have it, not "sold out".
   if redis.call('SISMEMBER', KEYS[2], user) == 1 then return refuse('already_bought') end
-  if stock <= 0 then return refuse('sold_out') end
+  if stock <= 0 then
+    if one_shard then return refuse('sold_out') end
+    return 'dry'
+  end
   stock = stock - 1
   granted = granted + 1
   redis.call('SADD', KEYS[2], user)
@@ -53,14 +65,14 @@ local function decide(user, order, result, token)
   return 'granted'
 end
 
-for i = 4, #ARGV, 4 do
+for i = 5, #ARGV, 4 do
   out[#out + 1] = decide(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3])
 end
 -- The units this call granted, taken at once; buyers and results get their expiry
 -- from the worker, once a batch, not here on every grant.
 if granted > 0 then
   redis.call('DECRBY', KEYS[1], granted)
-  if stock == 0 then
+  if stock == 0 and one_shard then
     -- The sale's first sell-out, by the gate's clock, for the report (kept once).
     redis.call('HSETNX', KEYS[3], 'sold_out_at', now)
     redis.call('PUBLISH', ARGV[2], ARGV[3])

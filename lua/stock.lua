@@ -1,8 +1,9 @@
--- An operator's stock change, once: adds units, or withdraws units nobody was granted
+-- An operator's stock change, or half of a move between a sale's buckets, once, in
+-- one bucket: adds units, or withdraws units nobody was granted
 -- (all asked for, or none). The database holds the change's row; this is Redis's step.
 -- KEYS[1] stock   KEYS[2] changes made (change id -> units)   KEYS[3] window
 -- ARGV[1] change id   ARGV[2] units (> 0 adds, < 0 withdraws)   ARGV[3] events channel
--- ARGV[4] the restocked event
+-- ARGV[4] the restocked event ('' for none: a move of units between a sale's buckets)
 -- Returns the units the change made: ARGV[2], or 0 for a withdrawal of more than is
 -- unsold; the same answer however often it is asked. Returns false when Redis does not
 -- hold the voucher: it is rebuilt from the database first (sale::warm).
@@ -17,7 +18,7 @@ else
   if units > 0 then
     redis.call('INCRBY', KEYS[1], units)
     -- Every process clears its sold-out flag and shop pages show the stock back.
-    redis.call('PUBLISH', ARGV[3], ARGV[4])
+    if ARGV[4] ~= '' then redis.call('PUBLISH', ARGV[3], ARGV[4]) end
     made = units
   elseif tonumber(stock) >= -units then
     redis.call('DECRBY', KEYS[1], -units)

@@ -1,4 +1,5 @@
--- Warm-up: loads one voucher into Redis unless Redis already holds it, refreshes its
+-- Warm-up: loads one voucher (one bucket of its sale: every key below is the
+-- bucket's) into Redis unless Redis already holds it, refreshes its
 -- window from the database's row unless Redis holds a newer one, and makes every key
 -- of its sale expire after the drain grace. Every operator change runs it, so the
 -- gate follows the change the moment this returns.
@@ -8,9 +9,9 @@
 -- ARGV[1] begins (ms)   ARGV[2] ends (ms)   ARGV[3] when the sale's keys expire (ms)
 -- ARGV[4] paused (0/1)   ARGV[5] price   ARGV[6] the row's version
 -- ARGV[7] fair start (0/1)   ARGV[8] the sale's start secret (grab tokens)
--- ARGV[9] the workers' consumer group
--- ARGV[10] stock left, ARGV[11] how many buyers, ARGV[12] how many cancelled orders,
--- ARGV[13] how many orders, then the buyer ids, the ids of cancelled orders (their
+-- ARGV[9] the workers' consumer group   ARGV[10] the sale's shards (buckets)
+-- ARGV[11] stock left, ARGV[12] how many buyers, ARGV[13] how many cancelled orders,
+-- ARGV[14] how many orders, then the buyer ids, the ids of cancelled orders (their
 -- units are in the stock left), pairs of order id and result for every order stored
 -- (the results are replaced: a result then means the order is in these books, see
 -- `settle.lua`), and pairs of stock change id and the units it made (every change of
@@ -44,27 +45,27 @@ if redis.call('EXISTS', KEYS[1]) == 1 and redis.call('EXISTS', KEYS[3]) == 1 and
   held = 1
 end
 if held == 0 then
-  if #ARGV < 13 then
+  if #ARGV < 14 then
     return 0
   end
   redis.call('DEL', KEYS[2], KEYS[5], KEYS[8], KEYS[9])
   local chunk = 1000
-  local first, last = 14, 13 + tonumber(ARGV[11])
+  local first, last = 15, 14 + tonumber(ARGV[12])
   for i = first, last, chunk do
     redis.call('SADD', KEYS[2], unpack(ARGV, i, math.min(i + chunk - 1, last)))
   end
-  first, last = last + 1, last + tonumber(ARGV[12])
+  first, last = last + 1, last + tonumber(ARGV[13])
   for i = first, last, chunk do
     redis.call('SADD', KEYS[8], unpack(ARGV, i, math.min(i + chunk - 1, last)))
   end
-  first, last = last + 1, last + 2 * tonumber(ARGV[13])
+  first, last = last + 1, last + 2 * tonumber(ARGV[14])
   for i = first, last, chunk do
     redis.call('HSET', KEYS[5], unpack(ARGV, i, math.min(i + chunk - 1, last)))
   end
   for i = last + 1, #ARGV, chunk do
     redis.call('HSET', KEYS[9], unpack(ARGV, i, math.min(i + chunk - 1, #ARGV)))
   end
-  redis.call('SET', KEYS[1], ARGV[10])
+  redis.call('SET', KEYS[1], ARGV[11])
   -- The group reads its stream from the start: grants made since the stream was made
   -- again (the gate's XADD makes it) are not skipped.
   if not has_group() then
@@ -78,7 +79,8 @@ end
 local stored = tonumber(redis.call('HGET', KEYS[3], 'version') or '0')
 if tonumber(ARGV[6]) < stored then return held end
 redis.call('HSET', KEYS[3], 'begins', ARGV[1], 'ends', ARGV[2], 'expires', ARGV[3],
-  'paused', ARGV[4], 'price', ARGV[5], 'version', ARGV[6], 'fair', ARGV[7], 'secret', ARGV[8])
+  'paused', ARGV[4], 'price', ARGV[5], 'version', ARGV[6], 'fair', ARGV[7], 'secret', ARGV[8],
+  'shards', ARGV[10])
 for i = 1, #KEYS do
   redis.call('PEXPIREAT', KEYS[i], ARGV[3])
 end

@@ -43,11 +43,18 @@ pub struct Backend {
     pub namespace: Arc<str>,
     /// The pub/sub channel of sale events, named once (every grab hands it to the gate).
     pub events_channel: Arc<str>,
-    /// Key names already built: every grab needs six of its voucher's nine.
-    sale_keys: Arc<Mutex<HashMap<i64, Arc<SaleKeys>>>>,
+    /// Key names already built, by voucher and bucket: every grab needs six of its
+    /// bucket's nine.
+    sale_keys: Arc<Mutex<KeysByBucket>>,
+    /// The shards of each sale this process has met (fixed when a voucher is made;
+    /// `voucher::shards` fills it from the database).
+    shards: Arc<Mutex<HashMap<i64, u32>>>,
     /// Replicas that must hold a write before it counts as durable (none by default).
     pub replicas: Replicas,
 }
+
+/// Key names of each bucket of each sale, by voucher and bucket.
+type KeysByBucket = HashMap<(i64, u32), Arc<SaleKeys>>;
 
 /// Redis replicas that must hold a write (Redis `WAIT`) before the app counts on it
 /// surviving a failover: the orders a worker read before it saves them, and a
@@ -73,6 +80,7 @@ impl Backend {
             namespace: namespace.into(),
             events_channel: events_channel(namespace).into(),
             sale_keys: Arc::default(),
+            shards: Arc::default(),
             replicas: Replicas::default(),
         }
     }
@@ -88,13 +96,34 @@ impl Backend {
         Self { redis, ..self.clone() }
     }
 
-    /// The Redis keys of one voucher's sale.
+    /// The Redis keys of one voucher's sale: its bucket 0, the whole sale when it has
+    /// one shard (its window, which every bucket copies, is read here).
     pub fn keys(&self, voucher_id: i64) -> Arc<SaleKeys> {
+        self.bucket_keys(voucher_id, 0)
+    }
+
+    /// The Redis keys of bucket `bucket` of one voucher's sale.
+    pub fn bucket_keys(&self, voucher_id: i64, bucket: u32) -> Arc<SaleKeys> {
         let mut built = self.sale_keys.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if built.len() >= SALE_KEYS_KEPT && !built.contains_key(&voucher_id) {
+        if built.len() >= SALE_KEYS_KEPT && !built.contains_key(&(voucher_id, bucket)) {
             built.clear();
         }
-        built.entry(voucher_id).or_insert_with(|| Arc::new(SaleKeys::new(&self.namespace, voucher_id))).clone()
+        let keys = || Arc::new(SaleKeys::of_bucket(&self.namespace, voucher_id, bucket));
+        built.entry((voucher_id, bucket)).or_insert_with(keys).clone()
+    }
+
+    /// The shards of `voucher_id`'s sale, when this process has met it.
+    pub fn known_shards(&self, voucher_id: i64) -> Option<u32> {
+        self.shards.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(&voucher_id).copied()
+    }
+
+    /// Notes the shards of `voucher_id`'s sale (read from its row).
+    pub fn note_shards(&self, voucher_id: i64, shards: u32) {
+        let mut known = self.shards.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if known.len() >= SALE_KEYS_KEPT && !known.contains_key(&voucher_id) {
+            known.clear();
+        }
+        known.insert(voucher_id, shards);
     }
 }
 

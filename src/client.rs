@@ -151,11 +151,23 @@ impl ApiClient {
         begins_at: chrono::DateTime<chrono::Utc>,
         ends_at: chrono::DateTime<chrono::Utc>,
     ) -> Result<i64, String> {
+        self.create_sharded_voucher(title, stock, (begins_at, ends_at), 1).await
+    }
+
+    /// [`Self::create_voucher`], its units split over `shards` buckets in Redis.
+    pub async fn create_sharded_voucher(
+        &self,
+        title: &str,
+        stock: i64,
+        (begins_at, ends_at): (chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>),
+        shards: u32,
+    ) -> Result<i64, String> {
         let body = json!({
             "title": title,
             "stock": stock,
             "begins_at": begins_at.to_rfc3339(),
             "ends_at": ends_at.to_rfc3339(),
+            "shards": shards,
         });
         let voucher = self.admin("create_voucher", body).await?;
         voucher["id"].as_i64().ok_or_else(|| "create_voucher: no id".to_owned())

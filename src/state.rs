@@ -8,7 +8,7 @@ use crate::{
     live::{hub::Hub, slots::FeedSlots},
     order_ids::OrderIds,
     report::tally::Tally,
-    sale::{admission::Admission, batches::Batches, rebuilds::Rebuilds, sold_out::SoldOutFlags},
+    sale::{admission::Admission, batches::Batches, rebuilds::Rebuilds, shards::Refills, sold_out::SoldOutFlags},
     shutdown::Shutdown,
 };
 use axum::extract::FromRef;
@@ -58,6 +58,8 @@ pub struct SharedState {
     pub sold_out: Arc<SoldOutFlags>,
     /// Vouchers Redis lost that a grab of this process is rebuilding.
     pub rebuilds: Arc<Rebuilds>,
+    /// Dry buckets of sales of several shards that a grab of this process is refilling.
+    pub refills: Arc<Refills>,
     /// Grabs of each sale waiting for, or riding in, this process's gate calls.
     pub batches: Arc<Batches>,
     /// This process's count of the grabs' answers, for the sale's report.

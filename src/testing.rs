@@ -10,7 +10,7 @@ pub use crate::{
     },
     backend::{
         db_clock,
-        layout::{sale_changes, SaleKeys, Scripts, DRAIN_GRACE_MS, GROUP},
+        layout::{bucket_of, sale_changes, SaleKeys, Scripts, DRAIN_GRACE_MS, GROUP},
         Backend, Db, RedisConn,
     },
     order_ids::{compose, decompose, OrderIds},
@@ -26,8 +26,8 @@ pub use crate::{
     report::{tally::Tally, Outcome},
     sale::{
         batches::{Batches, CALLS_PER_SALE, MOST_PER_CALL},
-        gate::{self, Ask, Verdict},
-        warm, REDIS_DEADLINE,
+        gate::{self, Ask, Bucket, Verdict},
+        shards, stock, warm, REDIS_DEADLINE,
     },
     voucher::store::{self as vouchers, StockChange, VoucherRow},
     worker::NAME_LEASE,

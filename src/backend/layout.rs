@@ -32,6 +32,14 @@
 //! read and atomic pipeline lives in one Redis Cluster slot; scripts get every key
 //! through `KEYS[]`.
 //!
+//! **Shards.** A sale made with `shards` K > 1 has K buckets: bucket 0 is the table
+//! above, bucket b > 0 the same keys under the hash tag `{v<id>.<b>}` (so a Redis
+//! Cluster spreads them over its masters). Each bucket is a sale of its own in Redis:
+//! its units, its buyers (a shopper belongs to bucket [`bucket_of`] their id), its
+//! stream, results, refusals, give-backs and stock changes; its window is a copy of
+//! the sale's, with `shards`. Units move between buckets as stock changes
+//! (`sale::shards`).
+//!
 //! **Expiry.** Every key of a sale expires at [`expires_at`] its end: the sale's end
 //! plus [`DRAIN_GRACE_MS`], while the worker drains its stream; results stay readable
 //! from the database after. Warm-up stores that moment in the window's `expires` and
@@ -78,8 +86,17 @@ pub struct SaleKeys {
 }
 
 impl SaleKeys {
+    /// The keys of a sale's bucket 0 (the whole sale when it has one shard).
     pub fn new(namespace: &str, voucher_id: i64) -> Self {
-        let base = format!("{namespace}:{{v{voucher_id}}}");
+        Self::of_bucket(namespace, voucher_id, 0)
+    }
+
+    /// The keys of bucket `bucket` of a sale: each bucket has its own hash tag.
+    pub fn of_bucket(namespace: &str, voucher_id: i64, bucket: u32) -> Self {
+        let base = match bucket {
+            0 => format!("{namespace}:{{v{voucher_id}}}"),
+            b => format!("{namespace}:{{v{voucher_id}.{b}}}"),
+        };
         Self {
             left: format!("{base}:stock"),
             buyers: format!("{base}:buyers"),
@@ -92,6 +109,30 @@ impl SaleKeys {
             changes: format!("{base}:changes"),
         }
     }
+}
+
+/// The most shards a sale may have.
+pub const MAX_SHARDS: u32 = 64;
+
+/// The bucket a shopper belongs to in a sale of `shards` buckets: a hash of the id
+/// (splitmix64's finaliser), so consecutive ids spread evenly and one shopper always
+/// meets the same bucket ("one per shopper" stays one check in one bucket).
+pub fn bucket_of(user_id: i64, shards: u32) -> u32 {
+    if shards <= 1 {
+        return 0;
+    }
+    let mut x = (user_id as u64).wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^= x >> 31;
+    (x % u64::from(shards)) as u32
+}
+
+/// Bucket `bucket`'s share of `units` split over `shards` buckets: as even as can be,
+/// the first buckets taking one more.
+pub fn share(units: i64, shards: u32, bucket: u32) -> i64 {
+    let shards = i64::from(shards.max(1));
+    units / shards + i64::from(i64::from(bucket) < units % shards)
 }
 
 /// Consumer group of the order streams: every process's worker reads through it.
@@ -229,5 +270,27 @@ mod tests {
             assert!(key.starts_with("seckill:{v42}:"), "{key}");
         }
         assert_ne!(SaleKeys::new("seckill", 4).left, SaleKeys::new("seckill", 42).left);
+        let b = SaleKeys::of_bucket("seckill", 42, 3);
+        for key in [&b.left, &b.buyers, &b.window, &b.orders, &b.results, &b.dlq, &b.refused, &b.given_back, &b.changes]
+        {
+            assert!(key.starts_with("seckill:{v42.3}:"), "{key}");
+        }
+        assert_eq!(SaleKeys::of_bucket("seckill", 42, 0).left, k.left, "bucket 0 is the one-shard layout");
+    }
+
+    #[test]
+    fn shoppers_spread_over_buckets_and_units_split_whole() {
+        assert_eq!(bucket_of(12345, 1), 0);
+        let mut counts = [0usize; 3];
+        for user in 1..=3000 {
+            counts[bucket_of(user, 3) as usize] += 1;
+            assert_eq!(bucket_of(user, 3), bucket_of(user, 3));
+        }
+        assert!(counts.iter().all(|&c| (900..=1100).contains(&c)), "{counts:?}");
+        for (units, shards) in [(10, 3), (2, 3), (0, 4), (1_000_000, 64), (7, 1)] {
+            let parts: Vec<i64> = (0..shards).map(|b| share(units, shards, b)).collect();
+            assert_eq!(parts.iter().sum::<i64>(), units, "{parts:?}");
+            assert!(parts.iter().max().unwrap() - parts.iter().min().unwrap() <= 1, "{parts:?}");
+        }
     }
 }

@@ -28,11 +28,12 @@ pub enum SaleEvent {
     WorkerLeft {
         worker: String,
     },
-    /// This process's gate granted an order: its worker's reader of the voucher wakes.
-    /// Told only here ([`Bus::tell_here`](super::Bus::tell_here)), never published:
-    /// other processes' readers find the order by their next poll.
+    /// This process's gate granted an order: its worker's reader of the voucher's
+    /// bucket wakes. Told only here ([`Bus::tell_here`](super::Bus::tell_here)), never
+    /// published: other processes' readers find the order by their next poll.
     Granted {
         voucher_id: i64,
+        bucket: u32,
     },
     /// A voucher was created or warmed: the shop page each process shares
     /// (`server::page_cache`) is out of date. `origin` names the process that did it
@@ -68,7 +69,10 @@ impl SaleEvent {
                 let (v, order) = rest.split_once(':')?;
                 Self::DeadLettered { voucher_id: id(v)?, order_id: id(order)? }
             }
-            "granted" => Self::Granted { voucher_id: id(rest)? },
+            "granted" => {
+                let (v, bucket) = rest.split_once(':').unwrap_or((rest, "0"));
+                Self::Granted { voucher_id: id(v)?, bucket: bucket.parse().ok()? }
+            }
             "worker_joined" => Self::WorkerJoined { worker: rest.to_owned() },
             "worker_left" => Self::WorkerLeft { worker: rest.to_owned() },
             "voucher_changed" => {
@@ -89,7 +93,7 @@ impl fmt::Display for SaleEvent {
             Self::SoldOut { voucher_id } => write!(f, "sold_out:{voucher_id}"),
             Self::Restocked { voucher_id } => write!(f, "restock:{voucher_id}"),
             Self::DeadLettered { voucher_id, order_id } => write!(f, "dead_letter:{voucher_id}:{order_id}"),
-            Self::Granted { voucher_id } => write!(f, "granted:{voucher_id}"),
+            Self::Granted { voucher_id, bucket } => write!(f, "granted:{voucher_id}:{bucket}"),
             Self::WorkerJoined { worker } => write!(f, "worker_joined:{worker}"),
             Self::WorkerLeft { worker } => write!(f, "worker_left:{worker}"),
             Self::VoucherChanged { voucher_id, origin } => write!(f, "voucher_changed:{voucher_id}:{origin}"),
@@ -118,7 +122,7 @@ mod tests {
             SaleEvent::WorkerJoined { worker: "w-1".into() },
             SaleEvent::WorkerLeft { worker: "w:2".into() },
             SaleEvent::VoucherChanged { voucher_id: 7, origin: u64::MAX },
-            SaleEvent::Granted { voucher_id: 42 },
+            SaleEvent::Granted { voucher_id: 42, bucket: 3 },
         ] {
             assert_eq!(SaleEvent::parse(&e.encode()), Some(e));
         }

@@ -18,7 +18,7 @@ pub async fn sale_stats(voucher_id: i64) -> AppResult<SaleFigures> {
     let backend = &state.backend;
     let voucher = vouchers::get(&backend.db, voucher_id).await?.ok_or(ErrorCode::UnknownVoucher)?;
     let figures = super::figures::read(backend, std::slice::from_ref(&voucher)).await?;
-    let mut f = figures.first().copied().unwrap_or_default();
+    let mut f = figures.into_iter().next().unwrap_or_default();
     f.sold_out_flag = state.sold_out.is_flagged(voucher_id);
     f.refused_locally = state.sold_out.refused_locally(voucher_id);
     Ok(f)

@@ -20,11 +20,13 @@ use std::collections::HashMap;
 /// this many until it is below).
 pub const LAG_COUNTED_UP_TO: i64 = 1_000;
 
-/// The figures of each voucher in `rows`, in their order.
+/// The figures of each voucher in `rows`, in their order: one call per bucket of its
+/// sale (each on its own node), their counts summed.
 pub async fn read(backend: &Backend, rows: &[VoucherRow]) -> RedisResult<Vec<SaleFigures>> {
     let script = &backend.scripts.sample;
-    let calls = rows.iter().map(|row| {
-        let (mut redis, keys) = (backend.redis.clone(), backend.keys(row.id));
+    let buckets = rows.iter().flat_map(|row| row.buckets().map(move |b| (row.id, b)));
+    let calls = buckets.map(|(id, bucket)| {
+        let (mut redis, keys) = (backend.redis.clone(), backend.bucket_keys(id, bucket));
         async move {
             let SaleKeys { left, buyers, orders, dlq, refused, window, .. } = &*keys;
             let mut call = script.key(left);
@@ -32,8 +34,32 @@ pub async fn read(backend: &Backend, rows: &[VoucherRow]) -> RedisResult<Vec<Sal
             call.invoke_async::<HashMap<String, i64>>(&mut redis).await
         }
     });
-    let answers = futures::future::try_join_all(calls).await?;
-    Ok(rows.iter().zip(&answers).map(|(row, pairs)| figures(row, pairs)).collect())
+    let mut answers = futures::future::try_join_all(calls).await?.into_iter();
+    let figures = rows.iter().map(|row| {
+        let of_buckets: Vec<HashMap<String, i64>> = answers.by_ref().take(row.shards() as usize).collect();
+        let mut sale = figures(row, &summed(&of_buckets));
+        if of_buckets.len() > 1 {
+            sale.buckets_left = of_buckets.iter().map(|b| b.get("stock").copied().unwrap_or(-1)).collect();
+        }
+        sale
+    });
+    Ok(figures.collect())
+}
+
+/// The figures of a sale's buckets as one: counts summed (unknown when any bucket's
+/// is), the window's fields as bucket 0 holds them (every bucket holds a copy).
+fn summed(buckets: &[HashMap<String, i64>]) -> HashMap<String, i64> {
+    let Some((first, rest)) = buckets.split_first() else { return HashMap::new() };
+    let mut sum = first.clone();
+    for bucket in rest {
+        for name in ["stock", "granted", "stream_length", "lag", "pending", "dead_letters", "refused"] {
+            let (a, b) = (sum.get(name).copied(), bucket.get(name).copied());
+            let unknown = |n: Option<i64>| n.is_none_or(|n| n < 0) && matches!(name, "stock" | "lag");
+            let total = if unknown(a) || unknown(b) { -1 } else { a.unwrap_or(0) + b.unwrap_or(0) };
+            sum.insert(name.to_owned(), total);
+        }
+    }
+    sum
 }
 
 /// A voucher's figures from its row and the script's name/value pairs; a name the

@@ -79,6 +79,9 @@ pub struct VoucherLive {
     pub begins_at_ms: i64,
     #[serde(default)]
     pub ends_at_ms: i64,
+    /// A sale of several shards: units left in each bucket (-1: one Redis lost).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub buckets_left: Vec<i64>,
 }
 
 /// All live vouchers at one moment.
@@ -192,7 +195,7 @@ impl LiveEvent {
 
 /// The operator's numbers for one voucher (`sale_stats`), as `live::figures` computes
 /// them for it and for the dashboard's sampler.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct SaleFigures {
     pub voucher_id: i64,
     /// Units put on sale.
@@ -233,6 +236,10 @@ pub struct SaleFigures {
     pub ends_at_ms: i64,
     /// When the gate first sold the last unit (Unix ms), if it has.
     pub sold_out_at_ms: Option<i64>,
+    /// A sale of several shards: units left in each bucket, as Redis holds them (-1:
+    /// a bucket Redis lost); empty for a sale of one shard.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub buckets_left: Vec<i64>,
 }
 
 /// One message of the feed, as the browser receives it.

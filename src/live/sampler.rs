@@ -101,6 +101,7 @@ async fn sample(
                 paused: f.paused,
                 begins_at_ms: f.begins_at_ms,
                 ends_at_ms: f.ends_at_ms,
+                buckets_left: f.buckets_left,
             }
         })
         .collect();

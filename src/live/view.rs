@@ -283,6 +283,13 @@ fn LivePanel(id: i64, feed: OperatorFeed, titles: Signal<HashMap<i64, String>>) 
                     "refused {:.0}/s at the gate, {:.0}/s locally here; stream {} entries",
                     l.refused_per_s, l.refused_locally_per_s, l.stream_length) }}
             </p>
+            <Show when=move || !live().buckets_left.is_empty()>
+                <p class="mt-1 text-xs text-slate-600" aria-label="Left per bucket">
+                    {move || { let l = live(); let per: Vec<String> = l.buckets_left.iter()
+                        .map(|n| if *n < 0 { "lost".to_owned() } else { n.to_string() }).collect();
+                        format!("left per bucket ({} shards): {}", per.len(), per.join(" · ")) }}
+                </p>
+            </Show>
         </article>
     }
     .into_any()

@@ -15,7 +15,11 @@ use {
     },
     crate::{
         auth::caller::{require_operator, require_user},
-        backend::{db_clock, layout::DRAIN_GRACE_MS, Backend},
+        backend::{
+            db_clock,
+            layout::{bucket_of, DRAIN_GRACE_MS},
+            Backend,
+        },
         error::{AppError, ErrorCode},
         orders::{results::StoredResult, GrabStatus},
         state::AppState,
@@ -115,7 +119,9 @@ async fn not_saved_yet(backend: &Backend, order_id: i64, user_id: i64) -> AppRes
     if live.is_empty() {
         return Ok(ErrorCode::UnknownOrder);
     }
-    let asks = live.iter().map(|v| redis::Cmd::hget(&backend.keys(v.id).results, order_id));
+    let results_of =
+        |v: &vouchers::VoucherRow| backend.bucket_keys(v.id, bucket_of(user_id, v.shards())).results.clone();
+    let asks = live.iter().map(|v| redis::Cmd::hget(results_of(v), order_id));
     let results = backend.redis.query_each::<Option<String>>(asks).await.into_iter().collect::<Result<Vec<_>, _>>()?;
     let queued = results
         .iter()

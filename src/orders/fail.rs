@@ -5,7 +5,10 @@
 
 use super::{entry::OrderMsg, store::Fate};
 use crate::{
-    backend::{layout::GROUP, Backend, RedisConn},
+    backend::{
+        layout::{SaleKeys, GROUP},
+        Backend, RedisConn,
+    },
     bus::SaleEvent,
     orders::results::{FailReason, StoredResult},
 };
@@ -57,9 +60,9 @@ impl<'a> Failure<'a> {
 
     /// Runs the step; false when the entry was already acknowledged (another worker
     /// ended it first), so nothing is ever given back twice.
-    pub async fn run(&self, backend: &Backend, redis: &mut RedisConn) -> RedisResult<bool> {
+    /// `keys`: the bucket's whose stream held the entry (its shopper's bucket).
+    pub async fn run(&self, backend: &Backend, redis: &mut RedisConn, keys: &SaleKeys) -> RedisResult<bool> {
         let m = self.order;
-        let keys = backend.keys(m.voucher_id);
         let (terms, flag) = (self.terms, |on: bool| if on { "1" } else { "0" });
         let acted: i64 = backend
             .scripts

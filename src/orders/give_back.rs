@@ -14,8 +14,13 @@
 
 use super::lifecycle::{self, Owed};
 use crate::{
-    backend::{invoke_then_wait, layout::SaleKeys, Backend, BackendError, Replicas, ScriptCall},
+    backend::{
+        invoke_then_wait,
+        layout::{bucket_of, SaleKeys},
+        Backend, BackendError, Replicas, ScriptCall,
+    },
     bus::SaleEvent,
+    voucher::shards,
 };
 use std::collections::BTreeMap;
 
@@ -31,18 +36,20 @@ pub async fn give_back(backend: &Backend, owed: &Owed) -> Result<bool, BackendEr
 }
 
 /// Runs the give-backs, then strikes each voucher's debts once its master's replicas
-/// hold them: one pipeline per voucher, its give-backs and a `WAIT` on one connection
+/// hold them: one pipeline per voucher (per bucket of a sale of several shards: each
+/// on its own node), its give-backs and a `WAIT` on one connection
 /// (`backend`'s, which must be one no grab waits behind), so the `WAIT` counts those
 /// very writes on the master that made them. A voucher whose replicas fall short keeps
 /// its debts for the next round. Returns how many were given back now (not before).
 pub async fn give_back_durably(backend: &Backend, owed: &[Owed]) -> Result<usize, BackendError> {
-    let mut by_voucher: BTreeMap<i64, Vec<&Owed>> = BTreeMap::new();
+    let mut by_bucket: BTreeMap<(i64, u32), Vec<&Owed>> = BTreeMap::new();
     for o in owed {
-        by_voucher.entry(o.voucher_id).or_default().push(o);
+        let shards = shards::of(backend, o.voucher_id).await?;
+        by_bucket.entry((o.voucher_id, bucket_of(o.user_id, shards))).or_default().push(o);
     }
     let mut acted = 0;
-    for (voucher_id, owed) in by_voucher {
-        let keys = backend.keys(voucher_id);
+    for ((voucher_id, bucket), owed) in by_bucket {
+        let keys = backend.bucket_keys(voucher_id, bucket);
         let calls: Vec<ScriptCall> = owed.iter().map(|o| call(backend, &keys, o)).collect();
         let Replicas { want, wait_ms } = backend.replicas;
         let (acts, have): (Vec<i64>, u32) = invoke_then_wait(&calls, &mut backend.redis.clone(), want, wait_ms).await?;
@@ -58,9 +65,10 @@ pub async fn give_back_durably(backend: &Backend, owed: &[Owed]) -> Result<usize
     Ok(acted)
 }
 
-/// The script: true when it gave the unit back now.
+/// The script, in the order's shopper's bucket: true when it gave the unit back now.
 async fn run_script(backend: &Backend, owed: &Owed) -> Result<bool, BackendError> {
-    let acted: i64 = call(backend, &backend.keys(owed.voucher_id), owed).invoke(&mut backend.redis.clone()).await?;
+    let keys = shards::user_keys(backend, owed.voucher_id, owed.user_id).await?;
+    let acted: i64 = call(backend, &keys, owed).invoke(&mut backend.redis.clone()).await?;
     Ok(acted == 1)
 }
 

@@ -5,7 +5,10 @@
 
 use super::entry::OrderMsg;
 use crate::{
-    backend::{layout::GROUP, Backend, RedisConn, ScriptCall},
+    backend::{
+        layout::{SaleKeys, GROUP},
+        Backend, RedisConn, ScriptCall,
+    },
     orders::results::StoredResult,
 };
 use redis::RedisResult;
@@ -17,14 +20,13 @@ use redis::RedisResult;
 pub async fn settle(
     backend: &Backend,
     redis: &mut RedisConn,
-    voucher_id: i64,
+    (voucher_id, keys): (i64, &SaleKeys),
     expires_at: i64,
     orders: &[(&str, &OrderMsg)],
 ) -> RedisResult<i64> {
     if orders.is_empty() {
         return Ok(0);
     }
-    let keys = backend.keys(voucher_id);
     let keys = [&*keys.left, &keys.buyers, &keys.results, &keys.orders, &keys.given_back, &keys.window];
     // An order's four arguments take about 80 bytes.
     let mut call = ScriptCall::new(&backend.scripts.settle, &keys, 2 + 4 * orders.len(), 32 + 80 * orders.len());

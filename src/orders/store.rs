@@ -3,6 +3,7 @@
 use super::{entry::OrderMsg, OrderStatus};
 use crate::backend::{
     db_clock::{now_ms_postgres, now_ms_sqlite, POSTGRES},
+    layout::{bucket_of, share},
     Db, Tx,
 };
 
@@ -351,22 +352,37 @@ pub struct RebuildSource {
 /// PostgreSQL's row lock), then reads stock and buyers in one statement, so they agree
 /// and no order of the voucher commits until the transaction ends; voids the stock
 /// withdrawals not yet recorded (the caller commits that once Redis holds the
-/// snapshot). `None`: no such voucher.
-pub async fn lock_for_rebuild(tx: &mut Tx<'_>, voucher_id: i64) -> sqlx::Result<Option<RebuildSource>> {
+/// snapshot). All of it for one bucket of the sale (`bucket` of `shards`): its
+/// shoppers' orders, its stock changes, and its units left. `None`: no such voucher.
+///
+/// A sale of one shard has the voucher's `stock_left`. A bucket's count is not kept
+/// (units move between buckets in Redis), so it is worked out from what is: its share
+/// of the units the voucher was made with, what its stock changes made (operators'
+/// and moves'), less its shoppers' orders not cancelled. Summed over the buckets that
+/// is `stock_left`.
+pub async fn lock_for_rebuild(
+    tx: &mut Tx<'_>,
+    voucher_id: i64,
+    (bucket, shards): (u32, u32),
+) -> sqlx::Result<Option<RebuildSource>> {
     lock_voucher(tx, voucher_id).await?;
-    // Stock left, then each order's id, user and status (NULLs for a voucher without orders).
-    type Row = (i64, Option<i64>, Option<i64>, Option<String>);
+    // Stock left and as made, then each order's id, user and status (NULLs for a
+    // voucher without orders).
+    type Row = (i64, i64, Option<i64>, Option<i64>, Option<String>);
     let rows: Vec<Row> = sqlx::query_as(
-        "SELECT v.stock_left, o.id, o.user_id, o.status FROM vouchers v \
+        "SELECT v.stock_left, v.stock - v.added + v.withdrawn, o.id, o.user_id, o.status FROM vouchers v \
          LEFT JOIN orders o ON o.voucher_id = v.id WHERE v.id = $1",
     )
     .bind(voucher_id)
     .fetch_all(&mut **tx)
     .await?;
-    let Some(&(stock_left, ..)) = rows.first() else { return Ok(None) };
+    let Some(&(stock_left, made_with, ..)) = rows.first() else { return Ok(None) };
     let mut snapshot = RebuildSource { stock_left, ..RebuildSource::default() };
-    for (_, order, user, status) in rows {
+    for (_, _, order, user, status) in rows {
         let (Some(order), Some(user), Some(status)) = (order, user, status) else { continue };
+        if bucket_of(user, shards) != bucket {
+            continue;
+        }
         snapshot.orders.push((order, user));
         if status == OrderStatus::Cancelled.as_str() {
             snapshot.given_back.push(order);
@@ -374,13 +390,22 @@ pub async fn lock_for_rebuild(tx: &mut Tx<'_>, voucher_id: i64) -> sqlx::Result<
             snapshot.buyers.push(user);
         }
     }
-    sqlx::query("UPDATE stock_changes SET applied = 0 WHERE voucher_id = $1 AND applied IS NULL AND units < 0")
-        .bind(voucher_id)
-        .execute(&mut **tx)
-        .await?;
-    snapshot.changes = sqlx::query_as("SELECT id, COALESCE(applied, units) FROM stock_changes WHERE voucher_id = $1")
-        .bind(voucher_id)
-        .fetch_all(&mut **tx)
-        .await?;
+    sqlx::query(
+        "UPDATE stock_changes SET applied = 0 WHERE voucher_id = $1 AND bucket = $2 AND applied IS NULL AND units < 0",
+    )
+    .bind(voucher_id)
+    .bind(i64::from(bucket))
+    .execute(&mut **tx)
+    .await?;
+    snapshot.changes =
+        sqlx::query_as("SELECT id, COALESCE(applied, units) FROM stock_changes WHERE voucher_id = $1 AND bucket = $2")
+            .bind(voucher_id)
+            .bind(i64::from(bucket))
+            .fetch_all(&mut **tx)
+            .await?;
+    if shards > 1 {
+        let changed: i64 = snapshot.changes.iter().map(|(_, units)| units).sum();
+        snapshot.stock_left = share(made_with, shards, bucket) + changed - snapshot.buyers.len() as i64;
+    }
     Ok(Some(snapshot))
 }

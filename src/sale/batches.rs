@@ -12,7 +12,7 @@
 //! strand the grabs riding with theirs, and a grab whose caller gave up before its
 //! call was sent is left out of it.
 
-use super::gate::{self, Ask, Verdict};
+use super::gate::{self, Ask, Bucket, Verdict};
 use crate::backend::Backend;
 use redis::RedisResult;
 use std::{
@@ -40,15 +40,16 @@ const CALL_DEADLINE: Duration = Duration::from_secs(2);
 /// Gate calls, registered on first use and kept (as the grab's own metrics are).
 static CALLS_METRIC: std::sync::OnceLock<metrics::Counter> = std::sync::OnceLock::new();
 
-/// The sales with grabs waiting or under way in this process.
+/// The sales (each bucket of a sale of several shards apart) with grabs waiting or
+/// under way in this process.
 #[derive(Default)]
 pub struct Batches {
-    sales: Mutex<HashMap<i64, Queue>>,
+    sales: Mutex<HashMap<Bucket, Queue>>,
     /// Gate calls made, for the grabs per call (`seckill_gate_calls_total` too).
     made: AtomicU64,
 }
 
-/// One sale's grabs waiting for a call, and its calls under way.
+/// One sale's (bucket's) grabs waiting for a call, and its calls under way.
 #[derive(Default)]
 struct Queue {
     waiting: Vec<Waiting>,
@@ -61,20 +62,20 @@ struct Waiting {
 }
 
 impl Batches {
-    /// Decides `ask`, a grab of `voucher_id`, in the next call of its sale; `backend`
-    /// makes the call if this grab starts it.
-    pub async fn decide(self: &Arc<Self>, backend: &Backend, voucher_id: i64, ask: Ask) -> RedisResult<Verdict> {
+    /// Decides `ask`, a grab in `sale` (its shopper's bucket), in the next call of
+    /// that bucket; `backend` makes the call if this grab starts it.
+    pub async fn decide(self: &Arc<Self>, backend: &Backend, sale: Bucket, ask: Ask) -> RedisResult<Verdict> {
         let (answer, answered) = oneshot::channel();
         let starts = {
             let mut sales = self.sales.lock().unwrap_or_else(|e| e.into_inner());
-            let queue = sales.entry(voucher_id).or_default();
+            let queue = sales.entry(sale).or_default();
             queue.waiting.push(Waiting { ask, answer });
             let starts = queue.calls < CALLS_PER_SALE;
             queue.calls += usize::from(starts);
             starts
         };
         if starts {
-            tokio::spawn(calls(self.clone(), backend.clone(), voucher_id));
+            tokio::spawn(calls(self.clone(), backend.clone(), sale));
         }
         answered.await.unwrap_or_else(|_| Err((redis::ErrorKind::IoError, "the gate call was dropped").into()))
     }
@@ -84,17 +85,17 @@ impl Batches {
         self.made.load(Ordering::Relaxed)
     }
 
-    /// The next grabs of `voucher_id` for a call (those whose caller still waits), or
+    /// The next grabs of `sale` for a call (those whose caller still waits), or
     /// `None`: nothing waits, and the caller's call ends (the sale's entry with it
     /// when it was the last).
-    fn next(&self, voucher_id: i64) -> Option<Vec<Waiting>> {
+    fn next(&self, sale: Bucket) -> Option<Vec<Waiting>> {
         let mut sales = self.sales.lock().unwrap_or_else(|e| e.into_inner());
-        let queue = sales.get_mut(&voucher_id)?;
+        let queue = sales.get_mut(&sale)?;
         queue.waiting.retain(|w| !w.answer.is_closed());
         if queue.waiting.is_empty() {
             queue.calls -= 1;
             if queue.calls == 0 {
-                sales.remove(&voucher_id);
+                sales.remove(&sale);
             }
             return None;
         }
@@ -105,13 +106,13 @@ impl Batches {
     }
 }
 
-/// One call slot of `voucher_id`'s sale: calls the gate on what waits until nothing
-/// does.
-async fn calls(batches: Arc<Batches>, backend: Backend, voucher_id: i64) {
-    let keys = backend.keys(voucher_id);
-    while let Some(batch) = batches.next(voucher_id) {
+/// One call slot of `sale`: calls the gate on what waits until nothing does.
+async fn calls(batches: Arc<Batches>, backend: Backend, sale: Bucket) {
+    let keys = backend.bucket_keys(sale.voucher_id, sale.bucket);
+    while let Some(batch) = batches.next(sale) {
         let asks: Vec<&Ask> = batch.iter().map(|w| &w.ask).collect();
-        let decided = tokio::time::timeout(CALL_DEADLINE, gate::grab_all(&backend, &keys, voucher_id, &asks)).await;
+        let call = gate::grab_all(&backend, &keys, (sale.voucher_id, sale.shards), &asks);
+        let decided = tokio::time::timeout(CALL_DEADLINE, call).await;
         match decided {
             Ok(Ok(verdicts)) => {
                 for (waiting, verdict) in batch.into_iter().zip(verdicts) {

@@ -19,14 +19,25 @@ use redis::RedisResult;
 pub enum Verdict {
     Granted,
     Refused(ErrorCode),
+    /// Nothing yet: the shopper's bucket has no unit left, and the sale has other
+    /// buckets (units move to it, `sale::shards`; then the grab is asked again).
+    Dry,
+    /// Nothing: the sale has this many shards, not the count it was asked with (the
+    /// grab is asked again in the shopper's bucket of that many).
+    Shards(u32),
 }
 
 impl Verdict {
-    /// The script answers `granted` or the refusal's API error code by name.
+    /// The script answers `granted`, `dry`, `shards:<count>` or the refusal's API
+    /// error code by name.
     fn from_reply(reply: &str) -> Self {
         match reply {
             "granted" => Self::Granted,
-            code => Self::Refused(ErrorCode::from_name(code).unwrap_or(ErrorCode::Internal)),
+            "dry" => Self::Dry,
+            code => match code.strip_prefix("shards:").map(str::parse) {
+                Some(Ok(shards)) => Self::Shards(shards),
+                _ => Self::Refused(ErrorCode::from_name(code).unwrap_or(ErrorCode::Internal)),
+            },
         }
     }
 }
@@ -69,6 +80,22 @@ pub struct Ask {
     pub token: String,
 }
 
+/// Which bucket of which sale a gate call is for: the voucher, the sale's shards as
+/// the caller knows them, and the bucket of its shoppers among that many.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Bucket {
+    pub voucher_id: i64,
+    pub shards: u32,
+    pub bucket: u32,
+}
+
+impl Bucket {
+    /// A sale of one shard: its only bucket.
+    pub fn whole(voucher_id: i64) -> Self {
+        Self { voucher_id, shards: 1, bucket: 0 }
+    }
+}
+
 /// Runs the gate on one grab: one round trip decides and, if granted, queues the order.
 pub async fn grab(
     backend: &Backend,
@@ -77,19 +104,27 @@ pub async fn grab(
     token: &str,
 ) -> RedisResult<Verdict> {
     let ask = Ask { user_id, order_id, token: token.to_owned() };
-    let mut verdicts = grab_all(backend, sale, voucher_id, &[&ask]).await?;
+    let shards = backend.known_shards(voucher_id).unwrap_or(1);
+    let mut verdicts = grab_all(backend, sale, (voucher_id, shards), &[&ask]).await?;
     verdicts.pop().ok_or_else(|| (redis::ErrorKind::TypeError, "the gate answered no grab").into())
 }
 
-/// Runs the gate on grabs of one sale: one round trip decides each, in order, and
-/// queues the orders granted. One verdict per grab.
-pub async fn grab_all(backend: &Backend, sale: &SaleKeys, voucher_id: i64, asks: &[&Ask]) -> RedisResult<Vec<Verdict>> {
+/// Runs the gate on grabs of one bucket of a sale of `shards` (`sale`: the bucket's
+/// keys): one round trip decides each, in order, and queues the orders granted. One
+/// verdict per grab.
+pub async fn grab_all(
+    backend: &Backend,
+    sale: &SaleKeys,
+    (voucher_id, shards): (i64, u32),
+    asks: &[&Ask],
+) -> RedisResult<Vec<Verdict>> {
     let keys = [&*sale.left, &sale.buyers, &sale.window, &sale.orders, &sale.results, &sale.refused];
     // Each grab's four arguments take about 110 bytes; the call's own, 60 besides the
     // channel's name.
     let bytes = 60 + backend.events_channel.len() + 110 * asks.len();
-    let mut call = ScriptCall::new(&backend.scripts.grab, &keys, 3 + 4 * asks.len(), bytes);
+    let mut call = ScriptCall::new(&backend.scripts.grab, &keys, 4 + 4 * asks.len(), bytes);
     entry::gate_voucher(&mut call, voucher_id).arg(&*backend.events_channel).arg(SaleEvent::SoldOut { voucher_id });
+    call.arg(shards);
     for ask in asks {
         entry::gate_grab(&mut call, ask.user_id, ask.order_id)
             .arg(StoredResult::queued(ask.user_id).encode())
@@ -112,6 +147,9 @@ mod tests {
         assert_eq!(Verdict::from_reply("sold_out"), Verdict::Refused(ErrorCode::SoldOut));
         assert_eq!(Verdict::from_reply("already_bought"), Verdict::Refused(ErrorCode::AlreadyBought));
         assert_eq!(Verdict::from_reply("what"), Verdict::Refused(ErrorCode::Internal));
+        assert_eq!(Verdict::from_reply("dry"), Verdict::Dry);
+        assert_eq!(Verdict::from_reply("shards:3"), Verdict::Shards(3));
+        assert_eq!(Verdict::from_reply("shards:x"), Verdict::Refused(ErrorCode::Internal));
     }
 
     /// Every refusal the script gives for a sale it holds is one of a grab's answers

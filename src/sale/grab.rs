@@ -4,6 +4,7 @@
 
 use super::{
     gate::{self, Verdict},
+    shards::Refill,
     GrabState, GrabTicket, IssuedToken,
 };
 use crate::{
@@ -84,11 +85,11 @@ async fn at_the_gate(
     let decide = async {
         let order_id = state.ids.next(&backend.redis).await?;
         let ask = gate::Ask { user_id, order_id, token: token.unwrap_or_default().to_owned() };
-        let verdict = state.batches.decide(backend, voucher_id, ask).await?;
-        Ok::<_, redis::RedisError>((order_id, verdict))
+        let (verdict, bucket) = in_bucket(state, voucher_id, ask).await?;
+        Ok::<_, redis::RedisError>((order_id, verdict, bucket))
     };
     let decided = tokio::time::timeout(REDIS_DEADLINE, decide).await;
-    let Ok(Ok((order_id, verdict))) = decided else {
+    let Ok(Ok((order_id, verdict, bucket))) = decided else {
         match decided {
             Ok(Err(e)) => {
                 if let Some(left_out) = SAID.allow() {
@@ -104,8 +105,9 @@ async fn at_the_gate(
         return Err(ErrorCode::Unavailable);
     };
     match verdict {
+        Verdict::Dry | Verdict::Shards(_) => Err(ErrorCode::Unavailable),
         Verdict::Granted => {
-            state.bus.tell_here(&SaleEvent::Granted { voucher_id });
+            state.bus.tell_here(&SaleEvent::Granted { voucher_id, bucket });
             Ok(GrabTicket { order_id: order_id.to_string(), status: GrabStatus::Queued })
         }
         Verdict::Refused(ErrorCode::UnknownVoucher) => Err(not_in_redis(state, voucher_id).await),
@@ -114,6 +116,38 @@ async fn at_the_gate(
                 state.sold_out.set(voucher_id);
             }
             Err(code)
+        }
+    }
+}
+
+/// Decides `ask` in its shopper's bucket of the sale: asked with the shards this
+/// process knows (1 for a sale it has not met: the bucket's window corrects it, once),
+/// and, when the bucket ran dry while the sale has others, asked again once units
+/// moved to it (`shards::refill`), until the grab's deadline; a sale found sold out
+/// answers `sold_out`, a refill that failed `unavailable`. With the bucket it was
+/// decided in.
+async fn in_bucket(state: &AppState, voucher_id: i64, ask: gate::Ask) -> redis::RedisResult<(Verdict, u32)> {
+    let backend = &state.backend;
+    let mut shards = backend.known_shards(voucher_id).unwrap_or(1);
+    let mut learned = false;
+    loop {
+        let bucket = crate::backend::layout::bucket_of(ask.user_id, shards);
+        let sale = gate::Bucket { voucher_id, shards, bucket };
+        match state.batches.decide(backend, sale, ask.clone()).await? {
+            Verdict::Shards(told) if !learned && told >= 1 => {
+                backend.note_shards(voucher_id, told);
+                (shards, learned) = (told, true);
+            }
+            Verdict::Shards(_) => return Ok((Verdict::Refused(ErrorCode::Unavailable), bucket)),
+            Verdict::Dry => {
+                let refill = super::shards::refill(backend.clone(), voucher_id, shards, bucket);
+                match state.refills.join((voucher_id, bucket), refill).await {
+                    Some(Refill::Refilled) => {}
+                    Some(Refill::SoldOut) => return Ok((Verdict::Refused(ErrorCode::SoldOut), bucket)),
+                    Some(Refill::Failed) | None => return Ok((Verdict::Refused(ErrorCode::Unavailable), bucket)),
+                }
+            }
+            verdict => return Ok((verdict, bucket)),
         }
     }
 }
@@ -162,7 +196,7 @@ fn count(outcome: Outcome) {
 /// not that the sale does not exist; a sale whose keys went with its end is `ended`.
 async fn not_in_redis(state: &AppState, voucher_id: i64) -> ErrorCode {
     let backend = state.backend.clone();
-    state.rebuilds.join(voucher_id, rebuild(backend, voucher_id)).await
+    state.rebuilds.join(voucher_id, rebuild(backend, voucher_id)).await.unwrap_or(ErrorCode::Unavailable)
 }
 
 /// Looks `voucher_id` up in the database and rebuilds it in Redis if its sale is on.
@@ -185,7 +219,8 @@ async fn rebuild(backend: Backend, voucher_id: i64) -> ErrorCode {
 pub async fn grab_result(state: &AppState, user_id: i64, voucher_id: i64, order_id: &str) -> AppResult<GrabState> {
     let order_id: i64 = order_id.trim().parse().map_err(|_| AppError::invalid("order_id must be a decimal number."))?;
     let backend = &state.backend;
-    let raw: Option<String> = backend.redis.clone().hget(&backend.keys(voucher_id).results, order_id).await?;
+    let keys = crate::voucher::shards::user_keys(backend, voucher_id, user_id).await?;
+    let raw: Option<String> = backend.redis.clone().hget(&keys.results, order_id).await?;
     let (status, reason) = match raw.as_deref().and_then(StoredResult::parse) {
         Some(r) if r.user_id == user_id => (r.status, r.reason),
         Some(_) => return Err(ErrorCode::UnknownOrder.into()),

@@ -3,6 +3,10 @@
 //! pause, stock, end) is `run.rs`; both tell every process of the change here
 //! ([`changed`]).
 
+// `create_voucher`'s arguments are its request's JSON fields (the API's contract), one
+// each; the server macro writes the browser's and the server's functions from them.
+#![allow(clippy::too_many_arguments)]
+
 use crate::{error::AppResult, voucher::Voucher};
 use leptos::prelude::*;
 use server_fn::codec::Json;
@@ -23,7 +27,9 @@ use {
 /// Creates a voucher and warms it into Redis (operators). Times are RFC 3339; `price`
 /// (what a shopper pays) and `face_value` (what it is worth) are minor units of the
 /// currency, 0 and the price when left out; `fair_start` (off when left out) makes
-/// every grab need a grab token, issued from the start instant.
+/// every grab need a grab token, issued from the start instant; `shards` (1 to 64, 1
+/// when left out) splits the units over that many buckets in Redis, each in its own
+/// hash slot, so a Redis Cluster serves one sale from several masters.
 #[server(prefix = "/api", endpoint = "create_voucher", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn create_voucher(
     title: String,
@@ -33,12 +39,14 @@ pub async fn create_voucher(
     price: Option<i64>,
     face_value: Option<i64>,
     fair_start: Option<bool>,
+    shards: Option<i64>,
 ) -> AppResult<Voucher> {
     let state = expect_context::<AppState>();
     let actor = require_operator(&state.secrets)?;
     let (price, now) = (price.unwrap_or(0), chrono::Utc::now());
     let mut new = NewVoucher::parse(&title, stock, (&begins_at, &ends_at), (price, face_value.unwrap_or(price)), now)?;
     new.fair_start = fair_start.unwrap_or(false);
+    new.shards = crate::voucher::rules::shards(shards)?;
     let row = store::insert(&state.backend.db, &new).await?;
     warm::warm(&state.backend, &row).await?;
     changed(&state, row.id).await;

@@ -3,7 +3,8 @@
 //! Redis step (`gate`, handed the grabs that arrive together by `batches`), the grab and result endpoints (`api`, `hot_path`, `grab`),
 //! putting a voucher on sale (`launch`) and running the sale (`run`, `stock`,
 //! `upkeep`) with their components (`operator_view`), this process's sold-out flags,
-//! and the shopper's sale card (`view`).
+//! and the shopper's sale card (`view`). A sale may be split over several shards
+//! (`shards`: buckets, and the moves that refill a dry one).
 
 #[cfg(feature = "ssr")]
 pub mod admission;
@@ -24,6 +25,8 @@ pub mod rebuilds;
 #[cfg(feature = "ssr")]
 pub use grab::REDIS_DEADLINE;
 pub mod run;
+#[cfg(feature = "ssr")]
+pub mod shards;
 #[cfg(feature = "ssr")]
 pub mod sold_out;
 #[cfg(feature = "ssr")]

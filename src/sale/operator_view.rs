@@ -65,6 +65,7 @@ pub fn CreateVoucher(refresh: RwSignal<u64>) -> impl IntoView {
     let face_value = RwSignal::new(String::new());
     let begins = RwSignal::new(String::new());
     let ends = RwSignal::new(String::new());
+    let shards = RwSignal::new("1".to_owned());
     // On by default here (the API's default stays off, for the clients it had).
     let fair = RwSignal::new(true);
     // The pickers start at now and an hour from now, in the operator's zone (known
@@ -76,7 +77,7 @@ pub fn CreateVoucher(refresh: RwSignal<u64>) -> impl IntoView {
     let result = RwSignal::new(None::<AppResult<Voucher>>);
     let create = move || {
         let (t, s, p, f, b, e) = (title.get(), stock.get(), price.get(), face_value.get(), begins.get(), ends.get());
-        let fair = fair.get();
+        let (fair, k) = (fair.get(), shards.get());
         let currency = currency.get_untracked();
         leptos::task::spawn_local(async move {
             let answer = async {
@@ -85,7 +86,8 @@ pub fn CreateVoucher(refresh: RwSignal<u64>) -> impl IntoView {
                 // Left blank: worth what it costs.
                 let face = if f.trim().is_empty() { None } else { Some(amount("Face value", &f, &currency)?) };
                 let (b, e) = (picked("a start", &b)?, picked("an end", &e)?);
-                create_voucher(t, stock, b, e, Some(price), face, Some(fair)).await
+                let k = k.trim().parse::<i64>().map_err(|_| AppError::invalid("Shards must be a whole number."))?;
+                create_voucher(t, stock, b, e, Some(price), face, Some(fair), Some(k)).await
             };
             let answer = answer.await;
             if answer.is_ok() {
@@ -112,6 +114,7 @@ pub fn CreateVoucher(refresh: RwSignal<u64>) -> impl IntoView {
             {move || field("voucher-face".into(), "Face value", "text", face_value, in_currency("What it is worth; blank: the price"))}
             {field("voucher-begins".into(), "Starts at", "datetime-local", begins, "Your time zone".into())}
             {field("voucher-ends".into(), "Ends at", "datetime-local", ends, "After the start".into())}
+            {field("voucher-shards".into(), "Shards", "text", shards, "1 to 64 Redis buckets; more for a sale past one Redis core".into())}
             <label class="flex min-h-11 items-center gap-2 text-sm sm:col-span-2">
                 <input type="checkbox" bind:checked=fair/>
                 "Fair start: grabs need a token given from the start instant (stops scripts firing early)"

@@ -10,6 +10,10 @@
 //! burst of grabs for a voucher that does not exist all hear `unknown_voucher`, not
 //! one of them that and the rest "try again".
 
+//!
+//! The same holds for the moves that refill a bucket of a sale of several shards
+//! (`shards`): one per bucket at a time in this process, its outcome shared.
+
 use crate::error::ErrorCode;
 use futures::{
     future::{BoxFuture, Shared},
@@ -18,42 +22,56 @@ use futures::{
 use std::{
     collections::HashMap,
     future::Future,
+    hash::Hash,
     sync::{Arc, Mutex, MutexGuard, PoisonError},
 };
 
-/// What a rebuild answers the grabs that asked for it.
-pub type SharedRebuild = Shared<BoxFuture<'static, ErrorCode>>;
+/// What a run answers those that asked for it (`None`: it panicked).
+pub type SharedRun<T> = Shared<BoxFuture<'static, Option<T>>>;
+
+/// Runs under way, by what they are for: at most one each, shared by every caller
+/// that asks while it runs.
+pub struct OneAtATime<K, T>(Mutex<HashMap<K, SharedRun<T>>>);
+
+impl<K, T> Default for OneAtATime<K, T> {
+    fn default() -> Self {
+        Self(Mutex::default())
+    }
+}
 
 /// The rebuilds under way, by voucher.
-#[derive(Default)]
-pub struct Rebuilds(Mutex<HashMap<i64, SharedRebuild>>);
+pub type Rebuilds = OneAtATime<i64, ErrorCode>;
 
-impl Rebuilds {
-    /// The outcome of the rebuild of `voucher_id` under way, or else of `rebuild`,
-    /// started now in a task of its own: it runs to its end even if every grab waiting
-    /// for it goes away (so none is left half done, nor kept here), and leaves this
-    /// list when it ends.
-    pub fn join<F>(self: &Arc<Self>, voucher_id: i64, rebuild: F) -> SharedRebuild
+impl<K, T> OneAtATime<K, T>
+where
+    K: Hash + Eq + Copy + Send + Sync + 'static,
+    T: Clone + Send + Sync + 'static,
+{
+    /// The outcome of the run for `key` under way, or else of `run`, started now in a
+    /// task of its own: it runs to its end even if every caller waiting for it goes
+    /// away (so none is left half done, nor kept here), and leaves this list when it
+    /// ends.
+    pub fn join<F>(self: &Arc<Self>, key: K, run: F) -> SharedRun<T>
     where
-        F: Future<Output = ErrorCode> + Send + 'static,
+        F: Future<Output = T> + Send + 'static,
     {
         let mut running = self.lock();
-        if let Some(outcome) = running.get(&voucher_id) {
+        if let Some(outcome) = running.get(&key) {
             return outcome.clone();
         }
-        let rebuilds = self.clone();
+        let runs = self.clone();
         // It cannot leave the list before it is in it: that takes the lock held here.
         let task = tokio::spawn(async move {
-            let code = rebuild.await;
-            rebuilds.lock().remove(&voucher_id);
-            code
+            let outcome = run.await;
+            runs.lock().remove(&key);
+            outcome
         });
-        let outcome = async move { task.await.unwrap_or(ErrorCode::Unavailable) }.boxed().shared();
-        running.insert(voucher_id, outcome.clone());
+        let outcome = async move { task.await.ok() }.boxed().shared();
+        running.insert(key, outcome.clone());
         outcome
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<i64, SharedRebuild>> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<K, SharedRun<T>>> {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
@@ -66,7 +84,7 @@ mod tests {
 
     #[tokio::test]
     async fn grabs_asking_at_once_share_one_rebuild_and_its_answer() {
-        let rebuilds = Arc::new(Rebuilds::default());
+        let rebuilds: Arc<Rebuilds> = Arc::default();
         let runs = Arc::new(AtomicUsize::new(0));
         let (finish, finished) = oneshot::channel::<()>();
         let counted = runs.clone();
@@ -77,21 +95,22 @@ mod tests {
         });
         let second = rebuilds.join(1, async { unreachable!("a second rebuild of voucher 1") });
         let other = rebuilds.join(2, async { ErrorCode::Ended });
-        assert_eq!(other.await, ErrorCode::Ended, "another voucher has its own");
+        assert_eq!(other.await, Some(ErrorCode::Ended), "another voucher has its own");
         finish.send(()).unwrap();
-        assert_eq!((first.await, second.await), (ErrorCode::UnknownVoucher, ErrorCode::UnknownVoucher));
+        let unknown = Some(ErrorCode::UnknownVoucher);
+        assert_eq!((first.await, second.await), (unknown, unknown));
         assert_eq!(runs.load(Ordering::SeqCst), 1);
         assert!(rebuilds.lock().is_empty(), "an ended rebuild leaves the list");
         assert_eq!(
             rebuilds.join(1, async { ErrorCode::Unavailable }).await,
-            ErrorCode::Unavailable,
+            Some(ErrorCode::Unavailable),
             "asked again, run again"
         );
     }
 
     #[tokio::test]
     async fn a_rebuild_every_grab_left_runs_to_its_end() {
-        let rebuilds = Arc::new(Rebuilds::default());
+        let rebuilds: Arc<Rebuilds> = Arc::default();
         let (done, ended) = oneshot::channel::<()>();
         drop(rebuilds.join(1, async move {
             let _ = done.send(());

@@ -18,7 +18,7 @@ use server_fn::codec::Json;
 
 #[cfg(feature = "ssr")]
 use {
-    super::{launch::changed, stock, warm},
+    super::{launch::changed, shards, stock, warm},
     crate::{
         audit::store::{self as audit, Record},
         auth::{caller::require_operator, session::Actor},
@@ -186,16 +186,24 @@ async fn change_stock(action: &'static str, voucher_id: i64, units: i64) -> AppR
     if before.stock + units > MAX_STOCK {
         return Err(over_the_cap());
     }
-    let change = if units > 0 {
+    let changes = if units > 0 {
         // No row: another addition took the sale past the cap meanwhile.
         store::add_stock(&backend.db, voucher_id, units, MAX_STOCK).await?.ok_or_else(over_the_cap)?.0
     } else {
-        store::owe_withdrawal(&backend.db, voucher_id, -units).await?
+        if before.shards() > 1 {
+            // All or nothing over the buckets: the units are gathered in bucket 0
+            // (moves, which sell nothing), then withdrawn there in one step.
+            shards::gather(backend, voucher_id, before.shards(), -units).await?;
+        }
+        vec![store::owe_withdrawal(&backend.db, voucher_id, -units).await?]
     };
-    let made = match stock::finish(backend, &change).await {
-        Ok(made) => made,
-        Err(e) => return Err(saved_not_applied(&state, &actor, action, &before, e.into()).await),
-    };
+    let mut made = stock::Made { recorded: 0, redis: 0 };
+    for change in &changes {
+        match stock::finish(backend, change).await {
+            Ok(one) => (made.recorded, made.redis) = (made.recorded + one.recorded, made.redis + one.redis),
+            Err(e) => return Err(saved_not_applied(&state, &actor, action, &before, e.into()).await),
+        }
+    }
     if made.recorded == 0 {
         if made.redis != 0 {
             let message = "The sale was rebuilt meanwhile and nothing was withdrawn; try again.";

@@ -26,7 +26,17 @@ const ROUND: i64 = 100;
 /// Makes the change in Redis (once), then records in the database what it made.
 /// Returns the units it made as the database records them (0: a withdrawal of more
 /// than was unsold, or one a rebuild of the voucher voided) and as Redis answered.
+/// A move's withdrawal is followed by its addition to the target bucket, at once.
 pub async fn finish(backend: &Backend, change: &StockChange) -> Result<Made, BackendError> {
+    let (made, then) = finish_one(backend, change).await?;
+    if let Some(addition) = then {
+        finish_one(backend, &addition).await?;
+    }
+    Ok(made)
+}
+
+/// [`finish`] for one row: what it made, and the addition a move's withdrawal owes.
+async fn finish_one(backend: &Backend, change: &StockChange) -> Result<(Made, Option<StockChange>), BackendError> {
     let made = match apply(backend, change).await? {
         Some(made) => made,
         None => {
@@ -42,8 +52,8 @@ pub async fn finish(backend: &Backend, change: &StockChange) -> Result<Made, Bac
             apply(backend, change).await?.unwrap_or(if change.units > 0 { change.units } else { 0 })
         }
     };
-    let recorded = vouchers::settle_change(&backend.db, change, made).await?;
-    Ok(Made { recorded, redis: made })
+    let settled = vouchers::settle_change(&backend.db, change, made).await?;
+    Ok((Made { recorded: settled.made, redis: made }, settled.then))
 }
 
 /// What a stock change made.
@@ -55,13 +65,18 @@ pub struct Made {
     pub redis: i64,
 }
 
-/// Runs `lua/stock.lua` and, in the same pipeline, waits for the replicas required to
-/// hold it: the units the change made, or `None` when Redis does not hold the voucher.
+/// Runs `lua/stock.lua` on the change's bucket and, in the same pipeline, waits for
+/// the replicas required to hold it: the units the change made, or `None` when Redis
+/// does not hold the bucket. A move's addition tells nobody (the sale was not sold
+/// out: units only move to a bucket that ran dry while others held some).
 /// Fails when the replicas fall short (the change stays owed). The wait holds up the
 /// connection's other commands only while replicas lag, and stock changes are rare.
 async fn apply(backend: &Backend, change: &StockChange) -> Result<Option<i64>, BackendError> {
-    let keys = backend.keys(change.voucher_id);
-    let restocked = SaleEvent::Restocked { voucher_id: change.voucher_id }.encode();
+    let keys = backend.bucket_keys(change.voucher_id, change.bucket());
+    let restocked = match change.move_from {
+        Some(_) => String::new(),
+        None => SaleEvent::Restocked { voucher_id: change.voucher_id }.encode(),
+    };
     let keys = [keys.left.as_str(), &keys.changes, &keys.window];
     let mut call = ScriptCall::new(&backend.scripts.stock, &keys, 4, 64 + backend.events_channel.len());
     call.arg(change.id).arg(change.units).arg(&*backend.events_channel).arg(restocked);

@@ -5,6 +5,11 @@
 //! pause, price). An operator's change calls [`warm`] (the sale may have been lost
 //! meanwhile); the upkeep calls [`push_window`], which only pushes.
 //! This module owns the script's interface.
+//!
+//! A sale of K shards is K buckets in Redis (`backend::layout`), each warmed, rebuilt
+//! and pushed on its own, from the database's account of that bucket
+//! (`orders::store::lock_for_rebuild`): a node that lost one bucket costs that bucket
+//! a rebuild, and the others go on selling.
 
 use crate::{
     backend::{
@@ -34,27 +39,41 @@ const REBUILD_DEADLINE: Duration = Duration::from_secs(2);
 /// voucher, so each such order commits either before (the snapshot has it) or after
 /// Redis holds the rebuilt voucher, where settling it takes its unit and buyer slot
 /// (`orders::settle`). Stock Redis and the database agree on either way.
+///
+/// Every bucket of a sale of several shards, in turn: true when it rebuilt any.
 pub async fn warm(backend: &Backend, v: &VoucherRow) -> Result<bool, BackendError> {
-    let keys = backend.keys(v.id);
+    crate::voucher::shards::noted(backend, v);
+    let mut rebuilt = false;
+    for bucket in v.buckets() {
+        rebuilt |= warm_bucket(backend, v, bucket).await?;
+    }
+    Ok(rebuilt)
+}
+
+/// [`warm`] for one bucket of the sale.
+async fn warm_bucket(backend: &Backend, v: &VoucherRow, bucket: u32) -> Result<bool, BackendError> {
+    let keys = backend.bucket_keys(v.id, bucket);
     let mut redis = backend.redis.clone();
     // Most warm-ups find Redis holding the voucher whole: they need no snapshot, and
     // no database lock (a worker must be able to join while the database cannot write).
     if run_script(backend, &mut redis, &keys, v, None).await? {
         return Ok(false);
     }
-    rebuild(backend, &mut redis, &keys, v).await
+    rebuild(backend, &mut redis, (&keys, bucket), v).await
 }
 
-/// Loads the database's snapshot into Redis under the voucher's lock, unless Redis
-/// holds the voucher whole by then. True when it loaded it.
+/// Loads the database's snapshot of one bucket into Redis under the voucher's lock,
+/// unless Redis holds the bucket whole by then. True when it loaded it.
 async fn rebuild(
     backend: &Backend,
     redis: &mut RedisConn,
-    keys: &SaleKeys,
+    (keys, bucket): (&SaleKeys, u32),
     v: &VoucherRow,
 ) -> Result<bool, BackendError> {
     let mut tx = backend.db.begin().await?;
-    let Some(snapshot) = orders::lock_for_rebuild(&mut tx, v.id).await? else { return Ok(false) };
+    let Some(snapshot) = orders::lock_for_rebuild(&mut tx, v.id, (bucket, v.shards())).await? else {
+        return Ok(false);
+    };
     let held = tokio::time::timeout(REBUILD_DEADLINE, run_script(backend, redis, keys, v, Some(&snapshot)))
         .await
         .map_err(|_| RedisError::from(std::io::Error::from(std::io::ErrorKind::TimedOut)))??;
@@ -86,7 +105,7 @@ pub async fn run_script(
     call.key(&keys.buyers).key(&keys.window).key(&keys.orders).key(&keys.results).key(&keys.dlq).key(&keys.refused);
     call.key(&keys.given_back).key(&keys.changes);
     call.arg(v.begins_at).arg(v.ends_at).arg(expires_at(v.ends_at)).arg(v.paused).arg(v.price).arg(v.version);
-    call.arg(v.fair_start).arg(&v.start_secret).arg(GROUP);
+    call.arg(v.fair_start).arg(&v.start_secret).arg(GROUP).arg(v.shards());
     if let Some(s) = snapshot {
         call.arg(s.stock_left).arg(s.buyers.len()).arg(s.given_back.len()).arg(s.orders.len());
         call.arg(&s.buyers).arg(&s.given_back);
@@ -101,11 +120,15 @@ pub async fn run_script(
     Ok(held == 1)
 }
 
-/// Pushes `v`'s window to Redis when Redis holds the sale (an older push never
-/// overwrites a newer one: the row's `version` decides); only looks when Redis lost
-/// it, which a grab or the worker rebuilds. True when Redis holds it.
+/// Pushes `v`'s window to every bucket of its sale Redis holds (an older push never
+/// overwrites a newer one: the row's `version` decides); only looks at one Redis
+/// lost, which a grab or the worker rebuilds. True when Redis holds them all.
 pub async fn push_window(backend: &Backend, v: &VoucherRow) -> RedisResult<bool> {
-    run_script(backend, &mut backend.redis.clone(), &backend.keys(v.id), v, None).await
+    crate::voucher::shards::noted(backend, v);
+    let pushes = v.buckets().map(|b| async move {
+        run_script(backend, &mut backend.redis.clone(), &backend.bucket_keys(v.id, b), v, None).await
+    });
+    Ok(futures::future::try_join_all(pushes).await?.into_iter().all(|held| held))
 }
 
 /// Warms every voucher whose sale is upcoming, running or just ended.

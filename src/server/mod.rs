@@ -153,6 +153,7 @@ async fn run(
         sold_out,
         admission: Arc::new(Admission::new(config.max_grabs_in_flight, Duration::from_millis(config.shed_latency_ms))),
         rebuilds: Arc::default(),
+        refills: Arc::default(),
         batches: Arc::default(),
         tally: Arc::default(),
         hub,

@@ -138,7 +138,7 @@ async fn a_redis_that_forgot_the_scripts_is_handed_them_again() {
 /// 100 granted, no shopper twice, every refusal counted.
 #[tokio::test]
 async fn grabs_arriving_together_share_gate_calls_and_each_is_decided_as_alone() {
-    use seckill::testing::{Ask, Batches, CALLS_PER_SALE, MOST_PER_CALL};
+    use seckill::testing::{Ask, Batches, Bucket, CALLS_PER_SALE, MOST_PER_CALL};
     use std::{collections::HashSet, sync::Arc};
     let app = TestApp::spawn().await;
     let v = app.create_voucher(100, -5, 3600).await;
@@ -148,7 +148,7 @@ async fn grabs_arriving_together_share_gate_calls_and_each_is_decided_as_alone()
     let grabs = users.iter().enumerate().map(|(i, &user_id)| {
         let (batches, backend) = (batches.clone(), backend.clone());
         let ask = Ask { user_id, order_id: 7_000_000_000 + i as i64, token: String::new() };
-        async move { (user_id, batches.decide(&backend, v, ask).await.unwrap()) }
+        async move { (user_id, batches.decide(&backend, Bucket::whole(v), ask).await.unwrap()) }
     });
     let decided = futures::future::join_all(grabs).await;
     let granted: Vec<i64> = decided.iter().filter(|(_, d)| *d == Verdict::Granted).map(|(u, _)| *u).collect();

@@ -23,6 +23,7 @@ mod recovery;
 mod report;
 mod run_sale;
 mod sale_day;
+mod shards;
 mod shop_login;
 mod sign_up;
 mod storm;

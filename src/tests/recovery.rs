@@ -206,7 +206,7 @@ async fn orders_committed_after_a_rebuild_take_their_units() {
     let (early, late) = read.split_at(1);
     // One order committed and settled before Redis lost the voucher.
     store::persist(&app.db, early, PAY).await.unwrap();
-    settle(&backend, &mut redis, v, i64::MAX / 2, &[("0-1", &early[0])]).await.unwrap();
+    settle(&backend, &mut redis, (v, &app.keys(v)), i64::MAX / 2, &[("0-1", &early[0])]).await.unwrap();
     let keys = app.keys(v);
     let () = redis
         .del(&[&keys.left, &keys.buyers, &keys.window, &keys.orders, &keys.results, &keys.dlq, &keys.refused])
@@ -220,7 +220,7 @@ async fn orders_committed_after_a_rebuild_take_their_units() {
     // The three in the worker's hands commit after the rebuild, and are settled.
     store::persist(&app.db, late, PAY).await.unwrap();
     let entries: Vec<(&str, &OrderMsg)> = late.iter().map(|m| ("0-1", m)).collect();
-    assert_eq!(settle(&backend, &mut redis, v, i64::MAX / 2, &entries).await.unwrap(), 0);
+    assert_eq!(settle(&backend, &mut redis, (v, &app.keys(v)), i64::MAX / 2, &entries).await.unwrap(), 0);
     let stock: i64 = redis.get(&keys.left).await.unwrap();
     let in_redis: i64 = redis.scard(&keys.buyers).await.unwrap();
     assert_eq!((stock, in_redis), (6, 4), "Redis stock + buyers = total");
@@ -267,7 +267,7 @@ async fn a_shopper_granted_again_after_a_rebuild_leaves_no_phantom_unit() {
     assert_eq!(status, 200, "ann grabs again: {body}");
     let y_id = body["order_id"].as_str().unwrap().to_owned();
     assert_eq!(store::persist(&app.db, &x, PAY).await.unwrap(), [seckill::testing::Fate::Persisted]);
-    settle(&backend, &mut redis, v, i64::MAX / 2, &[("0-1", &x[0])]).await.unwrap();
+    settle(&backend, &mut redis, (v, &app.keys(v)), i64::MAX / 2, &[("0-1", &x[0])]).await.unwrap();
     // A worker reads Y: the database refuses it, and it ends.
     let opts = app.restart_options();
     app.stop().await;
@@ -320,7 +320,7 @@ async fn a_batch_larger_than_a_chunk_settles_every_order() {
         .collect();
     let orders: Vec<(&str, &OrderMsg)> = entry_ids.iter().map(String::as_str).zip(&msgs).collect();
 
-    assert_eq!(settle(&backend, &mut redis, v, i64::MAX / 2, &orders).await.unwrap(), 0);
+    assert_eq!(settle(&backend, &mut redis, (v, &app.keys(v)), i64::MAX / 2, &orders).await.unwrap(), 0);
     let results: usize = redis.hlen(&keys.results).await.unwrap();
     let pending: redis::streams::StreamPendingReply = redis.xpending(&keys.orders, GROUP).await.unwrap();
     let (stock, buyers): (i64, usize) =
@@ -348,6 +348,7 @@ async fn rebuilds_racing_commits_keep_redis_and_the_database_equal() {
     let rebuilt = Arc::new(AtomicUsize::new(0));
     let commits = {
         let (backend, db, committing, rebuilt) = (backend.clone(), app.db.clone(), committing.clone(), rebuilt.clone());
+        let keys = keys.clone();
         tokio::spawn(async move {
             let mut redis = backend.redis.clone();
             for (i, chunk) in read.chunks(5).enumerate() {
@@ -358,7 +359,7 @@ async fn rebuilds_racing_commits_keep_redis_and_the_database_equal() {
                 }
                 store::persist(&db, chunk, PAY).await.unwrap();
                 let entries: Vec<(&str, &OrderMsg)> = chunk.iter().map(|m| ("0-1", m)).collect();
-                settle(&backend, &mut redis, v, i64::MAX / 2, &entries).await.unwrap();
+                settle(&backend, &mut redis, (v, &keys), i64::MAX / 2, &entries).await.unwrap();
             }
             committing.store(false, Ordering::SeqCst);
         })

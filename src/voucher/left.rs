@@ -9,20 +9,24 @@ use crate::{backend::Backend, error::AppResult};
 /// must not hold up the shop page, which renders the list before it is sent.
 const STOCK_DEADLINE: std::time::Duration = std::time::Duration::from_millis(250);
 
-/// Units left of each voucher: Redis's count, or the database's where Redis
-/// does not hold the voucher or does not answer for it within [`STOCK_DEADLINE`] (a
-/// node failing over). GETs sent at once, not an MGET: the keys live in different
-/// Cluster slots.
+/// Units left of each voucher: Redis's count (the sum over its buckets), or the
+/// database's where Redis does not hold every bucket or does not answer for it within
+/// [`STOCK_DEADLINE`] (a node failing over). GETs sent at once, not an MGET: the keys
+/// live in different Cluster slots.
 pub async fn units_left(backend: &Backend, rows: &[VoucherRow]) -> AppResult<Vec<i64>> {
     if rows.is_empty() {
         return Ok(Vec::new());
     }
-    let gets = rows.iter().map(|r| redis::Cmd::get(&backend.keys(r.id).left));
+    let gets = rows.iter().flat_map(|r| r.buckets().map(|b| redis::Cmd::get(&backend.bucket_keys(r.id, b).left)));
     let counts = tokio::time::timeout(STOCK_DEADLINE, backend.redis.query_each::<Option<i64>>(gets)).await;
     let counts = counts.unwrap_or_else(|_| {
         tracing::warn!("voucher list: Redis did not answer within {STOCK_DEADLINE:?}; showing the database's stock");
         Vec::new()
     });
-    let redis_count = |i: usize| counts.get(i).and_then(|c| c.as_ref().ok().copied().flatten());
-    Ok(rows.iter().enumerate().map(|(i, row)| redis_count(i).unwrap_or(row.stock_left)).collect())
+    let mut counts = counts.into_iter();
+    let left = rows.iter().map(|row| {
+        let buckets: Option<i64> = row.buckets().map(|_| counts.next().and_then(|c| c.ok().flatten())).sum();
+        buckets.unwrap_or(row.stock_left)
+    });
+    Ok(left.collect())
 }

@@ -7,6 +7,8 @@ pub mod api;
 #[cfg(feature = "ssr")]
 pub mod left;
 #[cfg(feature = "ssr")]
+pub mod shards;
+#[cfg(feature = "ssr")]
 pub mod store;
 pub mod view;
 
@@ -43,6 +45,14 @@ pub struct Voucher {
     /// A grab needs a grab token (`grab_token`), issued from the start instant.
     #[serde(default)]
     pub fair_start: bool,
+    /// Buckets the units are split over in Redis, each on its own hash slot (1 to 64;
+    /// see `create_voucher`).
+    #[serde(default = "one_shard")]
+    pub shards: u32,
+}
+
+fn one_shard() -> u32 {
+    1
 }
 
 impl Voucher {
@@ -128,6 +138,8 @@ pub struct NewVoucher {
     pub face_value: i64,
     /// Grabs need a grab token, issued from the start.
     pub fair_start: bool,
+    /// Buckets of its sale in Redis.
+    pub shards: u32,
 }
 
 /// What a voucher's fields must be, whoever sets them (creating or editing).
@@ -163,6 +175,16 @@ pub mod rules {
             return Err(ErrorCode::FaceValueBelowPrice.into());
         }
         Ok(())
+    }
+
+    /// How many buckets a sale's units are split over: 1 (left out) to
+    /// [`MAX_SHARDS`](crate::backend::layout::MAX_SHARDS).
+    pub fn shards(shards: Option<i64>) -> Result<u32, AppError> {
+        let most = crate::backend::layout::MAX_SHARDS;
+        match shards.unwrap_or(1) {
+            n if (1..=i64::from(most)).contains(&n) => Ok(n as u32),
+            _ => Err(AppError::invalid(format!("shards must be between 1 and {most}."))),
+        }
     }
 
     /// A time in RFC 3339, as `field` of the request.
@@ -206,7 +228,7 @@ impl NewVoucher {
         let ends_at = rules::time("ends_at", ends_at)?;
         rules::window(begins_at, ends_at, now)?;
         rules::amounts(price, face_value)?;
-        Ok(Self { title, stock, begins_at, ends_at, price, face_value, fair_start: false })
+        Ok(Self { title, stock, begins_at, ends_at, price, face_value, fair_start: false, shards: 1 })
     }
 }
 

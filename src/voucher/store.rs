@@ -1,7 +1,7 @@
 //! Vouchers in SQL.
 
 use super::NewVoucher;
-use crate::backend::Db;
+use crate::backend::{layout::share, Db};
 use chrono::{DateTime, Utc};
 use sqlx::FromRow;
 
@@ -34,6 +34,8 @@ pub struct VoucherRow {
     pub start_secret: String,
     /// When the gate first sold the last unit (Unix ms), once the sampler copied it.
     pub sold_out_at: Option<i64>,
+    /// Buckets its units are split over in Redis (1: the whole sale in one slot).
+    pub shards: i64,
 }
 
 impl VoucherRow {
@@ -51,7 +53,18 @@ impl VoucherRow {
             currency: crate::money::currency().to_owned(),
             paused: self.is_paused(),
             fair_start: self.has_fair_start(),
+            shards: self.shards(),
         }
+    }
+
+    /// Buckets of its sale in Redis, 1 to `MAX_SHARDS` (the database checks it).
+    pub fn shards(&self) -> u32 {
+        u32::try_from(self.shards).unwrap_or(1).clamp(1, crate::backend::layout::MAX_SHARDS)
+    }
+
+    /// Every bucket of its sale, 0 first.
+    pub fn buckets(&self) -> std::ops::Range<u32> {
+        0..self.shards()
     }
 
     pub fn begins(&self) -> DateTime<Utc> {
@@ -73,12 +86,12 @@ impl VoucherRow {
 
 const COLUMNS: &str =
     "id, title, stock, stock_left, begins_at, ends_at, paid, cancelled, price, face_value, paused, version, added, \
-     withdrawn, fair_start, start_secret, sold_out_at";
+     withdrawn, fair_start, start_secret, sold_out_at, shards";
 
 pub async fn insert(db: &Db, v: &NewVoucher) -> sqlx::Result<VoucherRow> {
     let sql = format!(
         "INSERT INTO vouchers (title, stock, stock_left, begins_at, ends_at, created_at, price, face_value, \
-         fair_start, start_secret) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING {COLUMNS}"
+         fair_start, start_secret, shards) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING {COLUMNS}"
     );
     sqlx::query_as(&sql)
         .bind(&v.title)
@@ -91,6 +104,7 @@ pub async fn insert(db: &Db, v: &NewVoucher) -> sqlx::Result<VoucherRow> {
         .bind(v.face_value)
         .bind(i64::from(v.fair_start))
         .bind(new_secret())
+        .bind(i64::from(v.shards))
         .fetch_one(db)
         .await
 }
@@ -162,23 +176,52 @@ pub async fn edit(db: &Db, id: i64, version: i64, edit: &Edit) -> sqlx::Result<O
         .await
 }
 
-/// A stock change an operator asked for, as its row holds it.
+/// A stock change, as its row holds it: an operator's, in one bucket of the sale, or
+/// one half of a move of units between buckets (`sale::shards`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, FromRow)]
 pub struct StockChange {
     pub id: i64,
     pub voucher_id: i64,
     /// More than 0 adds, less than 0 withdraws.
     pub units: i64,
+    /// The bucket of the sale it is made in (0 for a sale of one shard).
+    pub bucket: i64,
+    /// A move's withdrawal: the bucket its units go to.
+    pub move_to: Option<i64>,
+    /// A move's addition: the bucket its units came from.
+    pub move_from: Option<i64>,
 }
 
-/// Adds units to the database's stock, with the change Redis now owes (one
-/// transaction). `None`: no such voucher.
+impl StockChange {
+    /// One half of a move: it leaves the voucher's totals alone.
+    pub fn is_move(&self) -> bool {
+        self.move_to.is_some() || self.move_from.is_some()
+    }
+
+    /// The bucket it is made in.
+    pub fn bucket(&self) -> u32 {
+        u32::try_from(self.bucket).unwrap_or(0)
+    }
+}
+
+const CHANGE_COLUMNS: &str = "id, voucher_id, units, bucket, move_to, move_from";
+
+/// Where a change goes: its bucket, and for half of a move, the other bucket.
+#[derive(Clone, Copy, Debug, Default)]
+struct Owing {
+    bucket: i64,
+    move_to: Option<i64>,
+    move_from: Option<i64>,
+}
+
+/// Adds units to the database's stock, with the changes Redis now owes, one per
+/// bucket of the sale that gets a share (one transaction). `None`: no such voucher.
 pub async fn add_stock(
     db: &Db,
     voucher_id: i64,
     units: i64,
     max_stock: i64,
-) -> sqlx::Result<Option<(StockChange, VoucherRow)>> {
+) -> sqlx::Result<Option<(Vec<StockChange>, VoucherRow)>> {
     let mut tx = db.begin().await?;
     // The cap is checked in the same statement: two additions at once cannot both pass it.
     let sql = format!(
@@ -188,37 +231,68 @@ pub async fn add_stock(
     let query = sqlx::query_as(&sql).bind(voucher_id).bind(units).bind(max_stock);
     let row: Option<VoucherRow> = query.fetch_optional(&mut *tx).await?;
     let Some(row) = row else { return Ok(None) };
-    let change = owe(&mut tx, voucher_id, units).await?;
+    let mut changes = Vec::new();
+    for bucket in row.buckets() {
+        let part = share(units, row.shards(), bucket);
+        if part > 0 {
+            changes.push(owe(&mut tx, voucher_id, part, Owing { bucket: bucket.into(), ..Owing::default() }).await?);
+        }
+    }
     tx.commit().await?;
-    Ok(Some((change, row)))
+    Ok(Some((changes, row)))
 }
 
-/// Writes a withdrawal Redis now owes: the database's stock changes once Redis has
-/// said how many units it took ([`settle_change`]).
+/// Writes a withdrawal Redis now owes, from the sale's bucket 0 (a sale of several
+/// shards gathers the units there first): the database's stock changes once Redis
+/// has said how many units it took ([`settle_change`]).
 pub async fn owe_withdrawal(db: &Db, voucher_id: i64, units: i64) -> sqlx::Result<StockChange> {
     let mut tx = db.begin().await?;
-    let change = owe(&mut tx, voucher_id, -units).await?;
+    let change = owe(&mut tx, voucher_id, -units, Owing::default()).await?;
     tx.commit().await?;
     Ok(change)
 }
 
-async fn owe(tx: &mut crate::backend::Tx<'_>, voucher_id: i64, units: i64) -> sqlx::Result<StockChange> {
-    let id: i64 = sqlx::query_scalar(
-        "INSERT INTO stock_changes (voucher_id, units, created_at) VALUES ($1, $2, $3) RETURNING id",
-    )
-    .bind(voucher_id)
-    .bind(units)
-    .bind(Utc::now().timestamp_millis())
-    .fetch_one(&mut **tx)
-    .await?;
-    Ok(StockChange { id, voucher_id, units })
+/// Writes a move Redis now owes: `units` out of bucket `from`, bound for bucket `to`.
+/// Its addition is written when the withdrawal is settled ([`settle_change`]).
+pub async fn owe_move(db: &Db, voucher_id: i64, (from, to): (u32, u32), units: i64) -> sqlx::Result<StockChange> {
+    let mut tx = db.begin().await?;
+    let owing = Owing { bucket: from.into(), move_to: Some(to.into()), move_from: None };
+    let change = owe(&mut tx, voucher_id, -units, owing).await?;
+    tx.commit().await?;
+    Ok(change)
+}
+
+async fn owe(tx: &mut crate::backend::Tx<'_>, voucher_id: i64, units: i64, to: Owing) -> sqlx::Result<StockChange> {
+    let sql = format!(
+        "INSERT INTO stock_changes (voucher_id, units, created_at, bucket, move_to, move_from) \
+         VALUES ($1, $2, $3, $4, $5, $6) RETURNING {CHANGE_COLUMNS}"
+    );
+    sqlx::query_as(&sql)
+        .bind(voucher_id)
+        .bind(units)
+        .bind(Utc::now().timestamp_millis())
+        .bind(to.bucket)
+        .bind(to.move_to)
+        .bind(to.move_from)
+        .fetch_one(&mut **tx)
+        .await
+}
+
+/// What the database records of a change once settled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Settled {
+    /// Units it made: what Redis answered, or what was recorded before.
+    pub made: i64,
+    /// A move's withdrawal settled now: the addition its units now owe their target.
+    pub then: Option<StockChange>,
 }
 
 /// Records what Redis made of a change (`made` units, as `lua/stock.lua` answered),
-/// once: a withdrawal takes its units off the database's stock then, in the same
-/// transaction. Returns what the database holds as made: `made`, or what was
-/// recorded before (by the upkeep, or voided by a rebuild of the voucher).
-pub async fn settle_change(db: &Db, change: &StockChange, made: i64) -> sqlx::Result<i64> {
+/// once: an operator's withdrawal takes its units off the database's stock then, a
+/// move's writes the addition it owes its target bucket, in the same transaction.
+/// Returns what the database holds as made: `made`, or what was recorded before (by
+/// the upkeep, or voided by a rebuild of the bucket).
+pub async fn settle_change(db: &Db, change: &StockChange, made: i64) -> sqlx::Result<Settled> {
     let mut tx = db.begin().await?;
     let settled = sqlx::query("UPDATE stock_changes SET applied = $2 WHERE id = $1 AND applied IS NULL")
         .bind(change.id)
@@ -232,9 +306,13 @@ pub async fn settle_change(db: &Db, change: &StockChange, made: i64) -> sqlx::Re
             .fetch_one(&mut *tx)
             .await?;
         tx.rollback().await?;
-        return Ok(recorded.unwrap_or(0));
+        return Ok(Settled { made: recorded.unwrap_or(0), then: None });
     }
-    if made < 0 {
+    let mut then = None;
+    if let (Some(to), true) = (change.move_to, made < 0) {
+        let owing = Owing { bucket: to, move_to: None, move_from: Some(change.bucket) };
+        then = Some(owe(&mut tx, change.voucher_id, -made, owing).await?);
+    } else if made < 0 && !change.is_move() {
         sqlx::query(
             "UPDATE vouchers SET stock = stock + $2, stock_left = stock_left + $2, withdrawn = withdrawn - $2, \
              version = version + 1 WHERE id = $1",
@@ -245,17 +323,22 @@ pub async fn settle_change(db: &Db, change: &StockChange, made: i64) -> sqlx::Re
         .await?;
     }
     tx.commit().await?;
-    Ok(made)
+    Ok(Settled { made, then })
+}
+
+/// Stock changes of `voucher_id` Redis still owes, whatever their age: units a sale
+/// of several shards has not sold though no bucket shows them yet.
+pub async fn owed_changes_of(db: &Db, voucher_id: i64) -> sqlx::Result<Vec<StockChange>> {
+    let sql =
+        format!("SELECT {CHANGE_COLUMNS} FROM stock_changes WHERE voucher_id = $1 AND applied IS NULL ORDER BY id");
+    sqlx::query_as(&sql).bind(voucher_id).fetch_all(db).await
 }
 
 /// Stock changes Redis has owed since before `before` (Unix ms): their caller died or
 /// could not reach Redis. Oldest first, at most `limit`.
 pub async fn owed_changes(db: &Db, before: i64, limit: i64) -> sqlx::Result<Vec<StockChange>> {
-    sqlx::query_as(
-        "SELECT id, voucher_id, units FROM stock_changes WHERE applied IS NULL AND created_at < $1 ORDER BY id LIMIT $2",
-    )
-    .bind(before)
-    .bind(limit)
-    .fetch_all(db)
-    .await
+    let sql = format!(
+        "SELECT {CHANGE_COLUMNS} FROM stock_changes WHERE applied IS NULL AND created_at < $1 ORDER BY id LIMIT $2"
+    );
+    sqlx::query_as(&sql).bind(before).bind(limit).fetch_all(db).await
 }

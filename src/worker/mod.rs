@@ -1,7 +1,7 @@
 //! The worker: moves granted orders from the voucher streams into SQL.
 //!
-//! One `reader` per live voucher reads its stream through the voucher's consumer
-//! group (so several processes share the work), persists a batch in one transaction,
+//! One `reader` per live voucher stream (a sale of several shards has one per bucket)
+//! reads it through the stream's consumer group (so several processes share the work), persists a batch in one transaction,
 //! then marks the results "success" and acknowledges. Acknowledging last makes it
 //! at-least-once; idempotent persistence makes that exactly one order.
 //!
@@ -83,7 +83,7 @@ async fn supervise(
 ) {
     tracing::info!(consumer = %settings.consumer, "worker started");
     bus::publish(&backend, &SaleEvent::WorkerJoined { worker: settings.consumer.clone() }).await;
-    let mut readers: HashMap<i64, tokio::task::JoinHandle<()>> = HashMap::new();
+    let mut readers: HashMap<(i64, u32), tokio::task::JoinHandle<()>> = HashMap::new();
     let stopped = shutdown.wait();
     tokio::pin!(stopped);
     while !shutdown.is_shutdown() {
@@ -92,12 +92,12 @@ async fn supervise(
         readers.retain(|_, reader| !reader.is_finished());
         match vouchers::live(&backend.db, DRAIN_GRACE_MS).await {
             Ok(live) => {
-                let new: Vec<_> = live.into_iter().filter(|v| !readers.contains_key(&v.id)).collect();
-                for v in new {
-                    let id = v.id;
+                let streams = live.iter().flat_map(|v| v.buckets().map(move |b| (v, b)));
+                let new: Vec<_> = streams.filter(|(v, b)| !readers.contains_key(&(v.id, *b))).collect();
+                for (v, bucket) in new {
                     let (backend, redis, wakeups) = (backend.clone(), redis.clone(), wakeups.clone());
-                    let reader = Reader::new(backend, redis, wakeups, settings.clone(), v);
-                    readers.insert(id, tokio::spawn(reader.run(shutdown.clone())));
+                    let reader = Reader::new(backend, redis, wakeups, settings.clone(), (v.clone(), bucket));
+                    readers.insert((v.id, bucket), tokio::spawn(reader.run(shutdown.clone())));
                 }
             }
             Err(e) => tracing::warn!("worker: listing live vouchers: {e}"),

@@ -1,5 +1,6 @@
-//! One voucher's reader: joins the voucher's consumer group, drains its own pending
-//! list, then reads new entries in batches, persists them and records their fates.
+//! One voucher's reader (of one bucket of its sale, for a sale of several shards):
+//! joins the stream's consumer group, drains its own pending list, then reads new
+//! entries in batches, persists them and records their fates.
 
 use super::{recovery::Recovery, saver::Saver, Wakeups, WorkerSettings};
 use crate::orders::entry::Entry;
@@ -62,6 +63,8 @@ pub(super) struct Reader {
     settings: WorkerSettings,
     /// The voucher as last read from the database (re-read before every rebuild).
     voucher: VoucherRow,
+    /// The bucket of its sale this reader reads (0 for a sale of one shard).
+    bucket: u32,
     keys: Arc<SaleKeys>,
     phase: Phase,
     backoff: Duration,
@@ -83,13 +86,13 @@ impl Reader {
         redis: RedisConn,
         wakeups: Arc<Wakeups>,
         settings: WorkerSettings,
-        voucher: VoucherRow,
+        (voucher, bucket): (VoucherRow, u32),
     ) -> Self {
-        let keys = backend.keys(voucher.id);
-        let bell = wakeups.register(voucher.id);
+        let keys = backend.bucket_keys(voucher.id, bucket);
+        let bell = wakeups.register(voucher.id, bucket);
         let recovery = Recovery::new(keys.clone(), settings.clone());
-        let saver =
-            Saver::new(backend.clone(), redis.clone(), settings.clone(), voucher.id, expires_at(voucher.ends_at));
+        let expires = expires_at(voucher.ends_at);
+        let saver = Saver::new(backend.clone(), redis.clone(), settings.clone(), (voucher.id, keys.clone()), expires);
         Self {
             redis,
             backend,
@@ -97,6 +100,7 @@ impl Reader {
             bell,
             settings,
             voucher,
+            bucket,
             keys,
             phase: Phase::Joining,
             backoff: FIRST_BACKOFF,
@@ -157,7 +161,7 @@ impl Reader {
             }
         }
         self.leave().await;
-        self.wakeups.unregister(self.voucher.id);
+        self.wakeups.unregister(self.voucher.id, self.bucket);
     }
 
     /// Past the drain grace after the sale: nothing more will come. Asked of the row

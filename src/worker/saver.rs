@@ -35,8 +35,14 @@ pub(super) struct Saver {
 }
 
 impl Saver {
-    pub fn new(backend: Backend, redis: RedisConn, settings: WorkerSettings, voucher_id: i64, expires: i64) -> Self {
-        let keys = backend.keys(voucher_id);
+    /// A saver of the stream whose bucket's keys are `keys`.
+    pub fn new(
+        backend: Backend,
+        redis: RedisConn,
+        settings: WorkerSettings,
+        (voucher_id, keys): (i64, Arc<SaleKeys>),
+        expires: i64,
+    ) -> Self {
         Self { backend, redis, keys, settings, voucher_id, expires, strikes: HashMap::new() }
     }
 
@@ -145,7 +151,7 @@ impl Saver {
             let Some(m) = &e.msg else { continue };
             match Failure::of(m, &e.id, fate) {
                 Some(failure) => {
-                    failure.run(&self.backend, &mut self.redis).await?;
+                    failure.run(&self.backend, &mut self.redis, &self.keys).await?;
                 }
                 None => {
                     self.strikes.remove(&e.id);
@@ -153,7 +159,7 @@ impl Saver {
                 }
             }
         }
-        settle(&self.backend, &mut self.redis, self.voucher_id, self.expires, &persisted).await?;
+        settle(&self.backend, &mut self.redis, (self.voucher_id, &self.keys), self.expires, &persisted).await?;
         metrics::counter!("seckill_orders_persisted_total").increment(persisted.len() as u64);
         Ok(())
     }

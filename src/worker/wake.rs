@@ -12,38 +12,39 @@ use std::{
 };
 use tokio::sync::Notify;
 
-/// The readers of this process, by voucher.
+/// The readers of this process, by voucher and bucket.
 #[derive(Default)]
 pub struct Wakeups {
-    readers: RwLock<HashMap<i64, Arc<Notify>>>,
+    readers: RwLock<HashMap<(i64, u32), Arc<Notify>>>,
 }
 
 impl Wakeups {
-    /// New orders wait in `voucher_id`'s stream. A no-op when no reader runs here.
-    pub fn wake(&self, voucher_id: i64) {
+    /// New orders wait in the stream of `voucher_id`'s `bucket`. A no-op when no
+    /// reader runs here.
+    pub fn wake(&self, voucher_id: i64, bucket: u32) {
         let readers = self.readers.read().unwrap_or_else(|e| e.into_inner());
-        if let Some(reader) = readers.get(&voucher_id) {
+        if let Some(reader) = readers.get(&(voucher_id, bucket)) {
             // Stores a permit when the reader is busy: its next pause ends at once.
             reader.notify_one();
         }
     }
 
-    /// The bell of `voucher_id`'s reader.
-    pub(super) fn register(&self, voucher_id: i64) -> Arc<Notify> {
+    /// The bell of the reader of `voucher_id`'s `bucket`.
+    pub(super) fn register(&self, voucher_id: i64, bucket: u32) -> Arc<Notify> {
         let mut readers = self.readers.write().unwrap_or_else(|e| e.into_inner());
-        readers.entry(voucher_id).or_default().clone()
+        readers.entry((voucher_id, bucket)).or_default().clone()
     }
 
-    pub(super) fn unregister(&self, voucher_id: i64) {
-        self.readers.write().unwrap_or_else(|e| e.into_inner()).remove(&voucher_id);
+    pub(super) fn unregister(&self, voucher_id: i64, bucket: u32) {
+        self.readers.write().unwrap_or_else(|e| e.into_inner()).remove(&(voucher_id, bucket));
     }
 }
 
 /// The bus: this process's gate granted an order.
 impl Subscriber for Wakeups {
     fn heard(&self, event: &SaleEvent, _at_ms: i64) {
-        if let SaleEvent::Granted { voucher_id } = *event {
-            self.wake(voucher_id);
+        if let SaleEvent::Granted { voucher_id, bucket } = *event {
+            self.wake(voucher_id, bucket);
         }
     }
 

@@ -16,6 +16,8 @@ pub(crate) struct CpuSample {
     /// connection on a thread of its own); zero on PostgreSQL.
     pub(crate) server_sqlite: f64,
     pub(crate) redis: f64,
+    /// `redis` per Redis process, in the order given (a cluster's nodes).
+    pub(crate) redis_each: Vec<f64>,
     /// The database server's processes, when it runs apart (PostgreSQL).
     pub(crate) db: Option<f64>,
     /// This load tool, to show how much of the machine it took.
@@ -49,12 +51,14 @@ impl Cpu {
         };
         let (user, kernel) = total(&self.servers)?;
         let redis = total(&self.redis)?;
+        let redis_each = self.redis.iter().map(|&p| cpu_seconds(p).map(|(u, k)| u + k)).collect::<Option<Vec<_>>>()?;
         let tool = cpu_seconds(std::process::id())?;
         Some(CpuSample {
             server: user + kernel,
             server_kernel: kernel,
             server_sqlite: self.servers.iter().map(|&p| sqlite_thread_seconds(p)).sum(),
             redis: redis.0 + redis.1,
+            redis_each,
             db: self.db.and_then(tree_cpu_seconds),
             tool: tool.0 + tool.1,
         })
@@ -79,6 +83,7 @@ pub(crate) fn spent(before: Option<CpuSample>, after: Option<CpuSample>) -> Opti
         // A connection closed in between takes its thread's time with it: never below zero.
         server_sqlite: (a.server_sqlite - b.server_sqlite).max(0.0),
         redis: a.redis - b.redis,
+        redis_each: a.redis_each.iter().zip(&b.redis_each).map(|(a, b)| a - b).collect(),
         db: a.db.zip(b.db).map(|(a, b)| a - b),
         tool: a.tool - b.tool,
     })

@@ -35,7 +35,7 @@ use cpu::{spent, Cpu};
 use pages::pages;
 use raw_gate::raw_gate;
 use sign_ins::{beside_sign_ins, owasp_accounts, sign_ins};
-use storm::{check, overload, refused_locally, report_agrees, settle, storm};
+use storm::{check, overload, refused_locally, report_agrees, settle, storm, storm_in_shards, Storm};
 
 use clap::Parser;
 use seckill::client::ApiClient;
@@ -70,6 +70,10 @@ struct Args {
     /// Shoppers to sign in.
     #[arg(long, default_value_t = 10_000)]
     users: usize,
+    /// Shards of the granted storm's sale, comma-separated: one granted storm for each
+    /// (on a Redis Cluster, `BENCH_REDIS=cluster`, Redis's CPU is printed per master).
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    shards: Vec<u32>,
     /// Units on sale in the granted storm (0: as many as shoppers).
     #[arg(long, default_value_t = 0)]
     stock: i64,
@@ -133,43 +137,17 @@ async fn run(args: Args) -> Result<bool, String> {
     }
 
     let stock = if args.stock > 0 { args.stock } else { shoppers.len() as i64 };
-    let before = cpu.sample();
-    let granted = storm(&admin, &bases, args.concurrency, &shoppers, stock, "granted").await?;
-    let settled = settle(&admin, granted.voucher_id, granted.last_answer).await?;
-    let spent = spent(before, cpu.sample());
-    granted.print(raw);
-    println!(
-        "  all {} orders persisted {:.2?} after the last grab (target ≤ 1 s; {:.0} orders/s from the first grab)",
-        settled.stats["persisted"],
-        settled.lag,
-        settled.stats["persisted"].as_f64().unwrap_or(0.0) / (granted.wall + settled.lag).as_secs_f64()
-    );
-    let per_grab = |secs: f64| secs * 1e6 / (granted.granted.max(1) as f64);
-    if let Some(spent) = spent {
-        let db = spent.db.map(|db| format!("; database {:.0} µs", per_grab(db))).unwrap_or_default();
-        let redis = spent.redis.max(1e-9);
-        // SQLite runs inside the server, where PostgreSQL's CPU is counted apart: show both.
-        let (in_sqlite, without_sqlite) = if spent.server_sqlite > 0.0 {
-            (
-                format!(", {:.0} µs in SQLite's threads", per_grab(spent.server_sqlite)),
-                format!(", {:.2} without SQLite's threads", (spent.server - spent.server_sqlite) / redis),
-            )
-        } else {
-            Default::default()
-        };
-        println!(
-            "  CPU per granted grab, persisting included: server {:.0} µs ({:.0} µs in the kernel{in_sqlite}), Redis {:.1} µs (server/Redis {:.2}{without_sqlite}){db}; load tool {:.0} µs",
-            per_grab(spent.server),
-            per_grab(spent.server_kernel),
-            per_grab(spent.redis),
-            spent.server / redis,
-            per_grab(spent.tool)
-        );
+    let (mut ok, mut first) = (true, None);
+    for &shards in &args.shards {
+        let (granted, stats) = granted_storm(&admin, (&bases, &args, &cpu), &shoppers, (stock, shards), raw).await?;
+        ok &= check(&granted, &stats, stock, shoppers.len());
+        first.get_or_insert((granted, stats));
     }
+    let Some((granted, settled_stats)) = first else { return Err("--shards names no count".into()) };
     if let Some(mb) = cpu.peak_rss_mb() {
         println!("  server peak RSS {mb:.0} MB (target ≤ 150 MB in a 100k-grab storm: --users 100000)");
     }
-    let mut ok = check(&granted, &settled.stats, stock, shoppers.len());
+    let _ = settled_stats;
     ok &= report_agrees(&admin, &granted).await?;
     ok &= overload(&admin, &bases, &args, &shoppers, &granted).await?;
 
@@ -204,4 +182,60 @@ async fn run(args: Args) -> Result<bool, String> {
 
     pages(&bases, &cpu).await?;
     Ok(ok)
+}
+
+/// One granted storm at a sale of `shards`: its figures printed, with the CPU per
+/// granted grab of the server and of Redis (each Redis process apart when there are
+/// several: the masters of a cluster, each deciding its buckets). Returns the storm
+/// and the sale's figures once every order is saved.
+async fn granted_storm(
+    admin: &ApiClient,
+    (bases, args, cpu): (&[String], &Args, &Cpu),
+    shoppers: &[seckill::client::Shopper],
+    (stock, shards): (i64, u32),
+    raw: Option<f64>,
+) -> Result<(Storm, serde_json::Value), String> {
+    println!("granted storm at a sale of {shards} shard(s):");
+    let before = cpu.sample();
+    let granted = storm_in_shards(admin, (bases, args.concurrency), shoppers, (stock, shards), "granted").await?;
+    let settled = settle(admin, granted.voucher_id, granted.last_answer).await?;
+    let spent = spent(before, cpu.sample());
+    granted.print(raw);
+    println!(
+        "  all {} orders persisted {:.2?} after the last grab (target ≤ 1 s; {:.0} orders/s from the first grab)",
+        settled.stats["persisted"],
+        settled.lag,
+        settled.stats["persisted"].as_f64().unwrap_or(0.0) / (granted.wall + settled.lag).as_secs_f64()
+    );
+    let per_grab = |secs: f64| secs * 1e6 / (granted.granted.max(1) as f64);
+    if let Some(spent) = spent {
+        let db = spent.db.map(|db| format!("; database {:.0} µs", per_grab(db))).unwrap_or_default();
+        let redis = spent.redis.max(1e-9);
+        // SQLite runs inside the server, where PostgreSQL's CPU is counted apart: show both.
+        let (in_sqlite, without_sqlite) = if spent.server_sqlite > 0.0 {
+            (
+                format!(", {:.0} µs in SQLite's threads", per_grab(spent.server_sqlite)),
+                format!(", {:.2} without SQLite's threads", (spent.server - spent.server_sqlite) / redis),
+            )
+        } else {
+            Default::default()
+        };
+        println!(
+            "  CPU per granted grab, persisting included: server {:.0} µs ({:.0} µs in the kernel{in_sqlite}), Redis {:.1} µs (server/Redis {:.2}{without_sqlite}){db}; load tool {:.0} µs",
+            per_grab(spent.server),
+            per_grab(spent.server_kernel),
+            per_grab(spent.redis),
+            spent.server / redis,
+            per_grab(spent.tool)
+        );
+        if spent.redis_each.len() > 1 {
+            let each: Vec<String> = spent.redis_each.iter().map(|s| format!("{:.1}", per_grab(*s))).collect();
+            println!(
+                "  Redis µs per granted grab, each process: {} (total {:.1})",
+                each.join(" · "),
+                per_grab(spent.redis)
+            );
+        }
+    }
+    Ok((granted, settled.stats))
 }

@@ -31,8 +31,8 @@ pub(crate) async fn raw_gate(redis_url: &str, calls: usize) -> Result<f64, Strin
         .args(["-h", &host, "-p", &port.to_string(), "-c", "50", "-n", &calls.to_string(), "-r", "1000000000"])
         .args(["--csv", "EVALSHA", &sha, "6"])
         .args(&keys)
-        // The voucher, the channel, the sold-out event; one grab: user, order, result, token.
-        .args(["1", &format!("{base}:events"), "s", "__rand_int__", "__rand_int__", "q", ""])
+        // The voucher, the channel, the sold-out event, the shards; one grab: user, order, result, token.
+        .args(["1", &format!("{base}:events"), "s", "1", "__rand_int__", "__rand_int__", "q", ""])
         .output()
         .await
         .map_err(|e| format!("raw gate: running redis-benchmark: {e}"))?;

@@ -47,11 +47,21 @@ pub(crate) async fn storm(
     stock: i64,
     name: &'static str,
 ) -> Result<Storm, String> {
+    storm_in_shards(admin, (bases, concurrency), shoppers, (stock, 1), name).await
+}
+
+/// [`storm`] at a sale of `shards` buckets.
+pub(crate) async fn storm_in_shards(
+    admin: &ApiClient,
+    (bases, concurrency): (&[String], usize),
+    shoppers: &[Shopper],
+    (stock, shards): (i64, u32),
+    name: &'static str,
+) -> Result<Storm, String> {
     let now = chrono::Utc::now();
     let title = format!("bench {name} {}", now.format("%H:%M:%S"));
-    let voucher_id = admin
-        .create_voucher(&title, stock, now - chrono::Duration::seconds(1), now + chrono::Duration::hours(1))
-        .await?;
+    let window = (now - chrono::Duration::seconds(1), now + chrono::Duration::hours(1));
+    let voucher_id = admin.create_sharded_voucher(&title, stock, window, shards).await?;
     let body = Bytes::from(format!(r#"{{"voucher_id":{voucher_id}}}"#));
     let calls = shoppers
         .iter()

@@ -70,13 +70,13 @@ impl Final {
         }
         let mut units = Vec::new();
         for &id in vouchers {
-            let (stock, stock_left): (i64, i64) =
-                sqlx::query_as("SELECT stock, stock_left FROM vouchers WHERE id = $1")
+            let (stock, stock_left, shards): (i64, i64, i64) =
+                sqlx::query_as("SELECT stock, stock_left, shards FROM vouchers WHERE id = $1")
                     .bind(id)
                     .fetch_one(&mut *tx)
                     .await
                     .map_err(e)?;
-            units.push((id, stock, stock_left));
+            units.push((id, stock, stock_left, shards as u32));
         }
         type Row = (i64, i64, i64, String, i64, Option<i64>, Option<i64>);
         let rows: Vec<Row> = sqlx::query_as(
@@ -103,15 +103,22 @@ impl Final {
 
         let mut redis = RedisConn::open(redis_url).await.map_err(|e| e.to_string())?;
         let (mut states, mut undrained_sales) = (Vec::new(), Vec::new());
-        for (id, stock, stock_left) in units {
-            let keys = SaleKeys::new("seckill", id);
-            let redis_stock: Option<i64> = redis.get(&keys.left).await.map_err(|e| e.to_string())?;
-            let buyers: HashSet<i64> = redis.smembers(&keys.buyers).await.map_err(|e| e.to_string())?;
-            let given_back: HashSet<i64> = redis.smembers(&keys.given_back).await.map_err(|e| e.to_string())?;
-            states.push(VoucherState { id, stock, stock_left, redis_stock, buyers, given_back });
-            if let Some(left) = undrained(&mut redis, &keys.orders).await? {
-                undrained_sales.push(format!("sale {id}: {left}"));
+        for (id, stock, stock_left, shards) in units {
+            // A sale of several shards: its buckets' books, summed.
+            let (mut redis_stock, mut buyers, mut given_back) = (Some(0), HashSet::new(), HashSet::new());
+            for bucket in 0..shards {
+                let keys = SaleKeys::of_bucket("seckill", id, bucket);
+                let left: Option<i64> = redis.get(&keys.left).await.map_err(|e| e.to_string())?;
+                redis_stock = redis_stock.zip(left).map(|(a, b)| a + b);
+                let of_bucket: HashSet<i64> = redis.smembers(&keys.buyers).await.map_err(|e| e.to_string())?;
+                buyers.extend(of_bucket);
+                let of_bucket: HashSet<i64> = redis.smembers(&keys.given_back).await.map_err(|e| e.to_string())?;
+                given_back.extend(of_bucket);
+                if let Some(left) = undrained(&mut redis, &keys.orders).await? {
+                    undrained_sales.push(format!("sale {id} bucket {bucket}: {left}"));
+                }
             }
+            states.push(VoucherState { id, stock, stock_left, redis_stock, buyers, given_back });
         }
         Ok(Self {
             vouchers: states,

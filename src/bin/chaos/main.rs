@@ -141,7 +141,11 @@ async fn day(args: &Args, seed: u64, topology: &Arc<Topology>, dir: &std::path::
     let mut vouchers = Vec::new();
     for i in 0..args.sales {
         let begins = now + chrono::Duration::seconds(1);
-        vouchers.push(admin.create_voucher(&format!("Chaos sale {}", i + 1), args.stock, begins, ends).await?);
+        // Every other sale over three shards: its units in three buckets, moved to a
+        // bucket that runs dry; the books are checked over their sum.
+        let shards = if i % 2 == 1 { 3 } else { 1 };
+        let title = format!("Chaos sale {} ({shards} shards)", i + 1);
+        vouchers.push(admin.create_sharded_voucher(&title, args.stock, (begins, ends), shards).await?);
     }
     let shoppers = admin.shoppers(&format!("chaos{seed}"), args.shoppers, PASSWORD, 8).await?;
     tokio::time::sleep(Duration::from_millis(1_500)).await;

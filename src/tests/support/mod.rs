@@ -243,6 +243,14 @@ impl TestApp {
         self.api.create_voucher(&title, stock, begins, ends).await.unwrap()
     }
 
+    /// [`Self::create_voucher`], its units split over `shards` buckets.
+    pub async fn create_sharded(&self, stock: i64, (begins_in, ends_in): (i64, i64), shards: u32) -> i64 {
+        let now = chrono::Utc::now();
+        let title = format!("Voucher {}", rand::random::<u16>());
+        let window = (now + chrono::Duration::seconds(begins_in), now + chrono::Duration::seconds(ends_in));
+        self.api.create_sharded_voucher(&title, stock, window, shards).await.unwrap()
+    }
+
     /// A grab; returns status and body.
     pub async fn grab(&self, who: &Shopper, voucher_id: i64) -> (StatusCode, Value) {
         self.api.grab(who, voucher_id).await.unwrap()

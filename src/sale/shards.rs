@@ -1,0 +1,146 @@
+//! A sale over several shards: its units split over K buckets in Redis, each in its
+//! own hash slot (`backend::layout`), so one hot sale is decided by several Redis
+//! cores. A shopper belongs to one bucket (a hash of the user id), so one order per
+//! shopper stays one atomic check in one bucket, and a bucket's gate call is a sale
+//! of one shard's.
+//!
+//! **No shopper hears "sold out" while a unit is unsold.** When a grab finds its
+//! bucket dry (`gate::Verdict::Dry`), units move to it from the bucket holding most,
+//! and the grab is asked again ([`refill`]). A move is two stock changes
+//! (`sale::stock`): a withdrawal from the source, whose row names its target and is in
+//! the database before Redis is asked, and, written when the withdrawal is settled in
+//! the same transaction, the addition to the target. Each is made once in Redis (its
+//! id in the bucket's `changes`), waits for the replicas required like any stock
+//! change, and one a crash left half done is finished by the upkeep (owed rows); a
+//! rebuild of a bucket from the database counts the moves its rows record and voids
+//! a withdrawal not yet settled. So units are never created or lost by a move, and a
+//! move under way is always in the database or in Redis. The sale is sold out when no
+//! bucket holds a unit and no change is owed, read twice around that check; then
+//! its sold-out event is published (once per process and dry bucket that finds it).
+//!
+//! **The bound.** A grab waits on a move within its own deadline
+//! (`grab::REDIS_DEADLINE`, 2 s): a move is one database row, one Redis step, one
+//! database transaction and one more Redis step (a few milliseconds; the test
+//! `a_dry_bucket_is_refilled_and_no_grab_hears_sold_out_while_units_are_left` prints
+//! it). Past the deadline the grab answers `unavailable`, never `sold_out`.
+
+use super::{rebuilds::OneAtATime, stock, warm};
+use crate::{
+    backend::{Backend, BackendError},
+    bus::{self, SaleEvent},
+    voucher::store as vouchers,
+};
+
+/// The refills under way in this process, by voucher and bucket.
+pub type Refills = OneAtATime<(i64, u32), Refill>;
+
+/// What a refill of a dry bucket found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refill {
+    /// The bucket holds units now (moved here, or given back meanwhile): ask again.
+    Refilled,
+    /// No bucket holds a unit and none is owed: the sale is sold out.
+    SoldOut,
+    /// A store failed, or grabs kept emptying every source first: `unavailable`.
+    Failed,
+}
+
+/// Rounds of reading the buckets and moving a refill makes before it gives up (a
+/// round is taken again only when grabs emptied its source while it moved).
+const ROUNDS: usize = 8;
+
+/// Refills `bucket` of `voucher_id`'s sale of `shards`, or finds the sale sold out.
+pub async fn refill(backend: Backend, voucher_id: i64, shards: u32, bucket: u32) -> Refill {
+    match try_refill(&backend, voucher_id, shards, bucket).await {
+        Ok(Refill::SoldOut) => {
+            sold_out(&backend, voucher_id).await;
+            Refill::SoldOut
+        }
+        Ok(found) => found,
+        Err(e) => {
+            tracing::warn!(voucher_id, bucket, "refilling a dry bucket: {e}");
+            Refill::Failed
+        }
+    }
+}
+
+async fn try_refill(backend: &Backend, voucher_id: i64, shards: u32, bucket: u32) -> Result<Refill, BackendError> {
+    let mut emptied_once = false;
+    for _ in 0..ROUNDS {
+        let Some(left) = units_left(backend, voucher_id, shards).await? else {
+            // A bucket Redis lost: rebuilt from the database, then read again.
+            if let Some(row) = vouchers::get(&backend.db, voucher_id).await? {
+                warm::warm(backend, &row).await?;
+            }
+            continue;
+        };
+        if left[bucket as usize] > 0 {
+            return Ok(Refill::Refilled);
+        }
+        let (from, most) =
+            left.iter().enumerate().max_by_key(|(_, n)| **n).map(|(b, n)| (b as u32, *n)).unwrap_or((0, 0));
+        if most > 0 {
+            // Half of what the richest holds: buckets even out in few moves.
+            let change = vouchers::owe_move(&backend.db, voucher_id, (from, bucket), (most + 1) / 2).await?;
+            if stock::finish(backend, &change).await?.recorded != 0 {
+                return Ok(Refill::Refilled);
+            }
+            continue;
+        }
+        // No bucket shows a unit. Units a change still owes are unsold too (a move
+        // between its two steps, an addition Redis has not made): made now, then read
+        // again. Nothing owed on a second empty reading: sold out.
+        let owed = vouchers::owed_changes_of(&backend.db, voucher_id).await?;
+        if owed.is_empty() {
+            if emptied_once {
+                return Ok(Refill::SoldOut);
+            }
+            emptied_once = true;
+        }
+        for change in &owed {
+            stock::finish(backend, change).await?;
+        }
+    }
+    Ok(Refill::Failed)
+}
+
+/// Units left in each bucket of the sale, read at once; `None` when Redis lacks one.
+pub async fn units_left(backend: &Backend, voucher_id: i64, shards: u32) -> Result<Option<Vec<i64>>, BackendError> {
+    let gets = (0..shards).map(|b| redis::Cmd::get(&backend.bucket_keys(voucher_id, b).left));
+    let counts = backend.redis.query_each::<Option<i64>>(gets).await;
+    let counts = counts.into_iter().collect::<Result<Vec<Option<i64>>, _>>()?;
+    Ok(counts.into_iter().collect())
+}
+
+/// The sale sold out: every process is told (their flags refuse at once), and the
+/// first sell-out is kept for the report, by the gate's clock.
+async fn sold_out(backend: &Backend, voucher_id: i64) {
+    bus::publish(backend, &SaleEvent::SoldOut { voucher_id }).await;
+    let kept = async {
+        let at = super::gate::clock(backend, Some(voucher_id)).await?;
+        vouchers::record_sold_out(&backend.db, voucher_id, at).await?;
+        Ok::<_, BackendError>(())
+    };
+    if let Err(e) = kept.await {
+        tracing::warn!(voucher_id, "keeping the sell-out's time: {e}");
+    }
+}
+
+/// Gathers up to `units` of the sale's units in bucket 0, moved from the others (an
+/// operator's withdrawal from a sale of several shards takes them there in one step,
+/// all or nothing). Returns the units bucket 0 holds after.
+pub async fn gather(backend: &Backend, voucher_id: i64, shards: u32, units: i64) -> Result<i64, BackendError> {
+    let Some(left) = units_left(backend, voucher_id, shards).await? else { return Ok(0) };
+    let mut held = left[0];
+    for (from, &n) in left.iter().enumerate().skip(1) {
+        if held >= units {
+            break;
+        }
+        let want = n.min(units - held);
+        if want > 0 {
+            let change = vouchers::owe_move(&backend.db, voucher_id, (from as u32, 0), want).await?;
+            held += stock::finish(backend, &change).await?.recorded.abs();
+        }
+    }
+    Ok(held)
+}

@@ -1,0 +1,237 @@
+//! A sale over several shards: its units in K buckets, each in its own hash slot; a
+//! shopper's bucket a hash of their id; units moved to a bucket that runs dry, and
+//! nobody told "sold out" while a unit is unsold anywhere.
+
+use crate::support::{code, Shopper, TestApp};
+use futures::{stream, StreamExt};
+use redis::AsyncCommands;
+use seckill::testing::{bucket_of, shards, stock, vouchers, SaleKeys};
+use std::collections::{HashMap, HashSet};
+
+const SHARDS: u32 = 3;
+
+/// The keys of bucket `bucket` of `voucher_id`'s sale in `app`.
+fn bucket(app: &TestApp, voucher_id: i64, bucket: u32) -> SaleKeys {
+    SaleKeys::clone(&app.backend().bucket_keys(voucher_id, bucket))
+}
+
+/// Units left in each bucket, as Redis holds them.
+async fn lefts(app: &TestApp, v: i64) -> Vec<i64> {
+    shards::units_left(&app.backend(), v, SHARDS).await.unwrap().expect("every bucket held")
+}
+
+/// `n` shoppers who all belong to bucket `b` of a sale of [`SHARDS`].
+async fn shoppers_of_bucket(app: &TestApp, prefix: &str, b: u32, n: usize) -> Vec<Shopper> {
+    let all = app.sign_in_many(prefix, n * SHARDS as usize * 3).await;
+    let mine: Vec<Shopper> = all.into_iter().filter(|s| bucket_of(s.user_id, SHARDS) == b).take(n).collect();
+    assert_eq!(mine.len(), n, "enough shoppers of bucket {b}");
+    mine
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_sharded_storm_sells_exactly_the_stock_once_per_user_in_every_bucket() {
+    let app = TestApp::spawn().await;
+    const STOCK: i64 = 100;
+    let v = app.create_sharded(STOCK, (-5, 3600), SHARDS).await;
+    assert_eq!(lefts(&app, v).await, vec![34, 33, 33], "the units split evenly");
+    let shoppers = app.sign_in_many("sharded", 600).await;
+    let attempts = shoppers.iter().chain(shoppers.iter());
+    let answers: Vec<(i64, u16, serde_json::Value)> = stream::iter(attempts)
+        .map(|s| {
+            let app = &app;
+            async move {
+                let (status, body) = app.grab(s, v).await;
+                (s.user_id, status.as_u16(), body)
+            }
+        })
+        .buffer_unordered(200)
+        .collect()
+        .await;
+    let (mut winners, mut refusals) = (HashSet::new(), HashMap::<String, usize>::new());
+    for (user, status, body) in &answers {
+        if *status == 200 {
+            assert!(winners.insert(*user), "user {user} was granted twice");
+        } else {
+            assert_eq!(*status, 409, "{body}");
+            *refusals.entry(code(body).to_owned()).or_default() += 1;
+        }
+    }
+    assert_eq!(winners.len() as i64, STOCK, "every unit sold, none twice: {refusals:?}");
+    assert!(refusals.keys().all(|k| ["sold_out", "already_bought"].contains(&k.as_str())), "{refusals:?}");
+    assert_eq!(lefts(&app, v).await, vec![0, 0, 0]);
+
+    let stats = app.wait_for_stats("every order saved", v, |s| s["persisted"] == STOCK && s["pending"] == 0).await;
+    assert_eq!((stats["redis_stock"].as_i64(), stats["granted"].as_i64()), (Some(0), Some(STOCK)), "{stats}");
+    assert_eq!(stats["buckets_left"], serde_json::json!([0, 0, 0]), "{stats}");
+    let users: Vec<i64> = sqlx::query_scalar("SELECT user_id FROM orders WHERE voucher_id = $1")
+        .bind(v)
+        .fetch_all(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(users.iter().copied().collect::<HashSet<_>>(), winners, "every grant saved, by whichever stream");
+    // Each bucket's stream carried only its own shoppers' orders, and every order
+    // ended there as a success.
+    let mut redis = app.redis.clone();
+    for b in 0..SHARDS {
+        let results: HashMap<String, String> = redis.hgetall(bucket(&app, v, b).results).await.unwrap();
+        for r in results.values() {
+            assert!(r.starts_with("success:"), "{r}");
+            let user: i64 = r.split(':').nth(1).unwrap().parse().unwrap();
+            assert_eq!(bucket_of(user, SHARDS), b, "user {user} decided in bucket {b}");
+        }
+    }
+    let owed = vouchers::owed_changes_of(&app.db, v).await.unwrap();
+    assert!(owed.is_empty(), "every move finished: {owed:?}");
+    app.stop().await;
+}
+
+/// One bucket's shoppers buy the whole sale: their bucket runs dry again and again,
+/// units move to it each time, and only the grab after the last unit hears `sold_out`.
+#[tokio::test]
+async fn a_dry_bucket_is_refilled_and_no_grab_hears_sold_out_while_units_are_left() {
+    let app = TestApp::spawn().await;
+    let v = app.create_sharded(10, (-5, 3600), SHARDS).await;
+    let shoppers = shoppers_of_bucket(&app, "dry", 0, 11).await;
+    let mut slowest = std::time::Duration::ZERO;
+    for (i, s) in shoppers.iter().enumerate().take(10) {
+        let started = std::time::Instant::now();
+        let (status, body) = app.grab(s, v).await;
+        slowest = slowest.max(started.elapsed());
+        assert_eq!(status, 200, "grab {i} with units left in other buckets: {body}");
+    }
+    println!("slowest grab (a move included when its bucket ran dry): {slowest:?}");
+    assert_eq!(lefts(&app, v).await, vec![0, 0, 0]);
+    let (status, body) = app.grab(&shoppers[10], v).await;
+    assert_eq!((status.as_u16(), code(&body)), (409, "sold_out"), "{body}");
+
+    // The moves are in the database, each settled once, and made nothing: the sale's
+    // units, stock and additions are what they were.
+    // units, applied, move_to, move_from
+    type Row = (i64, Option<i64>, Option<i64>, Option<i64>);
+    let moves: Vec<Row> = sqlx::query_as(
+        "SELECT units, applied, move_to, move_from FROM stock_changes WHERE voucher_id = $1 ORDER BY id",
+    )
+    .bind(v)
+    .fetch_all(&app.db)
+    .await
+    .unwrap();
+    assert!(moves.len() >= 4, "{moves:?}");
+    assert!(moves.iter().all(|(units, applied, ..)| Some(*units) == *applied), "each made whole: {moves:?}");
+    let out: i64 = moves.iter().filter(|m| m.2.is_some()).map(|m| -m.0).sum();
+    let into: i64 = moves.iter().filter(|m| m.3.is_some()).map(|m| m.0).sum();
+    assert_eq!((out, into), (6, 6), "6 units out of buckets 1 and 2, into bucket 0: {moves:?}");
+    let (stock, added, withdrawn): (i64, i64, i64) =
+        sqlx::query_as("SELECT stock, added, withdrawn FROM vouchers WHERE id = $1")
+            .bind(v)
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+    assert_eq!((stock, added, withdrawn), (10, 0, 0));
+    app.wait_for_stats("every order saved", v, |s| s["persisted"] == 10).await;
+    app.stop().await;
+}
+
+/// A move whose caller died after Redis's step, finished by two processes at once:
+/// the target gets the units once, the source loses them once.
+#[tokio::test]
+async fn a_move_left_half_done_is_finished_once() {
+    let app = TestApp::spawn().await;
+    let v = app.create_sharded(9, (-5, 3600), SHARDS).await;
+    let backend = app.backend();
+    let change = vouchers::owe_move(&app.db, v, (1, 0), 2).await.unwrap();
+    // The caller's Redis step ran (the units left bucket 1), then it died.
+    let mut redis = app.redis.clone();
+    let b1 = bucket(&app, v, 1);
+    let () = redis.hset(&b1.changes, change.id, -2).await.unwrap();
+    let () = redis.decr(&b1.left, 2).await.unwrap();
+    assert_eq!(lefts(&app, v).await, vec![3, 1, 3], "two units in transit");
+    let (a, b) = tokio::join!(stock::finish(&backend, &change), stock::finish(&backend, &change));
+    let (a, b) = (a.unwrap(), b.unwrap());
+    assert_eq!((a.recorded, b.recorded), (-2, -2));
+    // Whichever settled it wrote the addition and made it; the other found it settled.
+    let owed = vouchers::owed_changes_of(&app.db, v).await.unwrap();
+    for change in &owed {
+        stock::finish(&backend, change).await.unwrap();
+    }
+    assert_eq!(lefts(&app, v).await, vec![5, 1, 3], "the units arrived once");
+    assert!(vouchers::owed_changes_of(&app.db, v).await.unwrap().is_empty());
+    app.stop().await;
+}
+
+/// One bucket lost (its node restarted empty): rebuilt alone from the database's
+/// account of it, moves included, while the others keep what they hold.
+#[tokio::test]
+async fn a_lost_bucket_is_rebuilt_from_the_database_alone() {
+    let app = TestApp::spawn().await;
+    let v = app.create_sharded(12, (-5, 3600), SHARDS).await;
+    let shoppers = shoppers_of_bucket(&app, "lost", 1, 6).await;
+    for s in &shoppers {
+        assert_eq!(app.grab(s, v).await.0, 200);
+    }
+    // Bucket 1 held 4: it sold them, then 2 moved in from another bucket.
+    app.wait_for_stats("every order saved", v, |s| s["persisted"] == 6 && s["pending"] == 0).await;
+    let before = lefts(&app, v).await;
+    assert_eq!(before[1], 0);
+    assert_eq!(before.iter().sum::<i64>(), 6);
+    let mut redis = app.redis.clone();
+    let b1 = bucket(&app, v, 1);
+    let all = [&b1.left, &b1.buyers, &b1.window, &b1.orders, &b1.results, &b1.refused, &b1.given_back, &b1.changes];
+    let () = redis.del(&all).await.unwrap();
+
+    let row = vouchers::get(&app.db, v).await.unwrap().unwrap();
+    assert!(seckill::testing::warm::warm(&app.backend(), &row).await.unwrap(), "rebuilt");
+    assert_eq!(lefts(&app, v).await, before, "bucket 1 as the database counts it; the others untouched");
+    let buyers: HashSet<i64> = redis.smembers(&b1.buyers).await.unwrap();
+    assert_eq!(buyers, shoppers.iter().map(|s| s.user_id).collect(), "its buyers are back");
+    let (status, body) = app.grab(&shoppers[0], v).await;
+    assert_eq!((status.as_u16(), code(&body)), (409, "already_bought"), "{body}");
+    app.stop().await;
+}
+
+/// Pause reaches every bucket; a withdrawal takes units from every bucket, all or
+/// nothing; an addition is split over them.
+#[tokio::test]
+async fn sale_controls_reach_every_bucket() {
+    let app = TestApp::spawn().await;
+    let v = app.create_sharded(9, (-5, 3600), SHARDS).await;
+    let ones: Vec<Shopper> = {
+        let all = app.sign_in_many("controls", 40).await;
+        (0..SHARDS).map(|b| all.iter().find(|s| bucket_of(s.user_id, SHARDS) == b).unwrap().clone()).collect()
+    };
+    app.api.admin("pause_sale", serde_json::json!({ "voucher_id": v })).await.unwrap();
+    for s in &ones {
+        let (status, body) = app.grab(s, v).await;
+        assert_eq!((status.as_u16(), code(&body)), (409, "sale_paused"), "{body}");
+    }
+    app.api.admin("resume_sale", serde_json::json!({ "voucher_id": v })).await.unwrap();
+
+    let took = app.api.admin("withdraw_stock", serde_json::json!({ "voucher_id": v, "units": 8 })).await.unwrap();
+    assert_eq!(took["units"], 8, "{took}");
+    assert_eq!(lefts(&app, v).await.iter().sum::<i64>(), 1);
+    let refused = app.api.admin("withdraw_stock", serde_json::json!({ "voucher_id": v, "units": 2 })).await;
+    assert!(refused.is_err_and(|e| e.contains("not_enough_stock")));
+    assert_eq!(lefts(&app, v).await.iter().sum::<i64>(), 1, "nothing taken");
+
+    let added = app.api.admin("add_stock", serde_json::json!({ "voucher_id": v, "units": 5 })).await.unwrap();
+    assert_eq!(added["units"], 5, "{added}");
+    let now = lefts(&app, v).await;
+    assert_eq!(now.iter().sum::<i64>(), 6, "{now:?}");
+    for s in &ones {
+        assert_eq!(app.grab(s, v).await.0, 200, "a shopper of every bucket buys");
+    }
+    let stats = app.wait_for_stats("saved", v, |s| s["persisted"] == 3).await;
+    assert_eq!((stats["total_stock"].as_i64(), stats["redis_stock"].as_i64()), (Some(6), Some(3)), "{stats}");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn shards_are_checked() {
+    let app = TestApp::spawn().await;
+    let now = chrono::Utc::now();
+    let window = (now, now + chrono::Duration::hours(1));
+    for bad in [0, 65] {
+        let refused = app.api.create_sharded_voucher("bad", 10, window, bad).await;
+        assert!(refused.is_err_and(|e| e.contains("shards must be between 1 and 64")), "{bad}");
+    }
+    app.stop().await;
+}

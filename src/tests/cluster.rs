@@ -480,3 +480,28 @@ async fn vouchers_on_every_node_sell_on_a_fixed_set_of_connections() {
     assert_eq!(stock, Some(4));
     app.stop().await;
 }
+
+/// A sale of several shards on a cluster: its buckets live on several masters, and a
+/// storm there sells exactly the stock, once per shopper, every order saved.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sale_of_several_shards_is_decided_on_several_masters() {
+    let _watchdog = Watchdog::arm();
+    let cluster = PrivateCluster::start(3, 0).await;
+    let app = TestApp::with(Options::default().with(|c| c.redis_url = Some(cluster.url.clone()))).await;
+    const SHARDS: u32 = 8;
+    let v = app.create_sharded(30, (-5, 3600), SHARDS).await;
+    let mut homes = HashSet::new();
+    for bucket in 0..SHARDS {
+        homes.insert(cluster.master_of(&app.backend().bucket_keys(v, bucket).left).await);
+    }
+    assert!(homes.len() >= 2, "the buckets live on {} master(s)", homes.len());
+    let shoppers = app.sign_in_many("shards", 60).await;
+    let answers: Vec<u16> =
+        stream::iter(&shoppers).map(|s| async { app.grab(s, v).await.0.as_u16() }).buffer_unordered(30).collect().await;
+    assert_eq!(answers.iter().filter(|&&s| s == 200).count(), 30, "{answers:?}");
+    assert!(answers.iter().all(|&s| s == 200 || s == 409), "{answers:?}");
+    let stats = app.wait_for_stats("every order saved", v, |s| s["persisted"] == 30 && s["pending"] == 0).await;
+    assert_eq!(stats["redis_stock"], 0, "{stats}");
+    println!("a sale of {SHARDS} shards on {} masters: 30 of 30 units sold", homes.len());
+    app.stop().await;
+}

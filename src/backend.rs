@@ -7,7 +7,7 @@
 //! converts into the API's `unavailable` refusal, so `?` is all a caller writes.
 
 use crate::error::{AppError, ErrorCode};
-use layout::{events_channel, SaleKeys, Scripts};
+use layout::{events_channel, Bucket, SaleKeys, Scripts};
 
 pub mod db_clock;
 pub mod layout;
@@ -48,7 +48,7 @@ pub struct Backend {
     sale_keys: Arc<Mutex<KeysByBucket>>,
     /// The shards of each sale this process has met (fixed when a voucher is made;
     /// `voucher::shards` fills it from the database).
-    shards: Arc<Mutex<HashMap<i64, u32>>>,
+    shards: Arc<std::sync::RwLock<HashMap<i64, u32>>>,
     /// Replicas that must hold a write before it counts as durable (none by default).
     pub replicas: Replicas,
 }
@@ -99,27 +99,32 @@ impl Backend {
     /// The Redis keys of one voucher's sale: its bucket 0, the whole sale when it has
     /// one shard (its window, which every bucket copies, is read here).
     pub fn keys(&self, voucher_id: i64) -> Arc<SaleKeys> {
-        self.bucket_keys(voucher_id, 0)
+        self.bucket_keys(Bucket::whole(voucher_id))
     }
 
-    /// The Redis keys of bucket `bucket` of one voucher's sale.
-    pub fn bucket_keys(&self, voucher_id: i64, bucket: u32) -> Arc<SaleKeys> {
+    /// The Redis keys of one bucket of a sale (kept by voucher and bucket: a sale's
+    /// shards never change).
+    pub fn bucket_keys(&self, bucket: Bucket) -> Arc<SaleKeys> {
         let mut built = self.sale_keys.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if built.len() >= SALE_KEYS_KEPT && !built.contains_key(&(voucher_id, bucket)) {
+        let key = (bucket.voucher_id, bucket.bucket);
+        if built.len() >= SALE_KEYS_KEPT && !built.contains_key(&key) {
             built.clear();
         }
-        let keys = || Arc::new(SaleKeys::of_bucket(&self.namespace, voucher_id, bucket));
-        built.entry((voucher_id, bucket)).or_insert_with(keys).clone()
+        built.entry(key).or_insert_with(|| Arc::new(SaleKeys::of_bucket(&self.namespace, bucket))).clone()
     }
 
     /// The shards of `voucher_id`'s sale, when this process has met it.
     pub fn known_shards(&self, voucher_id: i64) -> Option<u32> {
-        self.shards.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(&voucher_id).copied()
+        // Read on every grab: a read lock, which grabs share.
+        self.shards.read().unwrap_or_else(std::sync::PoisonError::into_inner).get(&voucher_id).copied()
     }
 
     /// Notes the shards of `voucher_id`'s sale (read from its row).
     pub fn note_shards(&self, voucher_id: i64, shards: u32) {
-        let mut known = self.shards.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if self.known_shards(voucher_id) == Some(shards) {
+            return;
+        }
+        let mut known = self.shards.write().unwrap_or_else(std::sync::PoisonError::into_inner);
         if known.len() >= SALE_KEYS_KEPT && !known.contains_key(&voucher_id) {
             known.clear();
         }

@@ -33,7 +33,8 @@
 //! through `KEYS[]`.
 //!
 //! **Shards.** A sale made with `shards` K > 1 has K buckets: bucket 0 is the table
-//! above, bucket b > 0 the same keys under the hash tag `{v<id>.<b>}` (so a Redis
+//! above, bucket b > 0 the same keys under a hash tag of its own, `{v<id>.<b>.<n>}`
+//! (see [`Bucket::tag`]: each bucket in its own K-th of the slot space, so a Redis
 //! Cluster spreads them over its masters). Each bucket is a sale of its own in Redis:
 //! its units, its buyers (a shopper belongs to bucket [`bucket_of`] their id), its
 //! stream, results, refusals, give-backs and stock changes; its window is a copy of
@@ -85,18 +86,51 @@ pub struct SaleKeys {
     pub changes: String,
 }
 
+/// One bucket of one sale: the voucher, its sale's shards, and the bucket among them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Bucket {
+    pub voucher_id: i64,
+    pub shards: u32,
+    pub bucket: u32,
+}
+
+/// Hash slots of a Redis Cluster.
+const SLOTS: u32 = 16_384;
+
+impl Bucket {
+    /// A sale of one shard: its only bucket (also bucket 0 of any sale).
+    pub fn whole(voucher_id: i64) -> Self {
+        Self { voucher_id, shards: 1, bucket: 0 }
+    }
+
+    /// The hash tag of the bucket's keys. Bucket 0's is the one-shard sale's, `v<id>`.
+    /// Bucket b's is `v<id>.<b>.<n>`, with the first n that puts its slot in the K-th
+    /// of the slot space b after bucket 0's. A cluster whose masters hold even runs of
+    /// slots (`redis-cli --cluster create` makes them so) then holds a sale's buckets
+    /// evenly: as many buckets as masters, one on each. Any process works it out alike.
+    pub fn tag(&self) -> String {
+        let whole = format!("v{}", self.voucher_id);
+        if self.bucket == 0 || self.shards <= 1 {
+            return whole;
+        }
+        let slice = |tag: &str| u32::from(super::redis_conn::slot(tag.as_bytes())) * self.shards / SLOTS;
+        let want = (slice(&whole) + self.bucket) % self.shards;
+        // About K tries (CRC16 spreads the suffixes evenly); the bound only keeps the
+        // loop finite.
+        let tag = |n: u32| format!("v{}.{}.{n}", self.voucher_id, self.bucket);
+        (0..1_000_000).map(tag).find(|t| slice(t) == want).unwrap_or_else(|| tag(0))
+    }
+}
+
 impl SaleKeys {
     /// The keys of a sale's bucket 0 (the whole sale when it has one shard).
     pub fn new(namespace: &str, voucher_id: i64) -> Self {
-        Self::of_bucket(namespace, voucher_id, 0)
+        Self::of_bucket(namespace, Bucket::whole(voucher_id))
     }
 
-    /// The keys of bucket `bucket` of a sale: each bucket has its own hash tag.
-    pub fn of_bucket(namespace: &str, voucher_id: i64, bucket: u32) -> Self {
-        let base = match bucket {
-            0 => format!("{namespace}:{{v{voucher_id}}}"),
-            b => format!("{namespace}:{{v{voucher_id}.{b}}}"),
-        };
+    /// The keys of one bucket of a sale: each bucket has its own hash tag.
+    pub fn of_bucket(namespace: &str, bucket: Bucket) -> Self {
+        let base = format!("{namespace}:{{{}}}", bucket.tag());
         Self {
             left: format!("{base}:stock"),
             buyers: format!("{base}:buyers"),
@@ -270,12 +304,29 @@ mod tests {
             assert!(key.starts_with("seckill:{v42}:"), "{key}");
         }
         assert_ne!(SaleKeys::new("seckill", 4).left, SaleKeys::new("seckill", 42).left);
-        let b = SaleKeys::of_bucket("seckill", 42, 3);
+        let third = Bucket { voucher_id: 42, shards: 3, bucket: 2 };
+        let b = SaleKeys::of_bucket("seckill", third);
+        let tag = format!("seckill:{{{}}}:", third.tag());
+        assert!(tag.starts_with("seckill:{v42.2."), "{tag}");
         for key in [&b.left, &b.buyers, &b.window, &b.orders, &b.results, &b.dlq, &b.refused, &b.given_back, &b.changes]
         {
-            assert!(key.starts_with("seckill:{v42.3}:"), "{key}");
+            assert!(key.starts_with(&tag), "{key}");
         }
-        assert_eq!(SaleKeys::of_bucket("seckill", 42, 0).left, k.left, "bucket 0 is the one-shard layout");
+        let zero = Bucket { voucher_id: 42, shards: 3, bucket: 0 };
+        assert_eq!(SaleKeys::of_bucket("seckill", zero).left, k.left, "bucket 0 is the one-shard layout");
+    }
+
+    #[test]
+    fn a_sales_buckets_take_a_slice_of_the_slots_each() {
+        for (voucher_id, shards) in [(1, 3), (42, 3), (7, 8), (99, 64)] {
+            let slices: std::collections::HashSet<u32> = (0..shards)
+                .map(|bucket| {
+                    let tag = Bucket { voucher_id, shards, bucket }.tag();
+                    u32::from(crate::backend::redis_conn::slot(tag.as_bytes())) * shards / SLOTS
+                })
+                .collect();
+            assert_eq!(slices.len(), shards as usize, "voucher {voucher_id}, {shards} shards");
+        }
     }
 
     #[test]

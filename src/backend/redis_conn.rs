@@ -261,7 +261,7 @@ impl ConnectionLike for RedisConn {
 
 /// The Cluster slot of `key`: CRC16 (XMODEM) of its hash tag (the text between the
 /// first `{` and the next `}`, when not empty) or else of the whole key, modulo 16384.
-fn slot(key: &[u8]) -> u16 {
+pub(crate) fn slot(key: &[u8]) -> u16 {
     let tagged = key.iter().position(|&b| b == b'{').and_then(|open| {
         let rest = &key[open + 1..];
         rest.iter().position(|&b| b == b'}').filter(|&close| close > 0).map(|close| &rest[..close])

@@ -24,9 +24,9 @@ pub const LAG_COUNTED_UP_TO: i64 = 1_000;
 /// sale (each on its own node), their counts summed.
 pub async fn read(backend: &Backend, rows: &[VoucherRow]) -> RedisResult<Vec<SaleFigures>> {
     let script = &backend.scripts.sample;
-    let buckets = rows.iter().flat_map(|row| row.buckets().map(move |b| (row.id, b)));
-    let calls = buckets.map(|(id, bucket)| {
-        let (mut redis, keys) = (backend.redis.clone(), backend.bucket_keys(id, bucket));
+    let buckets = rows.iter().flat_map(|row| row.buckets().map(|b| row.bucket(b)));
+    let calls = buckets.map(|bucket| {
+        let (mut redis, keys) = (backend.redis.clone(), backend.bucket_keys(bucket));
         async move {
             let SaleKeys { left, buyers, orders, dlq, refused, window, .. } = &*keys;
             let mut call = script.key(left);

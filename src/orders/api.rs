@@ -120,7 +120,7 @@ async fn not_saved_yet(backend: &Backend, order_id: i64, user_id: i64) -> AppRes
         return Ok(ErrorCode::UnknownOrder);
     }
     let results_of =
-        |v: &vouchers::VoucherRow| backend.bucket_keys(v.id, bucket_of(user_id, v.shards())).results.clone();
+        |v: &vouchers::VoucherRow| backend.bucket_keys(v.bucket(bucket_of(user_id, v.shards()))).results.clone();
     let asks = live.iter().map(|v| redis::Cmd::hget(results_of(v), order_id));
     let results = backend.redis.query_each::<Option<String>>(asks).await.into_iter().collect::<Result<Vec<_>, _>>()?;
     let queued = results

@@ -108,7 +108,7 @@ impl Batches {
 
 /// One call slot of `sale`: calls the gate on what waits until nothing does.
 async fn calls(batches: Arc<Batches>, backend: Backend, sale: Bucket) {
-    let keys = backend.bucket_keys(sale.voucher_id, sale.bucket);
+    let keys = backend.bucket_keys(sale);
     while let Some(batch) = batches.next(sale) {
         let asks: Vec<&Ask> = batch.iter().map(|w| &w.ask).collect();
         let call = gate::grab_all(&backend, &keys, (sale.voucher_id, sale.shards), &asks);

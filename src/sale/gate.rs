@@ -3,6 +3,7 @@
 //! interface: what it is handed and what its answers mean. `batches` gathers the
 //! grabs.
 
+pub use crate::backend::layout::Bucket;
 use crate::orders::{entry, results::StoredResult};
 use crate::{
     backend::{
@@ -78,22 +79,6 @@ pub struct Ask {
     pub user_id: i64,
     pub order_id: i64,
     pub token: String,
-}
-
-/// Which bucket of which sale a gate call is for: the voucher, the sale's shards as
-/// the caller knows them, and the bucket of its shoppers among that many.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Bucket {
-    pub voucher_id: i64,
-    pub shards: u32,
-    pub bucket: u32,
-}
-
-impl Bucket {
-    /// A sale of one shard: its only bucket.
-    pub fn whole(voucher_id: i64) -> Self {
-        Self { voucher_id, shards: 1, bucket: 0 }
-    }
 }
 
 /// Runs the gate on one grab: one round trip decides and, if granted, queues the order.

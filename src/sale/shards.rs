@@ -26,7 +26,7 @@
 
 use super::{rebuilds::OneAtATime, stock, warm};
 use crate::{
-    backend::{Backend, BackendError},
+    backend::{layout::Bucket, outage::Throttle, Backend, BackendError},
     bus::{self, SaleEvent},
     voucher::store as vouchers,
 };
@@ -58,7 +58,11 @@ pub async fn refill(backend: Backend, voucher_id: i64, shards: u32, bucket: u32)
         }
         Ok(found) => found,
         Err(e) => {
-            tracing::warn!(voucher_id, bucket, "refilling a dry bucket: {e}");
+            // Every refill fails while a store is down: said at most once a second.
+            static SAID: Throttle = Throttle::new();
+            if let Some(left_out) = SAID.allow() {
+                tracing::warn!(voucher_id, bucket, left_out, "refilling a dry bucket: {e}");
+            }
             Refill::Failed
         }
     }
@@ -106,7 +110,8 @@ async fn try_refill(backend: &Backend, voucher_id: i64, shards: u32, bucket: u32
 
 /// Units left in each bucket of the sale, read at once; `None` when Redis lacks one.
 pub async fn units_left(backend: &Backend, voucher_id: i64, shards: u32) -> Result<Option<Vec<i64>>, BackendError> {
-    let gets = (0..shards).map(|b| redis::Cmd::get(&backend.bucket_keys(voucher_id, b).left));
+    let gets =
+        (0..shards).map(|bucket| redis::Cmd::get(&backend.bucket_keys(Bucket { voucher_id, shards, bucket }).left));
     let counts = backend.redis.query_each::<Option<i64>>(gets).await;
     let counts = counts.into_iter().collect::<Result<Vec<Option<i64>>, _>>()?;
     Ok(counts.into_iter().collect())

@@ -13,7 +13,7 @@
 
 use super::warm;
 use crate::{
-    backend::{invoke_then_wait, Backend, BackendError, Replicas, ScriptCall},
+    backend::{invoke_then_wait, layout::Bucket, Backend, BackendError, Replicas, ScriptCall},
     bus::SaleEvent,
     voucher::store::{self as vouchers, StockChange},
 };
@@ -72,7 +72,8 @@ pub struct Made {
 /// Fails when the replicas fall short (the change stays owed). The wait holds up the
 /// connection's other commands only while replicas lag, and stock changes are rare.
 async fn apply(backend: &Backend, change: &StockChange) -> Result<Option<i64>, BackendError> {
-    let keys = backend.bucket_keys(change.voucher_id, change.bucket());
+    let shards = crate::voucher::shards::of(backend, change.voucher_id).await?;
+    let keys = backend.bucket_keys(Bucket { voucher_id: change.voucher_id, shards, bucket: change.bucket() });
     let restocked = match change.move_from {
         Some(_) => String::new(),
         None => SaleEvent::Restocked { voucher_id: change.voucher_id }.encode(),

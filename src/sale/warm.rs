@@ -52,7 +52,7 @@ pub async fn warm(backend: &Backend, v: &VoucherRow) -> Result<bool, BackendErro
 
 /// [`warm`] for one bucket of the sale.
 async fn warm_bucket(backend: &Backend, v: &VoucherRow, bucket: u32) -> Result<bool, BackendError> {
-    let keys = backend.bucket_keys(v.id, bucket);
+    let keys = backend.bucket_keys(v.bucket(bucket));
     let mut redis = backend.redis.clone();
     // Most warm-ups find Redis holding the voucher whole: they need no snapshot, and
     // no database lock (a worker must be able to join while the database cannot write).
@@ -126,7 +126,7 @@ pub async fn run_script(
 pub async fn push_window(backend: &Backend, v: &VoucherRow) -> RedisResult<bool> {
     crate::voucher::shards::noted(backend, v);
     let pushes = v.buckets().map(|b| async move {
-        run_script(backend, &mut backend.redis.clone(), &backend.bucket_keys(v.id, b), v, None).await
+        run_script(backend, &mut backend.redis.clone(), &backend.bucket_keys(v.bucket(b)), v, None).await
     });
     Ok(futures::future::try_join_all(pushes).await?.into_iter().all(|held| held))
 }

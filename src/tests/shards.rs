@@ -5,14 +5,14 @@
 use crate::support::{code, Shopper, TestApp};
 use futures::{stream, StreamExt};
 use redis::AsyncCommands;
-use seckill::testing::{bucket_of, shards, stock, vouchers, SaleKeys};
+use seckill::testing::{bucket_of, shards, stock, vouchers, Bucket, SaleKeys};
 use std::collections::{HashMap, HashSet};
 
 const SHARDS: u32 = 3;
 
 /// The keys of bucket `bucket` of `voucher_id`'s sale in `app`.
 fn bucket(app: &TestApp, voucher_id: i64, bucket: u32) -> SaleKeys {
-    SaleKeys::clone(&app.backend().bucket_keys(voucher_id, bucket))
+    SaleKeys::clone(&app.backend().bucket_keys(Bucket { voucher_id, shards: SHARDS, bucket }))
 }
 
 /// Units left in each bucket, as Redis holds them.

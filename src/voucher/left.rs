@@ -17,7 +17,7 @@ pub async fn units_left(backend: &Backend, rows: &[VoucherRow]) -> AppResult<Vec
     if rows.is_empty() {
         return Ok(Vec::new());
     }
-    let gets = rows.iter().flat_map(|r| r.buckets().map(|b| redis::Cmd::get(&backend.bucket_keys(r.id, b).left)));
+    let gets = rows.iter().flat_map(|r| r.buckets().map(|b| redis::Cmd::get(&backend.bucket_keys(r.bucket(b)).left)));
     let counts = tokio::time::timeout(STOCK_DEADLINE, backend.redis.query_each::<Option<i64>>(gets)).await;
     let counts = counts.unwrap_or_else(|_| {
         tracing::warn!("voucher list: Redis did not answer within {STOCK_DEADLINE:?}; showing the database's stock");

@@ -6,7 +6,7 @@
 
 use super::store::{self, VoucherRow};
 use crate::backend::{
-    layout::{bucket_of, SaleKeys},
+    layout::{bucket_of, Bucket, SaleKeys},
     Backend, BackendError,
 };
 use std::sync::Arc;
@@ -33,5 +33,5 @@ pub fn noted(backend: &Backend, row: &VoucherRow) -> u32 {
 /// The keys of the bucket `user_id` belongs to in `voucher_id`'s sale.
 pub async fn user_keys(backend: &Backend, voucher_id: i64, user_id: i64) -> Result<Arc<SaleKeys>, BackendError> {
     let shards = of(backend, voucher_id).await?;
-    Ok(backend.bucket_keys(voucher_id, bucket_of(user_id, shards)))
+    Ok(backend.bucket_keys(Bucket { voucher_id, shards, bucket: bucket_of(user_id, shards) }))
 }

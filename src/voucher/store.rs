@@ -67,6 +67,11 @@ impl VoucherRow {
         0..self.shards()
     }
 
+    /// Bucket `bucket` of its sale.
+    pub fn bucket(&self, bucket: u32) -> crate::backend::layout::Bucket {
+        crate::backend::layout::Bucket { voucher_id: self.id, shards: self.shards(), bucket }
+    }
+
     pub fn begins(&self) -> DateTime<Utc> {
         DateTime::from_timestamp_millis(self.begins_at).unwrap_or_default()
     }

@@ -88,7 +88,7 @@ impl Reader {
         settings: WorkerSettings,
         (voucher, bucket): (VoucherRow, u32),
     ) -> Self {
-        let keys = backend.bucket_keys(voucher.id, bucket);
+        let keys = backend.bucket_keys(voucher.bucket(bucket));
         let bell = wakeups.register(voucher.id, bucket);
         let recovery = Recovery::new(keys.clone(), settings.clone());
         let expires = expires_at(voucher.ends_at);

@@ -3,7 +3,7 @@
 //! result asked again). The checker judges them.
 
 use redis::AsyncCommands;
-use seckill::testing::{RedisConn, SaleKeys};
+use seckill::testing::{Bucket, RedisConn, SaleKeys};
 use std::collections::{HashMap, HashSet};
 
 /// What the final state holds, read once everything settled.
@@ -107,7 +107,7 @@ impl Final {
             // A sale of several shards: its buckets' books, summed.
             let (mut redis_stock, mut buyers, mut given_back) = (Some(0), HashSet::new(), HashSet::new());
             for bucket in 0..shards {
-                let keys = SaleKeys::of_bucket("seckill", id, bucket);
+                let keys = SaleKeys::of_bucket("seckill", Bucket { voucher_id: id, shards, bucket });
                 let left: Option<i64> = redis.get(&keys.left).await.map_err(|e| e.to_string())?;
                 redis_stock = redis_stock.zip(left).map(|(a, b)| a + b);
                 let of_bucket: HashSet<i64> = redis.smembers(&keys.buyers).await.map_err(|e| e.to_string())?;

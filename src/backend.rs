@@ -53,8 +53,8 @@ pub struct Backend {
     pub replicas: Replicas,
 }
 
-/// Key names of each bucket of each sale, by voucher and bucket.
-type KeysByBucket = HashMap<(i64, u32), Arc<SaleKeys>>;
+/// Key names of each bucket of each sale.
+type KeysByBucket = HashMap<Bucket, Arc<SaleKeys>>;
 
 /// Redis replicas that must hold a write (Redis `WAIT`) before the app counts on it
 /// surviving a failover: the orders a worker read before it saves them, and a
@@ -102,15 +102,13 @@ impl Backend {
         self.bucket_keys(Bucket::whole(voucher_id))
     }
 
-    /// The Redis keys of one bucket of a sale (kept by voucher and bucket: a sale's
-    /// shards never change).
+    /// The Redis keys of one bucket of a sale.
     pub fn bucket_keys(&self, bucket: Bucket) -> Arc<SaleKeys> {
         let mut built = self.sale_keys.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let key = (bucket.voucher_id, bucket.bucket);
-        if built.len() >= SALE_KEYS_KEPT && !built.contains_key(&key) {
+        if built.len() >= SALE_KEYS_KEPT && !built.contains_key(&bucket) {
             built.clear();
         }
-        built.entry(key).or_insert_with(|| Arc::new(SaleKeys::of_bucket(&self.namespace, bucket))).clone()
+        built.entry(bucket).or_insert_with(|| Arc::new(SaleKeys::of_bucket(&self.namespace, bucket))).clone()
     }
 
     /// The shards of `voucher_id`'s sale, when this process has met it.

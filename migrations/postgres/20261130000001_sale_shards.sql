@@ -12,3 +12,5 @@ ALTER TABLE vouchers ADD COLUMN shards BIGINT NOT NULL DEFAULT 1 CHECK (shards B
 ALTER TABLE stock_changes ADD COLUMN bucket BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE stock_changes ADD COLUMN move_to BIGINT;
 ALTER TABLE stock_changes ADD COLUMN move_from BIGINT;
+-- A bucket's rebuild reads its changes under the voucher's lock.
+CREATE INDEX stock_changes_by_bucket ON stock_changes (voucher_id, bucket);

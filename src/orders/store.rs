@@ -6,6 +6,7 @@ use crate::backend::{
     layout::{bucket_of, share},
     Db, Tx,
 };
+use crate::voucher::store::lock as lock_voucher;
 
 /// What became of one message when the worker persisted it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -252,18 +253,6 @@ pub fn refuses_data(err: &sqlx::Error) -> bool {
     matches!(err, sqlx::Error::Database(d) if d.kind() != sqlx::error::ErrorKind::Other)
 }
 
-/// Takes the voucher's row lock for the rest of the transaction. Persisting, burying
-/// and rebuilding take it first, so on PostgreSQL (where readers do not wait for
-/// writers) each decides on what the other committed; SQLite's single writer gives the
-/// same order anyway.
-async fn lock_voucher(tx: &mut Tx<'_>, voucher_id: i64) -> sqlx::Result<()> {
-    sqlx::query("UPDATE vouchers SET stock_left = stock_left WHERE id = $1")
-        .bind(voucher_id)
-        .execute(&mut **tx)
-        .await?;
-    Ok(())
-}
-
 /// Burials of lost grabs per shopper and sale at most (a few more should several
 /// answers race). A shopper's grant is lost only with Redis's data (a failover, a
 /// restart without its file), and a shopper holds one grant at a time, so a handful
@@ -405,7 +394,10 @@ pub async fn lock_for_rebuild(
             .await?;
     if shards > 1 {
         let changed: i64 = snapshot.changes.iter().map(|(_, units)| units).sum();
-        snapshot.stock_left = share(made_with, shards, bucket) + changed - snapshot.buyers.len() as i64;
+        // Never below 0 (a unit the database refused a later grant for, `Fate::NoStock`,
+        // may have been short in another bucket): the database's backstop keeps the
+        // sale from selling more than it has either way.
+        snapshot.stock_left = (share(made_with, shards, bucket) + changed - snapshot.buyers.len() as i64).max(0);
     }
     Ok(Some(snapshot))
 }

@@ -53,7 +53,7 @@ const ROUNDS: usize = 8;
 pub async fn refill(backend: Backend, voucher_id: i64, shards: u32, bucket: u32) -> Refill {
     match try_refill(&backend, voucher_id, shards, bucket).await {
         Ok(Refill::SoldOut) => {
-            sold_out(&backend, voucher_id).await;
+            sold_out(&backend, voucher_id, shards).await;
             Refill::SoldOut
         }
         Ok(found) => found,
@@ -69,8 +69,9 @@ pub async fn refill(backend: Backend, voucher_id: i64, shards: u32, bucket: u32)
 }
 
 async fn try_refill(backend: &Backend, voucher_id: i64, shards: u32, bucket: u32) -> Result<Refill, BackendError> {
-    let mut emptied_once = false;
     for _ in 0..ROUNDS {
+        // What the database owes before the buckets are read (see below).
+        let before = vouchers::changes_mark(&backend.db, voucher_id).await?;
         let Some(left) = units_left(backend, voucher_id, shards).await? else {
             // A bucket Redis lost: rebuilt from the database, then read again.
             if let Some(row) = vouchers::get(&backend.db, voucher_id).await? {
@@ -91,17 +92,17 @@ async fn try_refill(backend: &Backend, voucher_id: i64, shards: u32, bucket: u32
             }
             continue;
         }
-        // No bucket shows a unit. Units a change still owes are unsold too (a move
-        // between its two steps, an addition Redis has not made): made now, then read
-        // again. Nothing owed on a second empty reading: sold out.
-        let owed = vouchers::owed_changes_of(&backend.db, voucher_id).await?;
-        if owed.is_empty() {
-            if emptied_once {
-                return Ok(Refill::SoldOut);
-            }
-            emptied_once = true;
+        // No bucket showed a unit, but the buckets are read one by one, and a move's
+        // units are in neither bucket for a moment. A move is owed from before they
+        // leave one bucket until they are in the other, so: nothing owed before the
+        // reading, nothing after, and no change written meanwhile, and no unit was
+        // moving while it was read. Sold out. Else what is owed is made now (an
+        // addition Redis has not made is unsold units too), and the buckets read again.
+        let after = vouchers::changes_mark(&backend.db, voucher_id).await?;
+        if before.0 == 0 && after == before {
+            return Ok(Refill::SoldOut);
         }
-        for change in &owed {
+        for change in &vouchers::owed_changes_of(&backend.db, voucher_id).await? {
             stock::finish(backend, change).await?;
         }
     }
@@ -118,9 +119,17 @@ pub async fn units_left(backend: &Backend, voucher_id: i64, shards: u32) -> Resu
 }
 
 /// The sale sold out: every process is told (their flags refuse at once), and the
-/// first sell-out is kept for the report, by the gate's clock.
-async fn sold_out(backend: &Backend, voucher_id: i64) {
+/// first sell-out is kept for the report, by the gate's clock. A unit given back
+/// while that was said (a cancel's give-back publishes `restock` before this
+/// `sold_out` may arrive) is said again after it, so no flag outlives it.
+async fn sold_out(backend: &Backend, voucher_id: i64, shards: u32) {
     bus::publish(backend, &SaleEvent::SoldOut { voucher_id }).await;
+    if let Ok(Some(left)) = units_left(backend, voucher_id, shards).await {
+        if left.iter().sum::<i64>() > 0 {
+            bus::publish(backend, &SaleEvent::Restocked { voucher_id }).await;
+            return;
+        }
+    }
     let kept = async {
         let at = super::gate::clock(backend, Some(voucher_id)).await?;
         vouchers::record_sold_out(&backend.db, voucher_id, at).await?;
@@ -136,6 +145,10 @@ async fn sold_out(backend: &Backend, voucher_id: i64) {
 /// all or nothing). Returns the units bucket 0 holds after.
 pub async fn gather(backend: &Backend, voucher_id: i64, shards: u32, units: i64) -> Result<i64, BackendError> {
     let Some(left) = units_left(backend, voucher_id, shards).await? else { return Ok(0) };
+    if left.iter().sum::<i64>() < units {
+        // Not enough unsold: the withdrawal is refused, and the buckets stay as they are.
+        return Ok(left[0]);
+    }
     let mut held = left[0];
     for (from, &n) in left.iter().enumerate().skip(1) {
         if held >= units {

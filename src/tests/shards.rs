@@ -235,3 +235,63 @@ async fn shards_are_checked() {
     }
     app.stop().await;
 }
+
+/// A sale of several shards with a bucket Redis lost is shown with the database's
+/// count, and the sales listed after it with their own (a review found the counts of
+/// the sales after it shifted by one).
+#[tokio::test]
+async fn the_shop_list_counts_each_sale_apart_when_a_bucket_is_lost() {
+    let app = TestApp::spawn().await;
+    // Listed newest first: the sharded sale, then the others.
+    let before = app.create_voucher(4, -5, 3600).await;
+    let after = app.create_voucher(5, -5, 3600).await;
+    let sharded = app.create_sharded(9, (-5, 3600), SHARDS).await;
+    let mut redis = app.redis.clone();
+    let () = redis.del(&bucket(&app, sharded, 1).left).await.unwrap();
+    let (status, listed) = app.call("list_vouchers", serde_json::json!({}), &[]).await;
+    assert_eq!(status, 200, "{listed}");
+    let remaining: HashMap<i64, i64> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| (v["id"].as_i64().unwrap(), v["remaining"].as_i64().unwrap()))
+        .collect();
+    assert_eq!((remaining[&sharded], remaining[&after], remaining[&before]), (9, 5, 4), "{listed}");
+    app.stop().await;
+}
+
+/// A withdrawal of more than is unsold is refused and leaves every bucket as it was
+/// (a review found it moved every unit into bucket 0 first).
+#[tokio::test]
+async fn a_refused_withdrawal_moves_no_unit() {
+    let app = TestApp::spawn().await;
+    let v = app.create_sharded(9, (-5, 3600), SHARDS).await;
+    let refused = app.api.admin("withdraw_stock", serde_json::json!({ "voucher_id": v, "units": 10 })).await;
+    assert!(refused.is_err_and(|e| e.contains("not_enough_stock")));
+    assert_eq!(lefts(&app, v).await, vec![3, 3, 3]);
+    app.stop().await;
+}
+
+/// Every bucket empty while a move's units are between two buckets (its withdrawal
+/// made, its addition not): a dry bucket's refill finishes the move and takes from
+/// it, and is not told the sale sold out.
+#[tokio::test]
+async fn units_between_buckets_are_not_sold_out() {
+    let app = TestApp::spawn().await;
+    let v = app.create_sharded(1, (-5, 3600), SHARDS).await;
+    assert_eq!(lefts(&app, v).await, vec![1, 0, 0]);
+    let change = vouchers::owe_move(&app.db, v, (0, 1), 1).await.unwrap();
+    let mut redis = app.redis.clone();
+    let b0 = bucket(&app, v, 0);
+    let () = redis.hset(&b0.changes, change.id, -1).await.unwrap();
+    let () = redis.decr(&b0.left, 1).await.unwrap();
+    assert_eq!(lefts(&app, v).await, vec![0, 0, 0], "the unit is moving");
+    let refill = shards::refill(app.backend(), v, SHARDS, 2).await;
+    assert_eq!(refill, shards::Refill::Refilled);
+    assert_eq!(lefts(&app, v).await, vec![0, 0, 1], "it arrived, then came on to the dry bucket");
+    assert_eq!(shards::refill(app.backend(), v, SHARDS, 0).await, shards::Refill::Refilled);
+    let last = shoppers_of_bucket(&app, "moving", 0, 1).await;
+    assert_eq!(app.grab(&last[0], v).await.0, 200);
+    assert_eq!(shards::refill(app.backend(), v, SHARDS, 1).await, shards::Refill::SoldOut, "now it is");
+    app.stop().await;
+}

@@ -25,8 +25,9 @@ pub async fn units_left(backend: &Backend, rows: &[VoucherRow]) -> AppResult<Vec
     });
     let mut counts = counts.into_iter();
     let left = rows.iter().map(|row| {
-        let buckets: Option<i64> = row.buckets().map(|_| counts.next().and_then(|c| c.ok().flatten())).sum();
-        buckets.unwrap_or(row.stock_left)
+        // Each of the row's counts taken before they are summed: the next row's follow.
+        let buckets: Vec<Option<i64>> = row.buckets().map(|_| counts.next().and_then(|c| c.ok().flatten())).collect();
+        buckets.into_iter().sum::<Option<i64>>().unwrap_or(row.stock_left)
     });
     Ok(left.collect())
 }

@@ -267,7 +267,23 @@ pub async fn owe_move(db: &Db, voucher_id: i64, (from, to): (u32, u32), units: i
     Ok(change)
 }
 
+/// Takes the voucher's row lock for the rest of the transaction. Persisting, burying,
+/// rebuilding a bucket and writing or settling a stock change take it first, so on
+/// PostgreSQL (where readers do not wait for writers) each decides on what the other
+/// committed: a rebuild's snapshot of a bucket's changes is never overtaken by a move
+/// or a withdrawal written while it loads Redis. SQLite's single writer gives the same
+/// order anyway.
+pub async fn lock(tx: &mut crate::backend::Tx<'_>, voucher_id: i64) -> sqlx::Result<()> {
+    sqlx::query("UPDATE vouchers SET stock_left = stock_left WHERE id = $1")
+        .bind(voucher_id)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+/// Writes a change Redis now owes, under the voucher's lock ([`lock`]).
 async fn owe(tx: &mut crate::backend::Tx<'_>, voucher_id: i64, units: i64, to: Owing) -> sqlx::Result<StockChange> {
+    lock(tx, voucher_id).await?;
     let sql = format!(
         "INSERT INTO stock_changes (voucher_id, units, created_at, bucket, move_to, move_from) \
          VALUES ($1, $2, $3, $4, $5, $6) RETURNING {CHANGE_COLUMNS}"
@@ -299,6 +315,8 @@ pub struct Settled {
 /// the upkeep, or voided by a rebuild of the bucket).
 pub async fn settle_change(db: &Db, change: &StockChange, made: i64) -> sqlx::Result<Settled> {
     let mut tx = db.begin().await?;
+    // First: a rebuild of the bucket holds it from its snapshot until Redis holds that.
+    lock(&mut tx, change.voucher_id).await?;
     let settled = sqlx::query("UPDATE stock_changes SET applied = $2 WHERE id = $1 AND applied IS NULL")
         .bind(change.id)
         .bind(made)
@@ -329,6 +347,17 @@ pub async fn settle_change(db: &Db, change: &StockChange, made: i64) -> sqlx::Re
     }
     tx.commit().await?;
     Ok(Settled { made, then })
+}
+
+/// How many of `voucher_id`'s stock changes Redis still owes, and the newest change's
+/// id: read before and after a reading of a sale's buckets, equal and nothing owed,
+/// no move was under way while it was read (each is owed from before its units leave
+/// a bucket until they are in the other).
+pub async fn changes_mark(db: &Db, voucher_id: i64) -> sqlx::Result<(i64, i64)> {
+    sqlx::query_as("SELECT COUNT(*) - COUNT(applied), COALESCE(MAX(id), 0) FROM stock_changes WHERE voucher_id = $1")
+        .bind(voucher_id)
+        .fetch_one(db)
+        .await
 }
 
 /// Stock changes of `voucher_id` Redis still owes, whatever their age: units a sale

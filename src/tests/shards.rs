@@ -3,7 +3,6 @@
 //! nobody told "sold out" while a unit is unsold anywhere.
 
 use crate::support::{code, Shopper, TestApp};
-use futures::{stream, StreamExt};
 use redis::AsyncCommands;
 use seckill::testing::{bucket_of, shards, stock, vouchers, Bucket, SaleKeys};
 use std::collections::{HashMap, HashSet};
@@ -36,17 +35,7 @@ async fn a_sharded_storm_sells_exactly_the_stock_once_per_user_in_every_bucket()
     assert_eq!(lefts(&app, v).await, vec![34, 33, 33], "the units split evenly");
     let shoppers = app.sign_in_many("sharded", 600).await;
     let attempts = shoppers.iter().chain(shoppers.iter());
-    let answers: Vec<(i64, u16, serde_json::Value)> = stream::iter(attempts)
-        .map(|s| {
-            let app = &app;
-            async move {
-                let (status, body) = app.grab(s, v).await;
-                (s.user_id, status.as_u16(), body)
-            }
-        })
-        .buffer_unordered(200)
-        .collect()
-        .await;
+    let answers = app.grab_all(attempts, v, 200).await;
     let (mut winners, mut refusals) = (HashSet::new(), HashMap::<String, usize>::new());
     for (user, status, body) in &answers {
         if *status == 200 {

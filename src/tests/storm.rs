@@ -1,7 +1,6 @@
 //! A storm of concurrent grabs: exactly `stock` orders, one per user, nothing lost.
 
 use crate::support::{code, Shopper, TestApp};
-use futures::{stream, StreamExt};
 use redis::AsyncCommands;
 use std::collections::{HashMap, HashSet};
 
@@ -16,17 +15,7 @@ async fn storm_sells_exactly_the_stock_once_per_user() {
 
     // Every shopper grabs twice, all at once.
     let attempts = shoppers.iter().chain(shoppers.iter());
-    let answers: Vec<(i64, u16, serde_json::Value)> = stream::iter(attempts)
-        .map(|s| {
-            let app = &app;
-            async move {
-                let (status, body) = app.grab(s, v).await;
-                (s.user_id, status.as_u16(), body)
-            }
-        })
-        .buffer_unordered(200)
-        .collect()
-        .await;
+    let answers = app.grab_all(attempts, v, 200).await;
 
     let mut refusals: HashMap<String, usize> = HashMap::new();
     let mut winners = HashSet::new();

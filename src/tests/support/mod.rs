@@ -256,6 +256,22 @@ impl TestApp {
         self.api.grab(who, voucher_id).await.unwrap()
     }
 
+    /// A grab by each of `shoppers`, `at_once` in flight: each shopper's id, the
+    /// status and the body, in the order they were answered.
+    pub async fn grab_all<'a>(
+        &self,
+        shoppers: impl Iterator<Item = &'a Shopper>,
+        voucher_id: i64,
+        at_once: usize,
+    ) -> Vec<(i64, u16, Value)> {
+        use futures::StreamExt;
+        let grabs = shoppers.map(|s| async move {
+            let (status, body) = self.grab(s, voucher_id).await;
+            (s.user_id, status.as_u16(), body)
+        });
+        futures::stream::iter(grabs).buffer_unordered(at_once).collect().await
+    }
+
     pub async fn stats(&self, voucher_id: i64) -> Value {
         self.api.stats(voucher_id).await.unwrap()
     }

@@ -3,7 +3,8 @@
 //! number of viewers, with rates since the last round, this process's sold-out flags
 //! and its grabs admitted and shed, handed to the hub for every open feed. The
 //! moments sales first sold out, which the gate keeps in Redis, it hands to the
-//! report to keep (`report::sell_outs`).
+//! report to keep (`report::sell_outs`); a sale of several shards whose buckets read
+//! empty it asks `sale::shards` about.
 
 use super::{figures, hub::Hub, SaleFigures, Snapshot, VoucherLive};
 use crate::{
@@ -67,7 +68,13 @@ async fn sample(
     let rows = vouchers::live(&backend.db, SHOWN_AFTER_END_MS).await?;
     let figures = figures::read(backend, &rows).await?;
     let sold_out_first = rows.iter().zip(&figures).filter(|(row, _)| row.sold_out_at.is_none());
-    sell_outs.keep(&backend.db, sold_out_first.filter_map(|(row, f)| Some((row.id, f.sold_out_at_ms?))).collect());
+    sell_outs
+        .keep(&backend.db, sold_out_first.clone().filter_map(|(row, f)| Some((row.id, f.sold_out_at_ms?))).collect());
+    // A sale of several shards whose buckets read empty: its sell-out is found by a
+    // dry bucket's grab, or here when no grab comes.
+    for (row, _) in sold_out_first.filter(|(row, f)| row.shards() > 1 && f.left == Some(0)) {
+        crate::sale::shards::if_sold_out(backend, row.id, row.shards()).await?;
+    }
     // The gate's clock: shoppers' pages read the time from the feed too.
     let at_ms = crate::sale::gate::clock(backend, None).await.unwrap_or_else(|_| chrono::Utc::now().timestamp_millis());
     let vouchers = figures

@@ -93,13 +93,10 @@ async fn try_refill(backend: &Backend, voucher_id: i64, shards: u32, bucket: u32
             continue;
         }
         // No bucket showed a unit, but the buckets are read one by one, and a move's
-        // units are in neither bucket for a moment. A move is owed from before they
-        // leave one bucket until they are in the other, so: nothing owed before the
-        // reading, nothing after, and no change written meanwhile, and no unit was
-        // moving while it was read. Sold out. Else what is owed is made now (an
-        // addition Redis has not made is unsold units too), and the buckets read again.
-        let after = vouchers::changes_mark(&backend.db, voucher_id).await?;
-        if before.0 == 0 && after == before {
+        // units are in neither bucket for a moment ([`none_moving`]). Sold out. Else
+        // what is owed is made now (an addition Redis has not made is unsold units
+        // too), and the buckets read again.
+        if none_moving(before, vouchers::changes_mark(&backend.db, voucher_id).await?) {
             return Ok(Refill::SoldOut);
         }
         for change in &vouchers::owed_changes_of(&backend.db, voucher_id).await? {
@@ -107,6 +104,28 @@ async fn try_refill(backend: &Backend, voucher_id: i64, shards: u32, bucket: u32
         }
     }
     Ok(Refill::Failed)
+}
+
+/// Whether no unit was moving between buckets while they were read, from the changes
+/// owed and the newest change's id read before and after (`changes_mark`). A move is
+/// owed from before its units leave one bucket until they are in the other, and its
+/// row is written before either: nothing owed before, nothing after, and no change
+/// written meanwhile, and none was under way.
+fn none_moving(before: (i64, i64), after: (i64, i64)) -> bool {
+    before.0 == 0 && after == before
+}
+
+/// Notes a sale of several shards that sold out with no grab left to find it (the
+/// live sampler asks when its buckets read empty and no sell-out is kept yet): every
+/// process is told, and the moment is kept for the report.
+pub async fn if_sold_out(backend: &Backend, voucher_id: i64, shards: u32) -> Result<(), BackendError> {
+    let before = vouchers::changes_mark(&backend.db, voucher_id).await?;
+    let Some(left) = units_left(backend, voucher_id, shards).await? else { return Ok(()) };
+    let after = vouchers::changes_mark(&backend.db, voucher_id).await?;
+    if left.iter().all(|&n| n <= 0) && none_moving(before, after) {
+        sold_out(backend, voucher_id, shards).await;
+    }
+    Ok(())
 }
 
 /// Units left in each bucket of the sale, read at once; `None` when Redis lacks one.

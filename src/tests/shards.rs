@@ -284,3 +284,24 @@ async fn units_between_buckets_are_not_sold_out() {
     assert_eq!(shards::refill(app.backend(), v, SHARDS, 1).await, shards::Refill::SoldOut, "now it is");
     app.stop().await;
 }
+
+/// A sale whose every bucket sold its last unit to its own shoppers (no grab found a
+/// bucket dry): its sell-out is still told to every process and kept for the report
+/// (a review found neither happened).
+#[tokio::test]
+async fn a_sale_sold_out_with_no_dry_grab_is_told_and_kept() {
+    let app = TestApp::spawn().await;
+    let v = app.create_sharded(3, (-5, 3600), SHARDS).await;
+    let all = app.sign_in_many("last", 40).await;
+    for b in 0..SHARDS {
+        let buyer = all.iter().find(|s| bucket_of(s.user_id, SHARDS) == b).unwrap();
+        assert_eq!(app.grab(buyer, v).await.0, 200);
+    }
+    let stats = app
+        .wait_for_stats("the sell-out kept and told", v, |s| {
+            s["sold_out_at_ms"].as_i64().is_some() && s["sold_out_flag"] == true
+        })
+        .await;
+    assert_eq!(stats["redis_stock"], 0, "{stats}");
+    app.stop().await;
+}

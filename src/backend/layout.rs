@@ -9,7 +9,7 @@
 //! | --- | --- | --- | --- |
 //! | `<ns>:{v<id>}:stock` | string | units left | warm-up, gate, give-backs |
 //! | `<ns>:{v<id>}:buyers` | set | shoppers holding a grant | warm-up, gate, give-backs |
-//! | `<ns>:{v<id>}:window` | hash | `begins`, `ends`, `expires` (Unix ms), `paused`, `price`, `version`, `fair`, `secret` (grab tokens; never sent); `sold_out_at` (the first sell-out, for the report) | warm-up (every operator change); the gate (`sold_out_at`) |
+//! | `<ns>:{v<id>}:window` | hash | `begins`, `ends`, `expires` (Unix ms), `paused`, `price`, `version`, `fair`, `secret` (grab tokens; never sent), `shards` (the sale's buckets); `sold_out_at` (the first sell-out of a sale of one shard, for the report) | warm-up (every operator change); the gate (`sold_out_at`) |
 //! | `<ns>:{v<id>}:orders` | stream | granted orders, read by group [`GROUP`] | gate |
 //! | `<ns>:{v<id>}:results` | hash | order id → grab result | gate, worker, give-backs |
 //! | `<ns>:{v<id>}:dlq` | stream | orders given up (dead letters) | worker |
@@ -69,8 +69,8 @@ pub struct SaleKeys {
     /// Set of user ids holding an order.
     pub buyers: String,
     /// Hash `begins`/`ends`/`expires` (Unix ms), `paused` (0/1), `price`, `version`,
-    /// `fair` (0/1), `secret` (what grab tokens derive from) and `sold_out_at` (the
-    /// gate's first sell-out, Unix ms).
+    /// `fair` (0/1), `secret` (what grab tokens derive from), `shards` (the sale's
+    /// buckets) and `sold_out_at` (the gate's first sell-out, Unix ms).
     pub window: String,
     /// Stream of granted orders, read by the worker's consumer group.
     pub orders: String,

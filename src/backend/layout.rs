@@ -87,7 +87,7 @@ pub struct SaleKeys {
 }
 
 /// One bucket of one sale: the voucher, its sale's shards, and the bucket among them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Bucket {
     pub voucher_id: i64,
     pub shards: u32,

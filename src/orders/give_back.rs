@@ -42,16 +42,15 @@ pub async fn give_back(backend: &Backend, owed: &Owed) -> Result<bool, BackendEr
 /// very writes on the master that made them. A voucher whose replicas fall short keeps
 /// its debts for the next round. Returns how many were given back now (not before).
 pub async fn give_back_durably(backend: &Backend, owed: &[Owed]) -> Result<usize, BackendError> {
-    let mut by_bucket: BTreeMap<(i64, u32), Vec<(Bucket, &Owed)>> = BTreeMap::new();
+    let mut by_bucket: BTreeMap<Bucket, Vec<&Owed>> = BTreeMap::new();
     for o in owed {
         let shards = shards::of(backend, o.voucher_id).await?;
         let bucket = Bucket { voucher_id: o.voucher_id, shards, bucket: bucket_of(o.user_id, shards) };
-        by_bucket.entry((o.voucher_id, bucket.bucket)).or_default().push((bucket, o));
+        by_bucket.entry(bucket).or_default().push(o);
     }
     let mut acted = 0;
-    for ((voucher_id, _), owed) in by_bucket {
-        let keys = backend.bucket_keys(owed[0].0);
-        let owed: Vec<&Owed> = owed.into_iter().map(|(_, o)| o).collect();
+    for (bucket, owed) in by_bucket {
+        let (voucher_id, keys) = (bucket.voucher_id, backend.bucket_keys(bucket));
         let calls: Vec<ScriptCall> = owed.iter().map(|o| call(backend, &keys, o)).collect();
         let Replicas { want, wait_ms } = backend.replicas;
         let (acts, have): (Vec<i64>, u32) = invoke_then_wait(&calls, &mut backend.redis.clone(), want, wait_ms).await?;

@@ -84,8 +84,7 @@ async fn at_the_gate(
     let backend = &state.backend;
     let decide = async {
         let order_id = state.ids.next(&backend.redis).await?;
-        let ask = gate::Ask { user_id, order_id, token: token.unwrap_or_default().to_owned() };
-        let (verdict, bucket) = in_bucket(state, voucher_id, ask).await?;
+        let (verdict, bucket) = in_bucket(state, voucher_id, (user_id, order_id), token.unwrap_or_default()).await?;
         Ok::<_, redis::RedisError>((order_id, verdict, bucket))
     };
     let decided = tokio::time::timeout(REDIS_DEADLINE, decide).await;
@@ -125,15 +124,22 @@ async fn at_the_gate(
 /// and, when the bucket ran dry while the sale has others, asked again once units
 /// moved to it (`shards::refill`), until the grab's deadline; a sale found sold out
 /// answers `sold_out`, a refill that failed `unavailable`. With the bucket it was
-/// decided in.
-async fn in_bucket(state: &AppState, voucher_id: i64, ask: gate::Ask) -> redis::RedisResult<(Verdict, u32)> {
+/// decided in. The grab is made for each asking (a retry is rare: the first costs what
+/// a grab always did).
+async fn in_bucket(
+    state: &AppState,
+    voucher_id: i64,
+    (user_id, order_id): (i64, i64),
+    token: &str,
+) -> redis::RedisResult<(Verdict, u32)> {
     let backend = &state.backend;
     let mut shards = backend.known_shards(voucher_id).unwrap_or(1);
     let mut learned = false;
     loop {
-        let bucket = crate::backend::layout::bucket_of(ask.user_id, shards);
+        let bucket = crate::backend::layout::bucket_of(user_id, shards);
         let sale = gate::Bucket { voucher_id, shards, bucket };
-        match state.batches.decide(backend, sale, ask.clone()).await? {
+        let ask = gate::Ask { user_id, order_id, token: token.to_owned() };
+        match state.batches.decide(backend, sale, ask).await? {
             Verdict::Shards(told) if !learned && told >= 1 => {
                 backend.note_shards(voucher_id, told);
                 (shards, learned) = (told, true);

@@ -3,37 +3,49 @@
 -- KEYS[1] the gating counter (an address's, or one account's from one address)
 -- KEYS[2] optional: the account's own counter (every address's failures at it)
 -- Each counter is a hash: `n` failures, `last` (ms) the last one, `until` (ms) no
--- check before then, `p` checks under way (begun, not finished) and `pt` (ms) when one
--- last began; the account's also `since` (ms): when its current slowdown began.
+-- check before then, and a field `w:<check>` (ms: when it began) per check under way
+-- (begun, not finished); the account's also `since` (ms): when its current slowdown
+-- began.
 -- ARGV[1] mode:
 --   'peek'    may a check go ahead? (counts nothing)
---   'pass'    as peek, for a credential known right at once: the account's count from
---             this address starts again
 --   'begin'   may a check go ahead? then it is under way (with those under way and the
 --             failures, at most the allowance)
 --   'fail'    a check begun failed ('fail_now': one not begun, checked as 'begin' is)
 --   'succeed' a check begun succeeded: the account's count from this address starts again
+--   'end'     a check begun ended without an outcome (its caller went away, it timed
+--             out, an error): its place is given back, nothing counted
 -- ARGV[2] failures allowed before waits begin   ARGV[3] the first wait (ms)
 -- ARGV[4] the longest wait (ms)   ARGV[5] how long a count lasts after its last change (ms)
 -- ARGV[6] the account's failures before it slows the addresses that fail at it
--- ARGV[7] how long a check may stay under way (ms): past it, a process that died
---         mid-check no longer holds a place
+-- ARGV[7] how long a check may stay under way (ms): past it, a check whose process
+--         died no longer holds a place (each place ages on its own: others beginning
+--         renew nothing)
+-- ARGV[8] the check's own id (its place's field)
 -- Returns 0 when the check may go ahead, or how many ms to wait (counting nothing).
 -- The failure that reaches the allowance sets the first wait; each one after doubles it.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local mode, free, first, longest, window = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
 local account, account_free, under_way_ms = KEYS[2], tonumber(ARGV[6] or '0'), tonumber(ARGV[7] or '60000')
-local gate = KEYS[1]
+local gate, place = KEYS[1], 'w:' .. (ARGV[8] or '')
 
 local function num(key, field)
   return tonumber(redis.call('HGET', key, field) or '0')
 end
 
--- Checks under way, forgetting them when none began for longer than a check may take.
+-- Checks under way, forgetting each that began longer ago than a check may take.
 local function under_way(key)
-  if now - num(key, 'pt') > under_way_ms then return 0 end
-  return num(key, 'p')
+  local fields, n = redis.call('HGETALL', key), 0
+  for i = 1, #fields, 2 do
+    if string.sub(fields[i], 1, 2) == 'w:' then
+      if now - tonumber(fields[i + 1]) > under_way_ms then
+        redis.call('HDEL', key, fields[i])
+      else
+        n = n + 1
+      end
+    end
+  end
+  return n
 end
 
 local function failed(key, allowance)
@@ -48,7 +60,7 @@ local function failed(key, allowance)
 end
 
 local function finished(key)
-  if under_way(key) > 0 then redis.call('HINCRBY', key, 'p', -1) end
+  redis.call('HDEL', key, place)
 end
 
 -- How long a check from here must wait: this counter's own wait, or the account's
@@ -66,6 +78,10 @@ local function wait()
   return 0
 end
 
+if mode == 'end' then
+  finished(gate)
+  return 0
+end
 if mode == 'succeed' then
   finished(gate)
   if account then redis.call('DEL', gate) end
@@ -80,17 +96,14 @@ end
 
 local w = wait()
 if w > 0 then return w end
-if mode == 'pass' then
-  if account then redis.call('DEL', gate) end
-elseif mode == 'fail_now' then
+if mode == 'fail_now' then
   failed(gate, free)
   if account then failed(account, account_free) end
 elseif mode == 'begin' then
   -- Under way at once: no more than the failures still allowed, or one at a time
   -- once the allowance is spent (a check after each wait).
   if under_way(gate) >= math.max(free - num(gate, 'n'), 1) then return 1000 end
-  redis.call('HINCRBY', gate, 'p', 1)
-  redis.call('HSET', gate, 'pt', now)
+  redis.call('HSET', gate, place, now)
   redis.call('PEXPIRE', gate, window)
 end
 return 0

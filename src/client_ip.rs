@@ -15,4 +15,15 @@ impl ClientIp {
             std::net::IpAddr::V6(v6) => std::net::Ipv6Addr::from(u128::from(v6) & !((1u128 << 64) - 1)).into(),
         }
     }
+
+    /// An IPv6 caller's /48 (what one site, or one customer of a provider, commonly
+    /// holds: 65,536 /64s), for limits a caller could otherwise spread over its /64s;
+    /// none for IPv4 (a carrier's NAT puts many shoppers behind one address, and
+    /// neighbouring addresses belong to others).
+    pub fn network(self) -> Option<std::net::IpAddr> {
+        match self.0 {
+            std::net::IpAddr::V4(_) => None,
+            std::net::IpAddr::V6(v6) => Some(std::net::Ipv6Addr::from(u128::from(v6) & !((1u128 << 80) - 1)).into()),
+        }
+    }
 }

@@ -8,7 +8,10 @@ use crate::{
     live::{hub::Hub, slots::FeedSlots},
     order_ids::OrderIds,
     report::tally::Tally,
-    sale::{admission::Admission, batches::Batches, rebuilds::Rebuilds, shards::Refills, sold_out::SoldOutFlags},
+    sale::{
+        admission::Admission, batches::Batches, rebuilds::Rebuilds, receipt::Receipts, shards::Refills,
+        sold_out::SoldOutFlags,
+    },
     shutdown::Shutdown,
 };
 use axum::extract::FromRef;
@@ -46,6 +49,8 @@ pub struct SharedState {
     pub ids: Arc<OrderIds>,
     /// Session key, ended sessions and admin token.
     pub secrets: Arc<Secrets>,
+    /// Makes and checks grants' receipts (`sale::receipt`).
+    pub receipts: Arc<Receipts>,
     /// Hashes and checks passwords on a bounded pool of its own.
     pub hasher: Arc<Hasher>,
     /// The shop's own login, when configured (`SECKILL_JWT_*`).

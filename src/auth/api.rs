@@ -160,8 +160,12 @@ pub async fn sign_out() -> AppResult<()> {
         let ended = store::end_session(db, session.user_id, &session.id, expires_ms, SESSION_SECS * 1000).await?;
         state.secrets.ended.apply(&[ended]);
     }
-    if let Ok(actor @ Actor::Operator { id, .. }) = require_operator(&state.secrets) {
-        operators::end_sessions(&state.backend.db, id, None).await?;
+    if let Ok(actor) = require_operator(&state.secrets) {
+        match actor {
+            Actor::Operator { id, .. } => drop(operators::end_sessions(&state.backend.db, id, None).await?),
+            // Every cookie the token bought ends: none carries the token to tell them apart.
+            Actor::Token => drop(operators::end_token_sessions(&state.backend.db).await?),
+        }
         state.secrets.operators.catch_up(&state.backend.db).await?;
         tracing::info!(%actor, "operator signed out");
     }
@@ -201,10 +205,12 @@ pub async fn me() -> AppResult<Option<User>> {
 pub async fn admin_sign_in(token: String) -> AppResult<()> {
     let state = expect_context::<AppState>();
     let right = state.secrets.token_matches(token.trim());
-    attempts::instant(&state.backend, &Target::AdminToken, client_address(), right).await?;
+    attempts::admin_token(&state.backend, client_address(), right).await?;
     if !right {
         return Err(ErrorCode::AdminRequired.into());
     }
+    // The cookie names the token's generation as it is now.
+    state.secrets.operators.catch_up(&state.backend.db).await?;
     set_cookie(&state.secrets.operator_cookie(&Actor::Token))
 }
 
@@ -369,9 +375,9 @@ async fn check_password(
 /// The one way a password is checked, shoppers' and operators' alike: a place in the
 /// hash pool first (a busy server never uses up anyone's attempts), the check counted
 /// from the address, the account looked up (`find`: its hash, if it has one, and what
-/// to hand back), the check counted at the account (a name nobody has makes no
-/// per-name state), the hash verified (a decoy when there is none: an unknown name gets
-/// the same answer in the same time), and how it ended counted.
+/// to hand back), the check counted at the name's counter (somebody's or nobody's
+/// alike), the hash verified (a decoy when there is none: an unknown name gets the
+/// same answer in the same time), and how it ended counted.
 #[cfg(feature = "ssr")]
 async fn check<T>(
     state: &AppState,
@@ -387,15 +393,18 @@ async fn check<T>(
     // The address first: a guesser who must wait costs no database read.
     attempts::address_may_try(&state.backend, address).await?;
     let (hash, found) = find.await?.map_or((None, None), |(hash, found)| (hash, Some(found)));
-    let attempt = attempts::begin(&state.backend, target, found.is_some(), address).await?;
-    let matches = state.hasher.verify(admission, password, hash).await?;
+    let attempt = attempts::begin(&state.backend, &state.secrets.attempts_key, target, address).await?;
+    // Bounded, so the check's place is never held past its bound (dropped, the
+    // attempt gives it back).
+    let verified = tokio::time::timeout(attempts::CHECK_BOUND, state.hasher.verify(admission, password, hash)).await;
+    let matches = verified.map_err(|_| AppError::from(ErrorCode::Unavailable))??;
     match found {
         Some(found) if matches => {
-            attempt.succeeded(&state.backend).await?;
+            attempt.succeeded().await?;
             Ok(found)
         }
         _ => {
-            attempt.failed(&state.backend).await?;
+            attempt.failed().await?;
             Err(ErrorCode::BadCredentials.into())
         }
     }

@@ -2,10 +2,12 @@
 //! authentication guidance: count failures per account *and* source, and make the
 //! account-wide count a slowdown rather than a lockout). Every credential check (a
 //! shopper's or operator's password, the admin token) is counted in Redis, shared by
-//! every process (`lua/attempt.lua`), on three counters:
+//! every process (`lua/attempt.lua`), on four counters:
 //! - **an address** ([`PER_ADDRESS`] failures, any account): one source's guesses;
 //! - **an account from an address** ([`PER_ACCOUNT_FROM_ADDRESS`]): one source's
 //!   guesses at one account;
+//! - **an account from an IPv6 /48** ([`PER_ACCOUNT_FROM_NETWORK`]): the same, over the
+//!   65,536 /64s a /48 holds, each of which is an address to the others;
 //! - **an account** ([`PER_ACCOUNT`], every address): past it, the account slows down
 //!   only the addresses that have failed at it since its slowdown began. Its right
 //!   holder, from an address without such failures (a typo made before the attack
@@ -13,20 +15,21 @@
 //!
 //! Past a counter's allowance each further failure doubles the wait before the next
 //! check, from [`FIRST_WAIT_MS`] up to [`LONGEST_WAIT_MS`] (429 `rate_limited` with
-//! `Retry-After`). A check is **under way** from before it runs until it fails or
-//! succeeds, and no more checks may be under way than the failures still allowed (one
-//! at a time once they are spent), so guesses sent at once never get more checks than
-//! the allowance. A success leaves the failures alone (and starts the account's count
+//! `Retry-After`). A check is **under way** from before it runs until it ends, and no
+//! more checks may be under way than the failures still allowed (one at a time once
+//! they are spent), so guesses sent at once never get more checks than the allowance.
+//! A check gives its place back however it ends ([`Attempt`]), and ends within
+//! [`CHECK_BOUND`]. A success leaves the failures alone (and starts the account's count
 //! from its address again); a refusal counts nothing, so an address that must wait does
 //! not use up an account's allowance.
 //!
-//! A name nobody has makes no per-name state: it is counted in one of a fixed number of
-//! shared counters ([`Target::nobody`]), held back as a real account would be, so the
-//! answers never tell whether a name exists. While an address must wait, every check from
-//! it waits, the right one included: answering the right credential there would tell a
-//! guesser which of its guesses was right without counting it.
+//! Names are counted by a keyed hash ([`Target::who`]): somebody's name and a name nobody
+//! has are held back alike, so no answer or wait tells whether a name exists, and a
+//! made-up name makes no state of its own. While an address must wait, every password
+//! check from it waits, the right one included: a password is short enough to guess,
+//! and answering the right one there would tell a guesser which guess was right without
+//! counting it. The admin token is not: the right token always goes ahead ([`admin_token`]).
 
-use super::Secrets;
 use crate::{
     backend::{
         layout::{attempts_at_account, attempts_at_account_from, attempts_from_address},
@@ -35,7 +38,6 @@ use crate::{
     client_ip::ClientIp,
     error::{AppError, AppResult},
 };
-use axum::http::HeaderMap;
 use std::{net::IpAddr, time::Duration};
 
 /// Failures from one address, at any account, before waits begin.
@@ -44,6 +46,9 @@ pub const PER_ADDRESS: u32 = 20;
 pub const PER_ACCOUNT_FROM_ADDRESS: u32 = 5;
 /// Failures at one account from every address before it slows those that failed.
 pub const PER_ACCOUNT: u32 = 10;
+/// Failures at one account from one IPv6 /48 (all its /64s together) before waits
+/// begin: a caller holding a /48 gets about as many guesses as one address.
+pub const PER_ACCOUNT_FROM_NETWORK: u32 = 20;
 /// The first wait past an allowance (long enough to make guessing slow, short enough
 /// for an owner who mistyped); each further failure doubles it.
 pub const FIRST_WAIT_MS: u64 = 30_000;
@@ -51,9 +56,14 @@ pub const FIRST_WAIT_MS: u64 = 30_000;
 pub const LONGEST_WAIT_MS: u64 = 15 * 60 * 1000;
 /// How long a count lasts after its last change.
 const WINDOW_MS: u64 = 24 * 3600 * 1000;
-/// How long a check may stay under way: a process that dies mid-check gives its place
-/// back then.
-const UNDER_WAY_MS: u64 = 60_000;
+/// Longest a password check may take once under way (the hash waits for the pool,
+/// then runs): past it the check ends `unavailable`, so a place is never held longer.
+pub const CHECK_BOUND: Duration = Duration::from_secs(5);
+/// How long a place may stay taken: a check ends within [`CHECK_BOUND`] and gives its
+/// place back however it ends (its caller gone, an error: [`Attempt`]'s drop), so only
+/// a process that died mid-check leaves one, and it ages out this long after it was
+/// taken (each place on its own: others beginning renew nothing).
+const UNDER_WAY_MS: u64 = CHECK_BOUND.as_millis() as u64 + 2_000;
 
 /// Whose credentials are checked.
 pub enum Target<'a> {
@@ -66,40 +76,37 @@ pub enum Target<'a> {
 }
 
 impl Target<'_> {
-    fn who(&self) -> String {
-        match self {
-            Self::Account(name) => format!("name:{name}"),
-            Self::Operator(name) => format!("op:{name}"),
-            Self::AdminToken => "token".to_owned(),
-        }
-    }
-
-    /// For a name nobody has: one of [`NOBODY_BUCKETS`] counters its name falls in. A
-    /// made-up name is held back as a real one would be (the answers do not tell
-    /// whether it exists), and made-up names leave no state of their own.
-    fn nobody(&self) -> String {
-        use sha2::Digest;
+    /// The counter the target is counted on. Names, somebody's or nobody's alike,
+    /// fall in one of [`NAME_BUCKETS`] counters by a keyed hash (`key`, from the session
+    /// secret): a name nobody has is held back exactly as a real one in its counter
+    /// would be, so no answer or wait tells whether a name exists, made-up names make
+    /// no state of their own, and nobody outside can tell which names share a counter.
+    fn who(&self, key: &[u8; 32]) -> String {
+        use hmac::{Hmac, Mac};
         let (kind, name) = match self {
             Self::Account(name) => ("name", *name),
             Self::Operator(name) => ("op", *name),
-            Self::AdminToken => return self.who(),
+            Self::AdminToken => return "token".to_owned(),
         };
-        let digest = sha2::Sha256::digest(name.as_bytes());
-        format!("{kind}-nobody:{}", u16::from_be_bytes([digest[0], digest[1]]) % NOBODY_BUCKETS)
+        let mut mac = <Hmac<sha2::Sha256> as Mac>::new_from_slice(key).expect("HMAC takes a key of any length");
+        mac.update(kind.as_bytes());
+        mac.update(b"\0");
+        mac.update(name.as_bytes());
+        let digest = mac.finalize().into_bytes();
+        format!("{kind}:{}", u32::from_be_bytes([digest[0], digest[1], digest[2], digest[3]]) % NAME_BUCKETS)
     }
 }
 
-/// Counters names nobody has share (per address, as real accounts' are).
-pub const NOBODY_BUCKETS: u16 = 4096;
+/// Counters names share (per address, and every address's, as one account's would be).
+/// Many more than the accounts an attacker could fail at from one address in a day,
+/// so a right holder almost never shares a counter with someone else's guesses.
+pub const NAME_BUCKETS: u32 = 65_536;
 
 /// What a script call does to its counters (`lua/attempt.lua`'s modes).
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Step {
     /// May a check go ahead? Counts nothing.
     Peek,
-    /// As `Peek`, for a credential known right at once: the account's count from this
-    /// address starts again.
-    Pass,
     /// May a check go ahead? If so it is under way until it fails or succeeds.
     Begin,
     /// A check begun failed.
@@ -108,17 +115,19 @@ enum Step {
     FailNow,
     /// A check begun succeeded.
     Succeed,
+    /// A check begun ended without an outcome: its place comes back, nothing counted.
+    End,
 }
 
 impl Step {
     fn arg(self) -> &'static str {
         match self {
             Self::Peek => "peek",
-            Self::Pass => "pass",
             Self::Begin => "begin",
             Self::Fail => "fail",
             Self::FailNow => "fail_now",
             Self::Succeed => "succeed",
+            Self::End => "end",
         }
     }
 }
@@ -126,9 +135,13 @@ impl Step {
 /// The counters one check is counted on.
 struct Counters {
     address: String,
-    /// The account's from this address, and the account's own; none for a name
-    /// nobody has.
+    /// The account's from this address, and the account's own (none: the address's
+    /// alone).
     account: Option<(String, String)>,
+    /// The account's from this address's IPv6 /48 (none for IPv4).
+    network: Option<String>,
+    /// The check's own id: its place's name in the counters while it is under way.
+    check: String,
 }
 
 impl Counters {
@@ -136,54 +149,83 @@ impl Counters {
     fn new(backend: &Backend, who: Option<String>, address: IpAddr) -> Self {
         let block = ClientIp(address).block().to_string();
         let ns = &backend.namespace;
+        let network = ClientIp(address).network().and_then(|net| Some(format!("{net}/48")).zip(who.clone()));
+        let network = network.map(|(net, who)| attempts_at_account_from(ns, &who, &net));
         let account = who.map(|who| (attempts_at_account_from(ns, &who, &block), attempts_at_account(ns, &who)));
-        Self { address: attempts_from_address(ns, &block), account }
+        let check = hex::encode(rand::random::<[u8; 8]>());
+        Self { address: attempts_from_address(ns, &block), account, network, check }
     }
 
     /// Runs `step` on the address's counter, then the account's; a check the
-    /// account's refuses is no longer under way at the address. (`Pass` is the
-    /// account's own: the address's count stays.)
+    /// account's refuses is no longer under way at the address.
     async fn step(&self, backend: &Backend, step: Step) -> redis::RedisResult<Option<Duration>> {
-        let at_address = if step == Step::Pass { Step::Peek } else { step };
-        if let Some(wait) = run(backend, at_address, &self.address, None).await? {
+        let (address, check) = ((self.address.as_str(), PER_ADDRESS, None), &self.check);
+        if let Some(wait) = run(backend, step, address, check).await? {
             return Ok(Some(wait));
         }
         let Some((from_address, account)) = &self.account else { return Ok(None) };
-        let wait = run(backend, step, from_address, Some(account)).await?;
+        let from_address = (from_address.as_str(), PER_ACCOUNT_FROM_ADDRESS, Some(account.as_str()));
+        let mut wait = run(backend, step, from_address, check).await?;
+        if let (None, Some(network)) = (wait, &self.network) {
+            wait = run(backend, step, (network.as_str(), PER_ACCOUNT_FROM_NETWORK, None), check).await?;
+            if wait.is_some() && step == Step::Begin {
+                run(backend, Step::End, from_address, check).await?;
+            }
+        }
         if wait.is_some() && step == Step::Begin {
-            run(backend, Step::Succeed, &self.address, None).await?;
+            run(backend, Step::End, address, check).await?;
         }
         Ok(wait)
     }
 }
 
-/// A check under way: it holds a place until it fails or succeeds (or, if its process
-/// dies, for a minute).
+/// A check under way: it holds a place until it fails or succeeds. Dropped before
+/// either (its caller went away mid-check, the request timed out, an error), it gives
+/// the place back at once, counting nothing; only a process that dies mid-check
+/// leaves its place, for [`UNDER_WAY_MS`].
 #[must_use = "a check under way must say how it ended"]
-pub struct Attempt(Counters);
+pub struct Attempt(Option<(Counters, Backend)>);
 
 impl Attempt {
     /// The check succeeded: the account's count from this address starts again.
-    pub async fn succeeded(self, backend: &Backend) -> AppResult<()> {
-        self.0.step(backend, Step::Succeed).await?;
-        Ok(())
+    pub async fn succeeded(mut self) -> AppResult<()> {
+        self.end(Step::Succeed).await
     }
 
     /// The check failed: a failure at the address and the account.
-    pub async fn failed(self, backend: &Backend) -> AppResult<()> {
-        self.0.step(backend, Step::Fail).await?;
+    pub async fn failed(mut self) -> AppResult<()> {
+        self.end(Step::Fail).await
+    }
+
+    async fn end(&mut self, step: Step) -> AppResult<()> {
+        let Some((counters, backend)) = self.0.take() else { return Ok(()) };
+        // Taken before the call: if this call is itself dropped, the place ages out.
+        counters.step(&backend, step).await?;
         Ok(())
     }
 }
 
-/// Begins a check of `target`'s credentials from `address` (`exists`: the name is
-/// somebody's), or refuses it with `rate_limited` and how long to wait.
-pub async fn begin(backend: &Backend, target: &Target<'_>, exists: bool, address: IpAddr) -> AppResult<Attempt> {
-    let who = if exists { target.who() } else { target.nobody() };
-    let counters = Counters::new(backend, Some(who), address);
+impl Drop for Attempt {
+    fn drop(&mut self) {
+        let Some((counters, backend)) = self.0.take() else { return };
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                if let Err(e) = counters.step(&backend, Step::End).await {
+                    tracing::debug!("a credential check's place, given back: {e}");
+                }
+            });
+        }
+    }
+}
+
+/// Begins a check of `target`'s credentials from `address` (`key`: what names' counters
+/// are chosen by, `Secrets::derived_key`), or refuses it with `rate_limited` and how
+/// long to wait.
+pub async fn begin(backend: &Backend, key: &[u8; 32], target: &Target<'_>, address: IpAddr) -> AppResult<Attempt> {
+    let counters = Counters::new(backend, Some(target.who(key)), address);
     match counters.step(backend, Step::Begin).await? {
         Some(wait) => Err(refused(wait)),
-        None => Ok(Attempt(counters)),
+        None => Ok(Attempt(Some((counters, backend.clone())))),
     }
 }
 
@@ -195,25 +237,29 @@ pub async fn address_may_try(backend: &Backend, address: IpAddr) -> AppResult<()
     }
 }
 
-/// A check whose outcome is known at once (the admin token, compared in constant
-/// time): refused while `address` must wait, whatever the outcome, else a failure is
-/// counted when `right` is false.
-pub async fn instant(backend: &Backend, target: &Target<'_>, address: IpAddr, right: bool) -> AppResult<()> {
-    match instant_wait(backend, target, address, right).await? {
+/// A check of the admin token (compared in constant time, its outcome known at once).
+/// The right token is never held back, whoever failed from its address: it is too
+/// long to guess (at least [`crate::config::MIN_ADMIN_TOKEN`] characters), so
+/// answering it tells a guesser nothing it could use, and it costs no Redis call
+/// (monitoring keeps working while Redis is down). A wrong one is a failure at the
+/// address, refused while the address must wait.
+pub async fn admin_token(backend: &Backend, address: IpAddr, right: bool) -> AppResult<()> {
+    if right {
+        return Ok(());
+    }
+    match wrong_bearer(backend, address).await? {
         Some(wait) => Err(AppError::rate_limited(wait)),
         None => Ok(()),
     }
 }
 
-/// As [`instant`]: how long to wait, if at all.
-async fn instant_wait(
-    backend: &Backend,
-    target: &Target<'_>,
-    address: IpAddr,
-    right: bool,
-) -> redis::RedisResult<Option<Duration>> {
-    let step = if right { Step::Pass } else { Step::FailNow };
-    let wait = Counters::new(backend, Some(target.who()), address).step(backend, step).await?;
+/// A guess at the admin token (at `admin_sign_in`, or a bearer that did not verify
+/// where a bearer is accepted): a failure at the address and at the token's counter,
+/// unless the address must wait (then how long). The front door calls this only for
+/// the routes that take a bearer, inside the request cap.
+pub async fn wrong_bearer(backend: &Backend, address: IpAddr) -> redis::RedisResult<Option<Duration>> {
+    let who = Target::AdminToken.who(&[0; 32]);
+    let wait = Counters::new(backend, Some(who), address).step(backend, Step::FailNow).await?;
     if wait.is_some() {
         metrics::counter!("seckill_credential_checks_refused_total").increment(1);
     }
@@ -225,35 +271,20 @@ fn refused(wait: Duration) -> AppError {
     AppError::rate_limited(wait)
 }
 
-/// Runs `lua/attempt.lua`: how long to wait, if at all.
-async fn run(backend: &Backend, step: Step, key: &str, account: Option<&str>) -> redis::RedisResult<Option<Duration>> {
-    let free = if account.is_some() { PER_ACCOUNT_FROM_ADDRESS } else { PER_ADDRESS };
+/// Runs `lua/attempt.lua` on one counter (`(key, its allowance, the account's own
+/// counter beside it)`) for the check `check`: how long to wait, if at all.
+async fn run(
+    backend: &Backend,
+    step: Step,
+    (key, free, account): (&str, u32, Option<&str>),
+    check: &str,
+) -> redis::RedisResult<Option<Duration>> {
     let mut call = backend.scripts.attempt.key(key);
     if let Some(account) = account {
         call.key(account);
     }
     call.arg(step.arg()).arg(free).arg(FIRST_WAIT_MS).arg(LONGEST_WAIT_MS).arg(WINDOW_MS).arg(PER_ACCOUNT);
-    call.arg(UNDER_WAY_MS);
+    call.arg(UNDER_WAY_MS).arg(check);
     let wait: u64 = call.invoke_async(&mut backend.redis.clone()).await?;
     Ok((wait > 0).then(|| Duration::from_millis(wait)))
-}
-
-/// A bearer token is a claim to the admin token, on any path (`/metrics` and the live
-/// feed included): checked as `admin_sign_in` checks it (refused while its address
-/// must wait: `Some`, how long; a wrong one counted as a failure). With the shop's own
-/// login, a token of the JWT form is a shopper's, not a claim to the admin token.
-pub async fn bearer(
-    backend: &Backend,
-    secrets: &Secrets,
-    headers: &HeaderMap,
-    address: IpAddr,
-    shop_login: bool,
-) -> redis::RedisResult<Option<Duration>> {
-    if shop_login && super::jwt::bearer_jwt(headers).is_some() {
-        return Ok(None);
-    }
-    match super::session::bearer(headers) {
-        Some(token) => instant_wait(backend, &Target::AdminToken, address, secrets.token_matches(token)).await,
-        None => Ok(None),
-    }
 }

@@ -8,7 +8,8 @@
 //! a table of a few rows, whatever the traffic). So a removed operator's cookie, a
 //! demoted admin's, or one signed out (the generation raised) stops working on the
 //! process that made the change at once and on every other within that plus
-//! one query: under a second.
+//! one query: under a second. The admin token's cookies are followed the same way
+//! (entry [`TOKEN_ID`], from the `admin_token` row): signing out with one ends them all.
 
 use super::{ListedOperator as Listed, Role, REVOCATIONS_READ_EVERY};
 use crate::{
@@ -108,6 +109,14 @@ pub async fn end_sessions(db: &Db, id: i64, new_password_hash: Option<&str>) -> 
     .await
 }
 
+/// Ends every cookie the admin token bought (signing out with one): the token's new
+/// generation.
+pub async fn end_token_sessions(db: &Db) -> sqlx::Result<i64> {
+    sqlx::query_scalar("UPDATE admin_token SET generation = generation + 1 WHERE id = 1 RETURNING generation")
+        .fetch_one(db)
+        .await
+}
+
 /// What a removal or a change of role did: the operator's role before, or why not.
 pub type Changed = Result<Role, AppError>;
 
@@ -158,6 +167,10 @@ pub struct Entry {
     pub generation: i64,
 }
 
+/// The id the admin token's entry has in [`Directory`] (operators' ids start at 1):
+/// its cookies are followed and ended as operators' are.
+pub const TOKEN_ID: i64 = 0;
+
 /// How old the copy may grow while reads fail (the database away) before operators'
 /// cookies are refused: a removal made meanwhile must not go unseen for long.
 pub const STALE_AFTER: Duration = Duration::from_secs(10);
@@ -180,6 +193,13 @@ impl Directory {
         by_id.0.get(&id).filter(|e| fresh && e.generation == generation).cloned()
     }
 
+    /// The generation of `id`'s cookies now, unless the copy is stale.
+    pub fn current_generation(&self, id: i64) -> Option<i64> {
+        let by_id = self.by_id.read().unwrap_or_else(|e| e.into_inner());
+        let fresh = by_id.2.is_some_and(|at| at.elapsed() < STALE_AFTER);
+        by_id.0.get(&id).filter(|_| fresh).map(|e| e.generation)
+    }
+
     /// Takes a fresh read of the whole table.
     pub fn replace(&self, entries: HashMap<i64, Entry>) {
         let read = self.reads.fetch_add(1, Ordering::SeqCst) + 1;
@@ -198,8 +218,13 @@ impl Directory {
     /// it made, so its next request sees it).
     pub async fn catch_up(&self, db: &Db) -> sqlx::Result<()> {
         let read = self.reads.fetch_add(1, Ordering::SeqCst) + 1;
-        let rows: Vec<(i64, String, String, i64)> =
-            sqlx::query_as("SELECT id, name, role, generation FROM operators").fetch_all(db).await?;
+        let rows: Vec<(i64, String, String, i64)> = sqlx::query_as(
+            "SELECT id, name, role, generation FROM operators \
+             UNION ALL SELECT $1, 'token', 'admin', generation FROM admin_token",
+        )
+        .bind(TOKEN_ID)
+        .fetch_all(db)
+        .await?;
         let entries = rows.into_iter().filter_map(|(id, name, role, generation)| {
             Some((id, Entry { name, role: Role::from_name(&role)?, generation }))
         });

@@ -1,7 +1,11 @@
 //! Session cookies: their format, signing and reading, the operator cookie and the
 //! admin token (server only). Who may call what is checked with them in `caller.rs`.
 
-use super::{ended_sessions::EndedSessions, operators::Directory, Role};
+use super::{
+    ended_sessions::EndedSessions,
+    operators::{Directory, TOKEN_ID},
+    Role,
+};
 use axum::http::{header, HeaderMap};
 use cookie::{Cookie, CookieJar, Key, SameSite};
 
@@ -72,9 +76,11 @@ impl std::fmt::Display for Actor {
 /// What signs sessions and opens the admin door.
 pub struct Secrets {
     key: Key,
-    admin_token: String,
     /// What a token is compared by ([`Secrets::token_matches`]).
     admin_token_digest: [u8; 32],
+    /// What names' guessing counters are chosen by (`auth::attempts`): shared by every
+    /// process with the session secret, unknown outside.
+    pub attempts_key: [u8; 32],
     /// Cookies carry `Secure` and the `__Host-` prefix.
     secure: bool,
     /// The session cookie's full name (prefixed or not), which every grab looks for.
@@ -97,7 +103,14 @@ impl Secrets {
         let session_name = cookie_name(secure, SESSION_COOKIE);
         let admin_token_digest = <sha2::Sha256 as sha2::Digest>::digest(admin_token.as_bytes()).into();
         let (ended, operators) = (Default::default(), Default::default());
-        Ok(Self { key, admin_token, admin_token_digest, secure, session_name, ended, operators })
+        let attempts_key = derive(&key, "attempt counters");
+        Ok(Self { key, admin_token_digest, attempts_key, secure, session_name, ended, operators })
+    }
+
+    /// A key for `purpose`, derived from the session key: every process sharing the
+    /// session secret derives the same one, and no two purposes share a key.
+    pub fn derived_key(&self, purpose: &str) -> [u8; 32] {
+        derive(&self.key, purpose)
     }
 
     /// The user id of a valid, unexpired, not ended session cookie in these headers
@@ -143,7 +156,11 @@ impl Secrets {
         let (expires, rest) = rest.split_once('.')?;
         unexpired(expires)?;
         match kind {
-            "tok" => self.token_matches(rest).then_some(Actor::Token),
+            "tok" => {
+                let (generation, digest) = rest.split_once('.')?;
+                let current = self.operators.current(TOKEN_ID, generation.parse().ok()?);
+                (current.is_some() && digest == self.token_digest_hex()).then_some(Actor::Token)
+            }
             "op" => {
                 let (id, generation) = rest.split_once('.')?;
                 let (id, generation) = (id.parse().ok()?, generation.parse().ok()?);
@@ -152,6 +169,11 @@ impl Secrets {
             }
             _ => None,
         }
+    }
+
+    /// The first half of the token's digest, as hex: what a token cookie names it by.
+    fn token_digest_hex(&self) -> String {
+        hex::encode(&self.admin_token_digest[..16])
     }
 
     /// Compares the two tokens' SHA-256 digests in constant time: the time taken tells
@@ -176,10 +198,15 @@ impl Secrets {
 
     /// A `Set-Cookie` value that lets this browser make operator calls as `actor`. The
     /// value is encrypted: nobody can read or change who it names. A token cookie
-    /// works as long as the token is unchanged.
+    /// carries no token: the token's generation as this process last read it (signing
+    /// out with one raises it, ending them all) and a digest of the token (a new token
+    /// ends them too).
     pub fn operator_cookie(&self, actor: &Actor) -> String {
         let value = match actor {
-            Actor::Token => format!("tok.{}.{}", expiry(OPERATOR_SECS), self.admin_token),
+            Actor::Token => {
+                let generation = self.operators.current_generation(TOKEN_ID).unwrap_or(i64::MIN);
+                format!("tok.{}.{generation}.{}", expiry(OPERATOR_SECS), self.token_digest_hex())
+            }
             Actor::Operator { id, generation, .. } => format!("op.{}.{id}.{generation}", expiry(OPERATOR_SECS)),
         };
         let mut jar = CookieJar::new();
@@ -209,6 +236,13 @@ impl Secrets {
             .max_age(cookie::time::Duration::seconds(max_age_secs))
             .build()
     }
+}
+
+/// A key for `purpose` derived from `key` ([`Secrets::derived_key`]).
+fn derive(key: &Key, purpose: &str) -> [u8; 32] {
+    use sha2::Digest;
+    let digest = sha2::Sha256::new_with_prefix(b"seckill derived key\0").chain_update(purpose).chain_update(b"\0");
+    digest.chain_update(key.master()).finalize().into()
 }
 
 /// A cookie's name: with the `__Host-` prefix when cookies are `Secure`.
@@ -373,12 +407,19 @@ mod tests {
             assert_eq!(s.actor(&h), None, "{wrong}");
         }
         assert_eq!(s.actor(&HeaderMap::new()), None);
-        assert_eq!(s.actor(&headers_with_cookie(&s.operator_cookie(&Actor::Token))), Some(Actor::Token));
+        let token = |generation| (TOKEN_ID, Entry { name: "token".into(), role: Role::Admin, generation });
+        s.operators.replace([token(0)].into());
+        let token_cookie = s.operator_cookie(&Actor::Token);
+        assert!(!token_cookie.contains("secret-token"), "no cookie carries the token");
+        assert_eq!(s.actor(&headers_with_cookie(&token_cookie)), Some(Actor::Token));
+        s.operators.replace([token(1)].into());
+        assert_eq!(s.actor(&headers_with_cookie(&token_cookie)), None, "signed out with the token");
+        s.operators.replace([token(0)].into());
         let op = Actor::Operator { id: 3, name: "Ops.Olga".into(), role: Role::Operator, generation: 4 };
         let cookie = headers_with_cookie(&s.operator_cookie(&op));
         assert_eq!(s.actor(&cookie), None, "no such operator");
         let entry = |role, generation| Entry { name: "Ops.Olga".into(), role, generation };
-        s.operators.replace([(3, entry(Role::Operator, 4))].into());
+        s.operators.replace([(3, entry(Role::Operator, 4)), token(0)].into());
         assert_eq!(s.actor(&cookie), Some(op.clone()));
         s.operators.replace([(3, entry(Role::Admin, 4))].into());
         assert_eq!(s.actor(&cookie).map(|a| a.role()), Some(Role::Admin), "the role they have now");
@@ -387,6 +428,8 @@ mod tests {
         s.operators.replace(Default::default());
         assert_eq!(s.actor(&cookie), None, "removed");
         let other = Secrets::new(Some(&"k".repeat(32)), "another-token".into(), false).unwrap();
+        other.operators.replace([token(0)].into());
+        s.operators.replace([token(0)].into());
         assert_eq!(other.actor(&headers_with_cookie(&s.operator_cookie(&Actor::Token))), None, "token changed");
         assert!(Secrets::new(Some("short"), "t".into(), false).is_err());
     }
@@ -397,6 +440,7 @@ mod tests {
         let set = s.session_cookie(7, "ann", 0);
         assert!(set.starts_with("__Host-seckill_session=") && set.contains("Secure"), "{set}");
         assert_eq!(s.session_user(&headers_with_cookie(&set)), Some(7));
+        s.operators.replace([(TOKEN_ID, Entry { name: "token".into(), role: Role::Admin, generation: 0 })].into());
         assert_eq!(s.actor(&headers_with_cookie(&s.operator_cookie(&Actor::Token))), Some(Actor::Token));
         let plain = Secrets::new(Some(&"k".repeat(32)), "secret-token".into(), false).unwrap();
         assert_eq!(plain.session_user(&headers_with_cookie(&set)), None, "names differ by mode");

@@ -22,7 +22,7 @@
 //! | `<ns>:events` | pub/sub channel | sale events | `bus` |
 //! | `<ns>:attempts:addr:<address>` | hash | failed credential checks from one address | `auth::attempts` |
 //! | `<ns>:attempts:{<who>}` | hash | failed checks at one account (or the admin token), every address | `auth::attempts` |
-//! | `<ns>:attempts:{<who>}:<address>` | hash | failed checks at one account from one address | `auth::attempts` |
+//! | `<ns>:attempts:{<who>}:<address>` | hash | failed checks at one account from one address (an IPv4 address or IPv6 /64), or from one IPv6 /48 (`<address>/48`) | `auth::attempts` |
 //! | `<ns>:sign_ups:addr:<address>:<hour>` | string | sign-ups from one address this hour (the quota) | `auth::challenge` |
 //! | `<ns>:sign_ups:<minute>` | string | sign-ups this minute, every process (the challenge's work) | `auth::challenge` |
 //! | `<ns>:sign_up_challenge:<challenge>` | string | a sign-up challenge taken, until it expires | `auth::challenge` |

@@ -34,26 +34,34 @@ pub async fn live(
     Query(q): Query<LiveQuery>,
     headers: HeaderMap,
 ) -> Response {
-    let slot = || state.feeds.take(client);
     match q.view.as_deref() {
         Some("shop") => {
-            let Some(slot) = slot() else { return AppError::new(ErrorCode::Unavailable).into_response() };
+            let Some(slot) = state.feeds.take_shop(client) else {
+                return AppError::new(ErrorCode::Unavailable).into_response();
+            };
             let (latest, rx) = state.hub.subscribe_shop();
             let first = latest.map(|s| s.to_string());
             sse(first, rx, |f| f.shop.clone(), &state.shutdown, slot, Arc::new(|| true)).into_response()
         }
-        None if state.secrets.actor(&headers).is_some() => {
-            let Some(slot) = slot() else { return AppError::new(ErrorCode::Unavailable).into_response() };
-            let (hello, rx) = state.hub.subscribe_operator();
-            // Asked again before each frame: an operator removed, or signed out, while
-            // the feed is open gets no further frame.
-            let secrets = state.secrets.clone();
-            let still = Arc::new(move || secrets.actor(&headers).is_some());
-            sse(Some(hello), rx, |f| Some(f.operator.clone()), &state.shutdown, slot, still).into_response()
-        }
-        None => AppError::new(ErrorCode::AdminRequired).into_response(),
+        None => match state.secrets.actor(&headers) {
+            Some(actor) => operator_feed(&state, &actor, headers),
+            None => AppError::new(ErrorCode::AdminRequired).into_response(),
+        },
         Some(_) => AppError::invalid("view must be `shop` or absent.").into_response(),
     }
+}
+
+/// An operator's board, from the operators' reserve (shop pages never fill it).
+fn operator_feed(state: &AppState, actor: &crate::auth::session::Actor, headers: HeaderMap) -> Response {
+    let Some(slot) = state.feeds.take_operator(actor.name()) else {
+        return AppError::new(ErrorCode::Unavailable).into_response();
+    };
+    let (hello, rx) = state.hub.subscribe_operator();
+    // Asked again before each frame: an operator removed, or signed out, while the
+    // feed is open gets no further frame.
+    let secrets = state.secrets.clone();
+    let still = Arc::new(move || secrets.actor(&headers).is_some());
+    sse(Some(hello), rx, |f| Some(f.operator.clone()), &state.shutdown, slot, still).into_response()
 }
 
 /// The first message, then every frame this feed shows, until the server stops.

@@ -38,12 +38,14 @@ pub async fn grab_token(voucher_id: i64) -> AppResult<IssuedToken> {
 /// Where the shopper's own grab stands: queued, success (with the order) or failed
 /// (with the reason: `already_bought`, `sold_out`, `dead_letter`, or `lost` when Redis
 /// lost the grab with its data before it was saved). Other shoppers' orders are
-/// `unknown_order`.
+/// `unknown_order`. `receipt` is the one `grab` answered with: a grant Redis lost is
+/// declared `lost` only to the shopper who presents it (without it such a grant reads
+/// `unknown_order`, and nothing changes).
 #[server(prefix = "/api", endpoint = "grab_result", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
-pub async fn grab_result(voucher_id: i64, order_id: String) -> AppResult<GrabState> {
+pub async fn grab_result(voucher_id: i64, order_id: String, receipt: Option<String>) -> AppResult<GrabState> {
     let state = expect_context::<AppState>();
     let user_id = require_user(&state).await?;
-    super::grab::grab_result(&state, user_id, voucher_id, &order_id).await
+    super::grab::grab_result(&state, user_id, voucher_id, &order_id, receipt.as_deref()).await
 }
 
 /// The gate's clock (Redis TIME), in Unix ms: the page measures its own clock's offset

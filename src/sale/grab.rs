@@ -107,7 +107,8 @@ async fn at_the_gate(
         Verdict::Dry | Verdict::Shards(_) => Err(ErrorCode::Unavailable),
         Verdict::Granted => {
             state.bus.tell_here(&SaleEvent::Granted { voucher_id, bucket });
-            Ok(GrabTicket { order_id: order_id.to_string(), status: GrabStatus::Queued })
+            let receipt = state.receipts.issue(user_id, voucher_id, order_id);
+            Ok(GrabTicket { order_id: order_id.to_string(), status: GrabStatus::Queued, receipt })
         }
         Verdict::Refused(ErrorCode::UnknownVoucher) => Err(not_in_redis(state, voucher_id).await),
         Verdict::Refused(code) => {
@@ -221,8 +222,16 @@ async fn rebuild(backend: Backend, voucher_id: i64) -> ErrorCode {
     ErrorCode::Unavailable
 }
 
-/// Where `user_id`'s grab `order_id` stands (see `api::grab_result`).
-pub async fn grab_result(state: &AppState, user_id: i64, voucher_id: i64, order_id: &str) -> AppResult<GrabState> {
+/// Where `user_id`'s grab `order_id` stands (see `api::grab_result`). A grant neither
+/// Redis nor the database knows is declared lost only to the shopper holding its
+/// `receipt` (`receipt`): any other caller hears `unknown_order`, and nothing changes.
+pub async fn grab_result(
+    state: &AppState,
+    user_id: i64,
+    voucher_id: i64,
+    order_id: &str,
+    receipt: Option<&str>,
+) -> AppResult<GrabState> {
     let order_id: i64 = order_id.trim().parse().map_err(|_| AppError::invalid("order_id must be a decimal number."))?;
     let backend = &state.backend;
     let keys = crate::voucher::shards::user_keys(backend, voucher_id, user_id).await?;
@@ -239,7 +248,10 @@ pub async fn grab_result(state: &AppState, user_id: i64, voucher_id: i64, order_
     let order = lifecycle::get_for_user(&backend.db, order_id, user_id).await?.filter(|o| o.voucher_id == voucher_id);
     match order {
         Some(order) => Ok(GrabState { status, reason: None, order: Some(order) }),
-        None if raw.is_none() && lost_by_redis(backend, voucher_id, order_id).await? => {
+        None if raw.is_none()
+            && receipt.is_some_and(|r| state.receipts.holds(user_id, voucher_id, order_id, r))
+            && lost_by_redis(backend, voucher_id, order_id).await? =>
+        {
             // Decided for good before it is said: buried, so no worker saves it later.
             let lost = OrderMsg { voucher_id, order_id, user_id, price: None };
             if store::bury_lost(&backend.db, &lost, FailReason::Lost.as_str()).await? {

@@ -66,7 +66,7 @@ async fn grab_result(State(state): State<AppState>, request: Request) -> Respons
     let call = async {
         let args: GrabResult = arguments(body).await?;
         let user_id = shopper(&state, &head).await?;
-        super::grab::grab_result(&state, user_id, args.voucher_id, &args.order_id).await
+        super::grab::grab_result(&state, user_id, args.voucher_id, &args.order_id, args.receipt.as_deref()).await
     };
     answer(call.await)
 }

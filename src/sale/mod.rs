@@ -23,6 +23,8 @@ pub mod operator_view;
 #[cfg(feature = "ssr")]
 pub mod rebuilds;
 #[cfg(feature = "ssr")]
+pub mod receipt;
+#[cfg(feature = "ssr")]
 pub use grab::REDIS_DEADLINE;
 pub mod run;
 #[cfg(feature = "ssr")]
@@ -69,6 +71,10 @@ pub struct GrabTicket {
     pub order_id: String,
     /// Always "queued": the order is persisted asynchronously.
     pub status: GrabStatus,
+    /// Proof that this order id was granted to this shopper: send it with
+    /// `grab_result`, which declares a grant Redis lost only to the shopper who holds
+    /// its receipt (anybody can guess an id; nobody can make another's receipt).
+    pub receipt: String,
 }
 
 /// The answer to `grab_result`.

@@ -5,7 +5,7 @@
 use super::clock::ServerClock;
 use super::{
     api::{grab, grab_result, grab_token},
-    GrabState, GrabStatus,
+    GrabState, GrabStatus, GrabTicket,
 };
 use crate::{
     browser::{jitter, pause},
@@ -171,7 +171,7 @@ fn GrabButton(id: i64, closed: Signal<bool>, fair: Signal<bool>) -> impl IntoVie
                     refusal.try_set(None);
                     order_id.try_set(Some(ticket.order_id.clone()));
                     result.try_set(None);
-                    follow(id, ticket.order_id, result, refusal).await;
+                    follow(id, ticket, result, refusal).await;
                 }
                 Err(e) => {
                     refusal.try_set(Some(e.message));
@@ -206,14 +206,14 @@ fn status_text(result: Option<GrabState>) -> String {
 /// Polls the grab's result until it is no longer queued.
 async fn follow(
     voucher_id: i64,
-    order_id: String,
+    ticket: GrabTicket,
     result: RwSignal<Option<GrabState>>,
     refusal: RwSignal<Option<String>>,
 ) {
     let mut wait = 200;
     loop {
         pause(wait).await;
-        match grab_result(voucher_id, order_id.clone()).await {
+        match grab_result(voucher_id, ticket.order_id.clone(), Some(ticket.receipt.clone())).await {
             Ok(r) => {
                 let done = r.status != GrabStatus::Queued;
                 result.set(Some(r));

@@ -121,10 +121,18 @@ pub fn method_of(path: &str) -> Method {
 /// `/api/...` path nothing serves, or a method the route does not serve). Every request
 /// asks, a grab included: one hash lookup, not a walk of the table.
 pub fn of(method: &Method, path: &str) -> Option<Access> {
-    static BY_PATH: OnceLock<HashMap<&'static str, (Method, Access)>> = OnceLock::new();
-    let by_path = BY_PATH.get_or_init(|| table().map(|(p, access)| (p, (method_of(p), access))).collect());
-    let (served, access) = by_path.get(path)?;
+    let (served, access) = by_path().get(path)?;
     (served == method).then_some(*access)
+}
+
+/// The method `path` is served with, when the table lists it.
+pub fn method_of_listed(path: &str) -> Option<Method> {
+    by_path().get(path).map(|(served, _)| served.clone())
+}
+
+fn by_path() -> &'static HashMap<&'static str, (Method, Access)> {
+    static BY_PATH: OnceLock<HashMap<&'static str, (Method, Access)>> = OnceLock::new();
+    BY_PATH.get_or_init(|| table().map(|(p, access)| (p, (method_of(p), access))).collect())
 }
 
 #[cfg(test)]

@@ -3,10 +3,12 @@
 //! ([`rate_limit`]), serves at most so many requests at once (more answer 503
 //! `unavailable` at once) and each within the request timeout (then 503), and for
 //! `/api/...` calls applies the API's own rules:
-//! - a bearer token, on any path (`/metrics` and the live feed included), is a claim to
-//!   the admin token, limited as passwords are (`auth::attempts`);
 //! - a route of the access table ([`access`]) goes on only for the callers its entry
-//!   admits, and its handler is handed the caller found;
+//!   admits, and its handler is handed the caller found; an `/api/...` route it does
+//!   not list is refused;
+//! - a bearer that does not verify, where a bearer is accepted (`/metrics` and the live
+//!   feed included), is a guess at the admin token, counted as passwords' are
+//!   (`auth::attempts`); the right one is never held back;
 //! - a state-changing call must carry JSON and come from this site, so a cross-site
 //!   form (which can send `text/plain` or a form body, with the shopper's cookies) can
 //!   neither grab, nor sign anyone in or out, nor act as an operator;
@@ -141,15 +143,17 @@ async fn pass(guard: &Guard, peer: SocketAddr, mut req: Request, next: Next) -> 
         count_refused_grab(guard, req).await;
         return rate_limit::refusal(wait);
     }
-    let client = req.extensions().get::<ClientIp>().map_or(std::net::Ipv4Addr::UNSPECIFIED.into(), |c| c.0);
-    if let Err(refused) = check_bearer(guard, req.headers(), client).await {
-        return refused;
-    }
     // A live feed stays open: neither the cap nor the timeout applies (feeds have caps
-    // of their own).
+    // of their own), but a bearer to count as a guess is counted inside the cap.
     if req.uri().path() == crate::live::FEED_PATH {
-        if let Err(refused) = admit_by_table(guard, &mut req) {
-            return refusal(refused);
+        let counting = bearer_fails(guard, req.headers()).then(|| guard.slots.try_acquire());
+        if let Some(Err(_)) = counting {
+            return refusal(ErrorCode::Unavailable);
+        }
+        let admitted = admit_by_table(guard, &mut req).await;
+        drop(counting);
+        if let Err(refused) = admitted {
+            return refused;
         }
         return next.run(req).await;
     }
@@ -161,27 +165,56 @@ async fn pass(guard: &Guard, peer: SocketAddr, mut req: Request, next: Next) -> 
         .unwrap_or_else(|_| refusal(ErrorCode::Unavailable))
 }
 
-/// A bearer token, on any path, is checked against the admin token's guessing limits
-/// before anything else looks at it (`auth::attempts::bearer`): a wrong one is counted,
-/// and while the caller's address must wait every bearer call from it does.
-async fn check_bearer(guard: &Guard, headers: &HeaderMap, client: IpAddr) -> Result<(), Response> {
-    match attempts::bearer(&guard.backend, &guard.secrets, headers, client, guard.shop_login.is_some()).await {
+/// Applies the access table (`server::access`) to a request: a route it names, called
+/// with the method the route serves, goes on only for the callers its entry admits; an
+/// `/api/...` path it does not name is refused (404, or 405 for a method the route does
+/// not serve) before any handler. A bearer sent to a route of the table (what takes
+/// one: pages and site files do not) that does not verify is a guess at the admin
+/// token, counted ([`count_wrong_bearer`]); a right one costs nothing and is never held
+/// back.
+async fn admit_by_table(guard: &Guard, req: &mut Request) -> Result<(), Response> {
+    let path = req.uri().path();
+    let Some(access) = access::of(req.method(), path) else {
+        return match access::method_of_listed(path) {
+            _ if !path.starts_with("/api/") => Ok(()),
+            Some(served) => {
+                let mut refused = refusal(ErrorCode::MethodNotAllowed);
+                let allow = axum::http::HeaderValue::from_str(served.as_str()).expect("a method is a header value");
+                refused.headers_mut().insert(header::ALLOW, allow);
+                Err(refused)
+            }
+            None => Err(refusal(ErrorCode::NotFound)),
+        };
+    };
+    let admitted = admit(guard, access, req);
+    // A shopper admitted (by a session, or a shop token that verified: a grab) pays no
+    // second look at the bearer.
+    let look = access != Access::Shopper || admitted.is_err();
+    if look && bearer_fails(guard, req.headers()) {
+        let client = req.extensions().get::<ClientIp>().map_or(std::net::Ipv4Addr::UNSPECIFIED.into(), |c| c.0);
+        count_wrong_bearer(guard, client).await?;
+    }
+    admitted.map_err(refusal)
+}
+
+/// Whether the request carries a bearer that is neither the admin token nor (with the
+/// shop's own login) a shopper's token that verifies.
+fn bearer_fails(guard: &Guard, headers: &HeaderMap) -> bool {
+    let Some(token) = crate::auth::session::bearer(headers) else { return false };
+    let shoppers = || guard.shop_login.as_ref().is_some_and(|login| login.subject(token).is_some());
+    !guard.secrets.token_matches(token) && !shoppers()
+}
+
+/// Counts a bearer that did not verify as a guess at the admin token
+/// (`auth::attempts::wrong_bearer`): 429 while the caller's address must wait.
+async fn count_wrong_bearer(guard: &Guard, client: IpAddr) -> Result<(), Response> {
+    match attempts::wrong_bearer(&guard.backend, client).await {
         Ok(None) => Ok(()),
         Ok(Some(wait)) => Err(rate_limit::refusal(wait)),
         Err(e) => {
-            tracing::warn!("counting a claim to the admin token: {e}");
+            tracing::warn!("counting a guess at the admin token: {e}");
             Err(refusal(ErrorCode::Unavailable))
         }
-    }
-}
-
-/// Applies the access table (`server::access`) to a request: a route it names, called
-/// with the method the route serves, goes on only for the callers its entry admits (a
-/// wrong method is left to the router's 405).
-fn admit_by_table(guard: &Guard, req: &mut Request) -> Result<(), AppError> {
-    match access::of(req.method(), req.uri().path()) {
-        Some(access) => admit(guard, access, req),
-        None => Ok(()),
     }
 }
 
@@ -254,8 +287,8 @@ async fn serve(guard: &Guard, req: Request, next: Next) -> Response {
     }
     if !req.uri().path().starts_with("/api/") {
         let mut req = req;
-        if let Err(refused) = admit_by_table(guard, &mut req) {
-            return refusal(refused);
+        if let Err(refused) = admit_by_table(guard, &mut req).await {
+            return refused;
         }
         return next.run(req).await;
     }
@@ -274,13 +307,13 @@ async fn serve(guard: &Guard, req: Request, next: Next) -> Response {
             Err(refused) => return refused,
         }
     };
-    if let Err(refused) = admit_by_table(guard, &mut req) {
+    if let Err(refused) = admit_by_table(guard, &mut req).await {
         // The grab routes' bodies were not read above: read as much as their handlers
         // would (a refusal sent mid-upload cuts the caller's connection short).
         if sale::hot_path::is_own(req.uri().path()) {
             let _ = read_capped(req.into_body(), sale::hot_path::MAX_ARGS_BYTES).await;
         }
-        return refusal(refused);
+        return refused;
     }
     status_from_code(next.run(req).await).await
 }

@@ -165,9 +165,10 @@ async fn sign_in_from(client: &reqwest::Client, app: &TestApp, name: &str, passw
 }
 
 /// Nobody locks the right people out: guesses from one address (at a shopper, an
-/// operator, the admin token as bearer on any path and at `admin_sign_in`) hold up
+/// operator, the admin token as bearer and at `admin_sign_in`) hold up passwords from
 /// that address only; from another, the right password, operator password and token
-/// all work at once, and the token on every door.
+/// all work at once, and the token on every door. The right token works even from the
+/// guesser's address (before issue 53 it was refused there too).
 #[tokio::test]
 async fn guesses_from_one_address_lock_nobody_else_out() {
     let app = TestApp::spawn().await;
@@ -190,8 +191,13 @@ async fn guesses_from_one_address_lock_nobody_else_out() {
             .unwrap();
         guesser.get(format!("{}/metrics", app.base)).bearer_auth(&guess).send().await.unwrap();
     }
+    let (status, _) = sign_in_from(&guesser, &app, "gus", PASSWORD).await;
+    assert_eq!(status, 429, "a password from the guesser's own address waits");
+    // The right token is never held back (issue 53): it is too long to guess.
     let last = post("admin_sign_in", json!({ "token": ADMIN_TOKEN })).await.unwrap();
-    assert_eq!(last.status(), 429, "the guesser's own address waits, whatever it sends");
+    assert_eq!(last.status(), 200, "the right token from the guesser's address");
+    let res = guesser.get(format!("{}/metrics", app.base)).bearer_auth(ADMIN_TOKEN).send().await.unwrap();
+    assert_eq!(res.status(), 200, "/metrics from the guesser's address");
 
     let here = client_from(1);
     assert_eq!(sign_in_from(&here, &app, "gus", PASSWORD).await.0, 200, "the shopper");
@@ -241,14 +247,14 @@ async fn wrong_sign_ins_sent_at_once_are_checked_no_more_than_the_limit() {
     // The address's allowance (`auth::attempts::PER_ADDRESS`).
     assert!(checked <= 20, "{checked} checked of 40 sent at once");
     assert!(checked > 0, "{answers:?}");
-    // A name nobody has leaves no key of its own: it shares one of a fixed number.
+    // A name leaves no key of its own: it shares one of a fixed number (by a keyed hash).
     let keys: Vec<String> = redis::cmd("KEYS")
         .arg(format!("{}:attempts:*", app.namespace))
         .query_async(&mut app.redis.clone())
         .await
         .unwrap();
     assert!(keys.iter().all(|k| !k.contains("made-up")), "{keys:?}");
-    assert!(keys.iter().all(|k| k.contains(":addr:") || k.contains("-nobody:")), "{keys:?}");
+    assert!(keys.iter().all(|k| k.contains(":addr:") || k.contains(":{name:")), "{keys:?}");
     app.stop().await;
 }
 
@@ -474,5 +480,99 @@ async fn a_name_nobody_has_is_held_back_as_a_real_one_is() {
     }
     assert_eq!(answers[0], answers[1], "{answers:?}");
     assert_eq!(answers[0], [401, 401, 401, 401, 401, 429, 429]);
+    app.stop().await;
+}
+
+/// A check whose caller goes away gives its place back (issue 53). Twenty sign-ins
+/// from one address at made-up names, each closed by its client while the password
+/// hashes (one hash at a time, each slow), leave that address its checks: the right
+/// password from it works once the hash running then is done. Before, each kept its
+/// place until a minute passed with no check begun, and the address had one check a
+/// minute.
+#[tokio::test]
+async fn a_check_whose_caller_goes_away_gives_its_place_back() {
+    use crate::support::Options;
+    let slow = Options::default().with(|c| {
+        (c.hash_threads, c.password_memory_kib, c.password_iterations) = (Some(1), 64 * 1024, 8);
+    });
+    let app = TestApp::with(slow).await;
+    app.sign_in("returning").await;
+    let quitter = reqwest::Client::builder()
+        .local_address(std::net::IpAddr::from([127, 0, 0, 7]))
+        .timeout(std::time::Duration::from_millis(400))
+        .build()
+        .unwrap();
+    let gone = (0..20).map(|i| {
+        let body = json!({ "name": format!("gone-{i}"), "password": "a guess at some password" });
+        quitter.post(format!("{}/api/sign_in", app.base)).json(&body).send()
+    });
+    let answers = futures::future::join_all(gone).await;
+    assert!(answers.iter().all(|a| a.as_ref().is_err_and(reqwest::Error::is_timeout)), "{answers:?}");
+    let holder = client_from(7);
+    wait_until("the right password works from that address", std::time::Duration::from_secs(20), || async {
+        sign_in_from(&holder, &app, "returning", PASSWORD).await.0 == 200
+    })
+    .await;
+    app.stop().await;
+}
+
+/// Others' failures never turn the right token away, and a bearer is a guess only where
+/// one is taken (issue 53): made-up names failed at from an address leave the admin
+/// token working from it, on `admin_sign_in`, as a bearer and on `/metrics`; wrong
+/// bearers sent to pages are not counted, so they hold nobody back. Before, the token
+/// was refused from the address (429), and a bearer on any path was counted.
+#[tokio::test]
+async fn others_failures_never_turn_the_right_token_away() {
+    let app = TestApp::spawn().await;
+    app.sign_in("pia").await;
+    let shared = client_from(11);
+    for i in 0..25 {
+        sign_in_from(&shared, &app, &format!("made-up-{i}"), "a guess at some password").await;
+    }
+    let res = shared.post(format!("{}/api/admin_sign_in", app.base)).json(&json!({ "token": ADMIN_TOKEN }));
+    assert_eq!(res.send().await.unwrap().status(), 200, "admin_sign_in");
+    let res = shared.post(format!("{}/api/list_operators", app.base)).bearer_auth(ADMIN_TOKEN).json(&json!({}));
+    assert_eq!(res.send().await.unwrap().status(), 200, "the token as bearer");
+    let res = shared.get(format!("{}/metrics", app.base)).bearer_auth(ADMIN_TOKEN).send().await.unwrap();
+    assert_eq!(res.status(), 200, "/metrics");
+
+    let browsing = client_from(12);
+    for i in 0..30 {
+        let page = browsing.get(format!("{}/", app.base)).bearer_auth(format!("not a token {i}"));
+        assert_eq!(page.send().await.unwrap().status(), 200);
+    }
+    assert_eq!(sign_in_from(&browsing, &app, "pia", PASSWORD).await.0, 200, "no guess was counted");
+    app.stop().await;
+}
+
+/// No answer tells whether a name exists (issue 53). Names share guessing counters by
+/// a hash only the server can compute: failures at a made-up name that shared a
+/// counter with an operator's name under the old, unkeyed hash leave the operator's
+/// name and another made-up name of that counter answering alike. Before, the made-up
+/// one answered 429 (its shared counter was spent) and the operator's 401 (a counter
+/// of its own): the name was known to exist.
+#[tokio::test]
+async fn no_answer_tells_whether_an_operators_name_exists() {
+    use sha2::Digest;
+    let app = TestApp::spawn().await;
+    let olive = json!({ "name": "olive", "password": "olive's operator password", "role": "operator" });
+    app.admin("add_operator", olive).await;
+    let old_counter = |name: &str| {
+        let digest = sha2::Sha256::digest(name.as_bytes());
+        u16::from_be_bytes([digest[0], digest[1]]) % 4096
+    };
+    let mut sharing = (0..).map(|i| format!("made-up-{i}")).filter(|n| old_counter(n) == old_counter("olive"));
+    let (filler, candidate) = (sharing.next().unwrap(), sharing.next().unwrap());
+    let prober = client_from(13);
+    let try_as = |name: String| {
+        let body = json!({ "name": name, "password": "not the password at all" });
+        let res = prober.post(format!("{}/api/operator_sign_in", app.base)).json(&body).send();
+        async move { res.await.unwrap().status().as_u16() }
+    };
+    for _ in 0..5 {
+        assert_eq!(try_as(filler.clone()).await, 401);
+    }
+    let (real, made_up) = (try_as("olive".into()).await, try_as(candidate).await);
+    assert_eq!(real, made_up, "somebody's name and nobody's answer alike");
     app.stop().await;
 }

@@ -409,10 +409,10 @@ async fn settle_books(api: &ApiClient, database_url: &str, v: i64, stock: i64, o
     assert_eq!(left + users.len() as i64, stock, "I4 in the database");
     let mut lost = 0;
     for o in outcomes.iter().filter(|o| o.status == 200 && !owners.contains(&o.shopper.user_id)) {
-        let order_id = o.body["order_id"].as_str().unwrap();
+        let (order_id, receipt) = (&o.body["order_id"], &o.body["receipt"]);
         let cookie = [("cookie", o.shopper.cookie.as_str())];
-        let (status, body) =
-            api.call("grab_result", json!({ "voucher_id": v, "order_id": order_id }), &cookie).await.unwrap();
+        let ask = json!({ "voucher_id": v, "order_id": order_id, "receipt": receipt });
+        let (status, body) = api.call("grab_result", ask, &cookie).await.unwrap();
         assert_eq!(status, 200, "{body}");
         assert_eq!((body["status"].as_str(), body["reason"].as_str()), (Some("failed"), Some("lost")), "I3");
         lost += 1;

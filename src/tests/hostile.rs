@@ -49,7 +49,7 @@ fn endpoints() -> Vec<(&'static str, Vec<(&'static str, Value)>)> {
         ("grab_token", vec![("voucher_id", json!(987_654))]),
         ("server_time", vec![]),
         ("shop_settings", vec![]),
-        ("grab_result", vec![("voucher_id", json!(987_654)), ("order_id", json!("1"))]),
+        ("grab_result", vec![("voucher_id", json!(987_654)), ("order_id", json!("1")), ("receipt", json!("00"))]),
         ("sale_stats", vec![("voucher_id", json!(987_654))]),
         ("sale_report", vec![("voucher_id", json!(987_654))]),
         ("my_orders", vec![]),

@@ -209,6 +209,19 @@ async fn a_dead_letter_restocks_and_clears_other_processes_flags() {
     a.stop().await;
 }
 
+/// Operators' boards have a reserve of their own (issue 53): shop pages that fill the
+/// feed caps, in total and from the operator's own address, leave the board opening.
+/// Before, they shared one cap and the board answered 503.
+#[tokio::test]
+async fn shop_feeds_never_keep_an_operators_board_closed() {
+    let app = TestApp::with(Options::default().with(|c| (c.max_feeds, c.max_feeds_per_address) = (2, 2))).await;
+    let _shop = [Feed::open(&app, true).await, Feed::open(&app, true).await];
+    let res = app.http.get(format!("{}/api/live?view=shop", app.base)).send().await.unwrap();
+    assert_eq!(res.status(), 503, "the shop feeds are full");
+    let mut board = Feed::open(&app, false).await;
+    assert!(board.next(SOON).await.is_object(), "the board opens and speaks");
+}
+
 /// Live feeds are capped per address (503 rather than running out of descriptors),
 /// a closed feed gives its place back, and a thousand idle sockets do not stop grabs.
 #[tokio::test]

@@ -102,6 +102,32 @@ async fn the_last_admin_stays() {
     app.stop().await;
 }
 
+/// The cookie the admin token buys can be ended (issue 53): it carries no token, and
+/// signing out with it ends a copy on every process, as an operator's. Before, the
+/// cookie held the token itself and a copy kept the admin role for 12 hours.
+#[tokio::test]
+async fn signing_out_ends_the_token_cookie_everywhere() {
+    use crate::support::ADMIN_TOKEN;
+    let a = TestApp::spawn().await;
+    let b = TestApp::with(a.restart_options()).await;
+    let res = a.http.post(format!("{}/api/admin_sign_in", a.base)).json(&json!({ "token": ADMIN_TOKEN }));
+    let res = res.send().await.unwrap();
+    assert_eq!(res.status(), 200);
+    let copied = res.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_owned();
+    assert_eq!(as_operator(&b, &copied, "list_operators", json!({})).await.0, 200, "the cookie works everywhere");
+    assert_eq!(as_operator(&a, &copied, "sign_out", json!({})).await.0, 200);
+    assert_eq!(as_operator(&a, &copied, "list_operators", json!({})).await.0, 401, "the copy is refused at once");
+    wait_until("the other process refuses it", SOON, || async {
+        as_operator(&b, &copied, "list_operators", json!({})).await.0 == 401
+    })
+    .await;
+    let bearer = format!("Bearer {ADMIN_TOKEN}");
+    let (status, _) = b.call("list_operators", json!({}), &[("authorization", &bearer)]).await;
+    assert_eq!(status, 200, "the token itself still works");
+    b.stop().await;
+    a.stop().await;
+}
+
 /// Signing out ends the operator's operator cookie for good, even a copy; a new password
 /// ends the others and keeps this browser in.
 #[tokio::test]

@@ -5,7 +5,7 @@ use redis::{
     streams::{StreamReadOptions, StreamReadReply},
     AsyncCommands,
 };
-use seckill::testing::{settle, store, vouchers, warm::warm, Fate, OrderMsg, GROUP};
+use seckill::testing::{bucket_of, settle, store, vouchers, warm::warm, Fate, OrderMsg, GROUP};
 /// Time to pay for orders these tests persist by hand: longer than any test.
 const PAY: i64 = 3_600_000;
 
@@ -391,15 +391,33 @@ async fn rebuilds_racing_commits_keep_redis_and_the_database_equal() {
 
 /// A sale of 5 with `name`'s grab not yet persisted (no worker runs on `app`), then
 /// Redis loses the sale, which is warmed back from the database: the sale, the
-/// shopper and the lost grab's order id.
-async fn a_grab_redis_lost(app: &TestApp, name: &str) -> (i64, Shopper, String) {
+/// shopper and the lost grab (its order id and receipt).
+async fn a_grab_redis_lost(app: &TestApp, name: &str) -> (i64, Shopper, Granted) {
     let v = app.create_voucher(5, -5, 3600).await;
     let who = app.sign_in(name).await;
     let (status, body) = app.grab(&who, v).await;
     assert_eq!(status, 200);
-    let order_id = body["order_id"].as_str().unwrap().to_owned();
     redis_loses_the_sale(app, v).await;
-    (v, who, order_id)
+    (v, who, Granted::of(&body))
+}
+
+/// A grant as `grab` answered it: what asking about it sends.
+#[derive(Clone)]
+struct Granted {
+    order_id: String,
+    receipt: String,
+}
+
+impl Granted {
+    fn of(answer: &serde_json::Value) -> Self {
+        let field = |k: &str| answer[k].as_str().unwrap_or_else(|| panic!("no {k} in {answer}")).to_owned();
+        Self { order_id: field("order_id"), receipt: field("receipt") }
+    }
+
+    /// `grab_result`'s arguments for this grant in `v`.
+    fn ask(&self, v: i64) -> serde_json::Value {
+        serde_json::json!({ "voucher_id": v, "order_id": self.order_id, "receipt": self.receipt })
+    }
 }
 
 /// Redis loses every key of the sale, which is warmed back from the database.
@@ -420,13 +438,14 @@ async fn redis_loses_the_sale(app: &TestApp, v: i64) {
 #[tokio::test]
 async fn a_grab_lost_with_redis_reads_failed_lost() {
     let app = TestApp::with(Options::default().with(|c| c.worker = false)).await;
-    let (v, ann, order_id) = a_grab_redis_lost(&app, "lost-ann").await;
+    let (v, ann, lost) = a_grab_redis_lost(&app, "lost-ann").await;
     let cookie = [("cookie", ann.cookie.as_str())];
-    let ask = |id: String| app.call("grab_result", serde_json::json!({ "voucher_id": v, "order_id": id }), &cookie);
-    let (status, body) = ask(order_id.clone()).await;
+    let ask = |granted: Granted| app.call("grab_result", granted.ask(v), &cookie);
+    let (status, body) = ask(lost.clone()).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!((body["status"].as_str(), body["reason"].as_str()), (Some("failed"), Some("lost")));
     let made_up = seckill::testing::compose(chrono::Utc::now().timestamp() + 120, 7).to_string();
+    let made_up = Granted { order_id: made_up, ..lost };
     assert_eq!(ask(made_up).await.0, 404, "an id not minted yet is nobody's order");
     let (status, body) = app.grab(&ann, v).await;
     assert_eq!(status, 200, "the shopper may grab again: {body}");
@@ -441,8 +460,8 @@ async fn a_grab_lost_with_redis_reads_failed_lost() {
 #[tokio::test]
 async fn a_lost_grab_stays_lost_when_a_worker_saves_it_late() {
     let app = TestApp::with(Options::default().with(|c| c.worker = false)).await;
-    let (v, ann, order_id) = a_grab_redis_lost(&app, "late-ann").await;
-    reads_lost_then_a_late_persist_buries_it(&app, v, &ann, &order_id).await;
+    let (v, ann, lost) = a_grab_redis_lost(&app, "late-ann").await;
+    reads_lost_then_a_late_persist_buries_it(&app, v, &ann, &lost).await;
     let stored: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM orders WHERE voucher_id = $1")
         .bind(v)
         .fetch_one(&app.db)
@@ -463,11 +482,10 @@ async fn every_lost_grab_of_a_shopper_reads_lost_and_stays_lost() {
     let app = TestApp::with(Options::default().with(|c| c.worker = false)).await;
     let (v, ann, first) = a_grab_redis_lost(&app, "twice-ann").await;
     let cookie = [("cookie", ann.cookie.as_str())];
-    let ask = |id: &str| app.call("grab_result", serde_json::json!({ "voucher_id": v, "order_id": id }), &cookie);
     let (status, body) = app.grab(&ann, v).await;
     assert_eq!(status, 200, "the shopper grabs again: {body}");
-    let second = body["order_id"].as_str().unwrap().to_owned();
-    let (status, body) = ask(&first).await;
+    let second = Granted::of(&body);
+    let (status, body) = app.call("grab_result", first.ask(v), &cookie).await;
     assert_eq!(
         (status.as_u16(), body["status"].as_str(), body["reason"].as_str()),
         (200, Some("failed"), Some("lost"))
@@ -478,14 +496,66 @@ async fn every_lost_grab_of_a_shopper_reads_lost_and_stays_lost() {
     app.stop().await;
 }
 
+/// Nobody can make another shopper's grant fail (issue 53). Order ids are predictable:
+/// a shopper who grabbed once knows the next ones. Asking `grab_result` about them
+/// before they are handed out, and about the grants that took them before they are
+/// saved (on a sale of several shards, from another bucket), with no receipt or with
+/// one's own, answers `unknown_order` and buries nothing: every grant is saved. Before,
+/// each such ask buried the id (`lost`), and the grant that took it read `failed`.
+#[tokio::test]
+async fn nobody_can_declare_another_shoppers_grant_lost() {
+    for shards in [1, 4] {
+        let app = TestApp::with(Options::default().with(|c| c.worker = false)).await;
+        let v = app.create_sharded(40, (-5, 3600), shards).await;
+        let mallory = app.sign_in("mallory").await;
+        let (status, body) = app.grab(&mallory, v).await;
+        assert_eq!(status, 200, "{body}");
+        let mine = Granted::of(&body);
+        let first: i64 = mine.order_id.parse().unwrap();
+        let guesses = (first + 1..=first + 8).map(|id| id.to_string());
+        let refused = |id: String| asked_as(&app, v, &mallory, id, &mine.receipt);
+        for id in guesses {
+            refused(id).await;
+        }
+        let victims = app.sign_in_many("victim", 8).await;
+        let granted = app.grab_all(victims.iter(), v, 8).await;
+        let mut saving = Vec::new();
+        for (user_id, status, body) in granted {
+            assert_eq!(status, 200, "{body}");
+            let theirs = Granted::of(&body);
+            refused(theirs.order_id.clone()).await;
+            saving.push(OrderMsg { voucher_id: v, order_id: theirs.order_id.parse().unwrap(), user_id, price: None });
+        }
+        let others = victims.iter().filter(|s| bucket_of(s.user_id, shards) != bucket_of(mallory.user_id, shards));
+        assert!(shards == 1 || others.count() > 0, "some victims live in another bucket");
+        let fates = store::persist(&app.db, &saving, PAY).await.unwrap();
+        assert!(fates.iter().all(|f| *f == Fate::Persisted), "every victim's grant is saved: {fates:?}");
+        let buried: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM dead_letters").fetch_one(&app.db).await.unwrap();
+        assert_eq!(buried, 0, "nothing buried (shards {shards})");
+        app.stop().await;
+    }
+}
+
+/// `who` asks about `order_id` of `v` with no receipt, and with `receipt` (their own
+/// grant's): `unknown_order` both times.
+async fn asked_as(app: &TestApp, v: i64, who: &Shopper, order_id: String, receipt: &str) {
+    let cookie = [("cookie", who.cookie.as_str())];
+    for receipt in [None, Some(receipt)] {
+        let ask = serde_json::json!({ "voucher_id": v, "order_id": order_id, "receipt": receipt });
+        let (status, body) = app.call("grab_result", ask, &cookie).await;
+        assert_eq!((status.as_u16(), crate::support::code(&body)), (404, "unknown_order"), "{order_id}: {body}");
+    }
+}
+
 /// `order_id`, a grab Redis lost, reads `failed: lost`; a worker persisting it late
 /// (it read the entry before Redis lost it) buries it instead; and it still reads lost.
-async fn reads_lost_then_a_late_persist_buries_it(app: &TestApp, v: i64, who: &Shopper, order_id: &str) {
+async fn reads_lost_then_a_late_persist_buries_it(app: &TestApp, v: i64, who: &Shopper, lost: &Granted) {
     let cookie = [("cookie", who.cookie.as_str())];
-    let ask = || app.call("grab_result", serde_json::json!({ "voucher_id": v, "order_id": order_id }), &cookie);
+    let ask = || app.call("grab_result", lost.ask(v), &cookie);
     let (_, body) = ask().await;
     assert_eq!((body["status"].as_str(), body["reason"].as_str()), (Some("failed"), Some("lost")), "{body}");
-    let late = OrderMsg { voucher_id: v, order_id: order_id.parse().unwrap(), user_id: who.user_id, price: None };
+    let order_id = lost.order_id.parse().unwrap();
+    let late = OrderMsg { voucher_id: v, order_id, user_id: who.user_id, price: None };
     assert_eq!(store::persist(&app.db, &[late], PAY).await.unwrap(), [Fate::Buried], "the late persist buries it");
     let (_, body) = ask().await;
     assert_eq!((body["status"].as_str(), body["reason"].as_str()), (Some("failed"), Some("lost")), "{body}");

@@ -155,7 +155,7 @@ async fn a_sale_that_lost_its_order_stream_is_rebuilt_whole() {
     for s in &shoppers {
         let (status, body) = app.grab(s, v).await;
         assert_eq!(status, 200, "{body}");
-        orders.push(body["order_id"].as_str().unwrap().to_owned());
+        orders.push((body["order_id"].clone(), body["receipt"].clone()));
     }
     let keys = app.keys(v);
     let _: () = app.redis.clone().del(&keys.orders).await.unwrap();
@@ -165,9 +165,10 @@ async fn a_sale_that_lost_its_order_stream_is_rebuilt_whole() {
     let app = TestApp::with(opts).await;
     let stats = app.wait_for_stats("rebuilt", v, |s| s["redis_stock"] == 5).await;
     assert_eq!(stats["persisted"], 0, "{stats}");
-    for (s, order_id) in shoppers.iter().zip(&orders) {
+    for (s, (order_id, receipt)) in shoppers.iter().zip(&orders) {
         let cookie = [("cookie", s.cookie.as_str())];
-        let (status, body) = app.call("grab_result", json!({ "voucher_id": v, "order_id": order_id }), &cookie).await;
+        let ask = json!({ "voucher_id": v, "order_id": order_id, "receipt": receipt });
+        let (status, body) = app.call("grab_result", ask, &cookie).await;
         assert_eq!(
             (status.as_u16(), body["status"].as_str(), body["reason"].as_str()),
             (200, Some("failed"), Some("lost"))

@@ -353,6 +353,7 @@ mod tests {
             status: Some(status),
             code: code.to_owned(),
             order: Some(order.to_owned()),
+            receipt: None,
         }
     }
 

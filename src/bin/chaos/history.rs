@@ -27,6 +27,8 @@ pub struct Op {
     pub code: String,
     /// The order the call was about (a grab's answer names it).
     pub order: Option<String>,
+    /// A granted grab's receipt, which asking about it presents (`sale::receipt`).
+    pub receipt: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -258,10 +258,11 @@ async fn final_results(
     by_user: &HashMap<i64, &Shopper>,
 ) -> HashMap<String, String> {
     let granted = ops.iter().filter(|o| o.kind == OpKind::Grab && o.status == Some(200));
-    let asks = granted.filter_map(|g| Some((g.order.clone()?, g.voucher, *by_user.get(&g.user?)?))).map(
-        |(order, v, who)| async move {
+    let asks = granted
+        .filter_map(|g| Some((g.order.clone()?, g.receipt.clone(), g.voucher, *by_user.get(&g.user?)?)))
+        .map(|(order, receipt, v, who)| async move {
             for client in workload.clients.iter().cycle().take(2 * workload.clients.len()) {
-                let body = serde_json::json!({ "voucher_id": v, "order_id": order });
+                let body = serde_json::json!({ "voucher_id": v, "order_id": order, "receipt": receipt });
                 if let Ok(Ok((status, answer))) = tokio::time::timeout(
                     workload::CALL_TIMEOUT,
                     client.call("grab_result", body, &[("cookie", &who.cookie)]),
@@ -275,8 +276,7 @@ async fn final_results(
                 }
             }
             (order, String::new())
-        },
-    );
+        });
     futures::stream::iter(asks).buffer_unordered(16).collect().await
 }
 

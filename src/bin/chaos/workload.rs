@@ -53,12 +53,13 @@ impl Workload {
             Some(s) => tokio::time::timeout(CALL_TIMEOUT, client.call(name, body, &[("cookie", &s.cookie)])).await,
             None => tokio::time::timeout(CALL_TIMEOUT, client.operator(name, body)).await,
         };
-        let (status, code, order) = match answer {
+        let (status, code, order, receipt) = match answer {
             Ok(Ok((status, body))) => {
-                (Some(status.as_u16()), code_of(&body), about.or_else(|| body["order_id"].as_str().map(str::to_owned)))
+                let order = about.or_else(|| body["order_id"].as_str().map(str::to_owned));
+                (Some(status.as_u16()), code_of(&body), order, body["receipt"].as_str().map(str::to_owned))
             }
-            Ok(Err(e)) => (None, e, about),
-            Err(_) => (None, "no answer in time".to_owned(), about),
+            Ok(Err(e)) => (None, e, about, None),
+            Err(_) => (None, "no answer in time".to_owned(), about, None),
         };
         let op = Op {
             kind,
@@ -71,6 +72,7 @@ impl Workload {
             status,
             code,
             order,
+            receipt,
         };
         self.history.op(op.clone());
         op
@@ -84,7 +86,7 @@ impl Workload {
             let v = self.vouchers[rng.random_range(0..self.vouchers.len())];
             let grab = self.call(OpKind::Grab, Some(who), v, "grab", json!({ "voucher_id": v })).await;
             if let (Some(200), Some(order)) = (grab.status, grab.order) {
-                if self.follow(who, v, &order).await.as_deref() == Some("success") {
+                if self.follow(who, v, &order, grab.receipt.as_deref()).await.as_deref() == Some("success") {
                     tokio::time::sleep(Duration::from_millis(rng.random_range(0..1_500))).await;
                     let body = json!({ "order_id": order });
                     match rng.random_range(0..10) {
@@ -100,10 +102,10 @@ impl Workload {
     }
 
     /// Polls a granted grab until it is decided (or [`POLL_FOR`] passes): its status.
-    pub async fn follow(&self, who: &Shopper, v: i64, order: &str) -> Option<String> {
+    pub async fn follow(&self, who: &Shopper, v: i64, order: &str, receipt: Option<&str>) -> Option<String> {
         let asked = self.history.now();
         loop {
-            let body = json!({ "voucher_id": v, "order_id": order });
+            let body = json!({ "voucher_id": v, "order_id": order, "receipt": receipt });
             let op = self.call(OpKind::Result, Some(who), v, "grab_result", body).await;
             if op.status == Some(200) && op.code != "queued" {
                 return Some(op.code.split(':').next().unwrap_or_default().to_owned());

@@ -65,14 +65,13 @@ pub const CHECK_BOUND: Duration = Duration::from_secs(5);
 /// taken (each place on its own: others beginning renew nothing).
 const UNDER_WAY_MS: u64 = CHECK_BOUND.as_millis() as u64 + 2_000;
 
-/// Whose credentials are checked.
+/// Whose password is checked (the admin token has a counter of its own,
+/// [`TOKEN_COUNTER`]).
 pub enum Target<'a> {
     /// A shopper account, by the name given.
     Account(&'a str),
     /// An operator account, by the name given.
     Operator(&'a str),
-    /// The admin token.
-    AdminToken,
 }
 
 impl Target<'_> {
@@ -86,7 +85,6 @@ impl Target<'_> {
         let (kind, name) = match self {
             Self::Account(name) => ("name", *name),
             Self::Operator(name) => ("op", *name),
-            Self::AdminToken => return "token".to_owned(),
         };
         let mut mac = <Hmac<sha2::Sha256> as Mac>::new_from_slice(key).expect("HMAC takes a key of any length");
         mac.update(kind.as_bytes());
@@ -96,6 +94,9 @@ impl Target<'_> {
         format!("{kind}:{}", u32::from_be_bytes([digest[0], digest[1], digest[2], digest[3]]) % NAME_BUCKETS)
     }
 }
+
+/// The admin token's counter (one token: no hash to choose it by).
+const TOKEN_COUNTER: &str = "token";
 
 /// Counters names share (per address, and every address's, as one account's would be).
 /// Many more than the accounts an attacker could fail at from one address in a day,
@@ -258,8 +259,7 @@ pub async fn admin_token(backend: &Backend, address: IpAddr, right: bool) -> App
 /// unless the address must wait (then how long). The front door calls this only for
 /// the routes that take a bearer, inside the request cap.
 pub async fn wrong_bearer(backend: &Backend, address: IpAddr) -> redis::RedisResult<Option<Duration>> {
-    let who = Target::AdminToken.who(&[0; 32]);
-    let wait = Counters::new(backend, Some(who), address).step(backend, Step::FailNow).await?;
+    let wait = Counters::new(backend, Some(TOKEN_COUNTER.to_owned()), address).step(backend, Step::FailNow).await?;
     if wait.is_some() {
         metrics::counter!("seckill_credential_checks_refused_total").increment(1);
     }

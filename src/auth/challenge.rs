@@ -118,16 +118,9 @@ mod server {
     }
 
     impl SignUps {
-        pub fn new(config: &crate::config::Config) -> Self {
-            use sha2::Digest;
-            // Shared by every process that shares the session secret; else this one's.
-            let key = match &config.session_secret {
-                Some(secret) => sha2::Sha256::new_with_prefix(b"seckill sign-up challenges\0")
-                    .chain_update(secret)
-                    .finalize()
-                    .into(),
-                None => rand::random(),
-            };
+        /// `key` signs challenges (`Secrets::derived_key`: shared by every process that
+        /// shares the session secret).
+        pub fn new(config: &crate::config::Config, key: [u8; 32]) -> Self {
             let challenges = config.sign_up_challenge.then(|| Challenges::new(key));
             Self { open: config.sign_up_open(), quota: config.sign_up_quota, challenges }
         }

@@ -188,16 +188,19 @@ pub struct Directory {
 impl Directory {
     /// The operator `id`, if a cookie of `generation` is still theirs.
     pub fn current(&self, id: i64, generation: i64) -> Option<Entry> {
-        let by_id = self.by_id.read().unwrap_or_else(|e| e.into_inner());
-        let fresh = by_id.2.is_some_and(|at| at.elapsed() < STALE_AFTER);
-        by_id.0.get(&id).filter(|e| fresh && e.generation == generation).cloned()
+        self.now(id).filter(|e| e.generation == generation)
     }
 
     /// The generation of `id`'s cookies now, unless the copy is stale.
     pub fn current_generation(&self, id: i64) -> Option<i64> {
+        self.now(id).map(|e| e.generation)
+    }
+
+    /// `id` as the copy has them, unless it is stale.
+    fn now(&self, id: i64) -> Option<Entry> {
         let by_id = self.by_id.read().unwrap_or_else(|e| e.into_inner());
         let fresh = by_id.2.is_some_and(|at| at.elapsed() < STALE_AFTER);
-        by_id.0.get(&id).filter(|_| fresh).map(|e| e.generation)
+        by_id.0.get(&id).filter(|_| fresh).cloned()
     }
 
     /// Takes a fresh read of the whole table.

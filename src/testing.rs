@@ -10,7 +10,7 @@ pub use crate::{
     },
     backend::{
         db_clock,
-        layout::{bucket_of, sale_changes, SaleKeys, Scripts, DRAIN_GRACE_MS, GROUP},
+        layout::{bucket_of, sale_changes, sign_ups_in_minute, SaleKeys, Scripts, DRAIN_GRACE_MS, GROUP},
         Backend, Db, RedisConn,
     },
     order_ids::{compose, decompose, OrderIds},

@@ -103,10 +103,16 @@ async fn solved<'a>(
     now: i64,
 ) -> AppResult<(&'a Solution, i64)> {
     let Some(solution) = solution else { return Err(challenge_required(state, "none was sent").await) };
-    match challenges.check(solution, now) {
-        Ok(expires) => Ok((solution, expires)),
-        Err(why) => Err(challenge_required(state, why).await),
+    let issued = match challenges.check(solution, now) {
+        Ok(issued) => issued,
+        Err(why) => return Err(challenge_required(state, why).await),
+    };
+    // The work is the one asked when it is spent: challenges stockpiled while they were
+    // cheap are worth nothing in a burst.
+    if issued.maxnumber < challenge::maxnumber(&state.backend, now).await? {
+        return Err(challenge_required(state, "the work asked has risen since it was handed out").await);
     }
+    Ok((solution, issued.expires))
 }
 
 /// `challenge_required`, with a fresh challenge in its header.

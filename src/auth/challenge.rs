@@ -25,7 +25,8 @@ pub struct Challenge {
     /// Hex SHA-256 of `salt` followed by the secret number.
     pub challenge: String,
     pub maxnumber: u64,
-    /// Random, then `?expires=<Unix seconds>`.
+    /// Random, then `?max=<maxnumber>&expires=<Unix seconds>`: the work it was issued
+    /// at, which must still be the work asked when it is spent.
     pub salt: String,
     /// Hex HMAC-SHA-256 of `challenge` under the server's key.
     pub signature: String,
@@ -132,6 +133,15 @@ mod server {
         key: [u8; 32],
     }
 
+    /// What a checked solution's challenge was issued with.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct Issued {
+        /// Unix seconds.
+        pub expires: i64,
+        /// The work asked when it was handed out.
+        pub maxnumber: u64,
+    }
+
     impl Challenges {
         pub fn new(key: [u8; 32]) -> Self {
             Self { key }
@@ -139,7 +149,8 @@ mod server {
 
         /// A new challenge of `maxnumber`, valid from `now` (Unix seconds).
         pub fn issue(&self, maxnumber: u64, now: i64) -> Challenge {
-            let salt = format!("{}?expires={}", to_hex(&rand::random::<[u8; 12]>()), now + LIFETIME_SECS);
+            let random = to_hex(&rand::random::<[u8; 12]>());
+            let salt = format!("{random}?max={maxnumber}&expires={}", now + LIFETIME_SECS);
             let number = rand::random_range(0..=maxnumber);
             let challenge = to_hex(&digest(&salt, number));
             let signature = to_hex(&self.sign(&challenge));
@@ -147,19 +158,23 @@ mod server {
         }
 
         /// Whether `solution` solves a challenge this server handed out that has not
-        /// expired at `now`: its expiry (Unix seconds), or why not.
-        pub fn check(&self, solution: &Solution, now: i64) -> Result<i64, &'static str> {
+        /// expired at `now`: its expiry (Unix seconds) and the work it was issued at
+        /// (`maxnumber`, which the caller holds against the work asked now), or why not.
+        pub fn check(&self, solution: &Solution, now: i64) -> Result<Issued, &'static str> {
             if solution.algorithm != ALGORITHM {
                 return Err("unknown algorithm");
             }
-            // Exactly as handed out: 24 hex digits, then the expiry. The expiry is not
-            // signed apart from the challenge, and digits of the number moved to the
-            // salt's end would leave the digest whole: an expiry later than any handed
-            // out is refused.
-            let (random, at) = solution.salt.split_once("?expires=").ok_or("no expiry")?;
+            // Exactly as handed out: 24 hex digits, the work, then the expiry. Neither
+            // is signed apart from the challenge (the salt is in it), and digits of the
+            // number moved to the salt's end would leave the digest whole: they would
+            // land in the expiry (the work is followed by it, so it cannot grow), and
+            // an expiry later than any handed out is refused.
+            let (random, rest) = solution.salt.split_once("?max=").ok_or("not a salt of ours")?;
+            let (maxnumber, at) = rest.split_once("&expires=").ok_or("no expiry")?;
             if random.len() != 24 || !random.bytes().all(|b| b.is_ascii_hexdigit()) {
                 return Err("not a salt of ours");
             }
+            let maxnumber: u64 = maxnumber.parse().map_err(|_| "not a salt of ours")?;
             let expires: i64 = at.parse().map_err(|_| "no expiry")?;
             if expires < now {
                 return Err("expired");
@@ -174,7 +189,7 @@ mod server {
             if from_hex(&solution.challenge) != Some(digest(&solution.salt, solution.number)) {
                 return Err("wrong number");
             }
-            Ok(expires)
+            Ok(Issued { expires, maxnumber })
         }
 
         fn sign(&self, challenge: &str) -> [u8; 32] {
@@ -286,7 +301,7 @@ mod tests {
                 break (challenge, solution);
             }
         };
-        assert_eq!(challenges.check(&solution, now), Ok(now + LIFETIME_SECS));
+        assert_eq!(challenges.check(&solution, now), Ok(Issued { expires: now + LIFETIME_SECS, maxnumber: 2_000 }));
         let wrong = Solution { number: solution.number + 1, ..solution.clone() };
         assert_eq!(challenges.check(&wrong, now), Err("wrong number"));
         assert_eq!(challenges.check(&solution, now + LIFETIME_SECS + 1), Err("expired"));

@@ -2,7 +2,7 @@
 //! the hash pool that leaves sign-ins theirs; and they can be turned off.
 
 use crate::support::{client_from, code, Options, TestApp, PASSWORD};
-use seckill::testing::Challenge;
+use seckill::testing::{sign_ups_in_minute, Challenge};
 use serde_json::{json, Value};
 
 /// `sign_up` from `client`: status, body, and the fresh challenge a refusal carries.
@@ -74,6 +74,25 @@ async fn sign_ups_past_the_quota_wait_while_sign_ins_go_on() {
     let res = app.http.post(format!("{}/api/sign_in", app.base)).header("x-forwarded-for", "2001:db8::1");
     let res = res.json(&json!({ "name": "q1", "password": PASSWORD })).send().await.unwrap();
     assert_eq!(res.status(), 200, "signing in is not a sign-up");
+    app.stop().await;
+}
+
+/// The work counts when a challenge is spent (issue 53): one handed out at rest,
+/// solved and kept, is refused once a burst has raised the work, with a fresh one of
+/// the work asked now. Before, a stockpile of cheap solutions could be spent in a burst.
+#[tokio::test]
+async fn a_challenge_kept_from_rest_is_refused_in_a_burst() {
+    let app = TestApp::with(with_challenge()).await;
+    let (_, asked) = app.call("sign_up_challenge", json!({}), &[]).await;
+    let kept = serde_json::from_value::<Challenge>(asked).unwrap().solve().unwrap();
+    // Sixty sign-ups this minute, over every process: four times the work at rest.
+    let burst = sign_ups_in_minute(&app.namespace, chrono::Utc::now().timestamp() / 60);
+    let mut redis = app.redis.clone();
+    redis::cmd("SET").arg(&burst).arg(60).arg("EX").arg(180).query_async::<()>(&mut redis).await.unwrap();
+    let body = json!({ "name": "hoarder", "password": PASSWORD, "challenge": kept });
+    let (status, body, fresh) = sign_up(&app, &client_from(2), body).await;
+    assert_eq!((status, code(&body)), (400, "challenge_required"), "{body}");
+    assert_eq!(fresh.map(|c| c.maxnumber), Some(200_000), "a fresh one, of the work asked now");
     app.stop().await;
 }
 

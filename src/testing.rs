@@ -6,7 +6,7 @@
 pub use crate::{
     auth::{
         challenge::{Challenge, Solution},
-        password::{Cost, Hasher},
+        password::{decoy_cost, Cost, Hasher},
     },
     backend::{
         db_clock,

@@ -70,6 +70,7 @@ pub async fn sign_up(name: String, password: String, challenge: Option<Solution>
     }
     tracing::info!(user_id, "account created");
     set_cookie(&state.secrets.session_cookie(user_id, &name, 0))?;
+    set_cookie(&attempts::known_browser(&state.secrets, &Target::Account(&name)))?;
     Ok(User { user_id, name })
 }
 
@@ -135,6 +136,7 @@ pub async fn sign_in(name: String, password: String) -> AppResult<User> {
     let target = Target::Account(&name);
     let account = check_password(&state, &target, &name, password).await?;
     set_cookie(&state.secrets.session_cookie(account.user_id, &account.name, account.generation))?;
+    set_cookie(&attempts::known_browser(&state.secrets, &target))?;
     Ok(User { user_id: account.user_id, name: account.name })
 }
 
@@ -237,6 +239,7 @@ pub async fn operator_sign_in(name: String, password: String) -> AppResult<Opera
     // This process knows them from their first call, whichever process added them.
     state.secrets.operators.catch_up(&state.backend.db).await?;
     set_cookie(&state.secrets.operator_cookie(&actor))?;
+    set_cookie(&attempts::known_browser(&state.secrets, &Target::Operator(&name)))?;
     tracing::info!(%actor, "operator signed in");
     Ok(Operator { name: operator.name, role: operator.role })
 }
@@ -380,10 +383,13 @@ async fn check_password(
 
 /// The one way a password is checked, shoppers' and operators' alike: a place in the
 /// hash pool first (a busy server never uses up anyone's attempts), the check counted
-/// from the address, the account looked up (`find`: its hash, if it has one, and what
-/// to hand back), the check counted at the name's counter (somebody's or nobody's
-/// alike), the hash verified (a decoy when there is none: an unknown name gets the
-/// same answer in the same time), and how it ended counted.
+/// from its source (a browser known to the account, or the address), the account
+/// looked up (`find`: its hash, if it has one, and what to hand back), the check
+/// counted at the name's counter (somebody's or nobody's alike), the hash verified (a
+/// decoy when there is none: an unknown name gets the same answer in the same time),
+/// and how it ended counted. A sign-in that it lets through makes the browser known to
+/// the account (`attempts::known_browser`), after its own cookie: clients that keep the
+/// first cookie keep the credential.
 #[cfg(feature = "ssr")]
 async fn check<T>(
     state: &AppState,
@@ -394,12 +400,13 @@ async fn check<T>(
     if password.chars().count() > password::MAX_CHARS {
         return Err(AppError::invalid(format!("A password has at most {} characters.", password::MAX_CHARS)));
     }
-    let address = client_address();
+    let headers = use_context::<axum::http::request::Parts>().map(|p| p.headers).unwrap_or_default();
+    let source = attempts::Source::of(&state.secrets, &headers, target, client_address());
     let admission = state.hasher.admit()?;
-    // The address first: a guesser who must wait costs no database read.
-    attempts::address_may_try(&state.backend, address).await?;
+    // The source first: a guesser who must wait costs no database read.
+    attempts::may_try(&state.backend, &source).await?;
     let (hash, found) = find.await?.map_or((None, None), |(hash, found)| (hash, Some(found)));
-    let attempt = attempts::begin(&state.backend, &state.secrets.attempts_key, target, address).await?;
+    let attempt = attempts::begin(&state.backend, &state.secrets.attempts_key, target, &source).await?;
     // Bounded, so the check's place is never held past its bound (dropped, the
     // attempt gives it back).
     let verified = tokio::time::timeout(attempts::CHECK_BOUND, state.hasher.verify(admission, password, hash)).await;

@@ -25,19 +25,31 @@
 //!
 //! Names are counted by a keyed hash ([`Target::who`]): somebody's name and a name nobody
 //! has are held back alike, so no answer or wait tells whether a name exists, and a
-//! made-up name makes no state of its own. While an address must wait, every password
-//! check from it waits, the right one included: a password is short enough to guess,
-//! and answering the right one there would tell a guesser which guess was right without
-//! counting it. The admin token is not: the right token always goes ahead ([`admin_token`]).
+//! made-up name makes no state of its own.
+//!
+//! **Known browsers** (OWASP's device cookies): a browser that signed in to an account
+//! (or made it) carries a signed cookie naming it ([`known_browser`], one per kind of
+//! account, for [`KNOWN_SECS`]). Its checks at that account are counted on the
+//! account's known-browser counter alone ([`PER_KNOWN_BROWSER`]), never on its
+//! address's or the account's: however many others fail from the same address (a
+//! carrier's NAT, an office), and at the same account, the holder's right password goes
+//! ahead at once, and their own typos hold back only the account's known browsers. A
+//! browser not known to the account is counted as above: while its address must wait,
+//! every password check from it waits, the right one included (a password is short
+//! enough to guess, and answering the right one there would tell a guesser which guess
+//! was right without counting it). The admin token is never held back: the right token
+//! always goes ahead ([`admin_token`]).
 
+use super::session::{expiry, unexpired, Secrets};
 use crate::{
     backend::{
-        layout::{attempts_at_account, attempts_at_account_from, attempts_from_address},
+        layout::{attempts_at_account, attempts_at_account_from, attempts_from_address, attempts_from_known_browsers},
         Backend,
     },
     client_ip::ClientIp,
     error::{AppError, AppResult},
 };
+use axum::http::HeaderMap;
 use std::{net::IpAddr, time::Duration};
 
 /// Failures from one address, at any account, before waits begin.
@@ -49,6 +61,11 @@ pub const PER_ACCOUNT: u32 = 10;
 /// Failures at one account from one IPv6 /48 (all its /64s together) before waits
 /// begin: a caller holding a /48 gets about as many guesses as one address.
 pub const PER_ACCOUNT_FROM_NETWORK: u32 = 20;
+/// Failures at one account from the browsers known to it (every one of them: a copied
+/// cookie guesses no more than one address) before waits begin.
+pub const PER_KNOWN_BROWSER: u32 = 5;
+/// How long a browser stays known to an account after it signed in there.
+pub const KNOWN_SECS: i64 = 90 * 24 * 3600;
 /// The first wait past an allowance (long enough to make guessing slow, short enough
 /// for an owner who mistyped); each further failure doubles it.
 pub const FIRST_WAIT_MS: u64 = 30_000;
@@ -81,6 +98,18 @@ impl Target<'_> {
     /// would be, so no answer or wait tells whether a name exists, made-up names make
     /// no state of their own, and nobody outside can tell which names share a counter.
     fn who(&self, key: &[u8; 32]) -> String {
+        let (kind, digest) = self.digest(key);
+        format!("{kind}:{}", u32::from_be_bytes([digest[0], digest[1], digest[2], digest[3]]) % NAME_BUCKETS)
+    }
+
+    /// The account alone (128 bits of the keyed hash): what a known browser's cookie
+    /// and counter name it by, so neither names anybody.
+    fn holder(&self, key: &[u8; 32]) -> String {
+        hex::encode(&self.digest(key).1[..16])
+    }
+
+    /// The kind of account and the keyed hash of its name.
+    fn digest(&self, key: &[u8; 32]) -> (&'static str, [u8; 32]) {
         use hmac::{Hmac, Mac};
         let (kind, name) = match self {
             Self::Account(name) => ("name", *name),
@@ -90,9 +119,48 @@ impl Target<'_> {
         mac.update(kind.as_bytes());
         mac.update(b"\0");
         mac.update(name.as_bytes());
-        let digest = mac.finalize().into_bytes();
-        format!("{kind}:{}", u32::from_be_bytes([digest[0], digest[1], digest[2], digest[3]]) % NAME_BUCKETS)
+        (kind, mac.finalize().into_bytes().into())
     }
+
+    /// The known-browser cookie's name: one per kind of account, so a browser used by a
+    /// shopper and an operator stays known to both.
+    fn known_cookie(&self) -> &'static str {
+        match self {
+            Self::Account(_) => "seckill_known",
+            Self::Operator(_) => "seckill_known_operator",
+        }
+    }
+}
+
+/// Where a credential check comes from, as its counters see it.
+pub enum Source {
+    /// A caller known by its address only.
+    Address(IpAddr),
+    /// A browser that signed in to the account before (its holder digest).
+    KnownBrowser(String),
+}
+
+impl Source {
+    /// A known browser, when `headers` carry a valid, unexpired cookie of `target`'s
+    /// ([`known_browser`]); the caller's address otherwise.
+    pub fn of(secrets: &Secrets, headers: &HeaderMap, target: &Target<'_>, address: IpAddr) -> Self {
+        let holder = target.holder(&secrets.attempts_key);
+        let known = secrets.signed_value(headers, target.known_cookie()).is_some_and(|value| {
+            value.split_once('.').is_some_and(|(expires, named)| unexpired(expires).is_some() && named == holder)
+        });
+        if known {
+            Self::KnownBrowser(holder)
+        } else {
+            Self::Address(address)
+        }
+    }
+}
+
+/// A `Set-Cookie` value that makes this browser known to `target` (after a right
+/// password, or the account made): signed, holding the holder digest and an expiry.
+pub fn known_browser(secrets: &Secrets, target: &Target<'_>) -> String {
+    let value = format!("{}.{}", expiry(KNOWN_SECS), target.holder(&secrets.attempts_key));
+    secrets.signed_cookie(target.known_cookie(), value, KNOWN_SECS)
 }
 
 /// The admin token's counter (one token: no hash to choose it by).
@@ -135,7 +203,9 @@ impl Step {
 
 /// The counters one check is counted on.
 struct Counters {
-    address: String,
+    /// The first counter (the address's, or the account's known browsers') and its
+    /// allowance.
+    address: (String, u32),
     /// The account's from this address, and the account's own (none: the address's
     /// alone).
     account: Option<(String, String)>,
@@ -146,21 +216,29 @@ struct Counters {
 }
 
 impl Counters {
-    /// The counters of a check at `who` (`None`: the address's alone).
-    fn new(backend: &Backend, who: Option<String>, address: IpAddr) -> Self {
-        let block = ClientIp(address).block().to_string();
+    /// The counters of a check at `who` (`None`: the address's alone) from `source`:
+    /// from a known browser, the account's known-browser counter alone.
+    fn new(backend: &Backend, who: Option<String>, source: &Source) -> Self {
         let ns = &backend.namespace;
+        let check = hex::encode(rand::random::<[u8; 8]>());
+        let address = match source {
+            Source::KnownBrowser(holder) => {
+                let known = (attempts_from_known_browsers(ns, holder), PER_KNOWN_BROWSER);
+                return Self { address: known, account: None, network: None, check };
+            }
+            Source::Address(address) => *address,
+        };
+        let block = ClientIp(address).block().to_string();
         let network = ClientIp(address).network().and_then(|net| Some(format!("{net}/48")).zip(who.clone()));
         let network = network.map(|(net, who)| attempts_at_account_from(ns, &who, &net));
         let account = who.map(|who| (attempts_at_account_from(ns, &who, &block), attempts_at_account(ns, &who)));
-        let check = hex::encode(rand::random::<[u8; 8]>());
-        Self { address: attempts_from_address(ns, &block), account, network, check }
+        Self { address: (attempts_from_address(ns, &block), PER_ADDRESS), account, network, check }
     }
 
     /// Runs `step` on the address's counter, then the account's; a check the
     /// account's refuses is no longer under way at the address.
     async fn step(&self, backend: &Backend, step: Step) -> redis::RedisResult<Option<Duration>> {
-        let (address, check) = ((self.address.as_str(), PER_ADDRESS, None), &self.check);
+        let (address, check) = ((self.address.0.as_str(), self.address.1, None), &self.check);
         if let Some(wait) = run(backend, step, address, check).await? {
             return Ok(Some(wait));
         }
@@ -219,20 +297,20 @@ impl Drop for Attempt {
     }
 }
 
-/// Begins a check of `target`'s credentials from `address` (`key`: what names' counters
-/// are chosen by, `Secrets::derived_key`), or refuses it with `rate_limited` and how
+/// Begins a check of `target`'s credentials from `source` (`key`: what names' counters
+/// are chosen by, `Secrets::attempts_key`), or refuses it with `rate_limited` and how
 /// long to wait.
-pub async fn begin(backend: &Backend, key: &[u8; 32], target: &Target<'_>, address: IpAddr) -> AppResult<Attempt> {
-    let counters = Counters::new(backend, Some(target.who(key)), address);
+pub async fn begin(backend: &Backend, key: &[u8; 32], target: &Target<'_>, source: &Source) -> AppResult<Attempt> {
+    let counters = Counters::new(backend, Some(target.who(key)), source);
     match counters.step(backend, Step::Begin).await? {
         Some(wait) => Err(refused(wait)),
         None => Ok(Attempt(Some((counters, backend.clone())))),
     }
 }
 
-/// Refuses with `rate_limited` while `address` must wait (counting nothing).
-pub async fn address_may_try(backend: &Backend, address: IpAddr) -> AppResult<()> {
-    match Counters::new(backend, None, address).step(backend, Step::Peek).await? {
+/// Refuses with `rate_limited` while `source` must wait (counting nothing).
+pub async fn may_try(backend: &Backend, source: &Source) -> AppResult<()> {
+    match Counters::new(backend, None, source).step(backend, Step::Peek).await? {
         Some(wait) => Err(refused(wait)),
         None => Ok(()),
     }
@@ -259,7 +337,8 @@ pub async fn admin_token(backend: &Backend, address: IpAddr, right: bool) -> App
 /// unless the address must wait (then how long). The front door calls this only for
 /// the routes that take a bearer, inside the request cap.
 pub async fn wrong_bearer(backend: &Backend, address: IpAddr) -> redis::RedisResult<Option<Duration>> {
-    let wait = Counters::new(backend, Some(TOKEN_COUNTER.to_owned()), address).step(backend, Step::FailNow).await?;
+    let counters = Counters::new(backend, Some(TOKEN_COUNTER.to_owned()), &Source::Address(address));
+    let wait = counters.step(backend, Step::FailNow).await?;
     if wait.is_some() {
         metrics::counter!("seckill_credential_checks_refused_total").increment(1);
     }

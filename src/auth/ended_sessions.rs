@@ -4,7 +4,9 @@
 //! process follows here a few times a second (one indexed query, whatever the
 //! traffic), so a grab checks a cookie against memory and never reads the database.
 //! The database is the truth: nothing is lost when Redis is, and a process that
-//! starts reads every row still in force.
+//! starts reads every row still in force. A process whose reads keep failing fails
+//! closed: past [`STALE_AFTER`] without a read, it honours no session cookie (a
+//! session ended meanwhile must not go on unseen), until a read succeeds.
 
 use super::{
     store::{self, EndedRow},
@@ -23,6 +25,11 @@ use std::{
 const LATE_COMMIT_MS: i64 = 10_000;
 /// How often rows and entries whose cookies have all expired are dropped.
 const PRUNE_EVERY: Duration = Duration::from_secs(600);
+/// How old this process's copy may grow while reads fail before it honours no session:
+/// long enough that a database restart or failover (seconds) signs nobody out, short
+/// enough that a process cut off from the database stops honouring ended sessions
+/// soon. (Operators' cookies, rarer and mightier, have 10 s: `operators::STALE_AFTER`.)
+pub const STALE_AFTER: Duration = Duration::from_secs(30);
 
 /// What ends sessions early, by user and by session.
 #[derive(Default)]
@@ -41,13 +48,17 @@ struct State {
     sessions: HashMap<i64, HashMap<String, (i64, i64)>>,
     /// The highest row read.
     last_id: i64,
+    /// When the table was last read (none yet: a process reads it before it serves).
+    read_at: Option<std::time::Instant>,
 }
 
 impl EndedSessions {
-    /// True when this session of `user_id`, issued in `generation`, was ended.
+    /// True when this session of `user_id`, issued in `generation`, was ended, or may
+    /// have been: the copy is older than [`STALE_AFTER`].
     pub fn is_ended(&self, user_id: i64, generation: i64, session_id: &str) -> bool {
         let state = self.state.read().unwrap_or_else(|e| e.into_inner());
-        state.generations.get(&user_id).is_some_and(|&lowest| generation < lowest)
+        state.read_at.is_some_and(|at| at.elapsed() > STALE_AFTER)
+            || state.generations.get(&user_id).is_some_and(|&lowest| generation < lowest)
             || state.sessions.get(&user_id).is_some_and(|ended| ended.contains_key(session_id))
     }
 
@@ -75,9 +86,12 @@ impl EndedSessions {
     /// Reads the rows this process has not seen (and the latest ones again).
     pub async fn catch_up(&self, db: &Db) -> sqlx::Result<()> {
         let last_id = self.state.read().unwrap_or_else(|e| e.into_inner()).last_id;
-        let since = chrono::Utc::now().timestamp_millis() - LATE_COMMIT_MS;
+        let (since, began) = (chrono::Utc::now().timestamp_millis() - LATE_COMMIT_MS, std::time::Instant::now());
         let rows = store::ended_since(db, last_id, since).await?;
         self.apply(&rows);
+        // Fresh as of when the read began: a row written during a slow read may be unseen.
+        let mut state = self.state.write().unwrap_or_else(|e| e.into_inner());
+        state.read_at = state.read_at.max(Some(began));
         Ok(())
     }
 
@@ -143,6 +157,20 @@ mod tests {
         ended.prune(1_000);
         assert!(!ended.is_ended(8, 0, "b"), "its cookie has expired anyway");
         assert!(ended.is_ended(7, 1, "a"));
+    }
+
+    /// A process whose reads keep failing honours no session past the bound (issue 53):
+    /// before, it honoured ended cookies for ever.
+    #[test]
+    fn a_copy_not_read_for_longer_than_the_bound_honours_no_session() {
+        let ended = EndedSessions::default();
+        let now = std::time::Instant::now();
+        ended.state.write().unwrap().read_at = Some(now);
+        assert!(!ended.is_ended(7, 0, "a"), "a fresh copy honours a session never ended");
+        ended.state.write().unwrap().read_at = now.checked_sub(STALE_AFTER + Duration::from_secs(1));
+        assert!(ended.is_ended(7, 0, "a"), "a copy older than the bound honours none");
+        ended.state.write().unwrap().read_at = Some(now);
+        assert!(!ended.is_ended(7, 0, "a"), "a read succeeding again restores it");
     }
 
     #[test]

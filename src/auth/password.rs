@@ -45,6 +45,29 @@ impl Cost {
     /// OWASP's recommendation for argon2id: 19 MiB, 2 passes, 1 lane.
     pub const OWASP: Self = Self { memory_kib: 19 * 1024, iterations: 2 };
 
+    /// The parameters as a hash names them (`m=19456,t=2,p=1`).
+    fn named(self) -> String {
+        format!("m={},t={},p=1", self.memory_kib, self.iterations)
+    }
+
+    /// The cost a hash's parameters name (`m=…,t=…,p=…`), if they are argon2's.
+    fn from_named(params: &str) -> Option<Self> {
+        let mut cost = Self { memory_kib: 0, iterations: 0 };
+        for pair in params.split(',') {
+            match pair.split_once('=')? {
+                ("m", m) => cost.memory_kib = m.parse().ok()?,
+                ("t", t) => cost.iterations = t.parse().ok()?,
+                _ => {}
+            }
+        }
+        (cost.memory_kib > 0 && cost.iterations > 0).then_some(cost)
+    }
+
+    /// At least as slow as either.
+    fn slowest(self, other: Self) -> Self {
+        Self { memory_kib: self.memory_kib.max(other.memory_kib), iterations: self.iterations.max(other.iterations) }
+    }
+
     fn params(self) -> Result<Params, String> {
         Params::new(self.memory_kib, self.iterations, 1, None).map_err(|e| format!("password cost: {e}"))
     }
@@ -80,6 +103,14 @@ impl Hasher {
             new_accounts: Arc::new(Semaphore::new(((threads + queue) / 2).max(1))),
             decoy,
         })
+    }
+
+    /// Verifies unknown names' decoy at `cost` ([`decoy_cost`]: the slowest any stored
+    /// hash has), not at the cost new hashes are made at.
+    pub fn with_decoy_at(mut self, cost: Cost) -> Result<Self, String> {
+        let argon = Argon2::new(Algorithm::Argon2id, Version::V0x13, cost.params()?);
+        self.decoy = hash_with(&argon, &format!("decoy-{}", rand::random::<u64>()))?;
+        Ok(self)
     }
 
     /// The PHC string of a new hash of `password` (salt, parameters and hash).
@@ -131,6 +162,12 @@ impl Hasher {
         Ok(real && matches)
     }
 
+    /// The cost unknown names' decoy is verified at.
+    pub fn decoy_cost(&self) -> Option<Cost> {
+        let hash = PasswordHash::new(&self.decoy).ok()?;
+        Cost::from_named(&hash.params.to_string())
+    }
+
     /// Runs `job` on a blocking thread once one of the pool's places is free; refuses
     /// at once when the queue is full.
     async fn run<T: Send + 'static>(&self, job: impl FnOnce() -> T + Send + 'static) -> AppResult<T> {
@@ -151,6 +188,19 @@ impl Hasher {
 fn hash_with(argon: &Argon2<'_>, password: &str) -> Result<String, String> {
     let salt = SaltString::generate(&mut OsRng);
     argon.hash_password(password.as_bytes(), &salt).map(|h| h.to_string()).map_err(|e| e.to_string())
+}
+
+/// Notes `cost` among the costs stored hashes may have (this process makes its new
+/// ones at it) and answers the slowest of them all: what an unknown name's decoy is
+/// verified at, so it answers no faster than any account (after a change of cost,
+/// older accounts keep their older cost until their password changes).
+pub async fn decoy_cost(db: &crate::backend::Db, cost: Cost) -> sqlx::Result<Cost> {
+    sqlx::query("INSERT INTO password_costs (params) VALUES ($1) ON CONFLICT DO NOTHING")
+        .bind(cost.named())
+        .execute(db)
+        .await?;
+    let costs: Vec<(String,)> = sqlx::query_as("SELECT params FROM password_costs").fetch_all(db).await?;
+    Ok(costs.iter().filter_map(|(params,)| Cost::from_named(params)).fold(cost, Cost::slowest))
 }
 
 #[cfg(test)]
@@ -186,6 +236,25 @@ mod tests {
         // A hash made at another cost still verifies: its parameters travel with it.
         let other = Hasher::new(Cost { memory_kib: 128, iterations: 2 }, 1, 4).unwrap();
         assert!(verify(&other, "s3cret-enough", Some(&hash)).await.unwrap());
+    }
+
+    #[test]
+    fn a_cost_reads_back_from_the_parameters_a_hash_names() {
+        let cost = Cost { memory_kib: 19_456, iterations: 2 };
+        assert_eq!(Cost::from_named(&cost.named()), Some(cost));
+        assert_eq!(Cost::from_named("t=3,m=64,p=1"), Some(Cost { memory_kib: 64, iterations: 3 }));
+        assert_eq!(Cost::from_named("m=64"), None);
+        assert_eq!(Cost::from_named("m=x,t=1,p=1"), None);
+    }
+
+    #[tokio::test]
+    async fn the_decoy_is_verified_at_the_cost_asked() {
+        let hasher = Hasher::new(CHEAP, 1, 4).unwrap();
+        assert_eq!(hasher.decoy_cost(), Some(CHEAP));
+        let slow = Cost { memory_kib: 256, iterations: 3 };
+        let hasher = hasher.with_decoy_at(slow).unwrap();
+        assert_eq!(hasher.decoy_cost(), Some(slow));
+        assert!(!verify(&hasher, "s3cret-enough", None).await.unwrap());
     }
 
     #[tokio::test]

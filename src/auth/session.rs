@@ -136,7 +136,11 @@ impl Secrets {
     /// (the last one sent, as a jar keeps), and only its value: the name is known, and
     /// a sent cookie has no attributes.
     fn session_cookie_sent(&self, headers: &HeaderMap) -> Option<Cookie<'static>> {
-        let name = self.session_name.as_str();
+        self.signed_sent(headers, &self.session_name)
+    }
+
+    /// The signed cookie `name` in these headers, if its signature holds.
+    fn signed_sent(&self, headers: &HeaderMap, name: &str) -> Option<Cookie<'static>> {
         let (_, value) = sent_cookies(headers).filter(|(n, _)| *n == name).last()?;
         let value = percent_encoding::percent_decode_str(value).decode_utf8().ok()?;
         CookieJar::new().signed(&self.key).verify(Cookie::new(name.to_owned(), value.into_owned()))
@@ -189,11 +193,9 @@ impl Secrets {
     /// `name`, in the user's session `generation`. The name rides in the signed value,
     /// so asking who is signed in (every page view) reads no database.
     pub fn session_cookie(&self, user_id: i64, name: &str, generation: i64) -> String {
-        let mut jar = CookieJar::new();
         let id = hex::encode(rand::random::<[u8; 16]>());
         let value = format!("{FORMAT}.{user_id}.{}.{generation}.{id}.{name}", expiry(SESSION_SECS));
-        jar.signed_mut(&self.key).add(self.cookie(SESSION_COOKIE, value, SESSION_SECS));
-        delta_header(&jar)
+        self.signed_cookie(SESSION_COOKIE, value, SESSION_SECS)
     }
 
     /// A `Set-Cookie` value that lets this browser make operator calls as `actor`. The
@@ -212,6 +214,19 @@ impl Secrets {
         let mut jar = CookieJar::new();
         jar.private_mut(&self.key).add(self.cookie(OPERATOR_COOKIE, value, OPERATOR_SECS));
         delta_header(&jar)
+    }
+
+    /// A `Set-Cookie` value for a signed cookie `base` (prefixed as every cookie here)
+    /// carrying `value` for `max_age_secs`: readable by its holder, made only here.
+    pub fn signed_cookie(&self, base: &str, value: String, max_age_secs: i64) -> String {
+        let mut jar = CookieJar::new();
+        jar.signed_mut(&self.key).add(self.cookie(base, value, max_age_secs));
+        delta_header(&jar)
+    }
+
+    /// The value of the signed cookie `base` these headers carry, if its signature holds.
+    pub fn signed_value(&self, headers: &HeaderMap, base: &str) -> Option<String> {
+        self.signed_sent(headers, &self.name(base)).map(|c| c.value().to_owned())
     }
 
     /// `Set-Cookie` values that end the session and the operator session.
@@ -294,12 +309,12 @@ impl<'a> SessionValue<'a> {
 }
 
 /// Unix seconds `secs` from now.
-fn expiry(secs: i64) -> i64 {
+pub(crate) fn expiry(secs: i64) -> i64 {
     chrono::Utc::now().timestamp() + secs
 }
 
 /// `Some` when the Unix time `expires` is still ahead.
-fn unexpired(expires: &str) -> Option<()> {
+pub(crate) fn unexpired(expires: &str) -> Option<()> {
     (expires.parse::<i64>().ok()? > chrono::Utc::now().timestamp()).then_some(())
 }
 

@@ -23,6 +23,7 @@
 //! | `<ns>:attempts:addr:<address>` | hash | failed credential checks from one address | `auth::attempts` |
 //! | `<ns>:attempts:{<who>}` | hash | failed checks at one account (or the admin token), every address | `auth::attempts` |
 //! | `<ns>:attempts:{<who>}:<address>` | hash | failed checks at one account from one address (an IPv4 address or IPv6 /64), or from one IPv6 /48 (`<address>/48`) | `auth::attempts` |
+//! | `<ns>:attempts:known:<holder>` | hash | failed checks at one account from browsers that signed in to it before (one per account) | `auth::attempts` |
 //! | `<ns>:sign_ups:addr:<address>:<hour>` | string | sign-ups from one address this hour (the quota) | `auth::challenge` |
 //! | `<ns>:sign_ups:<minute>` | string | sign-ups this minute, every process (the challenge's work) | `auth::challenge` |
 //! | `<ns>:sign_up_challenge:<challenge>` | string | a sign-up challenge taken, until it expires | `auth::challenge` |
@@ -201,6 +202,12 @@ pub fn attempts_at_account(namespace: &str, who: &str) -> String {
 /// The failures at one account from one address (an IPv6 /64 is one).
 pub fn attempts_at_account_from(namespace: &str, who: &str, block: &str) -> String {
     format!("{namespace}:attempts:{{{who}}}:{block}")
+}
+
+/// The failures at one account from browsers that signed in to it before (`holder`: a
+/// keyed digest of the account, so the key names nobody): at most one per account.
+pub fn attempts_from_known_browsers(namespace: &str, holder: &str) -> String {
+    format!("{namespace}:attempts:known:{holder}")
 }
 
 /// Sign-ups from one address (an IPv6 /64 is one) in one hour (`hour`: Unix hours).

@@ -2,7 +2,7 @@
 //! NAME`, `set-role NAME ROLE`), against the configured database (migrated first, as a
 //! start-up would). A running server sees a removal or a new role within a second.
 
-use super::{database, hasher, ServeError};
+use super::{cost, database, hasher, ServeError};
 use crate::{
     audit::store::{self as audit, Record},
     auth::{operators, password, validate_name, Role},
@@ -35,6 +35,8 @@ pub async fn run(config: Config, command: Command) -> Result<String, ServeError>
             let password = read_password(&name)?;
             password::check_new(&password).map_err(refused)?;
             let db = open().await?;
+            // Unknown names answer at the slowest cost stored hashes have (this one included).
+            password::decoy_cost(&db, cost(&config)).await?;
             let hash = hasher(&config)?.hash(password).await.map_err(refused)?;
             if operators::create(&db, &name, &hash, role).await?.is_none() {
                 return Err(ServeError::Config(format!("an operator named {name} exists already")));

@@ -26,7 +26,7 @@ use crate::{
         ended_sessions,
         jwt::ShopLogin,
         operators,
-        password::{Cost, Hasher},
+        password::{self, Cost, Hasher},
         Secrets,
     },
     backend::{layout::sale_changes, outage::Outage, Backend, BackendError, RedisConn, RedisTarget, Replicas},
@@ -126,15 +126,15 @@ async fn run(
         Secrets::new(config.session_secret.as_deref(), admin_token.clone(), secure).map_err(ServeError::Config)?;
     // Sessions ended before this process started are refused from its first request,
     // and so are the cookies of operators removed or signed out before it started.
+    // So are the costs of stored password hashes, which unknown names answer at.
+    let cost = cost(&config);
     let catch_up = || async {
         secrets.ended.catch_up(&backend.db).await?;
         secrets.operators.catch_up(&backend.db).await?;
-        Ok(())
+        Ok(password::decoy_cost(&backend.db, cost).await?)
     };
-    let caught_up = when_ready("ended sessions and operators", &shutdown, catch_up);
-    if starting::answer_while(&listener, caught_up).await?.is_none() {
-        return Ok(());
-    }
+    let caught_up = when_ready("ended sessions, operators and password costs", &shutdown, catch_up);
+    let Some(decoy_cost) = starting::answer_while(&listener, caught_up).await? else { return Ok(()) };
     // Whoever keeps state a sale event changes hears it on the bus.
     let sold_out = Arc::new(SoldOutFlags::new(Duration::from_millis(config.sold_out_ttl_ms)));
     let hub = Arc::new(Hub::default());
@@ -149,7 +149,7 @@ async fn run(
         receipts: Arc::new(Receipts::new(secrets.derived_key("grab receipts"))),
         sign_ups: Arc::new(crate::auth::challenge::SignUps::new(&config, secrets.derived_key("sign-up challenges"))),
         secrets: Arc::new(secrets),
-        hasher: Arc::new(hasher(&config)?),
+        hasher: Arc::new(hasher(&config)?.with_decoy_at(decoy_cost).map_err(ServeError::Config)?),
         shop_login: shop_login(&config)?.map(Arc::new),
         sold_out,
         admission: Arc::new(Admission::new(config.max_grabs_in_flight, Duration::from_millis(config.shed_latency_ms))),
@@ -304,10 +304,15 @@ async fn open_stores(config: &Config, redis_url: &str) -> Result<(Arc<RedisTarge
     Ok((target, backend, warmed))
 }
 
+/// The cost new password hashes are made at.
+fn cost(config: &Config) -> Cost {
+    Cost { memory_kib: config.password_memory_kib, iterations: config.password_iterations }
+}
+
 /// The password hasher at the configured cost; a cost below OWASP's is for tests, and
 /// says so.
 fn hasher(config: &Config) -> Result<Hasher, ServeError> {
-    let cost = Cost { memory_kib: config.password_memory_kib, iterations: config.password_iterations };
+    let cost = cost(config);
     if cost.memory_kib < Cost::OWASP.memory_kib || cost.iterations < Cost::OWASP.iterations {
         tracing::warn!(?cost, "password hashes below OWASP's cost (19 MiB, 2 passes): for tests only");
     }

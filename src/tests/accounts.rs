@@ -547,6 +547,84 @@ async fn others_failures_never_turn_the_right_token_away() {
     app.stop().await;
 }
 
+/// `sign_in` from `client`, with `cookie` (a known-browser cookie) if given: the status,
+/// and the known-browser cookie the answer sets.
+async fn sign_in_knowing(
+    client: &reqwest::Client,
+    app: &TestApp,
+    (name, password): (&str, &str),
+    cookie: Option<&str>,
+) -> (u16, Option<String>) {
+    let mut req = client.post(format!("{}/api/sign_in", app.base)).json(&json!({ "name": name, "password": password }));
+    if let Some(cookie) = cookie {
+        req = req.header("cookie", cookie);
+    }
+    let res = req.send().await.unwrap();
+    let set = res.headers().get_all("set-cookie").iter().filter_map(|c| c.to_str().ok());
+    let known = set.filter_map(|c| c.split(';').next()).find(|c| c.starts_with("seckill_known="));
+    (res.status().as_u16(), known.map(str::to_owned))
+}
+
+/// Others' failures never turn away a browser that signed in before (issue 53): from an
+/// address where someone fails at made-up names and at her account, her typo is
+/// checked (401) and her right password goes ahead at once. A browser known to another
+/// account, or to none, still waits there; a known browser's own guesses wait after
+/// five, as an address's do. Before, every check from that address waited (429), hers
+/// included.
+#[tokio::test]
+async fn others_failures_never_turn_a_known_browser_away() {
+    let app = TestApp::spawn().await;
+    app.sign_in("kim").await;
+    app.sign_in("mal").await;
+    let shared = client_from(21);
+    let (status, kims) = sign_in_knowing(&shared, &app, ("kim", PASSWORD), None).await;
+    assert_eq!(status, 200);
+    let kims = kims.expect("a right password makes the browser known");
+    let mals = sign_in_knowing(&shared, &app, ("mal", PASSWORD), None).await.1.expect("mal's browser is known");
+    for i in 0..8 {
+        sign_in_knowing(&shared, &app, ("kim", &format!("guess {i} at kim")), Some(&mals)).await;
+    }
+    for i in 0..25 {
+        sign_in_knowing(&shared, &app, (&format!("made-up-{i}"), "a guess at some password"), None).await;
+    }
+    let waits = |cookie| sign_in_knowing(&shared, &app, ("kim", PASSWORD), cookie);
+    assert_eq!(waits(None).await.0, 429, "a browser known to nobody waits");
+    assert_eq!(waits(Some(&mals)).await.0, 429, "a browser known to another account waits");
+    let typo = sign_in_knowing(&shared, &app, ("kim", "kim's typo of it"), Some(&kims)).await;
+    assert_eq!(typo.0, 401, "her typo is checked");
+    assert_eq!(waits(Some(&kims)).await.0, 200, "her right password goes ahead");
+
+    // A copy of her cookie guesses no more than an address would.
+    let mut answers = Vec::new();
+    for i in 0..6 {
+        answers
+            .push(sign_in_knowing(&client_from(22), &app, ("kim", &format!("copy's guess {i}")), Some(&kims)).await.0);
+    }
+    assert_eq!(answers, [401, 401, 401, 401, 429, 429], "one typo and four guesses, then waits");
+    app.stop().await;
+}
+
+/// Unknown names answer at the slowest cost a stored hash has (issue 53): accounts made
+/// at a dearer cost keep it when the cost is lowered, and a process started at the
+/// lower cost verifies its decoy at the dearer one. Before, the decoy was at the
+/// configured cost, and an unknown name answered faster than those accounts.
+#[tokio::test]
+async fn unknown_names_answer_at_the_slowest_stored_cost() {
+    use crate::support::{Options, TEST_PASSWORD_COST};
+    use seckill::testing::{decoy_cost, Cost};
+    let dear = Cost { memory_kib: 256, iterations: 3 };
+    let a = TestApp::with(Options::default().with(|c| {
+        (c.password_memory_kib, c.password_iterations) = (dear.memory_kib, dear.iterations);
+    }))
+    .await;
+    a.sign_in("old-timer").await;
+    let cheap = Cost { memory_kib: TEST_PASSWORD_COST.0, iterations: TEST_PASSWORD_COST.1 };
+    assert_eq!(decoy_cost(&a.db, cheap).await.unwrap(), dear, "a cheaper process's decoy");
+    let dearer = Cost { memory_kib: 512, iterations: 1 };
+    assert_eq!(decoy_cost(&a.db, dearer).await.unwrap(), Cost { memory_kib: 512, iterations: 3 }, "both at least");
+    a.stop().await;
+}
+
 /// No answer tells whether a name exists (issue 53). Names share guessing counters by
 /// a hash only the server can compute: failures at a made-up name that shared a
 /// counter with an operator's name under the old, unkeyed hash leave the operator's

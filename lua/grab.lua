@@ -8,6 +8,8 @@
 -- ARGV[4] the sale's shards as the caller knows them (a bucket's shoppers are a hash of
 -- the ids over that many: asked with another count, nothing is decided and every grab
 -- answers 'shards:<the count>')
+-- ARGV[5] the Redis layout the caller speaks (`backend::layout_version`): a sale warmed
+-- in a newer one is not decided, and every grab answers 'layout:<its layout>'
 -- then four per grab: user id, order id (the stream entry's format: src/orders/entry.rs),
 -- the result to store when granted (written by Rust: src/orders/results.rs), and the
 -- shopper's grab token ('' when none), checked when the sale has a fair start (`fair`
@@ -20,14 +22,16 @@
 -- here, in the same step, so no grant follows a pause that has returned.
 local out = {}
 local function all(code)
-  for _ = 5, #ARGV, 4 do out[#out + 1] = code end
+  for _ = 6, #ARGV, 4 do out[#out + 1] = code end
   return out
 end
 local stock = redis.call('GET', KEYS[1])
 if not stock then return all('unknown_voucher') end
 stock = tonumber(stock)
-local window = redis.call('HMGET', KEYS[3], 'begins', 'ends', 'expires', 'paused', 'price', 'fair', 'secret', 'shards')
+local window = redis.call('HMGET', KEYS[3], 'begins', 'ends', 'expires', 'paused', 'price', 'fair', 'secret', 'shards',
+  'layout')
 if not window[1] or not window[2] then return all('unknown_voucher') end
+if tonumber(window[9] or '1') > tonumber(ARGV[5]) then return all('layout:' .. window[9]) end
 local shards = window[8] or '1'
 if shards ~= ARGV[4] then return all('shards:' .. shards) end
 local one_shard = shards == '1'
@@ -65,7 +69,7 @@ local function decide(user, order, result, token)
   return 'granted'
 end
 
-for i = 5, #ARGV, 4 do
+for i = 6, #ARGV, 4 do
   out[#out + 1] = decide(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3])
 end
 -- The units this call granted, taken at once; buyers and results get their expiry

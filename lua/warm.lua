@@ -10,8 +10,10 @@
 -- ARGV[4] paused (0/1)   ARGV[5] price   ARGV[6] the row's version
 -- ARGV[7] fair start (0/1)   ARGV[8] the sale's start secret (grab tokens)
 -- ARGV[9] the workers' consumer group   ARGV[10] the sale's shards (buckets)
--- ARGV[11] stock left, ARGV[12] how many buyers, ARGV[13] how many cancelled orders,
--- ARGV[14] how many orders, then the buyer ids, the ids of cancelled orders (their
+-- ARGV[11] the Redis layout the caller speaks (`backend::layout_version`): a sale
+-- warmed in a newer one is left alone, and the call fails with `LAYOUT <its layout>`
+-- ARGV[12] stock left, ARGV[13] how many buyers, ARGV[14] how many cancelled orders,
+-- ARGV[15] how many orders, then the buyer ids, the ids of cancelled orders (their
 -- units are in the stock left), pairs of order id and result for every order stored
 -- (the results are replaced: a result then means the order is in these books, see
 -- `settle.lua`), and pairs of stock change id and the units it made (every change of
@@ -40,32 +42,34 @@ local function has_group()
   end
   return false
 end
+local layout = redis.call('HGET', KEYS[3], 'layout')
+if layout and tonumber(layout) > tonumber(ARGV[11]) then return redis.error_reply('LAYOUT ' .. layout) end
 local held = 0
 if redis.call('EXISTS', KEYS[1]) == 1 and redis.call('EXISTS', KEYS[3]) == 1 and has_group() then
   held = 1
 end
 if held == 0 then
-  if #ARGV < 14 then
+  if #ARGV < 15 then
     return 0
   end
   redis.call('DEL', KEYS[2], KEYS[5], KEYS[8], KEYS[9])
   local chunk = 1000
-  local first, last = 15, 14 + tonumber(ARGV[12])
+  local first, last = 16, 15 + tonumber(ARGV[13])
   for i = first, last, chunk do
     redis.call('SADD', KEYS[2], unpack(ARGV, i, math.min(i + chunk - 1, last)))
   end
-  first, last = last + 1, last + tonumber(ARGV[13])
+  first, last = last + 1, last + tonumber(ARGV[14])
   for i = first, last, chunk do
     redis.call('SADD', KEYS[8], unpack(ARGV, i, math.min(i + chunk - 1, last)))
   end
-  first, last = last + 1, last + 2 * tonumber(ARGV[14])
+  first, last = last + 1, last + 2 * tonumber(ARGV[15])
   for i = first, last, chunk do
     redis.call('HSET', KEYS[5], unpack(ARGV, i, math.min(i + chunk - 1, last)))
   end
   for i = last + 1, #ARGV, chunk do
     redis.call('HSET', KEYS[9], unpack(ARGV, i, math.min(i + chunk - 1, #ARGV)))
   end
-  redis.call('SET', KEYS[1], ARGV[11])
+  redis.call('SET', KEYS[1], ARGV[12])
   -- The group reads its stream from the start: grants made since the stream was made
   -- again (the gate's XADD makes it) are not skipped.
   if not has_group() then
@@ -80,7 +84,7 @@ local stored = tonumber(redis.call('HGET', KEYS[3], 'version') or '0')
 if tonumber(ARGV[6]) < stored then return held end
 redis.call('HSET', KEYS[3], 'begins', ARGV[1], 'ends', ARGV[2], 'expires', ARGV[3],
   'paused', ARGV[4], 'price', ARGV[5], 'version', ARGV[6], 'fair', ARGV[7], 'secret', ARGV[8],
-  'shards', ARGV[10])
+  'shards', ARGV[10], 'layout', ARGV[11])
 for i = 1, #KEYS do
   redis.call('PEXPIREAT', KEYS[i], ARGV[3])
 end

@@ -11,6 +11,7 @@ use layout::{events_channel, Bucket, SaleKeys, Scripts};
 
 pub mod db_clock;
 pub mod layout;
+pub mod layout_version;
 pub mod outage;
 mod redis_conn;
 mod script_call;
@@ -51,6 +52,8 @@ pub struct Backend {
     shards: Arc<std::sync::RwLock<HashMap<i64, u32>>>,
     /// Replicas that must hold a write before it counts as durable (none by default).
     pub replicas: Replicas,
+    /// Sales this process met in a newer Redis layout than it speaks.
+    pub newer_layouts: Arc<layout_version::NewerLayouts>,
 }
 
 /// Key names of each bucket of each sale.
@@ -82,6 +85,7 @@ impl Backend {
             sale_keys: Arc::default(),
             shards: Arc::default(),
             replicas: Replicas::default(),
+            newer_layouts: Arc::default(),
         }
     }
 

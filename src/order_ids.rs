@@ -15,7 +15,7 @@
 //! across a Redis call. One refill runs at a time: the grabs that open a storm all
 //! find the hand empty, and they wait for one block instead of each fetching its own.
 
-use crate::backend::RedisConn;
+use crate::backend::{layout::ORDER_IDS_KEPT, RedisConn};
 use chrono::{DateTime, NaiveDate, Utc};
 use futures::{
     future::{BoxFuture, Shared},
@@ -30,7 +30,7 @@ use std::{
 };
 
 /// How long a day's counter is kept in Redis.
-const COUNTER_TTL_SECS: i64 = 2 * 24 * 3600;
+const COUNTER_TTL_SECS: i64 = ORDER_IDS_KEPT.as_secs() as i64;
 
 /// How far a counter found behind this process's highest value jumps past it.
 pub const LOSS_MARGIN: u64 = 1 << 24;

@@ -10,7 +10,11 @@ pub use crate::{
     },
     backend::{
         db_clock,
-        layout::{bucket_of, sale_changes, sign_ups_in_minute, SaleKeys, Scripts, DRAIN_GRACE_MS, GROUP},
+        layout::{
+            bucket_of, sale_changes, sign_ups_in_minute, SaleKeys, Scripts, ATTEMPTS_KEPT, DRAIN_GRACE_MS, GROUP,
+            ORDER_IDS_KEPT, SIGN_UPS_FROM_ADDRESS_KEPT, SIGN_UPS_IN_MINUTE_KEPT, SIGN_UP_CHALLENGE_KEPT, WORKER_LEASE,
+        },
+        layout_version::LAYOUT_VERSION,
         Backend, Db, RedisConn,
     },
     order_ids::{compose, decompose, OrderIds},

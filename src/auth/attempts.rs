@@ -43,7 +43,10 @@
 use super::session::{expiry, unexpired, Secrets};
 use crate::{
     backend::{
-        layout::{attempts_at_account, attempts_at_account_from, attempts_from_address, attempts_from_known_browsers},
+        layout::{
+            attempts_at_account, attempts_at_account_from, attempts_from_address, attempts_from_known_browsers,
+            ATTEMPTS_KEPT,
+        },
         Backend,
     },
     client_ip::ClientIp,
@@ -72,7 +75,7 @@ pub const FIRST_WAIT_MS: u64 = 30_000;
 /// The longest wait between checks.
 pub const LONGEST_WAIT_MS: u64 = 15 * 60 * 1000;
 /// How long a count lasts after its last change.
-const WINDOW_MS: u64 = 24 * 3600 * 1000;
+const WINDOW_MS: u64 = ATTEMPTS_KEPT.as_millis() as u64;
 /// Longest a password check may take once under way (the hash waits for the pool,
 /// then runs): past it the check ends `unavailable`, so a place is never held longer.
 pub const CHECK_BOUND: Duration = Duration::from_secs(5);

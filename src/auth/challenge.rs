@@ -89,7 +89,10 @@ mod server {
     use super::{digest, from_hex, to_hex, Challenge, Solution, ALGORITHM};
     use crate::{
         backend::{
-            layout::{sign_up_challenge_used, sign_ups_from_address, sign_ups_in_minute},
+            layout::{
+                sign_up_challenge_used, sign_ups_from_address, sign_ups_in_minute, SIGN_UPS_FROM_ADDRESS_KEPT,
+                SIGN_UPS_IN_MINUTE_KEPT, SIGN_UP_CHALLENGE_KEPT,
+            },
             Backend,
         },
         client_ip::ClientIp,
@@ -99,7 +102,7 @@ mod server {
     use std::{net::IpAddr, time::Duration};
 
     /// How long a challenge may be solved in.
-    pub const LIFETIME_SECS: i64 = 600;
+    pub const LIFETIME_SECS: i64 = SIGN_UP_CHALLENGE_KEPT.as_secs() as i64;
     /// `maxnumber` at rest: about 50,000 hashes at most, a fraction of a second in a
     /// phone's browser.
     pub const RESTING_MAXNUMBER: u64 = 50_000;
@@ -225,7 +228,7 @@ mod server {
             .atomic()
             .incr(&key, 1)
             .ignore()
-            .expire(&key, 180)
+            .expire(&key, SIGN_UPS_IN_MINUTE_KEPT.as_secs() as i64)
             .ignore()
             .query_async(&mut backend.redis.clone())
             .await
@@ -263,7 +266,7 @@ mod server {
         let (n,): (u32,) = redis::pipe()
             .atomic()
             .incr(&key, 1)
-            .expire(&key, 3600)
+            .expire(&key, SIGN_UPS_FROM_ADDRESS_KEPT.as_secs() as i64)
             .ignore()
             .query_async(&mut backend.redis.clone())
             .await?;

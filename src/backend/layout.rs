@@ -1,33 +1,39 @@
 //! The Redis layout: every key, the consumer group, the expiry rule, the scripts and
-//! the formats Redis holds, in one place (as svix's `queue/redis.rs` does). Below the
+//! the formats Redis holds, in one place (as svix's `queue/redis.rs` does); its
+//! version is `layout_version`'s. Below the
 //! domains: what a domain keeps in Redis is named here, and written and read by the
 //! one module that owns its format.
 //!
 //! Keys (`<ns>` is the namespace, `SECKILL_REDIS_NAMESPACE`; `<id>` a voucher's id):
 //!
-//! | key | type | holds | written by |
-//! | --- | --- | --- | --- |
-//! | `<ns>:{v<id>}:stock` | string | units left | warm-up, gate, give-backs |
-//! | `<ns>:{v<id>}:buyers` | set | shoppers holding a grant | warm-up, gate, give-backs |
-//! | `<ns>:{v<id>}:window` | hash | `begins`, `ends`, `expires` (Unix ms), `paused`, `price`, `version`, `fair`, `secret` (grab tokens; never sent), `shards` (the sale's buckets); `sold_out_at` (the first sell-out of a sale of one shard, for the report) | warm-up (every operator change); the gate (`sold_out_at`) |
-//! | `<ns>:{v<id>}:orders` | stream | granted orders, read by group [`GROUP`] | gate |
-//! | `<ns>:{v<id>}:results` | hash | order id → grab result | gate, worker, give-backs |
-//! | `<ns>:{v<id>}:dlq` | stream | orders given up (dead letters) | worker |
-//! | `<ns>:{v<id>}:refused` | string | grabs the gate refused | gate |
-//! | `<ns>:{v<id>}:restocked` | set | cancelled orders whose unit came back | give-backs, warm-up |
-//! | `<ns>:{v<id>}:changes` | hash | stock change id → units it made (once each) | `sale::stock`, warm-up |
-//! | `<ns>:clock` | none | never written: routes the clock script to a node | `sale::gate::clock` |
-//! | `<ns>:sales_version` | string | counts operator changes to any sale | `sale::launch`; every process follows it (`bus::follow`) |
-//! | `<ns>:icr:order:<yyyymmdd>` | string | the day's order-id counter | `order_ids` (in blocks) |
-//! | `<ns>:events` | pub/sub channel | sale events | `bus` |
-//! | `<ns>:attempts:addr:<address>` | hash | failed credential checks from one address | `auth::attempts` |
-//! | `<ns>:attempts:{<who>}` | hash | failed checks at one account (or the admin token), every address | `auth::attempts` |
-//! | `<ns>:attempts:{<who>}:<address>` | hash | failed checks at one account from one address (an IPv4 address or IPv6 /64), or from one IPv6 /48 (`<address>/48`) | `auth::attempts` |
-//! | `<ns>:attempts:known:<holder>` | hash | failed checks at one account from browsers that signed in to it before (one per account) | `auth::attempts` |
-//! | `<ns>:sign_ups:addr:<address>:<hour>` | string | sign-ups from one address this hour (the quota) | `auth::challenge` |
-//! | `<ns>:sign_ups:<minute>` | string | sign-ups this minute, every process (the challenge's work) | `auth::challenge` |
-//! | `<ns>:sign_up_challenge:<challenge>` | string | a sign-up challenge taken, until it expires | `auth::challenge` |
-//! | `<ns>:worker:<name>` | string | the token of the process holding a worker's name (a lease) | `worker::name` |
+//! | key | type | holds | written by | expires |
+//! | --- | --- | --- | --- | --- |
+//! | `<ns>:{v<id>}:stock` | string | units left | warm-up, gate, give-backs | with the sale |
+//! | `<ns>:{v<id>}:buyers` | set | shoppers holding a grant | warm-up, gate, give-backs | with the sale |
+//! | `<ns>:{v<id>}:window` | hash | `begins`, `ends`, `expires` (Unix ms), `paused`, `price`, `version`, `fair`, `secret` (grab tokens; never sent), `shards` (the sale's buckets); `layout` (the Redis layout it was warmed in, `layout_version`); `sold_out_at` (the first sell-out of a sale of one shard, for the report) | warm-up (every operator change); the gate (`sold_out_at`) | with the sale |
+//! | `<ns>:{v<id>}:orders` | stream | granted orders, read by group [`GROUP`] | gate | with the sale |
+//! | `<ns>:{v<id>}:results` | hash | order id → grab result | gate, worker, give-backs | with the sale |
+//! | `<ns>:{v<id>}:dlq` | stream | orders given up (dead letters) | worker | with the sale |
+//! | `<ns>:{v<id>}:refused` | string | grabs the gate refused | gate | with the sale |
+//! | `<ns>:{v<id>}:restocked` | set | cancelled orders whose unit came back | give-backs, warm-up | with the sale |
+//! | `<ns>:{v<id>}:changes` | hash | stock change id → units it made (once each) | `sale::stock`, warm-up | with the sale |
+//! | `<ns>:clock` | none | never written: routes the clock script to a node | `sale::gate::clock` | never written |
+//! | `<ns>:sales_version` | string | counts operator changes to any sale | `sale::launch`; every process follows it (`bus::follow`) | never |
+//! | `<ns>:icr:order:<yyyymmdd>` | string | the day's order-id counter | `order_ids` (in blocks) | [`ORDER_IDS_KEPT`] after its last block |
+//! | `<ns>:events` | pub/sub channel | sale events | `bus` | a channel, not a key |
+//! | `<ns>:attempts:addr:<address>` | hash | failed credential checks from one address | `auth::attempts` | [`ATTEMPTS_KEPT`] after its last change |
+//! | `<ns>:attempts:{<who>}` | hash | failed checks at one account (or the admin token), every address | `auth::attempts` | [`ATTEMPTS_KEPT`] after its last change |
+//! | `<ns>:attempts:{<who>}:<address>` | hash | failed checks at one account from one address (an IPv4 address or IPv6 /64), or from one IPv6 /48 (`<address>/48`) | `auth::attempts` | [`ATTEMPTS_KEPT`] after its last change |
+//! | `<ns>:attempts:known:<holder>` | hash | failed checks at one account from browsers that signed in to it before (one per account) | `auth::attempts` | [`ATTEMPTS_KEPT`] after its last change |
+//! | `<ns>:sign_ups:addr:<address>:<hour>` | string | sign-ups from one address this hour (the quota) | `auth::challenge` | [`SIGN_UPS_FROM_ADDRESS_KEPT`] after its last change |
+//! | `<ns>:sign_ups:<minute>` | string | sign-ups this minute, every process (the challenge's work) | `auth::challenge` | [`SIGN_UPS_IN_MINUTE_KEPT`] after its last change |
+//! | `<ns>:sign_up_challenge:<challenge>` | string | a sign-up challenge taken, until it expires | `auth::challenge` | when the challenge does (at most [`SIGN_UP_CHALLENGE_KEPT`]) |
+//! | `<ns>:worker:<name>` | string | the token of the process holding a worker's name (a lease) | `worker::name` | [`WORKER_LEASE`] after its last renewal |
+//!
+//! The `expires` column is what a key's time to live must be: *with the sale* is the
+//! sale's expiry below; a constant is the longest time to live it may have after the
+//! write it names; *never* is no expiry. A test runs a sale day and holds every key
+//! it leaves to its row (`tests/redis_keys.rs`).
 //!
 //! Every key of one voucher shares the hash tag `{v<id>}`, so each script call, stream
 //! read and atomic pipeline lives in one Redis Cluster slot; scripts get every key
@@ -61,6 +67,7 @@
 //! the gate and `token.lua` share `lua/lib/grab_token.lua`.
 
 use redis::Script;
+use std::time::Duration;
 
 /// The keys of one voucher, in the order the scripts expect them.
 #[derive(Clone, Debug)]
@@ -245,6 +252,21 @@ pub fn order_id_counter(namespace: &str, day: &str) -> String {
 /// How long after its end a sale's Redis state is kept: the worker drains its stream
 /// meanwhile; then every key of the voucher expires.
 pub const DRAIN_GRACE_MS: i64 = 24 * 3600 * 1000;
+
+/// How long a guessing-limit counter lasts after its last change (`auth::attempts`).
+pub const ATTEMPTS_KEPT: Duration = Duration::from_secs(24 * 3600);
+/// How long an address's sign-up count for an hour is kept (the quota's hour).
+pub const SIGN_UPS_FROM_ADDRESS_KEPT: Duration = Duration::from_secs(3600);
+/// How long a minute's sign-up count is kept (the challenge's work reads the last few).
+pub const SIGN_UPS_IN_MINUTE_KEPT: Duration = Duration::from_secs(180);
+/// How long a sign-up challenge is good for after it is issued: a taken one is kept
+/// until it expires, so at most this long (`auth::challenge`).
+pub const SIGN_UP_CHALLENGE_KEPT: Duration = Duration::from_secs(600);
+/// How long a day's order-id counter is kept after its last block was taken (past
+/// the day, for processes whose clocks lag).
+pub const ORDER_IDS_KEPT: Duration = Duration::from_secs(2 * 24 * 3600);
+/// How long a worker's name is held without being renewed (`worker::name`).
+pub const WORKER_LEASE: Duration = Duration::from_secs(5);
 
 /// When every key of a sale that ends at `ends_at_ms` expires (Unix ms).
 pub fn expires_at(ends_at_ms: i64) -> i64 {

@@ -8,6 +8,7 @@ use crate::orders::{entry, results::StoredResult};
 use crate::{
     backend::{
         layout::{clock_key, SaleKeys},
+        layout_version::LAYOUT_VERSION,
         Backend, ScriptCall,
     },
     bus::SaleEvent,
@@ -26,18 +27,23 @@ pub enum Verdict {
     /// Nothing: the sale has this many shards, not the count it was asked with (the
     /// grab is asked again in the shopper's bucket of that many).
     Shards(u32),
+    /// Nothing: the sale is in this Redis layout, newer than this build speaks
+    /// (`backend::layout_version`).
+    Layout(u32),
 }
 
 impl Verdict {
-    /// The script answers `granted`, `dry`, `shards:<count>` or the refusal's API
-    /// error code by name.
+    /// The script answers `granted`, `dry`, `shards:<count>`, `layout:<layout>` or the
+    /// refusal's API error code by name.
     fn from_reply(reply: &str) -> Self {
+        let counted = |prefix: &str| reply.strip_prefix(prefix).and_then(|n| n.parse().ok());
         match reply {
             "granted" => Self::Granted,
             "dry" => Self::Dry,
-            code => match code.strip_prefix("shards:").map(str::parse) {
-                Some(Ok(shards)) => Self::Shards(shards),
-                _ => Self::Refused(ErrorCode::from_name(code).unwrap_or(ErrorCode::Internal)),
+            _ => match (counted("shards:"), counted("layout:")) {
+                (Some(shards), _) => Self::Shards(shards),
+                (_, Some(layout)) => Self::Layout(layout),
+                _ => Self::Refused(ErrorCode::from_name(reply).unwrap_or(ErrorCode::Internal)),
             },
         }
     }
@@ -107,9 +113,9 @@ pub async fn grab_all(
     // Each grab's four arguments take about 110 bytes; the call's own, 60 besides the
     // channel's name.
     let bytes = 60 + backend.events_channel.len() + 110 * asks.len();
-    let mut call = ScriptCall::new(&backend.scripts.grab, &keys, 4 + 4 * asks.len(), bytes);
+    let mut call = ScriptCall::new(&backend.scripts.grab, &keys, 5 + 4 * asks.len(), bytes);
     entry::gate_voucher(&mut call, voucher_id).arg(&*backend.events_channel).arg(SaleEvent::SoldOut { voucher_id });
-    call.arg(shards);
+    call.arg(shards).arg(LAYOUT_VERSION);
     for ask in asks {
         entry::gate_grab(&mut call, ask.user_id, ask.order_id)
             .arg(StoredResult::queued(ask.user_id).encode())
@@ -135,6 +141,7 @@ mod tests {
         assert_eq!(Verdict::from_reply("dry"), Verdict::Dry);
         assert_eq!(Verdict::from_reply("shards:3"), Verdict::Shards(3));
         assert_eq!(Verdict::from_reply("shards:x"), Verdict::Refused(ErrorCode::Internal));
+        assert_eq!(Verdict::from_reply("layout:2"), Verdict::Layout(2));
     }
 
     /// Every refusal the script gives for a sale it holds is one of a grab's answers

@@ -104,7 +104,7 @@ async fn at_the_gate(
         return Err(ErrorCode::Unavailable);
     };
     match verdict {
-        Verdict::Dry | Verdict::Shards(_) => Err(ErrorCode::Unavailable),
+        Verdict::Dry | Verdict::Shards(_) | Verdict::Layout(_) => Err(ErrorCode::Unavailable),
         Verdict::Granted => {
             state.bus.tell_here(&SaleEvent::Granted { voucher_id, bucket });
             let receipt = state.receipts.issue(user_id, voucher_id, order_id);
@@ -146,6 +146,10 @@ async fn in_bucket(
                 (shards, learned) = (told, true);
             }
             Verdict::Shards(_) => return Ok((Verdict::Refused(ErrorCode::Unavailable), bucket)),
+            Verdict::Layout(theirs) => {
+                backend.newer_layouts.met(voucher_id, theirs);
+                return Ok((Verdict::Refused(ErrorCode::Unavailable), bucket));
+            }
             Verdict::Dry => {
                 let refill = super::shards::refill(backend.clone(), voucher_id, shards, bucket);
                 match state.refills.join((voucher_id, bucket), refill).await {
@@ -154,7 +158,10 @@ async fn in_bucket(
                     Some(Refill::Failed) | None => return Ok((Verdict::Refused(ErrorCode::Unavailable), bucket)),
                 }
             }
-            verdict => return Ok((verdict, bucket)),
+            verdict => {
+                backend.newer_layouts.spoken(voucher_id);
+                return Ok((verdict, bucket));
+            }
         }
     }
 }

@@ -14,6 +14,7 @@
 use crate::{
     backend::{
         layout::{expires_at, SaleKeys, GROUP},
+        layout_version::{refused_layout, LAYOUT_VERSION},
         Backend, BackendError, RedisConn,
     },
     orders::{
@@ -105,7 +106,7 @@ pub async fn run_script(
     call.key(&keys.buyers).key(&keys.window).key(&keys.orders).key(&keys.results).key(&keys.dlq).key(&keys.refused);
     call.key(&keys.given_back).key(&keys.changes);
     call.arg(v.begins_at).arg(v.ends_at).arg(expires_at(v.ends_at)).arg(v.paused).arg(v.price).arg(v.version);
-    call.arg(v.fair_start).arg(&v.start_secret).arg(GROUP).arg(v.shards());
+    call.arg(v.fair_start).arg(&v.start_secret).arg(GROUP).arg(v.shards()).arg(LAYOUT_VERSION);
     if let Some(s) = snapshot {
         call.arg(s.stock_left).arg(s.buyers.len()).arg(s.given_back.len()).arg(s.orders.len());
         call.arg(&s.buyers).arg(&s.given_back);
@@ -116,7 +117,11 @@ pub async fn run_script(
             call.arg(change).arg(units);
         }
     }
-    let held: i64 = call.invoke_async(redis).await?;
+    let held: i64 = call.invoke_async(redis).await.inspect_err(|e| {
+        if let Some(theirs) = refused_layout(e) {
+            backend.newer_layouts.met(v.id, theirs);
+        }
+    })?;
     Ok(held == 1)
 }
 

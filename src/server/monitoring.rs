@@ -82,16 +82,26 @@ async fn readyz(State(state): State<AppState>) -> Response {
         sqlx::query_scalar::<_, i64>("SELECT 1").fetch_one(&backend.db).await
     });
     let (redis, database) = tokio::join!(redis, database);
+    let newer_layout = backend.newer_layouts.why();
     let checks = json!({
         "redis": matches!(redis, Ok(Ok(_))),
         "database": matches!(database, Ok(Ok(_))),
         // They run before the server listens: a process that answers has run them.
         "migrations": true,
         "stopping": state.shutdown.is_shutdown(),
+        // No sale met in a Redis layout this build does not speak (`backend::layout_version`).
+        "layout": newer_layout.is_none(),
     });
-    let ready = checks["redis"] == true && checks["database"] == true && checks["stopping"] == false;
+    let ready = checks["redis"] == true
+        && checks["database"] == true
+        && checks["stopping"] == false
+        && checks["layout"] == true;
     let status = if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
-    (status, Json(json!({ "ready": ready, "checks": checks }))).into_response()
+    let mut body = json!({ "ready": ready, "checks": checks });
+    if let Some(why) = newer_layout {
+        body["why"] = why.into();
+    }
+    (status, Json(body)).into_response()
 }
 
 /// `GET /metrics`: the Prometheus text format, for the admin token only (what a

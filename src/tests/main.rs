@@ -20,6 +20,7 @@ mod operators;
 mod order_ids;
 mod pages;
 mod recovery;
+mod redis_keys;
 mod report;
 mod run_sale;
 mod sale_day;

@@ -140,3 +140,44 @@ async fn metrics_are_for_the_admin_and_count_grabs_and_orders() {
     }
     app.stop().await;
 }
+
+/// A process meeting a sale in a Redis layout newer than it speaks serves none of it
+/// (issue 54): its grab answers `unavailable` and takes no unit, an operator's change
+/// leaves the newer window as it is, and `/readyz` answers 503 saying why, so a
+/// balancer sends the sale's shoppers to the processes that speak it. Once the sale is
+/// in this build's layout again, it is served and the process is ready. Before, the
+/// gate decided it in whatever layout the keys were in.
+#[tokio::test]
+async fn a_sale_in_a_newer_redis_layout_is_not_served() {
+    use seckill::testing::LAYOUT_VERSION;
+    let app = TestApp::spawn().await;
+    let v = app.create_voucher(5, -5, 600).await;
+    let shopper = app.sign_in("from-the-future").await;
+    let (window, left) = {
+        let keys = app.keys(v);
+        (keys.window.clone(), keys.left.clone())
+    };
+    let mut redis = app.redis.clone();
+    let () = redis.hset(&window, "layout", LAYOUT_VERSION + 1).await.unwrap();
+
+    let (status, body) = app.grab(&shopper, v).await;
+    assert_eq!((status.as_u16(), code(&body)), (503, "unavailable"), "{body}");
+    assert_eq!(redis.get::<_, i64>(&left).await.unwrap(), 5, "no unit taken");
+    let (status, _) = app.operator("pause_sale", json!({ "voucher_id": v })).await;
+    assert_eq!(status.as_u16(), 503, "the change is not written over the newer layout");
+    let paused: Option<String> = redis.hget(&window, "paused").await.unwrap();
+    assert_eq!(paused.as_deref(), Some("0"), "the window is left as the newer build wrote it");
+    let ready = app.http.get(format!("{}/readyz", app.base)).send().await.unwrap();
+    assert_eq!(ready.status(), 503);
+    let ready: Value = ready.json().await.unwrap();
+    assert_eq!(ready["checks"]["layout"], false, "{ready}");
+    let why = ready["why"].as_str().unwrap_or_default();
+    assert!(why.contains(&format!("vouchers {v}")) && why.contains("upgrade"), "{ready}");
+
+    let () = redis.hset(&window, "layout", LAYOUT_VERSION).await.unwrap();
+    let (status, body) = app.grab(&shopper, v).await;
+    assert_eq!(status.as_u16(), 200, "{body}");
+    let ready = app.http.get(format!("{}/readyz", app.base)).send().await.unwrap();
+    assert_eq!(ready.status(), 200, "ready again");
+    app.stop().await;
+}

@@ -26,8 +26,8 @@ use std::{
 };
 use tokio::task::JoinHandle;
 
-/// How long a lease lasts without being renewed.
-pub const LEASE: Duration = Duration::from_secs(5);
+/// How long a lease lasts without being renewed (the key's expiry).
+pub const LEASE: Duration = crate::backend::layout::WORKER_LEASE;
 /// How often its holder renews it.
 const RENEW_EVERY: Duration = Duration::from_secs(1);
 /// How often a process waiting for a name in use asks again.

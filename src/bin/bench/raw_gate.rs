@@ -1,7 +1,7 @@
 //! The raw gate: Redis alone deciding grabs (`redis-benchmark` running
 //! `lua/grab.lua`), the figure the storms are read beside.
 
-use seckill::testing::{RedisConn, Scripts};
+use seckill::testing::{RedisConn, Scripts, LAYOUT_VERSION};
 
 /// Grabs per second Redis alone decides one call each: `redis-benchmark` running the
 /// gate script by EVALSHA with one random user a call, on keys of the bench's own
@@ -31,8 +31,10 @@ pub(crate) async fn raw_gate(redis_url: &str, calls: usize) -> Result<f64, Strin
         .args(["-h", &host, "-p", &port.to_string(), "-c", "50", "-n", &calls.to_string(), "-r", "1000000000"])
         .args(["--csv", "EVALSHA", &sha, "6"])
         .args(&keys)
-        // The voucher, the channel, the sold-out event, the shards; one grab: user, order, result, token.
-        .args(["1", &format!("{base}:events"), "s", "1", "__rand_int__", "__rand_int__", "q", ""])
+        // The voucher, the channel, the sold-out event, the shards, the layout; one grab:
+        // user, order, result, token.
+        .args(["1", &format!("{base}:events"), "s", "1", &LAYOUT_VERSION.to_string()])
+        .args(["__rand_int__", "__rand_int__", "q", ""])
         .output()
         .await
         .map_err(|e| format!("raw gate: running redis-benchmark: {e}"))?;

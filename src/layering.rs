@@ -5,10 +5,9 @@
 //! other through such paths, directly or round a circle (a parent's `use child::…` of
 //! its own submodules is how it shows its parts, and is not read).
 //!
-//! One file stands apart: `state`, the state every handler shares, holds a piece of
-//! several domains (the sale's flags, the live hub, the report's tally), and every
-//! domain's handlers take it. Any file but the foundation's may import it; the circle
-//! check still covers it, so no file it holds may take it back.
+//! No file stands apart: each domain's handlers get the handles they need from its
+//! own `context` (assembled by `server/`, the composition root), never a state of the
+//! server's.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -24,8 +23,6 @@ const DOMAINS: [&str; 8] = ["audit", "auth", "voucher", "orders", "report", "sal
 /// What no domain imports: the server, the pages and the shell, and the helpers for
 /// tests and tools above the domains.
 const ABOVE: [&str; 5] = ["server", "pages", "app", "testing", "client"];
-/// The handlers' shared state (see the module's doc).
-const SHARED_STATE: &str = "state";
 
 type Module = Vec<String>;
 
@@ -143,9 +140,6 @@ fn allowed(from: &str, to: &str) -> bool {
     if FOUNDATION.contains(&from) {
         return false;
     }
-    if to == SHARED_STATE {
-        return true;
-    }
     match (rank(from), rank(to)) {
         (Some(_), _) if ABOVE.contains(&to) => false,
         (Some(f), Some(t)) => t < f && !(DOMAINS[f] == "live" && DOMAINS[t] == "worker"),
@@ -213,5 +207,5 @@ fn the_reader_finds_what_a_file_names() {
     assert_eq!(resolve(&gate, "super::view@card", &modules), Some(vec!["sale".into()]));
     assert!(allowed("sale", "orders") && !allowed("orders", "sale") && !allowed("bus", "sale"));
     assert!(!allowed("sale", "server") && !allowed("live", "worker") && allowed("server", "sale"));
-    assert!(allowed("auth", "state") && !allowed("bus", "state"));
+    assert!(!allowed("auth", "server") && !allowed("sale", "server"), "no domain reaches up for the server's state");
 }

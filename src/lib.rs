@@ -4,27 +4,11 @@
 //! one atomic Redis step and answers with an order id at once; the **worker**
 //! (`worker`) persists granted orders from Redis Streams into SQL in batches.
 //!
-//! Layout, one folder per domain concept, each importing only those before it:
-//! - `audit`: the operator's log (who did what to a sale, before and after, when).
-//! - `auth`: accounts and passwords, signed session cookies that can be ended,
-//!   guessing limits, operators, the admin token, the shop's own login.
-//! - `voucher`: vouchers, validation, SQL, units left, the voucher list.
-//! - `orders`: orders SQL, their stream entry, their lifecycle, the grab-result
-//!   format, give-backs.
-//! - `report`: the sale's report (grabs per second by answer, gate latency, orders,
-//!   units, operator actions) and each process's count of the answers it gave.
-//! - `sale`: warm-up, the gate, `grab` / `grab_result`, putting a voucher on sale
-//!   and running it, the shopper's sale card.
-//! - `worker`: the stream worker.
-//! - `live`: a sale's figures (`sale_stats`), the sampler and the live dashboard feed.
-//! - `server` (server only): start-up and wiring, the database, router, who may call
-//!   what, the API's document, a private redis-server for dev runs.
-//!
-//! Below them the foundation (`error`, `body`, `browser`, `client_ip`, `backend`,
-//! `bus`, `shutdown`, `config`, `order_ids`, `money`, `rfc3339`) imports no domain;
-//! `layering` (a test) holds the rule. What each word means: `docs/architecture.md`.
-//! Of the foundation, `rfc3339` is how the browser reads the API's times (it keeps
-//! chrono's general parser out of the WASM).
+//! One folder per domain concept (`audit`, `auth`, `voucher`, `orders`, `report`,
+//! `sale`, `worker`, `live`) over a foundation that imports no domain, the pages and
+//! the shell above them, and `server` assembling them. The map file by file, the rule
+//! that dependencies point one way (held by `layering`, a test) and what each word
+//! means: `docs/architecture.md#layout`.
 //!
 //! Server-only code sits behind the `ssr` feature; `hydrate` builds the browser side.
 
@@ -66,8 +50,6 @@ pub(crate) mod order_ids;
 pub mod server;
 #[cfg(feature = "ssr")]
 pub(crate) mod shutdown;
-#[cfg(feature = "ssr")]
-pub(crate) mod state;
 #[cfg(feature = "ssr")]
 pub mod testing;
 

@@ -17,7 +17,9 @@ use {
     super::{
         attempts::{self, Target},
         caller::{current_session, require_admin_role, require_operator, set_cookie},
-        challenge, jwt, operators, password,
+        challenge,
+        context::Context,
+        jwt, operators, password,
         session::{Actor, Session, SESSION_SECS},
         store, validate_name,
     },
@@ -25,7 +27,6 @@ use {
         audit::store::{self as audit, Record},
         client_ip::ClientIp,
         error::{AppError, ErrorCode},
-        state::AppState,
     },
 };
 
@@ -37,7 +38,7 @@ use {
 /// `sign_up_closed`.
 #[server(prefix = "/api", endpoint = "sign_up", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn sign_up(name: String, password: String, challenge: Option<Solution>) -> AppResult<User> {
-    let state = expect_context::<AppState>();
+    let state = Context::get();
     if !state.sign_ups.open {
         return Err(ErrorCode::SignUpClosed.into());
     }
@@ -78,7 +79,7 @@ pub async fn sign_up(name: String, password: String, challenge: Option<Solution>
 /// asked here; `sign_up_closed` with sign-ups off.
 #[server(prefix = "/api", endpoint = "sign_up_challenge", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn sign_up_challenge() -> AppResult<Option<Challenge>> {
-    let state = expect_context::<AppState>();
+    let state = Context::get();
     if !state.sign_ups.open {
         return Err(ErrorCode::SignUpClosed.into());
     }
@@ -90,7 +91,7 @@ pub async fn sign_up_challenge() -> AppResult<Option<Challenge>> {
 
 /// A challenge of the work the recent sign-up rate asks.
 #[cfg(feature = "ssr")]
-async fn fresh_challenge(state: &AppState, challenges: &challenge::Challenges) -> AppResult<Challenge> {
+async fn fresh_challenge(state: &Context, challenges: &challenge::Challenges) -> AppResult<Challenge> {
     let now = chrono::Utc::now().timestamp();
     Ok(challenges.issue(challenge::maxnumber(&state.backend, now).await?, now))
 }
@@ -98,7 +99,7 @@ async fn fresh_challenge(state: &AppState, challenges: &challenge::Challenges) -
 /// The solution `sign_up` carries, checked (and its expiry), or `challenge_required`.
 #[cfg(feature = "ssr")]
 async fn solved<'a>(
-    state: &AppState,
+    state: &Context,
     challenges: &challenge::Challenges,
     solution: Option<&'a Solution>,
     now: i64,
@@ -118,7 +119,7 @@ async fn solved<'a>(
 
 /// `challenge_required`, with a fresh challenge in its header.
 #[cfg(feature = "ssr")]
-async fn challenge_required(state: &AppState, why: &str) -> AppError {
+async fn challenge_required(state: &Context, why: &str) -> AppError {
     let Some(challenges) = &state.sign_ups.challenges else { return ErrorCode::ChallengeRequired.into() };
     match fresh_challenge(state, challenges).await {
         Ok(fresh) => challenge::required(why, &fresh),
@@ -132,7 +133,7 @@ async fn challenge_required(state: &AppState, why: &str) -> AppError {
 #[server(prefix = "/api", endpoint = "sign_in", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn sign_in(name: String, password: String) -> AppResult<User> {
     let name = validate_name(&name)?;
-    let state = expect_context::<AppState>();
+    let state = Context::get();
     let target = Target::Account(&name);
     let account = check_password(&state, &target, &name, password).await?;
     set_cookie(&state.secrets.session_cookie(account.user_id, &account.name, account.generation))?;
@@ -144,7 +145,7 @@ pub async fn sign_in(name: String, password: String) -> AppResult<User> {
 /// every other session of the account; this browser gets a new session.
 #[server(prefix = "/api", endpoint = "change_password", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn change_password(current: String, new: String) -> AppResult<()> {
-    let state = expect_context::<AppState>();
+    let state = Context::get();
     let session = signed_in(&state)?;
     password::check_new(&new)?;
     check_password(&state, &Target::Account(&session.name), &session.name, current).await?;
@@ -161,14 +162,14 @@ pub async fn change_password(current: String, new: String) -> AppResult<()> {
 /// every process within a second (they sign in again wherever else they were).
 #[server(prefix = "/api", endpoint = "sign_out", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn sign_out() -> AppResult<()> {
-    let state = expect_context::<AppState>();
+    let state = Context::get();
     if let Some(session) = current_session(&state.secrets) {
         let expires_ms = session.expires * 1000;
         let db = &state.backend.db;
         let ended = store::end_session(db, session.user_id, &session.id, expires_ms, SESSION_SECS * 1000).await?;
         state.secrets.ended.apply(&[ended]);
     }
-    if let Ok(actor) = require_operator(&state.secrets) {
+    if let Ok(actor) = require_operator() {
         match actor {
             Actor::Operator { id, .. } => drop(operators::end_sessions(&state.backend.db, id, None).await?),
             // Every cookie the token bought ends: none carries the token to tell them apart.
@@ -183,7 +184,7 @@ pub async fn sign_out() -> AppResult<()> {
 /// Ends every session of the signed-in shopper, on every device and process.
 #[server(prefix = "/api", endpoint = "sign_out_everywhere", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn sign_out_everywhere() -> AppResult<()> {
-    let state = expect_context::<AppState>();
+    let state = Context::get();
     let session = signed_in(&state)?;
     let ended = store::end_all_sessions(&state.backend.db, session.user_id, None, SESSION_SECS * 1000).await?;
     state.secrets.ended.apply(&[ended]);
@@ -195,7 +196,7 @@ pub async fn sign_out_everywhere() -> AppResult<()> {
 /// name).
 #[server(prefix = "/api", endpoint = "me", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn me() -> AppResult<Option<User>> {
-    let state = expect_context::<AppState>();
+    let state = Context::get();
     if let Some(s) = current_session(&state.secrets) {
         return Ok(Some(User { user_id: s.user_id, name: s.name }));
     }
@@ -211,7 +212,7 @@ pub async fn me() -> AppResult<Option<User>> {
 /// Guesses are limited like passwords.
 #[server(prefix = "/api", endpoint = "admin_sign_in", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn admin_sign_in(token: String) -> AppResult<()> {
-    let state = expect_context::<AppState>();
+    let state = Context::get();
     let right = state.secrets.token_matches(token.trim());
     attempts::admin_token(&state.backend, client_address(), right).await?;
     if !right {
@@ -227,7 +228,7 @@ pub async fn admin_sign_in(token: String) -> AppResult<()> {
 #[server(prefix = "/api", endpoint = "operator_sign_in", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn operator_sign_in(name: String, password: String) -> AppResult<Operator> {
     let name = validate_name(&name)?;
-    let state = expect_context::<AppState>();
+    let state = Context::get();
     let operator = check(&state, &Target::Operator(&name), password, async {
         let operator = operators::by_name(&state.backend.db, &name).await?;
         Ok(operator.map(|o| (Some(o.password_hash.clone()), o)))
@@ -247,8 +248,8 @@ pub async fn operator_sign_in(name: String, password: String) -> AppResult<Opera
 /// Every operator with their role and last sign-in (admins only).
 #[server(prefix = "/api", endpoint = "list_operators", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn list_operators() -> AppResult<Vec<ListedOperator>> {
-    let state = expect_context::<AppState>();
-    require_admin_role(&state.secrets)?;
+    let state = Context::get();
+    require_admin_role()?;
     Ok(operators::list(&state.backend.db).await?)
 }
 
@@ -257,8 +258,8 @@ pub async fn list_operators() -> AppResult<Vec<ListedOperator>> {
 /// an unknown name answers `unknown_operator`.
 #[server(prefix = "/api", endpoint = "remove_operator", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn remove_operator(name: String) -> AppResult<()> {
-    let state = expect_context::<AppState>();
-    let actor = require_admin_role(&state.secrets)?;
+    let state = Context::get();
+    let actor = require_admin_role()?;
     let name = validate_name(&name)?;
     let before = operators::remove(&state.backend.db, &name).await??;
     state.secrets.operators.catch_up(&state.backend.db).await?;
@@ -273,8 +274,8 @@ pub async fn remove_operator(name: String) -> AppResult<()> {
 /// within a second, has the new one. The last admin cannot be demoted (`last_admin`).
 #[server(prefix = "/api", endpoint = "set_operator_role", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn set_operator_role(name: String, role: Role) -> AppResult<Operator> {
-    let state = expect_context::<AppState>();
-    let actor = require_admin_role(&state.secrets)?;
+    let state = Context::get();
+    let actor = require_admin_role()?;
     let name = validate_name(&name)?;
     let before = operators::set_role(&state.backend.db, &name, role).await??;
     state.secrets.operators.catch_up(&state.backend.db).await?;
@@ -294,8 +295,8 @@ pub async fn set_operator_role(name: String, role: Role) -> AppResult<Operator> 
 /// ends their other operator cookies; this browser gets a new one.
 #[server(prefix = "/api", endpoint = "change_operator_password", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn change_operator_password(current: String, new: String) -> AppResult<()> {
-    let state = expect_context::<AppState>();
-    let Actor::Operator { id, name, role, .. } = require_operator(&state.secrets)? else {
+    let state = Context::get();
+    let Actor::Operator { id, name, role, .. } = require_operator()? else {
         return Err(AppError::invalid("The admin token has no password to change."));
     };
     password::check_new(&new)?;
@@ -319,8 +320,8 @@ pub async fn change_operator_password(current: String, new: String) -> AppResult
 /// shopper's) and a role, `operator` or `admin`. A name taken answers `name_taken`.
 #[server(prefix = "/api", endpoint = "add_operator", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn add_operator(name: String, password: String, role: Role) -> AppResult<Operator> {
-    let state = expect_context::<AppState>();
-    let actor = require_admin_role(&state.secrets)?;
+    let state = Context::get();
+    let actor = require_admin_role()?;
     let name = validate_name(&name)?;
     operators::check_not_reserved(&name)?;
     password::check_new(&password)?;
@@ -340,20 +341,18 @@ pub async fn add_operator(name: String, password: String, role: Role) -> AppResu
 /// `null`.
 #[server(prefix = "/api", endpoint = "operator_me", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn operator_me() -> AppResult<Option<Operator>> {
-    let state = expect_context::<AppState>();
-    Ok(require_operator(&state.secrets).ok().map(|a| Operator { name: a.name().to_owned(), role: a.role() }))
+    Ok(require_operator().ok().map(|a| Operator { name: a.name().to_owned(), role: a.role() }))
 }
 
 /// True when this browser holds an operator cookie (or the call carries the token).
 #[server(prefix = "/api", endpoint = "admin_status", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn admin_status() -> AppResult<bool> {
-    let state = expect_context::<AppState>();
-    Ok(require_operator(&state.secrets).is_ok())
+    Ok(require_operator().is_ok())
 }
 
 /// The session of the caller, or `not_signed_in`.
 #[cfg(feature = "ssr")]
-fn signed_in(state: &AppState) -> AppResult<Session> {
+fn signed_in(state: &Context) -> AppResult<Session> {
     current_session(&state.secrets).ok_or_else(|| ErrorCode::NotSignedIn.into())
 }
 
@@ -369,7 +368,7 @@ fn client_address() -> std::net::IpAddr {
 /// caller's address: the account's credentials, or `bad_credentials`.
 #[cfg(feature = "ssr")]
 async fn check_password(
-    state: &AppState,
+    state: &Context,
     target: &Target<'_>,
     name: &str,
     password: String,
@@ -392,7 +391,7 @@ async fn check_password(
 /// first cookie keep the credential.
 #[cfg(feature = "ssr")]
 async fn check<T>(
-    state: &AppState,
+    state: &Context,
     target: &Target<'_>,
     password: String,
     find: impl std::future::Future<Output = AppResult<Option<(Option<String>, T)>>>,

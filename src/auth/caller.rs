@@ -5,13 +5,11 @@
 //! cookie twice.
 
 use super::{
+    context::Context,
     session::{Actor, Secrets, Session},
     Role,
 };
-use crate::{
-    error::{AppError, AppResult, ErrorCode},
-    state::AppState,
-};
+use crate::error::{AppError, AppResult, ErrorCode};
 use axum::http::{header, request::Parts, HeaderMap, HeaderValue, Request};
 use leptos::prelude::*;
 use leptos_axum::ResponseOptions;
@@ -22,8 +20,8 @@ fn request_headers() -> HeaderMap {
 }
 
 /// The signed-in shopper's id, or `not_signed_in` (inside a server function).
-pub async fn require_user(state: &AppState) -> AppResult<i64> {
-    shopper(state, &use_context::<Parts>().unwrap_or_else(|| Request::new(()).into_parts().0)).await
+pub async fn require_user() -> AppResult<i64> {
+    shopper(&Context::get(), &use_context::<Parts>().unwrap_or_else(|| Request::new(()).into_parts().0)).await
 }
 
 /// What the front door found when it checked the session cookie (for the per-shopper
@@ -40,7 +38,7 @@ pub fn current_session(secrets: &Secrets) -> Option<Session> {
 /// The id of the shopper these request headers carry, or `not_signed_in`: a session
 /// cookie (no database read), or, with the shop's own login, the shop's token (a
 /// database read on a subject's first call to this process only).
-pub async fn shopper(state: &AppState, request: &Parts) -> AppResult<i64> {
+pub async fn shopper(state: &Context, request: &Parts) -> AppResult<i64> {
     let checked = request.extensions.get::<SessionChecked>().copied();
     let session = checked.unwrap_or_else(|| SessionChecked(state.secrets.session_user(&request.headers)));
     if let SessionChecked(Some(user_id)) = session {
@@ -62,17 +60,17 @@ pub struct Caller(pub Actor);
 /// The operator (or the admin token) making this call, or `admin_required`: the one the
 /// front door found, or (a server function called in-process, as a page renders) the
 /// one the request's headers name.
-pub fn require_operator(secrets: &Secrets) -> AppResult<Actor> {
+pub fn require_operator() -> AppResult<Actor> {
     let parts = use_context::<Parts>();
     if let Some(Caller(actor)) = parts.as_ref().and_then(|p| p.extensions.get::<Caller>()) {
         return Ok(actor.clone());
     }
-    secrets.actor(&request_headers()).ok_or_else(|| ErrorCode::AdminRequired.into())
+    Context::get().secrets.actor(&request_headers()).ok_or_else(|| ErrorCode::AdminRequired.into())
 }
 
 /// As [`require_operator`], for what only the admin role may do.
-pub fn require_admin_role(secrets: &Secrets) -> AppResult<Actor> {
-    let actor = require_operator(secrets)?;
+pub fn require_admin_role() -> AppResult<Actor> {
+    let actor = require_operator()?;
     if actor.role() == Role::Admin {
         Ok(actor)
     } else {

@@ -12,6 +12,8 @@ pub mod attempts;
 pub mod caller;
 pub mod challenge;
 #[cfg(feature = "ssr")]
+pub mod context;
+#[cfg(feature = "ssr")]
 pub mod ended_sessions;
 #[cfg(feature = "ssr")]
 pub mod jwt;

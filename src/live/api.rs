@@ -7,14 +7,16 @@ use leptos::prelude::*;
 use server_fn::codec::Json;
 
 #[cfg(feature = "ssr")]
-use crate::{auth::caller::require_operator, error::ErrorCode, state::AppState, voucher::store as vouchers};
+use super::context::Context;
+#[cfg(feature = "ssr")]
+use crate::{auth::caller::require_operator, error::ErrorCode, voucher::store as vouchers};
 
 /// The operator's numbers for one voucher (operators): the figures the dashboard shows
 /// (`live::figures`), and this process's sold-out flag.
 #[server(prefix = "/api", endpoint = "sale_stats", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn sale_stats(voucher_id: i64) -> AppResult<SaleFigures> {
-    let state = expect_context::<AppState>();
-    require_operator(&state.secrets)?;
+    let state = Context::get();
+    require_operator()?;
     let backend = &state.backend;
     let voucher = vouchers::get(&backend.db, voucher_id).await?.ok_or(ErrorCode::UnknownVoucher)?;
     let figures = super::figures::read(backend, std::slice::from_ref(&voucher)).await?;

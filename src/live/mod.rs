@@ -7,6 +7,8 @@
 
 pub mod api;
 #[cfg(feature = "ssr")]
+pub mod context;
+#[cfg(feature = "ssr")]
 pub mod figures;
 #[cfg(feature = "ssr")]
 pub mod hub;

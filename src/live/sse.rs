@@ -2,12 +2,12 @@
 //! `GET /api/live?view=shop`: the shoppers' stock feed (public). Server-Sent Events;
 //! browsers reconnect by themselves and get a fresh `hello` each time.
 
-use super::{hub::Frame, slots::FeedSlot};
+use super::{context::Context, hub::Frame, slots::FeedSlot};
 use crate::{
+    auth::{context::Context as Accounts, session::Actor},
     client_ip::ClientIp,
     error::{AppError, ErrorCode},
     shutdown::Shutdown,
-    state::AppState,
 };
 use axum::{
     extract::{Extension, Query, State},
@@ -29,7 +29,8 @@ pub struct LiveQuery {
 }
 
 pub async fn live(
-    State(state): State<AppState>,
+    State(state): State<Arc<Context>>,
+    State(accounts): State<Arc<Accounts>>,
     Extension(ClientIp(client)): Extension<ClientIp>,
     Query(q): Query<LiveQuery>,
     headers: HeaderMap,
@@ -43,8 +44,8 @@ pub async fn live(
             let first = latest.map(|s| s.to_string());
             sse(first, rx, |f| f.shop.clone(), &state.shutdown, slot, Arc::new(|| true)).into_response()
         }
-        None => match state.secrets.actor(&headers) {
-            Some(actor) => operator_feed(&state, &actor, headers),
+        None => match accounts.secrets.actor(&headers) {
+            Some(actor) => operator_feed(&state, &accounts, &actor, headers),
             None => AppError::new(ErrorCode::AdminRequired).into_response(),
         },
         Some(_) => AppError::invalid("view must be `shop` or absent.").into_response(),
@@ -52,14 +53,14 @@ pub async fn live(
 }
 
 /// An operator's board, from the operators' reserve (shop pages never fill it).
-fn operator_feed(state: &AppState, actor: &crate::auth::session::Actor, headers: HeaderMap) -> Response {
+fn operator_feed(state: &Context, accounts: &Accounts, actor: &Actor, headers: HeaderMap) -> Response {
     let Some(slot) = state.feeds.take_operator(actor.name()) else {
         return AppError::new(ErrorCode::Unavailable).into_response();
     };
     let (hello, rx) = state.hub.subscribe_operator();
     // Asked again before each frame: an operator removed, or signed out, while the
     // feed is open gets no further frame.
-    let secrets = state.secrets.clone();
+    let secrets = accounts.secrets.clone();
     let still = Arc::new(move || secrets.actor(&headers).is_some());
     sse(Some(hello), rx, |f| Some(f.operator.clone()), &state.shutdown, slot, still).into_response()
 }

@@ -22,7 +22,6 @@ use {
         },
         error::{AppError, ErrorCode},
         orders::{results::StoredResult, GrabStatus},
-        state::AppState,
         voucher::store as vouchers,
     },
 };
@@ -37,9 +36,9 @@ const MAX_LIST: i64 = 1_000;
 /// The caller's orders, newest first (at most 50).
 #[server(prefix = "/api", endpoint = "my_orders", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn my_orders() -> AppResult<Vec<Order>> {
-    let state = expect_context::<AppState>();
-    let user_id = require_user(&state).await?;
-    Ok(lifecycle::of_user(&state.backend.db, user_id, MY_ORDERS).await?)
+    let backend = expect_context::<Backend>();
+    let user_id = require_user().await?;
+    Ok(lifecycle::of_user(&backend.db, user_id, MY_ORDERS).await?)
 }
 
 /// Pays the caller's unpaid order (a simulated payment). Paying a paid order answers
@@ -47,15 +46,15 @@ pub async fn my_orders() -> AppResult<Vec<Order>> {
 /// `order_expired` (its deadline passed), `order_cancelled`.
 #[server(prefix = "/api", endpoint = "pay_order", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn pay_order(order_id: String) -> AppResult<Order> {
-    let state = expect_context::<AppState>();
-    let user_id = require_user(&state).await?;
+    let backend = expect_context::<Backend>();
+    let user_id = require_user().await?;
     let order_id = parse_id(&order_id)?;
-    let now = db_clock::now_ms(&state.backend.db).await?;
-    match lifecycle::pay(&state.backend.db, order_id, user_id, now).await? {
+    let now = db_clock::now_ms(&backend.db).await?;
+    match lifecycle::pay(&backend.db, order_id, user_id, now).await? {
         Payment::Paid(order) => Ok(order),
         Payment::Expired => Err(ErrorCode::OrderExpired.into()),
         Payment::Cancelled => Err(ErrorCode::OrderCancelled.into()),
-        Payment::NotFound => Err(not_saved_yet(&state.backend, order_id, user_id).await?.into()),
+        Payment::NotFound => Err(not_saved_yet(&backend, order_id, user_id).await?.into()),
     }
 }
 
@@ -64,21 +63,21 @@ pub async fn pay_order(order_id: String) -> AppResult<Order> {
 /// `unknown_order`, `order_queued`, `order_paid`.
 #[server(prefix = "/api", endpoint = "cancel_order", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn cancel_order(order_id: String) -> AppResult<Order> {
-    let state = expect_context::<AppState>();
-    let user_id = require_user(&state).await?;
+    let backend = expect_context::<Backend>();
+    let user_id = require_user().await?;
     let order_id = parse_id(&order_id)?;
-    let now = db_clock::now_ms(&state.backend.db).await?;
-    match lifecycle::cancel_by_shopper(&state.backend.db, order_id, user_id, now).await? {
+    let now = db_clock::now_ms(&backend.db).await?;
+    match lifecycle::cancel_by_shopper(&backend.db, order_id, user_id, now).await? {
         Cancel::Cancelled(order, owed) => {
             // Should Redis fail here, the sweeper finishes the give-back: it is owed.
-            if let Err(e) = give_back(&state.backend, &owed).await {
+            if let Err(e) = give_back(&backend, &owed).await {
                 tracing::warn!(order_id, "cancel: give-back left to the sweeper: {e}");
             }
             Ok(order)
         }
         Cancel::Already(order) => Ok(order),
         Cancel::Paid => Err(ErrorCode::OrderPaid.into()),
-        Cancel::NotFound => Err(not_saved_yet(&state.backend, order_id, user_id).await?.into()),
+        Cancel::NotFound => Err(not_saved_yet(&backend, order_id, user_id).await?.into()),
     }
 }
 
@@ -86,8 +85,8 @@ pub async fn cancel_order(order_id: String) -> AppResult<Order> {
 /// `cancelled` or all when absent; `limit` 1–1000, default 100.
 #[server(prefix = "/api", endpoint = "list_orders", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn list_orders(voucher_id: i64, status: Option<String>, limit: Option<i64>) -> AppResult<Vec<Order>> {
-    let state = expect_context::<AppState>();
-    require_operator(&state.secrets)?;
+    let backend = expect_context::<Backend>();
+    require_operator()?;
     let status = match status.as_deref() {
         None => None,
         Some(name) => Some(OrderStatus::parse(name).ok_or_else(|| {
@@ -101,8 +100,8 @@ pub async fn list_orders(voucher_id: i64, status: Option<String>, limit: Option<
     if !(1..=MAX_LIST).contains(&limit) {
         return Err(AppError::invalid(format!("limit must be between 1 and {MAX_LIST}.")));
     }
-    vouchers::get(&state.backend.db, voucher_id).await?.ok_or(ErrorCode::UnknownVoucher)?;
-    Ok(lifecycle::of_voucher(&state.backend.db, voucher_id, status, limit).await?)
+    vouchers::get(&backend.db, voucher_id).await?.ok_or(ErrorCode::UnknownVoucher)?;
+    Ok(lifecycle::of_voucher(&backend.db, voucher_id, status, limit).await?)
 }
 
 #[cfg(feature = "ssr")]

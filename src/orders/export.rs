@@ -5,14 +5,14 @@
 use super::{lifecycle, Order};
 use crate::{
     auth::caller::Caller,
+    backend::Backend,
     error::{AppError, ErrorCode},
-    state::AppState,
     voucher::store as vouchers,
 };
 use axum::extract::rejection::QueryRejection;
 use axum::{
     body::{Body, Bytes},
-    extract::{Extension, Query, State},
+    extract::{Extension, FromRef, Query, State},
     http::header,
     response::{IntoResponse, Response},
     routing::get,
@@ -29,7 +29,11 @@ const PAGE: i64 = 1_000;
 const HEADER: &str = "order_id,voucher_id,user_id,status,created_at,pay_deadline,cancel_reason,price\n";
 
 /// The route, for the app's router (inside its request cap; the body streams after).
-pub fn routes() -> Router<AppState> {
+pub fn routes<S>() -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+    Backend: FromRef<S>,
+{
     Router::new().route(PATH, get(orders_csv))
 }
 
@@ -39,7 +43,7 @@ struct Which {
 }
 
 async fn orders_csv(
-    State(state): State<AppState>,
+    State(backend): State<Backend>,
     caller: Option<Extension<Caller>>,
     which: Result<Query<Which>, QueryRejection>,
 ) -> Response {
@@ -50,13 +54,13 @@ async fn orders_csv(
     let Ok(Query(Which { voucher_id })) = which else {
         return AppError::invalid("Give the voucher: ?voucher_id=<id>.").into_response();
     };
-    match vouchers::get(&state.backend.db, voucher_id).await {
+    match vouchers::get(&backend.db, voucher_id).await {
         Ok(Some(_)) => {}
         Ok(None) => return AppError::from(ErrorCode::UnknownVoucher).into_response(),
         Err(e) => return AppError::internal("orders.csv", e).into_response(),
     }
     tracing::info!(%actor, voucher_id, "orders exported");
-    let db = state.backend.db.clone();
+    let db = backend.db.clone();
     let pages = futures::stream::unfold(Some(0_i64), move |after| {
         let db = db.clone();
         async move {

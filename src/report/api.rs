@@ -8,13 +8,12 @@ use server_fn::codec::Json;
 
 #[cfg(feature = "ssr")]
 use {
-    super::{store, Latency, Outcome, Second, Units},
+    super::{context::Context, store, Latency, Outcome, Second, Units},
     crate::{
         audit::store as audit,
         auth::caller::{require_operator, Caller},
         backend::Backend,
         error::{AppError, ErrorCode},
-        state::AppState,
         voucher::{left::units_left, store as vouchers},
     },
     axum::{
@@ -35,8 +34,8 @@ const ACTIONS_LIMIT: i64 = 1_000;
 /// [`Report`] and the README's "The report after a sale".
 #[server(prefix = "/api", endpoint = "sale_report", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn sale_report(voucher_id: i64) -> AppResult<Report> {
-    let state = expect_context::<AppState>();
-    require_operator(&state.secrets)?;
+    let state = Context::get();
+    require_operator()?;
     build(&state, voucher_id).await
 }
 
@@ -45,7 +44,7 @@ pub const CSV_PATH: &str = "/api/sale_report.csv";
 
 /// Reads the report of `voucher_id`, after adding this process's counts.
 #[cfg(feature = "ssr")]
-pub async fn build(state: &AppState, voucher_id: i64) -> AppResult<Report> {
+pub async fn build(state: &Context, voucher_id: i64) -> AppResult<Report> {
     let db = &state.backend.db;
     let row = vouchers::get(db, voucher_id).await?.ok_or(ErrorCode::UnknownVoucher)?;
     state.tally.flush(db).await?;
@@ -94,7 +93,11 @@ async fn sold_out_in_redis(backend: &Backend, voucher_id: i64) -> Option<i64> {
 
 /// The CSV route, for the app's router.
 #[cfg(feature = "ssr")]
-pub fn routes() -> Router<AppState> {
+pub fn routes<S>() -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+    std::sync::Arc<Context>: axum::extract::FromRef<S>,
+{
     Router::new().route(CSV_PATH, get(report_csv))
 }
 
@@ -106,7 +109,7 @@ struct Which {
 
 #[cfg(feature = "ssr")]
 async fn report_csv(
-    State(state): State<AppState>,
+    State(state): State<std::sync::Arc<Context>>,
     caller: Option<Extension<Caller>>,
     which: Result<Query<Which>, QueryRejection>,
 ) -> Response {

@@ -14,6 +14,8 @@
 
 pub mod api;
 #[cfg(feature = "ssr")]
+pub mod context;
+#[cfg(feature = "ssr")]
 pub mod sell_outs;
 #[cfg(feature = "ssr")]
 mod store;

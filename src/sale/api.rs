@@ -9,7 +9,7 @@ use leptos::prelude::*;
 use server_fn::codec::Json;
 
 #[cfg(feature = "ssr")]
-use {crate::auth::caller::require_user, crate::state::AppState};
+use {super::context::Context, crate::auth::caller::require_user};
 
 /// Tries to buy one unit. Answers at once with the order id (status queued); the
 /// order is persisted in the background. A sale with a fair start needs the
@@ -19,8 +19,8 @@ use {crate::auth::caller::require_user, crate::state::AppState};
 /// asking Redis (to everyone, buyers included).
 #[server(prefix = "/api", endpoint = "grab", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn grab(voucher_id: i64, token: Option<String>) -> AppResult<GrabTicket> {
-    let state = expect_context::<AppState>();
-    let user_id = require_user(&state).await?;
+    let state = Context::get();
+    let user_id = require_user().await?;
     super::grab::grab(&state, user_id, voucher_id, token.as_deref()).await
 }
 
@@ -30,8 +30,8 @@ pub async fn grab(voucher_id: i64, token: Option<String>) -> AppResult<GrabTicke
 /// caller's own (another shopper's token is `invalid_token`).
 #[server(prefix = "/api", endpoint = "grab_token", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn grab_token(voucher_id: i64) -> AppResult<IssuedToken> {
-    let state = expect_context::<AppState>();
-    let user_id = require_user(&state).await?;
+    let state = Context::get();
+    let user_id = require_user().await?;
     super::grab::grab_token(&state, user_id, voucher_id).await
 }
 
@@ -43,8 +43,8 @@ pub async fn grab_token(voucher_id: i64) -> AppResult<IssuedToken> {
 /// `unknown_order`, and nothing changes).
 #[server(prefix = "/api", endpoint = "grab_result", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn grab_result(voucher_id: i64, order_id: String, receipt: Option<String>) -> AppResult<GrabState> {
-    let state = expect_context::<AppState>();
-    let user_id = require_user(&state).await?;
+    let state = Context::get();
+    let user_id = require_user().await?;
     super::grab::grab_result(&state, user_id, voucher_id, &order_id, receipt.as_deref()).await
 }
 
@@ -54,6 +54,6 @@ pub async fn grab_result(voucher_id: i64, order_id: String, receipt: Option<Stri
 /// holds that sale (on a Redis Cluster, nodes' clocks may differ a little).
 #[server(prefix = "/api", endpoint = "server_time", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn server_time(voucher_id: Option<i64>) -> AppResult<GateTime> {
-    let state = expect_context::<AppState>();
+    let state = Context::get();
     Ok(GateTime { now_ms: super::gate::clock(&state.backend, voucher_id).await? })
 }

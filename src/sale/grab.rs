@@ -3,6 +3,7 @@
 //! written against) run it too when called in-process. One code path for both.
 
 use super::{
+    context::Context,
     gate::{self, Verdict},
     shards::Refill,
     GrabState, GrabTicket, IssuedToken,
@@ -18,7 +19,6 @@ use crate::{
         store, GrabStatus,
     },
     report::Outcome,
-    state::AppState,
 };
 use metrics::{Counter, Histogram};
 use redis::AsyncCommands;
@@ -34,7 +34,7 @@ pub const REDIS_DEADLINE: Duration = Duration::from_secs(2);
 
 /// `user_id` tries to buy one unit of `voucher_id` (see `api::grab`). Every answer is
 /// counted for the sale's report (`report::tally`).
-pub async fn grab(state: &AppState, user_id: i64, voucher_id: i64, token: Option<&str>) -> AppResult<GrabTicket> {
+pub async fn grab(state: &Context, user_id: i64, voucher_id: i64, token: Option<&str>) -> AppResult<GrabTicket> {
     // A stopping process takes no new orders; the client retries on another.
     if state.shutdown.is_shutdown() {
         return Err(refused(state, voucher_id, ErrorCode::Unavailable));
@@ -61,7 +61,7 @@ pub async fn grab(state: &AppState, user_id: i64, voucher_id: i64, token: Option
 }
 
 /// A grab answered `code`, counted for the report and the metric.
-fn refused(state: &AppState, voucher_id: i64, code: ErrorCode) -> AppError {
+fn refused(state: &Context, voucher_id: i64, code: ErrorCode) -> AppError {
     if let Some(outcome) = Outcome::of_code(code) {
         answered(&state.tally, voucher_id, outcome);
     }
@@ -77,7 +77,7 @@ pub fn answered(tally: &crate::report::tally::Tally, voucher_id: i64, outcome: O
 
 /// An admitted grab at the gate, within [`REDIS_DEADLINE`].
 async fn at_the_gate(
-    state: &AppState,
+    state: &Context,
     (voucher_id, user_id): (i64, i64),
     token: Option<&str>,
 ) -> Result<GrabTicket, ErrorCode> {
@@ -128,7 +128,7 @@ async fn at_the_gate(
 /// decided in. The grab is made for each asking (a retry is rare: the first costs what
 /// a grab always did).
 async fn in_bucket(
-    state: &AppState,
+    state: &Context,
     voucher_id: i64,
     (user_id, order_id): (i64, i64),
     token: &str,
@@ -174,7 +174,7 @@ fn shed() -> AppError {
 /// `user_id`'s grab token for `voucher_id` (see `api::grab_token`): a gate call like
 /// a grab, so it is admitted (or shed) and bounded in time like one, and a sale Redis
 /// lost is rebuilt as a grab would.
-pub async fn grab_token(state: &AppState, user_id: i64, voucher_id: i64) -> AppResult<IssuedToken> {
+pub async fn grab_token(state: &Context, user_id: i64, voucher_id: i64) -> AppResult<IssuedToken> {
     let Some(_admitted) = state.admission.try_admit() else { return Err(shed()) };
     let asked = tokio::time::timeout(REDIS_DEADLINE, gate::token(&state.backend, voucher_id, user_id)).await;
     match asked {
@@ -208,7 +208,7 @@ fn count(outcome: Outcome) {
 /// (what a worker does when it finds the voucher gone, but without waiting for it),
 /// once for all the grabs that ask meanwhile, and the shopper is told to try again,
 /// not that the sale does not exist; a sale whose keys went with its end is `ended`.
-async fn not_in_redis(state: &AppState, voucher_id: i64) -> ErrorCode {
+async fn not_in_redis(state: &Context, voucher_id: i64) -> ErrorCode {
     let backend = state.backend.clone();
     state.rebuilds.join(voucher_id, rebuild(backend, voucher_id)).await.unwrap_or(ErrorCode::Unavailable)
 }
@@ -233,7 +233,7 @@ async fn rebuild(backend: Backend, voucher_id: i64) -> ErrorCode {
 /// Redis nor the database knows is declared lost only to the shopper holding its
 /// `receipt` (`receipt`): any other caller hears `unknown_order`, and nothing changes.
 pub async fn grab_result(
-    state: &AppState,
+    state: &Context,
     user_id: i64,
     voucher_id: i64,
     order_id: &str,

@@ -6,16 +6,18 @@
 //! lands here. Over HTTP only these handlers answer; the server functions' bodies run
 //! only when called in-process. Both run `grab.rs`, so neither can drift.
 
-use super::api::{Grab, GrabResult};
+use super::{
+    api::{Grab, GrabResult},
+    context::Context,
+};
 use crate::{
-    auth::caller::shopper,
+    auth::{caller::shopper, context::Context as Accounts},
     body::read_capped,
     error::{invalid_body, AppResult, ErrorCode},
-    state::AppState,
 };
 use axum::{
     body::Body,
-    extract::{Request, State},
+    extract::{FromRef, Request, State},
     http::{header, HeaderValue},
     response::{IntoResponse, Response},
     routing::post,
@@ -23,6 +25,7 @@ use axum::{
 };
 use serde::{de::DeserializeOwned, Serialize};
 use server_fn::ServerFn;
+use std::sync::Arc;
 
 /// Arguments are a few dozen bytes; a larger body is refused.
 pub(crate) const MAX_ARGS_BYTES: usize = 4 * 1024;
@@ -45,27 +48,36 @@ pub fn is_own(path: &str) -> bool {
 }
 
 /// The routes, for the app's router (inside its request cap and timeout).
-pub fn routes() -> Router<AppState> {
+pub fn routes<S>() -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+    Arc<Context>: FromRef<S>,
+    Arc<Accounts>: FromRef<S>,
+{
     Router::new().route(Grab::PATH, post(grab)).route(GrabResult::PATH, post(grab_result))
 }
 
 /// `POST /api/grab`: see `api::grab`.
-async fn grab(State(state): State<AppState>, request: Request) -> Response {
+async fn grab(State(state): State<Arc<Context>>, State(accounts): State<Arc<Accounts>>, request: Request) -> Response {
     let (head, body) = request.into_parts();
     let call = async {
         let args: Grab = arguments(body).await?;
-        let user_id = shopper(&state, &head).await?;
+        let user_id = shopper(&accounts, &head).await?;
         super::grab::grab(&state, user_id, args.voucher_id, args.token.as_deref()).await
     };
     answer(call.await)
 }
 
 /// `POST /api/grab_result`: see `api::grab_result`.
-async fn grab_result(State(state): State<AppState>, request: Request) -> Response {
+async fn grab_result(
+    State(state): State<Arc<Context>>,
+    State(accounts): State<Arc<Accounts>>,
+    request: Request,
+) -> Response {
     let (head, body) = request.into_parts();
     let call = async {
         let args: GrabResult = arguments(body).await?;
-        let user_id = shopper(&state, &head).await?;
+        let user_id = shopper(&accounts, &head).await?;
         super::grab::grab_result(&state, user_id, args.voucher_id, &args.order_id, args.receipt.as_deref()).await
     };
     answer(call.await)

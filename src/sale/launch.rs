@@ -13,13 +13,12 @@ use server_fn::codec::Json;
 
 #[cfg(feature = "ssr")]
 use {
-    super::warm,
+    super::{context::Context, warm},
     crate::{
         audit::store::{self as audit, Record},
         auth::caller::require_operator,
         bus::{self, SaleEvent},
         error::ErrorCode,
-        state::AppState,
         voucher::{left::units_left, store, NewVoucher},
     },
 };
@@ -41,8 +40,8 @@ pub async fn create_voucher(
     fair_start: Option<bool>,
     shards: Option<i64>,
 ) -> AppResult<Voucher> {
-    let state = expect_context::<AppState>();
-    let actor = require_operator(&state.secrets)?;
+    let state = Context::get();
+    let actor = require_operator()?;
     let (price, now) = (price.unwrap_or(0), chrono::Utc::now());
     let mut new = NewVoucher::parse(&title, stock, (&begins_at, &ends_at), (price, face_value.unwrap_or(price)), now)?;
     new.fair_start = fair_start.unwrap_or(false);
@@ -63,8 +62,8 @@ pub async fn create_voucher(
 /// reset; when Redis lost it, stock and buyers are rebuilt from the database.
 #[server(prefix = "/api", endpoint = "warm_up", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn warm_up(voucher_id: i64) -> AppResult<Voucher> {
-    let state = expect_context::<AppState>();
-    let actor = require_operator(&state.secrets)?;
+    let state = Context::get();
+    let actor = require_operator()?;
     let row = store::get(&state.backend.db, voucher_id).await?.ok_or(ErrorCode::UnknownVoucher)?;
     let rebuilt = warm::warm(&state.backend, &row).await?;
     changed(&state, row.id).await;
@@ -80,7 +79,7 @@ pub async fn warm_up(voucher_id: i64) -> AppResult<Voucher> {
 /// process when it hears the sale event, or else when it next reads the sale-change count
 /// this bumps (`bus::follow`), within a second.
 #[cfg(feature = "ssr")]
-pub(super) async fn changed(state: &AppState, voucher_id: i64) {
+pub(super) async fn changed(state: &Context, voucher_id: i64) {
     let event = SaleEvent::VoucherChanged { voucher_id, origin: state.bus.origin() };
     state.bus.tell_here(&event);
     let key = crate::backend::layout::sale_changes(&state.backend.namespace);

@@ -13,6 +13,8 @@ pub mod api;
 pub mod batches;
 pub mod clock;
 #[cfg(feature = "ssr")]
+pub mod context;
+#[cfg(feature = "ssr")]
 pub mod gate;
 #[cfg(feature = "ssr")]
 pub mod grab;

@@ -18,12 +18,11 @@ use server_fn::codec::Json;
 
 #[cfg(feature = "ssr")]
 use {
-    super::{launch::changed, shards, stock, warm},
+    super::{context::Context, launch::changed, shards, stock, warm},
     crate::{
         audit::store::{self as audit, Record},
         auth::{caller::require_operator, session::Actor},
         error::{AppError, ErrorCode},
-        state::AppState,
         voucher::{
             left::units_left,
             rules,
@@ -150,8 +149,8 @@ async fn run(
     voucher_id: i64,
     decide: impl Fn(&VoucherRow, i64) -> AppResult<Edit>,
 ) -> AppResult<Voucher> {
-    let state = expect_context::<AppState>();
-    let actor = require_operator(&state.secrets)?;
+    let state = Context::get();
+    let actor = require_operator()?;
     let backend = &state.backend;
     for _ in 0..ATTEMPTS {
         let before = store::get(&backend.db, voucher_id).await?.ok_or(ErrorCode::UnknownVoucher)?;
@@ -177,8 +176,8 @@ fn checked_units(units: i64) -> AppResult<i64> {
 /// Adds (`units` > 0) or withdraws (< 0) stock.
 #[cfg(feature = "ssr")]
 async fn change_stock(action: &'static str, voucher_id: i64, units: i64) -> AppResult<StockChanged> {
-    let state = expect_context::<AppState>();
-    let actor = require_operator(&state.secrets)?;
+    let state = Context::get();
+    let actor = require_operator()?;
     let backend = &state.backend;
     let before = store::get(&backend.db, voucher_id).await?.ok_or(ErrorCode::UnknownVoucher)?;
     not_ended(&before, super::gate::clock(backend, Some(voucher_id)).await?)?;
@@ -227,7 +226,7 @@ async fn change_stock(action: &'static str, voucher_id: i64, units: i64) -> AppR
 /// saved, so as not to send it again.
 #[cfg(feature = "ssr")]
 async fn saved_not_applied(
-    state: &AppState,
+    state: &Context,
     actor: &Actor,
     action: &'static str,
     before: &VoucherRow,
@@ -244,7 +243,7 @@ async fn saved_not_applied(
 /// Tells every process, logs the change, and answers the voucher as it is now.
 #[cfg(feature = "ssr")]
 async fn done(
-    state: &AppState,
+    state: &Context,
     actor: &Actor,
     action: &'static str,
     before: &VoucherRow,
@@ -269,7 +268,7 @@ const AUDIT_LIMIT: i64 = 200;
 /// The newest 200 entries of the operator's log, of one voucher or of all (operators).
 #[server(prefix = "/api", endpoint = "list_audit", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn list_audit(voucher_id: Option<i64>) -> AppResult<Vec<AuditEntry>> {
-    let state = expect_context::<AppState>();
-    require_operator(&state.secrets)?;
+    let state = Context::get();
+    require_operator()?;
     Ok(audit::list(&state.backend.db, voucher_id, AUDIT_LIMIT).await?)
 }

@@ -19,10 +19,12 @@ pub mod site;
 /// The log filter the binary installs (see `backend::outage`).
 pub use crate::backend::outage::ClientLogs;
 mod starting;
+mod state;
 
 use crate::{
     app::{shell, App},
     auth::{
+        context::Context as Accounts,
         ended_sessions,
         jwt::ShopLogin,
         operators,
@@ -32,12 +34,12 @@ use crate::{
     backend::{layout::sale_changes, outage::Outage, Backend, BackendError, RedisConn, RedisTarget, Replicas},
     bus,
     config::Config,
-    live::{hub::Hub, sampler, slots::FeedSlots, sse},
+    live::{context::Context as Live, hub::Hub, sampler, slots::FeedSlots, sse},
     order_ids::OrderIds,
     orders::sweeper,
-    sale::{self, admission::Admission, receipt::Receipts, sold_out::SoldOutFlags, warm},
+    report::{context::Context as Report, tally::Tally},
+    sale::{self, admission::Admission, context::Context as Sale, receipt::Receipts, sold_out::SoldOutFlags, warm},
     shutdown,
-    state::{AppState, SharedState},
     worker::{self, NameLease, Wakeups, WorkerSettings},
 };
 use axum::{
@@ -47,6 +49,7 @@ use axum::{
 use leptos::config::LeptosOptions;
 use leptos_axum::{generate_route_list_with_exclusions, LeptosRoutes};
 use local_redis::LocalRedis;
+use state::{AppState, SharedState};
 use std::{future::Future, path::Path, sync::Arc, time::Duration};
 use tokio::net::TcpListener;
 
@@ -142,31 +145,50 @@ async fn run(
     let wakeups = Arc::new(Wakeups::default());
     let subscribers: Vec<Arc<dyn bus::Subscriber>> =
         vec![sold_out.clone(), page_changes.clone(), hub.clone(), wakeups.clone()];
-    let state = AppState::new(SharedState {
-        leptos_options,
+    let bus = Arc::new(bus::Bus::new(subscribers));
+    let tally = Arc::<Tally>::default();
+    let accounts = Accounts {
         backend: backend.clone(),
-        ids: Arc::new(OrderIds::new(&config.redis_namespace, config.id_block)),
-        receipts: Arc::new(Receipts::new(secrets.derived_key("grab receipts"))),
         sign_ups: Arc::new(crate::auth::challenge::SignUps::new(&config, secrets.derived_key("sign-up challenges"))),
-        secrets: Arc::new(secrets),
         hasher: Arc::new(hasher(&config)?.with_decoy_at(decoy_cost).map_err(ServeError::Config)?),
         shop_login: shop_login(&config)?.map(Arc::new),
-        sold_out,
+        secrets: Arc::new(secrets),
+    };
+    let sale = Sale {
+        backend: backend.clone(),
+        ids: Arc::new(OrderIds::new(&config.redis_namespace, config.id_block)),
+        receipts: Arc::new(Receipts::new(accounts.secrets.derived_key("grab receipts"))),
         admission: Arc::new(Admission::new(config.max_grabs_in_flight, Duration::from_millis(config.shed_latency_ms))),
+        sold_out: sold_out.clone(),
         rebuilds: Arc::default(),
         refills: Arc::default(),
         batches: Arc::default(),
-        tally: Arc::default(),
+        tally: tally.clone(),
+        bus: bus.clone(),
+        shutdown: shutdown.clone(),
+    };
+    let live = Live {
+        backend: backend.clone(),
         hub,
         feeds: Arc::new(FeedSlots::new(config.max_feeds, config.max_feeds_per_address)),
-        bus: Arc::new(bus::Bus::new(subscribers)),
+        sold_out,
+        shutdown: shutdown.clone(),
+    };
+    let state = AppState::new(SharedState {
+        leptos_options,
+        backend: backend.clone(),
+        accounts: Arc::new(accounts),
+        sale: Arc::new(sale),
+        live: Arc::new(live),
+        report: Arc::new(Report { backend: backend.clone(), tally }),
+        bus,
         shutdown: shutdown.clone(),
     });
     let limits = Arc::new(rate_limit::Limits::new(
         config.rate_per_session,
         config.rate_per_address,
         config.trusted_proxy,
-        state.secrets.clone(),
+        state.accounts.secrets.clone(),
     ));
     let links =
         starting::answer_while(&listener, when_ready("connections", &shutdown, || connect(&config, &state, &target)))
@@ -201,9 +223,9 @@ async fn run(
             config.max_requests,
             request_timeout,
             shop_page,
-            (backend.clone(), state.tally.clone()),
-            state.secrets.clone(),
-            state.shop_login.clone(),
+            (backend.clone(), state.report.tally.clone()),
+            state.accounts.secrets.clone(),
+            state.accounts.shop_login.clone(),
         )
         .serving_site(state.leptos_options.site_pkg_dir_route_base()),
     );
@@ -211,10 +233,7 @@ async fn run(
         target: target.clone(),
         build: {
             let (state, guard) = (state.clone(), guard.clone());
-            Arc::new(move |redis| {
-                let backend = state.backend.with_redis(redis);
-                router(AppState::new(SharedState { backend, ..(*state).clone() }), guard.clone())
-            })
+            Arc::new(move |redis| router(state.with_backend(state.backend.with_redis(redis)), guard.clone()))
         },
         header_timeout: Duration::from_millis(config.header_timeout_ms),
         grace: STOP_GRACE,
@@ -243,7 +262,7 @@ async fn run(
     runtimes.finish().await;
     // Every request has been answered: what was counted for the sales' reports while
     // serving drained goes in too.
-    if let Err(e) = state.tally.flush(&backend.db).await {
+    if let Err(e) = state.report.tally.flush(&backend.db).await {
         tracing::warn!("report tally: the last flush failed: {e}");
     }
     Ok(())
@@ -362,8 +381,8 @@ fn spawn_background(
         bus::follow(backend.redis.clone(), sale_changes(&backend.namespace), state.bus.clone(), shutdown.clone()),
         sampler::spawn(
             backend.clone(),
-            state.hub.clone(),
-            (state.sold_out.clone(), state.admission.clone()),
+            state.live.hub.clone(),
+            (state.sale.sold_out.clone(), state.sale.admission.clone()),
             shutdown.clone(),
         ),
         forget_idle_callers(limits.clone(), shutdown.clone()),
@@ -371,9 +390,9 @@ fn spawn_background(
         // On a connection of its own: it waits for replicas (`WAIT` holds a connection up).
         sweeper::spawn(backend.with_redis(links.sweeper), Duration::from_millis(config.sweep_ms), shutdown.clone()),
         sale::upkeep::spawn(backend.clone(), Duration::from_millis(config.sweep_ms), shutdown.clone()),
-        ended_sessions::follow(state.secrets.ended.clone(), backend.db.clone(), shutdown.clone()),
-        operators::follow(state.secrets.operators.clone(), backend.db.clone(), shutdown.clone()),
-        crate::report::tally::spawn(state.tally.clone(), backend.db.clone(), shutdown.clone()),
+        ended_sessions::follow(state.accounts.secrets.ended.clone(), backend.db.clone(), shutdown.clone()),
+        operators::follow(state.accounts.secrets.operators.clone(), backend.db.clone(), shutdown.clone()),
+        crate::report::tally::spawn(state.report.tally.clone(), backend.db.clone(), shutdown.clone()),
     ];
     if let (Some(redis), Some((lease, mut settings))) = (links.worker, worker) {
         settings.named = lease.held();
@@ -401,10 +420,18 @@ fn router(state: AppState, guard: Arc<api_guard::Guard>) -> Router {
         .merge(sale::hot_path::routes())
         .merge(crate::orders::export::routes())
         .merge(crate::report::api::routes())
-        .leptos_routes_with_context(&state, routes, || {}, {
-            let options = options.clone();
-            move || shell(options.clone())
-        })
+        .leptos_routes_with_context(
+            &state,
+            routes,
+            {
+                let state = state.clone();
+                move || state.contexts()
+            },
+            {
+                let options = options.clone();
+                move || shell(options.clone())
+            },
+        )
         .fallback(leptos_axum::file_and_error_handler::<AppState, _>(shell))
         .layer(axum::middleware::from_fn_with_state(guard, api_guard::front))
         .with_state(state)

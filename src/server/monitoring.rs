@@ -5,8 +5,8 @@
 
 use crate::{
     error::{AppError, ErrorCode},
+    server::state::AppState,
     shutdown::{self, Shutdown},
-    state::AppState,
 };
 use axum::{
     extract::{Request, State},
@@ -112,7 +112,7 @@ async fn metrics(State(state): State<AppState>, request: Request) -> Response {
     if caller.map(|c| &c.0) != Some(&crate::auth::session::Actor::Token) {
         return AppError::new(ErrorCode::AdminRequired).into_response();
     }
-    metrics::gauge!("seckill_live_feeds").set(state.feeds.open() as f64);
+    metrics::gauge!("seckill_live_feeds").set(state.live.feeds.open() as f64);
     let handle = recorder();
     handle.run_upkeep();
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], handle.render()).into_response()

@@ -10,7 +10,7 @@ use server_fn::codec::Json;
 #[cfg(feature = "ssr")]
 use {
     super::{left::units_left, store},
-    crate::state::AppState,
+    crate::backend::Backend,
 };
 
 /// How many vouchers `list_vouchers` returns (newest first).
@@ -20,9 +20,9 @@ const LIST_LIMIT: i64 = 100;
 /// The newest vouchers with their window and remaining stock.
 #[server(prefix = "/api", endpoint = "list_vouchers", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn list_vouchers() -> AppResult<Vec<Voucher>> {
-    let state = expect_context::<AppState>();
-    let rows = store::list(&state.backend.db, LIST_LIMIT).await?;
-    let left = units_left(&state.backend, &rows).await?;
+    let backend = expect_context::<Backend>();
+    let rows = store::list(&backend.db, LIST_LIMIT).await?;
+    let left = units_left(&backend, &rows).await?;
     Ok(rows.iter().zip(left).map(|(row, left)| row.to_voucher(left)).collect())
 }
 

@@ -23,7 +23,8 @@ pub use crate::{
         give_back::give_back,
         lifecycle,
         settle::settle,
-        store::{self, Fate, RebuildSource},
+        snapshot::RebuildSource,
+        store::{self, Fate},
         sweeper::sweep,
         CancelReason,
     },
@@ -33,6 +34,9 @@ pub use crate::{
         gate::{self, Ask, Bucket, Verdict},
         shards, stock, warm, REDIS_DEADLINE,
     },
-    voucher::store::{self as vouchers, StockChange, VoucherRow},
+    voucher::{
+        ledger::{self, StockChange},
+        store::{self as vouchers, VoucherRow},
+    },
     worker::NAME_LEASE,
 };

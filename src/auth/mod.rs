@@ -17,6 +17,7 @@ pub mod context;
 pub mod ended_sessions;
 #[cfg(feature = "ssr")]
 pub mod jwt;
+pub mod operator_api;
 #[cfg(feature = "ssr")]
 pub mod operators;
 #[cfg(feature = "ssr")]

@@ -2,9 +2,9 @@
 //! out here or everywhere) and the operator's token form.
 
 use super::{
-    api::{
-        add_operator, admin_sign_in, change_password, list_operators, operator_me, operator_sign_in, remove_operator,
-        set_operator_role, sign_in, sign_out, sign_out_everywhere, sign_up, sign_up_challenge,
+    api::{change_password, sign_in, sign_out, sign_out_everywhere, sign_up, sign_up_challenge},
+    operator_api::{
+        add_operator, admin_sign_in, list_operators, operator_me, operator_sign_in, remove_operator, set_operator_role,
     },
     ListedOperator, Role, User,
 };

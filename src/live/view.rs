@@ -3,7 +3,7 @@
 
 use super::{EventKind, LiveEvent, OperatorFrame, ShopFrame, Snapshot, StockLive, VoucherLive};
 use crate::{
-    auth::api::admin_status,
+    auth::operator_api::admin_status,
     browser::{listen, pause, Connection},
 };
 use leptos::prelude::*;

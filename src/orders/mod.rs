@@ -18,10 +18,11 @@ pub mod give_back;
 #[cfg(feature = "ssr")]
 pub mod lifecycle;
 #[cfg(feature = "ssr")]
-#[cfg(feature = "ssr")]
 pub mod results;
 #[cfg(feature = "ssr")]
 pub mod settle;
+#[cfg(feature = "ssr")]
+pub mod snapshot;
 #[cfg(feature = "ssr")]
 pub mod store;
 #[cfg(feature = "ssr")]

@@ -4,7 +4,7 @@
 
 use crate::{
     auth::{
-        api::admin_status,
+        operator_api::admin_status,
         view::{AdminUnlock, OperatorPanel},
     },
     browser::every,

@@ -11,6 +11,8 @@ pub mod admission;
 pub mod api;
 #[cfg(feature = "ssr")]
 pub mod batches;
+#[cfg(feature = "ssr")]
+mod change;
 pub mod clock;
 #[cfg(feature = "ssr")]
 pub mod context;

@@ -28,7 +28,7 @@ use super::{rebuilds::OneAtATime, stock, warm};
 use crate::{
     backend::{layout::Bucket, outage::Throttle, Backend, BackendError},
     bus::{self, SaleEvent},
-    voucher::store as vouchers,
+    voucher::{ledger, store as vouchers},
 };
 
 /// The refills under way in this process, by voucher and bucket.
@@ -71,7 +71,7 @@ pub async fn refill(backend: Backend, voucher_id: i64, shards: u32, bucket: u32)
 async fn try_refill(backend: &Backend, voucher_id: i64, shards: u32, bucket: u32) -> Result<Refill, BackendError> {
     for _ in 0..ROUNDS {
         // What the database owes before the buckets are read (see below).
-        let before = vouchers::changes_mark(&backend.db, voucher_id).await?;
+        let before = ledger::changes_mark(&backend.db, voucher_id).await?;
         let Some(left) = units_left(backend, voucher_id, shards).await? else {
             // A bucket Redis lost: rebuilt from the database, then read again.
             if let Some(row) = vouchers::get(&backend.db, voucher_id).await? {
@@ -86,7 +86,7 @@ async fn try_refill(backend: &Backend, voucher_id: i64, shards: u32, bucket: u32
             left.iter().enumerate().max_by_key(|(_, n)| **n).map(|(b, n)| (b as u32, *n)).unwrap_or((0, 0));
         if most > 0 {
             // Half of what the richest holds: buckets even out in few moves.
-            let change = vouchers::owe_move(&backend.db, voucher_id, (from, bucket), (most + 1) / 2).await?;
+            let change = ledger::owe_move(&backend.db, voucher_id, (from, bucket), (most + 1) / 2).await?;
             if stock::finish(backend, &change).await?.recorded != 0 {
                 return Ok(Refill::Refilled);
             }
@@ -96,10 +96,10 @@ async fn try_refill(backend: &Backend, voucher_id: i64, shards: u32, bucket: u32
         // units are in neither bucket for a moment ([`none_moving`]). Sold out. Else
         // what is owed is made now (an addition Redis has not made is unsold units
         // too), and the buckets read again.
-        if none_moving(before, vouchers::changes_mark(&backend.db, voucher_id).await?) {
+        if none_moving(before, ledger::changes_mark(&backend.db, voucher_id).await?) {
             return Ok(Refill::SoldOut);
         }
-        for change in &vouchers::owed_changes_of(&backend.db, voucher_id).await? {
+        for change in &ledger::owed_changes_of(&backend.db, voucher_id).await? {
             stock::finish(backend, change).await?;
         }
     }
@@ -119,9 +119,9 @@ fn none_moving(before: (i64, i64), after: (i64, i64)) -> bool {
 /// live sampler asks when its buckets read empty and no sell-out is kept yet): every
 /// process is told, and the moment is kept for the report.
 pub async fn if_sold_out(backend: &Backend, voucher_id: i64, shards: u32) -> Result<(), BackendError> {
-    let before = vouchers::changes_mark(&backend.db, voucher_id).await?;
+    let before = ledger::changes_mark(&backend.db, voucher_id).await?;
     let Some(left) = units_left(backend, voucher_id, shards).await? else { return Ok(()) };
-    let after = vouchers::changes_mark(&backend.db, voucher_id).await?;
+    let after = ledger::changes_mark(&backend.db, voucher_id).await?;
     if left.iter().all(|&n| n <= 0) && none_moving(before, after) {
         sold_out(backend, voucher_id, shards).await;
     }
@@ -175,7 +175,7 @@ pub async fn gather(backend: &Backend, voucher_id: i64, shards: u32, units: i64)
         }
         let want = n.min(units - held);
         if want > 0 {
-            let change = vouchers::owe_move(&backend.db, voucher_id, (from as u32, 0), want).await?;
+            let change = ledger::owe_move(&backend.db, voucher_id, (from as u32, 0), want).await?;
             held += stock::finish(backend, &change).await?.recorded.abs();
         }
     }

@@ -15,7 +15,10 @@ use super::warm;
 use crate::{
     backend::{invoke_then_wait, layout::Bucket, Backend, BackendError, Replicas, ScriptCall},
     bus::SaleEvent,
-    voucher::store::{self as vouchers, StockChange},
+    voucher::{
+        ledger::{self, StockChange},
+        store as vouchers,
+    },
 };
 
 /// A change owed this long is taken as abandoned by its caller.
@@ -52,7 +55,7 @@ async fn finish_one(backend: &Backend, change: &StockChange) -> Result<(Made, Op
             apply(backend, change).await?.unwrap_or(if change.units > 0 { change.units } else { 0 })
         }
     };
-    let settled = vouchers::settle_change(&backend.db, change, made).await?;
+    let settled = ledger::settle_change(&backend.db, change, made).await?;
     Ok((Made { recorded: settled.made, redis: made }, settled.then))
 }
 
@@ -95,7 +98,7 @@ async fn apply(backend: &Backend, change: &StockChange) -> Result<Option<i64>, B
 /// on. Returns how many it finished.
 pub async fn finish_owed(backend: &Backend) -> Result<usize, BackendError> {
     let before = chrono::Utc::now().timestamp_millis() - ABANDONED_AFTER_MS;
-    let owed = vouchers::owed_changes(&backend.db, before, ROUND).await?;
+    let owed = ledger::owed_changes(&backend.db, before, ROUND).await?;
     let mut finished = 0;
     for change in &owed {
         match finish(backend, change).await {

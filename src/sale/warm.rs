@@ -8,7 +8,7 @@
 //!
 //! A sale of K shards is K buckets in Redis (`backend::layout`), each warmed, rebuilt
 //! and pushed on its own, from the database's account of that bucket
-//! (`orders::store::lock_for_rebuild`): a node that lost one bucket costs that bucket
+//! (`orders::snapshot::lock_for_rebuild`): a node that lost one bucket costs that bucket
 //! a rebuild, and the others go on selling.
 
 use crate::{
@@ -19,7 +19,7 @@ use crate::{
     },
     orders::{
         results::StoredResult,
-        store::{self as orders, RebuildSource},
+        snapshot::{self, RebuildSource},
     },
     voucher::store::{self, VoucherRow},
 };
@@ -72,7 +72,7 @@ async fn rebuild(
     v: &VoucherRow,
 ) -> Result<bool, BackendError> {
     let mut tx = backend.db.begin().await?;
-    let Some(snapshot) = orders::lock_for_rebuild(&mut tx, v.id, (bucket, v.shards())).await? else {
+    let Some(snapshot) = snapshot::lock_for_rebuild(&mut tx, v.id, (bucket, v.shards())).await? else {
         return Ok(false);
     };
     let held = tokio::time::timeout(REBUILD_DEADLINE, run_script(backend, redis, keys, v, Some(&snapshot)))

@@ -9,8 +9,8 @@
 //! two apart.
 
 use crate::{
-    auth::api as auth, live::api as live, orders::api as orders, report::api as report, sale::api as sale,
-    sale::launch, sale::run, voucher::api as voucher,
+    auth::api as auth, auth::operator_api as operators, live::api as live, orders::api as orders,
+    report::api as report, sale::api as sale, sale::launch, sale::run, voucher::api as voucher,
 };
 use axum::http::Method;
 use server_fn::ServerFn;
@@ -49,17 +49,17 @@ fns![
     auth::SignIn => Anyone,
     auth::SignOut => Anyone,
     auth::Me => Anyone,
-    auth::AdminSignIn => Anyone,
-    auth::OperatorSignIn => Anyone,
-    auth::OperatorMe => Anyone,
-    auth::AdminStatus => Anyone,
+    operators::AdminSignIn => Anyone,
+    operators::OperatorSignIn => Anyone,
+    operators::OperatorMe => Anyone,
+    operators::AdminStatus => Anyone,
     auth::ChangePassword => Shopper,
     auth::SignOutEverywhere => Shopper,
-    auth::ChangeOperatorPassword => Operator,
-    auth::AddOperator => AdminRole,
-    auth::ListOperators => AdminRole,
-    auth::RemoveOperator => AdminRole,
-    auth::SetOperatorRole => AdminRole,
+    operators::ChangeOperatorPassword => Operator,
+    operators::AddOperator => AdminRole,
+    operators::ListOperators => AdminRole,
+    operators::RemoveOperator => AdminRole,
+    operators::SetOperatorRole => AdminRole,
     voucher::ListVouchers => Anyone,
     voucher::ShopSettings => Anyone,
     sale::ServerTime => Anyone,

@@ -24,7 +24,6 @@ mod state;
 use crate::{
     app::{shell, App},
     auth::{
-        context::Context as Accounts,
         ended_sessions,
         jwt::ShopLogin,
         operators,
@@ -34,11 +33,9 @@ use crate::{
     backend::{layout::sale_changes, outage::Outage, Backend, BackendError, RedisConn, RedisTarget, Replicas},
     bus,
     config::Config,
-    live::{context::Context as Live, hub::Hub, sampler, slots::FeedSlots, sse},
-    order_ids::OrderIds,
+    live::{sampler, sse},
     orders::sweeper,
-    report::{context::Context as Report, tally::Tally},
-    sale::{self, admission::Admission, context::Context as Sale, receipt::Receipts, sold_out::SoldOutFlags, warm},
+    sale::{self, warm},
     shutdown,
     worker::{self, NameLease, Wakeups, WorkerSettings},
 };
@@ -49,7 +46,7 @@ use axum::{
 use leptos::config::LeptosOptions;
 use leptos_axum::{generate_route_list_with_exclusions, LeptosRoutes};
 use local_redis::LocalRedis;
-use state::{AppState, SharedState};
+use state::AppState;
 use std::{future::Future, path::Path, sync::Arc, time::Duration};
 use tokio::net::TcpListener;
 
@@ -138,52 +135,8 @@ async fn run(
     };
     let caught_up = when_ready("ended sessions, operators and password costs", &shutdown, catch_up);
     let Some(decoy_cost) = starting::answer_while(&listener, caught_up).await? else { return Ok(()) };
-    // Whoever keeps state a sale event changes hears it on the bus.
-    let sold_out = Arc::new(SoldOutFlags::new(Duration::from_millis(config.sold_out_ttl_ms)));
-    let hub = Arc::new(Hub::default());
-    let page_changes = Arc::new(page_cache::Changes::default());
-    let wakeups = Arc::new(Wakeups::default());
-    let subscribers: Vec<Arc<dyn bus::Subscriber>> =
-        vec![sold_out.clone(), page_changes.clone(), hub.clone(), wakeups.clone()];
-    let bus = Arc::new(bus::Bus::new(subscribers));
-    let tally = Arc::<Tally>::default();
-    let accounts = Accounts {
-        backend: backend.clone(),
-        sign_ups: Arc::new(crate::auth::challenge::SignUps::new(&config, secrets.derived_key("sign-up challenges"))),
-        hasher: Arc::new(hasher(&config)?.with_decoy_at(decoy_cost).map_err(ServeError::Config)?),
-        shop_login: shop_login(&config)?.map(Arc::new),
-        secrets: Arc::new(secrets),
-    };
-    let sale = Sale {
-        backend: backend.clone(),
-        ids: Arc::new(OrderIds::new(&config.redis_namespace, config.id_block)),
-        receipts: Arc::new(Receipts::new(accounts.secrets.derived_key("grab receipts"))),
-        admission: Arc::new(Admission::new(config.max_grabs_in_flight, Duration::from_millis(config.shed_latency_ms))),
-        sold_out: sold_out.clone(),
-        rebuilds: Arc::default(),
-        refills: Arc::default(),
-        batches: Arc::default(),
-        tally: tally.clone(),
-        bus: bus.clone(),
-        shutdown: shutdown.clone(),
-    };
-    let live = Live {
-        backend: backend.clone(),
-        hub,
-        feeds: Arc::new(FeedSlots::new(config.max_feeds, config.max_feeds_per_address)),
-        sold_out,
-        shutdown: shutdown.clone(),
-    };
-    let state = AppState::new(SharedState {
-        leptos_options,
-        backend: backend.clone(),
-        accounts: Arc::new(accounts),
-        sale: Arc::new(sale),
-        live: Arc::new(live),
-        report: Arc::new(Report { backend: backend.clone(), tally }),
-        bus,
-        shutdown: shutdown.clone(),
-    });
+    let (state, page_changes, wakeups) =
+        state::assemble(&config, (backend.clone(), secrets, decoy_cost), leptos_options, shutdown.clone())?;
     let limits = Arc::new(rate_limit::Limits::new(
         config.rate_per_session,
         config.rate_per_address,
@@ -197,21 +150,10 @@ async fn run(
     // The worker's name, held before anything works under it.
     let worker = match links.worker.is_some() {
         false => None,
-        true => {
-            let settings = worker_settings(&config);
-            let lease = NameLease::new(&backend, &settings.consumer);
-            let take = || async { Ok::<_, ServeError>(lease.take().await?) };
-            match starting::answer_while(&listener, when_ready("the worker's name", &shutdown, take)).await? {
-                None => return Ok(()),
-                Some(false) => {
-                    return Err(ServeError::Config(format!(
-                        "SECKILL_WORKER_NAME {}: another running process works under this name; give each its own",
-                        settings.consumer
-                    )))
-                }
-                Some(true) => Some((lease, settings)),
-            }
-        }
+        true => match worker_name(&config, &backend, &listener, &shutdown).await? {
+            None => return Ok(()),
+            held => held,
+        },
     };
     let tasks = spawn_background(&config, &state, (links, worker), &limits, wakeups);
 
@@ -266,6 +208,28 @@ async fn run(
         tracing::warn!("report tally: the last flush failed: {e}");
     }
     Ok(())
+}
+
+/// The worker's name, held (a lease in Redis) before anything works under it: `None`
+/// when the server was stopped while waiting for it; another running process working
+/// under it stops the start.
+async fn worker_name(
+    config: &Config,
+    backend: &Backend,
+    listener: &TcpListener,
+    shutdown: &shutdown::Shutdown,
+) -> Result<Option<(NameLease, WorkerSettings)>, ServeError> {
+    let settings = worker_settings(config);
+    let lease = NameLease::new(backend, &settings.consumer);
+    let take = || async { Ok::<_, ServeError>(lease.take().await?) };
+    match starting::answer_while(listener, when_ready("the worker's name", shutdown, take)).await? {
+        None => Ok(None),
+        Some(false) => Err(ServeError::Config(format!(
+            "SECKILL_WORKER_NAME {}: another running process works under this name; give each its own",
+            settings.consumer
+        ))),
+        Some(true) => Ok(Some((lease, settings))),
+    }
 }
 
 /// First pause before a start-up step is tried again; it doubles up to

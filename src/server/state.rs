@@ -3,13 +3,22 @@
 //! functions get each handle as a context (`contexts`), axum handlers as a sub-state
 //! (`FromRef`); background tasks take the narrow [`Backend`] and what else they need.
 
+use super::{hasher, page_cache, shop_login, ServeError};
 use crate::{
-    auth::context::Context as Accounts, backend::Backend, bus::Bus, live::context::Context as Live,
-    report::context::Context as Report, sale::context::Context as Sale, shutdown::Shutdown,
+    auth::{context::Context as Accounts, password::Cost, Secrets},
+    backend::Backend,
+    bus::{self, Bus},
+    config::Config,
+    live::{context::Context as Live, hub::Hub, slots::FeedSlots},
+    order_ids::OrderIds,
+    report::{context::Context as Report, tally::Tally},
+    sale::{admission::Admission, context::Context as Sale, receipt::Receipts, sold_out::SoldOutFlags},
+    shutdown::Shutdown,
+    worker::Wakeups,
 };
 use axum::extract::FromRef;
 use leptos::{config::LeptosOptions, prelude::provide_context};
-use std::{ops::Deref, sync::Arc};
+use std::{ops::Deref, sync::Arc, time::Duration};
 
 /// The shared state behind one reference count: routing, middleware and the server
 /// function layer clone it several times per request, and a clone of the fields showed
@@ -75,6 +84,66 @@ pub struct SharedState {
     pub bus: Arc<Bus>,
     /// Fires when the server is stopping.
     pub shutdown: Shutdown,
+}
+
+/// Every domain's handle, assembled from the settings, the stores and what was read
+/// from them at start (`secrets`, with the password-hash cost unknown names answer at),
+/// with the bus that tells each of them what the others did; and the bus's other
+/// subscribers, which the server hands on (the shop page's dating, the worker's
+/// wake-ups).
+pub(super) fn assemble(
+    config: &Config,
+    (backend, secrets, decoy_cost): (Backend, Secrets, Cost),
+    leptos_options: LeptosOptions,
+    shutdown: Shutdown,
+) -> Result<(AppState, Arc<page_cache::Changes>, Arc<Wakeups>), ServeError> {
+    // Whoever keeps state a sale event changes hears it on the bus.
+    let sold_out = Arc::new(SoldOutFlags::new(Duration::from_millis(config.sold_out_ttl_ms)));
+    let hub = Arc::new(Hub::default());
+    let page_changes = Arc::new(page_cache::Changes::default());
+    let wakeups = Arc::new(Wakeups::default());
+    let subscribers: Vec<Arc<dyn bus::Subscriber>> =
+        vec![sold_out.clone(), page_changes.clone(), hub.clone(), wakeups.clone()];
+    let bus = Arc::new(bus::Bus::new(subscribers));
+    let tally = Arc::<Tally>::default();
+    let accounts = Accounts {
+        backend: backend.clone(),
+        sign_ups: Arc::new(crate::auth::challenge::SignUps::new(config, secrets.derived_key("sign-up challenges"))),
+        hasher: Arc::new(hasher(config)?.with_decoy_at(decoy_cost).map_err(ServeError::Config)?),
+        shop_login: shop_login(config)?.map(Arc::new),
+        secrets: Arc::new(secrets),
+    };
+    let sale = Sale {
+        backend: backend.clone(),
+        ids: Arc::new(OrderIds::new(&config.redis_namespace, config.id_block)),
+        receipts: Arc::new(Receipts::new(accounts.secrets.derived_key("grab receipts"))),
+        admission: Arc::new(Admission::new(config.max_grabs_in_flight, Duration::from_millis(config.shed_latency_ms))),
+        sold_out: sold_out.clone(),
+        rebuilds: Arc::default(),
+        refills: Arc::default(),
+        batches: Arc::default(),
+        tally: tally.clone(),
+        bus: bus.clone(),
+        shutdown: shutdown.clone(),
+    };
+    let live = Live {
+        backend: backend.clone(),
+        hub,
+        feeds: Arc::new(FeedSlots::new(config.max_feeds, config.max_feeds_per_address)),
+        sold_out,
+        shutdown: shutdown.clone(),
+    };
+    let state = AppState::new(SharedState {
+        leptos_options,
+        backend: backend.clone(),
+        accounts: Arc::new(accounts),
+        sale: Arc::new(sale),
+        live: Arc::new(live),
+        report: Arc::new(Report { backend: backend.clone(), tally }),
+        bus,
+        shutdown: shutdown.clone(),
+    });
+    Ok((state, page_changes, wakeups))
 }
 
 impl FromRef<AppState> for LeptosOptions {

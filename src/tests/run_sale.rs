@@ -122,12 +122,12 @@ async fn stock_changes_a_crash_left_half_done_are_finished_once() {
     let app = TestApp::spawn().await;
     let (v, lost) = (app.create_voucher(5, -5, 3600).await, app.create_voucher(5, -5, 3600).await);
     let backend = app.backend();
-    use seckill::testing::vouchers;
-    vouchers::add_stock(&backend.db, v, 3, 1_000_000).await.unwrap().unwrap();
-    vouchers::owe_withdrawal(&backend.db, v, 2).await.unwrap();
+    use seckill::testing::ledger;
+    ledger::add_stock(&backend.db, v, 3, 1_000_000).await.unwrap().unwrap();
+    ledger::owe_withdrawal(&backend.db, v, 2).await.unwrap();
     // Redis loses the second voucher before its addition reached it: the rebuild reads
     // the addition from the database and must not be given it again.
-    vouchers::add_stock(&backend.db, lost, 4, 1_000_000).await.unwrap().unwrap();
+    ledger::add_stock(&backend.db, lost, 4, 1_000_000).await.unwrap().unwrap();
     let mut redis = app.redis.clone();
     let () = redis::AsyncCommands::del(&mut redis, app.keys(lost).left).await.unwrap();
     let who = app.sign_in("half-done").await;
@@ -157,8 +157,8 @@ async fn a_withdrawal_lost_with_the_voucher_is_voided_on_both_sides() {
     let app = TestApp::with(Options::default().with(|c| c.sweep_ms = 3_600_000)).await;
     let v = app.create_voucher(10, -5, 3600).await;
     let backend = app.backend();
-    use seckill::testing::vouchers;
-    let change = vouchers::owe_withdrawal(&backend.db, v, 5).await.unwrap();
+    use seckill::testing::ledger;
+    let change = ledger::owe_withdrawal(&backend.db, v, 5).await.unwrap();
     // Redis's step, as lua/stock.lua makes it; then Redis loses the voucher.
     let keys = app.keys(v);
     let mut redis = app.redis.clone();
@@ -174,7 +174,7 @@ async fn a_withdrawal_lost_with_the_voucher_is_voided_on_both_sides() {
     let who = app.sign_in("voided").await;
     wait_until("a grab after the rebuild", SOON, || async { app.grab(&who, v).await.0 == 200 }).await;
 
-    let recorded = vouchers::settle_change(&backend.db, &change, -5).await.unwrap().made;
+    let recorded = ledger::settle_change(&backend.db, &change, -5).await.unwrap().made;
     assert_eq!(recorded, 0, "the rebuild voided it");
     let stats = app.wait_for_stats("persisted", v, |s| s["persisted"] == 1).await;
     assert_eq!((stats["total_stock"].as_i64(), stats["redis_stock"].as_i64()), (Some(10), Some(9)), "{stats}");

@@ -4,7 +4,7 @@
 
 use crate::support::{code, wait_until, Options, Shopper, TestApp, SOON};
 use redis::AsyncCommands;
-use seckill::testing::{bucket_of, shards, stock, vouchers, Bucket, SaleKeys};
+use seckill::testing::{bucket_of, ledger, shards, stock, vouchers, Bucket, SaleKeys};
 use std::collections::{HashMap, HashSet};
 
 const SHARDS: u32 = 3;
@@ -76,7 +76,7 @@ async fn a_sharded_storm_sells_exactly_the_stock_once_per_user_in_every_bucket()
             assert_eq!(bucket_of(user, SHARDS), b, "user {user} decided in bucket {b}");
         }
     }
-    let owed = vouchers::owed_changes_of(&app.db, v).await.unwrap();
+    let owed = ledger::owed_changes_of(&app.db, v).await.unwrap();
     assert!(owed.is_empty(), "every move finished: {owed:?}");
     app.stop().await;
 }
@@ -134,7 +134,7 @@ async fn a_move_left_half_done_is_finished_once() {
     let app = TestApp::with(no_upkeep()).await;
     let v = app.create_sharded(9, (-5, 3600), SHARDS).await;
     let backend = app.backend();
-    let change = vouchers::owe_move(&app.db, v, (1, 0), 2).await.unwrap();
+    let change = ledger::owe_move(&app.db, v, (1, 0), 2).await.unwrap();
     // The caller's Redis step ran (the units left bucket 1), then it died.
     let mut redis = app.redis.clone();
     let b1 = bucket(&app, v, 1);
@@ -145,12 +145,12 @@ async fn a_move_left_half_done_is_finished_once() {
     let (a, b) = (a.unwrap(), b.unwrap());
     assert_eq!((a.recorded, b.recorded), (-2, -2));
     // Whichever settled it wrote the addition and made it; the other found it settled.
-    let owed = vouchers::owed_changes_of(&app.db, v).await.unwrap();
+    let owed = ledger::owed_changes_of(&app.db, v).await.unwrap();
     for change in &owed {
         stock::finish(&backend, change).await.unwrap();
     }
     assert_eq!(lefts(&app, v).await, vec![5, 1, 3], "the units arrived once");
-    assert!(vouchers::owed_changes_of(&app.db, v).await.unwrap().is_empty());
+    assert!(ledger::owed_changes_of(&app.db, v).await.unwrap().is_empty());
     app.stop().await;
 }
 
@@ -279,7 +279,7 @@ async fn units_between_buckets_are_not_sold_out() {
     let app = TestApp::with(no_upkeep()).await;
     let v = app.create_sharded(1, (-5, 3600), SHARDS).await;
     assert_eq!(lefts(&app, v).await, vec![1, 0, 0]);
-    let change = vouchers::owe_move(&app.db, v, (0, 1), 1).await.unwrap();
+    let change = ledger::owe_move(&app.db, v, (0, 1), 1).await.unwrap();
     let mut redis = app.redis.clone();
     let b0 = bucket(&app, v, 0);
     let () = redis.hset(&b0.changes, change.id, -1).await.unwrap();

@@ -5,6 +5,8 @@
 
 pub mod api;
 #[cfg(feature = "ssr")]
+pub mod ledger;
+#[cfg(feature = "ssr")]
 pub mod left;
 #[cfg(feature = "ssr")]
 pub mod shards;

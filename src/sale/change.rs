@@ -1,0 +1,176 @@
+//! How a change to a live sale is made (`run`'s endpoints ask for them): in the
+//! database first (the row's `version` bumped, decided again if another change came
+//! first), then in Redis before the call answers (the window through `warm`, the stock
+//! through `stock`), then announced to every process and written in the operator's
+//! log. A change saved and not yet in Redis says so, and the sale's upkeep finishes it.
+
+use super::{context::Context, launch::changed, shards, stock, warm, StockChanged};
+use crate::{
+    audit::store::{self as audit, Record},
+    auth::{caller::require_operator, session::Actor},
+    error::{AppError, AppResult, ErrorCode},
+    voucher::{
+        ledger,
+        left::units_left,
+        rules,
+        store::{self, Edit, VoucherRow},
+        Voucher, MAX_STOCK,
+    },
+};
+
+/// An `update_voucher` request, as sent.
+pub(super) struct EditRequest {
+    pub(super) title: Option<String>,
+    pub(super) price: Option<i64>,
+    pub(super) face_value: Option<i64>,
+    pub(super) begins_at: Option<String>,
+    pub(super) ends_at: Option<String>,
+}
+
+impl EditRequest {
+    /// The change this request makes to `row`, at `now` (the gate's clock, Unix ms).
+    pub(super) fn check(&self, row: &VoucherRow, now: i64) -> AppResult<Edit> {
+        not_ended(row, now)?;
+        let title = self.title.as_deref().map(rules::title).transpose()?;
+        let (price, face_value) = (self.price.unwrap_or(row.price), self.face_value.unwrap_or(row.face_value));
+        rules::amounts(price, face_value)?;
+        let ms = |field, value: &Option<String>| {
+            value.as_deref().map(|v| rules::time(field, v).map(|t| t.timestamp_millis())).transpose()
+        };
+        let (begins_at, ends_at) = (ms("begins_at", &self.begins_at)?, ms("ends_at", &self.ends_at)?);
+        if begins_at.is_some_and(|b| b != row.begins_at) && now >= row.begins_at {
+            return Err(ErrorCode::SaleStarted.into());
+        }
+        let at = |ms: i64| chrono::DateTime::from_timestamp_millis(ms).unwrap_or_default();
+        let window = (begins_at.unwrap_or(row.begins_at), ends_at.unwrap_or(row.ends_at));
+        rules::window(at(window.0), at(window.1), at(now))?;
+        Ok(Edit { title, price: self.price, face_value: self.face_value, begins_at, ends_at, paused: None })
+    }
+}
+
+/// Refuses changes to a sale that is over.
+pub(super) fn not_ended(row: &VoucherRow, now: i64) -> AppResult<()> {
+    if now >= row.ends_at {
+        return Err(ErrorCode::Ended.into());
+    }
+    Ok(())
+}
+
+/// Attempts at a change while other changes of the same voucher keep coming first.
+const ATTEMPTS: usize = 5;
+
+/// Makes the change `decide` works out from the voucher's row and the gate's clock:
+/// in the database (if the row is still what it was decided on; else decided again),
+/// then in Redis, then announced and logged.
+pub(super) async fn edit(
+    action: &'static str,
+    voucher_id: i64,
+    decide: impl Fn(&VoucherRow, i64) -> AppResult<Edit>,
+) -> AppResult<Voucher> {
+    let state = Context::get();
+    let actor = require_operator()?;
+    let backend = &state.backend;
+    for _ in 0..ATTEMPTS {
+        let before = store::get(&backend.db, voucher_id).await?.ok_or(ErrorCode::UnknownVoucher)?;
+        let edit = decide(&before, super::gate::clock(backend, Some(voucher_id)).await?)?;
+        let Some(after) = store::edit(&backend.db, voucher_id, before.version, &edit).await? else { continue };
+        if let Err(e) = warm::warm(backend, &after).await {
+            return Err(saved_not_applied(&state, &actor, action, &before, e.into()).await);
+        }
+        return done(&state, &actor, action, &before, &after).await;
+    }
+    Err(AppError { code: ErrorCode::Unavailable, message: "Other changes of this sale keep coming; try again.".into() })
+}
+
+/// The units of a stock change as asked: 1 to [`MAX_STOCK`].
+pub(super) fn checked_units(units: i64) -> AppResult<i64> {
+    if !(1..=MAX_STOCK).contains(&units) {
+        return Err(AppError::invalid(format!("Units must be between 1 and {MAX_STOCK}.")));
+    }
+    Ok(units)
+}
+
+/// Adds (`units` > 0) or withdraws (< 0) stock.
+pub(super) async fn change_stock(action: &'static str, voucher_id: i64, units: i64) -> AppResult<StockChanged> {
+    let state = Context::get();
+    let actor = require_operator()?;
+    let backend = &state.backend;
+    let before = store::get(&backend.db, voucher_id).await?.ok_or(ErrorCode::UnknownVoucher)?;
+    not_ended(&before, super::gate::clock(backend, Some(voucher_id)).await?)?;
+    let over_the_cap = || AppError::invalid(format!("A sale has at most {MAX_STOCK} units."));
+    if before.stock + units > MAX_STOCK {
+        return Err(over_the_cap());
+    }
+    let changes = if units > 0 {
+        // No row: another addition took the sale past the cap meanwhile.
+        ledger::add_stock(&backend.db, voucher_id, units, MAX_STOCK).await?.ok_or_else(over_the_cap)?.0
+    } else {
+        if before.shards() > 1 {
+            // All or nothing over the buckets: the units are gathered in bucket 0
+            // (moves, which sell nothing), then withdrawn there in one step.
+            shards::gather(backend, voucher_id, before.shards(), -units).await?;
+        }
+        vec![ledger::owe_withdrawal(&backend.db, voucher_id, -units).await?]
+    };
+    let mut made = stock::Made { recorded: 0, redis: 0 };
+    for change in &changes {
+        match stock::finish(backend, change).await {
+            Ok(one) => (made.recorded, made.redis) = (made.recorded + one.recorded, made.redis + one.redis),
+            Err(e) => return Err(saved_not_applied(&state, &actor, action, &before, e.into()).await),
+        }
+    }
+    if made.recorded == 0 {
+        if made.redis != 0 {
+            let message = "The sale was rebuilt meanwhile and nothing was withdrawn; try again.";
+            return Err(AppError { code: ErrorCode::Unavailable, message: message.into() });
+        }
+        return Err(ErrorCode::NotEnoughStock.into());
+    }
+    if units > 0 {
+        // Here at once; every other process when it hears the restock, or else when it
+        // next reads the sale-change count `done` bumps.
+        state.sold_out.clear(voucher_id);
+    }
+    let after = store::get(&backend.db, voucher_id).await?.ok_or(ErrorCode::UnknownVoucher)?;
+    let voucher = done(&state, &actor, action, &before, &after).await?;
+    Ok(StockChanged { units: made.recorded.abs(), voucher })
+}
+
+/// A change the database holds but Redis could not be given now: the upkeep of every
+/// process gives it within seconds (a window by its version, a stock change because it
+/// is owed). It is announced and logged like any other; the operator is told it is
+/// saved, so as not to send it again.
+async fn saved_not_applied(
+    state: &Context,
+    actor: &Actor,
+    action: &'static str,
+    before: &VoucherRow,
+    error: AppError,
+) -> AppError {
+    tracing::warn!(voucher = before.id, action, "sale change saved, not yet in Redis: {}", error.message);
+    if let Ok(Some(after)) = store::get(&state.backend.db, before.id).await {
+        let _ = done(state, actor, action, before, &after).await;
+    }
+    let message = "Saved; the sale follows within seconds. Do not send it again.";
+    AppError { code: ErrorCode::Unavailable, message: message.into() }
+}
+
+/// Tells every process, logs the change, and answers the voucher as it is now.
+async fn done(
+    state: &Context,
+    actor: &Actor,
+    action: &'static str,
+    before: &VoucherRow,
+    after: &VoucherRow,
+) -> AppResult<Voucher> {
+    changed(state, after.id).await;
+    let left = units_left(&state.backend, std::slice::from_ref(after)).await?;
+    // Before: units left as the database counted them (Redis has moved on).
+    let (old, new) = (before.to_voucher(before.stock_left), after.to_voucher(left[0]));
+    tracing::info!(voucher = after.id, %actor, action, "sale changed");
+    let json = |v: &Voucher| Some(serde_json::to_value(v).unwrap_or_default());
+    let record =
+        Record { actor: actor.name(), action, voucher_id: Some(after.id), before: json(&old), after: json(&new) };
+    audit::record(&state.backend.db, record).await;
+    Ok(new)
+}

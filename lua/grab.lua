@@ -16,7 +16,7 @@
 -- in the window): `token.lua` issues it from the start instant only.
 -- Returns one reply per grab, in order: 'granted' or the refusal's API error code
 -- (src/sale/gate.rs reads them), or 'dry': the bucket has no unit left while the sale
--- has several (units move to it, `sale::shards`, and the grab is asked again; a sale of
+-- has several (units move to it, `sale::refill`, and the grab is asked again; a sale of
 -- one shard answers 'sold_out' and publishes it here).
 -- Time comes from Redis TIME so every app instance agrees. A paused sale refuses
 -- here, in the same step, so no grant follows a pause that has returned.

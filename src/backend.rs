@@ -48,7 +48,7 @@ pub struct Backend {
     /// bucket's nine.
     sale_keys: Arc<Mutex<KeysByBucket>>,
     /// The shards of each sale this process has met (fixed when a voucher is made;
-    /// `voucher::shards` fills it from the database).
+    /// `voucher::buckets` fills it from the database).
     shards: Arc<std::sync::RwLock<HashMap<i64, u32>>>,
     /// Replicas that must hold a write before it counts as durable (none by default).
     pub replicas: Replicas,

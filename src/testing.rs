@@ -32,7 +32,7 @@ pub use crate::{
     sale::{
         batches::{Batches, CALLS_PER_SALE, MOST_PER_CALL},
         gate::{self, Ask, Bucket, Verdict},
-        shards, stock, warm, REDIS_DEADLINE,
+        refill, stock, warm, REDIS_DEADLINE,
     },
     voucher::{
         ledger::{self, StockChange},

@@ -46,7 +46,7 @@
 //! its units, its buyers (a shopper belongs to bucket [`bucket_of`] their id), its
 //! stream, results, refusals, give-backs and stock changes; its window is a copy of
 //! the sale's, with `shards`. Units move between buckets as stock changes
-//! (`sale::shards`).
+//! (`sale::refill`).
 //!
 //! **Expiry.** Every key of a sale expires at [`expires_at`] its end: the sale's end
 //! plus [`DRAIN_GRACE_MS`], while the worker drains its stream; results stay readable

@@ -4,7 +4,7 @@
 //! and its grabs admitted and shed, handed to the hub for every open feed. The
 //! moments sales first sold out, which the gate keeps in Redis, it hands to the
 //! report to keep (`report::sell_outs`); a sale of several shards whose buckets read
-//! empty it asks `sale::shards` about.
+//! empty it asks `sale::refill` about.
 
 use super::{figures, hub::Hub, SaleFigures, Snapshot, VoucherLive};
 use crate::{
@@ -74,7 +74,7 @@ async fn sample(
     // dry bucket's grab, or here when no grab comes.
     // A store that fails it is asked again next round; the figures go out meanwhile.
     for (row, _) in sold_out_first.filter(|(row, f)| row.shards() > 1 && f.left == Some(0)) {
-        let _ = crate::sale::shards::if_sold_out(backend, row.id, row.shards()).await;
+        let _ = crate::sale::refill::if_sold_out(backend, row.id, row.shards()).await;
     }
     // The gate's clock: shoppers' pages read the time from the feed too.
     let at_ms = crate::sale::gate::clock(backend, None).await.unwrap_or_else(|_| chrono::Utc::now().timestamp_millis());

@@ -20,7 +20,7 @@ use crate::{
         Backend, BackendError, Replicas, ScriptCall,
     },
     bus::SaleEvent,
-    voucher::shards,
+    voucher::buckets,
 };
 use std::collections::BTreeMap;
 
@@ -44,7 +44,7 @@ pub async fn give_back(backend: &Backend, owed: &Owed) -> Result<bool, BackendEr
 pub async fn give_back_durably(backend: &Backend, owed: &[Owed]) -> Result<usize, BackendError> {
     let mut by_bucket: BTreeMap<Bucket, Vec<&Owed>> = BTreeMap::new();
     for o in owed {
-        let shards = shards::of(backend, o.voucher_id).await?;
+        let shards = buckets::of(backend, o.voucher_id).await?;
         let bucket = Bucket { voucher_id: o.voucher_id, shards, bucket: bucket_of(o.user_id, shards) };
         by_bucket.entry(bucket).or_default().push(o);
     }
@@ -68,7 +68,7 @@ pub async fn give_back_durably(backend: &Backend, owed: &[Owed]) -> Result<usize
 
 /// The script, in the order's shopper's bucket: true when it gave the unit back now.
 async fn run_script(backend: &Backend, owed: &Owed) -> Result<bool, BackendError> {
-    let keys = shards::user_keys(backend, owed.voucher_id, owed.user_id).await?;
+    let keys = buckets::user_keys(backend, owed.voucher_id, owed.user_id).await?;
     let acted: i64 = call(backend, &keys, owed).invoke(&mut backend.redis.clone()).await?;
     Ok(acted == 1)
 }

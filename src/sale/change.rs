@@ -4,7 +4,7 @@
 //! through `stock`), then announced to every process and written in the operator's
 //! log. A change saved and not yet in Redis says so, and the sale's upkeep finishes it.
 
-use super::{context::Context, launch::changed, shards, stock, warm, StockChanged};
+use super::{context::Context, launch::changed, refill, stock, warm, StockChanged};
 use crate::{
     audit::store::{self as audit, Record},
     auth::{caller::require_operator, session::Actor},
@@ -108,7 +108,7 @@ pub(super) async fn change_stock(action: &'static str, voucher_id: i64, units: i
         if before.shards() > 1 {
             // All or nothing over the buckets: the units are gathered in bucket 0
             // (moves, which sell nothing), then withdrawn there in one step.
-            shards::gather(backend, voucher_id, before.shards(), -units).await?;
+            refill::gather(backend, voucher_id, before.shards(), -units).await?;
         }
         vec![ledger::owe_withdrawal(&backend.db, voucher_id, -units).await?]
     };

@@ -4,7 +4,7 @@
 //! gathered, the report's count of answers, the bus).
 
 use super::{
-    admission::Admission, batches::Batches, rebuilds::Rebuilds, receipt::Receipts, shards::Refills,
+    admission::Admission, batches::Batches, rebuilds::Rebuilds, receipt::Receipts, refill::Refills,
     sold_out::SoldOutFlags,
 };
 use crate::{backend::Backend, bus::Bus, order_ids::OrderIds, report::tally::Tally, shutdown::Shutdown};

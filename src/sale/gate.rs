@@ -22,7 +22,7 @@ pub enum Verdict {
     Granted,
     Refused(ErrorCode),
     /// Nothing yet: the shopper's bucket has no unit left, and the sale has other
-    /// buckets (units move to it, `sale::shards`; then the grab is asked again).
+    /// buckets (units move to it, `sale::refill`; then the grab is asked again).
     Dry,
     /// Nothing: the sale has this many shards, not the count it was asked with (the
     /// grab is asked again in the shopper's bucket of that many).

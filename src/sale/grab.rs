@@ -5,7 +5,7 @@
 use super::{
     context::Context,
     gate::{self, Verdict},
-    shards::Refill,
+    refill::Refill,
     GrabState, GrabTicket, IssuedToken,
 };
 use crate::{
@@ -123,7 +123,7 @@ async fn at_the_gate(
 /// Decides `ask` in its shopper's bucket of the sale: asked with the shards this
 /// process knows (1 for a sale it has not met: the bucket's window corrects it, once),
 /// and, when the bucket ran dry while the sale has others, asked again once units
-/// moved to it (`shards::refill`), until the grab's deadline; a sale found sold out
+/// moved to it (`refill::refill`), until the grab's deadline; a sale found sold out
 /// answers `sold_out`, a refill that failed `unavailable`. With the bucket it was
 /// decided in. The grab is made for each asking (a retry is rare: the first costs what
 /// a grab always did).
@@ -151,7 +151,7 @@ async fn in_bucket(
                 return Ok((Verdict::Refused(ErrorCode::Unavailable), bucket));
             }
             Verdict::Dry => {
-                let refill = super::shards::refill(backend.clone(), voucher_id, shards, bucket);
+                let refill = super::refill::refill(backend.clone(), voucher_id, shards, bucket);
                 match state.refills.join((voucher_id, bucket), refill).await {
                     Some(Refill::Refilled) => {}
                     Some(Refill::SoldOut) => return Ok((Verdict::Refused(ErrorCode::SoldOut), bucket)),
@@ -241,7 +241,7 @@ pub async fn grab_result(
 ) -> AppResult<GrabState> {
     let order_id: i64 = order_id.trim().parse().map_err(|_| AppError::invalid("order_id must be a decimal number."))?;
     let backend = &state.backend;
-    let keys = crate::voucher::shards::user_keys(backend, voucher_id, user_id).await?;
+    let keys = crate::voucher::buckets::user_keys(backend, voucher_id, user_id).await?;
     let raw: Option<String> = backend.redis.clone().hget(&keys.results, order_id).await?;
     let (status, reason) = match raw.as_deref().and_then(StoredResult::parse) {
         Some(r) if r.user_id == user_id => (r.status, r.reason),

@@ -4,7 +4,8 @@
 //! putting a voucher on sale (`launch`) and running the sale (`run`, `stock`,
 //! `upkeep`) with their components (`operator_view`), this process's sold-out flags,
 //! and the shopper's sale card (`view`). A sale may be split over several shards
-//! (`shards`: buckets, and the moves that refill a dry one).
+//! (`refill`: the moves that refill a dry bucket; `voucher::buckets`: how many a sale
+//! has).
 
 #[cfg(feature = "ssr")]
 pub mod admission;
@@ -30,9 +31,9 @@ pub mod rebuilds;
 pub mod receipt;
 #[cfg(feature = "ssr")]
 pub use grab::REDIS_DEADLINE;
-pub mod run;
 #[cfg(feature = "ssr")]
-pub mod shards;
+pub mod refill;
+pub mod run;
 #[cfg(feature = "ssr")]
 pub mod sold_out;
 #[cfg(feature = "ssr")]

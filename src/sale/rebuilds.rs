@@ -12,7 +12,7 @@
 
 //!
 //! The same holds for the moves that refill a bucket of a sale of several shards
-//! (`shards`): one per bucket at a time in this process, its outcome shared.
+//! (`refill`): one per bucket at a time in this process, its outcome shared.
 
 use crate::error::ErrorCode;
 use futures::{

@@ -75,7 +75,7 @@ pub struct Made {
 /// Fails when the replicas fall short (the change stays owed). The wait holds up the
 /// connection's other commands only while replicas lag, and stock changes are rare.
 async fn apply(backend: &Backend, change: &StockChange) -> Result<Option<i64>, BackendError> {
-    let shards = crate::voucher::shards::of(backend, change.voucher_id).await?;
+    let shards = crate::voucher::buckets::of(backend, change.voucher_id).await?;
     let keys = backend.bucket_keys(Bucket { voucher_id: change.voucher_id, shards, bucket: change.bucket() });
     let restocked = match change.move_from {
         Some(_) => String::new(),

@@ -43,7 +43,7 @@ const REBUILD_DEADLINE: Duration = Duration::from_secs(2);
 ///
 /// Every bucket of a sale of several shards, in turn: true when it rebuilt any.
 pub async fn warm(backend: &Backend, v: &VoucherRow) -> Result<bool, BackendError> {
-    crate::voucher::shards::noted(backend, v);
+    crate::voucher::buckets::noted(backend, v);
     let mut rebuilt = false;
     for bucket in v.buckets() {
         rebuilt |= warm_bucket(backend, v, bucket).await?;
@@ -129,7 +129,7 @@ pub async fn run_script(
 /// overwrites a newer one: the row's `version` decides); only looks at one Redis
 /// lost, which a grab or the worker rebuilds. True when Redis holds them all.
 pub async fn push_window(backend: &Backend, v: &VoucherRow) -> RedisResult<bool> {
-    crate::voucher::shards::noted(backend, v);
+    crate::voucher::buckets::noted(backend, v);
     let pushes = v.buckets().map(|b| async move {
         run_script(backend, &mut backend.redis.clone(), &backend.bucket_keys(v.bucket(b)), v, None).await
     });

@@ -4,7 +4,7 @@
 
 use crate::support::{code, wait_until, Options, Shopper, TestApp, SOON};
 use redis::AsyncCommands;
-use seckill::testing::{bucket_of, ledger, shards, stock, vouchers, Bucket, SaleKeys};
+use seckill::testing::{bucket_of, ledger, refill, stock, vouchers, Bucket, SaleKeys};
 use std::collections::{HashMap, HashSet};
 
 const SHARDS: u32 = 3;
@@ -16,7 +16,7 @@ fn bucket(app: &TestApp, voucher_id: i64, bucket: u32) -> SaleKeys {
 
 /// Units left in each bucket, as Redis holds them.
 async fn lefts(app: &TestApp, v: i64) -> Vec<i64> {
-    shards::units_left(&app.backend(), v, SHARDS).await.unwrap().expect("every bucket held")
+    refill::units_left(&app.backend(), v, SHARDS).await.unwrap().expect("every bucket held")
 }
 
 /// An app whose upkeep does not run during the test (it finishes moves left owed two
@@ -177,7 +177,7 @@ async fn a_lost_bucket_is_rebuilt_from_the_database_alone() {
     // Rebuilt by this warm-up, or by bucket 1's reader first (it meets the stream gone).
     let row = vouchers::get(&app.db, v).await.unwrap().unwrap();
     seckill::testing::warm::warm(&app.backend(), &row).await.unwrap();
-    let held = || async { shards::units_left(&app.backend(), v, SHARDS).await.unwrap().is_some() };
+    let held = || async { refill::units_left(&app.backend(), v, SHARDS).await.unwrap().is_some() };
     wait_until("bucket 1 rebuilt", SOON, held).await;
     assert_eq!(lefts(&app, v).await, before, "bucket 1 as the database counts it; the others untouched");
     let buyers: HashSet<i64> = redis.smembers(&b1.buyers).await.unwrap();
@@ -285,13 +285,13 @@ async fn units_between_buckets_are_not_sold_out() {
     let () = redis.hset(&b0.changes, change.id, -1).await.unwrap();
     let () = redis.decr(&b0.left, 1).await.unwrap();
     assert_eq!(lefts(&app, v).await, vec![0, 0, 0], "the unit is moving");
-    let refill = shards::refill(app.backend(), v, SHARDS, 2).await;
-    assert_eq!(refill, shards::Refill::Refilled);
+    let refill = refill::refill(app.backend(), v, SHARDS, 2).await;
+    assert_eq!(refill, refill::Refill::Refilled);
     assert_eq!(lefts(&app, v).await, vec![0, 0, 1], "it arrived, then came on to the dry bucket");
-    assert_eq!(shards::refill(app.backend(), v, SHARDS, 0).await, shards::Refill::Refilled);
+    assert_eq!(refill::refill(app.backend(), v, SHARDS, 0).await, refill::Refill::Refilled);
     let last = shoppers_of_bucket(&app, "moving", 0, 1).await;
     assert_eq!(app.grab(&last[0], v).await.0, 200);
-    assert_eq!(shards::refill(app.backend(), v, SHARDS, 1).await, shards::Refill::SoldOut, "now it is");
+    assert_eq!(refill::refill(app.backend(), v, SHARDS, 1).await, refill::Refill::SoldOut, "now it is");
     app.stop().await;
 }
 

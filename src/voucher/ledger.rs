@@ -1,5 +1,5 @@
 //! The stock-change ledger in SQL: every change of a sale's stock an operator made
-//! (or half of a move of units between its buckets, `sale::shards`), written under the
+//! (or half of a move of units between its buckets, `sale::refill`), written under the
 //! voucher's lock with what Redis now owes, and settled once Redis made it
 //! (`sale::stock`).
 
@@ -9,7 +9,7 @@ use chrono::Utc;
 use sqlx::FromRow;
 
 /// A stock change, as its row holds it: an operator's, in one bucket of the sale, or
-/// one half of a move of units between buckets (`sale::shards`).
+/// one half of a move of units between buckets (`sale::refill`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, FromRow)]
 pub struct StockChange {
     pub id: i64,

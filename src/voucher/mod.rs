@@ -5,11 +5,11 @@
 
 pub mod api;
 #[cfg(feature = "ssr")]
+pub mod buckets;
+#[cfg(feature = "ssr")]
 pub mod ledger;
 #[cfg(feature = "ssr")]
 pub mod left;
-#[cfg(feature = "ssr")]
-pub mod shards;
 #[cfg(feature = "ssr")]
 pub mod store;
 pub mod view;

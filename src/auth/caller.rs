@@ -19,9 +19,29 @@ fn request_headers() -> HeaderMap {
     use_context::<Parts>().map(|p| p.headers).unwrap_or_default()
 }
 
-/// The signed-in shopper's id, or `not_signed_in` (inside a server function).
-pub async fn require_user() -> AppResult<i64> {
-    shopper(&Context::get(), &use_context::<Parts>().unwrap_or_else(|| Request::new(()).into_parts().0)).await
+/// A server function the access table (`server::access`) keeps for signed-in
+/// shoppers. The table's macro declares it, and only such a function's handler may
+/// ask for its shopper ([`user`], [`shopper`]): a handler asking for a caller its
+/// route is not declared for does not compile.
+#[diagnostic::on_unimplemented(message = "`{Self}` is not kept for shoppers in the access table (`server::access`)")]
+pub trait ForShoppers {}
+
+/// A server function the access table keeps for operators of any role (the admin
+/// role's too): only its handler may ask for its operator ([`operator`]).
+#[diagnostic::on_unimplemented(message = "`{Self}` is not kept for operators in the access table (`server::access`)")]
+pub trait ForOperators {}
+
+/// A server function the access table keeps for the admin role: only its handler may
+/// ask for its admin ([`admin`]).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not kept for the admin role in the access table (`server::access`)"
+)]
+pub trait ForAdmins: ForOperators {}
+
+/// The signed-in shopper calling `F` (inside its server function): the one the front
+/// door admitted.
+pub async fn user<F: ForShoppers>() -> AppResult<i64> {
+    shopper::<F>(&Context::get(), &use_context::<Parts>().unwrap_or_else(|| Request::new(()).into_parts().0)).await
 }
 
 /// What the front door found when it checked the session cookie (for the per-shopper
@@ -35,10 +55,11 @@ pub fn current_session(secrets: &Secrets) -> Option<Session> {
     secrets.session(&request_headers())
 }
 
-/// The id of the shopper these request headers carry, or `not_signed_in`: a session
-/// cookie (no database read), or, with the shop's own login, the shop's token (a
-/// database read on a subject's first call to this process only).
-pub async fn shopper(state: &Context, request: &Parts) -> AppResult<i64> {
+/// The shopper calling `F`, or `not_signed_in`: the session the front door checked
+/// (`SessionChecked`, no second look at the cookie), or, with the shop's own login, the
+/// shop's token (a database read on a subject's first call to this process only).
+/// Called in-process (a page rendering), the request's cookie is read.
+pub async fn shopper<F: ForShoppers>(state: &Context, request: &Parts) -> AppResult<i64> {
     let checked = request.extensions.get::<SessionChecked>().copied();
     let session = checked.unwrap_or_else(|| SessionChecked(state.secrets.session_user(&request.headers)));
     if let SessionChecked(Some(user_id)) = session {
@@ -57,24 +78,41 @@ pub async fn shopper(state: &Context, request: &Parts) -> AppResult<i64> {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Caller(pub Actor);
 
-/// The operator (or the admin token) making this call, or `admin_required`: the one the
-/// front door found, or (a server function called in-process, as a page renders) the
-/// one the request's headers name.
-pub fn require_operator() -> AppResult<Actor> {
-    let parts = use_context::<Parts>();
-    if let Some(Caller(actor)) = parts.as_ref().and_then(|p| p.extensions.get::<Caller>()) {
-        return Ok(actor.clone());
-    }
-    Context::get().secrets.actor(&request_headers()).ok_or_else(|| ErrorCode::AdminRequired.into())
+/// The operator (or the admin token) calling `F`, or `admin_required`: the one the
+/// front door admitted by the table, checked nowhere else; or, for a server function
+/// called in-process (a page rendering, which no table entry covers), the one the
+/// request's cookies name.
+pub fn operator<F: ForOperators>() -> AppResult<Actor> {
+    admitted().ok_or(()).or_else(|()| in_process(None))
 }
 
-/// As [`require_operator`], for what only the admin role may do.
-pub fn require_admin_role() -> AppResult<Actor> {
-    let actor = require_operator()?;
-    if actor.role() == Role::Admin {
-        Ok(actor)
-    } else {
-        Err(AppError { code: ErrorCode::AdminRequired, message: "This needs an admin.".into() })
+/// The admin calling `F`: as [`operator`], the role proved by the front door (the
+/// table keeps `F` for the admin role), or, in-process, checked here.
+pub fn admin<F: ForAdmins>() -> AppResult<Actor> {
+    admitted().ok_or(()).or_else(|()| in_process(Some(Role::Admin)))
+}
+
+/// Who runs this browser's operator session, if anyone (for the routes anyone may
+/// call that answer differently for operators: no access is checked with it).
+pub fn current_operator() -> Option<Actor> {
+    admitted().or_else(|| Context::get().secrets.actor(&request_headers()))
+}
+
+/// The operator the front door admitted this request as (`Caller`), if it did.
+fn admitted() -> Option<Actor> {
+    let parts = use_context::<Parts>()?;
+    parts.extensions.get::<Caller>().map(|Caller(actor)| actor.clone())
+}
+
+/// The operator a server function called in-process runs as, from the request's
+/// cookies, with the role asked for.
+fn in_process(role: Option<Role>) -> AppResult<Actor> {
+    let actor = current_operator().ok_or(ErrorCode::AdminRequired)?;
+    match role {
+        Some(role) if actor.role() != role => {
+            Err(AppError { code: ErrorCode::AdminRequired, message: "This needs an admin.".into() })
+        }
+        _ => Ok(actor),
     }
 }
 

@@ -13,7 +13,7 @@ use {
     super::{
         api::{check, client_address},
         attempts::{self, Target},
-        caller::{require_admin_role, require_operator, set_cookie},
+        caller::{admin, current_operator, operator, set_cookie},
         context::Context,
         operators, password,
         session::Actor,
@@ -66,7 +66,7 @@ pub async fn operator_sign_in(name: String, password: String) -> AppResult<Opera
 #[server(prefix = "/api", endpoint = "list_operators", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn list_operators() -> AppResult<Vec<ListedOperator>> {
     let state = Context::get();
-    require_admin_role()?;
+    admin::<ListOperators>()?;
     Ok(operators::list(&state.backend.db).await?)
 }
 
@@ -76,7 +76,7 @@ pub async fn list_operators() -> AppResult<Vec<ListedOperator>> {
 #[server(prefix = "/api", endpoint = "remove_operator", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn remove_operator(name: String) -> AppResult<()> {
     let state = Context::get();
-    let actor = require_admin_role()?;
+    let actor = admin::<RemoveOperator>()?;
     let name = validate_name(&name)?;
     let before = operators::remove(&state.backend.db, &name).await??;
     state.secrets.operators.catch_up(&state.backend.db).await?;
@@ -92,7 +92,7 @@ pub async fn remove_operator(name: String) -> AppResult<()> {
 #[server(prefix = "/api", endpoint = "set_operator_role", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn set_operator_role(name: String, role: Role) -> AppResult<Operator> {
     let state = Context::get();
-    let actor = require_admin_role()?;
+    let actor = admin::<SetOperatorRole>()?;
     let name = validate_name(&name)?;
     let before = operators::set_role(&state.backend.db, &name, role).await??;
     state.secrets.operators.catch_up(&state.backend.db).await?;
@@ -113,7 +113,7 @@ pub async fn set_operator_role(name: String, role: Role) -> AppResult<Operator> 
 #[server(prefix = "/api", endpoint = "change_operator_password", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn change_operator_password(current: String, new: String) -> AppResult<()> {
     let state = Context::get();
-    let Actor::Operator { id, name, role, .. } = require_operator()? else {
+    let Actor::Operator { id, name, role, .. } = operator::<ChangeOperatorPassword>()? else {
         return Err(AppError::invalid("The admin token has no password to change."));
     };
     password::check_new(&new)?;
@@ -138,7 +138,7 @@ pub async fn change_operator_password(current: String, new: String) -> AppResult
 #[server(prefix = "/api", endpoint = "add_operator", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn add_operator(name: String, password: String, role: Role) -> AppResult<Operator> {
     let state = Context::get();
-    let actor = require_admin_role()?;
+    let actor = admin::<AddOperator>()?;
     let name = validate_name(&name)?;
     operators::check_not_reserved(&name)?;
     password::check_new(&password)?;
@@ -158,11 +158,11 @@ pub async fn add_operator(name: String, password: String, role: Role) -> AppResu
 /// `null`.
 #[server(prefix = "/api", endpoint = "operator_me", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn operator_me() -> AppResult<Option<Operator>> {
-    Ok(require_operator().ok().map(|a| Operator { name: a.name().to_owned(), role: a.role() }))
+    Ok(current_operator().map(|a| Operator { name: a.name().to_owned(), role: a.role() }))
 }
 
 /// True when this browser holds an operator cookie (or the call carries the token).
 #[server(prefix = "/api", endpoint = "admin_status", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn admin_status() -> AppResult<bool> {
-    Ok(require_operator().is_ok())
+    Ok(current_operator().is_some())
 }

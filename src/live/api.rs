@@ -9,14 +9,14 @@ use server_fn::codec::Json;
 #[cfg(feature = "ssr")]
 use super::context::Context;
 #[cfg(feature = "ssr")]
-use crate::{auth::caller::require_operator, error::ErrorCode, voucher::store as vouchers};
+use crate::{auth::caller::operator, error::ErrorCode, voucher::store as vouchers};
 
 /// The operator's numbers for one voucher (operators): the figures the dashboard shows
 /// (`live::figures`), and this process's sold-out flag.
 #[server(prefix = "/api", endpoint = "sale_stats", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn sale_stats(voucher_id: i64) -> AppResult<SaleFigures> {
     let state = Context::get();
-    require_operator()?;
+    operator::<SaleStats>()?;
     let backend = &state.backend;
     let voucher = vouchers::get(&backend.db, voucher_id).await?.ok_or(ErrorCode::UnknownVoucher)?;
     let figures = super::figures::read(backend, std::slice::from_ref(&voucher)).await?;

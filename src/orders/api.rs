@@ -14,7 +14,7 @@ use {
         OrderStatus,
     },
     crate::{
-        auth::caller::{require_operator, require_user},
+        auth::caller::{operator, user},
         backend::{
             db_clock,
             layout::{bucket_of, DRAIN_GRACE_MS},
@@ -37,7 +37,7 @@ const MAX_LIST: i64 = 1_000;
 #[server(prefix = "/api", endpoint = "my_orders", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn my_orders() -> AppResult<Vec<Order>> {
     let backend = expect_context::<Backend>();
-    let user_id = require_user().await?;
+    let user_id = user::<MyOrders>().await?;
     Ok(lifecycle::of_user(&backend.db, user_id, MY_ORDERS).await?)
 }
 
@@ -47,7 +47,7 @@ pub async fn my_orders() -> AppResult<Vec<Order>> {
 #[server(prefix = "/api", endpoint = "pay_order", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn pay_order(order_id: String) -> AppResult<Order> {
     let backend = expect_context::<Backend>();
-    let user_id = require_user().await?;
+    let user_id = user::<PayOrder>().await?;
     let order_id = parse_id(&order_id)?;
     let now = db_clock::now_ms(&backend.db).await?;
     match lifecycle::pay(&backend.db, order_id, user_id, now).await? {
@@ -64,7 +64,7 @@ pub async fn pay_order(order_id: String) -> AppResult<Order> {
 #[server(prefix = "/api", endpoint = "cancel_order", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn cancel_order(order_id: String) -> AppResult<Order> {
     let backend = expect_context::<Backend>();
-    let user_id = require_user().await?;
+    let user_id = user::<CancelOrder>().await?;
     let order_id = parse_id(&order_id)?;
     let now = db_clock::now_ms(&backend.db).await?;
     match lifecycle::cancel_by_shopper(&backend.db, order_id, user_id, now).await? {
@@ -86,7 +86,7 @@ pub async fn cancel_order(order_id: String) -> AppResult<Order> {
 #[server(prefix = "/api", endpoint = "list_orders", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn list_orders(voucher_id: i64, status: Option<String>, limit: Option<i64>) -> AppResult<Vec<Order>> {
     let backend = expect_context::<Backend>();
-    require_operator()?;
+    operator::<ListOrders>()?;
     let status = match status.as_deref() {
         None => None,
         Some(name) => Some(OrderStatus::parse(name).ok_or_else(|| {

@@ -11,7 +11,7 @@ use {
     super::{context::Context, store, Latency, Outcome, Second, Units},
     crate::{
         audit::store as audit,
-        auth::caller::{require_operator, Caller},
+        auth::caller::{operator, Caller},
         backend::Backend,
         error::{AppError, ErrorCode},
         voucher::{left::units_left, store as vouchers},
@@ -35,7 +35,7 @@ const ACTIONS_LIMIT: i64 = 1_000;
 #[server(prefix = "/api", endpoint = "sale_report", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn sale_report(voucher_id: i64) -> AppResult<Report> {
     let state = Context::get();
-    require_operator()?;
+    operator::<SaleReport>()?;
     build(&state, voucher_id).await
 }
 

@@ -9,7 +9,7 @@ use leptos::prelude::*;
 use server_fn::codec::Json;
 
 #[cfg(feature = "ssr")]
-use {super::context::Context, crate::auth::caller::require_user};
+use {super::context::Context, crate::auth::caller::user};
 
 /// Tries to buy one unit. Answers at once with the order id (status queued); the
 /// order is persisted in the background. A sale with a fair start needs the
@@ -20,7 +20,7 @@ use {super::context::Context, crate::auth::caller::require_user};
 #[server(prefix = "/api", endpoint = "grab", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn grab(voucher_id: i64, token: Option<String>) -> AppResult<GrabTicket> {
     let state = Context::get();
-    let user_id = require_user().await?;
+    let user_id = user::<Grab>().await?;
     super::grab::grab(&state, user_id, voucher_id, token.as_deref()).await
 }
 
@@ -31,7 +31,7 @@ pub async fn grab(voucher_id: i64, token: Option<String>) -> AppResult<GrabTicke
 #[server(prefix = "/api", endpoint = "grab_token", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn grab_token(voucher_id: i64) -> AppResult<IssuedToken> {
     let state = Context::get();
-    let user_id = require_user().await?;
+    let user_id = user::<GrabToken>().await?;
     super::grab::grab_token(&state, user_id, voucher_id).await
 }
 
@@ -44,7 +44,7 @@ pub async fn grab_token(voucher_id: i64) -> AppResult<IssuedToken> {
 #[server(prefix = "/api", endpoint = "grab_result", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn grab_result(voucher_id: i64, order_id: String, receipt: Option<String>) -> AppResult<GrabState> {
     let state = Context::get();
-    let user_id = require_user().await?;
+    let user_id = user::<GrabResult>().await?;
     super::grab::grab_result(&state, user_id, voucher_id, &order_id, receipt.as_deref()).await
 }
 

@@ -7,7 +7,10 @@
 use super::{context::Context, launch::changed, refill, stock, warm, StockChanged};
 use crate::{
     audit::store::{self as audit, Record},
-    auth::{caller::require_operator, session::Actor},
+    auth::{
+        caller::{operator, ForOperators},
+        session::Actor,
+    },
     error::{AppError, AppResult, ErrorCode},
     voucher::{
         ledger,
@@ -62,13 +65,13 @@ const ATTEMPTS: usize = 5;
 /// Makes the change `decide` works out from the voucher's row and the gate's clock:
 /// in the database (if the row is still what it was decided on; else decided again),
 /// then in Redis, then announced and logged.
-pub(super) async fn edit(
+pub(super) async fn edit<F: ForOperators>(
     action: &'static str,
     voucher_id: i64,
     decide: impl Fn(&VoucherRow, i64) -> AppResult<Edit>,
 ) -> AppResult<Voucher> {
     let state = Context::get();
-    let actor = require_operator()?;
+    let actor = operator::<F>()?;
     let backend = &state.backend;
     for _ in 0..ATTEMPTS {
         let before = store::get(&backend.db, voucher_id).await?.ok_or(ErrorCode::UnknownVoucher)?;
@@ -91,9 +94,13 @@ pub(super) fn checked_units(units: i64) -> AppResult<i64> {
 }
 
 /// Adds (`units` > 0) or withdraws (< 0) stock.
-pub(super) async fn change_stock(action: &'static str, voucher_id: i64, units: i64) -> AppResult<StockChanged> {
+pub(super) async fn change_stock<F: ForOperators>(
+    action: &'static str,
+    voucher_id: i64,
+    units: i64,
+) -> AppResult<StockChanged> {
     let state = Context::get();
-    let actor = require_operator()?;
+    let actor = operator::<F>()?;
     let backend = &state.backend;
     let before = store::get(&backend.db, voucher_id).await?.ok_or(ErrorCode::UnknownVoucher)?;
     not_ended(&before, super::gate::clock(backend, Some(voucher_id)).await?)?;

@@ -62,7 +62,7 @@ async fn grab(State(state): State<Arc<Context>>, State(accounts): State<Arc<Acco
     let (head, body) = request.into_parts();
     let call = async {
         let args: Grab = arguments(body).await?;
-        let user_id = shopper(&accounts, &head).await?;
+        let user_id = shopper::<Grab>(&accounts, &head).await?;
         super::grab::grab(&state, user_id, args.voucher_id, args.token.as_deref()).await
     };
     answer(call.await)
@@ -77,7 +77,7 @@ async fn grab_result(
     let (head, body) = request.into_parts();
     let call = async {
         let args: GrabResult = arguments(body).await?;
-        let user_id = shopper(&accounts, &head).await?;
+        let user_id = shopper::<GrabResult>(&accounts, &head).await?;
         super::grab::grab_result(&state, user_id, args.voucher_id, &args.order_id, args.receipt.as_deref()).await
     };
     answer(call.await)

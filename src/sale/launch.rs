@@ -16,7 +16,7 @@ use {
     super::{context::Context, warm},
     crate::{
         audit::store::{self as audit, Record},
-        auth::caller::require_operator,
+        auth::caller::operator,
         bus::{self, SaleEvent},
         error::ErrorCode,
         voucher::{left::units_left, store, NewVoucher},
@@ -41,7 +41,7 @@ pub async fn create_voucher(
     shards: Option<i64>,
 ) -> AppResult<Voucher> {
     let state = Context::get();
-    let actor = require_operator()?;
+    let actor = operator::<CreateVoucher>()?;
     let (price, now) = (price.unwrap_or(0), chrono::Utc::now());
     let mut new = NewVoucher::parse(&title, stock, (&begins_at, &ends_at), (price, face_value.unwrap_or(price)), now)?;
     new.fair_start = fair_start.unwrap_or(false);
@@ -63,7 +63,7 @@ pub async fn create_voucher(
 #[server(prefix = "/api", endpoint = "warm_up", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn warm_up(voucher_id: i64) -> AppResult<Voucher> {
     let state = Context::get();
-    let actor = require_operator()?;
+    let actor = operator::<WarmUp>()?;
     let row = store::get(&state.backend.db, voucher_id).await?.ok_or(ErrorCode::UnknownVoucher)?;
     let rebuilt = warm::warm(&state.backend, &row).await?;
     changed(&state, row.id).await;

@@ -19,7 +19,11 @@ use server_fn::codec::Json;
 #[cfg(feature = "ssr")]
 use {
     super::{change, context::Context},
-    crate::{audit::store as audit, auth::caller::require_operator, voucher::store::Edit},
+    crate::{
+        audit::store as audit,
+        auth::caller::{operator, ForOperators},
+        voucher::store::Edit,
+    },
 };
 
 /// Changes a voucher's title, price, face value, start or end (operators; fields left
@@ -36,24 +40,24 @@ pub async fn update_voucher(
     ends_at: Option<String>,
 ) -> AppResult<Voucher> {
     let request = change::EditRequest { title, price, face_value, begins_at, ends_at };
-    change::edit("update_voucher", voucher_id, |row, now| request.check(row, now)).await
+    change::edit::<UpdateVoucher>("update_voucher", voucher_id, |row, now| request.check(row, now)).await
 }
 
 /// Pauses a sale: from when this returns, every grab is refused `sale_paused`.
 #[server(prefix = "/api", endpoint = "pause_sale", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn pause_sale(voucher_id: i64) -> AppResult<Voucher> {
-    set_paused("pause_sale", voucher_id, true).await
+    set_paused::<PauseSale>("pause_sale", voucher_id, true).await
 }
 
 /// Resumes a paused sale.
 #[server(prefix = "/api", endpoint = "resume_sale", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn resume_sale(voucher_id: i64) -> AppResult<Voucher> {
-    set_paused("resume_sale", voucher_id, false).await
+    set_paused::<ResumeSale>("resume_sale", voucher_id, false).await
 }
 
 #[cfg(feature = "ssr")]
-async fn set_paused(action: &'static str, voucher_id: i64, paused: bool) -> AppResult<Voucher> {
-    change::edit(action, voucher_id, |row, now| {
+async fn set_paused<F: ForOperators>(action: &'static str, voucher_id: i64, paused: bool) -> AppResult<Voucher> {
+    change::edit::<F>(action, voucher_id, |row, now| {
         change::not_ended(row, now)?;
         Ok(Edit { paused: Some(paused), ..Edit::default() })
     })
@@ -64,7 +68,7 @@ async fn set_paused(action: &'static str, voucher_id: i64, paused: bool) -> AppR
 /// refused `ended`. Orders already granted keep their deadlines to pay.
 #[server(prefix = "/api", endpoint = "end_sale", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn end_sale(voucher_id: i64) -> AppResult<Voucher> {
-    change::edit("end_sale", voucher_id, |row, now| {
+    change::edit::<EndSale>("end_sale", voucher_id, |row, now| {
         change::not_ended(row, now)?;
         // A sale ended before its start keeps a window of 1 ms, in the past.
         let begins_at = (row.begins_at >= now).then_some(now - 1);
@@ -76,13 +80,13 @@ pub async fn end_sale(voucher_id: i64) -> AppResult<Voucher> {
 /// Adds units to a sale, at any time before its end; a sold-out sale reopens.
 #[server(prefix = "/api", endpoint = "add_stock", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn add_stock(voucher_id: i64, units: i64) -> AppResult<StockChanged> {
-    change::change_stock("add_stock", voucher_id, change::checked_units(units)?).await
+    change::change_stock::<AddStock>("add_stock", voucher_id, change::checked_units(units)?).await
 }
 
 /// Withdraws units nobody was granted: all asked for, or none (`not_enough_stock`).
 #[server(prefix = "/api", endpoint = "withdraw_stock", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn withdraw_stock(voucher_id: i64, units: i64) -> AppResult<StockChanged> {
-    change::change_stock("withdraw_stock", voucher_id, -change::checked_units(units)?).await
+    change::change_stock::<WithdrawStock>("withdraw_stock", voucher_id, -change::checked_units(units)?).await
 }
 
 /// Entries `list_audit` answers at most.
@@ -93,6 +97,6 @@ const AUDIT_LIMIT: i64 = 200;
 #[server(prefix = "/api", endpoint = "list_audit", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn list_audit(voucher_id: Option<i64>) -> AppResult<Vec<AuditEntry>> {
     let state = Context::get();
-    require_operator()?;
+    operator::<ListAudit>()?;
     Ok(audit::list(&state.backend.db, voucher_id, AUDIT_LIMIT).await?)
 }

@@ -35,11 +35,29 @@ pub enum Access {
 macro_rules! fns {
     ($($f:ty => $access:ident),* $(,)?) => {
         const SERVER_FNS: &[(&str, Access)] = &[$((<$f as ServerFn>::PATH, Access::$access)),*];
+        $(declared!($f, $access);)*
 
         /// Every server function: its path, who may call it, and its operation.
         pub fn server_fns() -> impl Iterator<Item = (&'static str, Access, super::openapi::operation::Describe)> {
             [$((<$f as ServerFn>::PATH, Access::$access, super::openapi::operation::server_fn::<$f> as super::openapi::operation::Describe)),*].into_iter()
         }
+    };
+}
+
+/// What a server function's handler may ask for, from its entry: its shopper, its
+/// operator, its admin (`auth::caller`'s `ForShoppers`, `ForOperators`, `ForAdmins`).
+/// A handler asking for a caller its entry does not declare does not compile.
+macro_rules! declared {
+    ($f:ty, Anyone) => {};
+    ($f:ty, Shopper) => {
+        impl crate::auth::caller::ForShoppers for $f {}
+    };
+    ($f:ty, Operator) => {
+        impl crate::auth::caller::ForOperators for $f {}
+    };
+    ($f:ty, AdminRole) => {
+        impl crate::auth::caller::ForOperators for $f {}
+        impl crate::auth::caller::ForAdmins for $f {}
     };
 }
 

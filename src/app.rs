@@ -1,7 +1,7 @@
 //! The HTML shell and the routes: the top of the dependency graph (it imports the
 //! pages; nothing imports it but the server and the hydrate entry).
 
-use crate::pages::{admin::AdminPage, report::ReportPage, shop::ShopPage};
+use crate::pages::{admin::OperatorsPage, report::ReportPage, shop::ShopPage};
 use leptos::prelude::*;
 use leptos_meta::{provide_meta_context, Title};
 use leptos_router::{
@@ -59,7 +59,7 @@ pub fn App() -> impl IntoView {
                     // Whole pages in one write: their data is a few milliseconds
                     // away, and streaming them in pieces cost more than it saved.
                     <Route path=path!("/") view=ShopPage ssr=SsrMode::Async/>
-                    <Route path=path!("/admin") view={Lazy::<AdminRoute>::new()} ssr=SsrMode::Async/>
+                    <Route path=path!("/admin") view={Lazy::<OperatorsRoute>::new()} ssr=SsrMode::Async/>
                     <Route path=path!("/admin/report/:id") view={Lazy::<ReportRoute>::new()} ssr=SsrMode::Async/>
                 </Routes>
             </main>
@@ -70,20 +70,20 @@ pub fn App() -> impl IntoView {
 /// The operator's pages are routes of their own in the browser's code (`--split`): a
 /// shopper's first load is the shop's code alone, and an operator's browser fetches
 /// the rest when it opens one of them.
-struct AdminRoute;
+struct OperatorsRoute;
 
 #[lazy_route]
-impl LazyRoute for AdminRoute {
+impl LazyRoute for OperatorsRoute {
     fn data() -> Self {
         Self
     }
 
     fn view(_this: Self) -> AnyView {
-        view! { <AdminPage/> }.into_any()
+        view! { <OperatorsPage/> }.into_any()
     }
 }
 
-/// A sale's report (see [`AdminRoute`]).
+/// A sale's report (see [`OperatorsRoute`]).
 struct ReportRoute;
 
 #[lazy_route]

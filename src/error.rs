@@ -36,8 +36,10 @@ pub enum ErrorCode {
     /// A shopper call without a valid session cookie.
     NotSignedIn,
     /// An operator call without an operator's cookie or the admin token (the wire
-    /// code predates the word operator).
-    AdminRequired,
+    /// code, `admin_required`, predates the word operator).
+    #[serde(rename = "admin_required")]
+    #[strum(serialize = "admin_required")]
+    OperatorRequired,
     /// A sign-in or password change with a wrong name or password (which of the two
     /// is never said).
     BadCredentials,
@@ -123,7 +125,7 @@ impl ErrorCode {
             Self::InvalidInput | Self::InvalidPrice | Self::FaceValueBelowPrice | Self::InvalidTime => 400,
             Self::ChallengeRequired => 400,
             Self::SignUpClosed => 403,
-            Self::NotSignedIn | Self::AdminRequired | Self::BadCredentials => 401,
+            Self::NotSignedIn | Self::OperatorRequired | Self::BadCredentials => 401,
             Self::NameTaken | Self::LastAdmin => 409,
             Self::UnknownOperator => 404,
             Self::UnknownVoucher | Self::UnknownOrder => 404,
@@ -147,7 +149,7 @@ impl ErrorCode {
         match self {
             Self::InvalidInput => "The request was not valid.",
             Self::NotSignedIn => "Please sign in first.",
-            Self::AdminRequired => "This needs an operator's sign-in or the admin token.",
+            Self::OperatorRequired => "This needs an operator's sign-in or the admin token.",
             Self::BadCredentials => "Wrong name or password.",
             Self::NameTaken => "That name is taken; please choose another.",
             Self::UnknownOperator => "There is no operator by that name.",
@@ -287,7 +289,7 @@ mod tests {
         for code in [
             ErrorCode::InvalidInput,
             ErrorCode::NotSignedIn,
-            ErrorCode::AdminRequired,
+            ErrorCode::OperatorRequired,
             ErrorCode::UnknownVoucher,
             ErrorCode::UnknownOrder,
             ErrorCode::NotStarted,

@@ -107,10 +107,10 @@ fn admitted() -> Option<Actor> {
 /// The operator a server function called in-process runs as, from the request's
 /// cookies, with the role asked for.
 fn in_process(role: Option<Role>) -> AppResult<Actor> {
-    let actor = current_operator().ok_or(ErrorCode::AdminRequired)?;
+    let actor = current_operator().ok_or(ErrorCode::OperatorRequired)?;
     match role {
         Some(role) if actor.role() != role => {
-            Err(AppError { code: ErrorCode::AdminRequired, message: "This needs an admin.".into() })
+            Err(AppError { code: ErrorCode::OperatorRequired, message: "This needs an admin.".into() })
         }
         _ => Ok(actor),
     }

@@ -33,7 +33,7 @@ pub async fn admin_sign_in(token: String) -> AppResult<()> {
     let right = state.secrets.token_matches(token.trim());
     attempts::admin_token(&state.backend, client_address(), right).await?;
     if !right {
-        return Err(ErrorCode::AdminRequired.into());
+        return Err(ErrorCode::OperatorRequired.into());
     }
     // The cookie names the token's generation as it is now.
     state.secrets.operators.catch_up(&state.backend.db).await?;

@@ -148,10 +148,10 @@ fn AccountMenu(user: RwSignal<Option<User>>) -> impl IntoView {
     }
 }
 
-/// The admin page's door: an operator signs in by name and password; the admin token
-/// (bootstrap, automation) opens it too.
+/// The operators' page's door: an operator signs in by name and password; the admin
+/// token (bootstrap, automation) opens it too.
 #[component]
-pub fn AdminUnlock(unlocked: RwSignal<bool>) -> impl IntoView {
+pub fn OperatorsDoor(unlocked: RwSignal<bool>) -> impl IntoView {
     let name = RwSignal::new(String::new());
     let password = RwSignal::new(String::new());
     let sign_in = Action::new(|(n, p): &(String, String)| operator_sign_in(n.clone(), p.clone()));

@@ -46,7 +46,7 @@ pub async fn live(
         }
         None => match accounts.secrets.actor(&headers) {
             Some(actor) => operator_feed(&state, &accounts, &actor, headers),
-            None => AppError::new(ErrorCode::AdminRequired).into_response(),
+            None => AppError::new(ErrorCode::OperatorRequired).into_response(),
         },
         Some(_) => AppError::invalid("view must be `shop` or absent.").into_response(),
     }

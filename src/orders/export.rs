@@ -49,7 +49,7 @@ async fn orders_csv(
 ) -> Response {
     // The front door admitted operators only (`server::access`), and says who.
     let Some(Extension(Caller(actor))) = caller else {
-        return AppError::from(ErrorCode::AdminRequired).into_response();
+        return AppError::from(ErrorCode::OperatorRequired).into_response();
     };
     let Ok(Query(Which { voucher_id })) = which else {
         return AppError::invalid("Give the voucher: ?voucher_id=<id>.").into_response();

@@ -5,7 +5,7 @@
 use crate::{
     auth::{
         operator_api::admin_status,
-        view::{AdminUnlock, OperatorPanel},
+        view::{OperatorPanel, OperatorsDoor},
     },
     browser::every,
     live::view::LiveBoard,
@@ -16,10 +16,10 @@ use crate::{
 use leptos::prelude::*;
 
 #[component]
-pub fn AdminPage() -> impl IntoView {
+pub fn OperatorsPage() -> impl IntoView {
     view! {
         <h1 class="mb-4 text-2xl font-bold">"Admin"</h1>
-        {operators_only(|unlocked| view! { <AdminBoard unlocked/> })}
+        {operators_only(|unlocked| view! { <OperatorsBoard unlocked/> })}
     }
     .into_any()
 }
@@ -37,14 +37,14 @@ pub fn operators_only<V: IntoView + 'static>(
         }
     });
     view! {
-        <Show when=move || unlocked.get() fallback=move || view! { <AdminUnlock unlocked/> }>
+        <Show when=move || unlocked.get() fallback=move || view! { <OperatorsDoor unlocked/> }>
             {board(unlocked)}
         </Show>
     }
 }
 
 #[component]
-fn AdminBoard(unlocked: RwSignal<bool>) -> impl IntoView {
+fn OperatorsBoard(unlocked: RwSignal<bool>) -> impl IntoView {
     // The list (titles, windows) changes rarely; the numbers come from the live feed.
     let refresh = RwSignal::new(0u64);
     every(5000, move || refresh.update(|n| *n += 1));

@@ -115,7 +115,7 @@ async fn report_csv(
 ) -> Response {
     // The front door admitted operators only (`server::access`).
     if caller.is_none() {
-        return AppError::from(ErrorCode::AdminRequired).into_response();
+        return AppError::from(ErrorCode::OperatorRequired).into_response();
     }
     let Ok(Query(Which { voucher_id })) = which else {
         return AppError::invalid("Give the voucher: ?voucher_id=<id>.").into_response();

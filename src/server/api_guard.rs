@@ -239,13 +239,13 @@ fn admit(guard: &Guard, access: Access, req: &mut Request) -> Result<(), AppErro
             Ok(())
         }
         Access::Operator | Access::AdminRole | Access::AdminToken => {
-            let actor = guard.secrets.actor(headers).ok_or(ErrorCode::AdminRequired)?;
+            let actor = guard.secrets.actor(headers).ok_or(ErrorCode::OperatorRequired)?;
             match access {
                 Access::AdminRole if actor.role() != Role::Admin => {
-                    Err(AppError { code: ErrorCode::AdminRequired, message: "This needs an admin.".into() })
+                    Err(AppError { code: ErrorCode::OperatorRequired, message: "This needs an admin.".into() })
                 }
                 Access::AdminToken if actor != Actor::Token => {
-                    Err(AppError { code: ErrorCode::AdminRequired, message: "This needs the admin token.".into() })
+                    Err(AppError { code: ErrorCode::OperatorRequired, message: "This needs the admin token.".into() })
                 }
                 _ => {
                     req.extensions_mut().insert(Caller(actor));

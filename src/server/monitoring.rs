@@ -110,7 +110,7 @@ async fn metrics(State(state): State<AppState>, request: Request) -> Response {
     // The front door admitted the admin token only (`server::access`).
     let caller = request.extensions().get::<crate::auth::caller::Caller>();
     if caller.map(|c| &c.0) != Some(&crate::auth::session::Actor::Token) {
-        return AppError::new(ErrorCode::AdminRequired).into_response();
+        return AppError::new(ErrorCode::OperatorRequired).into_response();
     }
     metrics::gauge!("seckill_live_feeds").set(state.live.feeds.open() as f64);
     let handle = recorder();

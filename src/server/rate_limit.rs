@@ -10,7 +10,7 @@
 //! `X-Forwarded-For` (every line of the header, in order; ports dropped; IPv4 written
 //! as IPv6 read as IPv4). An IPv6 caller is keyed by its /64, the block one
 //! subscriber gets. Memory is bounded whatever callers send: past [`MAX_KEYS`] keys in
-//! a limiter, new callers share one bucket until idle keys are forgotten.
+//! a limiter, new callers share one overflow counter until idle keys are forgotten.
 
 use crate::{
     auth::{caller::SessionChecked, Secrets},
@@ -80,7 +80,7 @@ impl<K: Hash + Eq + Clone> Keyed<K> {
     }
 
     /// `Err(wait)` when `key` must wait. A full limiter first forgets idle keys (at most
-    /// once a second); still full, it puts the caller in the shared overflow bucket.
+    /// once a second); still full, it counts the caller on the shared overflow counter.
     fn check(&self, key: &K, clock: &DefaultClock) -> Result<(), Duration> {
         let key = if self.limiter.len() < self.max_keys || self.clean_up() { key } else { &self.overflow };
         let now = clock.now();
@@ -289,7 +289,7 @@ mod tests {
 
     /// A million distinct addresses (an attacker's IPv6 block, or forged entries) never
     /// hold more than the bound (and the shared overflow key); while the limiter is
-    /// full, new callers share the overflow bucket.
+    /// full, new callers share the overflow counter.
     #[test]
     fn a_million_distinct_callers_hold_bounded_memory() {
         let limits = Limits::bounded(0, 1_000, None, secrets(), (10_000, CLEAN_UP_EVERY));
@@ -303,14 +303,14 @@ mod tests {
             }
         }
         assert!(most <= 10_001, "{most} keys held");
-        // Full, and its keys busy: a new caller lands in the overflow bucket, which the
+        // Full, and its keys busy: a new caller lands on the overflow counter, which the
         // burst of new callers has spent.
         // Never cleaned up here: however slow the machine, the ten keys stay.
         let full = Limits::bounded(0, 1, None, secrets(), (10, Duration::MAX));
         for i in 0..10u32 {
             assert!(full.check(&headers, IpAddr::V4(i.into())).1.is_ok());
         }
-        assert!(full.check(&headers, IpAddr::V4(100.into())).1.is_ok(), "the first newcomer uses the overflow bucket");
+        assert!(full.check(&headers, IpAddr::V4(100.into())).1.is_ok(), "the first newcomer uses the overflow counter");
         assert!(full.check(&headers, IpAddr::V4(101.into())).1.is_ok(), "its burst of two");
         assert!(full.check(&headers, IpAddr::V4(102.into())).1.is_err(), "then newcomers wait together");
     }

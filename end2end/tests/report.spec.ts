@@ -19,7 +19,7 @@ test('an operator opens a sale report: figures, the chart of grabs per second, t
   await expect(answers.getByRole('row', { name: /^Sold out 2 / })).toBeVisible();
   await expect(report.getByRole('region', { name: 'Sale' })).toContainText(/Sold out\s*[\d.]+ s after the start/);
   await expect(report.getByRole('img', { name: /^Grabs per second, from / })).toBeVisible();
-  await expect(report.getByRole('list', { name: 'Gate latency buckets' }).getByRole('listitem')).not.toHaveCount(0);
+  await expect(report.getByRole('list', { name: 'Gate latency bins' }).getByRole('listitem')).not.toHaveCount(0);
   await expect(report.getByRole('list', { name: 'Operator actions' })).toContainText('create_voucher by token');
 
   const csv = report.getByRole('link', { name: 'Grabs per second (CSV)' });

@@ -133,8 +133,8 @@ impl Outcome {
     }
 }
 
-/// Upper bounds (µs) of the gate-latency buckets: a grab is counted in the first
-/// bucket whose bound is at least its latency; the last takes the rest (a grab waits
+/// Upper bounds (µs) of the gate-latency bins: a grab is counted in the first
+/// bin whose bound is at least its latency; the last takes the rest (a grab waits
 /// at most `REDIS_DEADLINE`, 2 s, on the gate). Percentiles read as "at most".
 #[cfg(feature = "ssr")]
 pub const LATENCY_BOUNDS_US: [i64; 24] = [
@@ -142,15 +142,15 @@ pub const LATENCY_BOUNDS_US: [i64; 24] = [
     100_000, 200_000, 300_000, 500_000, 1_000_000, 2_000_000, 5_000_000,
 ];
 
-/// A bucket's upper bound in µs (the last for any index past it).
+/// A bin's upper bound in µs (the last for any index past it).
 #[cfg(feature = "ssr")]
-pub fn latency_bound(bucket: usize) -> i64 {
-    LATENCY_BOUNDS_US[bucket.min(LATENCY_BOUNDS_US.len() - 1)]
+pub fn latency_bound(bin: usize) -> i64 {
+    LATENCY_BOUNDS_US[bin.min(LATENCY_BOUNDS_US.len() - 1)]
 }
 
-/// The bucket (its index in [`LATENCY_BOUNDS_US`]) of a latency in µs.
+/// The bin (its index in [`LATENCY_BOUNDS_US`]) of a latency in µs.
 #[cfg(feature = "ssr")]
-pub fn latency_bucket(us: u64) -> usize {
+pub fn latency_bin(us: u64) -> usize {
     let us = i64::try_from(us).unwrap_or(i64::MAX);
     LATENCY_BOUNDS_US.iter().position(|&b| us <= b).unwrap_or(LATENCY_BOUNDS_US.len() - 1)
 }
@@ -190,24 +190,24 @@ pub struct Second {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Latency {
     pub grabs: i64,
-    /// Percentiles, in ms: the upper bound of the bucket holding them; `None` when no
+    /// Percentiles, in ms: the upper bound of the bin holding them; `None` when no
     /// grab was measured.
     pub p50_ms: Option<f64>,
     pub p90_ms: Option<f64>,
     pub p99_ms: Option<f64>,
     pub p999_ms: Option<f64>,
     pub max_ms: Option<f64>,
-    /// Grabs per bucket: `[upper bound in ms, grabs]`, buckets with none left out.
+    /// Grabs per latency bin: `[upper bound in ms, grabs]`, bins with none left out.
     pub buckets: Vec<(f64, i64)>,
 }
 
 impl Latency {
     #[cfg(feature = "ssr")]
-    /// The figures from grabs per bucket (index in [`LATENCY_BOUNDS_US`]).
+    /// The figures from grabs per bin (index in [`LATENCY_BOUNDS_US`]).
     pub fn from_counts(counts: &[i64; LATENCY_BOUNDS_US.len()]) -> Self {
         let grabs: i64 = counts.iter().sum();
         let ms = |i: usize| LATENCY_BOUNDS_US[i] as f64 / 1000.0;
-        // The bound of the bucket holding the grab of rank ceil(q × grabs).
+        // The bound of the bin holding the grab of rank ceil(q × grabs).
         let quantile = |q: f64| {
             let rank = ((grabs as f64 * q).ceil() as i64).max(1);
             let mut seen = 0;
@@ -286,12 +286,12 @@ mod tests {
 
     #[cfg(feature = "ssr")]
     #[test]
-    fn latencies_fall_in_the_first_bucket_that_holds_them() {
-        assert_eq!(latency_bucket(0), 0);
-        assert_eq!(latency_bucket(100), 0);
-        assert_eq!(latency_bucket(101), 1);
-        assert_eq!(latency_bucket(2_000_000), 22);
-        assert_eq!(latency_bucket(60_000_000), 23, "the last bucket takes the rest");
+    fn latencies_fall_in_the_first_bin_that_holds_them() {
+        assert_eq!(latency_bin(0), 0);
+        assert_eq!(latency_bin(100), 0);
+        assert_eq!(latency_bin(101), 1);
+        assert_eq!(latency_bin(2_000_000), 22);
+        assert_eq!(latency_bin(60_000_000), 23, "the last bin takes the rest");
     }
 
     #[cfg(feature = "ssr")]
@@ -299,9 +299,9 @@ mod tests {
     fn percentiles_are_the_bounds_of_the_buckets_holding_them() {
         let mut counts = [0; LATENCY_BOUNDS_US.len()];
         assert_eq!(Latency::from_counts(&counts), Latency::default(), "none measured");
-        counts[latency_bucket(400)] = 90; // ≤ 0.5 ms
-        counts[latency_bucket(4_000)] = 9; // ≤ 5 ms
-        counts[latency_bucket(40_000)] = 1; // ≤ 50 ms
+        counts[latency_bin(400)] = 90; // ≤ 0.5 ms
+        counts[latency_bin(4_000)] = 9; // ≤ 5 ms
+        counts[latency_bin(40_000)] = 1; // ≤ 50 ms
         let l = Latency::from_counts(&counts);
         assert_eq!(l.grabs, 100);
         assert_eq!((l.p50_ms, l.p90_ms, l.p99_ms, l.p999_ms), (Some(0.5), Some(0.5), Some(5.0), Some(50.0)));

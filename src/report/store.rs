@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 pub struct Record {
     /// Grabs per Unix second and outcome.
     pub seconds: BTreeMap<i64, BTreeMap<Outcome, i64>>,
-    /// Grabs the gate decided per latency bucket (index in [`LATENCY_BOUNDS_US`]).
+    /// Grabs the gate decided per latency bin (index in [`LATENCY_BOUNDS_US`]).
     pub latency: [i64; LATENCY_BOUNDS_US.len()],
     pub orders: OrderCounts,
     pub dead_letters: i64,
@@ -53,7 +53,7 @@ pub async fn windows(db: &Db, ids: &[i64]) -> sqlx::Result<std::collections::Has
 
 /// Refusals by (voucher, Unix second, outcome).
 pub type Refusals = HashMap<(i64, i64, Outcome), i64>;
-/// Grabs the gate decided by (voucher, latency bucket).
+/// Grabs the gate decided by (voucher, latency bin).
 pub type Latencies = HashMap<(i64, usize), i64>;
 
 /// Adds a tally's counts, in one transaction. Counts of a voucher that does not exist
@@ -79,14 +79,14 @@ pub async fn add_counts(db: &Db, refusals: &Refusals, latency: &Latencies) -> sq
         .execute(&mut *tx)
         .await?;
     }
-    for (&(voucher_id, bucket), &n) in latency {
+    for (&(voucher_id, bin), &n) in latency {
         sqlx::query(
             "INSERT INTO sale_latency (voucher_id, le_us, n) \
              SELECT $1, $2, $3 WHERE EXISTS (SELECT 1 FROM vouchers WHERE id = $1) \
              ON CONFLICT (voucher_id, le_us) DO UPDATE SET n = sale_latency.n + excluded.n",
         )
         .bind(voucher_id)
-        .bind(latency_bound(bucket))
+        .bind(latency_bound(bin))
         .bind(n)
         .execute(&mut *tx)
         .await?;
@@ -127,7 +127,7 @@ async fn answers_per_second(
     Ok(seconds)
 }
 
-/// Grabs the gate decided per latency bucket (index in [`LATENCY_BOUNDS_US`]).
+/// Grabs the gate decided per latency bin (index in [`LATENCY_BOUNDS_US`]).
 async fn latency(db: &mut AnyConnection, voucher_id: i64) -> sqlx::Result<[i64; LATENCY_BOUNDS_US.len()]> {
     let rows: Vec<(i64, i64)> = sqlx::query_as("SELECT le_us, n FROM sale_latency WHERE voucher_id = $1")
         .bind(voucher_id)

@@ -18,7 +18,7 @@
 //! so ids made up by the thousand take those places, never the counts of a real sale
 //! already known. At most [`MAX_KEYS`] counts are held between flushes.
 
-use super::{latency_bucket, store, Outcome};
+use super::{latency_bin, store, Outcome};
 use crate::{
     backend::Db,
     shutdown::{self, Shutdown},
@@ -33,7 +33,7 @@ use std::{
 /// How often each process adds its counts to the database.
 pub const FLUSH_EVERY: Duration = Duration::from_secs(1);
 /// Most counts held between two flushes: a live sale needs a few dozen a second (one
-/// per answer code, and one per latency bucket seen).
+/// per answer code, and one per latency bin seen).
 pub const MAX_KEYS: usize = 4_096;
 /// Most sales not known yet whose counts are held until the next flush checks them.
 pub const MAX_UNVERIFIED: usize = 64;
@@ -139,7 +139,7 @@ impl Counts {
     }
 
     fn took(&mut self, voucher_id: i64, took: Duration) {
-        let key = (voucher_id, latency_bucket(took.as_micros() as u64));
+        let key = (voucher_id, latency_bin(took.as_micros() as u64));
         if let Some(n) = self.latency.get_mut(&key) {
             *n += 1;
         } else if !self.is_full() {
@@ -256,7 +256,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn counts_refusals_by_sale_second_and_code_and_latency_by_bucket() {
+    fn counts_refusals_by_sale_second_and_code_and_latency_by_bin() {
         let t = Tally::default();
         t.answered(7, Outcome::SoldOut);
         t.answered(7, Outcome::SoldOut);

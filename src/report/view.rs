@@ -80,7 +80,7 @@ fn body(r: Report) -> impl IntoView {
                 {legend(&r.answers)}
             </figure>
             <Figures title="Gate latency" items=latency.to_vec()
-                note=format!("{} grabs decided at the gate; buckets' upper bounds", l.grabs)>
+                note=format!("{} grabs decided at the gate; bins' upper bounds", l.grabs)>
                 {histogram(&r.latency.buckets)}
             </Figures>
             <Figures title="Orders" items=orders.map(|(k, n)| (k, n.to_string())).to_vec()/>
@@ -201,12 +201,12 @@ fn legend(answers: &BTreeMap<Outcome, i64>) -> impl IntoView {
     }
 }
 
-/// Grabs per latency bucket, as bars.
-fn histogram(buckets: &[(f64, i64)]) -> impl IntoView {
-    let top = buckets.iter().map(|(_, n)| *n).max().unwrap_or(1).max(1) as f64;
+/// Grabs per latency bin, as bars.
+fn histogram(bins: &[(f64, i64)]) -> impl IntoView {
+    let top = bins.iter().map(|(_, n)| *n).max().unwrap_or(1).max(1) as f64;
     view! {
-        <ul class="mt-2 grid gap-0.5 text-xs" aria-label="Gate latency buckets">
-            {buckets.iter().map(|(le, n)| view! {
+        <ul class="mt-2 grid gap-0.5 text-xs" aria-label="Gate latency bins">
+            {bins.iter().map(|(le, n)| view! {
                 <li class="flex items-center gap-2">
                     <span class="w-20 text-right font-mono">{format!("≤ {le} ms")}</span>
                     <span class="h-3 bg-sky-700" style=format!("width:{:.1}%", 80.0 * *n as f64 / top)></span>

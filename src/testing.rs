@@ -32,6 +32,7 @@ pub use crate::{
     sale::{
         batches::{Batches, CALLS_PER_SALE, MOST_PER_CALL},
         gate::{self, Ask, Bucket, Verdict},
+        grab::SHED_MESSAGE,
         refill, stock, warm, REDIS_DEADLINE,
     },
     voucher::{

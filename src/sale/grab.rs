@@ -166,9 +166,13 @@ async fn in_bucket(
     }
 }
 
-/// The answer to a call shed by admission control (`admission`).
+/// What a call shed by admission control (`admission`) is told: it was not decided,
+/// and may be sent again.
+pub const SHED_MESSAGE: &str = "Busy; please try again in a moment.";
+
+/// The answer to a call shed by admission control.
 fn shed() -> AppError {
-    AppError { code: ErrorCode::Unavailable, message: "Busy; please try again in a moment.".into() }
+    AppError { code: ErrorCode::Unavailable, message: SHED_MESSAGE.into() }
 }
 
 /// `user_id`'s grab token for `voucher_id` (see `api::grab_token`): a gate call like

@@ -83,13 +83,13 @@ pub struct Caller(pub Actor);
 /// called in-process (a page rendering, which no table entry covers), the one the
 /// request's cookies name.
 pub fn operator<F: ForOperators>() -> AppResult<Actor> {
-    admitted().ok_or(()).or_else(|()| in_process(None))
+    admitted().map_or_else(|| in_process(None), Ok)
 }
 
 /// The admin calling `F`: as [`operator`], the role proved by the front door (the
 /// table keeps `F` for the admin role), or, in-process, checked here.
 pub fn admin<F: ForAdmins>() -> AppResult<Actor> {
-    admitted().ok_or(()).or_else(|()| in_process(Some(Role::Admin)))
+    admitted().map_or_else(|| in_process(Some(Role::Admin)), Ok)
 }
 
 /// Who runs this browser's operator session, if anyone (for the routes anyone may
@@ -109,11 +109,14 @@ fn admitted() -> Option<Actor> {
 fn in_process(role: Option<Role>) -> AppResult<Actor> {
     let actor = current_operator().ok_or(ErrorCode::OperatorRequired)?;
     match role {
-        Some(role) if actor.role() != role => {
-            Err(AppError { code: ErrorCode::OperatorRequired, message: "This needs an admin.".into() })
-        }
+        Some(role) if actor.role() != role => Err(needs_an_admin()),
         _ => Ok(actor),
     }
+}
+
+/// The refusal of an operator without the admin role where it is needed.
+pub fn needs_an_admin() -> AppError {
+    AppError { code: ErrorCode::OperatorRequired, message: "This needs an admin.".into() }
 }
 
 /// Adds a `Set-Cookie` header to the server function's response.

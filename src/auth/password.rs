@@ -6,7 +6,7 @@
 
 use crate::error::{AppError, AppResult, ErrorCode};
 use argon2::{
-    password_hash::{rand_core::OsRng, PasswordHash, SaltString},
+    password_hash::{rand_core::OsRng, ParamsString, PasswordHash, SaltString},
     Algorithm, Argon2, Params, PasswordHasher, PasswordVerifier, Version,
 };
 use std::sync::Arc;
@@ -52,15 +52,20 @@ impl Cost {
 
     /// The cost a hash's parameters name (`m=…,t=…,p=…`), if they are argon2's.
     fn from_named(params: &str) -> Option<Self> {
-        let mut cost = Self { memory_kib: 0, iterations: 0 };
-        for pair in params.split(',') {
-            match pair.split_once('=')? {
-                ("m", m) => cost.memory_kib = m.parse().ok()?,
-                ("t", t) => cost.iterations = t.parse().ok()?,
-                _ => {}
-            }
-        }
+        Self::from_params(&params.parse().ok()?)
+    }
+
+    /// The cost parsed parameters name.
+    fn from_params(params: &ParamsString) -> Option<Self> {
+        let cost = Self { memory_kib: params.get_decimal("m")?, iterations: params.get_decimal("t")? };
         (cost.memory_kib > 0 && cost.iterations > 0).then_some(cost)
+    }
+
+    /// A hash of a password nobody has, at this cost: what an unknown name is checked
+    /// against.
+    fn decoy(self) -> Result<String, String> {
+        let argon = Argon2::new(Algorithm::Argon2id, Version::V0x13, self.params()?);
+        hash_with(&argon, &format!("decoy-{}", rand::random::<u64>()))
     }
 
     /// At least as slow as either.
@@ -94,7 +99,7 @@ pub struct Hasher {
 impl Hasher {
     pub fn new(cost: Cost, threads: usize, queue: usize) -> Result<Self, String> {
         let argon = Argon2::new(Algorithm::Argon2id, Version::V0x13, cost.params()?);
-        let decoy = hash_with(&argon, &format!("decoy-{}", rand::random::<u64>()))?;
+        let decoy = cost.decoy()?;
         let threads = threads.max(1);
         Ok(Self {
             argon,
@@ -108,8 +113,7 @@ impl Hasher {
     /// Verifies unknown names' decoy at `cost` ([`decoy_cost`]: the slowest any stored
     /// hash has), not at the cost new hashes are made at.
     pub fn with_decoy_at(mut self, cost: Cost) -> Result<Self, String> {
-        let argon = Argon2::new(Algorithm::Argon2id, Version::V0x13, cost.params()?);
-        self.decoy = hash_with(&argon, &format!("decoy-{}", rand::random::<u64>()))?;
+        self.decoy = cost.decoy()?;
         Ok(self)
     }
 
@@ -164,8 +168,7 @@ impl Hasher {
 
     /// The cost unknown names' decoy is verified at.
     pub fn decoy_cost(&self) -> Option<Cost> {
-        let hash = PasswordHash::new(&self.decoy).ok()?;
-        Cost::from_named(&hash.params.to_string())
+        Cost::from_params(&PasswordHash::new(&self.decoy).ok()?.params)
     }
 
     /// Runs `job` on a blocking thread once one of the pool's places is free; refuses

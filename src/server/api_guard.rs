@@ -35,7 +35,7 @@ use super::{
 use crate::{
     auth::{
         attempts,
-        caller::{Caller, SessionChecked},
+        caller::{self, Caller, SessionChecked},
         jwt,
         jwt::ShopLogin,
         session::Actor,
@@ -241,9 +241,7 @@ fn admit(guard: &Guard, access: Access, req: &mut Request) -> Result<(), AppErro
         Access::Operator | Access::AdminRole | Access::AdminToken => {
             let actor = guard.secrets.actor(headers).ok_or(ErrorCode::OperatorRequired)?;
             match access {
-                Access::AdminRole if actor.role() != Role::Admin => {
-                    Err(AppError { code: ErrorCode::OperatorRequired, message: "This needs an admin.".into() })
-                }
+                Access::AdminRole if actor.role() != Role::Admin => Err(caller::needs_an_admin()),
                 Access::AdminToken if actor != Actor::Token => {
                     Err(AppError { code: ErrorCode::OperatorRequired, message: "This needs the admin token.".into() })
                 }

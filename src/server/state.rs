@@ -44,16 +44,6 @@ impl AppState {
             ..(**self).clone()
         })
     }
-
-    /// Hands each domain's handle to the server function being run (or the page being
-    /// rendered).
-    pub fn contexts(&self) {
-        provide_context(self.backend.clone());
-        provide_context(self.accounts.clone());
-        provide_context(self.sale.clone());
-        provide_context(self.live.clone());
-        provide_context(self.report.clone());
-    }
 }
 
 impl Deref for AppState {
@@ -152,32 +142,24 @@ impl FromRef<AppState> for LeptosOptions {
     }
 }
 
-impl FromRef<AppState> for Backend {
-    fn from_ref(state: &AppState) -> Self {
-        state.backend.clone()
-    }
+/// Each domain's handle, written once: handed to server functions as a context
+/// ([`AppState::contexts`]) and to axum handlers as a sub-state (`FromRef`).
+macro_rules! handles {
+    ($($field:ident: $handle:ty),* $(,)?) => {
+        impl AppState {
+            /// Hands each domain's handle to the server function being run (or the
+            /// page being rendered).
+            pub fn contexts(&self) {
+                $(provide_context(self.$field.clone());)*
+            }
+        }
+
+        $(impl FromRef<AppState> for $handle {
+            fn from_ref(state: &AppState) -> Self {
+                state.$field.clone()
+            }
+        })*
+    };
 }
 
-impl FromRef<AppState> for Arc<Accounts> {
-    fn from_ref(state: &AppState) -> Self {
-        state.accounts.clone()
-    }
-}
-
-impl FromRef<AppState> for Arc<Sale> {
-    fn from_ref(state: &AppState) -> Self {
-        state.sale.clone()
-    }
-}
-
-impl FromRef<AppState> for Arc<Live> {
-    fn from_ref(state: &AppState) -> Self {
-        state.live.clone()
-    }
-}
-
-impl FromRef<AppState> for Arc<Report> {
-    fn from_ref(state: &AppState) -> Self {
-        state.report.clone()
-    }
-}
+handles!(backend: Backend, accounts: Arc<Accounts>, sale: Arc<Sale>, live: Arc<Live>, report: Arc<Report>);

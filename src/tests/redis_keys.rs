@@ -96,7 +96,9 @@ async fn every_key_lives_as_the_key_table_says() {
     }
     let (status, body) = app.grab(&ann, v).await;
     assert_eq!((status.as_u16(), code(&body)), (409, "already_bought"), "{body}");
-    app.wait_for_stats("both persisted", v, |s| s["persisted"] == 2).await;
+    // Settled too (nothing pending): settling gives the gate's results and buyers
+    // their expiry, after the orders are saved.
+    app.wait_for_stats("both persisted and settled", v, |s| s["persisted"] == 2 && s["pending"] == 0).await;
     let (_, orders) = app.call("my_orders", json!({}), &[("cookie", &ann.cookie)]).await;
     let order_id = orders[0]["order_id"].as_str().unwrap().to_owned();
     let (status, body) = app.call("cancel_order", json!({ "order_id": order_id }), &[("cookie", &ann.cookie)]).await;

@@ -11,7 +11,10 @@ start_redis() {
   local port dir aof=no
   port=$(free_port)
   if [ -n "${1:-}" ]; then dir=$1; aof=yes; mkdir -p "$dir"; else dir=$(mktemp -d); fi
-  redis-server --bind 127.0.0.1 --port "$port" --dir "$dir" --save '' --appendonly "$aof" \
+  local pin=()
+  # The bench's placement (.ci/bench): the first of its Redis cores.
+  if [ -n "${BENCH_REDIS_CPUS:-}" ]; then pin=(taskset -c "${BENCH_REDIS_CPUS%%[,-]*}"); fi
+  ${pin[@]+"${pin[@]}"} redis-server --bind 127.0.0.1 --port "$port" --dir "$dir" --save '' --appendonly "$aof" \
     --appendfsync always \
     --daemonize no >"$dir/redis.log" 2>&1 &
   SECKILL_REDIS_PID=$!
@@ -36,15 +39,17 @@ stop_redis() {
   fi
 }
 
-# `start_redis_cluster` runs a throw-away Redis Cluster of three masters, each with one
-# replica, on loopback ports, and exports REDIS_CLUSTER_URL (the six node URLs,
-# comma-separated: what REDIS_URL takes for a cluster). `stop_redis_cluster` removes it.
+# `start_redis_cluster [masters] [replicas]` runs a throw-away Redis Cluster of three
+# masters (or as many as asked), each with one replica (or as many as asked), on
+# loopback ports, and exports REDIS_CLUSTER_URL (the node URLs, comma-separated: what
+# REDIS_URL takes for a cluster). With BENCH_REDIS_CPUS (a list of cores, `taskset`'s
+# form), node i runs on the list's core i, in turn. `stop_redis_cluster` removes it.
 cluster_ports() {
-  # Six free ports whose cluster-bus ports (port + 10000) are free too.
-  python3 - <<'PY'
-import socket
+  # $1 free ports whose cluster-bus ports (port + 10000) are free too.
+  python3 - "$1" <<'PY'
+import socket, sys
 ports, held = [], []
-while len(ports) < 6:
+while len(ports) < int(sys.argv[1]):
     s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]; held.append(s)
     if p > 55000: continue
     try:
@@ -57,12 +62,23 @@ PY
 }
 
 start_redis_cluster() {
-  local port urls="" nodes=() ok
+  local masters=${1:-3} replicas=${2:-1} port urls="" nodes=() ok pin=() cores=() i=0
   SECKILL_CLUSTER_DIR=$(mktemp -d)
   SECKILL_CLUSTER_PIDS=()
-  for port in $(cluster_ports); do
+  if [ -n "${BENCH_REDIS_CPUS:-}" ]; then
+    read -r -a cores <<<"$(python3 -c 'import sys
+out = []
+for part in sys.argv[1].split(","):
+    a, _, b = part.partition("-")
+    out += range(int(a), int(b or a) + 1)
+print(*out)' "$BENCH_REDIS_CPUS")"
+  fi
+  for port in $(cluster_ports $((masters * (1 + replicas)))); do
     mkdir -p "$SECKILL_CLUSTER_DIR/$port"
-    redis-server --bind 127.0.0.1 --port "$port" --dir "$SECKILL_CLUSTER_DIR/$port" --save '' \
+    pin=()
+    if [ "${#cores[@]}" -gt 0 ]; then pin=(taskset -c "${cores[$((i % ${#cores[@]}))]}"); fi
+    i=$((i + 1))
+    ${pin[@]+"${pin[@]}"} redis-server --bind 127.0.0.1 --port "$port" --dir "$SECKILL_CLUSTER_DIR/$port" --save '' \
       --appendonly no --cluster-enabled yes --cluster-config-file nodes.conf \
       --cluster-node-timeout 3000 --daemonize no >"$SECKILL_CLUSTER_DIR/$port/redis.log" 2>&1 &
     SECKILL_CLUSTER_PIDS+=($!)
@@ -75,7 +91,7 @@ start_redis_cluster() {
       sleep 0.1
     done
   done
-  redis-cli --cluster create "${nodes[@]}" --cluster-replicas 1 --cluster-yes >"$SECKILL_CLUSTER_DIR/create.log" 2>&1 || {
+  redis-cli --cluster create "${nodes[@]}" --cluster-replicas "$replicas" --cluster-yes >"$SECKILL_CLUSTER_DIR/create.log" 2>&1 || {
     cat "$SECKILL_CLUSTER_DIR/create.log" >&2
     return 1
   }

@@ -18,7 +18,10 @@ use hyper::{
 use hyper_util::rt::TokioIo;
 use std::{
     io::Write as _,
-    sync::atomic::{AtomicUsize, Ordering},
+    sync::{
+        atomic::{AtomicUsize, Ordering},
+        Arc,
+    },
     time::{Duration, Instant},
 };
 use tokio::{
@@ -70,6 +73,7 @@ impl Conn {
 }
 
 /// One POST of a storm: whose it is, its session cookie and its JSON body.
+#[derive(Clone)]
 pub struct Call {
     pub user_id: i64,
     pub cookie: HeaderValue,
@@ -97,6 +101,10 @@ pub const SHED_RETRIES: u32 = 4;
 /// call's last) and when the first call went out (after the connections opened). A
 /// connection the server drops fails the storm: the load tool does not retry a grab
 /// whose answer it lost.
+///
+/// The connections are shared out over [`threads`] threads, each a runtime of its own
+/// (one, this one, unless `--load-threads` says more): one thread's client tops out
+/// below what a many-core server answers.
 pub async fn storm(
     servers: &[String],
     connections: usize,
@@ -104,12 +112,74 @@ pub async fn storm(
     calls: &[Call],
     retry_shed: bool,
 ) -> Result<(Vec<Answer>, Instant), String> {
+    let connections = connections.min(calls.len()).max(1);
+    let threads = threads().min(connections);
+    if threads <= 1 {
+        let opened = open_raw(servers, 0..connections).await?;
+        let started = Instant::now();
+        return Ok((run_connections(opened, calls, &AtomicUsize::new(0), path, retry_shed).await?, started));
+    }
+    let (servers, path): (Arc<[String]>, Arc<str>) = (servers.into(), path.into());
+    let calls: Arc<[Call]> = calls.to_vec().into();
+    let next = Arc::new(AtomicUsize::new(0));
+    let ready = Arc::new(std::sync::Barrier::new(threads));
+    let mut waits = Vec::with_capacity(threads);
+    for t in 0..threads {
+        let (servers, path, calls, next, ready) =
+            (servers.clone(), path.clone(), calls.clone(), next.clone(), ready.clone());
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build();
+            let result = runtime.map_err(|e| e.to_string()).and_then(|rt| {
+                rt.block_on(async {
+                    // Connection i goes to thread i % threads, and to server i % servers.
+                    let opened = open_raw(&servers, (t..connections).step_by(threads)).await;
+                    ready.wait(); // every thread waits, so none hangs on a failed one
+                    let started = Instant::now();
+                    Ok((run_connections(opened?, &calls, &next, &path, retry_shed).await?, started))
+                })
+            });
+            let _ = tx.send(result);
+        });
+        waits.push(rx);
+    }
+    let (mut answers, mut first) = (Vec::with_capacity(calls.len()), None::<Instant>);
+    for wait in waits {
+        let (some, started) = wait.await.map_err(|_| "a load thread panicked".to_owned())??;
+        answers.extend(some);
+        first = Some(first.map_or(started, |f| f.min(started)));
+    }
+    Ok((answers, first.unwrap_or_else(Instant::now)))
+}
+
+/// Threads the storms' client runs on (`--load-threads`); set once, before the first.
+static THREADS: AtomicUsize = AtomicUsize::new(1);
+
+pub fn set_threads(n: usize) {
+    THREADS.store(n.max(1), Ordering::Relaxed);
+}
+
+fn threads() -> usize {
+    THREADS.load(Ordering::Relaxed)
+}
+
+/// Opens the connections numbered `which`, each to server `i % servers`.
+async fn open_raw(servers: &[String], which: impl Iterator<Item = usize>) -> Result<Vec<RawConn>, String> {
     let mut opened = Vec::new();
-    for i in 0..connections.min(calls.len()).max(1) {
+    for i in which {
         opened.push(RawConn::open(&servers[i % servers.len()]).await?);
     }
-    let next = &AtomicUsize::new(0);
-    let started = Instant::now();
+    Ok(opened)
+}
+
+/// Each connection takes the next call (`next`, shared) until none is left.
+async fn run_connections(
+    opened: Vec<RawConn>,
+    calls: &[Call],
+    next: &AtomicUsize,
+    path: &str,
+    retry_shed: bool,
+) -> Result<Vec<Answer>, String> {
     let per_connection = opened.into_iter().map(|mut conn| async move {
         let mut answers = Vec::new();
         loop {
@@ -131,7 +201,7 @@ pub async fn storm(
         }
     });
     let answers: Vec<Result<Vec<Answer>, String>> = futures::future::join_all(per_connection).await;
-    Ok((answers.into_iter().collect::<Result<Vec<_>, _>>()?.into_iter().flatten().collect(), started))
+    Ok(answers.into_iter().collect::<Result<Vec<_>, _>>()?.into_iter().flatten().collect())
 }
 
 /// A kept-alive connection spoken to directly: the request's bytes out, the answer's

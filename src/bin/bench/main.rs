@@ -83,6 +83,10 @@ struct Args {
     /// Requests in flight at once.
     #[arg(long, default_value_t = 256)]
     concurrency: usize,
+    /// Threads the storms' client runs on, the connections shared out over them: one
+    /// thread's client tops out below what a many-core server answers.
+    #[arg(long, default_value_t = 1)]
+    load_threads: usize,
     /// Gate calls the raw run makes.
     #[arg(long, default_value_t = 100_000)]
     raw_calls: usize,
@@ -99,6 +103,7 @@ struct Args {
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
     let args = Args::parse();
+    lean::set_threads(args.load_threads);
     match run(args).await {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::FAILURE,
@@ -137,12 +142,14 @@ async fn run(args: Args) -> Result<bool, String> {
     }
 
     let stock = if args.stock > 0 { args.stock } else { shoppers.len() as i64 };
-    let (mut ok, mut first) = (true, None);
+    let (mut ok, mut first, mut per_grant) = (true, None, None);
     for &shards in &args.shards {
-        let (granted, stats) = granted_storm(&admin, (&bases, &args, &cpu), &shoppers, (stock, shards), raw).await?;
+        let (granted, stats, server_us) =
+            granted_storm(&admin, (&bases, &args, &cpu), &shoppers, (stock, shards), raw).await?;
         ok &= check(&granted, &stats, stock, shoppers.len());
-        // The overload storm and the report are checked against the first.
+        // The overload storm, the report and the page's cost are set against the first.
         first.get_or_insert(granted);
+        per_grant = per_grant.or(server_us);
     }
     let Some(granted) = first else { return Err("--shards names no count".into()) };
     if let Some(mb) = cpu.peak_rss_mb() {
@@ -152,9 +159,19 @@ async fn run(args: Args) -> Result<bool, String> {
     ok &= overload(&admin, &bases, &args, &shoppers, &granted).await?;
 
     if args.sold_out_stock > 0 {
+        let before = cpu.sample();
         let sold_out = storm(&admin, &bases, args.concurrency, &shoppers, args.sold_out_stock, "sold-out").await?;
         let settled_sold_out = settle(&admin, sold_out.voucher_id, sold_out.last_answer).await?;
+        let spent = spent(before, cpu.sample());
         sold_out.print(raw);
+        if let Some(spent) = spent {
+            let answers = sold_out.latencies.len().max(1) as f64;
+            println!(
+                "  CPU per answer, persisting included: server {:.1} µs, Redis {:.1} µs",
+                spent.server * 1e6 / answers,
+                spent.redis * 1e6 / answers
+            );
+        }
         let locally = refused_locally(&bases, &args.admin_token, sold_out.voucher_id).await?;
         println!("  refused from the local flag: {locally}");
         ok &= check(&sold_out, &settled_sold_out.stats, args.sold_out_stock, shoppers.len());
@@ -180,21 +197,28 @@ async fn run(args: Args) -> Result<bool, String> {
         ok &= report_agrees(&admin, &beside).await?;
     }
 
-    pages(&bases, &cpu).await?;
+    let per_page = pages(&bases, &cpu).await?;
+    if let (Some(grant), Some(page)) = (per_grant, per_page) {
+        println!(
+            "server CPU per granted grab / per cached shop page: {grant:.0} / {page:.0} µs = {:.2}× (target ≤ 1×)",
+            grant / page
+        );
+    }
     Ok(ok)
 }
 
 /// One granted storm at a sale of `shards`: its figures printed, with the CPU per
 /// granted grab of the server and of Redis (each Redis process apart when there are
-/// several: the masters of a cluster, each deciding its buckets). Returns the storm
-/// and the sale's figures once every order is saved.
+/// several: the masters of a cluster, each deciding its buckets). Returns the storm,
+/// the sale's figures once every order is saved, and the server's CPU per granted
+/// grab in µs (when the processes' CPU can be read).
 async fn granted_storm(
     admin: &ApiClient,
     (bases, args, cpu): (&[String], &Args, &Cpu),
     shoppers: &[seckill::client::Shopper],
     (stock, shards): (i64, u32),
     raw: Option<f64>,
-) -> Result<(Storm, serde_json::Value), String> {
+) -> Result<(Storm, serde_json::Value, Option<f64>), String> {
     println!("granted storm at a sale of {shards} shard(s):");
     let before = cpu.sample();
     let granted = storm_in_shards(admin, (bases, args.concurrency), shoppers, (stock, shards), "granted").await?;
@@ -208,7 +232,7 @@ async fn granted_storm(
         settled.stats["persisted"].as_f64().unwrap_or(0.0) / (granted.wall + settled.lag).as_secs_f64()
     );
     let per_grab = |secs: f64| secs * 1e6 / (granted.granted.max(1) as f64);
-    if let Some(spent) = spent {
+    if let Some(spent) = &spent {
         let db = spent.db.map(|db| format!("; database {:.0} µs", per_grab(db))).unwrap_or_default();
         let redis = spent.redis.max(1e-9);
         // SQLite runs inside the server, where PostgreSQL's CPU is counted apart: show both.
@@ -237,5 +261,6 @@ async fn granted_storm(
             );
         }
     }
-    Ok((granted, settled.stats))
+    let server_us = spent.map(|s| per_grab(s.server));
+    Ok((granted, settled.stats, server_us))
 }

@@ -10,7 +10,7 @@ use crate::{
         Backend, RedisConn,
     },
     bus::SaleEvent,
-    orders::results::{FailReason, StoredResult},
+    orders::{results::StoredResult, FailReason},
 };
 use redis::RedisResult;
 

@@ -51,6 +51,40 @@ impl GrabStatus {
     }
 }
 
+/// Why a granted grab ended without an order: `grab_result`'s `reason`, a closed list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum FailReason {
+    /// The shopper already holds another order for the voucher.
+    AlreadyBought,
+    /// The database had no unit left for it.
+    SoldOut,
+    /// The database kept refusing the order; it went to the dead-letter stream.
+    DeadLetter,
+    /// Redis lost the grab (a restart without persistence, or a failover) before the
+    /// worker saved it. The shopper may grab again. Never stored: `grab_result` infers it.
+    Lost,
+}
+
+impl FailReason {
+    #[cfg(feature = "ssr")]
+    const ALL: [Self; 4] = [Self::AlreadyBought, Self::SoldOut, Self::DeadLetter, Self::Lost];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::AlreadyBought => "already_bought",
+            Self::SoldOut => "sold_out",
+            Self::DeadLetter => "dead_letter",
+            Self::Lost => "lost",
+        }
+    }
+
+    #[cfg(feature = "ssr")]
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|r| r.as_str() == name)
+    }
+}
+
 /// A persisted order.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Order {

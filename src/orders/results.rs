@@ -3,33 +3,7 @@
 //! its `queued` value and the give-back its `failed` value as script arguments
 //! (`lua/grab.lua`, `lua/fail.lua`), and the worker writes `success`.
 
-use super::GrabStatus;
-
-/// Why a granted grab ended without an order. The names ([`FailReason::as_str`])
-/// reach clients as `grab_result`'s `reason`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FailReason {
-    /// The shopper already holds another order for the voucher.
-    AlreadyBought,
-    /// The database had no unit left for it.
-    SoldOut,
-    /// The database kept refusing the order; it went to the dead-letter stream.
-    DeadLetter,
-    /// Redis lost the grab (a restart without persistence, or a failover) before the
-    /// worker saved it. The shopper may grab again. Never stored: `grab_result` infers it.
-    Lost,
-}
-
-impl FailReason {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::AlreadyBought => "already_bought",
-            Self::SoldOut => "sold_out",
-            Self::DeadLetter => "dead_letter",
-            Self::Lost => "lost",
-        }
-    }
-}
+use super::{FailReason, GrabStatus};
 
 /// One stored result.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -38,7 +12,7 @@ pub struct StoredResult {
     /// Whose grab it was: only they may read it.
     pub user_id: i64,
     /// Why it failed (only when failed).
-    pub reason: Option<String>,
+    pub reason: Option<FailReason>,
 }
 
 impl StoredResult {
@@ -51,13 +25,13 @@ impl StoredResult {
     }
 
     pub fn failed(user_id: i64, reason: FailReason) -> Self {
-        Self { status: GrabStatus::Failed, user_id, reason: Some(reason.as_str().to_owned()) }
+        Self { status: GrabStatus::Failed, user_id, reason: Some(reason) }
     }
 
     /// The value as stored.
     pub fn encode(&self) -> String {
-        match &self.reason {
-            Some(reason) => format!("{}:{}:{reason}", self.status.as_str(), self.user_id),
+        match self.reason {
+            Some(reason) => format!("{}:{}:{}", self.status.as_str(), self.user_id, reason.as_str()),
             None => format!("{}:{}", self.status.as_str(), self.user_id),
         }
     }
@@ -72,7 +46,13 @@ impl StoredResult {
             _ => return None,
         };
         let user_id = parts.next()?.parse().ok()?;
-        Some(Self { status, user_id, reason: parts.next().map(str::to_owned) })
+        // A failure has its reason, and nothing else has one.
+        let reason = match (status, parts.next()) {
+            (GrabStatus::Failed, Some(name)) => Some(FailReason::from_name(name)?),
+            (GrabStatus::Failed, None) | (_, Some(_)) => return None,
+            (_, None) => None,
+        };
+        Some(Self { status, user_id, reason })
     }
 }
 
@@ -88,5 +68,8 @@ mod tests {
         assert_eq!(StoredResult::failed(7, FailReason::AlreadyBought).encode(), "failed:7:already_bought");
         assert_eq!(StoredResult::parse("weird:7"), None);
         assert_eq!(StoredResult::parse("success:x"), None);
+        assert_eq!(StoredResult::parse("failed:7:made_up"), None);
+        assert_eq!(StoredResult::parse("failed:7"), None);
+        assert_eq!(StoredResult::parse("success:7:sold_out"), None);
     }
 }

@@ -12,12 +12,7 @@ use crate::{
     backend::{outage::Throttle, Backend},
     bus::SaleEvent,
     error::{AppError, AppResult, ErrorCode},
-    orders::{
-        entry::OrderMsg,
-        lifecycle,
-        results::{FailReason, StoredResult},
-        store, GrabStatus,
-    },
+    orders::{entry::OrderMsg, lifecycle, results::StoredResult, store, FailReason, GrabStatus},
     report::Outcome,
 };
 use metrics::{Counter, Histogram};
@@ -247,18 +242,18 @@ pub async fn grab_result(
     let backend = &state.backend;
     let keys = crate::voucher::buckets::user_keys(backend, voucher_id, user_id).await?;
     let raw: Option<String> = backend.redis.clone().hget(&keys.results, order_id).await?;
-    let (status, reason) = match raw.as_deref().and_then(StoredResult::parse) {
-        Some(r) if r.user_id == user_id => (r.status, r.reason),
-        Some(_) => return Err(ErrorCode::UnknownOrder.into()),
-        // Redis forgot the result (it was rebuilt): the database still knows.
-        None => (GrabStatus::Success, None),
-    };
-    if status != GrabStatus::Success {
-        return Ok(GrabState { status, reason, order: None });
+    match raw.as_deref().and_then(StoredResult::parse) {
+        Some(r) if r.user_id != user_id => return Err(ErrorCode::UnknownOrder.into()),
+        Some(StoredResult { status: GrabStatus::Queued, .. }) => return Ok(GrabState::Queued),
+        // A reason comes with a failure, and only with one (`StoredResult::parse`).
+        Some(StoredResult { reason: Some(reason), .. }) => return Ok(GrabState::Failed { reason }),
+        // A success, or Redis forgot the result (it was rebuilt): the database knows.
+        _ => {}
     }
     let order = lifecycle::get_for_user(&backend.db, order_id, user_id).await?.filter(|o| o.voucher_id == voucher_id);
+    let saved = |order: crate::orders::Order| GrabState::Success { order: Box::new(order) };
     match order {
-        Some(order) => Ok(GrabState { status, reason: None, order: Some(order) }),
+        Some(order) => Ok(saved(order)),
         None if raw.is_none()
             && receipt.is_some_and(|r| state.receipts.holds(user_id, voucher_id, order_id, r))
             && lost_by_redis(backend, voucher_id, order_id).await? =>
@@ -268,9 +263,9 @@ pub async fn grab_result(
             if store::bury_lost(&backend.db, &lost, FailReason::Lost.as_str()).await? {
                 // Saved just before: the shopper's order after all.
                 let order = lifecycle::get_for_user(&backend.db, order_id, user_id).await?;
-                return Ok(GrabState { status, reason: None, order });
+                return order.map(saved).ok_or_else(|| ErrorCode::UnknownOrder.into());
             }
-            Ok(GrabState { status: GrabStatus::Failed, reason: Some(FailReason::Lost.as_str().into()), order: None })
+            Ok(GrabState::Failed { reason: FailReason::Lost })
         }
         None => Err(ErrorCode::UnknownOrder.into()),
     }

@@ -44,7 +44,7 @@ pub mod view;
 #[cfg(feature = "ssr")]
 pub mod warm;
 
-use crate::orders::{GrabStatus, Order};
+use crate::orders::{FailReason, GrabStatus, Order};
 use serde::{Deserialize, Serialize};
 
 /// The answer to `grab_token`.
@@ -82,14 +82,25 @@ pub struct GrabTicket {
     pub receipt: String,
 }
 
-/// The answer to `grab_result`.
+/// The answer to `grab_result`: where a granted grab stands, tagged by `status`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct GrabState {
-    pub status: GrabStatus,
-    /// Why it failed (only when failed).
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub reason: Option<String>,
-    /// The persisted order (only when success).
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub order: Option<Order>,
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum GrabState {
+    /// Granted; the order is being saved: ask again.
+    Queued,
+    /// Saved: the shopper's order.
+    Success { order: Box<Order> },
+    /// Granted, but it will never be an order.
+    Failed { reason: FailReason },
+}
+
+impl GrabState {
+    /// The state's name, as `status` carries it.
+    pub fn status(&self) -> GrabStatus {
+        match self {
+            Self::Queued => GrabStatus::Queued,
+            Self::Success { .. } => GrabStatus::Success,
+            Self::Failed { .. } => GrabStatus::Failed,
+        }
+    }
 }

@@ -196,10 +196,8 @@ fn GrabButton(id: i64, closed: Signal<bool>, fair: Signal<bool>) -> impl IntoVie
 fn status_text(result: Option<GrabState>) -> String {
     match result {
         None => GrabStatus::Queued.as_str().to_owned(),
-        Some(GrabState { status: GrabStatus::Failed, reason, .. }) => {
-            format!("failed ({})", reason.unwrap_or_else(|| "unknown reason".into()))
-        }
-        Some(r) => r.status.as_str().to_owned(),
+        Some(GrabState::Failed { reason }) => format!("failed ({})", reason.as_str()),
+        Some(r) => r.status().as_str().to_owned(),
     }
 }
 
@@ -215,7 +213,7 @@ async fn follow(
         pause(wait).await;
         match grab_result(voucher_id, ticket.order_id.clone(), Some(ticket.receipt.clone())).await {
             Ok(r) => {
-                let done = r.status != GrabStatus::Queued;
+                let done = r != GrabState::Queued;
                 result.set(Some(r));
                 if done {
                     return;

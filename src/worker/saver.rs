@@ -9,7 +9,7 @@ use crate::{
         layout::{SaleKeys, GROUP},
         Backend, BackendError, RedisConn,
     },
-    orders::results::FailReason,
+    orders::FailReason,
     orders::{
         entry::OrderMsg,
         fail::Failure,

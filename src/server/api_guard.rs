@@ -155,7 +155,7 @@ async fn pass(guard: &Guard, peer: SocketAddr, mut req: Request, next: Next) -> 
         if let Err(refused) = admitted {
             return refused;
         }
-        return next.run(req).await;
+        return status_from_code(next.run(req).await).await;
     }
     let Ok(_slot) = guard.slots.try_acquire() else {
         return refusal(ErrorCode::Unavailable);
@@ -365,6 +365,13 @@ async fn status_from_code(res: Response) -> Response {
         }
         return refused;
     }
+    let json = |res: &Response| {
+        let media = res.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
+        media.starts_with("application/json")
+    };
+    if res.status().is_client_error() && !json(&res) {
+        return framework_refusal(res).await;
+    }
     if res.status() != StatusCode::INTERNAL_SERVER_ERROR {
         return res;
     }
@@ -377,6 +384,26 @@ async fn status_from_code(res: Response) -> Response {
         parts.status = StatusCode::from_u16(err.code.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     }
     Response::from_parts(parts, Body::from(bytes))
+}
+
+/// A refusal the framework wrote itself (an extractor's rejection: a query string it
+/// could not read, say), in plain text: answered as every refusal is, JSON with a
+/// documented code. Its text names what was wrong with the caller's input, never ours.
+async fn framework_refusal(res: Response) -> Response {
+    let status = res.status();
+    let code = match status {
+        StatusCode::NOT_FOUND => ErrorCode::NotFound,
+        StatusCode::METHOD_NOT_ALLOWED => ErrorCode::MethodNotAllowed,
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => ErrorCode::UnsupportedMediaType,
+        StatusCode::TOO_MANY_REQUESTS => ErrorCode::RateLimited,
+        _ => ErrorCode::InvalidInput,
+    };
+    let text = to_bytes(res.into_body(), MAX_ERROR_BODY).await.unwrap_or_default();
+    let text = String::from_utf8_lossy(&text);
+    let said = text.trim().chars().take(200).collect::<String>();
+    let message =
+        if code == ErrorCode::InvalidInput && !said.is_empty() { said } else { code.default_message().into() };
+    refusal(AppError { code, message })
 }
 
 #[cfg(test)]

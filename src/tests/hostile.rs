@@ -223,3 +223,37 @@ async fn bodies_past_the_cap_are_refused_before_any_endpoint_reads_them() {
     }
     app.stop().await;
 }
+
+/// What the framework refuses before any handler runs is in the contract too: a query
+/// string it cannot read, a method a path does not take, a path nothing serves. Each
+/// answers JSON `{code, message}` with a documented 4xx code (an outside fuzzer found
+/// the live feed's bad query string answered `text/plain`).
+#[tokio::test]
+async fn the_frameworks_own_refusals_answer_json_with_a_documented_code() {
+    let app = TestApp::spawn().await;
+    let stable = stable_codes();
+    let asks = [
+        ("GET", "/api/live?view=null&view=null"),
+        ("GET", "/api/live?view=shop&view=shop"),
+        ("GET", "/api/live?view[]=shop"),
+        ("GET", "/api/grab"),
+        ("PUT", "/api/sign_in"),
+        ("DELETE", "/api/live"),
+        ("GET", "/api/no_such_call"),
+        ("POST", "/api/no/such/call"),
+        ("GET", "/api/openapi.json/extra"),
+    ];
+    for (method, path) in asks {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+        let res = app.http.request(method.clone(), format!("{}{path}", app.base)).send().await.unwrap();
+        let status = res.status().as_u16();
+        let media = res.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+        let text = res.text().await.unwrap_or_default();
+        assert!((400..500).contains(&status), "{method} {path}: {status} {text}");
+        assert!(media.starts_with("application/json"), "{method} {path}: {status} {media} {text}");
+        let answer: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+        assert!(stable.contains(&code(&answer)), "{method} {path}: {status} {text}");
+        assert!(answer["message"].as_str().is_some_and(|m| !m.is_empty()), "{method} {path}: {text}");
+    }
+    app.stop().await;
+}

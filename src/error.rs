@@ -102,6 +102,13 @@ pub enum ErrorCode {
     RateLimited,
     /// Redis or the database is unreachable, or the server is stopping; retry.
     Unavailable,
+    /// An operator's change the database holds that Redis could not be given yet: it
+    /// follows within seconds. Do not send it again.
+    SavedNotApplied,
+    /// An `Idempotency-Key` sent before with another call (another path or body).
+    IdempotencyKeyReused,
+    /// An `Idempotency-Key` whose first call is still being served; retry in a moment.
+    IdempotencyInProgress,
     /// The browser could not reach the server (client side only).
     Network,
     /// A bug on our side. Details are in the server log, never in the answer.
@@ -138,7 +145,9 @@ impl ErrorCode {
             Self::UnsupportedMediaType => 415,
             Self::CrossSite => 403,
             Self::RateLimited => 429,
-            Self::Unavailable => 503,
+            Self::Unavailable | Self::SavedNotApplied => 503,
+            Self::IdempotencyKeyReused => 422,
+            Self::IdempotencyInProgress => 409,
             Self::Network => 502,
             Self::Internal => 500,
         }
@@ -179,6 +188,11 @@ impl ErrorCode {
             Self::CrossSite => "Requests from other sites are refused.",
             Self::RateLimited => "Too many requests; please wait a moment.",
             Self::Unavailable => "The service is busy; please try again.",
+            Self::SavedNotApplied => "Saved; the sale follows within seconds. Do not send it again.",
+            Self::IdempotencyKeyReused => "This Idempotency-Key was sent with another call; use a new key.",
+            Self::IdempotencyInProgress => {
+                "The first call with this Idempotency-Key is still being served; retry in a moment."
+            }
             Self::Network => "Could not reach the server; please try again.",
             Self::Internal => "Something went wrong on our side.",
         }

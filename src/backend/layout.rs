@@ -28,6 +28,7 @@
 //! | `<ns>:sign_ups:addr:<address>:<hour>` | string | sign-ups from one address this hour (the quota) | `auth::challenge` | [`SIGN_UPS_FROM_ADDRESS_KEPT`] after its last change |
 //! | `<ns>:sign_ups:<minute>` | string | sign-ups this minute, every process (the challenge's work) | `auth::challenge` | [`SIGN_UPS_IN_MINUTE_KEPT`] after its last change |
 //! | `<ns>:sign_up_challenge:<challenge>` | string | a sign-up challenge taken, until it expires | `auth::challenge` | when the challenge does (at most [`SIGN_UP_CHALLENGE_KEPT`]) |
+//! | `<ns>:idempotency:<digest>` | string | a call's `Idempotency-Key` (a digest of its caller and key): `pending <fingerprint>` while it is served, then `done <fingerprint> <status> <answer>` | `server::idempotency` | [`IDEMPOTENCY_KEPT`] after the answer |
 //! | `<ns>:worker:<name>` | string | the token of the process holding a worker's name (a lease) | `worker::name` | [`WORKER_LEASE`] after its last renewal |
 //!
 //! The `expires` column is what a key's time to live must be: *with the sale* is the
@@ -211,6 +212,12 @@ pub fn attempts_at_account_from(namespace: &str, who: &str, block: &str) -> Stri
     format!("{namespace}:attempts:{{{who}}}:{block}")
 }
 
+/// A caller's `Idempotency-Key` and what its first call answered (`digest`: of the
+/// caller and the key, so the key names nobody and any key fits).
+pub fn idempotency(namespace: &str, digest: &str) -> String {
+    format!("{namespace}:idempotency:{digest}")
+}
+
 /// The failures at one account from browsers that signed in to it before (`holder`: a
 /// keyed digest of the account, so the key names nobody): at most one per account.
 pub fn attempts_from_known_browsers(namespace: &str, holder: &str) -> String {
@@ -255,6 +262,8 @@ pub const DRAIN_GRACE_MS: i64 = 24 * 3600 * 1000;
 
 /// How long a guessing-limit counter lasts after its last change (`auth::attempts`).
 pub const ATTEMPTS_KEPT: Duration = Duration::from_secs(24 * 3600);
+/// How long a call's `Idempotency-Key` keeps its answer (Stripe's 24 hours).
+pub const IDEMPOTENCY_KEPT: Duration = Duration::from_secs(24 * 3600);
 /// How long an address's sign-up count for an hour is kept (the quota's hour).
 pub const SIGN_UPS_FROM_ADDRESS_KEPT: Duration = Duration::from_secs(3600);
 /// How long a minute's sign-up count is kept (the challenge's work reads the last few).

@@ -158,8 +158,7 @@ async fn saved_not_applied(
     if let Ok(Some(after)) = store::get(&state.backend.db, before.id).await {
         let _ = done(state, actor, action, before, &after).await;
     }
-    let message = "Saved; the sale follows within seconds. Do not send it again.";
-    AppError { code: ErrorCode::Unavailable, message: message.into() }
+    AppError::new(ErrorCode::SavedNotApplied)
 }
 
 /// Tells every process, logs the change, and answers the voucher as it is now.

@@ -27,7 +27,7 @@
 
 use super::{
     access::{self, Access},
-    monitoring,
+    idempotency, monitoring,
     page_cache::PageCache,
     rate_limit::{self, Limits},
     site,
@@ -313,7 +313,21 @@ async fn serve(guard: &Guard, req: Request, next: Next) -> Response {
         }
         return refused;
     }
-    status_from_code(next.run(req).await).await
+    let answer = |req| async { status_from_code(next.run(req).await).await };
+    match idempotency::key(req.headers()) {
+        None => answer(req).await,
+        Some(Err(malformed)) => refusal(malformed),
+        Some(Ok(key)) => match idempotency::scope(&req, || shop_subject(guard, req.headers())) {
+            Some(scope) => idempotency::once(&guard.backend, &scope, &key, req, answer).await,
+            None => answer(req).await,
+        },
+    }
+}
+
+/// The shopper a shop's token names (with the shop's own login on).
+fn shop_subject(guard: &Guard, headers: &HeaderMap) -> Option<String> {
+    let login = guard.shop_login.as_ref()?;
+    login.subject(jwt::bearer_jwt(headers)?)
 }
 
 /// The request with its body read, or the refusal of a body past [`MAX_API_BODY`].

@@ -9,6 +9,7 @@ pub mod child;
 pub mod cli;
 pub mod database;
 mod http;
+pub mod idempotency;
 pub mod local_redis;
 pub mod monitoring;
 pub mod openapi;

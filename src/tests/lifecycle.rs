@@ -559,7 +559,7 @@ async fn a_stock_change_is_recorded_only_once_a_replica_holds_it() {
     let (master, app) = app_requiring_a_replica(dir.path(), |c| c.sweep_ms = 100).await;
     let v = app.create_voucher(3, -5, 3600).await;
     let (status, body) = app.operator("add_stock", json!({ "voucher_id": v, "units": 7 })).await;
-    assert_eq!((status.as_u16(), code(&body)), (503, "unavailable"), "saved, not yet applied: {body}");
+    assert_eq!((status.as_u16(), code(&body)), (503, "saved_not_applied"), "{body}");
     let applied = || async {
         sqlx::query_scalar::<_, Option<i64>>("SELECT applied FROM stock_changes WHERE voucher_id = $1")
             .bind(v)

@@ -12,6 +12,7 @@ mod cluster;
 mod faults;
 mod gate;
 mod hostile;
+mod idempotency;
 mod lifecycle;
 mod live;
 mod migrations;

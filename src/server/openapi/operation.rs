@@ -9,7 +9,7 @@ use strum::VariantArray;
 use utoipa::{
     openapi::{
         content::ContentBuilder,
-        path::{Operation, OperationBuilder},
+        path::{Operation, OperationBuilder, Parameter, ParameterBuilder, ParameterIn},
         request_body::RequestBodyBuilder,
         response::{Response, ResponseBuilder},
         schema::{AllOfBuilder, ArrayBuilder, Object, ObjectBuilder, OneOfBuilder, Schema, Type},
@@ -44,6 +44,7 @@ where
             .summary(doc.as_deref().map(first_sentence))
             .description(doc)
             .tag(domain_of::<F>())
+            .parameter(idempotency_key())
             .request_body(Some(
                 RequestBodyBuilder::new()
                     .content("application/json", json_content(body))
@@ -53,6 +54,24 @@ where
             .response("200", answer),
     )
     .build()
+}
+
+/// The `Idempotency-Key` header every call takes (`server::idempotency`).
+fn idempotency_key() -> Parameter {
+    let key = ObjectBuilder::new().schema_type(Type::String).min_length(Some(1)).max_length(Some(255)).build();
+    ParameterBuilder::new()
+        .name("Idempotency-Key")
+        .parameter_in(ParameterIn::Header)
+        .required(Required::False)
+        .description(Some(
+            "Sent again with the same key and body within 24 hours, a call answers what it first \
+             answered (with `Idempotent-Replayed: true`) and does nothing again; the key with \
+             another body is refused (`idempotency_key_reused`). A signed-in shopper's or an \
+             operator's key, kept across processes; an answer that did nothing (`unavailable`, \
+             `rate_limited`) is not kept.",
+        ))
+        .schema(Some(key))
+        .build()
 }
 
 /// `builder` with a response for each status a refusal can have: the error body, its

@@ -1,0 +1,213 @@
+//! `Idempotency-Key`, by Stripe's rules: a call sent again with the key it was first
+//! sent with, and the same body, within [`KEPT`], answers what the first answered
+//! (with `Idempotent-Replayed: true`) and does nothing again; the same key with
+//! another body is refused (`idempotency_key_reused`), and while the first is still
+//! being served, so is the second (`idempotency_in_progress`: retry in a moment).
+//!
+//! Keys are the caller's own: a signed-in shopper's, a shop-token shopper's, an
+//! operator's or the admin token's (a key sent without a caller is not kept). They
+//! live in Redis, so a retry that lands on another process is answered the same. An
+//! answer that did nothing (`unavailable`: try again; `rate_limited`) is not kept, so
+//! the retry is served afresh; every other is, `saved_not_applied` included (a retry
+//! is told it is saved, and changes nothing).
+
+use crate::{
+    auth::caller::{Caller, SessionChecked},
+    auth::session::Actor,
+    backend::{layout, Backend},
+    body::read_capped,
+    error::{AppError, ErrorCode},
+};
+use axum::{
+    body::{to_bytes, Body},
+    extract::Request,
+    http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode},
+    response::{IntoResponse, Response},
+};
+use sha2::{Digest, Sha256};
+use std::{future::Future, time::Duration};
+
+/// The request header.
+pub const HEADER: HeaderName = HeaderName::from_static("idempotency-key");
+/// The answer's header when it is a replay.
+pub const REPLAYED: HeaderName = HeaderName::from_static("idempotent-replayed");
+/// How long a key's answer is kept (Stripe: 24 hours).
+pub const KEPT: Duration = layout::IDEMPOTENCY_KEPT;
+/// A key while its first call is served: long enough for any call (the front door's
+/// timeout is shorter), short enough that a process that died mid-call frees it soon.
+const PENDING: Duration = Duration::from_secs(60);
+/// The longest key (Stripe's).
+const MAX_KEY: usize = 255;
+/// The largest answer kept; a larger one is answered and its key let go.
+const MAX_KEPT_ANSWER: usize = 64 * 1024;
+/// The largest body read to tell two calls apart (the API's own cap).
+const MAX_BODY: usize = 64 * 1024;
+
+/// The key the request carries: none, a usable one, or a refusal of a malformed one.
+pub fn key(headers: &HeaderMap) -> Option<Result<String, AppError>> {
+    let raw = headers.get(HEADER)?;
+    let usable =
+        raw.to_str().ok().filter(|k| (1..=MAX_KEY).contains(&k.len()) && k.bytes().all(|b| b.is_ascii_graphic()));
+    Some(
+        usable.map(str::to_owned).ok_or_else(|| {
+            AppError::invalid(format!("Idempotency-Key must be 1 to {MAX_KEY} visible ASCII characters."))
+        }),
+    )
+}
+
+/// Whose keys a request's are, once the front door admitted it: `None` for a call
+/// without a caller (its key is not kept).
+pub fn scope(req: &Request, shop_subject: impl FnOnce() -> Option<String>) -> Option<String> {
+    if let Some(Caller(actor)) = req.extensions().get::<Caller>() {
+        return Some(match actor {
+            Actor::Token => "token".to_owned(),
+            Actor::Operator { id, .. } => format!("operator:{id}"),
+        });
+    }
+    match req.extensions().get::<SessionChecked>() {
+        Some(SessionChecked(Some(user))) => Some(format!("shopper:{user}")),
+        Some(SessionChecked(None)) => shop_subject().map(|s| format!("shop:{s}")),
+        None => None,
+    }
+}
+
+/// Serves `req` once per key: the first time through `serve`, after that from what
+/// the first answered.
+pub async fn once<F, Fut>(backend: &Backend, scope: &str, key: &str, req: Request, serve: F) -> Response
+where
+    F: FnOnce(Request) -> Fut,
+    Fut: Future<Output = Response>,
+{
+    let (parts, body) = req.into_parts();
+    let bytes = match read_capped(body, MAX_BODY).await {
+        Ok(bytes) => bytes,
+        Err(e) => return e.into_response(),
+    };
+    let print = fingerprint(parts.method.as_str(), parts.uri.path(), &bytes);
+    let stored_at = layout::idempotency(&backend.namespace, &digest(&[scope.as_bytes(), key.as_bytes()]));
+    let mut redis = backend.redis.clone();
+    let taken: Result<Option<String>, _> = redis::cmd("SET")
+        .arg(&stored_at)
+        .arg(format!("pending {print}"))
+        .arg("NX")
+        .arg("PX")
+        .arg(PENDING.as_millis() as u64)
+        .query_async(&mut redis)
+        .await;
+    match taken {
+        Ok(Some(_)) => {}
+        Ok(None) => return earlier(backend, &stored_at, &print).await,
+        Err(e) => {
+            tracing::warn!("idempotency key: {e}");
+            return AppError::from(ErrorCode::Unavailable).into_response();
+        }
+    }
+    let answer = serve(Request::from_parts(parts, Body::from(bytes))).await;
+    keep(backend, &stored_at, &print, answer).await
+}
+
+/// The answer to a key already taken: the first call's, or a refusal.
+async fn earlier(backend: &Backend, stored_at: &str, print: &str) -> Response {
+    let stored: Option<String> = match redis::AsyncCommands::get(&mut backend.redis.clone(), stored_at).await {
+        Ok(stored) => stored,
+        Err(e) => {
+            tracing::warn!("idempotency key: {e}");
+            return AppError::from(ErrorCode::Unavailable).into_response();
+        }
+    };
+    let stored = stored.unwrap_or_default();
+    let mut fields = stored.splitn(4, ' ');
+    let (state, first_print) = (fields.next().unwrap_or_default(), fields.next().unwrap_or_default());
+    if first_print != print {
+        return AppError::from(ErrorCode::IdempotencyKeyReused).into_response();
+    }
+    let status = fields.next().and_then(|s| s.parse::<u16>().ok()).and_then(|s| StatusCode::from_u16(s).ok());
+    match (state, status) {
+        ("done", Some(status)) => {
+            let mut replay = Response::new(Body::from(fields.next().unwrap_or_default().to_owned()));
+            *replay.status_mut() = status;
+            replay.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            replay.headers_mut().insert(REPLAYED, HeaderValue::from_static("true"));
+            replay
+        }
+        // Still being served (or gone just now): the caller asks again in a moment.
+        _ => AppError::from(ErrorCode::IdempotencyInProgress).into_response(),
+    }
+}
+
+/// Keeps `answer` under the key for [`KEPT`], or lets the key go when the answer did
+/// nothing or is too large to keep; answers it either way.
+async fn keep(backend: &Backend, stored_at: &str, print: &str, answer: Response) -> Response {
+    let (parts, body) = answer.into_parts();
+    let bytes = to_bytes(body, MAX_KEPT_ANSWER).await;
+    let mut redis = backend.redis.clone();
+    let did_nothing = |bytes: &[u8]| {
+        serde_json::from_slice::<AppError>(bytes)
+            .is_ok_and(|e| matches!(e.code, ErrorCode::Unavailable | ErrorCode::RateLimited))
+    };
+    let kept = match &bytes {
+        Ok(bytes) if !did_nothing(bytes) && std::str::from_utf8(bytes).is_ok() => {
+            let value = format!("done {print} {} {}", parts.status.as_u16(), String::from_utf8_lossy(bytes));
+            redis::cmd("SET")
+                .arg(stored_at)
+                .arg(value)
+                .arg("PX")
+                .arg(KEPT.as_millis() as u64)
+                .query_async::<()>(&mut redis)
+                .await
+        }
+        _ => redis::AsyncCommands::del::<_, ()>(&mut redis, stored_at).await,
+    };
+    if let Err(e) = kept {
+        // The key expires with its pending mark: a retry then is served afresh.
+        tracing::warn!("idempotency key: {e}");
+    }
+    match bytes {
+        Ok(bytes) => Response::from_parts(parts, Body::from(bytes)),
+        // Past the cap: the answer as it is cannot be read back, and nobody is owed a
+        // half of it.
+        Err(_) => AppError::from(ErrorCode::Internal).into_response(),
+    }
+}
+
+/// What tells two calls under one key apart: method, path and body.
+fn fingerprint(method: &str, path: &str, body: &[u8]) -> String {
+    digest(&[method.as_bytes(), path.as_bytes(), body])
+}
+
+/// A hex SHA-256 of the parts, each length-prefixed so no two lists run together.
+fn digest(parts: &[&[u8]]) -> String {
+    let mut hash = Sha256::new();
+    for part in parts {
+        hash.update((part.len() as u64).to_be_bytes());
+        hash.update(part);
+    }
+    hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_is_one_to_255_visible_characters() {
+        let with = |v: &str| {
+            let mut h = HeaderMap::new();
+            h.insert(HEADER, HeaderValue::from_str(v).unwrap());
+            key(&h)
+        };
+        assert!(key(&HeaderMap::new()).is_none());
+        assert_eq!(with("order-42").unwrap().unwrap(), "order-42");
+        assert!(with(&"k".repeat(255)).unwrap().is_ok());
+        assert!(with(&"k".repeat(256)).unwrap().is_err());
+        assert!(with("").unwrap().is_err());
+        assert!(with("two words").unwrap().is_err());
+    }
+
+    #[test]
+    fn fingerprints_tell_bodies_and_paths_apart() {
+        assert_eq!(fingerprint("POST", "/api/grab", b"{}"), fingerprint("POST", "/api/grab", b"{}"));
+        assert_ne!(fingerprint("POST", "/api/grab", b"{}"), fingerprint("POST", "/api/grab", b"{ }"));
+        assert_ne!(fingerprint("POST", "/api/a", b"b/c"), fingerprint("POST", "/api/ab", b"/c"));
+    }
+}

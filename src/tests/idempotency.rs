@@ -1,0 +1,99 @@
+//! `Idempotency-Key`: a call sent again answers what the first did and does nothing
+//! twice, on any process; a key is its caller's own.
+
+use crate::support::{code, Shopper, TestApp, ADMIN_TOKEN};
+use serde_json::{json, Value};
+
+fn a_sale() -> Value {
+    let now = chrono::Utc::now();
+    json!({
+        "title": "Kept once",
+        "stock": 5,
+        "begins_at": (now - chrono::Duration::seconds(5)).to_rfc3339(),
+        "ends_at": (now + chrono::Duration::hours(1)).to_rfc3339(),
+    })
+}
+
+/// A call as the admin token with `key`.
+async fn as_admin(app: &TestApp, name: &str, key: &str, body: Value) -> (reqwest::StatusCode, Value) {
+    let bearer = format!("Bearer {ADMIN_TOKEN}");
+    app.call(name, body, &[("authorization", &bearer), ("idempotency-key", key)]).await
+}
+
+/// `who`'s grab with `key`.
+async fn grab(app: &TestApp, who: &Shopper, v: i64, key: &str) -> (reqwest::StatusCode, Value) {
+    app.call("grab", json!({ "voucher_id": v }), &[("cookie", &who.cookie), ("idempotency-key", key)]).await
+}
+
+async fn vouchers(app: &TestApp) -> i64 {
+    sqlx::query_scalar("SELECT COUNT(*) FROM vouchers").fetch_one(&app.db).await.unwrap()
+}
+
+#[tokio::test]
+async fn a_change_sent_again_with_its_key_is_made_once_on_any_process() {
+    let a = TestApp::spawn().await;
+    let b = TestApp::with(a.restart_options()).await;
+    let send = |app, key, body| as_admin(app, "create_voucher", key, body);
+    let before = vouchers(&a).await;
+    let body = a_sale();
+    let (first_status, first) = send(&a, "launch-1", body.clone()).await;
+    assert_eq!(first_status, 200, "{first}");
+    let (again_status, again) = send(&b, "launch-1", body.clone()).await;
+    assert_eq!((again_status.as_u16(), &again), (200, &first), "the retry on another process answers the first answer");
+    assert_eq!(vouchers(&a).await, before + 1, "made once");
+
+    let mut other = body.clone();
+    other["title"] = json!("Another sale");
+    let (status, refused) = send(&a, "launch-1", other).await;
+    assert_eq!((status.as_u16(), code(&refused)), (422, "idempotency_key_reused"), "{refused}");
+    let (status, made) = send(&a, "launch-2", body.clone()).await;
+    assert_eq!(status, 200, "a new key is a new call: {made}");
+    assert_ne!(made["id"], first["id"]);
+    assert_eq!(vouchers(&a).await, before + 2);
+
+    let (status, bad) = send(&a, "two words", body).await;
+    assert_eq!((status.as_u16(), code(&bad)), (400, "invalid_input"), "{bad}");
+    b.stop().await;
+    a.stop().await;
+}
+
+/// Calls with one key sent at once: one is served; each other answers its answer, or
+/// that it is still being served. Never two vouchers.
+#[tokio::test]
+async fn one_key_sent_at_once_is_served_once() {
+    let app = TestApp::spawn().await;
+    let before = vouchers(&app).await;
+    let bearer = format!("Bearer {ADMIN_TOKEN}");
+    let headers = [("authorization", bearer.as_str()), ("idempotency-key", "burst")];
+    let body = a_sale();
+    let answers = futures::future::join_all((0..8).map(|_| app.call("create_voucher", body.clone(), &headers))).await;
+    let made: Vec<&Value> = answers.iter().filter(|(s, _)| *s == 200).map(|(_, b)| &b["id"]).collect();
+    assert!(!made.is_empty() && made.iter().all(|id| *id == made[0]), "{answers:?}");
+    for (status, body) in &answers {
+        assert!(*status == 200 || (status.as_u16(), code(body)) == (409, "idempotency_in_progress"), "{answers:?}");
+    }
+    assert_eq!(vouchers(&app).await, before + 1, "{answers:?}");
+    app.stop().await;
+}
+
+/// A grab whose answer was lost, sent again with its key, answers the same order; the
+/// same key from another shopper is that shopper's own.
+#[tokio::test]
+async fn a_grab_sent_again_with_its_key_answers_the_same_order() {
+    let app = TestApp::spawn().await;
+    let v = app.create_voucher(5, -5, 3600).await;
+    let (ann, bob) = (app.sign_in("ann").await, app.sign_in("bob").await);
+    let (status, first) = grab(&app, &ann, v, "my-grab").await;
+    assert_eq!(status, 200, "{first}");
+    let (status, again) = grab(&app, &ann, v, "my-grab").await;
+    assert_eq!((status.as_u16(), &again["order_id"]), (200, &first["order_id"]), "{again}");
+    assert_eq!(again["receipt"], first["receipt"]);
+    let (status, plain) = app.grab(&ann, v).await;
+    assert_eq!((status.as_u16(), code(&plain)), (409, "already_bought"), "without the key, a second grab: {plain}");
+    let (status, bobs) = grab(&app, &bob, v, "my-grab").await;
+    assert_eq!(status, 200, "{bobs}");
+    assert_ne!(bobs["order_id"], first["order_id"]);
+    let stats = app.wait_for_stats("both saved", v, |s| s["persisted"] == 2).await;
+    assert_eq!(stats["granted"], 2);
+    app.stop().await;
+}

@@ -28,7 +28,8 @@
 //! | `<ns>:sign_ups:addr:<address>:<hour>` | string | sign-ups from one address this hour (the quota) | `auth::challenge` | [`SIGN_UPS_FROM_ADDRESS_KEPT`] after its last change |
 //! | `<ns>:sign_ups:<minute>` | string | sign-ups this minute, every process (the challenge's work) | `auth::challenge` | [`SIGN_UPS_IN_MINUTE_KEPT`] after its last change |
 //! | `<ns>:sign_up_challenge:<challenge>` | string | a sign-up challenge taken, until it expires | `auth::challenge` | when the challenge does (at most [`SIGN_UP_CHALLENGE_KEPT`]) |
-//! | `<ns>:idempotency:<digest>` | string | a call's `Idempotency-Key` (a digest of its caller and key): `pending <fingerprint>` while it is served, then `done <fingerprint> <status> <answer>` | `server::idempotency` | [`IDEMPOTENCY_KEPT`] after the answer |
+//! | `<ns>:idempotency:{<caller>}:<key>` | string | a call's `Idempotency-Key` (digests of its caller and of the key): `pending <fingerprint>` while it is served, then `done <fingerprint> <status> <answer>` | `server::idempotency` | [`IDEMPOTENCY_KEPT`] after the answer |
+//! | `<ns>:idempotency:{<caller>}` | string | the keys a caller took since this count began (the bound) | `server::idempotency` | [`IDEMPOTENCY_KEPT`] after its first |
 //! | `<ns>:worker:<name>` | string | the token of the process holding a worker's name (a lease) | `worker::name` | [`WORKER_LEASE`] after its last renewal |
 //!
 //! The `expires` column is what a key's time to live must be: *with the sale* is the
@@ -212,10 +213,12 @@ pub fn attempts_at_account_from(namespace: &str, who: &str, block: &str) -> Stri
     format!("{namespace}:attempts:{{{who}}}:{block}")
 }
 
-/// A caller's `Idempotency-Key` and what its first call answered (`digest`: of the
-/// caller and the key, so the key names nobody and any key fits).
-pub fn idempotency(namespace: &str, digest: &str) -> String {
-    format!("{namespace}:idempotency:{digest}")
+/// A caller's `Idempotency-Key` and what its first call answered, and the caller's
+/// count of keys (`caller` and `key` digests, so neither names anybody and any key
+/// fits; one hash tag, so both are written in one step).
+pub fn idempotency(namespace: &str, caller: &str, key: &str) -> (String, String) {
+    let count = format!("{namespace}:idempotency:{{{caller}}}");
+    (format!("{count}:{key}"), count)
 }
 
 /// The failures at one account from browsers that signed in to it before (`holder`: a

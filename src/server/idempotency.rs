@@ -38,8 +38,13 @@ pub const KEPT: Duration = layout::IDEMPOTENCY_KEPT;
 const PENDING: Duration = Duration::from_secs(60);
 /// The longest key (Stripe's).
 const MAX_KEY: usize = 255;
-/// The largest answer kept; a larger one is answered and its key let go.
-const MAX_KEPT_ANSWER: usize = 64 * 1024;
+/// The largest answer kept; a larger one (a long list: a read, harmless to send
+/// again) is answered and its key let go.
+const MAX_KEPT_ANSWER: usize = 16 * 1024;
+/// Keys one caller may have kept at once (counted over [`KEPT`] from their first):
+/// what a caller can make Redis keep is bounded, at most this many answers of at
+/// most [`MAX_KEPT_ANSWER`]. Past it a keyed call is refused (`rate_limited`).
+pub const MOST_KEYS_PER_CALLER: u64 = 1_000;
 /// The largest body read to tell two calls apart (the API's own cap).
 const MAX_BODY: usize = 64 * 1024;
 
@@ -84,19 +89,33 @@ where
         Err(e) => return e.into_response(),
     };
     let print = fingerprint(parts.method.as_str(), parts.uri.path(), &bytes);
-    let stored_at = layout::idempotency(&backend.namespace, &digest(&[scope.as_bytes(), key.as_bytes()]));
-    let mut redis = backend.redis.clone();
-    let taken: Result<Option<String>, _> = redis::cmd("SET")
+    let caller = digest(&[scope.as_bytes()]);
+    let (stored_at, count_at) = layout::idempotency(&backend.namespace, &caller, &digest(&[key.as_bytes()]));
+    // One round trip, one slot: the caller's count, and the key taken if it is free.
+    let taken: Result<(u64, Option<String>), _> = redis::pipe()
+        .atomic()
+        .incr(&count_at, 1)
+        .cmd("EXPIRE")
+        .arg(&count_at)
+        .arg(KEPT.as_secs())
+        .arg("NX")
+        .ignore()
+        .cmd("SET")
         .arg(&stored_at)
         .arg(format!("pending {print}"))
         .arg("NX")
         .arg("PX")
         .arg(PENDING.as_millis() as u64)
-        .query_async(&mut redis)
+        .query_async(&mut backend.redis.clone())
         .await;
     match taken {
-        Ok(Some(_)) => {}
-        Ok(None) => return earlier(backend, &stored_at, &print).await,
+        Ok((count, Some(_))) if count > MOST_KEYS_PER_CALLER => {
+            let _: Result<(), _> = redis::AsyncCommands::del(&mut backend.redis.clone(), &stored_at).await;
+            let message = format!("At most {MOST_KEYS_PER_CALLER} Idempotency-Keys a day; send this call without one.");
+            return AppError { code: ErrorCode::RateLimited, message }.into_response();
+        }
+        Ok((_, Some(_))) => {}
+        Ok((_, None)) => return earlier(backend, &stored_at, &print).await,
         Err(e) => {
             tracing::warn!("idempotency key: {e}");
             return AppError::from(ErrorCode::Unavailable).into_response();

@@ -97,3 +97,25 @@ async fn a_grab_sent_again_with_its_key_answers_the_same_order() {
     assert_eq!(stats["granted"], 2);
     app.stop().await;
 }
+
+/// What a caller can make Redis keep is bounded: past its count of keys a keyed call is
+/// refused, and a call without a key still goes through.
+#[tokio::test]
+async fn a_caller_keeps_a_bounded_count_of_keys() {
+    use futures::StreamExt;
+    let app = TestApp::spawn().await;
+    let most = seckill::server::idempotency::MOST_KEYS_PER_CALLER;
+    let keys: Vec<String> = (0..most).map(|i| format!("read-{i}")).collect();
+    let answers: Vec<u16> = futures::stream::iter(&keys)
+        .map(|key| async { as_admin(&app, "list_operators", key, json!({})).await.0.as_u16() })
+        .buffer_unordered(32)
+        .collect()
+        .await;
+    assert!(answers.iter().all(|s| *s == 200), "{answers:?}");
+    let (status, refused) = as_admin(&app, "list_operators", "one-too-many", json!({})).await;
+    assert_eq!((status.as_u16(), code(&refused)), (429, "rate_limited"), "{refused}");
+    let (status, again) = as_admin(&app, "list_operators", "read-7", json!({})).await;
+    assert_eq!(status, 200, "a key kept answers still: {again}");
+    assert_eq!(app.api.admin("list_operators", json!({})).await.map(|_| ()), Ok(()), "without a key");
+    app.stop().await;
+}

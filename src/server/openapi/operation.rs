@@ -3,7 +3,10 @@
 //! The access table names [`server_fn`] for each server function (`access::fns!`);
 //! the document (`super`) gathers them.
 
-use crate::error::{AppError, ErrorCode};
+use crate::{
+    error::{AppError, ErrorCode},
+    server::idempotency::MOST_KEYS_PER_CALLER,
+};
 use server_fn::ServerFn;
 use strum::VariantArray;
 use utoipa::{
@@ -59,17 +62,18 @@ where
 /// The `Idempotency-Key` header every call takes (`server::idempotency`).
 fn idempotency_key() -> Parameter {
     let key = ObjectBuilder::new().schema_type(Type::String).min_length(Some(1)).max_length(Some(255)).build();
+    let most = MOST_KEYS_PER_CALLER;
     ParameterBuilder::new()
         .name("Idempotency-Key")
         .parameter_in(ParameterIn::Header)
         .required(Required::False)
-        .description(Some(
+        .description(Some(format!(
             "Sent again with the same key and body within 24 hours, a call answers what it first \
              answered (with `Idempotent-Replayed: true`) and does nothing again; the key with \
              another body is refused (`idempotency_key_reused`). A signed-in shopper's or an \
-             operator's key, kept across processes; an answer that did nothing (`unavailable`, \
-             `rate_limited`) is not kept.",
-        ))
+             operator's key, kept across processes, at most {most} a day; an answer that did \
+             nothing (`unavailable`, `rate_limited`) is not kept."
+        )))
         .schema(Some(key))
         .build()
 }

@@ -189,7 +189,9 @@ impl ErrorCode {
             Self::RateLimited => "Too many requests; please wait a moment.",
             Self::Unavailable => "The service is busy; please try again.",
             Self::SavedNotApplied => "Saved; the sale follows within seconds. Do not send it again.",
-            Self::IdempotencyKeyReused => "This Idempotency-Key was sent with another call: send this one with a new key.",
+            Self::IdempotencyKeyReused => {
+                "This Idempotency-Key was sent with another call: send this one with a new key."
+            }
             Self::IdempotencyInProgress => {
                 "The first call with this Idempotency-Key is still being served; retry in a moment."
             }

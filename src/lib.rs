@@ -21,6 +21,7 @@ pub(crate) mod audit;
 pub(crate) mod auth;
 pub(crate) mod browser;
 pub mod error;
+pub(crate) mod listing;
 pub(crate) mod live;
 pub(crate) mod money;
 pub(crate) mod orders;

@@ -15,6 +15,8 @@ use serde::{Deserialize, Serialize};
 /// One recorded action.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct AuditEntry {
+    /// The entry's place in the log (a page's cursor).
+    pub id: i64,
     #[serde(deserialize_with = "crate::rfc3339::deserialize")]
     pub at: DateTime<Utc>,
     /// An operator's name, or `token` (the admin token).

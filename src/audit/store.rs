@@ -33,19 +33,21 @@ pub async fn record(db: &Db, r: Record<'_>) {
 }
 
 /// The newest `limit` entries, of one voucher or of all.
-pub async fn list(db: &Db, voucher_id: Option<i64>, limit: i64) -> sqlx::Result<Vec<AuditEntry>> {
-    type Row = (i64, String, String, Option<i64>, Option<String>, Option<String>);
+pub async fn list(db: &Db, voucher_id: Option<i64>, before: Option<i64>, limit: i64) -> sqlx::Result<Vec<AuditEntry>> {
+    type Row = (i64, i64, String, String, Option<i64>, Option<String>, Option<String>);
     let rows: Vec<Row> = sqlx::query_as(
-        "SELECT at, actor, action, voucher_id, before, after FROM audit_log \
-         WHERE $1 IS NULL OR voucher_id = $1 ORDER BY id DESC LIMIT $2",
+        "SELECT id, at, actor, action, voucher_id, before, after FROM audit_log \
+         WHERE ($1 IS NULL OR voucher_id = $1) AND ($2 IS NULL OR id < $2) ORDER BY id DESC LIMIT $3",
     )
     .bind(voucher_id)
+    .bind(before)
     .bind(limit)
     .fetch_all(db)
     .await?;
     Ok(rows
         .into_iter()
-        .map(|(at, actor, action, voucher_id, before, after)| AuditEntry {
+        .map(|(id, at, actor, action, voucher_id, before, after)| AuditEntry {
+            id,
             at: chrono::Utc.timestamp_millis_opt(at).single().unwrap_or_default(),
             actor,
             action,

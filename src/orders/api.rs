@@ -2,7 +2,7 @@
 //! and `/api/list_orders` (operators).
 
 use super::Order;
-use crate::error::AppResult;
+use crate::{error::AppResult, listing::Page};
 use leptos::prelude::*;
 use server_fn::codec::Json;
 
@@ -21,24 +21,31 @@ use {
             Backend,
         },
         error::{AppError, ErrorCode},
+        listing::Paging,
         orders::{results::StoredResult, GrabStatus},
         voucher::store as vouchers,
     },
 };
 
-/// Orders `my_orders` returns, newest first.
+/// Orders a page of `my_orders` holds unless asked.
 #[cfg(feature = "ssr")]
 const MY_ORDERS: i64 = 50;
+/// Most orders a page of `my_orders` holds.
+#[cfg(feature = "ssr")]
+const MOST_OF_MINE: i64 = 100;
 /// Most orders `list_orders` returns.
 #[cfg(feature = "ssr")]
 const MAX_LIST: i64 = 1_000;
 
-/// The caller's orders, newest first (at most 50).
+/// The caller's orders, newest first, a page at a time: `limit` 1–100 (50 when
+/// absent), `after` the `next` of the page before.
 #[server(prefix = "/api", endpoint = "my_orders", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
-pub async fn my_orders() -> AppResult<Vec<Order>> {
+pub async fn my_orders(limit: Option<i64>, after: Option<String>) -> AppResult<Page<Order>> {
     let backend = expect_context::<Backend>();
     let user_id = user::<MyOrders>().await?;
-    Ok(lifecycle::of_user(&backend.db, user_id, MY_ORDERS).await?)
+    let paging = Paging::asked(limit, after.as_deref(), MY_ORDERS, MOST_OF_MINE)?;
+    let rows = lifecycle::of_user(&backend.db, user_id, paging.before, paging.rows()).await?;
+    Ok(paging.page(rows, order_id))
 }
 
 /// Pays the caller's unpaid order (a simulated payment). Paying a paid order answers
@@ -81,10 +88,16 @@ pub async fn cancel_order(order_id: String) -> AppResult<Order> {
     }
 }
 
-/// A voucher's orders, newest first (operators): `status` one of `unpaid`, `paid`,
-/// `cancelled` or all when absent; `limit` 1–1000, default 100.
+/// A voucher's orders, newest first, a page at a time (operators): `status` one of
+/// `unpaid`, `paid`, `cancelled` or all when absent; `limit` 1–1000, default 100;
+/// `after` the `next` of the page before.
 #[server(prefix = "/api", endpoint = "list_orders", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
-pub async fn list_orders(voucher_id: i64, status: Option<String>, limit: Option<i64>) -> AppResult<Vec<Order>> {
+pub async fn list_orders(
+    voucher_id: i64,
+    status: Option<String>,
+    limit: Option<i64>,
+    after: Option<String>,
+) -> AppResult<Page<Order>> {
     let backend = expect_context::<Backend>();
     operator::<ListOrders>()?;
     let status = match status.as_deref() {
@@ -96,12 +109,16 @@ pub async fn list_orders(voucher_id: i64, status: Option<String>, limit: Option<
             ))
         })?),
     };
-    let limit = limit.unwrap_or(100);
-    if !(1..=MAX_LIST).contains(&limit) {
-        return Err(AppError::invalid(format!("limit must be between 1 and {MAX_LIST}.")));
-    }
+    let paging = Paging::asked(limit, after.as_deref(), 100, MAX_LIST)?;
     vouchers::get(&backend.db, voucher_id).await?.ok_or(ErrorCode::UnknownVoucher)?;
-    Ok(lifecycle::of_voucher(&backend.db, voucher_id, status, limit).await?)
+    let rows = lifecycle::of_voucher(&backend.db, voucher_id, status, (paging.before, paging.rows())).await?;
+    Ok(paging.page(rows, order_id))
+}
+
+/// An order's id, for a page's cursor.
+#[cfg(feature = "ssr")]
+fn order_id(order: &Order) -> i64 {
+    order.order_id.parse().unwrap_or_default()
 }
 
 #[cfg(feature = "ssr")]

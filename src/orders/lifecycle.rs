@@ -73,24 +73,32 @@ pub async fn get_for_user(db: &Db, order_id: i64, user_id: i64) -> sqlx::Result<
     Ok(row.map(order))
 }
 
-/// The shopper's orders, newest first.
-pub async fn of_user(db: &Db, user_id: i64, limit: i64) -> sqlx::Result<Vec<Order>> {
+/// The shopper's orders, newest first, older than `before` when given.
+pub async fn of_user(db: &Db, user_id: i64, before: Option<i64>, limit: i64) -> sqlx::Result<Vec<Order>> {
     let sql = format!(
         "SELECT {ORDER_COLUMNS} FROM orders o JOIN vouchers v ON v.id = o.voucher_id \
-         WHERE o.user_id = $1 ORDER BY o.id DESC LIMIT $2"
+         WHERE o.user_id = $1 AND ($2 IS NULL OR o.id < $2) ORDER BY o.id DESC LIMIT $3"
     );
-    let rows: Vec<OrderRow> = sqlx::query_as(&sql).bind(user_id).bind(limit).fetch_all(db).await?;
+    let rows: Vec<OrderRow> = sqlx::query_as(&sql).bind(user_id).bind(before).bind(limit).fetch_all(db).await?;
     Ok(rows.into_iter().map(order).collect())
 }
 
-/// A voucher's orders, newest first, of one status or all.
-pub async fn of_voucher(db: &Db, voucher_id: i64, status: Option<OrderStatus>, limit: i64) -> sqlx::Result<Vec<Order>> {
+/// A voucher's orders, newest first, of one status or all, older than `before` when
+/// given.
+pub async fn of_voucher(
+    db: &Db,
+    voucher_id: i64,
+    status: Option<OrderStatus>,
+    (before, limit): (Option<i64>, i64),
+) -> sqlx::Result<Vec<Order>> {
     let sql = format!(
         "SELECT {ORDER_COLUMNS} FROM orders o JOIN vouchers v ON v.id = o.voucher_id \
-         WHERE o.voucher_id = $1 AND ($2 IS NULL OR o.status = $2) ORDER BY o.id DESC LIMIT $3"
+         WHERE o.voucher_id = $1 AND ($2 IS NULL OR o.status = $2) AND ($3 IS NULL OR o.id < $3) \
+         ORDER BY o.id DESC LIMIT $4"
     );
+    let status = status.map(OrderStatus::as_str);
     let rows: Vec<OrderRow> =
-        sqlx::query_as(&sql).bind(voucher_id).bind(status.map(OrderStatus::as_str)).bind(limit).fetch_all(db).await?;
+        sqlx::query_as(&sql).bind(voucher_id).bind(status).bind(before).bind(limit).fetch_all(db).await?;
     Ok(rows.into_iter().map(order).collect())
 }
 

@@ -35,8 +35,8 @@ pub fn MyOrders(user: RwSignal<Option<User>>, now: RwSignal<DateTime<Utc>>) -> i
     let message = RwSignal::new(None::<String>);
     let load = move || {
         leptos::task::spawn_local(async move {
-            if let Ok(list) = my_orders().await {
-                orders.try_set(list);
+            if let Ok(page) = my_orders(None, None).await {
+                orders.try_set(page.items);
             }
         })
     };
@@ -101,8 +101,8 @@ pub fn VoucherOrders(voucher_id: i64) -> impl IntoView {
     let rows = RwSignal::new(Vec::<Order>::new());
     let load = move || {
         leptos::task::spawn_local(async move {
-            if let Ok(list) = list_orders(voucher_id, None, Some(50)).await {
-                rows.try_set(list);
+            if let Ok(page) = list_orders(voucher_id, None, Some(50), None).await {
+                rows.try_set(page.items);
             }
         })
     };

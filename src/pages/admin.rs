@@ -48,7 +48,8 @@ fn OperatorsBoard(unlocked: RwSignal<bool>) -> impl IntoView {
     // The list (titles, windows) changes rarely; the numbers come from the live feed.
     let refresh = RwSignal::new(0u64);
     every(5000, move || refresh.update(|n| *n += 1));
-    let vouchers = Resource::new(move || refresh.get(), |_| list_vouchers());
+    let vouchers =
+        Resource::new(move || refresh.get(), |_| async { list_vouchers(None, None).await.map(|page| page.items) });
     let states = RowStates::new();
     let now = RwSignal::new(chrono::Utc::now());
     every(1000, move || now.set(chrono::Utc::now()));

@@ -38,7 +38,8 @@ pub fn ShopPage() -> impl IntoView {
     let refresh = RwSignal::new(0u64);
     // New sales appear on the next list refresh; stock moves live.
     every(5000, move || refresh.update(|n| *n += 1));
-    let vouchers = Resource::new(move || refresh.get(), |_| list_vouchers());
+    let vouchers =
+        Resource::new(move || refresh.get(), |_| async { list_vouchers(None, None).await.map(|page| page.items) });
     let live = use_shop_feed();
     view! {
         <h1 class="mb-4 text-2xl font-bold">"Flash sales"</h1>

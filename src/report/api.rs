@@ -78,7 +78,7 @@ pub async fn build(state: &Context, voucher_id: i64) -> AppResult<Report> {
             left,
             dead_letters,
         },
-        actions: audit::list(db, Some(voucher_id), ACTIONS_LIMIT).await?,
+        actions: audit::list(db, Some(voucher_id), None, ACTIONS_LIMIT).await?,
     })
 }
 

@@ -355,9 +355,9 @@ pub fn SaleLog(voucher_id: i64) -> impl IntoView {
     let failed = RwSignal::new(None::<String>);
     let load = move || {
         leptos::task::spawn_local(async move {
-            match list_audit(Some(voucher_id)).await {
-                Ok(list) => {
-                    entries.try_set(list);
+            match list_audit(Some(voucher_id), None, None).await {
+                Ok(page) => {
+                    entries.try_set(page.items);
                 }
                 Err(e) => {
                     failed.try_set(Some(e.message));

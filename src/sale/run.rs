@@ -12,7 +12,7 @@
 //! the operator's log with the voucher before and after.
 
 use super::StockChanged;
-use crate::{audit::AuditEntry, error::AppResult, voucher::Voucher};
+use crate::{audit::AuditEntry, error::AppResult, listing::Page, voucher::Voucher};
 use leptos::prelude::*;
 use server_fn::codec::Json;
 
@@ -22,6 +22,7 @@ use {
     crate::{
         audit::store as audit,
         auth::caller::{operator, ForOperators},
+        listing::Paging,
         voucher::store::Edit,
     },
 };
@@ -89,14 +90,21 @@ pub async fn withdraw_stock(voucher_id: i64, units: i64) -> AppResult<StockChang
     change::change_stock::<WithdrawStock>("withdraw_stock", voucher_id, -change::checked_units(units)?).await
 }
 
-/// Entries `list_audit` answers at most.
+/// Entries a page of `list_audit` holds unless asked, and at most.
 #[cfg(feature = "ssr")]
-const AUDIT_LIMIT: i64 = 200;
+const AUDIT_LIMIT: (i64, i64) = (200, 1_000);
 
-/// The newest 200 entries of the operator's log, of one voucher or of all (operators).
+/// The operator's log, of one voucher or of all, newest first, a page at a time
+/// (operators): `limit` 1–1000 (200 when absent), `after` the `next` of the page before.
 #[server(prefix = "/api", endpoint = "list_audit", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
-pub async fn list_audit(voucher_id: Option<i64>) -> AppResult<Vec<AuditEntry>> {
+pub async fn list_audit(
+    voucher_id: Option<i64>,
+    limit: Option<i64>,
+    after: Option<String>,
+) -> AppResult<Page<AuditEntry>> {
     let state = Context::get();
     operator::<ListAudit>()?;
-    Ok(audit::list(&state.backend.db, voucher_id, AUDIT_LIMIT).await?)
+    let paging = Paging::asked(limit, after.as_deref(), AUDIT_LIMIT.0, AUDIT_LIMIT.1)?;
+    let rows = audit::list(&state.backend.db, voucher_id, paging.before, paging.rows()).await?;
+    Ok(paging.page(rows, |entry| entry.id))
 }

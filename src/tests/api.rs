@@ -117,7 +117,7 @@ async fn same_name_same_user_and_lists_show_remaining_stock() {
     assert_eq!(app.grab(&a, v).await.0, 200);
     let (status, list) = app.call("list_vouchers", json!({}), &[]).await;
     assert_eq!(status, 200);
-    let listed = list.as_array().unwrap().iter().find(|x| x["id"] == v).unwrap().clone();
+    let listed = list["items"].as_array().unwrap().iter().find(|x| x["id"] == v).unwrap().clone();
     assert_eq!(listed["remaining"], 3);
     assert_eq!(listed["stock"], 4);
     assert!(listed["begins_at"].as_str().unwrap().parse::<chrono::DateTime<chrono::Utc>>().is_ok());

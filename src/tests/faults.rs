@@ -140,7 +140,7 @@ async fn redis_back_empty_after_an_outage() {
     let (status, listed) = app.call("list_vouchers", json!({}), &[]).await;
     let page = app.http.get(format!("{}/", app.base)).send().await.unwrap();
     assert!(Instant::now() < answers_again, "the list and the page waited {:?}, until Redis answered", asked.elapsed());
-    assert_eq!((status.as_u16(), listed[0]["remaining"].as_i64()), (200, Some(15)), "{listed}");
+    assert_eq!((status.as_u16(), listed["items"][0]["remaining"].as_i64()), (200, Some(15)), "{listed}");
     assert_eq!(page.status(), 200);
 
     // Once Redis answers again the worker rebuilds the voucher from the database.

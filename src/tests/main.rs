@@ -20,6 +20,7 @@ mod monitoring;
 mod operators;
 mod order_ids;
 mod pages;
+mod paging;
 mod recovery;
 mod redis_keys;
 mod report;

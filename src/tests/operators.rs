@@ -64,8 +64,12 @@ async fn a_removed_or_demoted_operator_loses_access_on_every_process() {
 
     // The log names each change and who made it.
     let log = a.admin("list_audit", json!({})).await;
-    let actions: Vec<(&str, &str)> =
-        log.as_array().unwrap().iter().map(|e| (e["actor"].as_str().unwrap(), e["action"].as_str().unwrap())).collect();
+    let actions: Vec<(&str, &str)> = log["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["actor"].as_str().unwrap(), e["action"].as_str().unwrap()))
+        .collect();
     assert!(actions.contains(&("ada", "remove_operator")), "{actions:?}");
     assert!(actions.contains(&("ada", "set_operator_role")), "{actions:?}");
     b.stop().await;

@@ -100,7 +100,7 @@ async fn every_key_lives_as_the_key_table_says() {
     // their expiry, after the orders are saved.
     app.wait_for_stats("both persisted and settled", v, |s| s["persisted"] == 2 && s["pending"] == 0).await;
     let (_, orders) = app.call("my_orders", json!({}), &[("cookie", &ann.cookie)]).await;
-    let order_id = orders[0]["order_id"].as_str().unwrap().to_owned();
+    let order_id = orders["items"][0]["order_id"].as_str().unwrap().to_owned();
     let (status, body) = app.call("cancel_order", json!({ "order_id": order_id }), &[("cookie", &ann.cookie)]).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(app.operator("add_stock", json!({ "voucher_id": v, "units": 1 })).await.0, 200);

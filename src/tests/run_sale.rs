@@ -32,7 +32,7 @@ async fn operator_ok(app: &TestApp, name: &str, body: Value) -> Value {
 async fn logged(app: &TestApp, v: i64) -> Vec<String> {
     let entries = operator_ok(app, "list_audit", json!({ "voucher_id": v })).await;
     let mut actions: Vec<String> =
-        entries.as_array().unwrap().iter().map(|e| e["action"].as_str().unwrap().to_owned()).collect();
+        entries["items"].as_array().unwrap().iter().map(|e| e["action"].as_str().unwrap().to_owned()).collect();
     actions.reverse();
     actions
 }
@@ -51,7 +51,7 @@ async fn a_pause_refuses_grabs_on_every_process_the_moment_it_returns() {
         assert!(body["message"].as_str().unwrap().contains("paused"));
     }
     let listed = b.call("list_vouchers", json!({}), &[]).await.1;
-    let mine = listed.as_array().unwrap().iter().find(|x| x["id"] == v).unwrap().clone();
+    let mine = listed["items"].as_array().unwrap().iter().find(|x| x["id"] == v).unwrap().clone();
     assert_eq!(mine["paused"], true, "the shop lists it as paused");
 
     operator_ok(&b, "resume_sale", json!({ "voucher_id": v })).await;

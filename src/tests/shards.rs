@@ -249,7 +249,7 @@ async fn the_shop_list_counts_each_sale_apart_when_a_bucket_is_lost() {
     let () = redis.del(&bucket(&app, sharded, 1).left).await.unwrap();
     let (status, listed) = app.call("list_vouchers", serde_json::json!({}), &[]).await;
     assert_eq!(status, 200, "{listed}");
-    let remaining: HashMap<i64, i64> = listed
+    let remaining: HashMap<i64, i64> = listed["items"]
         .as_array()
         .unwrap()
         .iter()

@@ -3,27 +3,30 @@
 //! warming one are the sale's (`sale::launch`): they put it on sale in Redis.
 
 use super::{ShopConfig, Voucher};
-use crate::error::AppResult;
+use crate::{error::AppResult, listing::Page};
 use leptos::prelude::*;
 use server_fn::codec::Json;
 
 #[cfg(feature = "ssr")]
 use {
     super::{left::units_left, store},
-    crate::backend::Backend,
+    crate::{backend::Backend, listing::Paging},
 };
 
-/// How many vouchers `list_vouchers` returns (newest first).
+/// Vouchers a page of `list_vouchers` holds unless asked: 100, and at most.
 #[cfg(feature = "ssr")]
 const LIST_LIMIT: i64 = 100;
 
-/// The newest vouchers with their window and remaining stock.
+/// The vouchers with their window and remaining stock, newest first, a page at a time:
+/// `limit` 1–100 (100 when absent), `after` the `next` of the page before.
 #[server(prefix = "/api", endpoint = "list_vouchers", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
-pub async fn list_vouchers() -> AppResult<Vec<Voucher>> {
+pub async fn list_vouchers(limit: Option<i64>, after: Option<String>) -> AppResult<Page<Voucher>> {
     let backend = expect_context::<Backend>();
-    let rows = store::list(&backend.db, LIST_LIMIT).await?;
-    let left = units_left(&backend, &rows).await?;
-    Ok(rows.iter().zip(left).map(|(row, left)| row.to_voucher(left)).collect())
+    let paging = Paging::asked(limit, after.as_deref(), LIST_LIMIT, LIST_LIMIT)?;
+    let rows = paging.page(store::list(&backend.db, paging.before, paging.rows()).await?, |row| row.id);
+    let left = units_left(&backend, &rows.items).await?;
+    let items = rows.items.iter().zip(left).map(|(row, left)| row.to_voucher(left)).collect();
+    Ok(Page { items, has_more: rows.has_more, next: rows.next })
 }
 
 /// The shop's settings: the currency of every price, and its decimals.

@@ -123,9 +123,10 @@ pub async fn get(db: &Db, id: i64) -> sqlx::Result<Option<VoucherRow>> {
     sqlx::query_as(&format!("SELECT {COLUMNS} FROM vouchers WHERE id = $1")).bind(id).fetch_optional(db).await
 }
 
-/// The newest vouchers first, at most `limit`.
-pub async fn list(db: &Db, limit: i64) -> sqlx::Result<Vec<VoucherRow>> {
-    sqlx::query_as(&format!("SELECT {COLUMNS} FROM vouchers ORDER BY id DESC LIMIT $1")).bind(limit).fetch_all(db).await
+/// The newest vouchers first, older than `before` when given, at most `limit`.
+pub async fn list(db: &Db, before: Option<i64>, limit: i64) -> sqlx::Result<Vec<VoucherRow>> {
+    let sql = format!("SELECT {COLUMNS} FROM vouchers WHERE $1 IS NULL OR id < $1 ORDER BY id DESC LIMIT $2");
+    sqlx::query_as(&sql).bind(before).bind(limit).fetch_all(db).await
 }
 
 /// Vouchers whose sale has not ended `grace_ms` ago: the ones to warm and to drain.

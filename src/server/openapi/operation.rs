@@ -156,6 +156,27 @@ impl<T: Answer> Answer for Vec<T> {
     }
 }
 
+impl<T: Answer> Answer for crate::listing::Page<T> {
+    fn schema(schemas: &mut Schemas) -> RefOr<Schema> {
+        let items = ArrayBuilder::new().items(T::schema(schemas)).build();
+        let has_more = ObjectBuilder::new()
+            .schema_type(Type::Boolean)
+            .description(Some("Whether older items follow: ask again with `after` set to `next`."));
+        let next = ObjectBuilder::new()
+            .schema_type(utoipa::openapi::schema::SchemaType::from_iter([Type::String, Type::Null]))
+            .description(Some("The cursor of the next page, when `has_more`."));
+        let page = ObjectBuilder::new()
+            .description(Some("One page of a list, newest first."))
+            .property("items", items)
+            .property("has_more", has_more)
+            .property("next", next)
+            .required("items")
+            .required("has_more")
+            .required("next");
+        RefOr::T(Schema::Object(page.build()))
+    }
+}
+
 impl<T: Answer> Answer for Option<T> {
     fn schema(schemas: &mut Schemas) -> RefOr<Schema> {
         let null = ObjectBuilder::new().schema_type(Type::Null).build();

@@ -1,0 +1,86 @@
+//! Lists that page: newest first, `limit` at a time, each page's `next` the `after`
+//! of the one behind it (keyset paging, as the CSV export pages: each page one indexed
+//! query however far in, and a row written meanwhile neither skipped nor shown twice).
+
+use serde::{Deserialize, Serialize};
+
+/// One page of a list, newest first.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Page<T> {
+    pub items: Vec<T>,
+    /// Whether older items follow: ask again with `after` set to `next`.
+    pub has_more: bool,
+    /// The cursor of the next page (the last item's id), when `has_more`.
+    pub next: Option<String>,
+}
+
+#[cfg(feature = "ssr")]
+pub use server::Paging;
+
+#[cfg(feature = "ssr")]
+mod server {
+    use super::Page;
+    use crate::error::{AppError, AppResult};
+
+    /// A page asked for, checked: at most `limit` items, older than `before` (an id).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct Paging {
+        pub limit: i64,
+        pub before: Option<i64>,
+    }
+
+    impl Paging {
+        /// `limit` (1 to `most`, `default` when absent) and `after` (a `next` a page
+        /// answered: a decimal id) as a caller sent them.
+        pub fn asked(limit: Option<i64>, after: Option<&str>, default: i64, most: i64) -> AppResult<Self> {
+            let limit = limit.unwrap_or(default);
+            if !(1..=most).contains(&limit) {
+                return Err(AppError::invalid(format!("limit must be between 1 and {most}.")));
+            }
+            let before = match after {
+                None => None,
+                Some(after) => Some(
+                    after
+                        .trim()
+                        .parse::<i64>()
+                        .map_err(|_| AppError::invalid("after must be the `next` of a page: a decimal id."))?,
+                ),
+            };
+            Ok(Self { limit, before })
+        }
+
+        /// Rows to read: one past the page, to tell whether more follow.
+        pub fn rows(self) -> i64 {
+            self.limit + 1
+        }
+
+        /// The page of `rows` (read newest first, [`Self::rows`] of them), each item's
+        /// id by `id`.
+        pub fn page<T>(self, mut rows: Vec<T>, id: impl Fn(&T) -> i64) -> Page<T> {
+            let has_more = rows.len() as i64 > self.limit;
+            rows.truncate(self.limit as usize);
+            let next = if has_more { rows.last().map(|r| id(r).to_string()) } else { None };
+            Page { items: rows, has_more, next }
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn a_page_says_whether_more_follow_and_where() {
+            let paging = Paging::asked(Some(2), None, 10, 100).unwrap();
+            assert_eq!(paging.rows(), 3);
+            let page = paging.page(vec![9, 8, 7], |id| *id);
+            assert_eq!(page, Page { items: vec![9, 8], has_more: true, next: Some("8".into()) });
+            let last = Paging::asked(Some(2), page.next.as_deref(), 10, 100).unwrap();
+            assert_eq!(last.before, Some(8));
+            assert_eq!(last.page(vec![7], |id| *id), Page { items: vec![7], has_more: false, next: None });
+            assert_eq!(Paging::asked(None, None, 10, 100).unwrap().limit, 10);
+            assert!(Paging::asked(Some(0), None, 10, 100).is_err());
+            assert!(Paging::asked(Some(101), None, 10, 100).is_err());
+            assert!(Paging::asked(None, Some("8x"), 10, 100).is_err());
+        }
+    }
+}

@@ -42,13 +42,20 @@ pub fn document() -> OpenApi {
     schemas.push((AppError::name().into_owned(), AppError::schema()));
     AppError::schemas(&mut schemas);
     OpenApiBuilder::new()
-        .info(InfoBuilder::new().title("Seckill").version(env!("CARGO_PKG_VERSION")).description(Some(
-            "A flash-sale system's JSON API. Every call is a POST of a JSON object to its \
+        .servers(Some(vec![utoipa::openapi::server::Server::new("/")]))
+        .info(
+            InfoBuilder::new()
+                .title("Seckill")
+                .version(env!("CARGO_PKG_VERSION"))
+                .license(Some(license()))
+                .description(Some(
+                    "A flash-sale system's JSON API. Every call is a POST of a JSON object to its \
              `/api/...` path and answers JSON; the live feed, the CSV exports, health and metrics \
              are GETs. A refusal is `{\"code\", \"message\"}` with a stable code and a status \
              derived from it. Served over HTTPS (`SECKILL_SECURE_COOKIES`), the session cookies' \
              names carry the `__Host-` prefix.",
-        )))
+                )),
+        )
         .paths(paths.build())
         .components(Some(
             ComponentsBuilder::new()
@@ -95,6 +102,12 @@ const SHOP_TOKEN: &str = "shop_token";
 const OPERATOR_SESSION: &str = "operator_session";
 const ADMIN_TOKEN: &str = "admin_token";
 
+/// The crate's license, by its SPDX identifier.
+fn license() -> utoipa::openapi::info::License {
+    let spdx = env!("CARGO_PKG_LICENSE");
+    utoipa::openapi::info::LicenseBuilder::new().name(spdx).identifier(Some(spdx)).build()
+}
+
 fn cookie(name: &str, description: &str) -> SecurityScheme {
     SecurityScheme::ApiKey(ApiKey::Cookie(ApiKeyValue::with_description(name, description)))
 }
@@ -114,10 +127,9 @@ fn secured(mut operation: Operation, access: Access) -> Operation {
         Access::AdminRole => vec![(OPERATOR_SESSION, vec!["admin"]), (ADMIN_TOKEN, vec![])],
         Access::AdminToken => vec![(ADMIN_TOKEN, vec![])],
     };
-    if !requirements.is_empty() {
-        operation.security =
-            Some(requirements.into_iter().map(|(name, roles)| SecurityRequirement::new(name, roles)).collect());
-    }
+    // An open operation says so (`[]`): no requirement, not a forgotten one.
+    operation.security =
+        Some(requirements.into_iter().map(|(name, roles)| SecurityRequirement::new(name, roles)).collect());
     operation
 }
 

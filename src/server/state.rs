@@ -107,7 +107,7 @@ pub(super) fn assemble(
         backend: backend.clone(),
         ids: Arc::new(OrderIds::new(&config.redis_namespace, config.id_block)),
         receipts: Arc::new(Receipts::new(accounts.secrets.derived_key("grab receipts"))),
-        admission: Arc::new(Admission::new(config.max_grabs_in_flight, Duration::from_millis(config.shed_latency_ms))),
+        admission: Arc::new(Admission::new(config.grabs_in_flight(), Duration::from_millis(config.shed_latency_ms))),
         sold_out: sold_out.clone(),
         rebuilds: Arc::default(),
         refills: Arc::default(),

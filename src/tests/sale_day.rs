@@ -87,7 +87,7 @@ async fn past_its_cap_a_process_sheds_grabs_at_once_and_loses_none_it_let_throug
     let private = seckill::server::local_redis::LocalRedis::start(dir.path()).await.unwrap();
     let app = TestApp::with(crate::support::Options::default().with(|c| {
         c.redis_url = Some(private.url.clone());
-        c.max_grabs_in_flight = 4;
+        c.max_grabs_in_flight = Some(4);
     }))
     .await;
     let v = app.create_voucher(10, -5, 3600).await;

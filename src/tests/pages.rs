@@ -11,14 +11,24 @@ async fn shop_page(app: &TestApp, cookie: Option<&str>) -> String {
     shop_page_at(app, "/", cookie).await
 }
 
+/// A 503 (a render that could not read its vouchers in time: busy, try again) is
+/// asked again, as a reload would, until [`SOON`]: the PostgreSQL and Cluster pass,
+/// loaded, answered one once.
 async fn shop_page_at(app: &TestApp, path: &str, cookie: Option<&str>) -> String {
-    let mut req = app.http.get(format!("{}{path}", app.base));
-    if let Some(cookie) = cookie {
-        req = req.header("cookie", cookie);
+    let deadline = std::time::Instant::now() + SOON;
+    loop {
+        let mut req = app.http.get(format!("{}{path}", app.base));
+        if let Some(cookie) = cookie {
+            req = req.header("cookie", cookie);
+        }
+        let res = req.send().await.unwrap();
+        if res.status() == 503 && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        }
+        assert_eq!(res.status(), 200);
+        return res.text().await.unwrap();
     }
-    let res = req.send().await.unwrap();
-    assert_eq!(res.status(), 200);
-    res.text().await.unwrap()
 }
 
 /// The script nonce Leptos draws for each render: two pages with the same one came

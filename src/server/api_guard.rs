@@ -401,13 +401,12 @@ async fn status_from_code(res: Response) -> Response {
 }
 
 /// A refusal the framework wrote itself (an extractor's rejection: a query string it
-/// could not read, say), in plain text: answered as every refusal is, JSON with a
+/// could not read, say; its 405 is answered above, with `Allow`), in plain text: answered as every refusal is, JSON with a
 /// documented code. Its text names what was wrong with the caller's input, never ours.
 async fn framework_refusal(res: Response) -> Response {
     let status = res.status();
     let code = match status {
         StatusCode::NOT_FOUND => ErrorCode::NotFound,
-        StatusCode::METHOD_NOT_ALLOWED => ErrorCode::MethodNotAllowed,
         StatusCode::UNSUPPORTED_MEDIA_TYPE => ErrorCode::UnsupportedMediaType,
         StatusCode::TOO_MANY_REQUESTS => ErrorCode::RateLimited,
         _ => ErrorCode::InvalidInput,

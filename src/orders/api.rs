@@ -22,7 +22,7 @@ use {
         },
         error::{AppError, ErrorCode},
         listing::Paging,
-        orders::{results::StoredResult, GrabStatus},
+        orders::results::StoredResult,
         voucher::store as vouchers,
     },
 };
@@ -142,6 +142,6 @@ async fn not_saved_yet(backend: &Backend, order_id: i64, user_id: i64) -> AppRes
     let queued = results
         .iter()
         .filter_map(|r| r.as_deref().and_then(StoredResult::parse))
-        .any(|r| r.user_id == user_id && r.status == GrabStatus::Queued);
+        .any(|r| r == StoredResult::Queued { user_id });
     Ok(if queued { ErrorCode::OrderQueued } else { ErrorCode::UnknownOrder })
 }

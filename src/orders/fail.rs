@@ -77,7 +77,7 @@ impl<'a> Failure<'a> {
             .arg(m.user_id)
             .arg(self.entry_id)
             .arg(GROUP)
-            .arg(StoredResult::failed(m.user_id, terms.reason).encode())
+            .arg(StoredResult::Failed { user_id: m.user_id, reason: terms.reason }.encode())
             .arg(flag(terms.gives_back))
             .arg(flag(terms.frees_slot))
             .arg(if terms.dead_letter { terms.reason.as_str() } else { "" })

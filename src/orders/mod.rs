@@ -32,25 +32,6 @@ pub mod view;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-/// Where a granted grab stands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum GrabStatus {
-    Queued,
-    Success,
-    Failed,
-}
-
-impl GrabStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Queued => "queued",
-            Self::Success => "success",
-            Self::Failed => "failed",
-        }
-    }
-}
-
 /// Why a granted grab ended without an order: `grab_result`'s `reason`, a closed list.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]

@@ -32,7 +32,7 @@ pub async fn settle(
     let mut call = ScriptCall::new(&backend.scripts.settle, &keys, 2 + 4 * orders.len(), 32 + 80 * orders.len());
     call.arg(GROUP).arg(expires_at);
     for (entry_id, m) in orders {
-        call.arg(entry_id).arg(m.order_id).arg(m.user_id).arg(StoredResult::success(m.user_id).encode());
+        call.arg(entry_id).arg(m.order_id).arg(m.user_id).arg(StoredResult::Success { user_id: m.user_id }.encode());
     }
     let short: i64 = call.invoke(redis).await?;
     if short > 0 {

@@ -118,7 +118,7 @@ pub async fn grab_all(
     call.arg(shards).arg(LAYOUT_VERSION);
     for ask in asks {
         entry::gate_grab(&mut call, ask.user_id, ask.order_id)
-            .arg(StoredResult::queued(ask.user_id).encode())
+            .arg(StoredResult::Queued { user_id: ask.user_id }.encode())
             .arg(&ask.token);
     }
     let replies: Vec<String> = call.invoke(&mut backend.redis.clone()).await?;

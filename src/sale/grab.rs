@@ -6,13 +6,13 @@ use super::{
     context::Context,
     gate::{self, Verdict},
     refill::Refill,
-    GrabState, GrabTicket, IssuedToken,
+    GrabState, GrabTicket, IssuedToken, Queued,
 };
 use crate::{
     backend::{outage::Throttle, Backend},
     bus::SaleEvent,
     error::{AppError, AppResult, ErrorCode},
-    orders::{entry::OrderMsg, lifecycle, results::StoredResult, store, FailReason, GrabStatus},
+    orders::{entry::OrderMsg, lifecycle, results::StoredResult, store, FailReason},
     report::Outcome,
 };
 use metrics::{Counter, Histogram};
@@ -103,7 +103,7 @@ async fn at_the_gate(
         Verdict::Granted => {
             state.bus.tell_here(&SaleEvent::Granted { voucher_id, bucket });
             let receipt = state.receipts.issue(user_id, voucher_id, order_id);
-            Ok(GrabTicket { order_id: order_id.to_string(), status: GrabStatus::Queued, receipt })
+            Ok(GrabTicket { order_id: order_id.to_string(), status: Queued::Queued, receipt })
         }
         Verdict::Refused(ErrorCode::UnknownVoucher) => Err(not_in_redis(state, voucher_id).await),
         Verdict::Refused(code) => {
@@ -243,10 +243,9 @@ pub async fn grab_result(
     let keys = crate::voucher::buckets::user_keys(backend, voucher_id, user_id).await?;
     let raw: Option<String> = backend.redis.clone().hget(&keys.results, order_id).await?;
     match raw.as_deref().and_then(StoredResult::parse) {
-        Some(r) if r.user_id != user_id => return Err(ErrorCode::UnknownOrder.into()),
-        Some(StoredResult { status: GrabStatus::Queued, .. }) => return Ok(GrabState::Queued),
-        // A reason comes with a failure, and only with one (`StoredResult::parse`).
-        Some(StoredResult { reason: Some(reason), .. }) => return Ok(GrabState::Failed { reason }),
+        Some(r) if r.user_id() != user_id => return Err(ErrorCode::UnknownOrder.into()),
+        Some(StoredResult::Queued { .. }) => return Ok(GrabState::Queued),
+        Some(StoredResult::Failed { reason, .. }) => return Ok(GrabState::Failed { reason }),
         // A success, or Redis forgot the result (it was rebuilt): the database knows.
         _ => {}
     }

@@ -44,7 +44,7 @@ pub mod view;
 #[cfg(feature = "ssr")]
 pub mod warm;
 
-use crate::orders::{FailReason, GrabStatus, Order};
+use crate::orders::{FailReason, Order};
 use serde::{Deserialize, Serialize};
 
 /// The answer to `grab_token`.
@@ -74,8 +74,8 @@ pub struct StockChanged {
 pub struct GrabTicket {
     /// 64-bit id as a decimal string (JavaScript numbers lose precision above 2^53).
     pub order_id: String,
-    /// Always "queued": the order is persisted asynchronously.
-    pub status: GrabStatus,
+    /// Always `queued`: the order is saved after the answer (ask `grab_result`).
+    pub status: Queued,
     /// Proof that this order id was granted to this shopper: send it with
     /// `grab_result`, which declares a grant Redis lost only to the shopper who holds
     /// its receipt (anybody can guess an id; nobody can make another's receipt).
@@ -96,11 +96,19 @@ pub enum GrabState {
 
 impl GrabState {
     /// The state's name, as `status` carries it.
-    pub fn status(&self) -> GrabStatus {
+    pub fn status(&self) -> &'static str {
         match self {
-            Self::Queued => GrabStatus::Queued,
-            Self::Success { .. } => GrabStatus::Success,
-            Self::Failed { .. } => GrabStatus::Failed,
+            Self::Queued => "queued",
+            Self::Success { .. } => "success",
+            Self::Failed { .. } => "failed",
         }
     }
+}
+
+/// A granted grab's state when it is answered: always queued, the one value a
+/// `GrabTicket`'s `status` has (the later states are `GrabState`'s).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Queued {
+    Queued,
 }

@@ -5,7 +5,7 @@
 use super::clock::ServerClock;
 use super::{
     api::{grab, grab_result, grab_token},
-    GrabState, GrabStatus, GrabTicket,
+    GrabState, GrabTicket,
 };
 use crate::{
     browser::{jitter, pause},
@@ -195,9 +195,9 @@ fn GrabButton(id: i64, closed: Signal<bool>, fair: Signal<bool>) -> impl IntoVie
 
 fn status_text(result: Option<GrabState>) -> String {
     match result {
-        None => GrabStatus::Queued.as_str().to_owned(),
         Some(GrabState::Failed { reason }) => format!("failed ({})", reason.as_str()),
-        Some(r) => r.status().as_str().to_owned(),
+        Some(r) => r.status().to_owned(),
+        None => GrabState::Queued.status().to_owned(),
     }
 }
 

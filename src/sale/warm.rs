@@ -111,7 +111,7 @@ pub async fn run_script(
         call.arg(s.stock_left).arg(s.buyers.len()).arg(s.given_back.len()).arg(s.orders.len());
         call.arg(&s.buyers).arg(&s.given_back);
         for &(order, user) in &s.orders {
-            call.arg(order).arg(StoredResult::success(user).encode());
+            call.arg(order).arg(StoredResult::Success { user_id: user }.encode());
         }
         for (change, units) in &s.changes {
             call.arg(change).arg(units);

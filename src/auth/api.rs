@@ -5,8 +5,8 @@
 //! own endpoints are in `operator_api`.
 
 use super::{
-    challenge::{Challenge, Solution},
-    User,
+    challenge::{NextChallenge, Solution},
+    CurrentUser, User,
 };
 use crate::error::AppResult;
 use leptos::prelude::*;
@@ -74,23 +74,24 @@ pub async fn sign_up(name: String, password: String, challenge: Option<Solution>
     Ok(User { user_id, name })
 }
 
-/// A challenge for the next sign-up (see `auth::challenge`), or `null` when none is
-/// asked here; `sign_up_closed` with sign-ups off.
+/// A challenge for the next sign-up (see `auth::challenge`): `challenge` is `null` when
+/// none is asked here; `sign_up_closed` with sign-ups off.
 #[server(prefix = "/api", endpoint = "sign_up_challenge", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
-pub async fn sign_up_challenge() -> AppResult<Option<Challenge>> {
+pub async fn sign_up_challenge() -> AppResult<NextChallenge> {
     let state = Context::get();
     if !state.sign_ups.open {
         return Err(ErrorCode::SignUpClosed.into());
     }
-    match &state.sign_ups.challenges {
-        Some(challenges) => Ok(Some(fresh_challenge(&state, challenges).await?)),
-        None => Ok(None),
-    }
+    let challenge = match &state.sign_ups.challenges {
+        Some(challenges) => Some(fresh_challenge(&state, challenges).await?),
+        None => None,
+    };
+    Ok(NextChallenge { challenge })
 }
 
 /// A challenge of the work the recent sign-up rate asks.
 #[cfg(feature = "ssr")]
-async fn fresh_challenge(state: &Context, challenges: &challenge::Challenges) -> AppResult<Challenge> {
+async fn fresh_challenge(state: &Context, challenges: &challenge::Challenges) -> AppResult<challenge::Challenge> {
     let now = chrono::Utc::now().timestamp();
     Ok(challenges.issue(challenge::maxnumber(&state.backend, now).await?, now))
 }
@@ -191,10 +192,16 @@ pub async fn sign_out_everywhere() -> AppResult<()> {
     state.secrets.clearing_cookies().iter().try_for_each(|c| set_cookie(c))
 }
 
-/// The signed-in shopper, if any (with the shop's own login, the token's `sub` is the
-/// name).
+/// The signed-in shopper: `user` is `null` for nobody (with the shop's own login, the
+/// token's `sub` is the name).
 #[server(prefix = "/api", endpoint = "me", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
-pub async fn me() -> AppResult<Option<User>> {
+pub async fn me() -> AppResult<CurrentUser> {
+    signed_in_user().await.map(|user| CurrentUser { user })
+}
+
+/// The shopper `me` names, if any.
+#[cfg(feature = "ssr")]
+async fn signed_in_user() -> AppResult<Option<User>> {
     let state = Context::get();
     if let Some(s) = current_session(&state.secrets) {
         return Ok(Some(User { user_id: s.user_id, name: s.name }));

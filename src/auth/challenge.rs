@@ -18,6 +18,14 @@ use sha2::{Digest, Sha256};
 #[cfg(feature = "ssr")]
 pub const ALGORITHM: &str = "SHA-256";
 
+/// The answer to `sign_up_challenge`: the challenge to solve, or `null` when none is
+/// asked here.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct NextChallenge {
+    #[schema(required = true)]
+    pub challenge: Option<Challenge>,
+}
+
 /// A challenge, as `sign_up_challenge` answers it (ALTCHA's field names).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Challenge {

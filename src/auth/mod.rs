@@ -42,6 +42,14 @@ pub struct User {
     pub name: String,
 }
 
+/// The answer to `me`: the signed-in shopper, or `null` for nobody (an object
+/// around it, so every client generator types the nobody).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct CurrentUser {
+    #[schema(required = true)]
+    pub user: Option<User>,
+}
+
 /// What an operator may do: `operator` runs sales; `admin` also adds operators.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
@@ -70,6 +78,13 @@ impl Role {
 pub struct Operator {
     pub name: String,
     pub role: Role,
+}
+
+/// The answer to `operator_me`: who runs this admin page, or `null` for nobody.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct CurrentOperator {
+    #[schema(required = true)]
+    pub operator: Option<Operator>,
 }
 
 /// An operator as the admin page lists them (`list_operators`).

@@ -3,7 +3,7 @@
 //! `/api/set_operator_role`, `/api/change_operator_password`, `/api/operator_me`,
 //! `/api/admin_status`. Passwords are checked as shoppers' are (`api::check`).
 
-use super::{ListedOperator, Operator, Role};
+use super::{CurrentOperator, ListedOperator, Operator, Role};
 use crate::error::AppResult;
 use leptos::prelude::*;
 use server_fn::codec::Json;
@@ -154,11 +154,11 @@ pub async fn add_operator(name: String, password: String, role: Role) -> AppResu
     Ok(Operator { name, role })
 }
 
-/// The operator running this browser's admin page (`token` for the admin token), or
-/// `null`.
+/// The operator running this browser's admin page (`token` for the admin token);
+/// `operator` is `null` for nobody.
 #[server(prefix = "/api", endpoint = "operator_me", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
-pub async fn operator_me() -> AppResult<Option<Operator>> {
-    Ok(current_operator().map(|a| Operator { name: a.name().to_owned(), role: a.role() }))
+pub async fn operator_me() -> AppResult<CurrentOperator> {
+    Ok(CurrentOperator { operator: current_operator().map(|a| Operator { name: a.name().to_owned(), role: a.role() }) })
 }
 
 /// True when this browser holds an operator cookie (or the call carries the token).

@@ -38,7 +38,7 @@ fn account_menu(user: RwSignal<Option<User>>) -> AnyView {
 /// downloads it (the solver, its SHA-256, the calls), not the shop's first load.
 #[lazy]
 async fn create_account(name: String, password: String) -> AppResult<User> {
-    let solution = match sign_up_challenge().await? {
+    let solution = match sign_up_challenge().await?.challenge {
         Some(challenge) => Some(challenge.solve().ok_or(ErrorCode::ChallengeRequired)?),
         None => None,
     };
@@ -188,7 +188,7 @@ pub fn OperatorsDoor(unlocked: RwSignal<bool>) -> impl IntoView {
 #[component]
 pub fn OperatorPanel() -> impl IntoView {
     let me = Resource::new(|| (), |_| operator_me());
-    let who = move || me.get().and_then(Result::ok).flatten();
+    let who = move || me.get().and_then(Result::ok).and_then(|m| m.operator);
     let is_admin = move || who().is_some_and(|o| o.role == Role::Admin);
     view! {
         <p class="mb-4 text-sm">

@@ -2,7 +2,7 @@
 //! and the shopper's orders to pay or cancel.
 
 use crate::{
-    auth::{api::me, view::SignInBox, User},
+    auth::{api::me, view::SignInBox, CurrentUser, User},
     browser::every,
     error::AppError,
     live::{view::use_shop_feed, StockLive},
@@ -25,7 +25,7 @@ pub fn ShopPage() -> impl IntoView {
     // box: a sign-in made while it was on its way wins.
     Effect::new(move |_| {
         leptos::task::spawn_local(async move {
-            if let Ok(Some(u)) = me().await {
+            if let Ok(CurrentUser { user: Some(u) }) = me().await {
                 if user.try_get_untracked().flatten().is_none() {
                     user.try_set(Some(u));
                 }

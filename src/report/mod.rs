@@ -197,8 +197,17 @@ pub struct Latency {
     pub p99_ms: Option<f64>,
     pub p999_ms: Option<f64>,
     pub max_ms: Option<f64>,
-    /// Grabs per latency bin: `[upper bound in ms, grabs]`, bins with none left out.
-    pub buckets: Vec<(f64, i64)>,
+    /// Grabs per latency bin, bins with none left out.
+    pub bins: Vec<LatencyBin>,
+}
+
+/// One latency bin of a report: how many grabs the gate decided within `le_ms` (and
+/// above the bin before).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct LatencyBin {
+    /// The bin's upper bound, in ms.
+    pub le_ms: f64,
+    pub grabs: i64,
 }
 
 impl Latency {
@@ -224,7 +233,12 @@ impl Latency {
             p99_ms: at(0.99),
             p999_ms: at(0.999),
             max_ms: counts.iter().rposition(|&n| n > 0).map(ms),
-            buckets: counts.iter().enumerate().filter(|(_, &n)| n > 0).map(|(i, &n)| (ms(i), n)).collect(),
+            bins: counts
+                .iter()
+                .enumerate()
+                .filter(|(_, &n)| n > 0)
+                .map(|(i, &grabs)| LatencyBin { le_ms: ms(i), grabs })
+                .collect(),
         }
     }
 }
@@ -296,7 +310,7 @@ mod tests {
 
     #[cfg(feature = "ssr")]
     #[test]
-    fn percentiles_are_the_bounds_of_the_buckets_holding_them() {
+    fn percentiles_are_the_bounds_of_the_bins_holding_them() {
         let mut counts = [0; LATENCY_BOUNDS_US.len()];
         assert_eq!(Latency::from_counts(&counts), Latency::default(), "none measured");
         counts[latency_bin(400)] = 90; // ≤ 0.5 ms
@@ -306,6 +320,7 @@ mod tests {
         assert_eq!(l.grabs, 100);
         assert_eq!((l.p50_ms, l.p90_ms, l.p99_ms, l.p999_ms), (Some(0.5), Some(0.5), Some(5.0), Some(50.0)));
         assert_eq!(l.max_ms, Some(50.0));
-        assert_eq!(l.buckets, vec![(0.5, 90), (5.0, 9), (50.0, 1)]);
+        let bins: Vec<_> = l.bins.iter().map(|b| (b.le_ms, b.grabs)).collect();
+        assert_eq!(bins, vec![(0.5, 90), (5.0, 9), (50.0, 1)]);
     }
 }

@@ -1,7 +1,7 @@
 //! The report's page body: the figures, a chart of the grabs per second by answer, the
 //! refusal mix, the gate's latency, orders and units, and the operator's actions.
 
-use super::{api::sale_report, Outcome, Report};
+use super::{api::sale_report, LatencyBin, Outcome, Report};
 use crate::{
     browser::{every, local_time},
     money,
@@ -81,7 +81,7 @@ fn body(r: Report) -> impl IntoView {
             </figure>
             <Figures title="Gate latency" items=latency.to_vec()
                 note=format!("{} grabs decided at the gate; bins' upper bounds", l.grabs)>
-                {histogram(&r.latency.buckets)}
+                {histogram(&r.latency.bins)}
             </Figures>
             <Figures title="Orders" items=orders.map(|(k, n)| (k, n.to_string())).to_vec()/>
             <Figures title="Units" items=units.map(|(k, n)| (k, n.to_string())).to_vec()/>
@@ -202,15 +202,15 @@ fn legend(answers: &BTreeMap<Outcome, i64>) -> impl IntoView {
 }
 
 /// Grabs per latency bin, as bars.
-fn histogram(bins: &[(f64, i64)]) -> impl IntoView {
-    let top = bins.iter().map(|(_, n)| *n).max().unwrap_or(1).max(1) as f64;
+fn histogram(bins: &[LatencyBin]) -> impl IntoView {
+    let top = bins.iter().map(|b| b.grabs).max().unwrap_or(1).max(1) as f64;
     view! {
         <ul class="mt-2 grid gap-0.5 text-xs" aria-label="Gate latency bins">
-            {bins.iter().map(|(le, n)| view! {
+            {bins.iter().map(|&LatencyBin { le_ms: le, grabs: n }| view! {
                 <li class="flex items-center gap-2">
                     <span class="w-20 text-right font-mono">{format!("≤ {le} ms")}</span>
-                    <span class="h-3 bg-sky-700" style=format!("width:{:.1}%", 80.0 * *n as f64 / top)></span>
-                    <span class="font-mono">{*n}</span>
+                    <span class="h-3 bg-sky-700" style=format!("width:{:.1}%", 80.0 * n as f64 / top)></span>
+                    <span class="font-mono">{n}</span>
                 </li>
             }).collect_view()}
         </ul>

@@ -87,10 +87,13 @@ pub struct GrabTicket {
 #[serde(tag = "status", rename_all = "snake_case")]
 pub enum GrabState {
     /// Granted; the order is being saved: ask again.
+    #[schema(title = "GrabQueued")]
     Queued,
     /// Saved: the shopper's order.
+    #[schema(title = "GrabSucceeded")]
     Success { order: Box<Order> },
     /// Granted, but it will never be an order.
+    #[schema(title = "GrabFailed")]
     Failed { reason: FailReason },
 }
 

@@ -11,7 +11,7 @@ async fn sign_in(app: &TestApp, name: &str, password: &str) -> (u16, Value) {
 
 /// `me` as the holder of `cookie` sees it: the name, or null.
 async fn me(app: &TestApp, cookie: &str) -> Value {
-    app.call("me", json!({}), &[("cookie", cookie)]).await.1["name"].clone()
+    app.call("me", json!({}), &[("cookie", cookie)]).await.1["user"]["name"].clone()
 }
 
 #[tokio::test]
@@ -283,7 +283,10 @@ async fn named_operators_with_roles() {
     let olga = json!({ "name": "olga", "password": "olga's operator password", "role": "admin" });
     assert_eq!(app.admin("add_operator", olga).await, json!({ "name": "olga", "role": "admin" }));
     let olga = operator_sign_in(&app, "olga", "olga's operator password").await.unwrap();
-    assert_eq!(as_operator(&app, &olga, "operator_me", json!({})).await.1, json!({ "name": "olga", "role": "admin" }));
+    assert_eq!(
+        as_operator(&app, &olga, "operator_me", json!({})).await.1["operator"],
+        json!({ "name": "olga", "role": "admin" })
+    );
 
     let otto = json!({ "name": "otto", "password": "otto's operator password", "role": "operator" });
     assert_eq!(as_operator(&app, &olga, "add_operator", otto.clone()).await.0, 200);
@@ -357,12 +360,12 @@ async fn the_command_line_manages_operators() {
     assert_eq!(lines[1], "cli-otto\tadmin\tnever signed in", "{said}");
     assert!(seckill(&["operator", "set-role", "cli-olga", "operator"], "").await.0);
     wait_until("the server sees her new role", SOON, || async {
-        as_operator(&app, &olga, "operator_me", json!({})).await.1["role"] == "operator"
+        as_operator(&app, &olga, "operator_me", json!({})).await.1["operator"]["role"] == "operator"
     })
     .await;
     assert_eq!(seckill(&["operator", "remove", "cli-olga"], "").await, (true, "operator cli-olga removed".into()));
     wait_until("the server refuses her cookie", SOON, || async {
-        as_operator(&app, &olga, "operator_me", json!({})).await.1 == Value::Null
+        as_operator(&app, &olga, "operator_me", json!({})).await.1["operator"] == Value::Null
     })
     .await;
     let (ok, said) = seckill(&["operator", "remove", "cli-olga"], "").await;
@@ -396,7 +399,7 @@ async fn guesses_at_the_admin_token_are_limited() {
     assert!(late.headers().contains_key("retry-after"));
     let right = with_token(&client_from(1), ADMIN_TOKEN).await;
     assert_eq!(right.status(), 200);
-    assert_eq!(right.json::<Value>().await.unwrap(), json!({ "name": "token", "role": "admin" }));
+    assert_eq!(right.json::<Value>().await.unwrap()["operator"], json!({ "name": "token", "role": "admin" }));
     app.stop().await;
 }
 

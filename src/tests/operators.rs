@@ -14,9 +14,9 @@ async fn operator(app: &TestApp, name: &str, role: &str) -> String {
     operator_sign_in(app, name, &password).await.unwrap()
 }
 
-/// Who `cookie` is on `app`: `operator_me`'s answer (null for nobody).
+/// Who `cookie` is on `app`: `operator_me`'s operator (null for nobody).
 async fn me(app: &TestApp, cookie: &str) -> Value {
-    as_operator(app, cookie, "operator_me", json!({})).await.1
+    as_operator(app, cookie, "operator_me", json!({})).await.1["operator"].clone()
 }
 
 /// A removed operator's copied cookie is refused on every process; a demoted admin's

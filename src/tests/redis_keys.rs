@@ -62,7 +62,7 @@ fn kept(expires: &str) -> Option<Duration> {
 /// A shopper signed up with a solved challenge, and the cookies the answer set.
 async fn sign_up(app: &TestApp, name: &str) -> (Shopper, String) {
     let (_, asked) = app.call("sign_up_challenge", json!({}), &[]).await;
-    let challenge: Challenge = serde_json::from_value(asked).unwrap();
+    let challenge: Challenge = serde_json::from_value(asked["challenge"].clone()).unwrap();
     let body = json!({ "name": name, "password": PASSWORD, "challenge": challenge.solve().unwrap() });
     let res = app.http.post(format!("{}/api/sign_up", app.base)).json(&body).send().await.unwrap();
     let cookies: Vec<String> = res

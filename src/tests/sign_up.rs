@@ -30,7 +30,7 @@ async fn a_sign_up_needs_a_challenge_solved_and_each_is_taken_once() {
 
     let (status, asked) = app.call("sign_up_challenge", json!({}), &[]).await;
     assert_eq!(status, 200);
-    let asked: Challenge = serde_json::from_value(asked).unwrap();
+    let asked: Challenge = serde_json::from_value(asked["challenge"].clone()).unwrap();
     let solution = asked.solve().unwrap();
     let mut wrong = solution.clone();
     wrong.number = (wrong.number + 1) % (asked.maxnumber + 1);
@@ -84,7 +84,7 @@ async fn sign_ups_past_the_quota_wait_while_sign_ins_go_on() {
 async fn a_challenge_kept_from_rest_is_refused_in_a_burst() {
     let app = TestApp::with(with_challenge()).await;
     let (_, asked) = app.call("sign_up_challenge", json!({}), &[]).await;
-    let kept = serde_json::from_value::<Challenge>(asked).unwrap().solve().unwrap();
+    let kept = serde_json::from_value::<Challenge>(asked["challenge"].clone()).unwrap().solve().unwrap();
     // Sixty sign-ups this minute, over every process: four times the work at rest.
     let burst = sign_ups_in_minute(&app.namespace, chrono::Utc::now().timestamp() / 60);
     let mut redis = app.redis.clone();

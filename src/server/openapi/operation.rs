@@ -15,7 +15,7 @@ use utoipa::{
         path::{Operation, OperationBuilder, Parameter, ParameterBuilder, ParameterIn},
         request_body::RequestBodyBuilder,
         response::{Response, ResponseBuilder},
-        schema::{AllOfBuilder, ArrayBuilder, Object, ObjectBuilder, OneOfBuilder, Schema, Type},
+        schema::{AllOfBuilder, ArrayBuilder, Object, ObjectBuilder, Schema, Type},
         Ref, RefOr, Required,
     },
     PartialSchema, ToSchema,
@@ -38,9 +38,9 @@ where
     let mut body = F::schema();
     let doc = take_doc(&mut body);
     let name = F::PATH.rsplit('/').next().unwrap_or(F::PATH);
-    let answer = ResponseBuilder::new()
-        .description("The answer.")
-        .content("application/json", json_content(F::Output::schema(schemas)));
+    // Named by its call, so a generated client's names do not depend on path order.
+    let body_name = format!("{}Body", pascal_case(name));
+    schemas.push((body_name.clone(), body));
     refusals(
         OperationBuilder::new()
             .operation_id(Some(name))
@@ -50,11 +50,11 @@ where
             .parameter(idempotency_key())
             .request_body(Some(
                 RequestBodyBuilder::new()
-                    .content("application/json", json_content(body))
+                    .content("application/json", json_content(Ref::from_schema_name(body_name).into()))
                     .required(Some(Required::True))
                     .build(),
             ))
-            .response("200", answer),
+            .response("200", F::Output::response(schemas)),
     )
     .build()
 }
@@ -127,6 +127,13 @@ fn take_doc(schema: &mut RefOr<Schema>) -> Option<String> {
     Some(lines.map(|line| line.strip_prefix(' ').unwrap_or(line)).collect::<Vec<_>>().join("\n"))
 }
 
+/// `sale_report` → `SaleReport`.
+fn pascal_case(name: &str) -> String {
+    name.split('_')
+        .flat_map(|word| word.chars().take(1).flat_map(char::to_uppercase).chain(word.chars().skip(1)))
+        .collect()
+}
+
 /// The first sentence of a doc, for the operation's summary.
 fn first_sentence(doc: &str) -> String {
     let flat = doc.split_whitespace().collect::<Vec<_>>().join(" ");
@@ -148,6 +155,14 @@ fn domain_of<F>() -> &'static str {
 /// none does not compile.
 pub trait Answer {
     fn schema(schemas: &mut Schemas) -> RefOr<Schema>;
+
+    /// The operation's answer: its schema as JSON.
+    fn response(schemas: &mut Schemas) -> Response {
+        ResponseBuilder::new()
+            .description("The answer.")
+            .content("application/json", json_content(Self::schema(schemas)))
+            .build()
+    }
 }
 
 impl<T: Answer> Answer for Vec<T> {
@@ -157,8 +172,14 @@ impl<T: Answer> Answer for Vec<T> {
 }
 
 impl<T: Answer> Answer for crate::listing::Page<T> {
+    /// A page of `T` is the named schema `TPage` (`VoucherPage`).
     fn schema(schemas: &mut Schemas) -> RefOr<Schema> {
-        let items = ArrayBuilder::new().items(T::schema(schemas)).build();
+        let item = T::schema(schemas);
+        let item_name = match &item {
+            RefOr::Ref(r) => r.ref_location.rsplit('/').next().unwrap_or("Item").to_owned(),
+            RefOr::T(_) => "Item".to_owned(),
+        };
+        let items = ArrayBuilder::new().items(item).build();
         let has_more = ObjectBuilder::new()
             .schema_type(Type::Boolean)
             .description(Some("Whether older items follow: ask again with `after` set to `next`."));
@@ -173,20 +194,21 @@ impl<T: Answer> Answer for crate::listing::Page<T> {
             .required("items")
             .required("has_more")
             .required("next");
-        RefOr::T(Schema::Object(page.build()))
+        let name = format!("{item_name}Page");
+        schemas.push((name.clone(), RefOr::T(Schema::Object(page.build()))));
+        Ref::from_schema_name(name).into()
     }
 }
 
-impl<T: Answer> Answer for Option<T> {
-    fn schema(schemas: &mut Schemas) -> RefOr<Schema> {
-        let null = ObjectBuilder::new().schema_type(Type::Null).build();
-        RefOr::T(Schema::OneOf(OneOfBuilder::new().item(null).item(T::schema(schemas)).build()))
-    }
-}
-
+/// Nothing to read: the body is JSON `null`, and the document says no content (a
+/// `null` schema makes some generators emit a model that does not compile).
 impl Answer for () {
     fn schema(_: &mut Schemas) -> RefOr<Schema> {
         ObjectBuilder::new().schema_type(Type::Null).build().into()
+    }
+
+    fn response(_: &mut Schemas) -> Response {
+        ResponseBuilder::new().description("Done (the body is `null`: nothing to read).").build()
     }
 }
 
@@ -211,8 +233,10 @@ macro_rules! named_answers {
 named_answers!(
     crate::auth::User,
     crate::auth::Operator,
+    crate::auth::CurrentUser,
+    crate::auth::CurrentOperator,
     crate::auth::ListedOperator,
-    crate::auth::challenge::Challenge,
+    crate::auth::challenge::NextChallenge,
     crate::voucher::Voucher,
     crate::voucher::ShopConfig,
     crate::sale::GrabTicket,

@@ -14,12 +14,22 @@ pub struct Page<T> {
     pub next: Option<String>,
 }
 
+/// How many items a list's page holds: `default` when the caller sends no `limit`, at
+/// most `most`. Declared once per list: the server checks `limit` by it and the API
+/// document states it (`server::openapi::limits`).
+#[cfg(feature = "ssr")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PageSize {
+    pub default: i64,
+    pub most: i64,
+}
+
 #[cfg(feature = "ssr")]
 pub use server::Paging;
 
 #[cfg(feature = "ssr")]
 mod server {
-    use super::Page;
+    use super::{Page, PageSize};
     use crate::error::{AppError, AppResult};
 
     /// A page asked for, checked: at most `limit` items, older than `before` (an id).
@@ -30,9 +40,10 @@ mod server {
     }
 
     impl Paging {
-        /// `limit` (1 to `most`, `default` when absent) and `after` (a `next` a page
-        /// answered: a decimal id) as a caller sent them.
-        pub fn asked(limit: Option<i64>, after: Option<&str>, default: i64, most: i64) -> AppResult<Self> {
+        /// `limit` (1 to `size.most`, `size.default` when absent) and `after` (a `next`
+        /// a page answered: a decimal id) as a caller sent them.
+        pub fn asked(limit: Option<i64>, after: Option<&str>, size: PageSize) -> AppResult<Self> {
+            let PageSize { default, most } = size;
             let limit = limit.unwrap_or(default);
             if !(1..=most).contains(&limit) {
                 return Err(AppError::invalid(format!("limit must be between 1 and {most}.")));
@@ -68,19 +79,21 @@ mod server {
     mod tests {
         use super::*;
 
+        const SIZE: PageSize = PageSize { default: 10, most: 100 };
+
         #[test]
         fn a_page_says_whether_more_follow_and_where() {
-            let paging = Paging::asked(Some(2), None, 10, 100).unwrap();
+            let paging = Paging::asked(Some(2), None, SIZE).unwrap();
             assert_eq!(paging.rows(), 3);
             let page = paging.page(vec![9, 8, 7], |id| *id);
             assert_eq!(page, Page { items: vec![9, 8], has_more: true, next: Some("8".into()) });
-            let last = Paging::asked(Some(2), page.next.as_deref(), 10, 100).unwrap();
+            let last = Paging::asked(Some(2), page.next.as_deref(), SIZE).unwrap();
             assert_eq!(last.before, Some(8));
             assert_eq!(last.page(vec![7], |id| *id), Page { items: vec![7], has_more: false, next: None });
-            assert_eq!(Paging::asked(None, None, 10, 100).unwrap().limit, 10);
-            assert!(Paging::asked(Some(0), None, 10, 100).is_err());
-            assert!(Paging::asked(Some(101), None, 10, 100).is_err());
-            assert!(Paging::asked(None, Some("8x"), 10, 100).is_err());
+            assert_eq!(Paging::asked(None, None, SIZE).unwrap().limit, 10);
+            assert!(Paging::asked(Some(0), None, SIZE).is_err());
+            assert!(Paging::asked(Some(101), None, SIZE).is_err());
+            assert!(Paging::asked(None, Some("8x"), SIZE).is_err());
         }
     }
 }

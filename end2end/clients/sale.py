@@ -108,8 +108,8 @@ def main():
     body = CreateVoucherBody(
         title=f"Client sale {suffix}",
         stock=1,
-        begins_at=(now - timedelta(seconds=5)).isoformat(),
-        ends_at=(now + timedelta(hours=1)).isoformat(),
+        begins_at=now - timedelta(seconds=5),
+        ends_at=now + timedelta(hours=1),
     )
     voucher = expect("create_voucher", create_voucher.sync(client=operator, body=body, idempotency_key=key()), Voucher)
     body = WarmUpBody(voucher_id=voucher.id)

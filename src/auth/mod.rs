@@ -109,12 +109,13 @@ pub const REVOCATIONS_READ_EVERY: std::time::Duration = std::time::Duration::fro
 /// Trims a shopper name and checks it: 1 to 32 printable characters.
 #[cfg(feature = "ssr")]
 pub fn validate_name(name: &str) -> Result<String, AppError> {
+    // Counted as sent, spaces included: the length the API document states.
+    if name.chars().count() > MAX_NAME_CHARS {
+        return Err(AppError::invalid(format!("A name has at most {MAX_NAME_CHARS} characters.")));
+    }
     let name = name.trim();
     if name.is_empty() {
         return Err(AppError::invalid("Please enter a name."));
-    }
-    if name.chars().count() > MAX_NAME_CHARS {
-        return Err(AppError::invalid(format!("A name has at most {MAX_NAME_CHARS} characters.")));
     }
     if name.chars().any(char::is_control) {
         return Err(AppError::invalid("A name cannot contain control characters."));
@@ -131,6 +132,7 @@ mod tests {
         assert_eq!(validate_name("  ann ").unwrap(), "ann");
         assert!(validate_name("   ").is_err());
         assert!(validate_name(&"x".repeat(33)).is_err());
+        assert!(validate_name(&format!(" {} ", "x".repeat(31))).is_err(), "counted as sent");
         assert!(validate_name(&"é".repeat(32)).is_ok());
         assert!(validate_name("a\u{0}b").is_err());
     }

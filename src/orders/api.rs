@@ -27,15 +27,12 @@ use {
     },
 };
 
-/// Orders a page of `my_orders` holds unless asked.
+/// Orders a page of `my_orders` holds unless asked, and at most.
 #[cfg(feature = "ssr")]
-const MY_ORDERS: i64 = 50;
-/// Most orders a page of `my_orders` holds.
+pub const MY_ORDERS_PAGE: crate::listing::PageSize = crate::listing::PageSize { default: 50, most: 100 };
+/// Orders a page of `list_orders` holds unless asked, and at most.
 #[cfg(feature = "ssr")]
-const MOST_OF_MINE: i64 = 100;
-/// Most orders `list_orders` returns.
-#[cfg(feature = "ssr")]
-const MAX_LIST: i64 = 1_000;
+pub const ORDERS_PAGE: crate::listing::PageSize = crate::listing::PageSize { default: 100, most: 1_000 };
 
 /// The caller's orders, newest first, a page at a time: `limit` 1–100 (50 when
 /// absent), `after` the `next` of the page before.
@@ -43,7 +40,7 @@ const MAX_LIST: i64 = 1_000;
 pub async fn my_orders(limit: Option<i64>, after: Option<String>) -> AppResult<Page<Order>> {
     let backend = expect_context::<Backend>();
     let user_id = user::<MyOrders>().await?;
-    let paging = Paging::asked(limit, after.as_deref(), MY_ORDERS, MOST_OF_MINE)?;
+    let paging = Paging::asked(limit, after.as_deref(), MY_ORDERS_PAGE)?;
     let rows = lifecycle::of_user(&backend.db, user_id, paging.before, paging.rows()).await?;
     Ok(paging.page(rows, order_id))
 }
@@ -109,7 +106,7 @@ pub async fn list_orders(
             ))
         })?),
     };
-    let paging = Paging::asked(limit, after.as_deref(), 100, MAX_LIST)?;
+    let paging = Paging::asked(limit, after.as_deref(), ORDERS_PAGE)?;
     vouchers::get(&backend.db, voucher_id).await?.ok_or(ErrorCode::UnknownVoucher)?;
     let rows = lifecycle::of_voucher(&backend.db, voucher_id, status, (paging.before, paging.rows())).await?;
     Ok(paging.page(rows, order_id))

@@ -92,7 +92,7 @@ pub async fn withdraw_stock(voucher_id: i64, units: i64) -> AppResult<StockChang
 
 /// Entries a page of `list_audit` holds unless asked, and at most.
 #[cfg(feature = "ssr")]
-const AUDIT_LIMIT: (i64, i64) = (200, 1_000);
+pub const AUDIT_PAGE: crate::listing::PageSize = crate::listing::PageSize { default: 200, most: 1_000 };
 
 /// The operator's log, of one voucher or of all, newest first, a page at a time
 /// (operators): `limit` 1–1000 (200 when absent), `after` the `next` of the page before.
@@ -104,7 +104,7 @@ pub async fn list_audit(
 ) -> AppResult<Page<AuditEntry>> {
     let state = Context::get();
     operator::<ListAudit>()?;
-    let paging = Paging::asked(limit, after.as_deref(), AUDIT_LIMIT.0, AUDIT_LIMIT.1)?;
+    let paging = Paging::asked(limit, after.as_deref(), AUDIT_PAGE)?;
     let rows = audit::list(&state.backend.db, voucher_id, paging.before, paging.rows()).await?;
     Ok(paging.page(rows, |entry| entry.id))
 }

@@ -15,14 +15,14 @@ use {
 
 /// Vouchers a page of `list_vouchers` holds unless asked: 100, and at most.
 #[cfg(feature = "ssr")]
-const LIST_LIMIT: i64 = 100;
+pub const LIST_PAGE: crate::listing::PageSize = crate::listing::PageSize { default: 100, most: 100 };
 
 /// The vouchers with their window and remaining stock, newest first, a page at a time:
 /// `limit` 1–100 (100 when absent), `after` the `next` of the page before.
 #[server(prefix = "/api", endpoint = "list_vouchers", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn list_vouchers(limit: Option<i64>, after: Option<String>) -> AppResult<Page<Voucher>> {
     let backend = expect_context::<Backend>();
-    let paging = Paging::asked(limit, after.as_deref(), LIST_LIMIT, LIST_LIMIT)?;
+    let paging = Paging::asked(limit, after.as_deref(), LIST_PAGE)?;
     let rows = paging.page(store::list(&backend.db, paging.before, paging.rows()).await?, |row| row.id);
     let left = units_left(&backend, &rows.items).await?;
     let items = rows.items.iter().zip(left).map(|(row, left)| row.to_voucher(left)).collect();

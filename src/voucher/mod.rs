@@ -153,12 +153,13 @@ pub mod rules {
 
     /// A title, trimmed: not empty, not too long, no control characters.
     pub fn title(title: &str) -> Result<String, AppError> {
+        // Counted as sent, spaces included: the length the API document states.
+        if title.chars().count() > MAX_TITLE_CHARS {
+            return Err(AppError::invalid(format!("A title has at most {MAX_TITLE_CHARS} characters.")));
+        }
         let title = title.trim();
         if title.is_empty() {
             return Err(AppError::invalid("The title is empty."));
-        }
-        if title.chars().count() > MAX_TITLE_CHARS {
-            return Err(AppError::invalid(format!("A title has at most {MAX_TITLE_CHARS} characters.")));
         }
         if title.chars().any(char::is_control) {
             return Err(AppError::invalid("A title cannot contain control characters."));

@@ -10,6 +10,7 @@
 //! answer with it. The plain routes (the live feed, the CSV exports, health and
 //! metrics) are described below, one function each, by their modules' own paths.
 
+mod limits;
 pub mod operation;
 
 use super::access::{self, Access};
@@ -39,6 +40,7 @@ pub fn document() -> OpenApi {
         let operation = secured(plain_route(path), access);
         paths = paths.path(path, PathItem::new(HttpMethod::Get, operation));
     }
+    limits::state(&mut schemas);
     schemas.push((AppError::name().into_owned(), AppError::schema()));
     AppError::schemas(&mut schemas);
     OpenApiBuilder::new()
@@ -61,7 +63,9 @@ pub fn document() -> OpenApi {
             ComponentsBuilder::new()
                 .schemas_from_iter(schemas)
                 .responses_from_iter(
-                    refusal_statuses().into_iter().map(|(status, codes)| (refusal_name(status), refusal(&codes))),
+                    refusal_statuses()
+                        .into_iter()
+                        .map(|(status, codes)| (refusal_name(status), refusal(status, &codes))),
                 )
                 .security_scheme(
                     SHOPPER_SESSION,

@@ -38,8 +38,7 @@ where
     let mut body = F::schema();
     let doc = take_doc(&mut body);
     let name = F::PATH.rsplit('/').next().unwrap_or(F::PATH);
-    // Named by its call, so a generated client's names do not depend on path order.
-    let body_name = format!("{}Body", pascal_case(name));
+    let body_name = body_name(name);
     schemas.push((body_name.clone(), body));
     refusals(
         OperationBuilder::new()
@@ -102,16 +101,34 @@ pub fn refusal_statuses() -> std::collections::BTreeMap<u16, Vec<ErrorCode>> {
     statuses
 }
 
-pub fn refusal(codes: &[ErrorCode]) -> Response {
+/// The refusal answered with `status`, one of `codes`.
+pub fn refusal(status: u16, codes: &[ErrorCode]) -> Response {
     let names: Vec<&str> = codes.iter().map(|c| c.as_str()).collect();
     let code = ObjectBuilder::new().schema_type(Type::String).enum_values(Some(names.clone())).build();
     let narrowed = ObjectBuilder::new().property("code", code).build();
     let schema = AllOfBuilder::new().item(Ref::from_schema_name(AppError::name())).item(narrowed).build();
     let listed = names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ");
-    ResponseBuilder::new()
+    let response = ResponseBuilder::new()
         .description(format!("Refused: {listed}."))
-        .content("application/json", json_content(RefOr::T(Schema::AllOf(schema))))
-        .build()
+        .content("application/json", json_content(RefOr::T(Schema::AllOf(schema))));
+    match retry_after(status) {
+        Some(header) => response.header("Retry-After", header).build(),
+        None => response.build(),
+    }
+}
+
+/// `Retry-After` where a refusal may carry it: a 429 of the rate limits and the
+/// guessing limits (`error::AppError::rate_limited`, `server::rate_limit`), and a 503
+/// that sheds a grab or comes before the process is ready (`sale::admission`,
+/// `server::starting`).
+fn retry_after(status: u16) -> Option<utoipa::openapi::header::Header> {
+    let when = match status {
+        429 => "Seconds to wait before trying again (a rate or guessing limit).",
+        503 => "Seconds to wait before trying again, when the server knows (a shed grab, a process not ready yet); without it, retry with a backoff.",
+        _ => return None,
+    };
+    let seconds = ObjectBuilder::new().schema_type(Type::Integer).minimum(Some(1));
+    Some(utoipa::openapi::header::HeaderBuilder::new().schema(Some(seconds)).description(Some(when)).build())
 }
 
 pub fn json_content(schema: RefOr<Schema>) -> utoipa::openapi::Content {
@@ -125,6 +142,12 @@ fn take_doc(schema: &mut RefOr<Schema>) -> Option<String> {
     let doc = description.take()?;
     let lines = doc.lines().filter(|line| !line.starts_with("Serialized arguments for the"));
     Some(lines.map(|line| line.strip_prefix(' ').unwrap_or(line)).collect::<Vec<_>>().join("\n"))
+}
+
+/// The name of `call`'s request body among the schemas (`grab` → `GrabBody`): named by
+/// its call, so a generated client's names do not depend on the order of the paths.
+pub fn body_name(call: &str) -> String {
+    format!("{}Body", pascal_case(call))
 }
 
 /// `sale_report` → `SaleReport`.

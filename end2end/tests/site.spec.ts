@@ -84,3 +84,18 @@ function wasmFetched(page: Page): string[] {
   });
   return wasm;
 }
+
+// The API's reference is rendered from the app's own document by the app's own copy of
+// the renderer: a shop's integrator reads it offline, and the page asks no other host.
+test('the API reference renders every call from the server alone', async ({ page }) => {
+  const base = new URL(test.info().project.use.baseURL!);
+  const elsewhere: string[] = [];
+  page.on('request', (req) => {
+    const url = new URL(req.url());
+    if (url.protocol.startsWith('http') && url.host !== base.host) elsewhere.push(req.url());
+  });
+  await page.goto('/api/docs');
+  await expect(page.getByRole('heading', { name: /Seckill/ }).first()).toBeVisible();
+  await expect(page.getByText('/api/grab_result', { exact: false }).first()).toBeAttached();
+  expect(elsewhere).toEqual([]);
+});

@@ -23,8 +23,11 @@ pub struct AuditEntry {
     pub actor: String,
     /// What was done: `create_voucher`, `warm_up`, `add_operator`, …
     pub action: String,
+    #[schema(required = true)]
     pub voucher_id: Option<i64>,
     /// The state before and after, as JSON text (`null` when there was none).
+    #[schema(required = true)]
     pub before: Option<String>,
+    #[schema(required = true)]
     pub after: Option<String>,
 }

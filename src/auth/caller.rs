@@ -119,8 +119,27 @@ pub fn needs_an_admin() -> AppError {
     AppError { code: ErrorCode::OperatorRequired, message: "This needs an admin.".into() }
 }
 
+/// The calls whose answer sets (or clears) cookies, by name: the API document says
+/// `Set-Cookie` for these and no others. [`set_cookie`] holds a call to it in the
+/// builds tests run, and a test checks that each sets one.
+pub const SETS_COOKIES: [&str; 8] = [
+    "sign_up",
+    "sign_in",
+    "change_password",
+    "sign_out",
+    "sign_out_everywhere",
+    "admin_sign_in",
+    "operator_sign_in",
+    "change_operator_password",
+];
+
 /// Adds a `Set-Cookie` header to the server function's response.
 pub fn set_cookie(value: &str) -> AppResult<()> {
+    #[cfg(debug_assertions)]
+    if let Some(parts) = use_context::<Parts>() {
+        let call = parts.uri.path().rsplit('/').next().unwrap_or_default().to_owned();
+        assert!(SETS_COOKIES.contains(&call.as_str()), "{call} sets a cookie: list it in SETS_COOKIES");
+    }
     let value = HeaderValue::from_str(value).map_err(|e| AppError::internal("cookie header", e))?;
     expect_context::<ResponseOptions>().append_header(header::SET_COOKIE, value);
     Ok(())

@@ -93,6 +93,7 @@ pub struct ListedOperator {
     pub name: String,
     pub role: Role,
     /// The last sign-in (Unix ms), if any.
+    #[schema(required = true)]
     pub last_sign_in_at: Option<i64>,
 }
 

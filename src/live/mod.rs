@@ -207,6 +207,7 @@ pub struct SaleFigures {
     /// Units left, as Redis holds them; `None` when Redis does not hold the voucher.
     // Named `redis_stock` on the wire.
     #[serde(rename = "redis_stock")]
+    #[schema(required = true)]
     pub left: Option<i64>,
     /// Shoppers the gate granted an order (the buyers set).
     pub granted: i64,
@@ -219,6 +220,7 @@ pub struct SaleFigures {
     /// Entries in the order stream.
     pub stream_length: i64,
     /// Entries not yet delivered to any worker (counted up to 1,000); `None` if unknown.
+    #[schema(required = true)]
     pub lag: Option<i64>,
     /// Entries read by a worker but not yet acknowledged.
     pub pending: i64,
@@ -237,6 +239,7 @@ pub struct SaleFigures {
     pub begins_at_ms: i64,
     pub ends_at_ms: i64,
     /// When the gate first sold the last unit (Unix ms), if it has.
+    #[schema(required = true)]
     pub sold_out_at_ms: Option<i64>,
     /// A sale of several shards: units left in each bucket, as Redis holds them (-1:
     /// a bucket Redis lost); empty for a sale of one shard.

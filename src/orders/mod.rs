@@ -84,12 +84,15 @@ pub struct Order {
     pub pay_deadline: DateTime<Utc>,
     /// Why a cancelled order was cancelled.
     #[serde(deserialize_with = "CancelReason::read", default)]
+    #[schema(required = true)]
     pub cancel_reason: Option<CancelReason>,
     /// What the shopper pays (paid), in minor units of `currency`: the voucher's price
     /// when the order was granted.
     #[serde(default)]
+    #[schema(required = true)]
     pub price: i64,
     #[serde(default)]
+    #[schema(required = true)]
     pub currency: String,
 }
 

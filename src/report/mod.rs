@@ -165,7 +165,9 @@ pub struct Report {
     pub generated_at: DateTime<Utc>,
     /// When the gate first sold the last unit, and how long after the start.
     #[serde(default, deserialize_with = "crate::rfc3339::deserialize_option")]
+    #[schema(required = true)]
     pub sold_out_at: Option<DateTime<Utc>>,
+    #[schema(required = true)]
     pub time_to_sell_out_ms: Option<i64>,
     /// Grabs by what they were answered, over the whole sale (every outcome named).
     pub answers: BTreeMap<Outcome, i64>,
@@ -192,10 +194,15 @@ pub struct Latency {
     pub grabs: i64,
     /// Percentiles, in ms: the upper bound of the bin holding them; `None` when no
     /// grab was measured.
+    #[schema(required = true)]
     pub p50_ms: Option<f64>,
+    #[schema(required = true)]
     pub p90_ms: Option<f64>,
+    #[schema(required = true)]
     pub p99_ms: Option<f64>,
+    #[schema(required = true)]
     pub p999_ms: Option<f64>,
+    #[schema(required = true)]
     pub max_ms: Option<f64>,
     /// Grabs per latency bin, bins with none left out.
     pub bins: Vec<LatencyBin>,

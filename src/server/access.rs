@@ -105,8 +105,11 @@ fns![
 /// table, not the document, holds its path).
 pub const DOCUMENT_PATH: &str = "/api/openapi.json";
 
+/// Where the document is served rendered for people (Redoc, from the site's own files).
+pub const REFERENCE_PATH: &str = "/api/docs";
+
 /// Every other route's entry (each path is its module's own constant).
-const OTHER_ROUTES: [(&str, Access); 7] = [
+const OTHER_ROUTES: [(&str, Access); 8] = [
     (crate::live::FEED_PATH, Access::Anyone),
     (crate::orders::export::PATH, Access::Operator),
     (crate::report::api::CSV_PATH, Access::Operator),
@@ -114,6 +117,7 @@ const OTHER_ROUTES: [(&str, Access); 7] = [
     (super::monitoring::HEALTHZ, Access::Anyone),
     (super::monitoring::READYZ, Access::Anyone),
     (DOCUMENT_PATH, Access::Anyone),
+    (REFERENCE_PATH, Access::Anyone),
 ];
 
 /// Every entry: `(path, who may call it)`.

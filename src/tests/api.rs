@@ -1,6 +1,6 @@
 //! The JSON API refuses bad input with 4xx and a stable code, never 5xx.
 
-use crate::support::{code, Options, Shopper, TestApp, ADMIN_TOKEN};
+use crate::support::{code, Options, Shopper, TestApp, ADMIN_TOKEN, PASSWORD};
 use serde_json::{json, Value};
 
 #[tokio::test]
@@ -269,4 +269,55 @@ async fn the_served_document_is_the_checked_in_one_and_every_path_in_it_is_route
             assert!(status != 405 && code(&body) != "not_found", "{method} {path}: {status} {body}");
         }
     }
+}
+
+/// The calls the API document says set cookies do, each of them; any other call that
+/// set one would trip the check in `auth::caller::set_cookie` in this debug build.
+#[tokio::test]
+async fn the_calls_that_set_cookies_are_the_documented_ones() {
+    let app = TestApp::spawn().await;
+    let document: Value =
+        app.http.get(format!("{}/api/openapi.json", app.base)).send().await.unwrap().json().await.unwrap();
+    let paths = document["paths"].as_object().unwrap();
+    let mut documented: Vec<&str> = paths
+        .iter()
+        .filter(|(_, item)| item["post"]["responses"]["200"]["headers"].get("Set-Cookie").is_some())
+        .map(|(path, _)| path.trim_start_matches("/api/"))
+        .collect();
+    // POSTs `body` to `/api/<call>` with `cookie`; its status and the cookies it set.
+    let post = |call: &'static str, body: Value, cookie: String| {
+        let req = app.http.post(format!("{}/api/{call}", app.base)).header("cookie", cookie).json(&body);
+        async move {
+            let res = req.send().await.unwrap();
+            let set: Vec<String> =
+                res.headers().get_all("set-cookie").iter().map(|v| v.to_str().unwrap().into()).collect();
+            let jar = set.iter().filter_map(|c| c.split(';').next()).collect::<Vec<_>>().join("; ");
+            assert_eq!(res.status(), 200, "{call}: {}", res.text().await.unwrap());
+            (call, jar)
+        }
+    };
+    let (new, op) = ("another long password", "an operator's password");
+    let mut seen = Vec::new();
+    let mut step = |(call, jar): (&'static str, String)| {
+        assert!(!jar.is_empty(), "{call} set no cookie");
+        seen.push(call);
+        jar
+    };
+    let ann = json!({ "name": "cookie-ann", "password": PASSWORD });
+    let cookie = step(post("sign_up", ann.clone(), String::new()).await);
+    let cookie = step(post("sign_in", ann, cookie).await);
+    let change = json!({ "current": PASSWORD, "new": new });
+    let cookie = step(post("change_password", change, cookie).await);
+    step(post("sign_out_everywhere", json!({}), cookie).await);
+    let cookie = step(post("sign_in", json!({ "name": "cookie-ann", "password": new }), String::new()).await);
+    step(post("sign_out", json!({}), cookie).await);
+    step(post("admin_sign_in", json!({ "token": ADMIN_TOKEN }), String::new()).await);
+    app.admin("add_operator", json!({ "name": "cookie-olga", "password": op, "role": "operator" })).await;
+    let cookie = step(post("operator_sign_in", json!({ "name": "cookie-olga", "password": op }), String::new()).await);
+    step(post("change_operator_password", json!({ "current": op, "new": new }), cookie).await);
+    seen.sort_unstable();
+    seen.dedup();
+    documented.sort_unstable();
+    assert_eq!(seen, documented);
+    app.stop().await;
 }

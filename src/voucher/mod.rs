@@ -34,22 +34,28 @@ pub struct Voucher {
     pub ends_at: DateTime<Utc>,
     /// What a shopper pays, in the currency's minor units (cents).
     #[serde(default)]
+    #[schema(required = true)]
     pub price: i64,
     /// What the voucher is worth, in minor units.
     #[serde(default)]
+    #[schema(required = true)]
     pub face_value: i64,
     /// ISO 4217 code (`SECKILL_CURRENCY`) of both amounts.
     #[serde(default)]
+    #[schema(required = true)]
     pub currency: String,
     /// An operator paused the sale: grabs are refused until it is resumed.
     #[serde(default)]
+    #[schema(required = true)]
     pub paused: bool,
     /// A grab needs a grab token (`grab_token`), issued from the start instant.
     #[serde(default)]
+    #[schema(required = true)]
     pub fair_start: bool,
     /// Buckets the units are split over in Redis, each on its own hash slot (1 to 64;
     /// see `create_voucher`).
     #[serde(default = "one_shard")]
+    #[schema(required = true)]
     pub shards: u32,
 }
 
@@ -111,6 +117,7 @@ impl SaleState {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ShopConfig {
     /// ISO 4217 code (`SECKILL_CURRENCY`).
+    #[schema(required = true)]
     pub currency: String,
     /// Digits after the decimal point: prices are whole minor units of the currency.
     pub minor_digits: u32,

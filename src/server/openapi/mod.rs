@@ -93,12 +93,27 @@ pub fn json() -> String {
     text
 }
 
-/// The route serving the document, for the app's router: made once, on first ask.
+/// Where the reference page finds its renderer: Redoc's standalone bundle, which the
+/// set-up copies from npm into the site's files (`public/vendor`, `.ci/setup`), so the
+/// page asks nothing of another host.
+const RENDERER: &str = "/vendor/redoc.standalone.js";
+
+/// The routes serving the document, and the page rendering it, for the app's router:
+/// each made once, on first ask.
 pub fn routes<S: Clone + Send + Sync + 'static>() -> axum::Router<S> {
-    use axum::{http::header, routing::get};
+    use axum::{http::header, response::Html, routing::get};
     static JSON: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    static PAGE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     let serve = || async { ([(header::CONTENT_TYPE, "application/json")], JSON.get_or_init(json).as_str()) };
-    axum::Router::new().route(access::DOCUMENT_PATH, get(serve))
+    let page =
+        || include_str!("reference.html").replace("{renderer}", RENDERER).replace("{document}", access::DOCUMENT_PATH);
+    // The renderer's attribution shows a logo from its maker's host: the policy keeps
+    // the page to this server (the image is not fetched, and the page hides it).
+    let policy = "default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; \
+                  img-src 'self' data:; font-src 'self' data:; worker-src 'self' blob:";
+    let reference =
+        move || async move { ([(header::CONTENT_SECURITY_POLICY, policy)], Html(PAGE.get_or_init(page).as_str())) };
+    axum::Router::new().route(access::DOCUMENT_PATH, get(serve)).route(access::REFERENCE_PATH, get(reference))
 }
 
 const SHOPPER_SESSION: &str = "shopper_session";
@@ -228,6 +243,11 @@ fn plain_route(path: &str) -> Operation {
                 .description("OpenAPI 3.1.")
                 .content("application/json", json_content(document.into()));
             ("openapi", "This document.", OperationBuilder::new().response("200", document))
+        }
+        access::REFERENCE_PATH => {
+            let page =
+                text("text/html", "This document, rendered (Redoc), with every call's body, answer and refusals.");
+            ("reference", "This document, rendered for people.", OperationBuilder::new().response("200", page))
         }
         other => unreachable!("{other} is in the access table but not described here"),
     };

@@ -53,7 +53,7 @@ where
                     .required(Some(Required::True))
                     .build(),
             ))
-            .response("200", F::Output::response(schemas)),
+            .response("200", with_cookies(name, F::Output::response(schemas))),
     )
     .build()
 }
@@ -75,6 +75,18 @@ fn idempotency_key() -> Parameter {
         )))
         .schema(Some(key))
         .build()
+}
+
+/// `answer`, with `Set-Cookie` where `call` sets cookies (`auth::caller::SETS_COOKIES`).
+fn with_cookies(call: &str, mut answer: Response) -> Response {
+    if crate::auth::caller::SETS_COOKIES.contains(&call) {
+        let cookie = ObjectBuilder::new().schema_type(Type::String);
+        let what = "The session cookies this call sets or clears (`HttpOnly`, `SameSite=Lax`; named with the \
+                    `__Host-` prefix when served over HTTPS).";
+        let header = utoipa::openapi::header::HeaderBuilder::new().schema(Some(cookie)).description(Some(what));
+        answer.headers.insert("Set-Cookie".into(), RefOr::T(header.build()));
+    }
+    answer
 }
 
 /// `builder` with a response for each status a refusal can have: the error body, its

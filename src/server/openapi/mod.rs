@@ -8,7 +8,9 @@
 //! security requirements. Every refusal is the one error body (`AppError`), its status
 //! derived from its code (`ErrorCode::status`), so each status lists the codes that
 //! answer with it. The plain routes (the live feed, the CSV exports, health and
-//! metrics) are described below, one function each, by their modules' own paths.
+//! metrics, the reference page) are described below, one function each, by their
+//! modules' own paths. The limits the checks enforce are stated on the bodies'
+//! fields from the checks' own constants (`limits`).
 
 mod limits;
 pub mod operation;

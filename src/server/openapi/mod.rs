@@ -298,6 +298,63 @@ mod tests {
         assert!(checked_in == json(), "docs/openapi.json is out of date: run `npm run openapi` and commit it");
     }
 
+    /// `docs/api.md`'s tables, written for people, say what the code does: its calls
+    /// table has every server function and no other, each with its audience, and its
+    /// refusals table every code with its status.
+    #[test]
+    fn the_api_pages_tables_agree_with_the_code() {
+        let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/api.md");
+        let page = std::fs::read_to_string(file).expect("docs/api.md");
+        // The rows of the table under `heading`: each row's first column's names, and
+        // its second column.
+        let rows = |heading: &str| -> Vec<(Vec<String>, String)> {
+            let section = page.split(heading).nth(1).expect(heading).split("\n## ").next().unwrap_or_default();
+            let rows = section.lines().filter(|l| l.starts_with("| `"));
+            rows.map(|row| {
+                let cells: Vec<&str> = row.split(" | ").collect();
+                let names = cells[0].split('`').skip(1).step_by(2).map(str::to_owned).collect();
+                (names, cells[1].to_owned())
+            })
+            .collect()
+        };
+        let who = |access: Access| match access {
+            Access::Anyone => "anyone",
+            Access::Shopper => "shopper",
+            Access::Operator => "operator",
+            Access::AdminRole => "admin role",
+            Access::AdminToken => "admin token",
+        };
+        let calls = rows("\n## Calls\n");
+        let mut listed = Vec::new();
+        for (names, audience) in &calls {
+            for name in names {
+                let path = format!("/api/{name}");
+                let access = access::table().find(|(p, _)| *p == path).map(|(_, a)| a);
+                let access = access.unwrap_or_else(|| panic!("docs/api.md lists `{name}`, which is no call"));
+                assert!(
+                    audience.starts_with(who(access)),
+                    "docs/api.md: `{name}` is for {}, not {audience}",
+                    who(access)
+                );
+                listed.push(path);
+            }
+        }
+        for (path, _) in access::table().filter(|(p, _)| access::is_server_fn(p)) {
+            assert!(listed.iter().any(|l| l == path), "docs/api.md's calls table lacks {path}");
+        }
+        let mut codes = Vec::new();
+        for (names, status) in rows("\n## Refusals\n") {
+            for name in names {
+                let code = ErrorCode::from_name(&name).unwrap_or_else(|| panic!("docs/api.md: no code `{name}`"));
+                assert_eq!(status, code.status().to_string(), "docs/api.md: `{name}`'s status");
+                codes.push(code);
+            }
+        }
+        for code in ErrorCode::VARIANTS.iter().filter(|c| **c != ErrorCode::Network && !codes.contains(c)) {
+            panic!("docs/api.md's refusals table lacks `{}`", code.as_str());
+        }
+    }
+
     /// Each refusal's status lists its code, and only there.
     #[test]
     fn every_refusal_code_is_documented_once_with_its_status() {

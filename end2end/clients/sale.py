@@ -29,6 +29,7 @@ from seckill_client.models import (
     GrabResultBody,
     GrabSucceeded,
     GrabTicket,
+    Operator,
     OperatorSignInBody,
     Order,
     OrderStatus,
@@ -102,6 +103,7 @@ def main():
     body = AddOperatorBody(name=name, password=PASSWORD, role=Role.OPERATOR)
     expect("add_operator (admin token)", add_operator.sync(client=admin, body=body, idempotency_key=key()), object)
     signed_in = operator_sign_in.sync_detailed(client=anyone, body=OperatorSignInBody(name=name, password=PASSWORD))
+    expect("operator_sign_in", signed_in.parsed, Operator)
     operator = session(signed_in)
 
     now = datetime.now(timezone.utc)

@@ -90,6 +90,7 @@ function wasmFetched(page: Page): string[] {
 // for a logo on its maker's host; the page's policy blocks it, so nothing is fetched
 // from another host (a blocked request fails, it never finishes).
 test('the API reference renders every call from the server alone', async ({ page }) => {
+  test.setTimeout(60_000);
   const base = new URL(test.info().project.use.baseURL!);
   const elsewhere: string[] = [];
   page.on('requestfinished', (req) => {
@@ -98,7 +99,8 @@ test('the API reference renders every call from the server alone', async ({ page
   });
   const answer = await page.goto('/api/docs');
   expect(answer?.headers()['content-security-policy']).toContain("default-src 'self'");
-  await expect(page.getByRole('heading', { name: /Seckill/ }).first()).toBeVisible();
+  // Redoc parses a megabyte of script and renders every call: give a loaded machine time.
+  await expect(page.getByRole('heading', { name: /Seckill/ }).first()).toBeVisible({ timeout: 30_000 });
   await expect(page.getByText('/api/grab_result', { exact: false }).first()).toBeAttached();
   expect(elsewhere).toEqual([]);
 });

@@ -137,8 +137,8 @@ pub const SETS_COOKIES: [&str; 8] = [
 pub fn set_cookie(value: &str) -> AppResult<()> {
     #[cfg(debug_assertions)]
     if let Some(parts) = use_context::<Parts>() {
-        let call = parts.uri.path().rsplit('/').next().unwrap_or_default().to_owned();
-        assert!(SETS_COOKIES.contains(&call.as_str()), "{call} sets a cookie: list it in SETS_COOKIES");
+        let call = parts.uri.path().rsplit('/').next().unwrap_or_default();
+        assert!(SETS_COOKIES.contains(&call), "{call} sets a cookie: list it in SETS_COOKIES");
     }
     let value = HeaderValue::from_str(value).map_err(|e| AppError::internal("cookie header", e))?;
     expect_context::<ResponseOptions>().append_header(header::SET_COOKIE, value);

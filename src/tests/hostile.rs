@@ -242,6 +242,8 @@ async fn the_frameworks_own_refusals_answer_json_with_a_documented_code() {
         ("GET", "/api/no_such_call"),
         ("POST", "/api/no/such/call"),
         ("GET", "/api/openapi.json/extra"),
+        ("POST", "/api/docs"),
+        ("GET", "/api/docs/extra"),
     ];
     for (method, path) in asks {
         let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();

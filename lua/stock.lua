@@ -4,9 +4,14 @@
 -- KEYS[1] stock   KEYS[2] changes made (change id -> units)   KEYS[3] window
 -- ARGV[1] change id   ARGV[2] units (> 0 adds, < 0 withdraws)   ARGV[3] events channel
 -- ARGV[4] the restocked event ('' for none: a move of units between a sale's buckets)
+-- ARGV[5] the Redis layout the caller speaks (`backend::layout_version`)
 -- Returns the units the change made: ARGV[2], or 0 for a withdrawal of more than is
 -- unsold; the same answer however often it is asked. Returns false when Redis does not
--- hold the voucher: it is rebuilt from the database first (sale::warm).
+-- hold the voucher: it is rebuilt from the database first (sale::warm). A sale warmed
+-- in a newer layout is left alone: the call fails with `LAYOUT <its layout>`, and the
+-- change stays owed.
+local layout = redis.call('HGET', KEYS[3], 'layout')
+if layout and tonumber(layout) > tonumber(ARGV[5]) then return redis.error_reply('LAYOUT ' .. layout) end
 local done = redis.call('HGET', KEYS[2], ARGV[1])
 local made = 0
 if done then

@@ -293,6 +293,25 @@ pub(crate) fn invalid_body(detail: &str) -> AppError {
     AppError::invalid(format!("The request body is not valid: {cut}{more}"))
 }
 
+/// A server function's own refusals: what its handler (and what it calls) can answer,
+/// beyond the front door's (`server::refusals`).
+#[cfg(feature = "ssr")]
+pub trait Refusals {
+    const OWN: &'static [ErrorCode];
+}
+
+/// Declares a server function's own refusals, next to its handler: `refuses!(Grab:
+/// SoldOut, Ended)`. The access table takes no server function without them.
+macro_rules! refuses {
+    ($f:ty: $($code:ident),* $(,)?) => {
+        #[cfg(feature = "ssr")]
+        impl $crate::error::Refusals for $f {
+            const OWN: &'static [$crate::error::ErrorCode] = &[$($crate::error::ErrorCode::$code),*];
+        }
+    };
+}
+pub(crate) use refuses;
+
 /// `Result` of a server function.
 pub type AppResult<T> = Result<T, AppError>;
 

@@ -35,9 +35,17 @@ pub use crate::{
         grab::SHED_MESSAGE,
         refill, stock, warm, REDIS_DEADLINE,
     },
+    server::idempotency::pending_mark,
     voucher::{
         ledger::{self, StockChange},
         store::{self as vouchers, VoucherRow},
     },
     worker::NAME_LEASE,
 };
+
+/// Guesses at the admin token an address may make before it is held back.
+pub const GUESSES_PER_ADDRESS: u32 = crate::auth::attempts::PER_ADDRESS;
+/// The live feed's path.
+pub const FEED_PATH: &str = crate::live::FEED_PATH;
+/// The CSV exports' paths.
+pub const CSV_PATHS: [&str; 2] = [crate::orders::export::PATH, crate::report::api::CSV_PATH];

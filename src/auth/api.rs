@@ -73,6 +73,7 @@ pub async fn sign_up(name: String, password: String, challenge: Option<Solution>
     set_cookie(&attempts::known_browser(&state.secrets, &Target::Account(&name)))?;
     Ok(User { user_id, name })
 }
+crate::error::refuses!(SignUp: SignUpClosed, ChallengeRequired, NameTaken);
 
 /// A challenge for the next sign-up (see `auth::challenge`): `challenge` is `null` when
 /// none is asked here; `sign_up_closed` with sign-ups off.
@@ -88,6 +89,7 @@ pub async fn sign_up_challenge() -> AppResult<NextChallenge> {
     };
     Ok(NextChallenge { challenge })
 }
+crate::error::refuses!(SignUpChallenge: SignUpClosed);
 
 /// A challenge of the work the recent sign-up rate asks.
 #[cfg(feature = "ssr")]
@@ -140,6 +142,7 @@ pub async fn sign_in(name: String, password: String) -> AppResult<User> {
     set_cookie(&attempts::known_browser(&state.secrets, &target))?;
     Ok(User { user_id: account.user_id, name: account.name })
 }
+crate::error::refuses!(SignIn: BadCredentials);
 
 /// Changes the signed-in shopper's password (the current one is asked again) and ends
 /// every other session of the account; this browser gets a new session.
@@ -156,6 +159,7 @@ pub async fn change_password(current: String, new: String) -> AppResult<()> {
     let generation = ended.generation.unwrap_or_default();
     set_cookie(&state.secrets.session_cookie(session.user_id, &session.name, generation))
 }
+crate::error::refuses!(ChangePassword: BadCredentials);
 
 /// Ends this session (its cookie stops working on every process, even if copied) and
 /// the operator session of this browser: an operator's cookies end for good, on
@@ -180,6 +184,7 @@ pub async fn sign_out() -> AppResult<()> {
     }
     state.secrets.clearing_cookies().iter().try_for_each(|c| set_cookie(c))
 }
+crate::error::refuses!(SignOut:);
 
 /// Ends every session of the signed-in shopper, on every device and process.
 #[server(prefix = "/api", endpoint = "sign_out_everywhere", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
@@ -191,6 +196,7 @@ pub async fn sign_out_everywhere() -> AppResult<()> {
     tracing::info!(user_id = session.user_id, "signed out everywhere");
     state.secrets.clearing_cookies().iter().try_for_each(|c| set_cookie(c))
 }
+crate::error::refuses!(SignOutEverywhere:);
 
 /// The signed-in shopper: `user` is `null` for nobody (with the shop's own login, the
 /// token's `sub` is the name).
@@ -198,6 +204,7 @@ pub async fn sign_out_everywhere() -> AppResult<()> {
 pub async fn me() -> AppResult<CurrentUser> {
     signed_in_user().await.map(|user| CurrentUser { user })
 }
+crate::error::refuses!(Me:);
 
 /// The shopper `me` names, if any.
 #[cfg(feature = "ssr")]

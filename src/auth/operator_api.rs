@@ -39,6 +39,7 @@ pub async fn admin_sign_in(token: String) -> AppResult<()> {
     state.secrets.operators.catch_up(&state.backend.db).await?;
     set_cookie(&state.secrets.operator_cookie(&Actor::Token))
 }
+crate::error::refuses!(AdminSignIn: OperatorRequired);
 
 /// Signs an operator in by name and password and sets the operator cookie, which names
 /// them. Wrong name or password: `bad_credentials`; guesses are limited as shoppers'.
@@ -61,6 +62,7 @@ pub async fn operator_sign_in(name: String, password: String) -> AppResult<Opera
     tracing::info!(%actor, "operator signed in");
     Ok(Operator { name: operator.name, role: operator.role })
 }
+crate::error::refuses!(OperatorSignIn: BadCredentials);
 
 /// Every operator with their role and last sign-in (admins only).
 #[server(prefix = "/api", endpoint = "list_operators", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
@@ -69,6 +71,7 @@ pub async fn list_operators() -> AppResult<Vec<ListedOperator>> {
     admin::<ListOperators>()?;
     Ok(operators::list(&state.backend.db).await?)
 }
+crate::error::refuses!(ListOperators:);
 
 /// Removes an operator (admins only): from when this answers, their cookies are refused
 /// on every process within a second. The last admin cannot be removed (`last_admin`);
@@ -86,6 +89,7 @@ pub async fn remove_operator(name: String) -> AppResult<()> {
     audit::record(&state.backend.db, record).await;
     Ok(())
 }
+crate::error::refuses!(RemoveOperator: UnknownOperator, LastAdmin);
 
 /// Gives an operator another role (admins only): their next call on every process,
 /// within a second, has the new one. The last admin cannot be demoted (`last_admin`).
@@ -107,6 +111,7 @@ pub async fn set_operator_role(name: String, role: Role) -> AppResult<Operator> 
     audit::record(&state.backend.db, record).await;
     Ok(Operator { name, role })
 }
+crate::error::refuses!(SetOperatorRole: UnknownOperator, LastAdmin);
 
 /// Changes the signed-in operator's own password (the current one is asked again) and
 /// ends their other operator cookies; this browser gets a new one.
@@ -132,6 +137,7 @@ pub async fn change_operator_password(current: String, new: String) -> AppResult
     audit::record(&state.backend.db, record).await;
     set_cookie(&state.secrets.operator_cookie(&actor))
 }
+crate::error::refuses!(ChangeOperatorPassword: BadCredentials);
 
 /// Adds an operator (admins only): a name (1–32 characters), a password (as a
 /// shopper's) and a role, `operator` or `admin`. A name taken answers `name_taken`.
@@ -153,6 +159,7 @@ pub async fn add_operator(name: String, password: String, role: Role) -> AppResu
     audit::record(&state.backend.db, record).await;
     Ok(Operator { name, role })
 }
+crate::error::refuses!(AddOperator: NameTaken);
 
 /// The operator running this browser's admin page (`token` for the admin token);
 /// `operator` is `null` for nobody.
@@ -160,9 +167,11 @@ pub async fn add_operator(name: String, password: String, role: Role) -> AppResu
 pub async fn operator_me() -> AppResult<CurrentOperator> {
     Ok(CurrentOperator { operator: current_operator().map(|a| Operator { name: a.name().to_owned(), role: a.role() }) })
 }
+crate::error::refuses!(OperatorMe:);
 
 /// True when this browser holds an operator cookie (or the call carries the token).
 #[server(prefix = "/api", endpoint = "admin_status", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn admin_status() -> AppResult<bool> {
     Ok(current_operator().is_some())
 }
+crate::error::refuses!(AdminStatus:);

@@ -25,3 +25,4 @@ pub async fn sale_stats(voucher_id: i64) -> AppResult<SaleFigures> {
     f.refused_locally = state.sold_out.refused_locally(voucher_id);
     Ok(f)
 }
+crate::error::refuses!(SaleStats: UnknownVoucher);

@@ -22,6 +22,10 @@ use serde::Deserialize;
 use std::{convert::Infallible, sync::Arc, time::Duration};
 use tokio::sync::broadcast::{self, error::RecvError};
 
+/// What the feed refuses beyond the front door (`server::refusals`): a `view` it does
+/// not know, an operator's feed without an operator.
+pub const REFUSES: &[ErrorCode] = &[ErrorCode::InvalidInput, ErrorCode::OperatorRequired];
+
 #[derive(Deserialize)]
 pub struct LiveQuery {
     /// `shop` for the public stock feed; absent for the operator's feed.

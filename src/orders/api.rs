@@ -44,6 +44,7 @@ pub async fn my_orders(limit: Option<i64>, after: Option<String>) -> AppResult<P
     let rows = lifecycle::of_user(&backend.db, user_id, paging.before, paging.rows()).await?;
     Ok(paging.page(rows, order_id))
 }
+crate::error::refuses!(MyOrders:);
 
 /// Pays the caller's unpaid order (a simulated payment). Paying a paid order answers
 /// it again. Refusals: `unknown_order`, `order_queued` (not saved yet; retry),
@@ -61,6 +62,7 @@ pub async fn pay_order(order_id: String) -> AppResult<Order> {
         Payment::NotFound => Err(not_saved_yet(&backend, order_id, user_id).await?.into()),
     }
 }
+crate::error::refuses!(PayOrder: UnknownOrder, OrderQueued, OrderExpired, OrderCancelled);
 
 /// Cancels the caller's unpaid order; its unit goes back on sale and the caller may
 /// grab the voucher again. Cancelling a cancelled order answers it again. Refusals:
@@ -84,6 +86,7 @@ pub async fn cancel_order(order_id: String) -> AppResult<Order> {
         Cancel::NotFound => Err(not_saved_yet(&backend, order_id, user_id).await?.into()),
     }
 }
+crate::error::refuses!(CancelOrder: UnknownOrder, OrderQueued, OrderPaid);
 
 /// A voucher's orders, newest first, a page at a time (operators): `status` one of
 /// `unpaid`, `paid`, `cancelled` or all when absent; `limit` 1–1000, default 100;
@@ -111,6 +114,7 @@ pub async fn list_orders(
     let rows = lifecycle::of_voucher(&backend.db, voucher_id, status, (paging.before, paging.rows())).await?;
     Ok(paging.page(rows, order_id))
 }
+crate::error::refuses!(ListOrders: UnknownVoucher);
 
 /// An order's id, for a page's cursor.
 #[cfg(feature = "ssr")]

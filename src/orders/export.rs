@@ -23,6 +23,8 @@ use futures::StreamExt;
 
 /// The path (GET).
 pub const PATH: &str = "/api/orders.csv";
+/// What the export refuses beyond the front door (`server::refusals`).
+pub const REFUSES: &[ErrorCode] = &[ErrorCode::InvalidInput, ErrorCode::UnknownVoucher];
 /// Orders read and sent at a time.
 const PAGE: i64 = 1_000;
 /// The first line.

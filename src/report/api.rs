@@ -38,9 +38,14 @@ pub async fn sale_report(voucher_id: i64) -> AppResult<Report> {
     operator::<SaleReport>()?;
     build(&state, voucher_id).await
 }
+crate::error::refuses!(SaleReport: UnknownVoucher);
 
 /// The path of the CSV (GET).
 pub const CSV_PATH: &str = "/api/sale_report.csv";
+/// What the CSV refuses beyond the front door (`server::refusals`).
+#[cfg(feature = "ssr")]
+pub const CSV_REFUSES: &[crate::error::ErrorCode] =
+    &[crate::error::ErrorCode::InvalidInput, crate::error::ErrorCode::UnknownVoucher];
 
 /// Reads the report of `voucher_id`, after adding this process's counts.
 #[cfg(feature = "ssr")]

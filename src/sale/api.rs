@@ -23,6 +23,7 @@ pub async fn grab(voucher_id: i64, token: Option<String>) -> AppResult<GrabTicke
     let user_id = user::<Grab>().await?;
     super::grab::grab(&state, user_id, voucher_id, token.as_deref()).await
 }
+crate::error::refuses!(Grab: UnknownVoucher, NotStarted, Ended, SoldOut, AlreadyBought, SalePaused, InvalidToken);
 
 /// The caller's grab token for a sale with a fair start, issued from its start
 /// instant (by the gate's clock) and not before (`not_started`): it derives from a
@@ -34,6 +35,7 @@ pub async fn grab_token(voucher_id: i64) -> AppResult<IssuedToken> {
     let user_id = user::<GrabToken>().await?;
     super::grab::grab_token(&state, user_id, voucher_id).await
 }
+crate::error::refuses!(GrabToken: UnknownVoucher, NotStarted, Ended);
 
 /// Where the shopper's own grab stands: queued, success (with the order) or failed
 /// (with the reason: `already_bought`, `sold_out`, `dead_letter`, or `lost` when Redis
@@ -47,6 +49,7 @@ pub async fn grab_result(voucher_id: i64, order_id: String, receipt: Option<Stri
     let user_id = user::<GrabResult>().await?;
     super::grab::grab_result(&state, user_id, voucher_id, &order_id, receipt.as_deref()).await
 }
+crate::error::refuses!(GrabResult: UnknownOrder);
 
 /// The gate's clock (Redis TIME), in Unix ms: the page measures its own clock's offset
 /// from it, so its countdown and its Grab button follow the instant the gate opens,
@@ -57,3 +60,4 @@ pub async fn server_time(voucher_id: Option<i64>) -> AppResult<GateTime> {
     let state = Context::get();
     Ok(GateTime { now_ms: super::gate::clock(&state.backend, voucher_id).await? })
 }
+crate::error::refuses!(ServerTime:);

@@ -57,6 +57,7 @@ pub async fn create_voucher(
     audit::record(&state.backend.db, record).await;
     Ok(voucher)
 }
+crate::error::refuses!(CreateVoucher: InvalidPrice, FaceValueBelowPrice, InvalidTime);
 
 /// Loads a voucher into Redis (operators). Idempotent: stock Redis already holds is never
 /// reset; when Redis lost it, stock and buyers are rebuilt from the database.
@@ -73,6 +74,7 @@ pub async fn warm_up(voucher_id: i64) -> AppResult<Voucher> {
     audit::record(&state.backend.db, record).await;
     Ok(row.to_voucher(remaining[0]))
 }
+crate::error::refuses!(WarmUp: UnknownVoucher);
 
 /// Tells every process a sale changed: what follows sales here (the shared shop page)
 /// hears it at once (the operator's next page shows the change), and every other

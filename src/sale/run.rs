@@ -43,18 +43,21 @@ pub async fn update_voucher(
     let request = change::EditRequest { title, price, face_value, begins_at, ends_at };
     change::edit::<UpdateVoucher>("update_voucher", voucher_id, |row, now| request.check(row, now)).await
 }
+crate::error::refuses!(UpdateVoucher: UnknownVoucher, Ended, InvalidPrice, FaceValueBelowPrice, InvalidTime, SaleStarted, SavedNotApplied);
 
 /// Pauses a sale: from when this returns, every grab is refused `sale_paused`.
 #[server(prefix = "/api", endpoint = "pause_sale", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn pause_sale(voucher_id: i64) -> AppResult<Voucher> {
     set_paused::<PauseSale>("pause_sale", voucher_id, true).await
 }
+crate::error::refuses!(PauseSale: UnknownVoucher, Ended, SavedNotApplied);
 
 /// Resumes a paused sale.
 #[server(prefix = "/api", endpoint = "resume_sale", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn resume_sale(voucher_id: i64) -> AppResult<Voucher> {
     set_paused::<ResumeSale>("resume_sale", voucher_id, false).await
 }
+crate::error::refuses!(ResumeSale: UnknownVoucher, Ended, SavedNotApplied);
 
 #[cfg(feature = "ssr")]
 async fn set_paused<F: ForOperators>(action: &'static str, voucher_id: i64, paused: bool) -> AppResult<Voucher> {
@@ -77,18 +80,21 @@ pub async fn end_sale(voucher_id: i64) -> AppResult<Voucher> {
     })
     .await
 }
+crate::error::refuses!(EndSale: UnknownVoucher, Ended, SavedNotApplied);
 
 /// Adds units to a sale, at any time before its end; a sold-out sale reopens.
 #[server(prefix = "/api", endpoint = "add_stock", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn add_stock(voucher_id: i64, units: i64) -> AppResult<StockChanged> {
     change::change_stock::<AddStock>("add_stock", voucher_id, change::checked_units(units)?).await
 }
+crate::error::refuses!(AddStock: UnknownVoucher, Ended, SavedNotApplied);
 
 /// Withdraws units nobody was granted: all asked for, or none (`not_enough_stock`).
 #[server(prefix = "/api", endpoint = "withdraw_stock", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn withdraw_stock(voucher_id: i64, units: i64) -> AppResult<StockChanged> {
     change::change_stock::<WithdrawStock>("withdraw_stock", voucher_id, -change::checked_units(units)?).await
 }
+crate::error::refuses!(WithdrawStock: UnknownVoucher, Ended, NotEnoughStock, SavedNotApplied);
 
 /// Entries a page of `list_audit` holds unless asked, and at most.
 #[cfg(feature = "ssr")]
@@ -108,3 +114,4 @@ pub async fn list_audit(
     let rows = audit::list(&state.backend.db, voucher_id, paging.before, paging.rows()).await?;
     Ok(paging.page(rows, |entry| entry.id))
 }
+crate::error::refuses!(ListAudit:);

@@ -13,7 +13,12 @@
 
 use super::warm;
 use crate::{
-    backend::{invoke_then_wait, layout::Bucket, Backend, BackendError, Replicas, ScriptCall},
+    backend::{
+        invoke_then_wait,
+        layout::Bucket,
+        layout_version::{refused_layout, LAYOUT_VERSION},
+        Backend, BackendError, Replicas, ScriptCall,
+    },
     bus::SaleEvent,
     voucher::{
         ledger::{self, StockChange},
@@ -82,11 +87,15 @@ async fn apply(backend: &Backend, change: &StockChange) -> Result<Option<i64>, B
         None => SaleEvent::Restocked { voucher_id: change.voucher_id }.encode(),
     };
     let keys = [keys.left.as_str(), &keys.changes, &keys.window];
-    let mut call = ScriptCall::new(&backend.scripts.stock, &keys, 4, 64 + backend.events_channel.len());
-    call.arg(change.id).arg(change.units).arg(&*backend.events_channel).arg(restocked);
+    let mut call = ScriptCall::new(&backend.scripts.stock, &keys, 5, 64 + backend.events_channel.len());
+    call.arg(change.id).arg(change.units).arg(&*backend.events_channel).arg(restocked).arg(LAYOUT_VERSION);
     let Replicas { want, wait_ms } = backend.replicas;
     let (mut made, have): (Vec<Option<i64>>, u32) =
-        invoke_then_wait(&[call], &mut backend.redis.clone(), want, wait_ms).await?;
+        invoke_then_wait(&[call], &mut backend.redis.clone(), want, wait_ms).await.inspect_err(|e| {
+            if let Some(theirs) = refused_layout(e) {
+                backend.newer_layouts.met(change.voucher_id, theirs);
+            }
+        })?;
     if have < want {
         return Err(BackendError::ReplicasBehind { have, want });
     }

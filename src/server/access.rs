@@ -9,7 +9,7 @@
 //! two apart.
 
 use crate::{
-    auth::api as auth, auth::operator_api as operators, live::api as live, orders::api as orders,
+    auth::api as auth, auth::operator_api as operators, error::ErrorCode, live::api as live, orders::api as orders,
     report::api as report, sale::api as sale, sale::launch, sale::run, voucher::api as voucher,
 };
 use axum::http::Method;
@@ -30,11 +30,13 @@ pub enum Access {
     AdminToken,
 }
 
-/// Every server function's entry, and (for the API's document, `openapi`) how its
-/// operation is described from its type: one list for both.
+/// Every server function's entry, its own refusals (`error::refuses!`, beside its
+/// handler), and (for the API's document, `openapi`) how its operation is described
+/// from its type: one list for all three.
 macro_rules! fns {
     ($($f:ty => $access:ident),* $(,)?) => {
-        const SERVER_FNS: &[(&str, Access)] = &[$((<$f as ServerFn>::PATH, Access::$access)),*];
+        const SERVER_FNS: &[(&str, Access, &[ErrorCode])] =
+            &[$((<$f as ServerFn>::PATH, Access::$access, <$f as crate::error::Refusals>::OWN)),*];
         $(declared!($f, $access);)*
 
         /// Every server function: its path, who may call it, and its operation.
@@ -108,31 +110,37 @@ pub const DOCUMENT_PATH: &str = "/api/openapi.json";
 /// Where the document is served rendered for people (Redoc, from the site's own files).
 pub const REFERENCE_PATH: &str = "/api/docs";
 
-/// Every other route's entry (each path is its module's own constant).
-const OTHER_ROUTES: [(&str, Access); 8] = [
-    (crate::live::FEED_PATH, Access::Anyone),
-    (crate::orders::export::PATH, Access::Operator),
-    (crate::report::api::CSV_PATH, Access::Operator),
-    (super::monitoring::METRICS, Access::AdminToken),
-    (super::monitoring::HEALTHZ, Access::Anyone),
-    (super::monitoring::READYZ, Access::Anyone),
-    (DOCUMENT_PATH, Access::Anyone),
-    (REFERENCE_PATH, Access::Anyone),
+/// Every other route's entry and its own refusals (each its module's own constants).
+const OTHER_ROUTES: [(&str, Access, &[ErrorCode]); 8] = [
+    (crate::live::FEED_PATH, Access::Anyone, crate::live::sse::REFUSES),
+    (crate::orders::export::PATH, Access::Operator, crate::orders::export::REFUSES),
+    (crate::report::api::CSV_PATH, Access::Operator, crate::report::api::CSV_REFUSES),
+    (super::monitoring::METRICS, Access::AdminToken, &[]),
+    (super::monitoring::HEALTHZ, Access::Anyone, &[]),
+    (super::monitoring::READYZ, Access::Anyone, &[]),
+    (DOCUMENT_PATH, Access::Anyone, &[]),
+    (REFERENCE_PATH, Access::Anyone, &[]),
 ];
 
 /// Every entry: `(path, who may call it)`.
 pub fn table() -> impl Iterator<Item = (&'static str, Access)> {
-    SERVER_FNS.iter().copied().chain(OTHER_ROUTES)
+    SERVER_FNS.iter().chain(&OTHER_ROUTES).map(|(path, access, _)| (*path, *access))
+}
+
+/// What the handler of the route at `path` refuses beyond the front door
+/// (`refusals::of` adds the door's); nothing for a path not in the table.
+pub fn own_refusals(path: &str) -> &'static [ErrorCode] {
+    SERVER_FNS.iter().chain(&OTHER_ROUTES).find(|(p, ..)| *p == path).map_or(&[], |(_, _, own)| own)
 }
 
 /// Whether `path` is a server function's (a POST) rather than a plain route (a GET).
 pub fn is_server_fn(path: &str) -> bool {
-    SERVER_FNS.iter().any(|(p, _)| *p == path)
+    by_path().get(path).is_some_and(|(method, _)| method == Method::POST)
 }
 
 /// The method a route in the table serves: server functions are POSTs, the rest GETs.
 pub fn method_of(path: &str) -> Method {
-    if is_server_fn(path) {
+    if SERVER_FNS.iter().any(|(p, ..)| *p == path) {
         Method::POST
     } else {
         Method::GET
@@ -144,7 +152,9 @@ pub fn method_of(path: &str) -> Method {
 /// asks, a grab included: one hash lookup, not a walk of the table.
 pub fn of(method: &Method, path: &str) -> Option<Access> {
     let (served, access) = by_path().get(path)?;
-    (served == method).then_some(*access)
+    // A HEAD is a GET without the body (the router answers it so).
+    let head_of_get = method == Method::HEAD && served == Method::GET;
+    (served == method || head_of_get).then_some(*access)
 }
 
 /// The method `path` is served with, when the table lists it.
@@ -170,7 +180,7 @@ mod tests {
         }
         let registered: Vec<&str> = registered.into_iter().map(|(path, _)| path).collect();
         for (path, _) in table() {
-            let plain = OTHER_ROUTES.iter().any(|(p, _)| *p == path);
+            let plain = OTHER_ROUTES.iter().any(|(p, ..)| *p == path);
             assert!(plain || registered.contains(&path), "{path} has an entry but no route");
         }
     }

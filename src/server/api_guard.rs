@@ -125,8 +125,13 @@ pub async fn front(
     // Decided before the request is passed on (no copy of its path kept).
     let policy = site::cache_policy(req.uri().path(), &guard.pkg_route);
     let site_file = req.uri().path().starts_with(&guard.pkg_route);
+    #[cfg(debug_assertions)]
+    let path = req.uri().path().to_owned();
     let started = Instant::now();
-    let mut response = pass(&guard, peer, req, next).await;
+    let response = pass(&guard, peer, req, next).await;
+    #[cfg(debug_assertions)]
+    let response = super::refusals::checked(&path, response).await;
+    let mut response = response;
     route.record(started.elapsed(), response.status());
     let headers = response.headers_mut();
     if !headers.contains_key(header::CACHE_CONTROL) {
@@ -166,23 +171,23 @@ async fn pass(guard: &Guard, peer: SocketAddr, mut req: Request, next: Next) -> 
 }
 
 /// Applies the access table (`server::access`) to a request: a route it names, called
-/// with the method the route serves, goes on only for the callers its entry admits; an
-/// `/api/...` path it does not name is refused (404, or 405 for a method the route does
-/// not serve) before any handler. A bearer sent to a route of the table (what takes
+/// with the method the route serves, goes on only for the callers its entry admits;
+/// another method is refused (405), and so is an `/api/...` path it does not name
+/// (404), before any handler. A bearer sent to a route of the table (what takes
 /// one: pages and site files do not) that does not verify is a guess at the admin
 /// token, counted ([`count_wrong_bearer`]); a right one costs nothing and is never held
 /// back.
-async fn admit_by_table(guard: &Guard, req: &mut Request) -> Result<(), Response> {
+async fn admit_by_table(guard: &Guard, req: &mut Request) -> Result<Option<Access>, Response> {
     let path = req.uri().path();
     let Some(access) = access::of(req.method(), path) else {
         return match access::method_of_listed(path) {
-            _ if !path.starts_with("/api/") => Ok(()),
             Some(served) => {
                 let mut refused = refusal(ErrorCode::MethodNotAllowed);
                 let allow = axum::http::HeaderValue::from_str(served.as_str()).expect("a method is a header value");
                 refused.headers_mut().insert(header::ALLOW, allow);
                 Err(refused)
             }
+            None if !path.starts_with("/api/") => Ok(None),
             None => Err(refusal(ErrorCode::NotFound)),
         };
     };
@@ -194,7 +199,7 @@ async fn admit_by_table(guard: &Guard, req: &mut Request) -> Result<(), Response
         let client = req.extensions().get::<ClientIp>().map_or(std::net::Ipv4Addr::UNSPECIFIED.into(), |c| c.0);
         count_wrong_bearer(guard, client).await?;
     }
-    admitted.map_err(refusal)
+    admitted.map(|()| Some(access)).map_err(refusal)
 }
 
 /// Whether the request carries a bearer that is neither the admin token nor (with the
@@ -290,7 +295,9 @@ async fn serve(guard: &Guard, req: Request, next: Next) -> Response {
         }
         return next.run(req).await;
     }
-    if req.method() == Method::POST {
+    // A call (a POST the table names): another method, or a path nothing serves, is
+    // refused as such below.
+    if req.method() == Method::POST && access::is_server_fn(req.uri().path()) {
         if let Err(code) = check_same_site_json(req.headers()) {
             return refusal(code);
         }
@@ -305,16 +312,22 @@ async fn serve(guard: &Guard, req: Request, next: Next) -> Response {
             Err(refused) => return refused,
         }
     };
-    if let Err(refused) = admit_by_table(guard, &mut req).await {
-        // The grab routes' bodies were not read above: read as much as their handlers
-        // would (a refusal sent mid-upload cuts the caller's connection short).
-        if sale::hot_path::is_own(req.uri().path()) {
-            let _ = read_capped(req.into_body(), sale::hot_path::MAX_ARGS_BYTES).await;
+    let access = match admit_by_table(guard, &mut req).await {
+        Ok(access) => access,
+        Err(refused) => {
+            // The grab routes' bodies were not read above: read as much as their handlers
+            // would (a refusal sent mid-upload cuts the caller's connection short).
+            if sale::hot_path::is_own(req.uri().path()) {
+                let _ = read_capped(req.into_body(), sale::hot_path::MAX_ARGS_BYTES).await;
+            }
+            return refused;
         }
-        return refused;
-    }
+    };
     let answer = |req| async { status_from_code(next.run(req).await).await };
-    match idempotency::key(req.headers()) {
+    // Keys are kept for calls that change something for a caller: a shopper's or an
+    // operator's POST (`server::idempotency`).
+    let keyed = req.method() == Method::POST && access.is_some_and(|a| a != Access::Anyone);
+    match idempotency::key(req.headers()).filter(|_| keyed) {
         None => answer(req).await,
         Some(Err(malformed)) => refusal(malformed),
         Some(Ok(key)) => match idempotency::scope(&req, || shop_subject(guard, req.headers())) {

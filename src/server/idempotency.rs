@@ -5,7 +5,8 @@
 //! being served, so is the second (`idempotency_in_progress`: retry in a moment).
 //!
 //! Keys are the caller's own: a signed-in shopper's, a shop-token shopper's, an
-//! operator's or the admin token's (a key sent without a caller is not kept). They
+//! operator's or the admin token's, on the calls for shoppers and operators (a key
+//! sent to a call for anyone, or to a GET, is not looked at). They
 //! live in Redis, so a retry that lands on another process is answered the same. An
 //! answer that did nothing (`unavailable`: try again; `rate_limited`) is not kept, so
 //! the retry is served afresh; every other is, `saved_not_applied` included (a retry
@@ -21,7 +22,7 @@ use crate::{
 use axum::{
     body::{to_bytes, Body},
     extract::Request,
-    http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode},
+    http::{header, HeaderMap, HeaderName, HeaderValue, Method, StatusCode},
     response::{IntoResponse, Response},
 };
 use sha2::{Digest, Sha256};
@@ -88,9 +89,8 @@ where
         Ok(bytes) => bytes,
         Err(e) => return e.into_response(),
     };
-    let print = fingerprint(parts.method.as_str(), parts.uri.path(), &bytes);
-    let caller = digest(&[scope.as_bytes()]);
-    let (stored_at, count_at) = layout::idempotency(&backend.namespace, &caller, &digest(&[key.as_bytes()]));
+    let (print, (stored_at, count_at)) =
+        kept_at(&backend.namespace, scope, key, (&parts.method, parts.uri.path(), &bytes));
     // One round trip, one slot: the caller's count, and the key taken if it is free.
     let taken: Result<(u64, Option<String>), _> = redis::pipe()
         .atomic()
@@ -123,6 +123,20 @@ where
     }
     let answer = serve(Request::from_parts(parts, Body::from(bytes))).await;
     keep(backend, &stored_at, &print, answer).await
+}
+
+/// A call's fingerprint, and where `scope`'s `key` is kept (with the caller's count).
+fn kept_at(namespace: &str, scope: &str, key: &str, call: (&Method, &str, &[u8])) -> (String, (String, String)) {
+    let print = fingerprint(call.0.as_str(), call.1, call.2);
+    (print, layout::idempotency(namespace, &digest(&[scope.as_bytes()]), &digest(&[key.as_bytes()])))
+}
+
+/// Where `scope`'s `key` is kept, and the mark a first call of `path` with `body`
+/// leaves there while it is served: what a test writes to stand for a first call
+/// still under way on another process.
+pub fn pending_mark(namespace: &str, scope: &str, key: &str, path: &str, body: &[u8]) -> (String, String) {
+    let (print, (stored_at, _)) = kept_at(namespace, scope, key, (&Method::POST, path, body));
+    (stored_at, format!("pending {print}"))
 }
 
 /// The answer to a key already taken: the first call's, or a refusal.

@@ -15,6 +15,7 @@ pub mod monitoring;
 pub mod openapi;
 pub mod page_cache;
 mod rate_limit;
+pub mod refusals;
 mod runtimes;
 pub mod site;
 /// The log filter the binary installs (see `backend::outage`).

@@ -55,8 +55,11 @@ async fn bad_input_gets_4xx_with_invalid_input() {
         ("x", 10, "soon".to_owned(), at(60), 0, "invalid_time"),
         ("x", 10, at(-120), at(-60), 0, "invalid_time"),
         ("x", 10, at(0), at(60), -1, "invalid_price"),
+        ("x", 10, at(0), at(60), 500, "face_value_below_price"),
     ] {
-        let body = json!({ "title": title, "stock": stock, "begins_at": begins, "ends_at": ends, "price": price });
+        let face_value = price.max(0) / 2;
+        let body = json!({ "title": title, "stock": stock, "begins_at": begins, "ends_at": ends, "price": price,
+                           "face_value": face_value });
         let (status, answer) = app.call("create_voucher", body.clone(), &admin).await;
         assert_eq!((status.as_u16(), code(&answer)), (400, want), "{body}");
         assert!(answer["message"].as_str().is_some_and(|m| !m.is_empty()));

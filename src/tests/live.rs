@@ -272,27 +272,12 @@ async fn feed_caps_and_idle_sockets_leave_grabs_alone() {
 /// slot given back serves again.
 #[tokio::test]
 async fn requests_over_the_cap_answer_503_at_once() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let app = TestApp::with(Options::default().with(|c| c.max_requests = 1)).await;
     let healthz = format!("{}/healthz", app.base);
     let status = || async { app.http.get(&healthz).send().await.unwrap().status() };
     assert_eq!(status().await, 200);
 
-    // A request whose body never comes holds the one slot. It asks to be told to go on
-    // (`Expect: 100-continue`), which the server does when it starts reading the body:
-    // after the request took its slot. Nothing else is sent until then, so no other
-    // request can hold the slot at that moment and have this one refused instead.
-    let mut holder = tokio::net::TcpStream::connect(app.base.trim_start_matches("http://")).await.unwrap();
-    let head = "POST /api/sign_in HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
-                Content-Length: 100\r\nExpect: 100-continue\r\n\r\n";
-    holder.write_all(head.as_bytes()).await.unwrap();
-    let mut said = vec![0u8; 1024];
-    // The server answers every request within its request timeout (30 s), if only with
-    // a 503: a longer wait than that would wait for nothing.
-    let read = tokio::time::timeout(Duration::from_secs(40), holder.read(&mut said)).await;
-    let said = String::from_utf8_lossy(&said[..read.expect("an answer within the request timeout").unwrap()]);
-    assert!(said.starts_with("HTTP/1.1 100 Continue"), "the request holding the slot was answered: {said}");
-
+    let holder = crate::support::hold_a_slot(&app).await;
     let refused = app.http.get(&healthz).send().await.unwrap();
     assert_eq!(refused.status(), 503, "over the cap");
     assert_eq!(code(&refused.json::<Value>().await.unwrap()), "unavailable");

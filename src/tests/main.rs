@@ -23,6 +23,7 @@ mod pages;
 mod paging;
 mod recovery;
 mod redis_keys;
+mod refusals;
 mod report;
 mod run_sale;
 mod sale_day;

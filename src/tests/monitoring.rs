@@ -163,8 +163,24 @@ async fn a_sale_in_a_newer_redis_layout_is_not_served() {
     let (status, body) = app.grab(&shopper, v).await;
     assert_eq!((status.as_u16(), code(&body)), (503, "unavailable"), "{body}");
     assert_eq!(redis.get::<_, i64>(&left).await.unwrap(), 5, "no unit taken");
-    let (status, _) = app.operator("pause_sale", json!({ "voucher_id": v })).await;
-    assert_eq!(status.as_u16(), 503, "the change is not written over the newer layout");
+    // Each change is saved, and said to be (the sale takes it once this build may write
+    // there); the pause is undone, so the sale is left as it was.
+    for (call, args) in [
+        ("pause_sale", json!({})),
+        ("resume_sale", json!({})),
+        ("update_voucher", json!({ "title": "Renamed" })),
+        ("add_stock", json!({ "units": 1 })),
+        ("withdraw_stock", json!({ "units": 1 })),
+    ] {
+        let mut body = args;
+        body["voucher_id"] = json!(v);
+        let (status, body) = app.operator(call, body).await;
+        assert_eq!(
+            (status.as_u16(), code(&body)),
+            (503, "saved_not_applied"),
+            "{call}: not written over the newer layout"
+        );
+    }
     let paused: Option<String> = redis.hget(&window, "paused").await.unwrap();
     assert_eq!(paused.as_deref(), Some("0"), "the window is left as the newer build wrote it");
     let ready = app.http.get(format!("{}/readyz", app.base)).send().await.unwrap();
@@ -179,5 +195,8 @@ async fn a_sale_in_a_newer_redis_layout_is_not_served() {
     assert_eq!(status.as_u16(), 200, "{body}");
     let ready = app.http.get(format!("{}/readyz", app.base)).send().await.unwrap();
     assert_eq!(ready.status(), 200, "ready again");
+    let () = redis.hset(&window, "layout", LAYOUT_VERSION + 1).await.unwrap();
+    let (status, body) = app.operator("end_sale", json!({ "voucher_id": v })).await;
+    assert_eq!((status.as_u16(), code(&body)), (503, "saved_not_applied"), "{body}");
     app.stop().await;
 }

@@ -46,6 +46,8 @@ async fn a_removed_or_demoted_operator_loses_access_on_every_process() {
     assert_eq!((status, code(&body)), (401, "admin_required"), "{body}");
     let (status, body) = as_operator(&a, &ada, "remove_operator", json!({ "name": "oz" })).await;
     assert_eq!((status, code(&body)), (404, "unknown_operator"), "{body}");
+    let (status, body) = as_operator(&a, &ada, "set_operator_role", json!({ "name": "oz", "role": "admin" })).await;
+    assert_eq!((status, code(&body)), (404, "unknown_operator"), "{body}");
 
     // Demoted: still an operator, no longer an admin, everywhere.
     let (status, body) = as_operator(&b, &ada, "set_operator_role", json!({ "name": "bo", "role": "operator" })).await;
@@ -147,6 +149,9 @@ async fn an_operators_sign_out_and_new_password_end_their_cookies() {
     let password = "cy's operator password";
     let (desk, laptop) =
         (operator_sign_in(&a, "cy", password).await.unwrap(), operator_sign_in(&a, "cy", password).await.unwrap());
+    let wrong = json!({ "current": "not cy's password", "new": "cy's brand new password" });
+    let (status, body) = as_operator(&a, &desk, "change_operator_password", wrong).await;
+    assert_eq!((status, code(&body)), (401, "bad_credentials"), "{body}");
     let change = json!({ "current": password, "new": "cy's brand new password" });
     let res = a.http.post(format!("{}/api/change_operator_password", a.base)).header("cookie", &desk).json(&change);
     let res = res.send().await.unwrap();

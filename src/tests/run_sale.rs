@@ -267,8 +267,21 @@ async fn an_ended_sale_refuses_at_once_and_its_orders_can_still_be_paid() {
     let ended = operator_ok(&app, "end_sale", json!({ "voucher_id": v })).await;
     let (status, body) = app.grab(&bob, v).await;
     assert_eq!((status.as_u16(), code(&body)), (409, "ended"), "{ended}");
-    let (status, body) = app.operator("pause_sale", json!({ "voucher_id": v })).await;
-    assert_eq!((status.as_u16(), code(&body)), (409, "ended"), "nothing changes an ended sale");
+    for (call, args) in [
+        ("pause_sale", json!({})),
+        ("resume_sale", json!({})),
+        ("end_sale", json!({})),
+        ("update_voucher", json!({ "title": "Later" })),
+        ("add_stock", json!({ "units": 1 })),
+        ("withdraw_stock", json!({ "units": 1 })),
+    ] {
+        let mut body = args;
+        body["voucher_id"] = json!(v);
+        let (status, body) = app.operator(call, body).await;
+        assert_eq!((status.as_u16(), code(&body)), (409, "ended"), "nothing changes an ended sale: {call}");
+    }
+    let (status, body) = app.call("grab_token", json!({ "voucher_id": v }), &[("cookie", &bob.cookie)]).await;
+    assert_eq!((status.as_u16(), code(&body)), (409, "ended"), "no grab token for an ended sale");
 
     app.wait_for_stats("persisted", v, |s| s["persisted"] == 1).await;
     let (status, paid) = app.call("pay_order", json!({ "order_id": order }), &[("cookie", &ann.cookie)]).await;

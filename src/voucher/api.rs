@@ -28,6 +28,7 @@ pub async fn list_vouchers(limit: Option<i64>, after: Option<String>) -> AppResu
     let items = rows.items.iter().zip(left).map(|(row, left)| row.to_voucher(left)).collect();
     Ok(Page { items, has_more: rows.has_more, next: rows.next })
 }
+crate::error::refuses!(ListVouchers:);
 
 /// The shop's settings: the currency of every price, and its decimals.
 #[server(prefix = "/api", endpoint = "shop_settings", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
@@ -35,3 +36,4 @@ pub async fn shop_settings() -> AppResult<ShopConfig> {
     let currency = crate::money::currency();
     Ok(ShopConfig { currency: currency.to_owned(), minor_digits: crate::money::minor_digits(currency) })
 }
+crate::error::refuses!(ShopSettings:);

@@ -17,7 +17,7 @@ pub mod operation;
 
 use super::access::{self, Access};
 use crate::error::AppError;
-use operation::{json_content, refusal, refusal_name, refusal_statuses, refusals, Schemas};
+use operation::{json_content, refusals, Schemas};
 use utoipa::{
     openapi::{
         content::ContentBuilder,
@@ -25,7 +25,7 @@ use utoipa::{
         response::ResponseBuilder,
         schema::{ObjectBuilder, OneOfBuilder, Schema, Type},
         security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme},
-        ComponentsBuilder, InfoBuilder, OpenApi, OpenApiBuilder, PathsBuilder, Ref, RefOr, Required,
+        ComponentsBuilder, InfoBuilder, OpenApi, OpenApiBuilder, PathsBuilder, RefOr, Required,
     },
     PartialSchema, ToSchema,
 };
@@ -35,7 +35,7 @@ pub fn document() -> OpenApi {
     let mut schemas = Schemas::new();
     let mut paths = PathsBuilder::new();
     for (path, access, describe) in access::server_fns() {
-        let operation = secured(describe(&mut schemas), access);
+        let operation = secured(describe(&mut schemas, refusals_of(path)), access);
         paths = paths.path(path, PathItem::new(HttpMethod::Post, operation));
     }
     for (path, access) in access::table().filter(|(path, _)| !access::is_server_fn(path)) {
@@ -64,11 +64,6 @@ pub fn document() -> OpenApi {
         .components(Some(
             ComponentsBuilder::new()
                 .schemas_from_iter(schemas)
-                .responses_from_iter(
-                    refusal_statuses()
-                        .into_iter()
-                        .map(|(status, codes)| (refusal_name(status), refusal(status, &codes))),
-                )
                 .security_scheme(
                     SHOPPER_SESSION,
                     cookie(crate::auth::session::SESSION_COOKIE, "A shopper's session (`sign_in`, `sign_up`)."),
@@ -225,12 +220,13 @@ fn plain_route(path: &str) -> Operation {
                 ResponseBuilder::new().description(what).content("application/json", json_content(ready.clone().into()))
             };
             // Not ready, or refused at the door (as any route may be): 503 is either.
-            let not_ready =
-                OneOfBuilder::new().item(ready.clone()).item(Ref::from_schema_name(AppError::name())).build();
+            let door = refusals_of(path);
+            let door: Vec<_> = door.iter().copied().filter(|c| c.status() == 503).collect();
+            let not_ready = OneOfBuilder::new().item(ready.clone()).item(operation::refused_with(&door)).build();
             let not_ready = ResponseBuilder::new()
                 .description("Not ready: each check's result says why (or the front door's refusal).")
                 .content("application/json", json_content(RefOr::T(Schema::OneOf(not_ready))));
-            let builder = refusals(OperationBuilder::new())
+            let builder = refusals(OperationBuilder::new(), refusals_of(path))
                 .response("200", answer("Ready for traffic."))
                 .response("503", not_ready);
             return builder
@@ -253,7 +249,12 @@ fn plain_route(path: &str) -> Operation {
         }
         other => unreachable!("{other} is in the access table but not described here"),
     };
-    refusals(builder.operation_id(Some(id)).summary(Some(summary)).tag(tag_of_path(path))).build()
+    refusals(builder.operation_id(Some(id)).summary(Some(summary)).tag(tag_of_path(path)), refusals_of(path)).build()
+}
+
+/// What the route at `path`, in the access table, may refuse.
+fn refusals_of(path: &str) -> &'static [crate::error::ErrorCode] {
+    super::refusals::of(path).unwrap_or_else(|| panic!("{path} is not in the access table"))
 }
 
 fn tag_of_path(path: &str) -> &'static str {
@@ -354,14 +355,27 @@ mod tests {
         assert!(missing.is_none(), "docs/api.md's refusals table lacks {missing:?}");
     }
 
-    /// Each refusal's status lists its code, and only there.
+    /// Each operation lists exactly its route's refusals (`server::refusals`), each
+    /// under its status.
     #[test]
-    fn every_refusal_code_is_documented_once_with_its_status() {
-        let statuses = refusal_statuses();
-        for &code in ErrorCode::VARIANTS.iter().filter(|c| **c != ErrorCode::Network) {
-            let listed: Vec<u16> =
-                statuses.iter().filter(|(_, codes)| codes.contains(&code)).map(|(s, _)| *s).collect();
-            assert_eq!(listed, vec![code.status()], "{code:?}");
+    fn each_operation_lists_its_routes_refusals_under_their_statuses() {
+        let doc = serde_json::to_value(document()).unwrap();
+        for (path, _) in access::table() {
+            let method = access::method_of(path).as_str().to_lowercase();
+            let responses = doc["paths"][path][&method]["responses"].as_object().unwrap();
+            let mut listed = Vec::new();
+            for (status, response) in responses.iter().filter(|(s, _)| s.as_str() >= "400") {
+                let schemas = response["content"]["application/json"]["schema"].to_string();
+                for &code in ErrorCode::VARIANTS {
+                    if schemas.contains(&format!("\"{}\"", code.as_str())) {
+                        assert_eq!(status, &code.status().to_string(), "{path}: {code:?}");
+                        listed.push(code);
+                    }
+                }
+            }
+            let expected = crate::server::refusals::of(path).unwrap();
+            assert_eq!(listed.len(), expected.len(), "{path}: {listed:?}");
+            assert!(expected.iter().all(|c| listed.contains(c)), "{path}: {listed:?}");
         }
     }
 }

@@ -8,7 +8,6 @@ use crate::{
     server::idempotency::MOST_KEYS_PER_CALLER,
 };
 use server_fn::ServerFn;
-use strum::VariantArray;
 use utoipa::{
     openapi::{
         content::ContentBuilder,
@@ -24,12 +23,13 @@ use utoipa::{
 /// Named schemas the operations refer to, gathered as they are described.
 pub type Schemas = Vec<(String, RefOr<Schema>)>;
 
-/// A server function's operation, described from its type (see `access::fns!`).
-pub type Describe = fn(&mut Schemas) -> Operation;
+/// A server function's operation, described from its type (see `access::fns!`) and
+/// the refusals its route may answer (`server::refusals::of`).
+pub type Describe = fn(&mut Schemas, &[ErrorCode]) -> Operation;
 
 /// A server function's operation: its body is `F` (the arguments struct, whose doc is
-/// the function's), its answer `F::Output`, every refusal the error body.
-pub fn server_fn<F>(schemas: &mut Schemas) -> Operation
+/// the function's), its answer `F::Output`, each of its `codes` the error body.
+pub fn server_fn<F>(schemas: &mut Schemas, codes: &[ErrorCode]) -> Operation
 where
     F: ServerFn + ToSchema,
     F::Output: Answer,
@@ -46,7 +46,7 @@ where
             .summary(doc.as_deref().map(first_sentence))
             .description(doc)
             .tag(domain_of::<F>())
-            .parameter(idempotency_key())
+            .parameters(keyed(codes).then(|| vec![idempotency_key()]))
             .request_body(Some(
                 RequestBodyBuilder::new()
                     .content("application/json", json_content(Ref::from_schema_name(body_name).into()))
@@ -54,11 +54,18 @@ where
                     .build(),
             ))
             .response("200", with_cookies(name, F::Output::response(schemas))),
+        codes,
     )
     .build()
 }
 
-/// The `Idempotency-Key` header every call takes (`server::idempotency`).
+/// Whether a call that refuses with `codes` takes an `Idempotency-Key` (the calls for
+/// shoppers and operators, `server::idempotency`): whether it may refuse a key.
+fn keyed(codes: &[ErrorCode]) -> bool {
+    codes.contains(&ErrorCode::IdempotencyKeyReused)
+}
+
+/// The `Idempotency-Key` header (`server::idempotency`).
 fn idempotency_key() -> Parameter {
     let key = ObjectBuilder::new().schema_type(Type::String).min_length(Some(1)).max_length(Some(255)).build();
     let most = MOST_KEYS_PER_CALLER;
@@ -89,25 +96,20 @@ fn with_cookies(call: &str, mut answer: Response) -> Response {
     answer
 }
 
-/// `builder` with a response for each status a refusal can have: the error body, its
-/// code one of those that answer with that status.
-pub fn refusals(mut builder: OperationBuilder) -> OperationBuilder {
-    for status in refusal_statuses().into_keys() {
-        builder = builder.response(status.to_string(), Ref::from_response_name(refusal_name(status)));
+/// `builder` with a response for each status a route that refuses with `codes` (its
+/// handler's own and the front door's, `server::refusals::of`) answers with: the
+/// error body, its code one of those it answers with that status.
+pub fn refusals(mut builder: OperationBuilder, codes: &[ErrorCode]) -> OperationBuilder {
+    for (status, codes) in by_status(codes) {
+        builder = builder.response(status.to_string(), refusal(status, &codes));
     }
     builder
 }
 
-/// The name of the refusal with `status` among the components.
-pub fn refusal_name(status: u16) -> String {
-    format!("Refused{status}")
-}
-
-/// Each status a server answers a refusal with, and its codes (`network` is the
-/// browser's own, never sent).
-pub fn refusal_statuses() -> std::collections::BTreeMap<u16, Vec<ErrorCode>> {
+/// `codes` by the status each answers with.
+pub fn by_status(codes: &[ErrorCode]) -> std::collections::BTreeMap<u16, Vec<ErrorCode>> {
     let mut statuses = std::collections::BTreeMap::<u16, Vec<ErrorCode>>::new();
-    for &code in ErrorCode::VARIANTS.iter().filter(|c| **c != ErrorCode::Network) {
+    for &code in codes {
         statuses.entry(code.status()).or_default().push(code);
     }
     statuses
@@ -115,18 +117,22 @@ pub fn refusal_statuses() -> std::collections::BTreeMap<u16, Vec<ErrorCode>> {
 
 /// The refusal answered with `status`, one of `codes`.
 pub fn refusal(status: u16, codes: &[ErrorCode]) -> Response {
-    let names: Vec<&str> = codes.iter().map(|c| c.as_str()).collect();
-    let code = ObjectBuilder::new().schema_type(Type::String).enum_values(Some(names.clone())).build();
-    let narrowed = ObjectBuilder::new().property("code", code).build();
-    let schema = AllOfBuilder::new().item(Ref::from_schema_name(AppError::name())).item(narrowed).build();
-    let listed = names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ");
+    let listed = codes.iter().map(|c| format!("`{}`", c.as_str())).collect::<Vec<_>>().join(", ");
     let response = ResponseBuilder::new()
         .description(format!("Refused: {listed}."))
-        .content("application/json", json_content(RefOr::T(Schema::AllOf(schema))));
+        .content("application/json", json_content(refused_with(codes)));
     match retry_after(status) {
         Some(header) => response.header("Retry-After", header).build(),
         None => response.build(),
     }
+}
+
+/// The error body, its code one of `codes`.
+pub fn refused_with(codes: &[ErrorCode]) -> RefOr<Schema> {
+    let names: Vec<&str> = codes.iter().map(|c| c.as_str()).collect();
+    let code = ObjectBuilder::new().schema_type(Type::String).enum_values(Some(names)).build();
+    let narrowed = ObjectBuilder::new().property("code", code).build();
+    RefOr::T(Schema::AllOf(AllOfBuilder::new().item(Ref::from_schema_name(AppError::name())).item(narrowed).build()))
 }
 
 /// `Retry-After` where a refusal may carry it: a 429 of the rate limits and the

@@ -361,6 +361,26 @@ pub fn client_from(n: u8) -> reqwest::Client {
     reqwest::Client::builder().local_address(std::net::IpAddr::from([127, 0, 0, n])).build().unwrap()
 }
 
+/// Holds one of the server's request slots (`max_requests`) until dropped: a request
+/// whose body never comes. It asks to be told to go on (`Expect: 100-continue`), which
+/// the server does when it starts reading the body: after the request took its slot.
+/// Nothing else is sent until then, so no other request can hold the slot at that
+/// moment and have this one refused instead.
+pub async fn hold_a_slot(app: &TestApp) -> tokio::net::TcpStream {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut holder = tokio::net::TcpStream::connect(app.base.trim_start_matches("http://")).await.unwrap();
+    let head = "POST /api/sign_in HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+                Content-Length: 100\r\nExpect: 100-continue\r\n\r\n";
+    holder.write_all(head.as_bytes()).await.unwrap();
+    let mut said = vec![0u8; 1024];
+    // The server answers every request within its request timeout (30 s), if only with
+    // a 503: a longer wait than that would wait for nothing.
+    let read = tokio::time::timeout(Duration::from_secs(40), holder.read(&mut said)).await;
+    let said = String::from_utf8_lossy(&said[..read.expect("an answer within the request timeout").unwrap()]);
+    assert!(said.starts_with("HTTP/1.1 100 Continue"), "the request holding the slot was answered: {said}");
+    holder
+}
+
 /// Polls `check` every 50 ms until it holds; fails the test after `limit`.
 pub async fn wait_until<F, Fut>(what: &str, limit: Duration, check: F)
 where

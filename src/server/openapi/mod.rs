@@ -17,7 +17,7 @@ pub mod operation;
 
 use super::access::{self, Access};
 use crate::error::AppError;
-use operation::{json_content, refusals, Schemas};
+use operation::{by_status, json_content, refusal, refusal_name, refusals, Schemas};
 use utoipa::{
     openapi::{
         content::ContentBuilder,
@@ -64,6 +64,7 @@ pub fn document() -> OpenApi {
         .components(Some(
             ComponentsBuilder::new()
                 .schemas_from_iter(schemas)
+                .responses_from_iter(shared_refusals())
                 .security_scheme(
                     SHOPPER_SESSION,
                     cookie(crate::auth::session::SESSION_COOKIE, "A shopper's session (`sign_in`, `sign_up`)."),
@@ -252,6 +253,18 @@ fn plain_route(path: &str) -> Operation {
     refusals(builder.operation_id(Some(id)).summary(Some(summary)).tag(tag_of_path(path)), refusals_of(path)).build()
 }
 
+/// The refusals some route answers with one code alone at its status: each a
+/// response among the components, which those routes refer to (`operation::refusals`).
+fn shared_refusals() -> Vec<(String, utoipa::openapi::response::Response)> {
+    let mut alone: Vec<crate::error::ErrorCode> = access::table()
+        .flat_map(|(path, _)| by_status(refusals_of(path)).into_values())
+        .filter_map(|codes| (codes.len() == 1).then(|| codes[0]))
+        .collect();
+    alone.sort_by_key(|c| c.as_str());
+    alone.dedup();
+    alone.into_iter().map(|code| (refusal_name(code), refusal(code.status(), &[code]))).collect()
+}
+
 /// What the route at `path`, in the access table, may refuse.
 fn refusals_of(path: &str) -> &'static [crate::error::ErrorCode] {
     super::refusals::of(path).unwrap_or_else(|| panic!("{path} is not in the access table"))
@@ -365,6 +378,8 @@ mod tests {
             let responses = doc["paths"][path][&method]["responses"].as_object().unwrap();
             let mut listed = Vec::new();
             for (status, response) in responses.iter().filter(|(s, _)| s.as_str() >= "400") {
+                let shared = response["$ref"].as_str().and_then(|r| r.strip_prefix("#/components/responses/"));
+                let response = shared.map_or(response, |name| &doc["components"]["responses"][name]);
                 let schemas = response["content"]["application/json"]["schema"].to_string();
                 for &code in ErrorCode::VARIANTS {
                     if schemas.contains(&format!("\"{}\"", code.as_str())) {

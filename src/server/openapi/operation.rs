@@ -101,9 +101,19 @@ fn with_cookies(call: &str, mut answer: Response) -> Response {
 /// error body, its code one of those it answers with that status.
 pub fn refusals(mut builder: OperationBuilder, codes: &[ErrorCode]) -> OperationBuilder {
     for (status, codes) in by_status(codes) {
-        builder = builder.response(status.to_string(), refusal(status, &codes));
+        builder = match codes[..] {
+            // One code: the response every route refusing with it alone shares.
+            [code] => builder.response(status.to_string(), Ref::from_response_name(refusal_name(code))),
+            _ => builder.response(status.to_string(), refusal(status, &codes)),
+        };
     }
     builder
+}
+
+/// The name among the components of the response refusing with `code` alone
+/// (`sold_out` → `SoldOut`).
+pub fn refusal_name(code: ErrorCode) -> String {
+    pascal_case(code.as_str())
 }
 
 /// `codes` by the status each answers with.

@@ -207,16 +207,32 @@ impl ErrorCode {
 pub struct AppError {
     pub code: ErrorCode,
     pub message: String,
+    /// The request field the refusal is about, when it is about one (Stripe's
+    /// `param`): `title`, `voucher_id`, `limit`, or the `Idempotency-Key` header.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub param: Option<String>,
 }
 
 impl AppError {
     pub fn new(code: ErrorCode) -> Self {
-        Self { code, message: code.default_message().to_owned() }
+        Self::with(code, code.default_message())
     }
 
-    /// An `invalid_input` refusal that says which field is wrong and why.
+    /// A refusal with its own message.
+    pub fn with(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self { code, message: message.into(), param: None }
+    }
+
+    /// An `invalid_input` refusal that says what is wrong (and, with [`AppError::on`],
+    /// in which field).
     pub fn invalid(message: impl Into<String>) -> Self {
-        Self { code: ErrorCode::InvalidInput, message: message.into() }
+        Self::with(ErrorCode::InvalidInput, message)
+    }
+
+    /// This refusal, about the request field `param`.
+    pub fn on(mut self, param: &str) -> Self {
+        self.param = Some(param.to_owned());
+        self
     }
 
     /// Logs an internal failure and returns a refusal that reveals nothing of it.
@@ -235,7 +251,7 @@ impl AppError {
         if let Some(response) = leptos::prelude::use_context::<leptos_axum::ResponseOptions>() {
             response.insert_header(axum::http::header::RETRY_AFTER, axum::http::HeaderValue::from(secs));
         }
-        Self { code: ErrorCode::RateLimited, message: format!("Too many attempts; please try again in {secs} s.") }
+        Self::with(ErrorCode::RateLimited, format!("Too many attempts; please try again in {secs} s."))
     }
 
     /// Gives the page the server is rendering this error's status, so a page that
@@ -285,12 +301,18 @@ impl FromServerFnError for AppError {
     }
 }
 
-/// The decoder's words, cut short: they may quote the input, which can be huge.
+/// The decoder's words, cut short: they may quote the input, which can be huge. A
+/// missing field is named in `param`.
 pub(crate) fn invalid_body(detail: &str) -> AppError {
     const MAX_DETAIL_CHARS: usize = 200;
     let cut: String = detail.chars().take(MAX_DETAIL_CHARS).collect();
     let more = if cut.len() < detail.len() { "…" } else { "" };
-    AppError::invalid(format!("The request body is not valid: {cut}{more}"))
+    let refused = AppError::invalid(format!("The request body is not valid: {cut}{more}"));
+    let missing = detail.split_once("missing field `").and_then(|(_, rest)| rest.split_once('`')).map(|(f, _)| f);
+    match missing {
+        Some(field) if field.len() <= 64 => refused.on(field),
+        _ => refused,
+    }
 }
 
 /// A server function's own refusals: what its handler (and what it calls) can answer,
@@ -358,6 +380,15 @@ mod tests {
         let json = serde_json::to_value(AppError::new(ErrorCode::AlreadyBought)).unwrap();
         assert_eq!(json["code"], "already_bought");
         assert_eq!(json["message"], "You already bought this voucher.");
+    }
+
+    #[test]
+    fn a_missing_field_is_named() {
+        let err = invalid_body("missing field `voucher_id` at line 1 column 2");
+        assert_eq!((err.code, err.param.as_deref()), (ErrorCode::InvalidInput, Some("voucher_id")));
+        assert_eq!(invalid_body("invalid type: string, expected i64").param, None);
+        let json = serde_json::to_value(AppError::new(ErrorCode::SoldOut)).unwrap();
+        assert!(json.get("param").is_none(), "sent only when there is one: {json}");
     }
 
     #[test]

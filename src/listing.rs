@@ -46,17 +46,15 @@ mod server {
             let PageSize { default, most } = size;
             let limit = limit.unwrap_or(default);
             if !(1..=most).contains(&limit) {
-                return Err(AppError::invalid(format!("limit must be between 1 and {most}.")));
+                return Err(AppError::invalid(format!("limit must be between 1 and {most}.")).on("limit"));
             }
-            let before = match after {
-                None => None,
-                Some(after) => Some(
-                    after
-                        .trim()
-                        .parse::<i64>()
-                        .map_err(|_| AppError::invalid("after must be the `next` of a page: a decimal id."))?,
-                ),
-            };
+            let before =
+                match after {
+                    None => None,
+                    Some(after) => Some(after.trim().parse::<i64>().map_err(|_| {
+                        AppError::invalid("after must be the `next` of a page: a decimal id.").on("after")
+                    })?),
+                };
             Ok(Self { limit, before })
         }
 

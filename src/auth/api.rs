@@ -42,7 +42,7 @@ pub async fn sign_up(name: String, password: String, challenge: Option<Solution>
         return Err(ErrorCode::SignUpClosed.into());
     }
     let name = validate_name(&name)?;
-    password::check_new(&password)?;
+    password::check_new("password", &password)?;
     let now = chrono::Utc::now().timestamp();
     let backend = &state.backend;
     let taken = match &state.sign_ups.challenges {
@@ -150,7 +150,7 @@ crate::error::refuses!(SignIn: BadCredentials);
 pub async fn change_password(current: String, new: String) -> AppResult<()> {
     let state = Context::get();
     let session = signed_in(&state)?;
-    password::check_new(&new)?;
+    password::check_new("new", &new)?;
     check_password(&state, &Target::Account(&session.name), &session.name, current).await?;
     let hash = state.hasher.hash(new).await?;
     let ended = store::end_all_sessions(&state.backend.db, session.user_id, Some(&hash), SESSION_SECS * 1000).await?;

@@ -116,7 +116,7 @@ fn in_process(role: Option<Role>) -> AppResult<Actor> {
 
 /// The refusal of an operator without the admin role where it is needed.
 pub fn needs_an_admin() -> AppError {
-    AppError { code: ErrorCode::OperatorRequired, message: "This needs an admin.".into() }
+    AppError::with(ErrorCode::OperatorRequired, "This needs an admin.")
 }
 
 /// The calls whose answer sets (or clears) cookies, by name: the API document says

@@ -289,10 +289,7 @@ mod server {
         {
             response.insert_header(axum::http::HeaderName::from_static("seckill-challenge"), header);
         }
-        AppError {
-            code: ErrorCode::ChallengeRequired,
-            message: format!("Solve a fresh sign-up challenge first ({why})."),
-        }
+        AppError::with(ErrorCode::ChallengeRequired, format!("Solve a fresh sign-up challenge first ({why})."))
     }
 }
 

@@ -112,14 +112,14 @@ pub const REVOCATIONS_READ_EVERY: std::time::Duration = std::time::Duration::fro
 pub fn validate_name(name: &str) -> Result<String, AppError> {
     // Counted as sent, spaces included: the length the API document states.
     if name.chars().count() > MAX_NAME_CHARS {
-        return Err(AppError::invalid(format!("A name has at most {MAX_NAME_CHARS} characters.")));
+        return Err(AppError::invalid(format!("A name has at most {MAX_NAME_CHARS} characters.")).on("name"));
     }
     let name = name.trim();
     if name.is_empty() {
-        return Err(AppError::invalid("Please enter a name."));
+        return Err(AppError::invalid("Please enter a name.").on("name"));
     }
     if name.chars().any(char::is_control) {
-        return Err(AppError::invalid("A name cannot contain control characters."));
+        return Err(AppError::invalid("A name cannot contain control characters.").on("name"));
     }
     Ok(name.to_owned())
 }

@@ -121,7 +121,7 @@ pub async fn change_operator_password(current: String, new: String) -> AppResult
     let Actor::Operator { id, name, role, .. } = operator::<ChangeOperatorPassword>()? else {
         return Err(AppError::invalid("The admin token has no password to change."));
     };
-    password::check_new(&new)?;
+    password::check_new("new", &new)?;
     check(&state, &Target::Operator(&name), current, async {
         let operator = operators::by_name(&state.backend.db, &name).await?;
         Ok(operator.filter(|o| o.id == id).map(|o| (Some(o.password_hash.clone()), ())))
@@ -147,7 +147,7 @@ pub async fn add_operator(name: String, password: String, role: Role) -> AppResu
     let actor = admin::<AddOperator>()?;
     let name = validate_name(&name)?;
     operators::check_not_reserved(&name)?;
-    password::check_new(&password)?;
+    password::check_new("password", &password)?;
     if operators::by_name(&state.backend.db, &name).await?.is_some() {
         return Err(ErrorCode::NameTaken.into());
     }

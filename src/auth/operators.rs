@@ -43,7 +43,7 @@ pub struct OperatorRow {
 /// Refuses a name the log keeps for the admin token or the command line.
 pub fn check_not_reserved(name: &str) -> Result<(), AppError> {
     if RESERVED_NAMES.iter().any(|r| r.eq_ignore_ascii_case(name)) {
-        return Err(AppError::invalid(format!("The name {name:?} is reserved; please choose another.")));
+        return Err(AppError::invalid(format!("The name {name:?} is reserved; please choose another.")).on("name"));
     }
     Ok(())
 }

@@ -21,15 +21,17 @@ pub const MAX_CHARS: usize = 128;
 /// first guesses of any attack.
 const COMMON: &str = include_str!("common_passwords.txt");
 
-/// Checks a new password: its length, and that it is not among the commonest.
-pub fn check_new(password: &str) -> AppResult<()> {
+/// Checks a new password, sent as the request field `field`: its length, and that it
+/// is not among the commonest.
+pub fn check_new(field: &str, password: &str) -> AppResult<()> {
     let chars = password.chars().count();
     if !(MIN_CHARS..=MAX_CHARS).contains(&chars) {
-        return Err(AppError::invalid(format!("A password has {MIN_CHARS} to {MAX_CHARS} characters.")));
+        return Err(AppError::invalid(format!("A password has {MIN_CHARS} to {MAX_CHARS} characters.")).on(field));
     }
     let lower = password.to_lowercase();
     if COMMON.lines().any(|common| common == lower) {
-        return Err(AppError::invalid("This password is among the most common ones: please choose another."));
+        let message = "This password is among the most common ones: please choose another.";
+        return Err(AppError::invalid(message).on(field));
     }
     Ok(())
 }
@@ -214,12 +216,12 @@ mod tests {
 
     #[test]
     fn new_passwords_are_long_enough_and_not_common() {
-        assert!(check_new("short").is_err());
-        assert!(check_new(&"x".repeat(129)).is_err());
-        assert!(check_new("password").is_err());
-        assert!(check_new("Password1").is_err(), "common ones are refused whatever their case");
-        assert!(check_new("correct horse battery staple").is_ok());
-        assert!(check_new(&"é".repeat(128)).is_ok(), "characters, not bytes");
+        assert!(check_new("new", "short").is_err());
+        assert!(check_new("new", &"x".repeat(129)).is_err());
+        assert!(check_new("new", "password").is_err());
+        assert!(check_new("new", "Password1").is_err(), "common ones are refused whatever their case");
+        assert!(check_new("new", "correct horse battery staple").is_ok());
+        assert!(check_new("new", &"é".repeat(128)).is_ok(), "characters, not bytes");
         assert!(COMMON.lines().all(|p| p.chars().count() >= MIN_CHARS && p == p.to_lowercase()));
     }
 

@@ -52,7 +52,7 @@ pub async fn live(
             Some(actor) => operator_feed(&state, &accounts, &actor, headers),
             None => AppError::new(ErrorCode::OperatorRequired).into_response(),
         },
-        Some(_) => AppError::invalid("view must be `shop` or absent.").into_response(),
+        Some(_) => AppError::invalid("view must be `shop` or absent.").on("view").into_response(),
     }
 }
 

@@ -107,6 +107,7 @@ pub async fn list_orders(
                 "status must be unpaid, paid or cancelled, not {:?}.",
                 name.chars().take(20).collect::<String>()
             ))
+            .on("status")
         })?),
     };
     let paging = Paging::asked(limit, after.as_deref(), ORDERS_PAGE)?;
@@ -124,7 +125,7 @@ fn order_id(order: &Order) -> i64 {
 
 #[cfg(feature = "ssr")]
 fn parse_id(order_id: &str) -> AppResult<i64> {
-    order_id.trim().parse().map_err(|_| AppError::invalid("order_id must be a decimal number."))
+    order_id.trim().parse().map_err(|_| AppError::invalid("order_id must be a decimal number.").on("order_id"))
 }
 
 /// An order the database does not have for this shopper: granted and still on its way

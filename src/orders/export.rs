@@ -54,7 +54,7 @@ async fn orders_csv(
         return AppError::from(ErrorCode::OperatorRequired).into_response();
     };
     let Ok(Query(Which { voucher_id })) = which else {
-        return AppError::invalid("Give the voucher: ?voucher_id=<id>.").into_response();
+        return AppError::invalid("Give the voucher: ?voucher_id=<id>.").on("voucher_id").into_response();
     };
     match vouchers::get(&backend.db, voucher_id).await {
         Ok(Some(_)) => {}

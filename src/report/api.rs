@@ -123,7 +123,7 @@ async fn report_csv(
         return AppError::from(ErrorCode::OperatorRequired).into_response();
     }
     let Ok(Query(Which { voucher_id })) = which else {
-        return AppError::invalid("Give the voucher: ?voucher_id=<id>.").into_response();
+        return AppError::invalid("Give the voucher: ?voucher_id=<id>.").on("voucher_id").into_response();
     };
     match build(&state, voucher_id).await {
         Ok(report) => {

@@ -82,13 +82,13 @@ pub(super) async fn edit<F: ForOperators>(
         }
         return done(&state, &actor, action, &before, &after).await;
     }
-    Err(AppError { code: ErrorCode::Unavailable, message: "Other changes of this sale keep coming; try again.".into() })
+    Err(AppError::with(ErrorCode::Unavailable, "Other changes of this sale keep coming; try again."))
 }
 
 /// The units of a stock change as asked: 1 to [`MAX_STOCK`].
 pub(super) fn checked_units(units: i64) -> AppResult<i64> {
     if !(1..=MAX_STOCK).contains(&units) {
-        return Err(AppError::invalid(format!("Units must be between 1 and {MAX_STOCK}.")));
+        return Err(AppError::invalid(format!("Units must be between 1 and {MAX_STOCK}.")).on("units"));
     }
     Ok(units)
 }
@@ -104,7 +104,7 @@ pub(super) async fn change_stock<F: ForOperators>(
     let backend = &state.backend;
     let before = store::get(&backend.db, voucher_id).await?.ok_or(ErrorCode::UnknownVoucher)?;
     not_ended(&before, super::gate::clock(backend, Some(voucher_id)).await?)?;
-    let over_the_cap = || AppError::invalid(format!("A sale has at most {MAX_STOCK} units."));
+    let over_the_cap = || AppError::invalid(format!("A sale has at most {MAX_STOCK} units.")).on("units");
     if before.stock + units > MAX_STOCK {
         return Err(over_the_cap());
     }
@@ -129,7 +129,7 @@ pub(super) async fn change_stock<F: ForOperators>(
     if made.recorded == 0 {
         if made.redis != 0 {
             let message = "The sale was rebuilt meanwhile and nothing was withdrawn; try again.";
-            return Err(AppError { code: ErrorCode::Unavailable, message: message.into() });
+            return Err(AppError::with(ErrorCode::Unavailable, message));
         }
         return Err(ErrorCode::NotEnoughStock.into());
     }

@@ -167,7 +167,7 @@ pub const SHED_MESSAGE: &str = "Busy; please try again in a moment.";
 
 /// The answer to a call shed by admission control.
 fn shed() -> AppError {
-    AppError { code: ErrorCode::Unavailable, message: SHED_MESSAGE.into() }
+    AppError::with(ErrorCode::Unavailable, SHED_MESSAGE)
 }
 
 /// `user_id`'s grab token for `voucher_id` (see `api::grab_token`): a gate call like
@@ -238,7 +238,8 @@ pub async fn grab_result(
     order_id: &str,
     receipt: Option<&str>,
 ) -> AppResult<GrabState> {
-    let order_id: i64 = order_id.trim().parse().map_err(|_| AppError::invalid("order_id must be a decimal number."))?;
+    let order_id: i64 =
+        order_id.trim().parse().map_err(|_| AppError::invalid("order_id must be a decimal number.").on("order_id"))?;
     let backend = &state.backend;
     let keys = crate::voucher::buckets::user_keys(backend, voucher_id, user_id).await?;
     let raw: Option<String> = backend.redis.clone().hget(&keys.results, order_id).await?;

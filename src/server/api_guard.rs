@@ -248,7 +248,7 @@ fn admit(guard: &Guard, access: Access, req: &mut Request) -> Result<(), AppErro
             match access {
                 Access::AdminRole if actor.role() != Role::Admin => Err(caller::needs_an_admin()),
                 Access::AdminToken if actor != Actor::Token => {
-                    Err(AppError { code: ErrorCode::OperatorRequired, message: "This needs the admin token.".into() })
+                    Err(AppError::with(ErrorCode::OperatorRequired, "This needs the admin token."))
                 }
                 _ => {
                     req.extensions_mut().insert(Caller(actor));
@@ -429,7 +429,7 @@ async fn framework_refusal(res: Response) -> Response {
     let said = text.trim().chars().take(200).collect::<String>();
     let message =
         if code == ErrorCode::InvalidInput && !said.is_empty() { said } else { code.default_message().into() };
-    refusal(AppError { code, message })
+    refusal(AppError::with(code, message))
 }
 
 #[cfg(test)]

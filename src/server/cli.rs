@@ -33,7 +33,7 @@ pub async fn run(config: Config, command: Command) -> Result<String, ServeError>
             operators::check_not_reserved(&name).map_err(refused)?;
             let role = role_named(&role)?;
             let password = read_password(&name)?;
-            password::check_new(&password).map_err(refused)?;
+            password::check_new("password", &password).map_err(refused)?;
             let db = open().await?;
             // Unknown names answer at the slowest cost stored hashes have (this one included).
             password::decoy_cost(&db, cost(&config)).await?;

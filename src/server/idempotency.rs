@@ -54,11 +54,10 @@ pub fn key(headers: &HeaderMap) -> Option<Result<String, AppError>> {
     let raw = headers.get(HEADER)?;
     let usable =
         raw.to_str().ok().filter(|k| (1..=MAX_KEY).contains(&k.len()) && k.bytes().all(|b| b.is_ascii_graphic()));
-    Some(
-        usable.map(str::to_owned).ok_or_else(|| {
-            AppError::invalid(format!("Idempotency-Key must be 1 to {MAX_KEY} visible ASCII characters."))
-        }),
-    )
+    Some(usable.map(str::to_owned).ok_or_else(|| {
+        AppError::invalid(format!("Idempotency-Key must be 1 to {MAX_KEY} visible ASCII characters."))
+            .on("Idempotency-Key")
+    }))
 }
 
 /// Whose keys a request's are, once the front door admitted it: `None` for a call
@@ -112,7 +111,7 @@ where
         Ok((count, Some(_))) if count > MOST_KEYS_PER_CALLER => {
             let _: Result<(), _> = redis::AsyncCommands::del(&mut backend.redis.clone(), &stored_at).await;
             let message = format!("At most {MOST_KEYS_PER_CALLER} Idempotency-Keys a day; send this call without one.");
-            return AppError { code: ErrorCode::RateLimited, message }.into_response();
+            return AppError::with(ErrorCode::RateLimited, message).into_response();
         }
         Ok((_, Some(_))) => {}
         Ok((_, None)) => return earlier(backend, &stored_at, &print).await,

@@ -43,25 +43,32 @@ async fn bad_input_gets_4xx_with_invalid_input() {
     let (status, answer) = app.call("sign_in", json!({ "name": "   " }), &[]).await;
     assert_eq!((status.as_u16(), code(&answer)), (400, "invalid_input"));
     let (status, answer) = app.call("grab_result", json!({ "voucher_id": 1, "order_id": "12x" }), &cookie).await;
-    assert_eq!((status.as_u16(), code(&answer)), (400, "invalid_input"));
+    assert_eq!((status.as_u16(), code(&answer), &answer["param"]), (400, "invalid_input", &json!("order_id")));
+    // A missing field is named too.
+    let (status, answer) = app.call("grab", json!({}), &cookie).await;
+    assert_eq!((status.as_u16(), &answer["param"]), (400, &json!("voucher_id")), "{answer}");
+    let (status, answer) = app.call("list_vouchers", json!({ "limit": 0 }), &[]).await;
+    assert_eq!((status.as_u16(), &answer["param"]), (400, &json!("limit")), "{answer}");
 
+    // Each refusal names the field it is about (`param`).
     let now = chrono::Utc::now();
     let at = |s: i64| (now + chrono::Duration::seconds(s)).to_rfc3339();
     for (title, stock, begins, ends, price, want) in [
-        ("", 10, at(0), at(60), 0, "invalid_input"),
-        ("x", 0, at(0), at(60), 0, "invalid_input"),
-        ("x", 10_000_001, at(0), at(60), 0, "invalid_input"),
-        ("x", 10, at(60), at(0), 0, "invalid_time"),
-        ("x", 10, "soon".to_owned(), at(60), 0, "invalid_time"),
-        ("x", 10, at(-120), at(-60), 0, "invalid_time"),
-        ("x", 10, at(0), at(60), -1, "invalid_price"),
-        ("x", 10, at(0), at(60), 500, "face_value_below_price"),
+        ("", 10, at(0), at(60), 0, ("invalid_input", "title")),
+        ("x", 0, at(0), at(60), 0, ("invalid_input", "stock")),
+        ("x", 10_000_001, at(0), at(60), 0, ("invalid_input", "stock")),
+        ("x", 10, at(60), at(0), 0, ("invalid_time", "ends_at")),
+        ("x", 10, "soon".to_owned(), at(60), 0, ("invalid_time", "begins_at")),
+        ("x", 10, at(-120), at(-60), 0, ("invalid_time", "ends_at")),
+        ("x", 10, at(0), at(60), -1, ("invalid_price", "price")),
+        ("x", 10, at(0), at(60), 500, ("face_value_below_price", "face_value")),
     ] {
         let face_value = price.max(0) / 2;
         let body = json!({ "title": title, "stock": stock, "begins_at": begins, "ends_at": ends, "price": price,
                            "face_value": face_value });
         let (status, answer) = app.call("create_voucher", body.clone(), &admin).await;
-        assert_eq!((status.as_u16(), code(&answer)), (400, want), "{body}");
+        let got = (status.as_u16(), code(&answer), answer["param"].as_str().unwrap_or_default());
+        assert_eq!(got, (400, want.0, want.1), "{body}");
         assert!(answer["message"].as_str().is_some_and(|m| !m.is_empty()));
     }
     app.stop().await;

@@ -162,14 +162,14 @@ pub mod rules {
     pub fn title(title: &str) -> Result<String, AppError> {
         // Counted as sent, spaces included: the length the API document states.
         if title.chars().count() > MAX_TITLE_CHARS {
-            return Err(AppError::invalid(format!("A title has at most {MAX_TITLE_CHARS} characters.")));
+            return Err(AppError::invalid(format!("A title has at most {MAX_TITLE_CHARS} characters.")).on("title"));
         }
         let title = title.trim();
         if title.is_empty() {
-            return Err(AppError::invalid("The title is empty."));
+            return Err(AppError::invalid("The title is empty.").on("title"));
         }
         if title.chars().any(char::is_control) {
-            return Err(AppError::invalid("A title cannot contain control characters."));
+            return Err(AppError::invalid("A title cannot contain control characters.").on("title"));
         }
         Ok(title.to_owned())
     }
@@ -177,12 +177,17 @@ pub mod rules {
     /// A price and face value: neither negative nor absurd, and the voucher worth at
     /// least what it costs.
     pub fn amounts(price: i64, face_value: i64) -> Result<(), AppError> {
-        if !(0..=MAX_AMOUNT).contains(&price) || !(0..=MAX_AMOUNT).contains(&face_value) {
+        let field = match (price, face_value) {
+            (price, _) if !(0..=MAX_AMOUNT).contains(&price) => Some("price"),
+            (_, face_value) if !(0..=MAX_AMOUNT).contains(&face_value) => Some("face_value"),
+            _ => None,
+        };
+        if let Some(field) = field {
             let message = format!("Prices are whole minor units (cents) from 0 to {MAX_AMOUNT}.");
-            return Err(AppError { code: ErrorCode::InvalidPrice, message });
+            return Err(AppError::with(ErrorCode::InvalidPrice, message).on(field));
         }
         if face_value < price {
-            return Err(ErrorCode::FaceValueBelowPrice.into());
+            return Err(AppError::new(ErrorCode::FaceValueBelowPrice).on("face_value"));
         }
         Ok(())
     }
@@ -193,28 +198,28 @@ pub mod rules {
         let most = crate::backend::layout::MAX_SHARDS;
         match shards.unwrap_or(1) {
             n if (1..=i64::from(most)).contains(&n) => Ok(n as u32),
-            _ => Err(AppError::invalid(format!("shards must be between 1 and {most}."))),
+            _ => Err(AppError::invalid(format!("shards must be between 1 and {most}.")).on("shards")),
         }
     }
 
     /// A time in RFC 3339, as `field` of the request.
     pub fn time(field: &str, value: &str) -> Result<DateTime<Utc>, AppError> {
-        DateTime::parse_from_rfc3339(value.trim()).map(|t| t.with_timezone(&Utc)).map_err(|_| AppError {
-            code: ErrorCode::InvalidTime,
-            message: format!("{field} must be an RFC 3339 time, like 2026-11-23T10:00:00Z."),
+        DateTime::parse_from_rfc3339(value.trim()).map(|t| t.with_timezone(&Utc)).map_err(|_| {
+            AppError::with(
+                ErrorCode::InvalidTime,
+                format!("{field} must be an RFC 3339 time, like 2026-11-23T10:00:00Z."),
+            )
+            .on(field)
         })
     }
 
     /// A window: ends after it begins, and not in the past.
     pub fn window(begins_at: DateTime<Utc>, ends_at: DateTime<Utc>, now: DateTime<Utc>) -> Result<(), AppError> {
         if ends_at <= begins_at {
-            return Err(AppError {
-                code: ErrorCode::InvalidTime,
-                message: "The sale must end after it begins.".into(),
-            });
+            return Err(AppError::with(ErrorCode::InvalidTime, "The sale must end after it begins.").on("ends_at"));
         }
         if ends_at <= now {
-            return Err(AppError { code: ErrorCode::InvalidTime, message: "The sale would already be over.".into() });
+            return Err(AppError::with(ErrorCode::InvalidTime, "The sale would already be over.").on("ends_at"));
         }
         Ok(())
     }
@@ -232,7 +237,7 @@ impl NewVoucher {
     ) -> Result<Self, AppError> {
         let title = rules::title(title)?;
         if !(1..=MAX_STOCK).contains(&stock) {
-            return Err(AppError::invalid(format!("Stock must be between 1 and {MAX_STOCK}.")));
+            return Err(AppError::invalid(format!("Stock must be between 1 and {MAX_STOCK}.")).on("stock"));
         }
         let begins_at = rules::time("begins_at", begins_at)?;
         let ends_at = rules::time("ends_at", ends_at)?;

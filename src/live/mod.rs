@@ -37,7 +37,7 @@ pub const FEED_PATH: &str = feed_path!();
 pub const SHOP_FEED_PATH: &str = concat!(feed_path!(), "?view=shop");
 
 /// One voucher's numbers at one moment.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct VoucherLive {
     pub voucher_id: i64,
     /// Units put on sale.
@@ -76,10 +76,13 @@ pub struct VoucherLive {
     /// Paused by an operator, and when the sale starts and ends (Unix ms), as the gate
     /// sees them.
     #[serde(default)]
+    #[schema(required = true)]
     pub paused: bool,
     #[serde(default)]
+    #[schema(required = true)]
     pub begins_at_ms: i64,
     #[serde(default)]
+    #[schema(required = true)]
     pub ends_at_ms: i64,
     /// A sale of several shards: units left in each bucket (-1: one Redis lost).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -87,7 +90,7 @@ pub struct VoucherLive {
 }
 
 /// All live vouchers at one moment.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Snapshot {
     /// Unix milliseconds, by the gate's clock (Redis TIME).
     pub at_ms: i64,
@@ -95,13 +98,15 @@ pub struct Snapshot {
     /// Grabs this process let through to the gate, and shed (answered `unavailable`
     /// at once: past what it can serve), per second.
     #[serde(default)]
+    #[schema(required = true)]
     pub admitted_per_s: f64,
     #[serde(default)]
+    #[schema(required = true)]
     pub shed_per_s: f64,
 }
 
 /// What a shopper's page needs: units left, and the window as the gate sees it.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct StockLive {
     pub voucher_id: i64,
     /// Units put on sale.
@@ -115,10 +120,13 @@ pub struct StockLive {
     /// Paused by an operator, and when the sale starts and ends (Unix ms; an operator
     /// may have moved them), as the gate sees them.
     #[serde(default)]
+    #[schema(required = true)]
     pub paused: bool,
     #[serde(default)]
+    #[schema(required = true)]
     pub begins_at_ms: i64,
     #[serde(default)]
+    #[schema(required = true)]
     pub ends_at_ms: i64,
 }
 
@@ -142,17 +150,19 @@ impl Snapshot {
 }
 
 /// Something that happened, pushed at once.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct LiveEvent {
     /// Unix milliseconds (when this process heard of it).
     pub at_ms: i64,
     pub kind: EventKind,
+    #[schema(required = true)]
     pub voucher_id: Option<i64>,
     /// Order id or worker name, when the event has one.
+    #[schema(required = true)]
     pub detail: Option<String>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum EventKind {
     SoldOut,
@@ -248,7 +258,7 @@ pub struct SaleFigures {
 }
 
 /// One message of the feed, as the browser receives it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum OperatorFrame {
     /// Sent first on every (re)connection: recent snapshots (one a second) and events.
@@ -261,13 +271,14 @@ pub enum OperatorFrame {
 }
 
 /// The shopper's feed.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ShopFrame {
     Stock {
         vouchers: Vec<StockLive>,
         /// The gate's clock when the numbers were read (Unix ms).
         #[serde(default)]
+        #[schema(required = true)]
         now_ms: i64,
     },
     Event(LiveEvent),

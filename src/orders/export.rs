@@ -28,7 +28,18 @@ pub const REFUSES: &[ErrorCode] = &[ErrorCode::InvalidInput, ErrorCode::UnknownV
 /// Orders read and sent at a time.
 const PAGE: i64 = 1_000;
 /// The first line.
-const HEADER: &str = "order_id,voucher_id,user_id,status,created_at,pay_deadline,cancel_reason,price\n";
+/// The columns, in order, and what each holds: the header line, and the API document's
+/// `OrdersCsvLine`.
+pub const COLUMNS: [(&str, &str); 8] = [
+    ("order_id", "The order's id (decimal digits)."),
+    ("voucher_id", "The sale's voucher."),
+    ("user_id", "The shopper's account."),
+    ("status", "`unpaid`, `paid` or `cancelled`."),
+    ("created_at", "When the order was granted (RFC 3339, UTC, milliseconds)."),
+    ("pay_deadline", "When an unpaid order is cancelled (RFC 3339, UTC, milliseconds)."),
+    ("cancel_reason", "Why it was cancelled (`timeout`, `shopper`), or empty."),
+    ("price", "What the shopper pays, in minor units (cents)."),
+];
 
 /// The route, for the app's router (inside its request cap; the body streams after).
 pub fn routes<S>() -> Router<S>
@@ -82,7 +93,8 @@ async fn orders_csv(
             }
         }
     });
-    let body = futures::stream::once(async { Ok(Bytes::from_static(HEADER.as_bytes())) }).chain(pages);
+    let header = COLUMNS.map(|(column, _)| column).join(",") + "\n";
+    let body = futures::stream::once(async { Ok(Bytes::from(header)) }).chain(pages);
     let disposition = format!("attachment; filename=\"orders-{voucher_id}.csv\"");
     (
         [(header::CONTENT_TYPE, "text/csv; charset=utf-8".to_owned()), (header::CONTENT_DISPOSITION, disposition)],

@@ -25,7 +25,7 @@ use utoipa::{
         response::ResponseBuilder,
         schema::{ObjectBuilder, OneOfBuilder, Schema, Type},
         security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme},
-        ComponentsBuilder, InfoBuilder, OpenApi, OpenApiBuilder, PathsBuilder, RefOr, Required,
+        ComponentsBuilder, InfoBuilder, OpenApi, OpenApiBuilder, PathsBuilder, Ref, RefOr, Required,
     },
     PartialSchema, ToSchema,
 };
@@ -39,7 +39,7 @@ pub fn document() -> OpenApi {
         paths = paths.path(path, PathItem::new(HttpMethod::Post, operation));
     }
     for (path, access) in access::table().filter(|(path, _)| !access::is_server_fn(path)) {
-        let operation = secured(plain_route(path), access);
+        let operation = secured(plain_route(path, &mut schemas), access);
         paths = paths.path(path, PathItem::new(HttpMethod::Get, operation));
     }
     limits::state(&mut schemas);
@@ -152,7 +152,7 @@ fn secured(mut operation: Operation, access: Access) -> Operation {
 
 /// The operation of a route that is not a server function: the module that serves it
 /// says what it is; this says it in the document.
-fn plain_route(path: &str) -> Operation {
+fn plain_route(path: &str, schemas: &mut Schemas) -> Operation {
     let voucher = || {
         ParameterBuilder::new()
             .name("voucher_id")
@@ -166,6 +166,14 @@ fn plain_route(path: &str) -> Operation {
             .description(what)
             .content(kind, ContentBuilder::new().schema(Some(String::schema())).build())
     };
+    // A stream or a file of items, each item's schema named (as OpenAPI 3.2's
+    // `itemSchema`, here an extension: the document is 3.1).
+    let items = |kind: &str, what: &str, item: RefOr<Schema>| {
+        let item = serde_json::to_value(item).expect("a schema serialises");
+        let extensions = utoipa::openapi::extensions::ExtensionsBuilder::new().add("x-item-schema", item).build();
+        let content = ContentBuilder::new().schema(Some(String::schema())).extensions(Some(extensions)).build();
+        ResponseBuilder::new().description(what).content(kind, content)
+    };
     let (id, summary, builder) = match path {
         crate::live::FEED_PATH => {
             let view = ObjectBuilder::new().schema_type(Type::String).enum_values(Some(["shop"])).build();
@@ -178,8 +186,12 @@ fn plain_route(path: &str) -> Operation {
                 ))
                 .schema(Some(view))
                 .build();
-            let frames =
-                text("text/event-stream", "Server-Sent Events: a frame of JSON figures each time they change.");
+            let frames = items(
+                "text/event-stream",
+                "Server-Sent Events: a frame each time the figures change, each event's `data` one JSON frame: a \
+                 `ShopFrame` with `view=shop`, an `OperatorFrame` otherwise (first its `hello`).",
+                feed::event(schemas),
+            );
             (
                 "live",
                 "The live feed: stock and figures as they change.",
@@ -187,11 +199,20 @@ fn plain_route(path: &str) -> Operation {
             )
         }
         crate::orders::export::PATH => {
-            let csv = text("text/csv", "One line per order, oldest first, after a header line.");
+            let csv = items(
+                "text/csv",
+                "One line per order, oldest first, after a header line: the columns of `OrdersCsvLine`, in its order.",
+                csv::orders(schemas),
+            );
             ("orders_csv", "A sale's orders as CSV.", OperationBuilder::new().parameter(voucher()).response("200", csv))
         }
         crate::report::api::CSV_PATH => {
-            let csv = text("text/csv", "The report's figures, one line per second of the sale.");
+            let csv = items(
+                "text/csv",
+                "The report's figures, one line per second of the sale with a grab, after a header line: the \
+                 columns of `SaleReportCsvLine`, in its order.",
+                csv::report(schemas),
+            );
             (
                 "sale_report_csv",
                 "A sale's report as CSV.",
@@ -263,6 +284,65 @@ fn shared_refusals() -> Vec<(String, utoipa::openapi::response::Response)> {
     alone.sort_by_key(|c| c.as_str());
     alone.dedup();
     alone.into_iter().map(|code| (refusal_name(code), refusal(code.status(), &[code]))).collect()
+}
+
+/// The live feed's event: its `data`, JSON of one frame.
+mod feed {
+    use super::*;
+    use crate::live::{OperatorFrame, ShopFrame};
+
+    pub fn event(schemas: &mut Schemas) -> RefOr<Schema> {
+        let frames = OneOfBuilder::new().item(named::<ShopFrame>(schemas)).item(named::<OperatorFrame>(schemas));
+        let data = ObjectBuilder::new()
+            .schema_type(Type::String)
+            .content_media_type("application/json")
+            .content_schema(Some(RefOr::T(Schema::OneOf(frames.build()))));
+        ObjectBuilder::new().property("data", data).required("data").build().into()
+    }
+}
+
+/// The CSV exports' lines, as objects of their columns (named schemas).
+mod csv {
+    use super::*;
+
+    /// `orders.csv`: each column a string, as `orders::export::COLUMNS` says.
+    pub fn orders(schemas: &mut Schemas) -> RefOr<Schema> {
+        let mut line = ObjectBuilder::new().description(Some("A line of `orders.csv`, column by column."));
+        for (column, what) in crate::orders::export::COLUMNS {
+            line = line.property(column, ObjectBuilder::new().schema_type(Type::String).description(Some(what)));
+            line = line.required(column);
+        }
+        name("OrdersCsvLine", line.into(), schemas)
+    }
+
+    /// `sale_report.csv`: the second, then the grabs answered each way in it.
+    pub fn report(schemas: &mut Schemas) -> RefOr<Schema> {
+        let second = ObjectBuilder::new()
+            .schema_type(Type::String)
+            .format(Some(utoipa::openapi::SchemaFormat::KnownFormat(utoipa::openapi::KnownFormat::DateTime)))
+            .description(Some("The second (UTC)."));
+        let mut line = ObjectBuilder::new()
+            .description(Some("A line of `sale_report.csv`: a second, and its grabs by answer."))
+            .property("second", second)
+            .required("second");
+        for outcome in crate::report::Outcome::ALL {
+            let grabs = ObjectBuilder::new().schema_type(Type::Integer).minimum(Some(0));
+            line = line.property(outcome.as_str(), grabs).required(outcome.as_str());
+        }
+        name("SaleReportCsvLine", line.into(), schemas)
+    }
+
+    fn name(name: &str, schema: Schema, schemas: &mut Schemas) -> RefOr<Schema> {
+        schemas.push((name.to_owned(), RefOr::T(schema)));
+        Ref::from_schema_name(name).into()
+    }
+}
+
+/// `T`'s schema among the components (with those it refers to), by reference.
+fn named<T: ToSchema>(schemas: &mut Schemas) -> RefOr<Schema> {
+    schemas.push((T::name().into_owned(), T::schema()));
+    T::schemas(schemas);
+    Ref::from_schema_name(T::name()).into()
 }
 
 /// What the route at `path`, in the access table, may refuse.

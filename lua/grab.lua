@@ -1,7 +1,7 @@
 -- The seckill gate: decides the grabs of one sale that arrived together, each
 -- atomically, in the order given (src/sale/batches.rs gathers them: one call's fixed
 -- cost, a script's start and its reads of the sale, is shared by all).
--- KEYS[1] stock   KEYS[2] buyers   KEYS[3] window   KEYS[4] orders stream   KEYS[5] results
+-- KEYS[1] stock   KEYS[2] buyers (shopper -> their order id)   KEYS[3] window   KEYS[4] orders stream   KEYS[5] results
 -- KEYS[6] refusals counter (read by the live dashboard): every key one bucket's, of a
 -- sale split over several shards (each grab's shopper belongs to this bucket)
 -- ARGV[1] voucher id   ARGV[2] events channel   ARGV[3] the sold-out event to publish
@@ -9,13 +9,15 @@
 -- the ids over that many: asked with another count, nothing is decided and every grab
 -- answers 'shards:<the count>')
 -- ARGV[5] the Redis layout the caller speaks (`backend::layout_version`): a sale warmed
--- in a newer one is not decided, and every grab answers 'layout:<its layout>'
+-- in a newer one is not decided, and every grab answers 'layout:<its layout>'; one
+-- warmed in an older one is not held (every grab answers 'unknown_voucher': the caller
+-- rebuilds it from the database, in this layout)
 -- then four per grab: user id, order id (the stream entry's format: src/orders/entry.rs),
 -- the result to store when granted (written by Rust: src/orders/results.rs), and the
 -- shopper's grab token ('' when none), checked when the sale has a fair start (`fair`
 -- in the window): `token.lua` issues it from the start instant only.
 -- Returns one reply per grab, in order: 'granted' or the refusal's API error code
--- (src/sale/gate.rs reads them), or 'dry': the bucket has no unit left while the sale
+-- (src/sale/gate.rs reads them; 'already_bought:<the order id>'), or 'dry': the bucket has no unit left while the sale
 -- has several (units move to it, `sale::refill`, and the grab is asked again; a sale of
 -- one shard answers 'sold_out' and publishes it here).
 -- Time comes from Redis TIME so every app instance agrees. A paused sale refuses
@@ -31,7 +33,9 @@ stock = tonumber(stock)
 local window = redis.call('HMGET', KEYS[3], 'begins', 'ends', 'expires', 'paused', 'price', 'fair', 'secret', 'shards',
   'layout')
 if not window[1] or not window[2] then return all('unknown_voucher') end
-if tonumber(window[9] or '1') > tonumber(ARGV[5]) then return all('layout:' .. window[9]) end
+local layout = tonumber(window[9] or '1')
+if layout > tonumber(ARGV[5]) then return all('layout:' .. window[9]) end
+if layout < tonumber(ARGV[5]) then return all('unknown_voucher') end
 local shards = window[8] or '1'
 if shards ~= ARGV[4] then return all('shards:' .. shards) end
 local one_shard = shards == '1'
@@ -55,14 +59,15 @@ local function decide(user, order, result, token)
     return refuse('invalid_token')
   end
   -- Checked before stock: a buyer asking again is told they have it, not "sold out".
-  if redis.call('SISMEMBER', KEYS[2], user) == 1 then return refuse('already_bought') end
+  local held = redis.call('HGET', KEYS[2], user)
+  if held then return refuse('already_bought:' .. held) end
   if stock <= 0 then
     if one_shard then return refuse('sold_out') end
     return 'dry'
   end
   stock = stock - 1
   granted = granted + 1
-  redis.call('SADD', KEYS[2], user)
+  redis.call('HSET', KEYS[2], user, order)
   -- The price as it is at this grab: an operator's later change does not reach it.
   redis.call('XADD', KEYS[4], '*', 'order', order, 'user', user, 'voucher', ARGV[1], 'price', window[5] or '')
   redis.call('HSET', KEYS[5], order, result)

@@ -27,7 +27,7 @@ end
 local window = redis.call('HMGET', KEYS[6], 'paused', 'begins', 'ends', 'sold_out_at')
 return {
   'stock', stock,
-  'granted', redis.call('SCARD', KEYS[2]),
+  'granted', redis.call('HLEN', KEYS[2]),
   'stream_length', redis.call('XLEN', KEYS[3]),
   'lag', lag,
   'pending', pending,

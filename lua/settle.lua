@@ -42,7 +42,7 @@ for first = 3, #ARGV, 4 * chunk do
     local i = first + 4 * (j - 1)
     -- (An order cancelled the moment it was committed has given its unit back.)
     if not had[j] and redis.call('SISMEMBER', KEYS[5], ARGV[i + 1]) == 0 then
-      redis.call('SADD', KEYS[2], ARGV[i + 2])
+      redis.call('HSET', KEYS[2], ARGV[i + 2], ARGV[i + 1])
       if tonumber(redis.call('GET', KEYS[1])) > 0 then
         redis.call('DECR', KEYS[1])
       else

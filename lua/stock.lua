@@ -9,9 +9,10 @@
 -- unsold; the same answer however often it is asked. Returns false when Redis does not
 -- hold the voucher: it is rebuilt from the database first (sale::warm). A sale warmed
 -- in a newer layout is left alone: the call fails with `LAYOUT <its layout>`, and the
--- change stays owed.
+-- change stays owed; one in an older layout is not held (false: rebuilt, in this one).
 local layout = redis.call('HGET', KEYS[3], 'layout')
 if layout and tonumber(layout) > tonumber(ARGV[5]) then return redis.error_reply('LAYOUT ' .. layout) end
+if tonumber(layout or '1') < tonumber(ARGV[5]) then return false end
 local done = redis.call('HGET', KEYS[2], ARGV[1])
 local made = 0
 if done then

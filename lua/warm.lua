@@ -3,7 +3,7 @@
 -- window from the database's row unless Redis holds a newer one, and makes every key
 -- of its sale expire after the drain grace. Every operator change runs it, so the
 -- gate follows the change the moment this returns.
--- KEYS[1] stock   KEYS[2] buyers   KEYS[3] window   KEYS[4] orders stream
+-- KEYS[1] stock   KEYS[2] buyers (shopper -> order id)   KEYS[3] window   KEYS[4] orders stream
 -- KEYS[5] results   KEYS[6] dlq   KEYS[7] refusals counter   KEYS[8] restocked orders
 -- KEYS[9] stock changes made
 -- ARGV[1] begins (ms)   ARGV[2] ends (ms)   ARGV[3] when the sale's keys expire (ms)
@@ -11,9 +11,12 @@
 -- ARGV[7] fair start (0/1)   ARGV[8] the sale's start secret (grab tokens)
 -- ARGV[9] the workers' consumer group   ARGV[10] the sale's shards (buckets)
 -- ARGV[11] the Redis layout the caller speaks (`backend::layout_version`): a sale
--- warmed in a newer one is left alone, and the call fails with `LAYOUT <its layout>`
+-- warmed in a newer one is left alone, and the call fails with `LAYOUT <its layout>`;
+-- one warmed in an older one is not held (its keys' forms are not this layout's): the
+-- snapshot replaces it, in this layout
 -- ARGV[12] stock left, ARGV[13] how many buyers, ARGV[14] how many cancelled orders,
--- ARGV[15] how many orders, then the buyer ids, the ids of cancelled orders (their
+-- ARGV[15] how many orders, then pairs of buyer id and their order's id, the ids of
+-- cancelled orders (their
 -- units are in the stock left), pairs of order id and result for every order stored
 -- (the results are replaced: a result then means the order is in these books, see
 -- `settle.lua`), and pairs of stock change id and the units it made (every change of
@@ -45,7 +48,9 @@ end
 local layout = redis.call('HGET', KEYS[3], 'layout')
 if layout and tonumber(layout) > tonumber(ARGV[11]) then return redis.error_reply('LAYOUT ' .. layout) end
 local held = 0
-if redis.call('EXISTS', KEYS[1]) == 1 and redis.call('EXISTS', KEYS[3]) == 1 and has_group() then
+-- A window without `layout` was written in layout 1.
+local current = tonumber(layout or '1') == tonumber(ARGV[11])
+if current and redis.call('EXISTS', KEYS[1]) == 1 and redis.call('EXISTS', KEYS[3]) == 1 and has_group() then
   held = 1
 end
 if held == 0 then
@@ -54,9 +59,9 @@ if held == 0 then
   end
   redis.call('DEL', KEYS[2], KEYS[5], KEYS[8], KEYS[9])
   local chunk = 1000
-  local first, last = 16, 15 + tonumber(ARGV[13])
+  local first, last = 16, 15 + 2 * tonumber(ARGV[13])
   for i = first, last, chunk do
-    redis.call('SADD', KEYS[2], unpack(ARGV, i, math.min(i + chunk - 1, last)))
+    redis.call('HSET', KEYS[2], unpack(ARGV, i, math.min(i + chunk - 1, last)))
   end
   first, last = last + 1, last + tonumber(ARGV[14])
   for i = first, last, chunk do

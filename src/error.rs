@@ -211,6 +211,10 @@ pub struct AppError {
     /// `param`): `title`, `voucher_id`, `limit`, or the `Idempotency-Key` header.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub param: Option<String>,
+    /// With `already_bought`: the order the shopper holds for the voucher, so a grab
+    /// sent again (its answer lost) learns it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub order_id: Option<String>,
 }
 
 impl AppError {
@@ -220,13 +224,19 @@ impl AppError {
 
     /// A refusal with its own message.
     pub fn with(code: ErrorCode, message: impl Into<String>) -> Self {
-        Self { code, message: message.into(), param: None }
+        Self { code, message: message.into(), param: None, order_id: None }
     }
 
     /// An `invalid_input` refusal that says what is wrong (and, with [`AppError::on`],
     /// in which field).
     pub fn invalid(message: impl Into<String>) -> Self {
         Self::with(ErrorCode::InvalidInput, message)
+    }
+
+    /// This refusal, naming the order the shopper holds (`already_bought`).
+    pub fn holding(mut self, order_id: i64) -> Self {
+        self.order_id = Some(order_id.to_string());
+        self
     }
 
     /// This refusal, about the request field `param`.

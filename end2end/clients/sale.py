@@ -4,7 +4,7 @@ Written against the generated package (`seckill_client`: its calls, its models),
 shop's backend would be, with no HTTP by hand: a shopper solves the sign-up challenge
 and signs up, the admin token adds an operator, who signs in, creates a one-unit sale
 and warms it; the shopper grabs, follows the result from `queued` to `success`, and
-pays. Every call that changes something carries an Idempotency-Key. Run by
+pays. Every call for shoppers or operators that changes something carries an Idempotency-Key. Run by
 .ci/clients with SECKILL_URL and SECKILL_ADMIN_TOKEN set and the generated package on
 PYTHONPATH; exits non-zero, saying where, when a step does not answer as it should.
 """
@@ -95,7 +95,7 @@ def main():
     asked = sign_up_challenge.sync(client=anyone, body=SignUpChallengeBody()).challenge
     solution = solve(asked) if asked else None
     body = SignUpBody(name=f"client-{suffix}", password=PASSWORD, challenge=solution)
-    signed_up = sign_up.sync_detailed(client=anyone, body=body, idempotency_key=key())
+    signed_up = sign_up.sync_detailed(client=anyone, body=body)
     expect("sign_up", signed_up.parsed, User)
     shopper = session(signed_up)
 

@@ -12,7 +12,7 @@ local function unit_back(stock, buyers, user, gives_back, frees_slot, channel, r
     if redis.call('EXISTS', stock) == 1 then redis.call('INCR', stock) end
     redis.call('PUBLISH', channel, restocked_event)
   end
-  if frees_slot then redis.call('SREM', buyers, user) end
+  if frees_slot then redis.call('HDEL', buyers, user) end
 end
 
 -- Gives each key that has no expiry the sale's (the window's `expires`), so a key a

@@ -7,7 +7,10 @@
 //! fails with `LAYOUT <n>`): it answers `unavailable` for that sale, says so once in
 //! its log, and `/readyz` answers 503 saying why, so a balancer sends the traffic to
 //! the processes that speak it (upgrading: `docs/operations.md#upgrading`). A window
-//! without `layout` was written before the number existed, in layout 1.
+//! without `layout` was written before the number existed, in layout 1. A sale met in
+//! an older layout is not held: the gate answers `unknown_voucher`, a stock change
+//! finds it missing, warm-up does not count it whole, and each rebuilds it from the
+//! database in this layout.
 
 use std::{
     collections::BTreeMap,
@@ -17,8 +20,9 @@ use std::{
     },
 };
 
-/// The layout this build speaks.
-pub const LAYOUT_VERSION: u32 = 1;
+/// The layout this build speaks. 2: `buyers` is a hash, each shopper's order id (it
+/// was a set), so a grab sent again learns the order it holds.
+pub const LAYOUT_VERSION: u32 = 2;
 
 /// The most sales a process names in `/readyz` (more are counted).
 const SALES_NAMED: usize = 16;

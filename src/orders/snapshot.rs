@@ -16,8 +16,8 @@ use crate::{
 pub struct RebuildSource {
     /// Units the database has not sold.
     pub stock_left: i64,
-    /// Users holding a (not cancelled) order for the voucher.
-    pub buyers: Vec<i64>,
+    /// Users holding a (not cancelled) order for the voucher, each with that order.
+    pub buyers: Vec<(i64, i64)>,
     /// Cancelled orders: their units are in `stock_left` already.
     pub given_back: Vec<i64>,
     /// Every stored order (cancelled ones too) and its shopper: the rebuilt Redis
@@ -70,7 +70,7 @@ pub async fn lock_for_rebuild(
         if status == OrderStatus::Cancelled.as_str() {
             snapshot.given_back.push(order);
         } else {
-            snapshot.buyers.push(user);
+            snapshot.buyers.push((user, order));
         }
     }
     sqlx::query(

@@ -21,6 +21,8 @@ use redis::RedisResult;
 pub enum Verdict {
     Granted,
     Refused(ErrorCode),
+    /// Refused: the shopper holds this order of the sale already.
+    Bought(i64),
     /// Nothing yet: the shopper's bucket has no unit left, and the sale has other
     /// buckets (units move to it, `sale::refill`; then the grab is asked again).
     Dry,
@@ -33,16 +35,19 @@ pub enum Verdict {
 }
 
 impl Verdict {
-    /// The script answers `granted`, `dry`, `shards:<count>`, `layout:<layout>` or the
-    /// refusal's API error code by name.
+    /// The script answers `granted`, `dry`, `shards:<count>`, `layout:<layout>`,
+    /// `already_bought:<order id>` or the refusal's API error code by name.
     fn from_reply(reply: &str) -> Self {
-        let counted = |prefix: &str| reply.strip_prefix(prefix).and_then(|n| n.parse().ok());
+        fn after<T: std::str::FromStr>(reply: &str, prefix: &str) -> Option<T> {
+            reply.strip_prefix(prefix)?.parse().ok()
+        }
         match reply {
             "granted" => Self::Granted,
             "dry" => Self::Dry,
-            _ => match (counted("shards:"), counted("layout:")) {
-                (Some(shards), _) => Self::Shards(shards),
-                (_, Some(layout)) => Self::Layout(layout),
+            _ => match (after(reply, "shards:"), after(reply, "layout:"), after(reply, "already_bought:")) {
+                (Some(shards), ..) => Self::Shards(shards),
+                (_, Some(layout), _) => Self::Layout(layout),
+                (.., Some(order)) => Self::Bought(order),
                 _ => Self::Refused(ErrorCode::from_name(reply).unwrap_or(ErrorCode::Internal)),
             },
         }
@@ -137,6 +142,7 @@ mod tests {
         assert_eq!(Verdict::from_reply("granted"), Verdict::Granted);
         assert_eq!(Verdict::from_reply("sold_out"), Verdict::Refused(ErrorCode::SoldOut));
         assert_eq!(Verdict::from_reply("already_bought"), Verdict::Refused(ErrorCode::AlreadyBought));
+        assert_eq!(Verdict::from_reply("already_bought:4242"), Verdict::Bought(4242));
         assert_eq!(Verdict::from_reply("what"), Verdict::Refused(ErrorCode::Internal));
         assert_eq!(Verdict::from_reply("dry"), Verdict::Dry);
         assert_eq!(Verdict::from_reply("shards:3"), Verdict::Shards(3));
@@ -153,7 +159,12 @@ mod tests {
         let refusals: Vec<&str> = script.split("refuse('").skip(1).filter_map(|rest| rest.split('\'').next()).collect();
         assert!(refusals.len() >= 6, "{refusals:?}");
         for reply in refusals {
-            let Verdict::Refused(code) = Verdict::from_reply(reply) else { panic!("{reply}") };
+            // A refusal that carries a value (`already_bought:` and the order id).
+            let code = match Verdict::from_reply(&format!("{reply}{}", if reply.ends_with(':') { "1" } else { "" })) {
+                Verdict::Refused(code) => code,
+                Verdict::Bought(_) => ErrorCode::AlreadyBought,
+                _ => panic!("{reply}"),
+            };
             assert!(crate::report::Outcome::of_code(code).is_some(), "{reply} is not a grab's answer");
         }
     }

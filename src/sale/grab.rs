@@ -47,12 +47,12 @@ pub async fn grab(state: &Context, user_id: i64, voucher_id: i64, token: Option<
     // The permit's clock times the gate: one clock read per grab, not two.
     let took = admitted.started().elapsed();
     GATE_SECONDS.get_or_init(|| metrics::histogram!("seckill_gate_seconds")).record(took);
-    let outcome = answer.as_ref().map_or_else(|code| Outcome::of_code(*code), |_| Some(Outcome::Granted));
+    let outcome = answer.as_ref().map_or_else(|refused| Outcome::of_code(refused.code), |_| Some(Outcome::Granted));
     if let Some(outcome) = outcome {
         count(outcome);
     }
     state.tally.decided(voucher_id, outcome, took);
-    answer.map_err(AppError::from)
+    answer
 }
 
 /// A grab answered `code`, counted for the report and the metric.
@@ -75,7 +75,7 @@ async fn at_the_gate(
     state: &Context,
     (voucher_id, user_id): (i64, i64),
     token: Option<&str>,
-) -> Result<GrabTicket, ErrorCode> {
+) -> Result<GrabTicket, AppError> {
     let backend = &state.backend;
     let decide = async {
         let order_id = state.ids.next(&backend.redis).await?;
@@ -96,21 +96,22 @@ async fn at_the_gate(
                 }
             }
         }
-        return Err(ErrorCode::Unavailable);
+        return Err(ErrorCode::Unavailable.into());
     };
     match verdict {
-        Verdict::Dry | Verdict::Shards(_) | Verdict::Layout(_) => Err(ErrorCode::Unavailable),
+        Verdict::Dry | Verdict::Shards(_) | Verdict::Layout(_) => Err(ErrorCode::Unavailable.into()),
         Verdict::Granted => {
             state.bus.tell_here(&SaleEvent::Granted { voucher_id, bucket });
             let receipt = state.receipts.issue(user_id, voucher_id, order_id);
             Ok(GrabTicket { order_id: order_id.to_string(), status: Queued::Queued, receipt })
         }
-        Verdict::Refused(ErrorCode::UnknownVoucher) => Err(not_in_redis(state, voucher_id).await),
+        Verdict::Bought(order_id) => Err(AppError::new(ErrorCode::AlreadyBought).holding(order_id)),
+        Verdict::Refused(ErrorCode::UnknownVoucher) => Err(not_in_redis(state, voucher_id).await.into()),
         Verdict::Refused(code) => {
             if code == ErrorCode::SoldOut {
                 state.sold_out.set(voucher_id);
             }
-            Err(code)
+            Err(code.into())
         }
     }
 }

@@ -161,7 +161,8 @@ fn GrabButton(id: i64, closed: Signal<bool>, fair: Signal<bool>) -> impl IntoVie
             if retried {
                 if let Err(e) = &mut answer {
                     if e.code == ErrorCode::AlreadyBought {
-                        e.message = "Your grab went through: the order is under My orders.".to_owned();
+                        let which = e.order_id.as_ref().map(|id| format!(" (order {id})")).unwrap_or_default();
+                        e.message = format!("Your grab went through{which}: the order is under My orders.");
                     }
                 }
             }

@@ -171,14 +171,16 @@ async fn earlier(backend: &Backend, stored_at: &str, print: &str) -> Response {
 /// nothing or is too large to keep; answers it either way.
 async fn keep(backend: &Backend, stored_at: &str, print: &str, answer: Response) -> Response {
     let (parts, body) = answer.into_parts();
-    let bytes = to_bytes(body, MAX_KEPT_ANSWER).await;
+    // Read whole: it is this server's own answer, made in memory (a page of a list at
+    // most), whatever its size; only one of at most `MAX_KEPT_ANSWER` is kept.
+    let bytes = to_bytes(body, usize::MAX).await;
     let mut redis = backend.redis.clone();
     let did_nothing = |bytes: &[u8]| {
         serde_json::from_slice::<AppError>(bytes)
             .is_ok_and(|e| matches!(e.code, ErrorCode::Unavailable | ErrorCode::RateLimited))
     };
     let kept = match &bytes {
-        Ok(bytes) if !did_nothing(bytes) && std::str::from_utf8(bytes).is_ok() => {
+        Ok(bytes) if bytes.len() <= MAX_KEPT_ANSWER && !did_nothing(bytes) && std::str::from_utf8(bytes).is_ok() => {
             let value = format!("done {print} {} {}", parts.status.as_u16(), String::from_utf8_lossy(bytes));
             redis::cmd("SET")
                 .arg(stored_at)
@@ -196,8 +198,7 @@ async fn keep(backend: &Backend, stored_at: &str, print: &str, answer: Response)
     }
     match bytes {
         Ok(bytes) => Response::from_parts(parts, Body::from(bytes)),
-        // Past the cap: the answer as it is cannot be read back, and nobody is owed a
-        // half of it.
+        // The answer's body failed as it was read: nobody is owed a half of it.
         Err(_) => AppError::from(ErrorCode::Internal).into_response(),
     }
 }

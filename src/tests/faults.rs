@@ -150,6 +150,7 @@ async fn redis_back_empty_after_an_outage() {
     for s in &early {
         let (status, body) = app.grab(s, v).await;
         assert_eq!((status.as_u16(), code(&body)), (409, "already_bought"), "I2 after the rebuild");
+        assert!(body["order_id"].as_str().is_some_and(|id| id.parse::<i64>().is_ok()), "the order, rebuilt: {body}");
     }
     for s in &late[2..] {
         assert_eq!(app.grab(s, v).await.0, 200);

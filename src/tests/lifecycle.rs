@@ -38,7 +38,7 @@ async fn books(app: &TestApp, v: i64, total: i64) -> (i64, i64, i64, i64) {
     let keys = app.keys(v);
     let mut redis = app.redis.clone();
     let stock: i64 = redis.get(&keys.left).await.unwrap();
-    let buyers: i64 = redis.scard(&keys.buyers).await.unwrap();
+    let buyers: i64 = redis.hlen(&keys.buyers).await.unwrap();
     let given_back: i64 = redis.scard(&keys.given_back).await.unwrap();
     let (left, paid_col, cancelled_col): (i64, i64, i64) =
         sqlx::query_as("SELECT stock_left, paid, cancelled FROM vouchers WHERE id = $1")
@@ -416,7 +416,7 @@ async fn a_give_back_a_failover_lost_is_made_again() {
         .atomic()
         .srem(&keys.given_back, &id)
         .ignore()
-        .sadd(&keys.buyers, ann.user_id)
+        .hset(&keys.buyers, ann.user_id, &id)
         .ignore()
         .decr(&keys.left, 1)
         .ignore()
@@ -426,7 +426,7 @@ async fn a_give_back_a_failover_lost_is_made_again() {
     wait_until("a sweeper gives the unit back again", SOON, || async {
         let mut redis = app.redis.clone();
         redis.get::<_, i64>(&keys.left).await.unwrap() == 3
-            && !redis.sismember::<_, _, bool>(&keys.buyers, ann.user_id).await.unwrap()
+            && !redis.hexists::<_, _, bool>(&keys.buyers, ann.user_id).await.unwrap()
     })
     .await;
     let (status, body) = app.grab(&ann, v).await;

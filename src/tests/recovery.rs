@@ -222,7 +222,7 @@ async fn orders_committed_after_a_rebuild_take_their_units() {
     let entries: Vec<(&str, &OrderMsg)> = late.iter().map(|m| ("0-1", m)).collect();
     assert_eq!(settle(&backend, &mut redis, (v, &app.keys(v)), i64::MAX / 2, &entries).await.unwrap(), 0);
     let stock: i64 = redis.get(&keys.left).await.unwrap();
-    let in_redis: i64 = redis.scard(&keys.buyers).await.unwrap();
+    let in_redis: i64 = redis.hlen(&keys.buyers).await.unwrap();
     assert_eq!((stock, in_redis), (6, 4), "Redis stock + buyers = total");
     for s in &buyers {
         let (status, body) = app.grab(s, v).await;
@@ -284,7 +284,7 @@ async fn a_shopper_granted_again_after_a_rebuild_leaves_no_phantom_unit() {
     assert_eq!(result(x_id.clone()).await, ("success".into(), None));
     let mut redis = app.redis.clone();
     let stock: i64 = redis.get(&keys.left).await.unwrap();
-    let in_redis: i64 = redis.scard(&keys.buyers).await.unwrap();
+    let in_redis: i64 = redis.hlen(&keys.buyers).await.unwrap();
     let left: i64 =
         sqlx::query_scalar("SELECT stock_left FROM vouchers WHERE id = $1").bind(v).fetch_one(&app.db).await.unwrap();
     assert_eq!((stock, in_redis, left), (4, 1, 4), "Redis stock, Redis buyers, database stock");
@@ -306,7 +306,7 @@ async fn a_batch_larger_than_a_chunk_settles_every_order() {
     for (i, user) in users.iter().enumerate() {
         pipe.xadd(&keys.orders, "*", &[("order", (i + 1).to_string()), ("user", user.to_string())]).ignore();
         if user % 2 == 0 {
-            pipe.sadd(&keys.buyers, user).ignore();
+            pipe.hset(&keys.buyers, user, i + 1).ignore();
             pipe.hset(&keys.results, i + 1, format!("queued:{user}")).ignore();
         }
     }
@@ -323,8 +323,7 @@ async fn a_batch_larger_than_a_chunk_settles_every_order() {
     assert_eq!(settle(&backend, &mut redis, (v, &app.keys(v)), i64::MAX / 2, &orders).await.unwrap(), 0);
     let results: usize = redis.hlen(&keys.results).await.unwrap();
     let pending: redis::streams::StreamPendingReply = redis.xpending(&keys.orders, GROUP).await.unwrap();
-    let (stock, buyers): (i64, usize) =
-        (redis.get(&keys.left).await.unwrap(), redis.scard(&keys.buyers).await.unwrap());
+    let (stock, buyers): (i64, usize) = (redis.get(&keys.left).await.unwrap(), redis.hlen(&keys.buyers).await.unwrap());
     // The 1,250 orders Redis had lost took a unit and a slot each.
     assert_eq!((results, pending.count(), stock, buyers), (2500, 0, 3000 - 1250, 2500));
     app.stop().await;
@@ -382,7 +381,7 @@ async fn rebuilds_racing_commits_keep_redis_and_the_database_equal() {
     let mut redis = app.redis.clone();
     let keys = app.keys(v);
     let stock: i64 = redis.get(&keys.left).await.unwrap();
-    let in_redis: i64 = redis.scard(&keys.buyers).await.unwrap();
+    let in_redis: i64 = redis.hlen(&keys.buyers).await.unwrap();
     let left: i64 =
         sqlx::query_scalar("SELECT stock_left FROM vouchers WHERE id = $1").bind(v).fetch_one(&app.db).await.unwrap();
     assert_eq!((stock, in_redis, left), (80, 120, 80), "Redis stock, Redis buyers, database stock");

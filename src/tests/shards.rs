@@ -180,7 +180,7 @@ async fn a_lost_bucket_is_rebuilt_from_the_database_alone() {
     let held = || async { refill::units_left(&app.backend(), v, SHARDS).await.unwrap().is_some() };
     wait_until("bucket 1 rebuilt", SOON, held).await;
     assert_eq!(lefts(&app, v).await, before, "bucket 1 as the database counts it; the others untouched");
-    let buyers: HashSet<i64> = redis.smembers(&b1.buyers).await.unwrap();
+    let buyers: HashSet<i64> = redis.hkeys(&b1.buyers).await.unwrap();
     assert_eq!(buyers, shoppers.iter().map(|s| s.user_id).collect(), "its buyers are back");
     let (status, body) = app.grab(&shoppers[0], v).await;
     assert_eq!((status.as_u16(), code(&body)), (409, "already_bought"), "{body}");

@@ -177,7 +177,7 @@ async fn a_sale_that_lost_its_order_stream_is_rebuilt_whole() {
         assert_eq!(status, 200, "may grab again: {body}");
     }
     app.wait_for_stats("the new grabs persisted", v, |s| s["persisted"] == 3 && s["redis_stock"] == 2).await;
-    let buyers: i64 = app.redis.clone().scard(&keys.buyers).await.unwrap();
+    let buyers: i64 = app.redis.clone().hlen(&keys.buyers).await.unwrap();
     assert_eq!(buyers, 3, "stock + buyers = total");
     app.stop().await;
 }

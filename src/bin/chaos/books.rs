@@ -110,7 +110,7 @@ impl Final {
                 let keys = SaleKeys::of_bucket("seckill", Bucket { voucher_id: id, shards, bucket });
                 let left: Option<i64> = redis.get(&keys.left).await.map_err(|e| e.to_string())?;
                 redis_stock = redis_stock.zip(left).map(|(a, b)| a + b);
-                let of_bucket: HashSet<i64> = redis.smembers(&keys.buyers).await.map_err(|e| e.to_string())?;
+                let of_bucket: HashSet<i64> = redis.hkeys(&keys.buyers).await.map_err(|e| e.to_string())?;
                 buyers.extend(of_bucket);
                 let of_bucket: HashSet<i64> = redis.smembers(&keys.given_back).await.map_err(|e| e.to_string())?;
                 given_back.extend(of_bucket);

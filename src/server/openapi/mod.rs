@@ -12,6 +12,7 @@
 //! modules' own paths. The limits the checks enforce are stated on the bodies'
 //! fields from the checks' own constants (`limits`).
 
+mod examples;
 mod limits;
 pub mod operation;
 

@@ -31,8 +31,8 @@ pub type Describe = fn(&mut Schemas, &[ErrorCode]) -> Operation;
 /// the function's), its answer `F::Output`, each of its `codes` the error body.
 pub fn server_fn<F>(schemas: &mut Schemas, codes: &[ErrorCode]) -> Operation
 where
-    F: ServerFn + ToSchema,
-    F::Output: Answer,
+    F: ServerFn + ToSchema + serde::de::DeserializeOwned,
+    F::Output: Answer + serde::de::DeserializeOwned,
 {
     F::schemas(schemas);
     let mut body = F::schema();
@@ -40,6 +40,7 @@ where
     let name = F::PATH.rsplit('/').next().unwrap_or(F::PATH);
     let body_name = body_name(name);
     schemas.push((body_name.clone(), body));
+    let (request, answer) = examples::<F>(name);
     refusals(
         OperationBuilder::new()
             .operation_id(Some(name))
@@ -49,14 +50,46 @@ where
             .parameters(keyed(codes).then(|| vec![idempotency_key()]))
             .request_body(Some(
                 RequestBodyBuilder::new()
-                    .content("application/json", json_content(Ref::from_schema_name(body_name).into()))
+                    .content("application/json", {
+                        let mut content = json_content(Ref::from_schema_name(body_name).into());
+                        content.example = Some(request);
+                        content
+                    })
                     .required(Some(Required::True))
                     .build(),
             ))
-            .response("200", with_cookies(name, F::Output::response(schemas))),
+            .response("200", with_cookies(name, with_example(F::Output::response(schemas), answer))),
         codes,
     )
     .build()
+}
+
+/// `call`'s example request and answer (`super::examples`), each decoded into the
+/// call's own types first: an example that is not a call's fails the document's
+/// tests.
+fn examples<F>(call: &str) -> (serde_json::Value, Option<serde_json::Value>)
+where
+    F: serde::de::DeserializeOwned,
+    F::Output: serde::de::DeserializeOwned,
+    F: ServerFn,
+{
+    let (request, answer) = super::examples::of(call).unwrap_or_else(|| panic!("{call} has no example"));
+    if let Err(e) = serde_json::from_value::<F>(request.clone()) {
+        panic!("{call}'s example request is not one: {e}");
+    }
+    if let Some(Err(e)) = answer.clone().map(serde_json::from_value::<F::Output>) {
+        panic!("{call}'s example answer is not one: {e}");
+    }
+    (request, answer)
+}
+
+/// `answer` with `example` for its JSON: an answer with a body has one.
+fn with_example(mut answer: Response, example: Option<serde_json::Value>) -> Response {
+    if let Some(RefOr::T(content)) = answer.content.get_mut("application/json") {
+        assert!(example.is_some(), "an answer with a body has an example ({})", answer.description);
+        content.example = example;
+    }
+    answer
 }
 
 /// Whether a call that refuses with `codes` takes an `Idempotency-Key` (the calls for

@@ -58,7 +58,7 @@ where
                     .required(Some(Required::True))
                     .build(),
             ))
-            .response("200", with_links(name, with_cookies(name, with_example(F::Output::response(schemas), answer)))),
+            .response("200", with_cookies(name, with_example(F::Output::response(schemas), answer))),
         codes,
     )
     .build()
@@ -81,15 +81,6 @@ where
         panic!("{call}'s example answer is not one: {e}");
     }
     (request, answer)
-}
-
-/// `answer` with a link to each call it feeds (`super::links`).
-fn with_links(call: &str, mut answer: Response) -> Response {
-    for (target, body) in super::links::of(call) {
-        let link = utoipa::openapi::link::LinkBuilder::new().operation_id(target).request_body(Some(body)).build();
-        answer.links.insert(pascal_case(target), RefOr::T(link));
-    }
-    answer
 }
 
 /// `answer` with `example` for its JSON: an answer with a body has one.

@@ -144,3 +144,28 @@ async fn a_keyed_answer_too_long_to_keep_is_answered_and_not_kept() {
     }
     app.stop().await;
 }
+
+/// A call for anyone does not look at a key, even from a signed-in shopper whose
+/// session the per-session rate limit has read: before, such a key was kept, and the
+/// same key with another body was refused (`idempotency_key_reused`), on calls the
+/// document offers no key for.
+#[tokio::test]
+async fn a_key_sent_to_a_call_for_anyone_is_not_looked_at() {
+    let app = TestApp::with(crate::support::Options::default().with(|c| c.rate_per_session = 1_000)).await;
+    let ann = app.sign_in("keyed-ann").await;
+    for limit in [1, 2] {
+        let res = app
+            .http
+            .post(format!("{}/api/list_vouchers", app.base))
+            .header("cookie", &ann.cookie)
+            .header("idempotency-key", "one-key")
+            .json(&json!({ "limit": limit }))
+            .send()
+            .await
+            .unwrap();
+        let (status, replayed) = (res.status().as_u16(), res.headers().contains_key("idempotent-replayed"));
+        let body: Value = res.json().await.unwrap();
+        assert_eq!((status, replayed), (200, false), "limit {limit}: {body}");
+    }
+    app.stop().await;
+}

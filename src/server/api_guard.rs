@@ -155,7 +155,8 @@ async fn pass(guard: &Guard, peer: SocketAddr, mut req: Request, next: Next) -> 
         if let Some(Err(_)) = counting {
             return refusal(ErrorCode::Unavailable);
         }
-        let admitted = admit_by_table(guard, &mut req).await;
+        let entry = access::of(req.method(), req.uri().path());
+        let admitted = admit_by_table(guard, &mut req, entry).await;
         drop(counting);
         if let Err(refused) = admitted {
             return refused;
@@ -176,10 +177,11 @@ async fn pass(guard: &Guard, peer: SocketAddr, mut req: Request, next: Next) -> 
 /// (404), before any handler. A bearer sent to a route of the table (what takes
 /// one: pages and site files do not) that does not verify is a guess at the admin
 /// token, counted ([`count_wrong_bearer`]); a right one costs nothing and is never held
-/// back.
-async fn admit_by_table(guard: &Guard, req: &mut Request) -> Result<Option<Access>, Response> {
+/// back. `entry` is the table's for the request (`access::of`), looked up once by the
+/// caller.
+async fn admit_by_table(guard: &Guard, req: &mut Request, entry: Option<Access>) -> Result<Option<Access>, Response> {
     let path = req.uri().path();
-    let Some(access) = access::of(req.method(), path) else {
+    let Some(access) = entry else {
         return match access::method_of_listed(path) {
             Some(served) => {
                 let mut refused = refusal(ErrorCode::MethodNotAllowed);
@@ -288,16 +290,19 @@ async fn serve(guard: &Guard, req: Request, next: Next) -> Response {
     if guard.shop_page.applies(&req) {
         return guard.shop_page.serve(req, next).await;
     }
+    // One lookup in the table per request, a grab included.
+    let entry = access::of(req.method(), req.uri().path());
     if !req.uri().path().starts_with("/api/") {
         let mut req = req;
-        if let Err(refused) = admit_by_table(guard, &mut req).await {
+        if let Err(refused) = admit_by_table(guard, &mut req, entry).await {
             return refused;
         }
         return next.run(req).await;
     }
-    // A call (a POST the table names): another method, or a path nothing serves, is
-    // refused as such below.
-    if req.method() == Method::POST && access::is_server_fn(req.uri().path()) {
+    // A call: a POST the table names (its POSTs are server functions). Another method,
+    // or a path nothing serves, is refused as such below.
+    let call = req.method() == Method::POST && entry.is_some();
+    if call {
         if let Err(code) = check_same_site_json(req.headers()) {
             return refusal(code);
         }
@@ -307,12 +312,12 @@ async fn serve(guard: &Guard, req: Request, next: Next) -> Response {
     let mut req = if sale::hot_path::is_own(req.uri().path()) {
         req
     } else {
-        match capped(req).await {
+        match capped(req, call).await {
             Ok(req) => req,
             Err(refused) => return refused,
         }
     };
-    let access = match admit_by_table(guard, &mut req).await {
+    let access = match admit_by_table(guard, &mut req, entry).await {
         Ok(access) => access,
         Err(refused) => {
             // The grab routes' bodies were not read above: read as much as their handlers
@@ -326,7 +331,7 @@ async fn serve(guard: &Guard, req: Request, next: Next) -> Response {
     let answer = |req| async { status_from_code(next.run(req).await).await };
     // Keys are kept for calls that change something for a caller: a shopper's or an
     // operator's POST (`server::idempotency`).
-    let keyed = req.method() == Method::POST && access.is_some_and(|a| a != Access::Anyone);
+    let keyed = call && access.is_some_and(|a| a != Access::Anyone);
     match idempotency::key(req.headers()).filter(|_| keyed) {
         None => answer(req).await,
         Some(Err(malformed)) => refusal(malformed),
@@ -344,12 +349,11 @@ fn shop_subject(guard: &Guard, headers: &HeaderMap) -> Option<String> {
 }
 
 /// The request with its body read, or the refusal of a body past [`MAX_API_BODY`].
-/// A server function's arguments must be a JSON object (`body::check_object`).
-async fn capped(req: Request) -> Result<Request, Response> {
+/// A call's (a server function's: `arguments`) must be a JSON object
+/// (`body::check_object`).
+async fn capped(req: Request, arguments: bool) -> Result<Request, Response> {
     let (parts, body) = req.into_parts();
     let read = read_capped(body, MAX_API_BODY).await;
-    // A POST the access table knows is a server function's (one hash lookup).
-    let arguments = parts.method == Method::POST && super::access::of(&parts.method, parts.uri.path()).is_some();
     match read.and_then(|bytes| if arguments { check_object(&bytes).map(|()| bytes) } else { Ok(bytes) }) {
         Ok(bytes) => Ok(Request::from_parts(parts, Body::from(bytes))),
         Err(e) => Err(e.into_response()),

@@ -275,9 +275,7 @@ async fn an_ended_sale_refuses_at_once_and_its_orders_can_still_be_paid() {
         ("add_stock", json!({ "units": 1 })),
         ("withdraw_stock", json!({ "units": 1 })),
     ] {
-        let mut body = args;
-        body["voucher_id"] = json!(v);
-        let (status, body) = app.operator(call, body).await;
+        let (status, body) = app.on_sale(call, v, args).await;
         assert_eq!((status.as_u16(), code(&body)), (409, "ended"), "nothing changes an ended sale: {call}");
     }
     let (status, body) = app.call("grab_token", json!({ "voucher_id": v }), &[("cookie", &bob.cookie)]).await;

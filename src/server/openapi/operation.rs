@@ -69,9 +69,8 @@ where
 /// tests.
 fn examples<F>(call: &str) -> (serde_json::Value, Option<serde_json::Value>)
 where
-    F: serde::de::DeserializeOwned,
+    F: ServerFn + serde::de::DeserializeOwned,
     F::Output: serde::de::DeserializeOwned,
-    F: ServerFn,
 {
     let (request, answer) = super::examples::of(call).unwrap_or_else(|| panic!("{call} has no example"));
     if let Err(e) = serde_json::from_value::<F>(request.clone()) {

@@ -224,6 +224,12 @@ impl TestApp {
         self.api.operator(name, body).await.unwrap()
     }
 
+    /// An operator's call (the admin token) on the sale `voucher_id`: `args` and its id.
+    pub async fn on_sale(&self, call: &str, voucher_id: i64, mut args: Value) -> (StatusCode, Value) {
+        args["voucher_id"] = json!(voucher_id);
+        self.operator(call, args).await
+    }
+
     /// Signs a shopper in with [`PASSWORD`], making the account when the name is new;
     /// panics unless it succeeds.
     pub async fn sign_in(&self, name: &str) -> Shopper {

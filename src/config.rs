@@ -189,6 +189,13 @@ pub struct Config {
     #[arg(long, env = "SECKILL_MAX_FEEDS_PER_ADDRESS", default_value_t = 64)]
     pub max_feeds_per_address: usize,
 
+    /// Longest (ms) a live feed stays open; each ends between three quarters of it and
+    /// all of it, and the browser reconnects to whichever process the balancer picks
+    /// then. So feeds spread over processes added since, and feeds opened together
+    /// (a sale's start) do not all reconnect together.
+    #[arg(long, env = "SECKILL_FEED_LIFETIME_MS", default_value_t = 900_000)]
+    pub feed_lifetime_ms: u64,
+
     /// Requests served at once (live feeds aside); more answer 503 at once rather than queueing.
     #[arg(long, env = "SECKILL_MAX_REQUESTS", default_value_t = 4_096)]
     pub max_requests: usize,
@@ -293,6 +300,7 @@ impl Config {
             ("SECKILL_ID_BLOCK", u64::from(self.id_block)),
             ("SECKILL_MAX_FEEDS", self.max_feeds as u64),
             ("SECKILL_MAX_FEEDS_PER_ADDRESS", self.max_feeds_per_address as u64),
+            ("SECKILL_FEED_LIFETIME_MS", self.feed_lifetime_ms),
             ("SECKILL_MAX_REQUESTS", self.max_requests as u64),
             ("SECKILL_HEADER_TIMEOUT_MS", self.header_timeout_ms),
             ("SECKILL_PAY_TIMEOUT_MS", self.pay_timeout_ms),

@@ -53,6 +53,8 @@ pub mod server;
 pub(crate) mod shutdown;
 #[cfg(feature = "ssr")]
 pub mod testing;
+#[cfg(feature = "ssr")]
+pub(crate) mod text;
 
 #[cfg(all(test, feature = "ssr"))]
 mod layering;

@@ -47,6 +47,27 @@ const REFILL_DEADLINE: Duration = Duration::from_secs(2);
 /// 2020-01-01T00:00:00Z in Unix seconds.
 pub const EPOCH_SECS: i64 = 1_577_836_800;
 
+/// Most digits an order id sent back to the server may have: an id is a positive
+/// `i64`, at most 19 decimal digits.
+pub const MAX_DIGITS: usize = 19;
+
+/// The form of an order id a caller sends (in the API document, from [`MAX_DIGITS`]).
+pub fn pattern() -> String {
+    format!("^[0-9]{{1,{MAX_DIGITS}}}$")
+}
+
+/// An order id as a caller sent it in `order_id`: 1 to [`MAX_DIGITS`] decimal digits
+/// ([`pattern`]; one past the largest id, which no order has, reads as -1: no order
+/// is found for it); anything else is `invalid_input`.
+pub fn parse(sent: &str) -> crate::error::AppResult<i64> {
+    let digits = (1..=MAX_DIGITS).contains(&sent.len()) && sent.bytes().all(|b| b.is_ascii_digit());
+    if !digits {
+        return Err(crate::error::AppError::invalid(format!("order_id must be 1 to {MAX_DIGITS} decimal digits."))
+            .on("order_id"));
+    }
+    Ok(sent.parse::<u64>().ok().and_then(|id| i64::try_from(id).ok()).unwrap_or(-1))
+}
+
 /// Builds an id from a Unix time in seconds and a counter value.
 pub fn compose(unix_secs: i64, counter: u32) -> i64 {
     let secs = (unix_secs - EPOCH_SECS) & 0x7fff_ffff;
@@ -224,6 +245,17 @@ impl OrderIds {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_order_id_sent_is_digits_and_nothing_else() {
+        assert_eq!(parse("4611686018427387905").unwrap(), 4_611_686_018_427_387_905);
+        assert_eq!(parse("007").unwrap(), 7);
+        assert_eq!(parse("9999999999999999999").unwrap(), -1, "past the largest id: no order has it");
+        for bad in ["", " 7", "7 ", "+7", "-7", "7.0", "1e3", "12345678901234567890", "٣"] {
+            assert_eq!(parse(bad).unwrap_err().param.as_deref(), Some("order_id"), "{bad:?}");
+        }
+        assert_eq!(pattern(), "^[0-9]{1,19}$");
+    }
 
     #[test]
     fn layout_is_timestamp_then_counter() {

@@ -107,21 +107,19 @@ pub const MAX_NAME_CHARS: usize = 32;
 #[cfg(feature = "ssr")]
 pub const REVOCATIONS_READ_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
 
-/// Trims a shopper name and checks it: 1 to 32 printable characters.
+/// Checks a name and trims its ends' spaces: a line of at most 32 characters as sent
+/// (`text::line`, whose pattern the API document states).
 #[cfg(feature = "ssr")]
 pub fn validate_name(name: &str) -> Result<String, AppError> {
-    // Counted as sent, spaces included: the length the API document states.
-    if name.chars().count() > MAX_NAME_CHARS {
-        return Err(AppError::invalid(format!("A name has at most {MAX_NAME_CHARS} characters.")).on("name"));
+    use crate::text::{line, Fault};
+    match line(name, MAX_NAME_CHARS) {
+        Ok(name) => Ok(name.to_owned()),
+        Err(Fault::TooLong) => {
+            Err(AppError::invalid(format!("A name has at most {MAX_NAME_CHARS} characters.")).on("name"))
+        }
+        Err(Fault::Control) => Err(AppError::invalid("A name cannot contain control characters.").on("name")),
+        Err(Fault::Blank) => Err(AppError::invalid("Please enter a name.").on("name")),
     }
-    let name = name.trim();
-    if name.is_empty() {
-        return Err(AppError::invalid("Please enter a name.").on("name"));
-    }
-    if name.chars().any(char::is_control) {
-        return Err(AppError::invalid("A name cannot contain control characters.").on("name"));
-    }
-    Ok(name.to_owned())
 }
 
 #[cfg(all(test, feature = "ssr"))]

@@ -4,7 +4,7 @@
 
 use super::{hub::Hub, slots::FeedSlots};
 use crate::{backend::Backend, sale::sold_out::SoldOutFlags, shutdown::Shutdown};
-use std::sync::Arc;
+use std::{sync::Arc, time::Duration};
 
 /// The live feed's handles (see the module's doc).
 #[derive(Clone)]
@@ -15,6 +15,8 @@ pub struct Context {
     pub hub: Arc<Hub>,
     /// Caps on open live feeds.
     pub feeds: Arc<FeedSlots>,
+    /// Longest a feed stays open (`SECKILL_FEED_LIFETIME_MS`).
+    pub feed_lifetime: Duration,
     /// This process's sold-out flags, shown with a sale's figures.
     pub sold_out: Arc<SoldOutFlags>,
     /// Fires when the server is stopping (open feeds end then).

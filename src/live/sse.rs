@@ -1,6 +1,7 @@
 //! `GET /api/live`: the operator's feed (admin token or operator cookie), and
 //! `GET /api/live?view=shop`: the shoppers' stock feed (public). Server-Sent Events;
-//! browsers reconnect by themselves and get a fresh `hello` each time.
+//! browsers reconnect by themselves and get a fresh `hello` each time. A feed ends
+//! when the server stops, or when its lifetime is up (`SECKILL_FEED_LIFETIME_MS`).
 
 use super::{context::Context, hub::Frame, slots::FeedSlot};
 use crate::{
@@ -46,7 +47,7 @@ pub async fn live(
             };
             let (latest, rx) = state.hub.subscribe_shop();
             let first = latest.map(|s| s.to_string());
-            sse(first, rx, |f| f.shop.clone(), &state.shutdown, slot, Arc::new(|| true)).into_response()
+            sse(first, rx, |f| f.shop.clone(), &state, slot, Arc::new(|| true)).into_response()
         }
         None => match accounts.secrets.actor(&headers) {
             Some(actor) => operator_feed(&state, &accounts, &actor, headers),
@@ -66,15 +67,16 @@ fn operator_feed(state: &Context, accounts: &Accounts, actor: &Actor, headers: H
     // feed is open gets no further frame.
     let secrets = accounts.secrets.clone();
     let still = Arc::new(move || secrets.actor(&headers).is_some());
-    sse(Some(hello), rx, |f| Some(f.operator.clone()), &state.shutdown, slot, still).into_response()
+    sse(Some(hello), rx, |f| Some(f.operator.clone()), state, slot, still).into_response()
 }
 
-/// The first message, then every frame this feed shows, until the server stops.
+/// The first message, then every frame this feed shows, until the server stops or
+/// the feed's lifetime is up.
 fn sse(
     first: Option<String>,
     rx: broadcast::Receiver<Frame>,
     pick: fn(&Frame) -> Option<Arc<str>>,
-    shutdown: &Shutdown,
+    state: &Context,
     slot: FeedSlot,
     still_allowed: Arc<dyn Fn() -> bool + Send + Sync>,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
@@ -99,6 +101,16 @@ fn sse(
         }
     });
     // End the stream when the server stops, so graceful shutdown is not held up.
-    let body = head.chain(rest).take_until(Box::pin(shutdown.wait()));
+    let body = head.chain(rest).take_until(Box::pin(ends(state.shutdown.clone(), state.feed_lifetime)));
     Sse::new(body).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+}
+
+/// When a feed ends: the server stops, or a random moment between three quarters of
+/// `lifetime` and all of it has passed (so feeds opened together end apart).
+async fn ends(shutdown: Shutdown, lifetime: Duration) {
+    let lasts = lifetime.mul_f64(rand::random_range(0.75..=1.0));
+    tokio::select! {
+        () = shutdown.wait() => {}
+        () = tokio::time::sleep(lasts) => {}
+    }
 }

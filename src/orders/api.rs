@@ -53,7 +53,7 @@ crate::error::refuses!(MyOrders:);
 pub async fn pay_order(order_id: String) -> AppResult<Order> {
     let backend = expect_context::<Backend>();
     let user_id = user::<PayOrder>().await?;
-    let order_id = parse_id(&order_id)?;
+    let order_id = crate::order_ids::parse(&order_id)?;
     let now = db_clock::now_ms(&backend.db).await?;
     match lifecycle::pay(&backend.db, order_id, user_id, now).await? {
         Payment::Paid(order) => Ok(order),
@@ -71,7 +71,7 @@ crate::error::refuses!(PayOrder: UnknownOrder, OrderQueued, OrderExpired, OrderC
 pub async fn cancel_order(order_id: String) -> AppResult<Order> {
     let backend = expect_context::<Backend>();
     let user_id = user::<CancelOrder>().await?;
-    let order_id = parse_id(&order_id)?;
+    let order_id = crate::order_ids::parse(&order_id)?;
     let now = db_clock::now_ms(&backend.db).await?;
     match lifecycle::cancel_by_shopper(&backend.db, order_id, user_id, now).await? {
         Cancel::Cancelled(order, owed) => {
@@ -121,11 +121,6 @@ crate::error::refuses!(ListOrders: UnknownVoucher);
 #[cfg(feature = "ssr")]
 fn order_id(order: &Order) -> i64 {
     order.order_id.parse().unwrap_or_default()
-}
-
-#[cfg(feature = "ssr")]
-fn parse_id(order_id: &str) -> AppResult<i64> {
-    order_id.trim().parse().map_err(|_| AppError::invalid("order_id must be a decimal number.").on("order_id"))
 }
 
 /// An order the database does not have for this shopper: granted and still on its way

@@ -27,7 +27,6 @@ pub const PATH: &str = "/api/orders.csv";
 pub const REFUSES: &[ErrorCode] = &[ErrorCode::InvalidInput, ErrorCode::UnknownVoucher];
 /// Orders read and sent at a time.
 const PAGE: i64 = 1_000;
-/// The first line.
 /// The columns, in order, and what each holds: the header line, and the API document's
 /// `OrdersCsvLine`.
 pub const COLUMNS: [(&str, &str); 8] = [
@@ -93,8 +92,7 @@ async fn orders_csv(
             }
         }
     });
-    let header = COLUMNS.map(|(column, _)| column).join(",") + "\n";
-    let body = futures::stream::once(async { Ok(Bytes::from(header)) }).chain(pages);
+    let body = futures::stream::once(async { Ok(Bytes::from(header())) }).chain(pages);
     let disposition = format!("attachment; filename=\"orders-{voucher_id}.csv\"");
     (
         [(header::CONTENT_TYPE, "text/csv; charset=utf-8".to_owned()), (header::CONTENT_DISPOSITION, disposition)],
@@ -103,9 +101,14 @@ async fn orders_csv(
         .into_response()
 }
 
+/// The first line: the columns' names.
+pub fn header() -> String {
+    COLUMNS.map(|(column, _)| column).join(",") + "\n"
+}
+
 /// Orders as CSV lines. Every field is a number, a fixed word or a time: nothing to
 /// quote.
-fn lines(orders: &[Order]) -> String {
+pub fn lines(orders: &[Order]) -> String {
     let time = |t: chrono::DateTime<chrono::Utc>| t.to_rfc3339_opts(SecondsFormat::Millis, true);
     orders
         .iter()

@@ -239,8 +239,7 @@ pub async fn grab_result(
     order_id: &str,
     receipt: Option<&str>,
 ) -> AppResult<GrabState> {
-    let order_id: i64 =
-        order_id.trim().parse().map_err(|_| AppError::invalid("order_id must be a decimal number.").on("order_id"))?;
+    let order_id = crate::order_ids::parse(order_id)?;
     let backend = &state.backend;
     let keys = crate::voucher::buckets::user_keys(backend, voucher_id, user_id).await?;
     let raw: Option<String> = backend.redis.clone().hget(&keys.results, order_id).await?;

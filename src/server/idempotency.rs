@@ -49,6 +49,12 @@ pub const MOST_KEYS_PER_CALLER: u64 = 1_000;
 /// The largest body read to tell two calls apart (the API's own cap).
 const MAX_BODY: usize = 64 * 1024;
 
+/// A usable key, as the API document's pattern: 1 to [`MAX_KEY`] visible ASCII
+/// characters (`!` to `~`), what [`key`] takes.
+pub fn key_pattern() -> String {
+    format!("^[!-~]{{1,{MAX_KEY}}}$")
+}
+
 /// The key the request carries: none, a usable one, or a refusal of a malformed one.
 pub fn key(headers: &HeaderMap) -> Option<Result<String, AppError>> {
     let raw = headers.get(HEADER)?;

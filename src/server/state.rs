@@ -120,6 +120,7 @@ pub(super) fn assemble(
         backend: backend.clone(),
         hub,
         feeds: Arc::new(FeedSlots::new(config.max_feeds, config.max_feeds_per_address)),
+        feed_lifetime: Duration::from_millis(config.feed_lifetime_ms),
         sold_out,
         shutdown: shutdown.clone(),
     };

@@ -42,8 +42,17 @@ async fn bad_input_gets_4xx_with_invalid_input() {
     }
     let (status, answer) = app.call("sign_in", json!({ "name": "   " }), &[]).await;
     assert_eq!((status.as_u16(), code(&answer)), (400, "invalid_input"));
-    let (status, answer) = app.call("grab_result", json!({ "voucher_id": 1, "order_id": "12x" }), &cookie).await;
-    assert_eq!((status.as_u16(), code(&answer), &answer["param"]), (400, "invalid_input", &json!("order_id")));
+    // An order id is 1 to 19 digits and nothing else, as the document's pattern says
+    // (before, " 12" and "+12" were taken).
+    for order_id in ["12x", " 12", "+12", "-12", "", "12345678901234567890"] {
+        let body = json!({ "voucher_id": 1, "order_id": order_id });
+        let (status, answer) = app.call("grab_result", body, &cookie).await;
+        assert_eq!((status.as_u16(), code(&answer), &answer["param"]), (400, "invalid_input", &json!("order_id")));
+    }
+    // A name with a control character anywhere is refused, as the document's pattern
+    // says (before, a tab at an end was trimmed away).
+    let (status, answer) = app.call("sign_up", json!({ "name": "\tbob", "password": "a long pass phrase" }), &[]).await;
+    assert_eq!((status.as_u16(), code(&answer), &answer["param"]), (400, "invalid_input", &json!("name")));
     // A missing field is named too.
     let (status, answer) = app.call("grab", json!({}), &cookie).await;
     assert_eq!((status.as_u16(), &answer["param"]), (400, &json!("voucher_id")), "{answer}");

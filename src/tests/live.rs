@@ -1,6 +1,6 @@
 //! The live feed and the cross-process sold-out broadcast.
 
-use crate::support::{code, wait_until, Feed, Options, Shopper, TestApp, SOON};
+use crate::support::{code, wait_until, Feed, Options, Shopper, TestApp, ADMIN_TOKEN, SOON};
 use futures::{stream, StreamExt};
 use redis::AsyncCommands;
 use seckill::{server::local_redis::LocalRedis, testing::RedisConn};
@@ -235,6 +235,27 @@ async fn shop_feeds_never_keep_an_operators_board_closed() {
     assert!(board.next(SOON).await.is_object(), "the board opens and speaks");
 }
 
+/// A feed ends when its lifetime is up (so feeds spread over processes added since),
+/// whole: its answer completes, and its place comes back for the reconnect.
+#[tokio::test]
+async fn a_feed_ends_when_its_lifetime_is_up_and_gives_its_place_back() {
+    let app =
+        TestApp::with(Options::default().with(|c| (c.feed_lifetime_ms, c.max_feeds_per_address) = (300, 1))).await;
+    let open = |shop: bool| {
+        let url = format!("{}/api/live{}", app.base, if shop { "?view=shop" } else { "" });
+        app.http.get(url).header("authorization", format!("Bearer {ADMIN_TOKEN}")).send()
+    };
+    for shop in [true, false] {
+        let res = open(shop).await.unwrap();
+        assert_eq!(res.status(), 200, "the feed opens (shop: {shop})");
+        let body = tokio::time::timeout(SOON, res.text()).await.expect("the feed ends").unwrap();
+        assert!(body.contains("data:"), "it spoke first: {body}");
+    }
+    // One shop feed per address: the reconnect finds the ended feed's place free.
+    wait_until("the ended feed's place comes back", SOON, || async { open(true).await.unwrap().status() == 200 }).await;
+    app.stop().await;
+}
+
 /// Live feeds are capped per address (503 rather than running out of descriptors),
 /// a closed feed gives its place back, and a thousand idle sockets do not stop grabs.
 #[tokio::test]
@@ -305,7 +326,7 @@ async fn slow_and_idle_connections_are_closed() {
     .await;
     // The test's calls go on connections of their own: a kept-alive one idle for the
     // header timeout is closed by the server, maybe just as the client reuses it.
-    let api = seckill::client::ApiClient::new(&app.base, crate::support::ADMIN_TOKEN, 0);
+    let api = seckill::client::ApiClient::new(&app.base, ADMIN_TOKEN, 0);
     let addr = app.base.trim_start_matches("http://").to_owned();
     let mut silent = tokio::net::TcpStream::connect(&addr).await.unwrap();
     let mut slow = tokio::net::TcpStream::connect(&addr).await.unwrap();

@@ -158,20 +158,17 @@ pub mod rules {
     use crate::error::{AppError, ErrorCode};
     use chrono::{DateTime, Utc};
 
-    /// A title, trimmed: not empty, not too long, no control characters.
+    /// A title, trimmed: a line of at most [`MAX_TITLE_CHARS`] characters as sent
+    /// (`text::line`, whose pattern the API document states).
     pub fn title(title: &str) -> Result<String, AppError> {
-        // Counted as sent, spaces included: the length the API document states.
-        if title.chars().count() > MAX_TITLE_CHARS {
-            return Err(AppError::invalid(format!("A title has at most {MAX_TITLE_CHARS} characters.")).on("title"));
+        use crate::text::{line, Fault};
+        let refused = |message: String| Err(AppError::invalid(message).on("title"));
+        match line(title, MAX_TITLE_CHARS) {
+            Ok(title) => Ok(title.to_owned()),
+            Err(Fault::TooLong) => refused(format!("A title has at most {MAX_TITLE_CHARS} characters.")),
+            Err(Fault::Control) => refused("A title cannot contain control characters.".into()),
+            Err(Fault::Blank) => refused("The title is empty.".into()),
         }
-        let title = title.trim();
-        if title.is_empty() {
-            return Err(AppError::invalid("The title is empty.").on("title"));
-        }
-        if title.chars().any(char::is_control) {
-            return Err(AppError::invalid("A title cannot contain control characters.").on("title"));
-        }
-        Ok(title.to_owned())
     }
 
     /// A price and face value: neither negative nor absurd, and the voucher worth at

@@ -68,6 +68,46 @@ pub fn of(call: &str) -> Option<(Value, Option<Value>)> {
     })
 }
 
+/// The example answer of the plain route at `path`, as it is sent: JSON for the
+/// health checks and the document, text for the feed, the CSVs, the metrics and the
+/// reference page. The feed's frame and the CSVs are made by the code that makes the
+/// real ones, from the examples above, so they cannot drift from them.
+pub fn of_route(path: &str) -> Value {
+    use crate::server::{access, monitoring};
+    let text = |s: String| Value::String(s);
+    match path {
+        crate::live::FEED_PATH => {
+            let stock = json!({ "voucher_id": 1, "total": 100, "stock": 42, "sold_out": false, "paused": false,
+                                "begins_at_ms": 1_796_119_200_000_i64, "ends_at_ms": 1_796_122_800_000_i64 });
+            let frame = json!({ "type": "stock", "vouchers": [stock], "now_ms": 1_796_119_200_250_i64 });
+            let frame: crate::live::ShopFrame = decode(path, frame);
+            text(format!("data: {}\n\n", serde_json::to_string(&frame).expect("a frame serialises")))
+        }
+        crate::orders::export::PATH => {
+            let orders = [decode(path, order())];
+            text(crate::orders::export::header() + &crate::orders::export::lines(&orders))
+        }
+        crate::report::api::CSV_PATH => text(crate::report::api::csv(&decode(path, report()))),
+        monitoring::METRICS => text(
+            "# TYPE seckill_live_feeds gauge\nseckill_live_feeds 12\n# TYPE seckill_http_responses_total counter\n\
+             seckill_http_responses_total{route=\"/api/grab\",status=\"2xx\"} 100\n"
+                .into(),
+        ),
+        monitoring::HEALTHZ => json!({ "status": "ok" }),
+        monitoring::READYZ => {
+            json!({ "ready": true, "checks": { "redis": true, "database": true, "stopping": false, "layout": true } })
+        }
+        access::DOCUMENT_PATH => json!({ "openapi": "3.1.0", "info": { "title": "Seckill" }, "paths": {} }),
+        access::REFERENCE_PATH => text("<!DOCTYPE html>\n<html lang=\"en\">…</html>\n".into()),
+        other => unreachable!("{other} has no example"),
+    }
+}
+
+/// `example` as a `T`, as the route's code takes it.
+fn decode<T: serde::de::DeserializeOwned>(path: &str, example: Value) -> T {
+    serde_json::from_value(example).unwrap_or_else(|e| panic!("{path}'s example does not decode: {e}"))
+}
+
 fn voucher() -> Value {
     json!({ "id": 1, "title": "Winter sale: 50 € off", "stock": 100, "remaining": 42,
             "begins_at": "2026-12-01T10:00:00Z", "ends_at": "2026-12-01T11:00:00Z", "price": 1999,
@@ -99,8 +139,8 @@ fn figures() -> Value {
     json!({ "voucher_id": 1, "total_stock": 100, "redis_stock": 0, "granted": 100, "persisted": 100, "unpaid": 12,
             "paid": 85, "cancelled": 3, "stream_length": 103, "lag": 0, "pending": 0, "dead_letters": 0,
             "refused": 9_900, "sold_out_flag": true, "refused_locally": 4_200, "paused": false,
-            "begins_at_ms": 1_796_032_800_000_i64, "ends_at_ms": 1_796_036_400_000_i64,
-            "sold_out_at_ms": 1_796_032_800_850_i64 })
+            "begins_at_ms": 1_796_119_200_000_i64, "ends_at_ms": 1_796_122_800_000_i64,
+            "sold_out_at_ms": 1_796_119_200_850_i64 })
 }
 
 fn report() -> Value {
@@ -110,7 +150,7 @@ fn report() -> Value {
         "sold_out_at": "2026-12-01T10:00:00.850Z",
         "time_to_sell_out_ms": 850,
         "answers": { "granted": 100, "sold_out": 9_900 },
-        "seconds": [{ "at": 1_796_032_800, "answers": { "granted": 100, "sold_out": 9_900 } }],
+        "seconds": [{ "at": 1_796_119_200, "answers": { "granted": 100, "sold_out": 9_900 } }],
         "latency": { "grabs": 10_000, "p50_ms": 1.0, "p90_ms": 2.0, "p99_ms": 5.0, "p999_ms": 10.0, "max_ms": 20.0,
                      "bins": [{ "le_ms": 1.0, "grabs": 6_000 }, { "le_ms": 20.0, "grabs": 4_000 }] },
         "orders": { "total": 100, "unpaid": 12, "paid": 85, "cancelled_by_shopper": 1, "timed_out": 2 },

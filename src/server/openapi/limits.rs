@@ -6,7 +6,7 @@
 //! refused, and data inside is what it generates.
 
 use super::operation::{body_name, Schemas};
-use crate::{auth, backend::layout::MAX_SHARDS, listing::PageSize, voucher};
+use crate::{auth, backend::layout::MAX_SHARDS, listing::PageSize, order_ids, voucher};
 use utoipa::openapi::{
     schema::{KnownFormat, Schema, SchemaFormat},
     RefOr,
@@ -22,14 +22,18 @@ enum Limit {
     Page(PageSize),
     /// An RFC 3339 time.
     Time,
+    /// A string of this form (an ECMA-262 regular expression).
+    Pattern(String),
+    /// A line of text (`text::line`) of at most this many characters.
+    Line(usize),
 }
 
 /// Each call's limited fields.
 fn table() -> Vec<(&'static str, &'static str, Limit)> {
     use Limit::*;
-    let name = || Chars(1, auth::MAX_NAME_CHARS);
+    let name = || Line(auth::MAX_NAME_CHARS);
     let new_password = || Chars(auth::password::MIN_CHARS, auth::password::MAX_CHARS);
-    let title = || Chars(1, voucher::MAX_TITLE_CHARS);
+    let title = || Line(voucher::MAX_TITLE_CHARS);
     let amount = || Range(0, voucher::MAX_AMOUNT);
     let units = || Range(1, voucher::MAX_STOCK);
     vec![
@@ -57,6 +61,9 @@ fn table() -> Vec<(&'static str, &'static str, Limit)> {
         ("update_voucher", "face_value", amount()),
         ("add_stock", "units", units()),
         ("withdraw_stock", "units", units()),
+        ("grab_result", "order_id", Pattern(order_ids::pattern())),
+        ("pay_order", "order_id", Pattern(order_ids::pattern())),
+        ("cancel_order", "order_id", Pattern(order_ids::pattern())),
         ("list_vouchers", "limit", Page(voucher::api::LIST_PAGE)),
         ("my_orders", "limit", Page(crate::orders::api::MY_ORDERS_PAGE)),
         ("list_orders", "limit", Page(crate::orders::api::ORDERS_PAGE)),
@@ -81,6 +88,11 @@ pub fn state(schemas: &mut Schemas) {
                 property.default = Some(size.default.into());
             }
             Limit::Time => property.format = Some(SchemaFormat::KnownFormat(KnownFormat::DateTime)),
+            Limit::Pattern(pattern) => property.pattern = Some(pattern),
+            Limit::Line(most) => {
+                (property.min_length, property.max_length) = (Some(1), Some(most));
+                property.pattern = Some(crate::text::pattern());
+            }
         }
     }
 }

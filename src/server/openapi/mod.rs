@@ -14,6 +14,7 @@
 
 mod examples;
 mod limits;
+mod links;
 pub mod operation;
 
 use super::access::{self, Access};
@@ -167,8 +168,8 @@ fn plain_route(path: &str, schemas: &mut Schemas) -> Operation {
             .description(what)
             .content(kind, ContentBuilder::new().schema(Some(String::schema())).build())
     };
-    // A stream or a file of items, each item's schema named (as OpenAPI 3.2's
-    // `itemSchema`, here an extension: the document is 3.1).
+    // A file of items, each item's schema named (as OpenAPI 3.2's `itemSchema`, here
+    // an extension: the document is 3.1).
     let items = |kind: &str, what: &str, item: RefOr<Schema>| {
         let item = serde_json::to_value(item).expect("a schema serialises");
         let extensions = utoipa::openapi::extensions::ExtensionsBuilder::new().add("x-item-schema", item).build();
@@ -187,12 +188,16 @@ fn plain_route(path: &str, schemas: &mut Schemas) -> Operation {
                 ))
                 .schema(Some(view))
                 .build();
-            let frames = items(
-                "text/event-stream",
-                "Server-Sent Events: a frame each time the figures change, each event's `data` one JSON frame: a \
-                 `ShopFrame` with `view=shop`, an `OperatorFrame` otherwise (first its `hello`).",
-                feed::event(schemas),
-            );
+            // The schema is each event's, as tools read an event stream's schema
+            // before OpenAPI 3.2 (3.2 calls it `itemSchema`).
+            let frames = ResponseBuilder::new()
+                .description(
+                    "Server-Sent Events, the schema each event's: a frame each time the figures change, each \
+                     event's `data` one JSON frame: a `ShopFrame` with `view=shop`, an `OperatorFrame` otherwise \
+                     (first its `hello`). The answer ends after at most `SECKILL_FEED_LIFETIME_MS` (15 minutes by \
+                     default): reconnect then.",
+                )
+                .content("text/event-stream", ContentBuilder::new().schema(Some(feed::event(schemas))).build());
             (
                 "live",
                 "The live feed: stock and figures as they change.",
@@ -252,11 +257,12 @@ fn plain_route(path: &str, schemas: &mut Schemas) -> Operation {
             let builder = refusals(OperationBuilder::new(), refusals_of(path))
                 .response("200", answer("Ready for traffic."))
                 .response("503", not_ready);
-            return builder
+            let operation = builder
                 .operation_id(Some("readyz"))
                 .summary(Some("Whether this process should get traffic."))
                 .tag("ops")
                 .build();
+            return with_route_example(operation, path);
         }
         access::DOCUMENT_PATH => {
             let document = ObjectBuilder::new().build();
@@ -272,7 +278,19 @@ fn plain_route(path: &str, schemas: &mut Schemas) -> Operation {
         }
         other => unreachable!("{other} is in the access table but not described here"),
     };
-    refusals(builder.operation_id(Some(id)).summary(Some(summary)).tag(tag_of_path(path)), refusals_of(path)).build()
+    let operation = builder.operation_id(Some(id)).summary(Some(summary)).tag(tag_of_path(path));
+    with_route_example(refusals(operation, refusals_of(path)).build(), path)
+}
+
+/// `operation` with its route's example answer (`examples::of_route`) on its `200`.
+fn with_route_example(mut operation: Operation, path: &str) -> Operation {
+    let Some(RefOr::T(ok)) = operation.responses.responses.get_mut("200") else { unreachable!("{path} answers 200") };
+    for content in ok.content.values_mut() {
+        if let RefOr::T(content) = content {
+            content.example = Some(examples::of_route(path));
+        }
+    }
+    operation
 }
 
 /// The refusals some route answers with one code alone at its status: each a
@@ -447,6 +465,27 @@ mod tests {
         }
         let missing = ErrorCode::VARIANTS.iter().find(|c| **c != ErrorCode::Network && !codes.contains(c));
         assert!(missing.is_none(), "docs/api.md's refusals table lacks {missing:?}");
+    }
+
+    /// Every link leads to a call in the document, and every field its body names is
+    /// one the call takes.
+    #[test]
+    fn every_link_leads_to_a_call_and_its_fields() {
+        let doc = serde_json::to_value(document()).unwrap();
+        let mut links = 0;
+        for (path, item) in doc["paths"].as_object().unwrap() {
+            let Some(answer) = item["post"]["responses"]["200"].as_object() else { continue };
+            for (name, link) in answer.get("x-links").and_then(|l| l.as_object()).into_iter().flatten() {
+                let target = link["operationId"].as_str().unwrap();
+                let body = &doc["components"]["schemas"][operation::body_name(target)]["properties"];
+                assert!(body.is_object(), "{path}: {name} leads to no call");
+                for field in link["requestBody"].as_object().unwrap().keys() {
+                    assert!(body.get(field).is_some(), "{path}: {name} sends {target} a `{field}` it does not take");
+                }
+                links += 1;
+            }
+        }
+        assert!(links >= 19, "{links} links");
     }
 
     /// Each operation lists exactly its route's refusals (`server::refusals`), each

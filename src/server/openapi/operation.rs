@@ -58,7 +58,7 @@ where
                     .required(Some(Required::True))
                     .build(),
             ))
-            .response("200", with_cookies(name, with_example(F::Output::response(schemas), answer))),
+            .response("200", with_links(name, with_cookies(name, with_example(F::Output::response(schemas), answer)))),
         codes,
     )
     .build()
@@ -82,6 +82,19 @@ where
     (request, answer)
 }
 
+/// `answer` with a link to each call it feeds, under `x-links` (`super::links`).
+fn with_links(call: &str, mut answer: Response) -> Response {
+    let links: serde_json::Map<String, serde_json::Value> = super::links::of(call)
+        .into_iter()
+        .map(|(target, body)| (pascal_case(target), serde_json::json!({ "operationId": target, "requestBody": body })))
+        .collect();
+    if !links.is_empty() {
+        let links = utoipa::openapi::extensions::ExtensionsBuilder::new().add("x-links", links).build();
+        answer.extensions.get_or_insert_with(Default::default).merge(links);
+    }
+    answer
+}
+
 /// `answer` with `example` for its JSON: an answer with a body has one.
 fn with_example(mut answer: Response, example: Option<serde_json::Value>) -> Response {
     if let Some(RefOr::T(content)) = answer.content.get_mut("application/json") {
@@ -99,7 +112,8 @@ fn keyed(codes: &[ErrorCode]) -> bool {
 
 /// The `Idempotency-Key` header (`server::idempotency`).
 fn idempotency_key() -> Parameter {
-    let key = ObjectBuilder::new().schema_type(Type::String).min_length(Some(1)).max_length(Some(255)).build();
+    let key =
+        ObjectBuilder::new().schema_type(Type::String).pattern(Some(crate::server::idempotency::key_pattern())).build();
     let most = MOST_KEYS_PER_CALLER;
     ParameterBuilder::new()
         .name("Idempotency-Key")

@@ -69,8 +69,8 @@ pub fn of(call: &str) -> Option<(Value, Option<Value>)> {
 }
 
 /// The example answer of the plain route at `path`, as it is sent: JSON for the
-/// health checks and the document, text for the feed, the CSVs, the metrics and the
-/// reference page. The feed's frame and the CSVs are made by the code that makes the
+/// health checks and the document, one event for the feed, text for the CSVs, the
+/// metrics and the reference page. The feed's frame and the CSVs are made by the code that makes the
 /// real ones, from the examples above, so they cannot drift from them.
 pub fn of_route(path: &str) -> Value {
     use crate::server::{access, monitoring};
@@ -81,7 +81,8 @@ pub fn of_route(path: &str) -> Value {
                                 "begins_at_ms": 1_796_119_200_000_i64, "ends_at_ms": 1_796_122_800_000_i64 });
             let frame = json!({ "type": "stock", "vouchers": [stock], "now_ms": 1_796_119_200_250_i64 });
             let frame: crate::live::ShopFrame = decode(path, frame);
-            text(format!("data: {}\n\n", serde_json::to_string(&frame).expect("a frame serialises")))
+            // One event, as the schema describes each (sent as `data: <frame>`).
+            json!({ "data": serde_json::to_string(&frame).expect("a frame serialises") })
         }
         crate::orders::export::PATH => {
             let orders = [decode(path, order())];

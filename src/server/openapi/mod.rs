@@ -168,13 +168,16 @@ fn plain_route(path: &str, schemas: &mut Schemas) -> Operation {
             .description(what)
             .content(kind, ContentBuilder::new().schema(Some(String::schema())).build())
     };
-    // A file of items, each item's schema named (as OpenAPI 3.2's `itemSchema`, here
-    // an extension: the document is 3.1).
+    // A file of lines, each line's schema named: the body is a string whose content,
+    // read as CSV, is an array of them (`contentSchema`; OpenAPI 3.2 would say
+    // `itemSchema`, the document is 3.1).
     let items = |kind: &str, what: &str, item: RefOr<Schema>| {
-        let item = serde_json::to_value(item).expect("a schema serialises");
-        let extensions = utoipa::openapi::extensions::ExtensionsBuilder::new().add("x-item-schema", item).build();
-        let content = ContentBuilder::new().schema(Some(String::schema())).extensions(Some(extensions)).build();
-        ResponseBuilder::new().description(what).content(kind, content)
+        let lines = utoipa::openapi::schema::ArrayBuilder::new().items(item);
+        let file = ObjectBuilder::new()
+            .schema_type(Type::String)
+            .content_media_type(kind)
+            .content_schema(Some(RefOr::T(Schema::Array(lines.build()))));
+        ResponseBuilder::new().description(what).content(kind, ContentBuilder::new().schema(Some(file)).build())
     };
     let (id, summary, builder) = match path {
         crate::live::FEED_PATH => {

@@ -31,17 +31,25 @@ pub trait Subscriber: Send + Sync {
     fn missed(&self);
 }
 
-/// This process's end of the bus: its subscribers, and its name in the events it
-/// publishes.
+/// This process's end of the bus: its subscribers, its name in the events it
+/// publishes, and the steps of the sale-change count its own changes made.
 pub struct Bus {
     /// Never 0: events of processes that name no origin read as 0.
     origin: u64,
     subscribers: Vec<Arc<dyn Subscriber>>,
+    /// Values the sale-change count took from this process's bumps, until [`follow`]
+    /// reads past them: its subscribers were told of those changes at once, so a
+    /// step to one is not a change they missed (it dated the shop page a second time,
+    /// for nothing).
+    own_steps: std::sync::Mutex<std::collections::BTreeSet<i64>>,
 }
+
+/// Own steps kept at most (a follower that stopped reading must not make them grow).
+const MOST_OWN_STEPS: usize = 1_024;
 
 impl Bus {
     pub fn new(subscribers: Vec<Arc<dyn Subscriber>>) -> Self {
-        Self { origin: rand::random::<u64>().max(1), subscribers }
+        Self { origin: rand::random::<u64>().max(1), subscribers, own_steps: Default::default() }
     }
 
     /// This process, as the events it publishes name it.
@@ -70,6 +78,26 @@ impl Bus {
 
     fn missed(&self) {
         self.subscribers.iter().for_each(|s| s.missed());
+    }
+
+    /// This process bumped the sale-change count to `value` (and told its subscribers
+    /// of the change already).
+    pub fn bumped(&self, value: i64) {
+        let mut own = self.own_steps.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        own.insert(value);
+        if own.len() > MOST_OWN_STEPS {
+            own.pop_first();
+        }
+    }
+
+    /// Whether the count moved from `seen` to `now` by this process's bumps alone (a
+    /// count that went back, Redis having lost it, did not); forgets the steps up to
+    /// `now`.
+    fn only_own_steps(&self, seen: i64, now: i64) -> bool {
+        let mut own = self.own_steps.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let only_own = now == seen || (now > seen && own.range(seen + 1..=now).count() as i64 == now - seen);
+        *own = own.split_off(&now.saturating_add(1));
+        only_own
     }
 }
 
@@ -134,7 +162,8 @@ pub const CHANGES_READ_EVERY: Duration = Duration::from_millis(250);
 
 /// Reads the sale-change count (`key`, bumped by every operator change to a sale, after
 /// Redis holds the change) every [`CHANGES_READ_EVERY`] until shutdown, and tells every
-/// subscriber it may have missed events whenever it moved. So a process whose
+/// subscriber it may have missed events whenever another process moved it (this
+/// process's own steps, [`Bus::bumped`], were told here at once). So a process whose
 /// subscription dropped the change's event (partitioned from pub/sub, or not yet
 /// subscribed) still follows the change within a fraction of a second: its caches
 /// check the sale-change count, not only a message they hope to get.
@@ -149,7 +178,8 @@ pub fn follow(
         let mut rounds = crate::shutdown::interval(CHANGES_READ_EVERY);
         while shutdown.tick(&mut rounds).await {
             let Ok(now) = redis::AsyncCommands::get::<_, Option<i64>>(&mut redis, &key).await else { continue };
-            if seen.is_some_and(|seen| seen != now) {
+            // A count Redis does not hold reads as 0 (its first bump makes it 1).
+            if seen.is_some_and(|seen| !bus.only_own_steps(seen.unwrap_or(0), now.unwrap_or(0))) {
                 bus.missed();
             }
             seen = Some(now);
@@ -161,6 +191,25 @@ pub fn follow(
 mod tests {
     use super::*;
     use std::sync::Mutex;
+
+    #[test]
+    fn a_step_of_the_count_is_missed_unless_this_process_made_it() {
+        let bus = Bus::new(Vec::new());
+        assert!(bus.only_own_steps(3, 3), "no step");
+        bus.bumped(4);
+        assert!(bus.only_own_steps(3, 3), "no step, with a step of its own to come");
+        assert!(bus.only_own_steps(3, 4), "its own step");
+        assert!(!bus.only_own_steps(4, 5), "another's step");
+        bus.bumped(7);
+        assert!(!bus.only_own_steps(5, 7), "its own and another's");
+        assert!(!bus.only_own_steps(7, 8), "7 was forgotten once read past");
+        bus.bumped(9);
+        assert!(!bus.only_own_steps(9, 0), "the count went back: Redis lost it");
+        for value in 0..2_000 {
+            bus.bumped(value);
+        }
+        assert!(bus.own_steps.lock().unwrap().len() <= MOST_OWN_STEPS, "bounded");
+    }
 
     #[derive(Default)]
     struct Heard(Mutex<Vec<SaleEvent>>);

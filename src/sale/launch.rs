@@ -86,8 +86,9 @@ pub(super) async fn changed(state: &Context, voucher_id: i64) {
     state.bus.tell_here(&event);
     let key = crate::backend::layout::sale_changes(&state.backend.namespace);
     let bumped: redis::RedisResult<i64> = redis::AsyncCommands::incr(&mut state.backend.redis.clone(), key, 1).await;
-    if let Err(e) = bumped {
-        tracing::warn!(voucher_id, "bumping the sale-change count: {e}");
+    match bumped {
+        Ok(value) => state.bus.bumped(value),
+        Err(e) => tracing::warn!(voucher_id, "bumping the sale-change count: {e}"),
     }
     bus::publish(&state.backend, &event).await;
 }

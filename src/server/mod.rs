@@ -368,6 +368,18 @@ fn spawn_background(
     tasks
 }
 
+/// The pages' routes, worked out once per process and the same for every server in it
+/// (the hottest endpoints skip the server-function layer: `sale::hot_path`). Once,
+/// because working them out runs the app with resources held back by a flag that is
+/// the whole process's (`leptos_server`'s `SuppressResourceLoad`, leptos#4773): a page
+/// that another server in the process rendered meanwhile waited on its resources
+/// forever. The tests start servers side by side, and their pages hung until the
+/// request timeout (30 s), one run in about fifteen on a loaded machine.
+fn page_routes() -> Vec<leptos_axum::AxumRouteListing> {
+    static ROUTES: std::sync::OnceLock<Vec<leptos_axum::AxumRouteListing>> = std::sync::OnceLock::new();
+    ROUTES.get_or_init(|| generate_route_list_with_exclusions(App, Some(sale::hot_path::paths()))).clone()
+}
+
 /// How long a stop waits for requests in flight, and then for background tasks.
 const STOP_GRACE: Duration = Duration::from_secs(10);
 
@@ -375,8 +387,7 @@ const STOP_GRACE: Duration = Duration::from_secs(10);
 /// all behind the front door (`api_guard::front`: metrics, rate limits, the request
 /// cap and timeout, API rules).
 fn router(state: AppState, guard: Arc<api_guard::Guard>) -> Router {
-    // The hottest endpoints skip the server-function layer (`sale::hot_path`).
-    let routes = generate_route_list_with_exclusions(App, Some(sale::hot_path::paths()));
+    let routes = page_routes();
     let options = state.leptos_options.clone();
     Router::new()
         .merge(monitoring::routes())

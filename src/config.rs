@@ -193,7 +193,7 @@ pub struct Config {
     /// all of it, and the browser reconnects to whichever process the balancer picks
     /// then. So feeds spread over processes added since, and feeds opened together
     /// (a sale's start) do not all reconnect together.
-    #[arg(long, env = "SECKILL_FEED_LIFETIME_MS", default_value_t = 900_000)]
+    #[arg(long, env = "SECKILL_FEED_LIFETIME_MS", default_value_t = FEED_LIFETIME_MS)]
     pub feed_lifetime_ms: u64,
 
     /// Requests served at once (live feeds aside); more answer 503 at once rather than queueing.
@@ -280,6 +280,9 @@ pub const MAX_BATCH: usize = 10_000;
 pub const MAX_PAY_TIMEOUT_MS: u64 = 30 * 24 * 3600 * 1000;
 /// Longest a shop page render may be shared (`SECKILL_PAGE_CACHE_MS`).
 pub const MAX_PAGE_CACHE_MS: u64 = 60_000;
+
+/// The longest a live feed stays open unless set (`SECKILL_FEED_LIFETIME_MS`): 15 minutes.
+pub const FEED_LIFETIME_MS: u64 = 15 * 60 * 1000;
 
 impl Config {
     /// Refuses settings that cannot work, with a message naming the setting, rather than

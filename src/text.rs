@@ -2,9 +2,11 @@
 //! sale's title): checked the same way everywhere, and stated in the API document as
 //! one pattern made from the same character sets, so the two cannot drift.
 
+use crate::error::AppError;
+
 /// Why a line was refused.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Fault {
+enum Fault {
     /// More characters than allowed, counted as sent (spaces included: the length
     /// the API document states).
     TooLong,
@@ -14,9 +16,20 @@ pub enum Fault {
     Blank,
 }
 
-/// `sent` with its ends' spaces trimmed, if it is a line of at most `most`
-/// characters: no control character, one at least that is not a space ([`pattern`]).
-pub fn line(sent: &str, most: usize) -> Result<&str, Fault> {
+/// The `field` a caller sent, with its ends' spaces trimmed, if it is a line of at
+/// most `most` characters: no control character, one at least that is not a space
+/// ([`pattern`]); else `invalid_input` about `field`, saying why.
+pub fn line(sent: &str, most: usize, field: &str) -> Result<String, AppError> {
+    let refused = |message: String| Err(AppError::invalid(message).on(field));
+    match check(sent, most) {
+        Ok(line) => Ok(line.to_owned()),
+        Err(Fault::TooLong) => refused(format!("A {field} has at most {most} characters.")),
+        Err(Fault::Control) => refused(format!("A {field} cannot contain control characters.")),
+        Err(Fault::Blank) => refused(format!("Please enter a {field}.")),
+    }
+}
+
+fn check(sent: &str, most: usize) -> Result<&str, Fault> {
     if sent.chars().count() > most {
         return Err(Fault::TooLong);
     }
@@ -66,9 +79,10 @@ mod tests {
         let lines =
             ["ann", "  ann ", "Zoë Ödegaard", "\u{3000}李\u{3000}", "a b", "", " ", "\u{2003}", "\tann", "an\u{85}n"];
         for sent in lines {
-            assert_eq!(pattern.is_match(sent), line(sent, 32).is_ok(), "{sent:?}");
+            assert_eq!(pattern.is_match(sent), check(sent, 32).is_ok(), "{sent:?}");
         }
-        assert_eq!(line("  ann ", 32), Ok("ann"));
-        assert_eq!(line(&"x".repeat(33), 32), Err(Fault::TooLong));
+        assert_eq!(check("  ann ", 32), Ok("ann"));
+        assert_eq!(check(&"x".repeat(33), 32), Err(Fault::TooLong));
+        assert_eq!(line("\tann", 32, "name").unwrap_err().param.as_deref(), Some("name"));
     }
 }

@@ -111,15 +111,7 @@ pub const REVOCATIONS_READ_EVERY: std::time::Duration = std::time::Duration::fro
 /// (`text::line`, whose pattern the API document states).
 #[cfg(feature = "ssr")]
 pub fn validate_name(name: &str) -> Result<String, AppError> {
-    use crate::text::{line, Fault};
-    match line(name, MAX_NAME_CHARS) {
-        Ok(name) => Ok(name.to_owned()),
-        Err(Fault::TooLong) => {
-            Err(AppError::invalid(format!("A name has at most {MAX_NAME_CHARS} characters.")).on("name"))
-        }
-        Err(Fault::Control) => Err(AppError::invalid("A name cannot contain control characters.").on("name")),
-        Err(Fault::Blank) => Err(AppError::invalid("Please enter a name.").on("name")),
-    }
+    crate::text::line(name, MAX_NAME_CHARS, "name")
 }
 
 #[cfg(all(test, feature = "ssr"))]

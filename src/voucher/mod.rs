@@ -161,14 +161,7 @@ pub mod rules {
     /// A title, trimmed: a line of at most [`MAX_TITLE_CHARS`] characters as sent
     /// (`text::line`, whose pattern the API document states).
     pub fn title(title: &str) -> Result<String, AppError> {
-        use crate::text::{line, Fault};
-        let refused = |message: String| Err(AppError::invalid(message).on("title"));
-        match line(title, MAX_TITLE_CHARS) {
-            Ok(title) => Ok(title.to_owned()),
-            Err(Fault::TooLong) => refused(format!("A title has at most {MAX_TITLE_CHARS} characters.")),
-            Err(Fault::Control) => refused("A title cannot contain control characters.".into()),
-            Err(Fault::Blank) => refused("The title is empty.".into()),
-        }
+        crate::text::line(title, MAX_TITLE_CHARS, "title")
     }
 
     /// A price and face value: neither negative nor absurd, and the voucher worth at

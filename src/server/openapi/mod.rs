@@ -194,12 +194,13 @@ fn plain_route(path: &str, schemas: &mut Schemas) -> Operation {
             // The schema is each event's, as tools read an event stream's schema
             // before OpenAPI 3.2 (3.2 calls it `itemSchema`).
             let frames = ResponseBuilder::new()
-                .description(
+                .description(format!(
                     "Server-Sent Events, the schema each event's: a frame each time the figures change, each \
                      event's `data` one JSON frame: a `ShopFrame` with `view=shop`, an `OperatorFrame` otherwise \
-                     (first its `hello`). The answer ends after at most `SECKILL_FEED_LIFETIME_MS` (15 minutes by \
+                     (first its `hello`). The answer ends after at most `SECKILL_FEED_LIFETIME_MS` ({} minutes by \
                      default): reconnect then.",
-                )
+                    crate::config::FEED_LIFETIME_MS / 60_000
+                ))
                 .content("text/event-stream", ContentBuilder::new().schema(Some(feed::event(schemas))).build());
             (
                 "live",

@@ -3,13 +3,14 @@
 
 use crate::pages::{admin::OperatorsPage, report::ReportPage, shop::ShopPage};
 use leptos::prelude::*;
-use leptos_meta::{provide_meta_context, Title};
+use leptos_meta::{provide_meta_context, Meta, Title};
 use leptos_router::{
     components::{Route, Router, Routes, A},
-    lazy_route, path, Lazy, LazyRoute, SsrMode,
+    path, SsrMode,
 };
 
-/// The document around the app, rendered on the server.
+/// The document around the app, rendered on the server. In islands mode: the browser
+/// gets the page as HTML and hydrates only its islands (`#[island]`).
 #[cfg(feature = "ssr")]
 pub fn shell(options: LeptosOptions) -> impl IntoView {
     use leptos_meta::{HashedStylesheet, MetaTags};
@@ -23,7 +24,7 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
                 <link rel="icon" type="image/svg+xml" href="/favicon.svg"/>
                 <AutoReload options=options.clone()/>
                 <HashedStylesheet options=options.clone() id="leptos"/>
-                <HydrationScripts options/>
+                <HydrationScripts options islands=true/>
                 <MetaTags/>
             </head>
             <body class="min-h-screen bg-slate-50 text-slate-900">
@@ -36,16 +37,10 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
 #[component]
 pub fn App() -> impl IntoView {
     provide_meta_context();
-    // Marks the page once it is interactive, so tests (and slow links) know when
-    // buttons work.
-    Effect::new(|_| {
-        #[cfg(feature = "hydrate")]
-        if let Some(body) = document().body() {
-            let _ = body.set_attribute("data-hydrated", "true");
-        }
-    });
     view! {
         <Title text="Seckill"/>
+        // What search engines and link previews say of the site.
+        <Meta name="description" content="Flash sales: vouchers on sale for a time window, first come, first served."/>
         <Router>
             <header class="bg-rose-600 text-white">
                 <nav class="mx-auto flex max-w-5xl items-center gap-6 px-4 py-1 [&>a]:inline-flex [&>a]:min-h-11 [&>a]:min-w-11 [&>a]:items-center [&>a]:justify-center" aria-label="Main">
@@ -59,40 +54,24 @@ pub fn App() -> impl IntoView {
                     // Whole pages in one write: their data is a few milliseconds
                     // away, and streaming them in pieces cost more than it saved.
                     <Route path=path!("/") view=ShopPage ssr=SsrMode::Async/>
-                    <Route path=path!("/admin") view={Lazy::<OperatorsRoute>::new()} ssr=SsrMode::Async/>
-                    <Route path=path!("/admin/report/:id") view={Lazy::<ReportRoute>::new()} ssr=SsrMode::Async/>
+                    <Route path=path!("/admin") view=OperatorsPage ssr=SsrMode::Async/>
+                    <Route path=path!("/admin/report/:id") view=ReportPage ssr=SsrMode::Async/>
                 </Routes>
             </main>
         </Router>
+        <Hydrated/>
     }
 }
 
-/// The operator's pages are routes of their own in the browser's code (`--split`): a
-/// shopper's first load is the shop's code alone, and an operator's browser fetches
-/// the rest when it opens one of them.
-struct OperatorsRoute;
-
-#[lazy_route]
-impl LazyRoute for OperatorsRoute {
-    fn data() -> Self {
-        Self
-    }
-
-    fn view(_this: Self) -> AnyView {
-        view! { <OperatorsPage/> }.into_any()
-    }
-}
-
-/// A sale's report (see [`OperatorsRoute`]).
-struct ReportRoute;
-
-#[lazy_route]
-impl LazyRoute for ReportRoute {
-    fn data() -> Self {
-        Self
-    }
-
-    fn view(_this: Self) -> AnyView {
-        view! { <ReportPage/> }.into_any()
-    }
+/// Marks the page once it is interactive (`data-hydrated` on `<body>`), so tests (and
+/// slow links) know when buttons work. The page's last island: Leptos hydrates islands
+/// in document order, waiting for each one's code, so this one runs after all others.
+#[island]
+fn Hydrated() -> impl IntoView {
+    Effect::new(|_| {
+        #[cfg(feature = "hydrate")]
+        if let Some(body) = document().body() {
+            let _ = body.set_attribute("data-hydrated", "true");
+        }
+    });
 }

@@ -123,6 +123,19 @@ pub async fn pause(ms: u32) {
     let _ = ms;
 }
 
+/// Draws `children` in the browser only, once the island around it has hydrated; the
+/// server (and hydration) see "Loading…". For the operators' pages, whose every part
+/// asks the server for what it shows: drawn in the browser, they need nothing carried
+/// over from the server's render, and their islands hydrate without their data.
+#[component]
+pub fn InBrowser(children: ChildrenFn) -> impl IntoView {
+    let ready = RwSignal::new(false);
+    Effect::new(move |_| ready.set(true));
+    view! {
+        <Show when=move || ready.get() fallback=|| view! { <p>"Loading…"</p> }>{children()}</Show>
+    }
+}
+
 /// State of an event stream's connection, shown to the operator.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Connection {

@@ -59,10 +59,11 @@ pub(crate) mod text;
 #[cfg(all(test, feature = "ssr"))]
 mod layering;
 
-/// Browser entry point: hydrates the server-rendered page.
+/// Browser entry point: readies the reactive system; Leptos's island script then
+/// hydrates each `#[island]` of the server-rendered page, in document order.
 #[cfg(feature = "hydrate")]
 #[wasm_bindgen::prelude::wasm_bindgen]
 pub fn hydrate() {
     console_error_panic_hook::set_once();
-    leptos::mount::hydrate_lazy(app::App);
+    leptos::mount::hydrate_islands();
 }

@@ -1,10 +1,12 @@
 import { test, type Browser, type BrowserContextOptions } from '@playwright/test';
 import { createVoucher, uniqueTitle } from '../tests/helpers';
 
-// Issue 33's measure: the shop `/` on Chromium's "Slow 4G" (150 ms round trip,
-// 1.6 Mbit/s down, 750 kbit/s up), CPU slowed 4×, a 390×844 phone screen; cold cache,
-// median of five loads; then a warm load (the same browser, again). Prints the figures
-// beside their targets; fails only when the page never becomes interactive.
+// Issues 33 and 56's measure: the shop `/` with two sales on Chromium's "Slow 4G"
+// (150 ms round trip, 1.6 Mbit/s down, 750 kbit/s up), CPU slowed 4×, a 390×844 phone
+// screen; cold cache, median of five loads; then a warm load (the same browser, again).
+// "Hydrated" is when the Grab button works (the page's last island has hydrated).
+// Prints the figures beside their targets; fails only when the page never becomes
+// interactive (the byte budget is held by site.spec.ts).
 const RUNS = 5;
 const SLOW_4G = { offline: false, latency: 150, downloadThroughput: 1.6e6 / 8, uploadThroughput: 750e3 / 8 };
 const PHONE: BrowserContextOptions = {
@@ -69,6 +71,7 @@ const kb = (x: number) => `${(x / 1024).toFixed(1)} KB`;
 
 test('the shop on a phone: first paint, WASM, hydrated, bytes', async ({ browser, request }) => {
   await createVoucher(request, uniqueTitle('Phone'), 100, Date.now() + 3_600_000);
+  await createVoucher(request, uniqueTitle('Phone'), 100);
   const rows: [string, Load][] = [];
   const cold: Load[] = [];
   for (let i = 0; i < RUNS; i++) cold.push(await load(browser, true, false));
@@ -89,5 +92,5 @@ test('the shop on a phone: first paint, WASM, hydrated, bytes', async ({ browser
     );
   }
   const [coldL, warmL] = [rows[0][1], rows[1][1]];
-  console.log(`  targets: cold hydrated ≤ 2500 ms (${ms(coldL.hydrated)}), bytes ≤ 250 KB (${kb(coldL.bytes)}); warm hydrated ≤ 1000 ms (${ms(warmL.hydrated)})`);
+  console.log(`  targets: cold hydrated (Grab works) ≤ 1000 ms (${ms(coldL.hydrated)}), bytes ≤ 100 KB (${kb(coldL.bytes)}); warm hydrated ≤ 1000 ms (${ms(warmL.hydrated)})`);
 });

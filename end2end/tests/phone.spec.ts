@@ -44,7 +44,7 @@ test('a Grab pressed before the page is ready shows it is not ready yet', async 
   // The page as the server sends it, before any script runs: the button is disabled
   // (greyed) until the page has hydrated and knows the gate's time.
   const html = await (await request.get('/')).text();
-  const card = html.slice(html.indexOf(title));
+  const card = html.slice(html.indexOf(`aria-label="${title}"`));
   expect(card).toMatch(/<button[^>]*disabled[^>]*>Grab<\/button>/);
 });
 

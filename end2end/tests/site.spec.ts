@@ -60,7 +60,7 @@ test("the operator's pages come in WASM of their own, fetched when one is opened
   await page.goto('/');
   await expect(page.locator('body[data-hydrated="true"]')).toBeAttached();
   expect(wasm, 'the shop loads one WASM file').toHaveLength(1);
-  // Followed in the browser (no page load): the admin board's code arrives then.
+  // The admin page's island is lazy: its code arrives when that page opens.
   await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Admin' }).click();
   await expect(page.getByLabel('Admin token', { exact: true })).toBeVisible();
   expect(wasm.length, `${wasm}`).toBeGreaterThan(1);
@@ -73,6 +73,36 @@ test('the sign-up challenge is solved by WASM fetched only when an account is ma
   expect(wasm, 'the shop loads one WASM file').toHaveLength(1);
   await signUp(page, uniqueTitle('solver').slice(0, 32));
   expect(wasm.some((path) => path.includes('create_account')), `${wasm}`).toBe(true);
+});
+
+// Issue 56's budget for the shop's first load, compressed as served: what a phone on a
+// slow link downloads before Grab works. The target is 100 KB; HELD is what the test
+// command holds today (the islands' WASM is still above the target: docs/testing.md,
+// "The shop on a phone"), so that nothing adds to it unnoticed. The page itself grows
+// with the sales listed (this run's database holds every test's), so it is counted
+// apart and printed.
+const TARGET_KB = 100;
+const HELD_KB = 215;
+
+test("the shop's first load stays within its byte budget", async ({ page, context }) => {
+  const cdp = await context.newCDPSession(page);
+  await cdp.send('Network.enable');
+  const urls = new Map<string, string>();
+  const bytes = new Map<string, number>();
+  cdp.on('Network.requestWillBeSent', (e) => urls.set(e.requestId, new URL(e.request.url).pathname));
+  cdp.on('Network.dataReceived', (e) => bytes.set(e.requestId, (bytes.get(e.requestId) ?? 0) + e.encodedDataLength));
+  cdp.on('Network.loadingFinished', (e) => bytes.set(e.requestId, e.encodedDataLength));
+  await page.goto('/');
+  await expect(page.locator('body[data-hydrated="true"]')).toBeAttached();
+  let document = 0;
+  let rest = 0;
+  for (const [id, path] of urls) {
+    if (path === '/') document += bytes.get(id) ?? 0;
+    else rest += bytes.get(id) ?? 0;
+  }
+  const kb = (n: number) => (n / 1024).toFixed(1);
+  console.log(`first load: page ${kb(document)} KB + the rest ${kb(rest)} KB; target ${TARGET_KB} KB in all, held ${HELD_KB} KB`);
+  expect(rest / 1024, [...urls.values()].join(', ')).toBeLessThanOrEqual(HELD_KB);
 });
 
 /** The paths of the WASM files `page` fetches from now on, as they are asked for. */

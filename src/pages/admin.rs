@@ -7,7 +7,7 @@ use crate::{
         operator_api::admin_status,
         view::{OperatorPanel, OperatorsDoor},
     },
-    browser::every,
+    browser::{every, InBrowser},
     live::view::LiveBoard,
     orders::view::VoucherOrders,
     sale::operator_view::{CreateVoucher, RowStates, SaleLog, SaleRow},
@@ -19,9 +19,19 @@ use leptos::prelude::*;
 pub fn OperatorsPage() -> impl IntoView {
     view! {
         <h1 class="mb-4 text-2xl font-bold">"Admin"</h1>
-        {operators_only(|unlocked| view! { <OperatorsBoard unlocked/> })}
+        <Operators/>
     }
     .into_any()
+}
+
+/// The page's island, in WASM of its own (`lazy`, built with `--split`): a shopper's
+/// first load never carries the operators' code; an operator's browser fetches it when
+/// the page opens.
+#[island(lazy)]
+fn Operators() -> impl IntoView {
+    view! {
+        <InBrowser>{operators_only(|unlocked| view! { <OperatorsBoard unlocked/> })}</InBrowser>
+    }
 }
 
 /// `board` once the visitor is an operator (signed in, or holding the admin token);
@@ -61,7 +71,7 @@ fn OperatorsBoard(unlocked: RwSignal<bool>) -> impl IntoView {
         <CreateVoucher refresh/>
         <LiveBoard titles unlocked/>
         <h2 class="mb-2 mt-6 text-xl font-semibold">"Vouchers"</h2>
-        <EachVoucher vouchers class="grid gap-2" empty="No vouchers yet."
+        <EachVoucher vouchers=Signal::derive(move || vouchers.get()) class="grid gap-2" empty="No vouchers yet."
             item=move |v: Voucher| {
                 // Looked up per list refresh: the row follows changes without being rebuilt.
                 let id = v.id;

@@ -1,7 +1,7 @@
 //! A sale's report (`/admin/report/<voucher id>`), for operators.
 
 use super::admin::operators_only;
-use crate::report::view::SaleReportView;
+use crate::{browser::InBrowser, report::view::SaleReportView};
 use leptos::prelude::*;
 use leptos_router::hooks::use_params_map;
 
@@ -13,8 +13,16 @@ pub fn ReportPage() -> impl IntoView {
         <h1 class="mb-4 text-2xl font-bold">"Sale report"</h1>
         <p class="mb-4"><a class="text-rose-700 underline" href="/admin">"Back to the admin board"</a></p>
         {match id {
-            Some(voucher_id) => operators_only(move |_| view! { <SaleReportView voucher_id/> }).into_any(),
+            Some(voucher_id) => view! { <Report voucher_id/> }.into_any(),
             None => view! { <p role="alert">"No such sale."</p> }.into_any(),
         }}
+    }
+}
+
+/// The report's island, in WASM of its own (see `admin::Operators`).
+#[island(lazy)]
+fn Report(voucher_id: i64) -> impl IntoView {
+    view! {
+        <InBrowser>{operators_only(move |_| view! { <SaleReportView voucher_id/> })}</InBrowser>
     }
 }

@@ -1,5 +1,9 @@
 //! The shopper's page (`/`): sign in, the sales with a countdown and live stock, grab,
 //! and the shopper's orders to pay or cancel.
+//!
+//! The server renders the page; the browser hydrates one island, [`Shop`], which holds
+//! what moves (the account box, each card's countdown, units left, Grab and result,
+//! My orders). Only its code reaches a shopper's first load.
 
 use crate::{
     auth::{api::me, view::SignInBox, CurrentUser, User},
@@ -16,8 +20,28 @@ use crate::{
 use leptos::prelude::*;
 use std::collections::HashMap;
 
+/// A listing, or why it could not be had: what the server hands the island.
+type Listed = Result<Vec<Voucher>, AppError>;
+
 #[component]
 pub fn ShopPage() -> impl IntoView {
+    view! {
+        <h1 class="mb-4 text-2xl font-bold">"Flash sales"</h1>
+        <Suspense>
+            {Suspend::new(async {
+                let listed = list_vouchers(None, None).await.map(|page| page.items);
+                view! { <Shop listed/> }
+            })}
+        </Suspense>
+    }
+    .into_any()
+}
+
+/// Everything on the shop page that moves. `listed` is the list the server rendered
+/// the page with; the island lists again every 5 seconds (new sales appear) and
+/// follows the live feed (stock, pause, end).
+#[island]
+fn Shop(listed: Listed) -> impl IntoView {
     let user = RwSignal::new(None::<User>);
     // Who is signed in is asked by the browser once the page is live, never rendered
     // by the server: the server's page is then the same for every visitor, and one
@@ -35,14 +59,16 @@ pub fn ShopPage() -> impl IntoView {
     // The gate's clock, not the device's: a countdown and a Grab button that follow it.
     let clock = use_server_clock();
     let now = clock.now;
-    let refresh = RwSignal::new(0u64);
+    let vouchers = RwSignal::new(Some(listed));
     // New sales appear on the next list refresh; stock moves live.
-    every(5000, move || refresh.update(|n| *n += 1));
-    let vouchers =
-        Resource::new(move || refresh.get(), |_| async { list_vouchers(None, None).await.map(|page| page.items) });
+    every(5000, move || {
+        leptos::task::spawn_local(async move {
+            vouchers.try_set(Some(list_vouchers(None, None).await.map(|page| page.items)));
+        })
+    });
+    let vouchers = Signal::from(vouchers);
     let live = use_shop_feed();
     view! {
-        <h1 class="mb-4 text-2xl font-bold">"Flash sales"</h1>
         <SignInBox user/>
         <EachVoucher vouchers class="grid gap-4 sm:grid-cols-2" empty="No sales yet."
             item=move |v: Voucher| view! { <ShopCard id=v.id vouchers live clock/> }.into_any()/>
@@ -65,7 +91,7 @@ fn my_orders(user: RwSignal<Option<User>>, now: RwSignal<chrono::DateTime<chrono
 #[component]
 fn ShopCard(
     id: i64,
-    vouchers: Resource<Result<Vec<Voucher>, AppError>>,
+    vouchers: Signal<Option<Listed>>,
     live: RwSignal<HashMap<i64, StockLive>>,
     clock: ServerClock,
 ) -> impl IntoView {

@@ -6,10 +6,10 @@ use crate::error::AppError;
 use leptos::prelude::*;
 
 /// Each voucher of a list that loads and refreshes, drawn by `item`; says so while
-/// loading, on error and (with `empty`) when there is none.
+/// loading (`None`), on error and (with `empty`) when there is none.
 #[component]
 pub fn EachVoucher<F>(
-    vouchers: Resource<Result<Vec<Voucher>, AppError>>,
+    vouchers: Signal<Option<Result<Vec<Voucher>, AppError>>>,
     /// Classes of the grid around the items.
     class: &'static str,
     /// What to say when the list is empty.
@@ -19,32 +19,26 @@ pub fn EachVoucher<F>(
 where
     F: Fn(Voucher) -> AnyView + Clone + Send + Sync + 'static,
 {
-    view! {
-        <Transition fallback=|| view! { <p>"Loading…"</p> }>
-            {
-                // Only the list's shape (an error, none, some) redraws it: a refresh that
-                // brings the same shape keeps every item drawn, with what it holds (a
-                // grab's result, an open form); `For` adds and drops items by id.
-                let shape = Memo::new(move |_| vouchers.get().map(|list| list.map(|l| l.is_empty())));
-                let item = item.clone();
-                move || {
-                    let item = item.clone();
-                    shape.get().map(move |shape| match shape {
-                        Err(e) => {
-                            e.set_page_status();
-                            view! { <p role="alert">{e.message}</p> }.into_any()
-                        }
-                        Ok(true) => view! { <p>{empty}</p> }.into_any(),
-                        Ok(false) => view! {
-                            <div class=class>
-                                <For each=move || vouchers.get().and_then(Result::ok).unwrap_or_default()
-                                    key=|v| v.id children=item/>
-                            </div>
-                        }.into_any(),
-                    })
-                }
+    // Only the list's shape (loading, an error, none, some) redraws it: a refresh that
+    // brings the same shape keeps every item drawn, with what it holds (a grab's
+    // result, an open form); `For` adds and drops items by id.
+    let shape = Memo::new(move |_| vouchers.get().map(|list| list.map(|l| l.is_empty())));
+    move || {
+        let item = item.clone();
+        match shape.get() {
+            None => view! { <p>"Loading…"</p> }.into_any(),
+            Some(Err(e)) => {
+                e.set_page_status();
+                view! { <p role="alert">{e.message}</p> }.into_any()
             }
-        </Transition>
+            Some(Ok(true)) => view! { <p>{empty}</p> }.into_any(),
+            Some(Ok(false)) => view! {
+                <div class=class>
+                    <For each=move || vouchers.get().and_then(Result::ok).unwrap_or_default()
+                        key=|v| v.id children=item/>
+                </div>
+            }
+            .into_any(),
+        }
     }
-    .into_any()
 }

@@ -9,19 +9,24 @@ use super::{
     ListedOperator, Role, User,
 };
 use crate::error::{AppResult, ErrorCode};
-use leptos::prelude::*;
+use leptos::{either::Either, prelude::*};
 
 const INPUT: &str = "min-h-11 rounded border px-2 py-1";
 const FIELD: &str = "flex flex-col text-sm";
 
 /// Shows who is signed in and their account menu, or a form to sign in or sign up.
+/// On every shopper's first load: typed views, no `Show` or `Suspense` (see
+/// `pages::shop`).
 #[component]
 pub fn SignInBox(user: RwSignal<Option<User>>) -> impl IntoView {
+    let signed_in = Memo::new(move |_| user.with(Option::is_some));
     view! {
         <section class="mb-6 rounded-lg bg-white p-4 shadow" aria-label="Account">
-            <Show when=move || user.get().is_some() fallback=move || view! { <SignInForm user/> }>
-                <Suspense>{move || Suspend::new(account_menu(user))}</Suspense>
-            </Show>
+            {move || if signed_in.get() {
+                Either::Left(Suspend::new(account_menu(user)))
+            } else {
+                Either::Right(view! { <SignInForm user/> })
+            }}
         </section>
     }
 }
@@ -46,35 +51,36 @@ async fn create_account(name: String, password: String) -> AppResult<User> {
 }
 
 /// Name and password: signs in, or (after "Create an account") signs up. The password
-/// field says which to password managers (`current-password` or `new-password`).
+/// field says which to password managers (`current-password` or `new-password`). A
+/// task rather than an `Action`: the same behaviour in less WASM.
 #[component]
 fn SignInForm(user: RwSignal<Option<User>>) -> impl IntoView {
     let new_account = RwSignal::new(false);
     let name = RwSignal::new(String::new());
     let password = RwSignal::new(String::new());
-    let submit = Action::new(|(name, password, new): &(String, String, bool)| {
-        let (name, password, new) = (name.clone(), password.clone(), *new);
-        async move {
-            if new {
-                create_account(name, password).await
-            } else {
-                sign_in(name, password).await
+    let error = RwSignal::new(None::<String>);
+    let submit = move || {
+        let (name, typed, new) = (name.get_untracked(), password.get_untracked(), new_account.get_untracked());
+        leptos::task::spawn_local(async move {
+            let answer = if new { create_account(name, typed).await } else { sign_in(name, typed).await };
+            match answer {
+                Ok(u) => {
+                    error.try_set(None);
+                    password.try_set(String::new());
+                    user.try_set(Some(u));
+                }
+                Err(e) => {
+                    error.try_set(Some(e.message));
+                }
             }
-        }
-    });
-    Effect::new(move |_| {
-        if let Some(Ok(u)) = submit.value().get() {
-            password.set(String::new());
-            user.set(Some(u));
-        }
-    });
-    let error = move || submit.value().get().and_then(Result::err).map(|e| e.message);
+        })
+    };
     let pick = move |new: &'static str, old: &'static str| move || if new_account.get() { new } else { old };
     view! {
         <form class="flex flex-wrap items-end gap-3" aria-label=pick("Create an account", "Sign in")
             on:submit=move |ev| {
                 ev.prevent_default();
-                submit.dispatch((name.get_untracked(), password.get_untracked(), new_account.get_untracked()));
+                submit();
             }>
             <label class=FIELD>
                 "Your name"

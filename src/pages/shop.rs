@@ -34,7 +34,6 @@ pub fn ShopPage() -> impl IntoView {
             })}
         </Suspense>
     }
-    .into_any()
 }
 
 /// Everything on the shop page that moves. `listed` is the list the server rendered
@@ -68,15 +67,15 @@ fn Shop(listed: Listed) -> impl IntoView {
     });
     let vouchers = Signal::from(vouchers);
     let live = use_shop_feed();
+    // Typed views, no `Show` or `Suspense` (each erases its children into an
+    // `AnyView`, whose every way of drawing, async hydration included, comes into the
+    // WASM): this island is every shopper's first load.
     view! {
         <SignInBox user/>
         <EachVoucher vouchers class="grid gap-4 sm:grid-cols-2" empty="No sales yet."
-            item=move |v: Voucher| view! { <ShopCard id=v.id vouchers live clock/> }.into_any()/>
-        <Show when=move || user.get().is_some()>
-            <Suspense>{move || Suspend::new(my_orders(user, now))}</Suspense>
-        </Show>
+            item=move |v: Voucher| view! { <ShopCard id=v.id vouchers live clock/> }/>
+        {move || user.with(Option::is_some).then(|| Suspend::new(my_orders(user, now)))}
     }
-    .into_any()
 }
 
 /// The shopper's orders in WASM of their own (`#[lazy]`, built with `--split`): a first
@@ -109,5 +108,5 @@ fn ShopCard(
             })
         })
     });
-    view! { <SaleCard id voucher live clock/> }.into_any()
+    view! { <SaleCard id voucher live clock/> }
 }

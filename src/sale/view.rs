@@ -91,9 +91,7 @@ pub fn SaleCard(
             <p>
                 {move || voucher.get().zip(remaining()).map(|(v, left)| format!("{left} of {} left", v.stock))}
             </p>
-            <Show when=move || badge().is_some()>
-                <p role="status" class="font-semibold text-rose-700">{badge}</p>
-            </Show>
+            {move || badge().map(|badge| view! { <p role="status" class="font-semibold text-rose-700">{badge}</p> })}
             <p class="text-sm text-slate-600">
                 {move || voucher.get().zip(state.get()).and_then(|(v, s)| {
                     // The gate's window when the feed has it (an operator may have moved it).
@@ -109,7 +107,6 @@ pub fn SaleCard(
             <GrabButton id closed fair=Signal::derive(move || voucher.get().is_some_and(|v| v.fair_start))/>
         </article>
     }
-    .into_any()
 }
 
 /// Times a grab the server shed is tried again by the page before it says so.
@@ -186,10 +183,10 @@ fn GrabButton(id: i64, closed: Signal<bool>, fair: Signal<bool>) -> impl IntoVie
             on:click=press>
             "Grab"
         </button>
-        <Show when=move || order_id.get().is_some()>
-            <p>"Order " <span class="font-mono">{move || order_id.get()}</span></p>
+        {move || order_id.get().map(|id| view! {
+            <p>"Order " <span class="font-mono">{id}</span></p>
             <p>"Status: " {move || status_text(result.get())}</p>
-        </Show>
+        })}
         <p role="alert" class="text-sm text-red-700">{move || refusal.get()}</p>
     }
 }

@@ -3,12 +3,14 @@
 
 use super::Voucher;
 use crate::error::AppError;
-use leptos::prelude::*;
+use leptos::{either::EitherOf4, prelude::*};
 
 /// Each voucher of a list that loads and refreshes, drawn by `item`; says so while
-/// loading (`None`), on error and (with `empty`) when there is none.
+/// loading (`None`), on error and (with `empty`) when there is none. Typed views
+/// throughout (no `AnyView`): each erased view carries every way of drawing it, async
+/// hydration included, into the shop's WASM.
 #[component]
-pub fn EachVoucher<F>(
+pub fn EachVoucher<F, V>(
     vouchers: Signal<Option<Result<Vec<Voucher>, AppError>>>,
     /// Classes of the grid around the items.
     class: &'static str,
@@ -17,7 +19,8 @@ pub fn EachVoucher<F>(
     item: F,
 ) -> impl IntoView
 where
-    F: Fn(Voucher) -> AnyView + Clone + Send + Sync + 'static,
+    F: Fn(Voucher) -> V + Clone + Send + Sync + 'static,
+    V: IntoView + 'static,
 {
     // Only the list's shape (loading, an error, none, some) redraws it: a refresh that
     // brings the same shape keeps every item drawn, with what it holds (a grab's
@@ -26,19 +29,18 @@ where
     move || {
         let item = item.clone();
         match shape.get() {
-            None => view! { <p>"Loading…"</p> }.into_any(),
+            None => EitherOf4::A(view! { <p>"Loading…"</p> }),
             Some(Err(e)) => {
                 e.set_page_status();
-                view! { <p role="alert">{e.message}</p> }.into_any()
+                EitherOf4::B(view! { <p role="alert">{e.message}</p> })
             }
-            Some(Ok(true)) => view! { <p>{empty}</p> }.into_any(),
-            Some(Ok(false)) => view! {
+            Some(Ok(true)) => EitherOf4::C(view! { <p>{empty}</p> }),
+            Some(Ok(false)) => EitherOf4::D(view! {
                 <div class=class>
                     <For each=move || vouchers.get().and_then(Result::ok).unwrap_or_default()
                         key=|v| v.id children=item/>
                 </div>
-            }
-            .into_any(),
+            }),
         }
     }
 }

@@ -29,18 +29,22 @@ pub fn ShopPage() -> impl IntoView {
         <h1 class="mb-4 text-2xl font-bold">"Flash sales"</h1>
         <Suspense>
             {Suspend::new(async {
-                let listed = list_vouchers(None, None).await.map(|page| page.items);
-                view! { <Shop listed/> }
+                // Handed over as two plain props: a `Result` would bring its own decoder.
+                let (listed, refusal) = match list_vouchers(None, None).await {
+                    Ok(page) => (page.items, None),
+                    Err(e) => (Vec::new(), Some(e)),
+                };
+                view! { <Shop listed refusal/> }
             })}
         </Suspense>
     }
 }
 
 /// Everything on the shop page that moves. `listed` is the list the server rendered
-/// the page with; the island lists again every 5 seconds (new sales appear) and
-/// follows the live feed (stock, pause, end).
+/// the page with (or `refusal`, why it could not list); the island lists again every
+/// 5 seconds (new sales appear) and follows the live feed (stock, pause, end).
 #[island]
-fn Shop(listed: Listed) -> impl IntoView {
+fn Shop(listed: Vec<Voucher>, refusal: Option<AppError>) -> impl IntoView {
     let user = RwSignal::new(None::<User>);
     // Who is signed in is asked by the browser once the page is live, never rendered
     // by the server: the server's page is then the same for every visitor, and one
@@ -58,7 +62,7 @@ fn Shop(listed: Listed) -> impl IntoView {
     // The gate's clock, not the device's: a countdown and a Grab button that follow it.
     let clock = use_server_clock();
     let now = clock.now;
-    let vouchers = RwSignal::new(Some(listed));
+    let vouchers = RwSignal::new(Some(refusal.map_or(Ok(listed), Err)));
     // New sales appear on the next list refresh; stock moves live.
     every(5000, move || {
         leptos::task::spawn_local(async move {

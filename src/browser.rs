@@ -1,8 +1,8 @@
 //! Browser helpers: timers, the browser's time zone (for date-time pickers), a
-//! self-reconnecting Server-Sent Events reader, and how a span of time reads. On the
-//! server (SSR) the timers and the reader do nothing and the zone is UTC, so
-//! components can call them unconditionally. Only
-//! components import this module; it imports none of them.
+//! self-reconnecting Server-Sent Events reader, how a span of time reads, and
+//! [`InBrowser`] (children drawn in the browser only). On the server (SSR) the timers
+//! and the reader do nothing and the zone is UTC, so components can call them
+//! unconditionally. Only components import this module; it imports none of them.
 
 use leptos::prelude::*;
 

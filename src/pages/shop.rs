@@ -20,7 +20,7 @@ use crate::{
 use leptos::prelude::*;
 use std::collections::HashMap;
 
-/// A listing, or why it could not be had: what the server hands the island.
+/// A listing, or why it could not be had.
 type Listed = Result<Vec<Voucher>, AppError>;
 
 #[component]
@@ -71,6 +71,8 @@ fn Shop(listed: Vec<Voucher>, refusal: Option<AppError>) -> impl IntoView {
     });
     let vouchers = Signal::from(vouchers);
     let live = use_shop_feed();
+    // My orders is drawn once per sign-in, not again on every change of who.
+    let signed_in = Memo::new(move |_| user.with(Option::is_some));
     // Typed views, no `Show` or `Suspense` (each erases its children into an
     // `AnyView`, whose every way of drawing, async hydration included, comes into the
     // WASM): this island is every shopper's first load.
@@ -78,7 +80,7 @@ fn Shop(listed: Vec<Voucher>, refusal: Option<AppError>) -> impl IntoView {
         <SignInBox user/>
         <EachVoucher vouchers class="grid gap-4 sm:grid-cols-2" empty="No sales yet."
             item=move |v: Voucher| view! { <ShopCard id=v.id vouchers live clock/> }/>
-        {move || user.with(Option::is_some).then(|| Suspend::new(my_orders(user, now)))}
+        {move || signed_in.get().then(|| Suspend::new(my_orders(user, now)))}
     }
 }
 

@@ -14,12 +14,12 @@ use leptos::{either::Either, prelude::*};
 const INPUT: &str = "min-h-11 rounded border px-2 py-1";
 const FIELD: &str = "flex flex-col text-sm";
 
-/// Shows who is signed in and their account menu, or a form to sign in or sign up.
-/// On every shopper's first load: typed views, no `Show` or `Suspense` (see
-/// `pages::shop`).
+/// Shows who is signed in and their account menu, or a form to sign in or sign up;
+/// `signed_in` is the page's own (whether `user` is someone), so the box redraws once
+/// per sign-in. On every shopper's first load: typed views, no `Show` or `Suspense`
+/// (see `pages::shop`).
 #[component]
-pub fn SignInBox(user: RwSignal<Option<User>>) -> impl IntoView {
-    let signed_in = Memo::new(move |_| user.with(Option::is_some));
+pub fn SignInBox(user: RwSignal<Option<User>>, signed_in: Memo<bool>) -> impl IntoView {
     view! {
         <section class="mb-6 rounded-lg bg-white p-4 shadow" aria-label="Account">
             {move || if signed_in.get() {

@@ -63,21 +63,31 @@ fn Shop(listed: Vec<Voucher>, refusal: Option<AppError>) -> impl IntoView {
     let clock = use_server_clock();
     let now = clock.now;
     let vouchers = RwSignal::new(Some(refusal.map_or(Ok(listed), Err)));
-    // New sales appear on the next list refresh; stock moves live.
+    // New sales appear on the next list refresh; stock moves live. One listing at a
+    // time: on a link slower than the period, answers neither pile up nor land out of
+    // order (an older one over a newer).
+    let listing = StoredValue::new(false);
     every(5000, move || {
+        if listing.try_get_value() != Some(false) {
+            return;
+        }
+        listing.set_value(true);
         leptos::task::spawn_local(async move {
-            vouchers.try_set(Some(list_vouchers(None, None).await.map(|page| page.items)));
+            let answer = list_vouchers(None, None).await.map(|page| page.items);
+            vouchers.try_set(Some(answer));
+            listing.try_set_value(false);
         })
     });
     let vouchers = Signal::from(vouchers);
     let live = use_shop_feed();
-    // My orders is drawn once per sign-in, not again on every change of who.
+    // The account box and My orders are drawn once per sign-in, not again on every
+    // change of who.
     let signed_in = Memo::new(move |_| user.with(Option::is_some));
     // Typed views, no `Show` or `Suspense` (each erases its children into an
     // `AnyView`, whose every way of drawing, async hydration included, comes into the
     // WASM): this island is every shopper's first load.
     view! {
-        <SignInBox user/>
+        <SignInBox user signed_in/>
         <EachVoucher vouchers class="grid gap-4 sm:grid-cols-2" empty="No sales yet."
             item=move |v: Voucher| view! { <ShopCard id=v.id vouchers live clock/> }/>
         {move || signed_in.get().then(|| Suspend::new(my_orders(user, now)))}

@@ -4,7 +4,9 @@ import { createVoucher, uniqueTitle } from '../tests/helpers';
 // Issues 33 and 56's measure: the shop `/` with two sales on Chromium's "Slow 4G"
 // (150 ms round trip, 1.6 Mbit/s down, 750 kbit/s up), CPU slowed 4×, a 390×844 phone
 // screen; cold cache, median of five loads; then a warm load (the same browser, again).
-// "Hydrated" is when the Grab button works (the page's last island has hydrated).
+// "Grab works" is when the live sale's Grab button is drawn enabled with the page's
+// script listening (a press is sent from then on, before the WASM arrives: `sale::early`);
+// "hydrated" is when the page's last island has hydrated (everything else works).
 // Prints the figures beside their targets; fails only when the page never becomes
 // interactive (the byte budget is held by site.spec.ts).
 const RUNS = 5;
@@ -16,7 +18,7 @@ const PHONE: BrowserContextOptions = {
   hasTouch: true,
 };
 
-type Load = { paint: number; wasm: number; hydrated: number; bytes: number; each?: string[] };
+type Load = { paint: number; grab: number; wasm: number; hydrated: number; bytes: number; each?: string[] };
 
 /** Loads `/` in `context`'s page under the given throttling; what it took. */
 async function load(browser: Browser, throttled: boolean, warm: boolean): Promise<Load> {
@@ -41,6 +43,12 @@ async function load(browser: Browser, throttled: boolean, warm: boolean): Promis
   cdp.on('Network.loadingFinished', (e) => finished.set(e.requestId, e.encodedDataLength));
   cdp.on('Network.dataReceived', (e) => streaming.set(e.requestId, (streaming.get(e.requestId) ?? 0) + e.encodedDataLength));
   await page.addInitScript(() => {
+    const w = window as unknown as { grabWorksAt: number; seckillEarly?: object };
+    const works = () => {
+      if (w.seckillEarly && document.querySelector('button[data-grab]:not([disabled])')) w.grabWorksAt = performance.now();
+      else requestAnimationFrame(works);
+    };
+    requestAnimationFrame(works);
     new MutationObserver((_, observer) => {
       if (document.body?.dataset.hydrated === 'true') {
         (window as unknown as { hydratedAt: number }).hydratedAt = performance.now();
@@ -55,7 +63,8 @@ async function load(browser: Browser, throttled: boolean, warm: boolean): Promis
     const wasm = performance
       .getEntriesByType('resource')
       .find((r) => r.name.includes('.wasm')) as PerformanceResourceTiming | undefined;
-    return { paint, wasm: wasm?.responseEnd ?? NaN, hydrated: (window as unknown as { hydratedAt: number }).hydratedAt };
+    const w = window as unknown as { hydratedAt: number; grabWorksAt: number };
+    return { paint, grab: w.grabWorksAt, wasm: wasm?.responseEnd ?? NaN, hydrated: w.hydratedAt };
   });
   let bytes = [...finished.values()].reduce((a, b) => a + b, 0);
   for (const [id, n] of streaming) if (!finished.has(id)) bytes += n;
@@ -77,6 +86,7 @@ test('the shop on a phone: first paint, WASM, hydrated, bytes', async ({ browser
   for (let i = 0; i < RUNS; i++) cold.push(await load(browser, true, false));
   const pick = (loads: Load[]): Load => ({
     paint: median(loads.map((l) => l.paint)),
+    grab: median(loads.map((l) => l.grab)),
     wasm: median(loads.map((l) => l.wasm)),
     hydrated: median(loads.map((l) => l.hydrated)),
     bytes: median(loads.map((l) => l.bytes)),
@@ -88,9 +98,9 @@ test('the shop on a phone: first paint, WASM, hydrated, bytes', async ({ browser
   console.log(`\nThe shop / (release build); phone: Slow 4G (150 ms RTT, 1.6 Mbit/s), 4× CPU, 390×844; cold: median of ${RUNS}`);
   for (const [name, l] of rows) {
     console.log(
-      `  ${name.padEnd(24)} first paint ${ms(l.paint).padStart(8)}  WASM loaded ${ms(l.wasm).padStart(8)}  hydrated ${ms(l.hydrated).padStart(8)}  bytes ${kb(l.bytes).padStart(8)}`,
+      `  ${name.padEnd(24)} first paint ${ms(l.paint).padStart(8)}  Grab works ${ms(l.grab).padStart(8)}  WASM loaded ${ms(l.wasm).padStart(8)}  hydrated ${ms(l.hydrated).padStart(8)}  bytes ${kb(l.bytes).padStart(8)}`,
     );
   }
   const [coldL, warmL] = [rows[0][1], rows[1][1]];
-  console.log(`  targets: cold hydrated (Grab works) ≤ 1000 ms (${ms(coldL.hydrated)}), bytes ≤ 100 KB (${kb(coldL.bytes)}); warm hydrated ≤ 1000 ms (${ms(warmL.hydrated)})`);
+  console.log(`  targets: cold Grab works ≤ 1000 ms (${ms(coldL.grab)}), bytes ≤ 100 KB (${kb(coldL.bytes)}); warm Grab works ≤ 1000 ms (${ms(warmL.grab)})`);
 });

@@ -64,11 +64,17 @@ export async function unlockAdmin(page: Page): Promise<void> {
 /** A shopper outside any browser: signs in and grabs through the JSON API; the status. */
 export async function grabByApi(voucherId: number): Promise<number> {
   const api = await playwrightRequest.newContext({ baseURL });
-  const account = { name: uniqueTitle('api'), password: PASSWORD, challenge: await solvedChallenge(api) };
-  expect((await api.post('/api/sign_up', { data: account })).status()).toBe(200);
+  await signUpByApi(api);
   const status = (await api.post('/api/grab', { data: { voucher_id: voucherId } })).status();
   await api.dispose();
   return status;
+}
+
+/** Makes a new shopper's account through the JSON API with `api` (a page's
+ * `context().request` shares its cookies with the page, which is then signed in). */
+export async function signUpByApi(api: APIRequestContext, name: string = uniqueTitle('api')): Promise<void> {
+  const account = { name, password: PASSWORD, challenge: await solvedChallenge(api) };
+  expect((await api.post('/api/sign_up', { data: account })).status()).toBe(200);
 }
 
 /** A solved sign-up challenge, as a shop's backend or any API client makes one: the

@@ -38,14 +38,23 @@ test('the shop fits 360 px, 320 px and a desktop at 200 % zoom, with targets of 
   expect(await smallTargets(page), 'signed in, with an order').toEqual([]);
 });
 
-test('a Grab pressed before the page is ready shows it is not ready yet', async ({ request }) => {
-  const title = uniqueTitle('Early');
-  await createVoucher(request, title, 3);
-  // The page as the server sends it, before any script runs: the button is disabled
-  // (greyed) until the page has hydrated and knows the gate's time.
+test("the server's page opens Grab on a sale that is on, and not on one that is not yet", async ({ request }) => {
+  const [on, later] = [uniqueTitle('On'), uniqueTitle('Later')];
+  const begins = Date.now() + 600_000;
+  await createVoucher(request, on, 3);
+  await createVoucher(request, later, 3, begins);
+  // The page as the server sends it, before any script runs: the button works on a
+  // sale that is on (the page's own script sends a press until the island arrives), and
+  // one not yet open says when it opens (the script opens it then).
   const html = await (await request.get('/')).text();
-  const card = html.slice(html.indexOf(`aria-label="${title}"`));
-  expect(card).toMatch(/<button[^>]*disabled[^>]*>Grab<\/button>/);
+  const button = (title: string) => html.slice(html.indexOf(`aria-label="${title}"`)).match(/<button[^>]*>Grab<\/button>/)?.[0];
+  expect(button(on)).toMatch(/data-grab="\d+"/);
+  // The attribute, not the class `disabled:opacity-50`.
+  const disabled = /\sdisabled(?=[\s=>])/;
+  expect(button(on)).not.toMatch(disabled);
+  expect(button(later)).toMatch(disabled);
+  const opens = Number(button(later)?.match(/data-opens="(\d+)"/)?.[1]);
+  expect(Math.abs(opens - begins)).toBeLessThan(1_000);
 });
 
 test('the admin board fits a tablet', async ({ page }) => {

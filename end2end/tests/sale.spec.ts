@@ -1,5 +1,5 @@
 import { expect, test } from '@playwright/test';
-import { createVoucher, grabByApi, open, signUp, submitToken, uniqueTitle } from './helpers';
+import { createVoucher, grabByApi, open, signUp, signUpByApi, submitToken, uniqueTitle } from './helpers';
 
 test('admin creates and warms a voucher, and sees its numbers', async ({ page }) => {
   const title = uniqueTitle('Coffee');
@@ -102,4 +102,55 @@ test("a grab's result stays on its card when the list refreshes", async ({ page,
   await expect(page.getByRole('article', { name: later })).toBeVisible();
   await expect(card.getByText('Status: success')).toBeVisible();
   await expect(card.getByText(/^Order \d+$/)).toBeVisible();
+});
+
+// A phone on a slow link takes a second or more to fetch the shop's WASM. A Grab
+// pressed before then is sent at once by the page's own small script; the island
+// shows what it got once it arrives.
+test("a Grab pressed before the shop's code arrives is sent at once, and its order shown", async ({ page, request }) => {
+  const title = uniqueTitle('Early');
+  await createVoucher(request, title, 3);
+  await signUpByApi(page.context().request);
+  // The WASM is held back until the press has its answer.
+  let release = () => {};
+  const held = new Promise<void>((resolve) => (release = resolve));
+  await page.route('**/*.wasm', async (route) => {
+    await held;
+    await route.continue();
+  });
+  // Not `load`: that waits for the preloaded WASM.
+  await page.goto('/', { waitUntil: 'commit' });
+  const card = page.getByRole('article', { name: title });
+  const answered = page.waitForResponse((r) => new URL(r.url()).pathname === '/api/grab');
+  await card.getByRole('button', { name: 'Grab' }).click();
+  const answer = await answered;
+  expect(answer.status()).toBe(200);
+  const orderId = (await answer.json()).order_id;
+  await expect(page.locator('body[data-hydrated="true"]')).not.toBeAttached();
+  release();
+  await expect(page.locator('body[data-hydrated="true"]')).toBeAttached();
+  await expect(card.getByText(`Order ${orderId}`)).toBeVisible();
+  await expect(card.getByText('Status: success')).toBeVisible();
+  // One grab, the early one: pressing again says so.
+  await card.getByRole('button', { name: 'Grab' }).click();
+  await expect(card.getByRole('alert')).toHaveText('You already bought this voucher.');
+});
+
+test("a sale that opens before the shop's code arrives opens its Grab then, by the gate's clock", async ({ page, request }) => {
+  const title = uniqueTitle('Opens');
+  // Room for the page to load first on a busy machine.
+  const begins = Date.now() + 8_000;
+  await createVoucher(request, title, 3, begins);
+  await signUpByApi(page.context().request);
+  // No WASM at all: the page's script alone.
+  await page.route('**/*.wasm', (route) => route.abort());
+  await page.goto('/', { waitUntil: 'commit' });
+  const grab = page.getByRole('article', { name: title }).getByRole('button', { name: 'Grab' });
+  await expect(grab).toBeDisabled();
+  await expect(grab).toBeEnabled({ timeout: 20_000 });
+  // This process's clock is the gate's (one machine): never before the start.
+  expect(Date.now()).toBeGreaterThanOrEqual(begins);
+  const answered = page.waitForResponse((r) => new URL(r.url()).pathname === '/api/grab');
+  await grab.click();
+  expect((await answered).status()).toBe(200);
 });

@@ -12,7 +12,9 @@ use crate::{
     live::{view::use_shop_feed, StockLive},
     orders::view::MyOrders,
     sale::{
+        api::server_time,
         clock::{use_server_clock, ServerClock},
+        early,
         view::{LiveSale, SaleCard},
     },
     voucher::{api::list_vouchers, view::EachVoucher, Voucher},
@@ -34,17 +36,26 @@ pub fn ShopPage() -> impl IntoView {
                     Ok(page) => (page.items, None),
                     Err(e) => (Vec::new(), Some(e)),
                 };
-                view! { <Shop listed refusal/> }
+                // The gate's time now, which the page's clock starts from.
+                let rendered_ms = server_time(None).await.ok().map(|t| t.now_ms);
+                view! {
+                    // Before the island: it must be listening when the first card is drawn.
+                    <script data-gate=rendered_ms inner_html=early::SCRIPT></script>
+                    <Shop listed refusal rendered_ms/>
+                }
             })}
         </Suspense>
     }
 }
 
 /// Everything on the shop page that moves. `listed` is the list the server rendered
-/// the page with (or `refusal`, why it could not list); the island lists again every
-/// 5 seconds (new sales appear) and follows the live feed (stock, pause, end).
+/// the page with (or `refusal`, why it could not list), `rendered_ms` the gate's time
+/// then; the island lists again every 5 seconds (new sales appear) and follows the
+/// live feed (stock, pause, end).
 #[island]
-fn Shop(listed: Vec<Voucher>, refusal: Option<AppError>) -> impl IntoView {
+fn Shop(listed: Vec<Voucher>, refusal: Option<AppError>, rendered_ms: Option<i64>) -> impl IntoView {
+    // Before any card hydrates: from here on, Grab presses are the island's.
+    early::take_over();
     let user = RwSignal::new(None::<User>);
     // Who is signed in is asked by the browser once the page is live, never rendered
     // by the server: the server's page is then the same for every visitor, and one
@@ -60,7 +71,7 @@ fn Shop(listed: Vec<Voucher>, refusal: Option<AppError>) -> impl IntoView {
         })
     });
     // The gate's clock, not the device's: a countdown and a Grab button that follow it.
-    let clock = use_server_clock();
+    let clock = use_server_clock(rendered_ms);
     let now = clock.now;
     let vouchers = RwSignal::new(Some(refusal.map_or(Ok(listed), Err)));
     // New sales appear on the next list refresh; stock moves live. One listing at a

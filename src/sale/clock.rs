@@ -1,7 +1,8 @@
 //! The gate's clock, as the shopper's page keeps it: the device's clock may be
 //! minutes off, and a countdown or a Grab button that trusted it would open early or
-//! late. The page asks `server_time` once it runs (and every minute) and keeps "now"
-//! as the answer plus the time its own monotonic clock counted since it arrived. The
+//! late. The page starts from the gate's time the server rendered it at, asks
+//! `server_time` once it runs (and every minute), and keeps "now" as the latest answer
+//! plus the time its own monotonic clock counted since it arrived. The
 //! gate read its clock before that moment, so the page's "now" is never ahead of the gate's
 //! (the button never opens early) and behind it by at most the round trip; it ticks
 //! ten times a second, so the button opens within a round trip and a tenth of a second
@@ -24,19 +25,26 @@ const FIRST_TRIES: u32 = 6;
 pub struct ServerClock {
     /// The gate's time now, by the device's clock and the measured offset.
     pub now: RwSignal<DateTime<Utc>>,
-    /// Whether the offset has been measured: until then "now" is the device's clock,
-    /// and nothing that depends on the instant (the Grab button) may trust it.
+    /// Whether the page has the gate's time (the render's, or measured): until then
+    /// "now" is the device's clock, and nothing that depends on the instant (the Grab
+    /// button) may trust it.
     pub known: RwSignal<bool>,
 }
 
-/// The page's clock: ticks in the browser (on the server, the server's time, once).
-/// "Now" is the gate's time at the last measurement plus the time the device's
-/// monotonic clock counted since (`browser::monotonic_ms`), so a device clock set
-/// while the page is open moves nothing.
-pub fn use_server_clock() -> ServerClock {
+/// The page's clock: ticks in the browser (on the server, the time the page is rendered
+/// at, once). "Now" is the gate's time at the last measurement plus the time the
+/// device's monotonic clock counted since (`browser::monotonic_ms`), so a device clock
+/// set while the page is open moves nothing. `rendered_ms` is the gate's time the
+/// server rendered the page at, when it had it: the first measurement, so the page
+/// starts from it (it was taken before the page arrived: never ahead) and the server's
+/// render and the hydrated island agree on which Grab buttons are open.
+pub fn use_server_clock(rendered_ms: Option<i64>) -> ServerClock {
     // The gate's time (ms) and the monotonic clock's reading when it was measured.
-    let base = StoredValue::new(None::<(i64, f64)>);
-    let clock = ServerClock { now: RwSignal::new(Utc::now()), known: RwSignal::new(false) };
+    let arrived = super::early::arrived_at().unwrap_or_else(monotonic_ms);
+    let base = StoredValue::new(rendered_ms.map(|ms| (ms, arrived)));
+    let start = rendered_ms.and_then(DateTime::from_timestamp_millis);
+    let clock =
+        ServerClock { now: RwSignal::new(start.unwrap_or_else(Utc::now)), known: RwSignal::new(start.is_some()) };
     let gate_now = move || {
         let (gate_ms, at) = base.try_get_value().flatten()?;
         DateTime::from_timestamp_millis(gate_ms + (monotonic_ms() - at) as i64)
@@ -46,7 +54,7 @@ pub fn use_server_clock() -> ServerClock {
             // Asked again soon while it fails (a busy start): until it answers, Grab waits.
             let mut answer = server_time(None).await;
             for attempt in 0..FIRST_TRIES {
-                if answer.is_ok() || clock.known.try_get_untracked() != Some(false) {
+                if answer.is_ok() || base.try_with_value(Option::is_some) != Some(false) {
                     break;
                 }
                 pause(250 << attempt).await;

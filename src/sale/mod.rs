@@ -17,6 +17,7 @@ mod change;
 pub mod clock;
 #[cfg(feature = "ssr")]
 pub mod context;
+pub mod early;
 #[cfg(feature = "ssr")]
 pub mod gate;
 #[cfg(feature = "ssr")]

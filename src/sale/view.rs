@@ -9,7 +9,7 @@ use super::{
 };
 use crate::{
     browser::{jitter, pause},
-    error::ErrorCode,
+    error::{AppResult, ErrorCode},
     money,
     voucher::{SaleState, Voucher},
 };
@@ -70,6 +70,14 @@ pub fn SaleCard(
     let closed = Signal::derive(move || {
         !clock.known.get() || !state.get().is_some_and(|s| matches!(s, SaleState::Live | SaleState::Paused))
     });
+    // A sale not yet open: its opening instant, for the page's script to enable the
+    // button at before the island arrives (`early`).
+    let opens = Signal::derive(move || {
+        let begins = live.get().map(|l| l.begins_at_ms).filter(|ms| *ms > 0);
+        (state.get() == Some(SaleState::Scheduled))
+            .then(|| begins.or_else(|| voucher.get().map(|v| v.begins_at.timestamp_millis())))
+            .flatten()
+    });
     let price = move || {
         voucher.get().filter(|v| v.price > 0 || v.face_value > 0).map(|v| {
             let worth = if v.face_value > v.price {
@@ -104,7 +112,7 @@ pub fn SaleCard(
                     (s != SaleState::Ended).then(|| countdown(now.get(), begins, ends))
                 })}
             </p>
-            <GrabButton id closed fair=Signal::derive(move || voucher.get().is_some_and(|v| v.fair_start))/>
+            <GrabButton id closed opens fair=Signal::derive(move || voucher.get().is_some_and(|v| v.fair_start))/>
         </article>
     }
 }
@@ -114,15 +122,16 @@ const RETRIES: u32 = 4;
 
 /// The Grab button, the order id it got and where that order stands. For a sale with a
 /// fair start, pressing it first asks for the shopper's grab token (issued from the
-/// start), then grabs with it: one press, two calls.
+/// start), then grabs with it: one press, two calls. A press made before the island
+/// arrived (`early`) is taken over: its answer shown and followed as if made here.
 #[component]
-fn GrabButton(id: i64, closed: Signal<bool>, fair: Signal<bool>) -> impl IntoView {
+fn GrabButton(id: i64, closed: Signal<bool>, opens: Signal<Option<i64>>, fair: Signal<bool>) -> impl IntoView {
     let order_id = RwSignal::new(None::<String>);
     let result = RwSignal::new(None::<GrabState>);
     let refusal = RwSignal::new(None::<String>);
     // A task rather than an `Action`: the same behaviour in less WASM.
     let pending = RwSignal::new(false);
-    let press = move |_| {
+    let press = move |early: Option<Option<AppResult<GrabTicket>>>| {
         pending.set(true);
         let fair = fair.get_untracked();
         leptos::task::spawn_local(async move {
@@ -136,11 +145,16 @@ fn GrabButton(id: i64, closed: Signal<bool>, fair: Signal<bool>) -> impl IntoVie
                 let token = token.borrow().clone();
                 grab(id, token).await
             };
+            // An early press whose answer was lost is pressed again: if it reached the
+            // gate, the retry hears `already_bought`, and says so below.
+            let (mut answer, mut retried) = match early {
+                Some(Some(answer)) => (answer, false),
+                Some(None) => (once().await, true),
+                None => (once().await, false),
+            };
             // A busy server sheds with `unavailable` and `Retry-After: 1`: say so and try
             // again after that second, doubling, each plus a random share as long, so
             // shed shoppers do not all come back at once.
-            let mut answer = once().await;
-            let mut retried = false;
             for attempt in 0..RETRIES {
                 match &answer {
                     Err(e) if e.code == ErrorCode::Unavailable => {
@@ -177,10 +191,19 @@ fn GrabButton(id: i64, closed: Signal<bool>, fair: Signal<bool>) -> impl IntoVie
             }
         })
     };
+    // In the browser only: the server has no early presses.
+    #[cfg(feature = "hydrate")]
+    leptos::task::spawn_local(async move {
+        if let Some(early) = super::early::answer(id).await {
+            press(Some(early));
+        }
+    });
     view! {
+        // `data-*`: what the page's script reads before the island arrives.
         <button class="mt-2 rounded bg-rose-600 px-4 min-h-11 min-w-11 py-1 text-white disabled:opacity-50"
+            data-grab=id data-fair=move || fair.get().then_some("") data-opens=opens
             disabled=move || pending.get() || closed.get()
-            on:click=press>
+            on:click=move |_| press(None)>
             "Grab"
         </button>
         {move || order_id.get().map(|id| view! {

@@ -1,0 +1,80 @@
+//! Grab before the shop's WASM arrives. On a phone on a slow link the island's code
+//! takes a second or more to arrive; a shopper who loads the shop as a sale opens would
+//! wait that long for a Grab that works, and lose their place in the line. So the page
+//! carries a small script ([`SCRIPT`], inline, under a kilobyte) that sends a Grab press
+//! at once through the JSON API (`/api/grab`, with the fair start's token first where
+//! the sale has one: the same calls and the same rules as the island's) and enables a
+//! button at its sale's opening instant by the gate's clock the page was rendered with.
+//!
+//! The island takes over as it hydrates ([`take_over`]): from then on the script does
+//! nothing, and each card shows what its early press got ([`answer`]), following the
+//! order as if the island had sent it.
+
+#[cfg(feature = "hydrate")]
+use {super::GrabTicket, crate::error::AppResult};
+
+/// The script, inline in the shop page before its cards; it reads the gate's time at
+/// render from its own `data-gate`.
+#[cfg_attr(not(feature = "ssr"), expect(dead_code, reason = "only the server's render carries it"))]
+pub const SCRIPT: &str = include_str!("early_grab.js");
+
+/// Names the script and the island share on `window`.
+#[cfg(feature = "hydrate")]
+mod names {
+    /// Set by the island: the script stands down.
+    pub const LIVE: &str = "seckillLive";
+    /// The answers to early presses, by voucher id.
+    pub const EARLY: &str = "seckillEarly";
+    /// The monotonic clock's reading when the page arrived.
+    pub const SINCE: &str = "seckillSince";
+}
+
+#[cfg(feature = "hydrate")]
+fn window_get(name: &str) -> Option<wasm_bindgen::JsValue> {
+    let window = web_sys::window()?;
+    js_sys::Reflect::get(&window, &name.into()).ok().filter(|v| !v.is_undefined() && !v.is_null())
+}
+
+/// Tells the script the island is live (call before any card hydrates): its clicks are
+/// the island's now.
+pub fn take_over() {
+    #[cfg(feature = "hydrate")]
+    if let Some(window) = web_sys::window() {
+        let _ = js_sys::Reflect::set(&window, &names::LIVE.into(), &true.into());
+    }
+}
+
+/// The monotonic clock's reading (`browser::monotonic_ms`) when the page arrived, as
+/// the script took it: the gate's time at render was no later than that instant.
+pub fn arrived_at() -> Option<f64> {
+    #[cfg(feature = "hydrate")]
+    return window_get(names::SINCE).and_then(|v| v.as_f64());
+    #[cfg(not(feature = "hydrate"))]
+    None
+}
+
+/// An early press's answer for `voucher_id`, once: `None` when there was no early
+/// press; `Some(None)` when it could not be sent or read (the island presses again);
+/// else what the API answered.
+#[cfg(feature = "hydrate")]
+pub async fn answer(voucher_id: i64) -> Option<Option<AppResult<GrabTicket>>> {
+    use wasm_bindgen::JsCast;
+    let early = window_get(names::EARLY)?;
+    let key = wasm_bindgen::JsValue::from(voucher_id.to_string());
+    let promise = js_sys::Reflect::get(&early, &key).ok()?.dyn_into::<js_sys::Promise>().ok()?;
+    let _ = js_sys::Reflect::delete_property::<wasm_bindgen::JsValue>(early.unchecked_ref(), &key);
+    let reply = js_sys::futures::JsFuture::from(promise).await.ok().filter(|v| !v.is_null());
+    Some(reply.and_then(|reply| decode(&reply)))
+}
+
+/// `{ ok, body }` as the script keeps it: the ticket, or the API's error.
+#[cfg(feature = "hydrate")]
+fn decode(reply: &wasm_bindgen::JsValue) -> Option<AppResult<GrabTicket>> {
+    let field = |name: &str| js_sys::Reflect::get(reply, &name.into()).ok();
+    let body = field("body")?.as_string()?;
+    if field("ok")?.as_bool()? {
+        serde_json::from_str(&body).ok().map(Ok)
+    } else {
+        serde_json::from_str(&body).ok().map(Err)
+    }
+}

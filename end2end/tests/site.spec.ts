@@ -76,13 +76,14 @@ test('the sign-up challenge is solved by WASM fetched only when an account is ma
 });
 
 // Issue 56's budget for the shop's first load, compressed as served: what a phone on a
-// slow link downloads before Grab works. The target is 100 KB; HELD is what the test
+// slow link downloads before the whole page works (Grab works before that, from the
+// page's own script: `sale::early`). The target is 100 KB; HELD is what the test
 // command holds today (the islands' WASM is still above the target: docs/testing.md,
 // "The shop on a phone"), so that nothing adds to it unnoticed. The page itself grows
 // with the sales listed (this run's database holds every test's), so it is counted
 // apart and printed.
 const TARGET_KB = 100;
-const HELD_KB = 195;
+const HELD_KB = 185;
 
 test("the shop's first load stays within its byte budget", async ({ page, context }) => {
   const cdp = await context.newCDPSession(page);

@@ -1,7 +1,7 @@
 //! Grab before the shop's WASM arrives. On a phone on a slow link the island's code
 //! takes a second or more to arrive; a shopper who loads the shop as a sale opens would
 //! wait that long for a Grab that works, and lose their place in the line. So the page
-//! carries a small script ([`SCRIPT`], inline, under a kilobyte) that sends a Grab press
+//! carries a small script ([`SCRIPT`], inline: 2 KB, 0.8 compressed) that sends a Grab press
 //! at once through the JSON API (`/api/grab`, with the fair start's token first where
 //! the sale has one: the same calls and the same rules as the island's) and enables a
 //! button at its sale's opening instant by the gate's clock the page was rendered with.
@@ -51,6 +51,20 @@ pub fn arrived_at() -> Option<f64> {
     return window_get(names::SINCE).and_then(|v| v.as_f64());
     #[cfg(not(feature = "hydrate"))]
     None
+}
+
+/// Whether the script pressed Grab for `voucher_id` (and disabled its button): the
+/// island then hydrates the button as pressed, as the page shows it.
+pub fn pressed(voucher_id: i64) -> bool {
+    #[cfg(feature = "hydrate")]
+    return window_get(names::EARLY)
+        .and_then(|early| js_sys::Reflect::get(&early, &voucher_id.to_string().into()).ok())
+        .is_some_and(|answer| !answer.is_undefined());
+    #[cfg(not(feature = "hydrate"))]
+    {
+        let _ = voucher_id;
+        false
+    }
 }
 
 /// An early press's answer for `voucher_id`, once: `None` when there was no early

@@ -129,8 +129,9 @@ fn GrabButton(id: i64, closed: Signal<bool>, opens: Signal<Option<i64>>, fair: S
     let order_id = RwSignal::new(None::<String>);
     let result = RwSignal::new(None::<GrabState>);
     let refusal = RwSignal::new(None::<String>);
-    // A task rather than an `Action`: the same behaviour in less WASM.
-    let pending = RwSignal::new(false);
+    // A task rather than an `Action`: the same behaviour in less WASM. Pressed already
+    // when the page's script pressed it: the island hydrates what the page shows.
+    let pending = RwSignal::new(super::early::pressed(id));
     let press = move |early: Option<Option<AppResult<GrabTicket>>>| {
         pending.set(true);
         let fair = fair.get_untracked();

@@ -70,6 +70,19 @@ export async function grabByApi(voucherId: number): Promise<number> {
   return status;
 }
 
+/** Waits, polling every 20 ms, until the Grab button on the sale card titled `title`
+ * is enabled; the moment (this process's clock) it was seen so. Looked up on each
+ * poll: the card may be drawn again as the list refreshes. */
+export async function grabOpened(page: Page, title: string): Promise<number> {
+  const opened = (name: string) => {
+    const article = [...document.querySelectorAll('article')].find((a) => a.getAttribute('aria-label') === name);
+    const button = article?.querySelector('button');
+    return button !== undefined && button !== null && !button.disabled;
+  };
+  await page.waitForFunction(opened, title, { polling: 20, timeout: 30_000 });
+  return Date.now();
+}
+
 /** Makes a new shopper's account through the JSON API with `api` (a page's
  * `context().request` shares its cookies with the page, which is then signed in). */
 export async function signUpByApi(api: APIRequestContext, name: string = uniqueTitle('api')): Promise<void> {

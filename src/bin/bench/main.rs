@@ -142,14 +142,14 @@ async fn run(args: Args) -> Result<bool, String> {
     }
 
     let stock = if args.stock > 0 { args.stock } else { shoppers.len() as i64 };
-    let (mut ok, mut first, mut per_grant) = (true, None, None);
+    let (mut ok, mut first, mut per_grant) = (true, None, Vec::new());
     for &shards in &args.shards {
         let (granted, stats, server_us) =
             granted_storm(&admin, (&bases, &args, &cpu), &shoppers, (stock, shards), raw).await?;
         ok &= check(&granted, &stats, stock, shoppers.len());
-        // The overload storm, the report and the page's cost are set against the first.
+        // The overload storm and the report are set against the first.
         first.get_or_insert(granted);
-        per_grant = per_grant.or(server_us);
+        per_grant.extend(server_us.map(|us| (shards, us)));
     }
     let Some(granted) = first else { return Err("--shards names no count".into()) };
     if let Some(mb) = cpu.peak_rss_mb() {
@@ -198,9 +198,10 @@ async fn run(args: Args) -> Result<bool, String> {
     }
 
     let per_page = pages(&bases, &cpu).await?;
-    if let (Some(grant), Some(page)) = (per_grant, per_page) {
+    // Each granted storm's CPU per grab against the page's (K = 1 and 3: `--shards 1,3`).
+    for (shards, grant, page) in per_grant.iter().filter_map(|(k, grant)| Some((k, grant, per_page?))) {
         println!(
-            "server CPU per granted grab / per cached shop page: {grant:.0} / {page:.0} µs = {:.2}× (target ≤ 1×)",
+            "server CPU per granted grab / per cached shop page, {shards} shard(s): {grant:.0} / {page:.0} µs = {:.2}× (target ≤ 1×)",
             grant / page
         );
     }

@@ -34,6 +34,7 @@ pub(crate) async fn pages(bases: &[String], cpu: &Cpu) -> Result<Option<f64>, St
     let (served, took) = lean::pages(bases, 64, "/", Duration::from_secs(3)).await?;
     let per_page = spent(before, cpu.sample()).map(|s| s.server * 1e6 / served.max(1) as f64);
     let cost = per_page.map(|us| format!("; server CPU {us:.0} µs per page")).unwrap_or_default();
-    println!("page / at 64 connections: {:.0} pages/s (target ≥ 5,000){cost}", served as f64 / took.as_secs_f64());
+    let rate = served as f64 / took.as_secs_f64();
+    println!("page / at 64 connections: {rate:.0} pages/s (target ≥ 5,000; {served} pages){cost}");
     Ok(per_page)
 }

@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""Where the server's CPU goes, on the real CPU (`BENCH_PERF=1 npm run bench`).
+
+Reads `perf script -F comm,ip,sym` of the server sampled on `cpu-clock` at HZ samples a
+second of CPU, with call stacks, over a span where it served COUNT of something (the
+granted storm and its saving: granted grabs; the pages at 64 connections: pages), and
+prints µs of server CPU per one for each area below: each sample goes to the first area
+whose rule its stack meets, and within the HTTP connections' share to the first part
+whose rule its innermost frames meet. Unlike callgrind it counts the kernel, and SHA-256
+runs on the CPU's own instructions.
+
+usage: perf_areas.py PERF_SCRIPT_OUTPUT HZ COUNT WHAT   (WHAT: "granted grab", "page")
+"""
+
+import collections
+import sys
+
+# (area, rule): a rule is a thread-name prefix ("comm:") or a frame substring.
+AREAS = [
+    ("SQLite's threads (saving the orders)", "comm:sqlx-sqlite"),
+    ("the worker (reading the stream, saving, settling)", "seckill::worker::"),
+    ("HTTP connections (below)", "Connections::serve"),
+    ("Redis connections (commands written, replies parsed)", "redis::aio::"),
+    ("Redis connections (commands written, replies parsed)", "redis::cluster_async::"),
+    ("gate calls gathered (sale::batches)", "seckill::sale::batches"),
+    ("the runtimes waiting and waking (epoll, futex, scheduler)", "park"),
+    ("the runtimes waiting and waking (epoll, futex, scheduler)", "epoll_wait"),
+    ("the runtimes waiting and waking (epoll, futex, scheduler)", "futex"),
+]
+
+# Parts of the HTTP connections' share, by the innermost frame that names one.
+PARTS = [
+    ("the answer written (writev: the kernel's TCP, loopback delivery included)", "writev"),
+    ("the request read (the kernel's recv)", "recv"),
+    ("the request read (the kernel's recv)", "sys_read"),
+    ("the session cookie checked (auth::session)", "seckill::auth::session"),
+    ("the front door (server::api_guard, access, rate limits, metrics)", "seckill::server::api_guard"),
+    ("the front door (server::api_guard, access, rate limits, metrics)", "seckill::server::access"),
+    ("the front door (server::api_guard, access, rate limits, metrics)", "seckill::server::rate_limit"),
+    ("the front door (server::api_guard, access, rate limits, metrics)", "seckill::server::monitoring"),
+    ("the grab (sale::grab, sale::hot_path, receipts)", "seckill::sale::"),
+    ("the shop page's shared render served (server::page_cache)", "seckill::server::page_cache"),
+    ("hyper, axum and tower (HTTP/1 parsed and written, routed)", "hyper::"),
+    ("hyper, axum and tower (HTTP/1 parsed and written, routed)", "httparse"),
+    ("serde_json", "serde_json"),
+    ("the allocator", "mi_"),
+]
+
+
+def samples(path):
+    """(thread name, frames innermost first, whether it ran in the kernel) per sample."""
+    comm, frames, kernel = None, [], False
+    with open(path, errors="replace") as lines:
+        for line in lines:
+            if not line.strip():
+                if comm is not None:
+                    yield comm, frames, kernel
+                comm, frames = None, []
+            elif not line[0].isspace():
+                comm, frames = line.strip(), []
+            else:
+                parts = line.split(None, 1)
+                if not frames:
+                    kernel = parts[0].startswith("ffffffff")
+                frames.append(parts[1].strip() if len(parts) > 1 else "?")
+    if comm is not None:
+        yield comm, frames, kernel
+
+
+def meets(rule, comm, frames):
+    if rule.startswith("comm:"):
+        return comm.startswith(rule[5:])
+    return any(rule in f for f in frames)
+
+
+def main():
+    path, hz, count, what = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+    areas, parts = collections.Counter(), collections.Counter()
+    for comm, frames, kernel in samples(path):
+        area = next((a for a, rule in AREAS if meets(rule, comm, frames)), "other")
+        areas[(area, kernel)] += 1
+        if area.startswith("HTTP"):
+            part = next((p for f in frames for p, rule in PARTS if rule in f), "tokio and the rest")
+            parts[(part, kernel)] += 1
+
+    def lines(counts):
+        """(µs, µs in the kernel, name), largest first."""
+        names = {name for name, _ in counts}
+        rows = [(counts[(n, False)] + counts[(n, True)], counts[(n, True)], n) for n in names]
+        return sorted(rows, reverse=True)
+
+    us = lambda n: n / hz / count * 1e6  # noqa: E731
+    total, in_kernel = sum(areas.values()), sum(n for (_, k), n in areas.items() if k)
+    print(f"server CPU per {what} by area (perf, {total} samples at {hz:.0f} Hz, {count} of them):")
+    print(f"  {us(total):5.1f} µs in all ({us(in_kernel):.1f} in the kernel)")
+    for n, k, area in lines(areas):
+        print(f"  {us(n):5.1f} µs ({us(k):4.1f} kernel)  {area}")
+        if area.startswith("HTTP"):
+            for m, j, part in lines(parts):
+                print(f"          {us(m):5.1f} µs ({us(j):4.1f} kernel)  {part}")
+
+
+if __name__ == "__main__":
+    main()

@@ -130,8 +130,13 @@ for (const fair of [false, true]) {
     expect(answer.status()).toBe(200);
     expect(calls.filter((c) => c.startsWith('/api/grab'))).toEqual(fair ? ['/api/grab_token', '/api/grab'] : ['/api/grab']);
     const orderId = (await answer.json()).order_id;
+    // The page's script says the order at once, with no WASM yet.
+    const said = page.getByRole('status', { name: 'Your grab' });
+    await expect(said).toHaveText(`Got it: order ${orderId} (queued).`);
     release();
     await expect(page.locator('body[data-hydrated="true"]')).toBeAttached();
+    // The card says it from here on.
+    await expect(said).toBeHidden();
     await expect(card.getByText(`Order ${orderId}`)).toBeVisible();
     await expect(card.getByText('Status: success')).toBeVisible();
     // One grab, the early one: pressing again says so.
@@ -139,6 +144,27 @@ for (const fair of [false, true]) {
     await expect(card.getByRole('alert')).toHaveText('You already bought this voucher.');
   });
 }
+
+test("a Grab pressed before the shop's code arrives and refused says why at once", async ({ page, request }) => {
+  const title = uniqueTitle('EarlyNo');
+  await createVoucher(request, title, 3, Date.now() - 60_000);
+  // Not signed in, and no WASM until the refusal is read.
+  let release = () => {};
+  const held = new Promise<void>((resolve) => (release = resolve));
+  await page.route('**/*.wasm', async (route) => {
+    await held;
+    await route.continue();
+  });
+  await page.goto('/', { waitUntil: 'commit' });
+  const card = page.getByRole('article', { name: title });
+  await card.getByRole('button', { name: 'Grab' }).click();
+  const said = page.getByRole('status', { name: 'Your grab' });
+  await expect(said).toHaveText('Please sign in first.');
+  release();
+  // The island shows the same refusal on the card, and the line goes.
+  await expect(card.getByRole('alert')).toHaveText('Please sign in first.');
+  await expect(said).toBeHidden();
+});
 
 test("a sale that opens before the shop's code arrives opens its Grab then, by the gate's clock", async ({ page, request }) => {
   test.setTimeout(60_000);
@@ -161,5 +187,9 @@ test("a sale that opens before the shop's code arrives opens its Grab then, by t
   expect(late).toBeLessThan(1_000);
   const answered = page.waitForResponse((r) => new URL(r.url()).pathname === '/api/grab');
   await grab.click();
-  expect((await answered).status()).toBe(200);
+  const answer = await answered;
+  expect(answer.status()).toBe(200);
+  // With no WASM at all, the shopper still reads their order.
+  const orderId = (await answer.json()).order_id;
+  await expect(page.getByRole('status', { name: 'Your grab' })).toHaveText(`Got it: order ${orderId} (queued).`);
 });

@@ -1,7 +1,7 @@
 //! Grab before the shop's WASM arrives. On a phone on a slow link the island's code
 //! takes a second or more to arrive; a shopper who loads the shop as a sale opens would
 //! wait that long for a Grab that works, and lose their place in the line. So the page
-//! carries a small script ([`SCRIPT`], inline: 2 KB, 0.8 compressed) that sends a Grab press
+//! carries a small script ([`SCRIPT`], inline: 2.7 KB, 1.1 compressed) that sends a Grab press
 //! at once through the JSON API (`/api/grab`, with the fair start's token first where
 //! the sale has one: the same calls and the same rules as the island's) and enables a
 //! button at its sale's opening instant by the gate's clock the page was rendered with.
@@ -17,6 +17,12 @@ use {super::GrabTicket, crate::error::AppResult};
 /// render from its own `data-gate`.
 #[cfg_attr(not(feature = "ssr"), expect(dead_code, reason = "only the server's render carries it"))]
 pub const SCRIPT: &str = include_str!("early_grab.js");
+
+/// The id of the line where the script says a press and its answer until the island
+/// shows them on the card (outside the island: the server renders it, no island
+/// hydrates it). On a phone whose WASM is slow, or never comes, the shopper still
+/// reads their order id, or why the grab was refused, as soon as the answer is in.
+pub const STATUS_ID: &str = "early-status";
 
 /// Names the script and the island share on `window`.
 #[cfg(feature = "hydrate")]
@@ -41,6 +47,10 @@ pub fn take_over() {
     #[cfg(feature = "hydrate")]
     if let Some(window) = web_sys::window() {
         let _ = js_sys::Reflect::set(&window, &names::LIVE.into(), &true.into());
+        // The cards say it from here on.
+        if let Some(status) = window.document().and_then(|d| d.get_element_by_id(STATUS_ID)) {
+            status.set_text_content(None);
+        }
     }
 }
 

@@ -4,6 +4,20 @@
   // The gate's time when the page was rendered, and this clock's reading when it
   // arrived: "now" by them is never ahead of the gate's.
   const gate = Number(document.currentScript.dataset.gate);
+  // Where a press and its answer are said until the island shows them on the card
+  // (it empties this as it takes over): the order id at once, even with no WASM.
+  const status = document.getElementById(document.currentScript.dataset.status);
+  const say = (text) => {
+    if (status && !window.seckillLive) status.textContent = text;
+  };
+  const told = (answer) => {
+    try {
+      const body = JSON.parse(answer.body);
+      return answer.ok ? `Got it: order ${body.order_id} (queued).` : body.message;
+    } catch {
+      return 'No answer from the shop yet: the page asks again once it is ready.';
+    }
+  };
   const since = performance.now();
   window.seckillSince = since;
   const now = () => gate + performance.now() - since;
@@ -33,7 +47,9 @@
     if (!button || window.seckillLive || button.disabled) return;
     const id = button.dataset.grab;
     button.disabled = true;
+    say('Grabbing…');
     early[id] = grab(Number(id), 'fair' in button.dataset).catch(() => null);
+    early[id].then((answer) => say(told(answer ?? { ok: false, body: '' })));
   });
   // A sale that opens before the island arrives opens its button then.
   const opening = setInterval(() => {

@@ -1,15 +1,17 @@
 #!/usr/bin/env python3
 """Where the server's CPU goes, on the real CPU (`BENCH_PERF=1 npm run bench`).
 
-Reads `perf script -F comm,ip,sym` of the server sampled on `cpu-clock` at HZ samples a
-second of CPU, with call stacks, over a span where it served COUNT of something (the
-granted storm and its saving: granted grabs; the pages at 64 connections: pages), and
-prints µs of server CPU per one for each area below: each sample goes to the first area
-whose rule its stack meets, and within the HTTP connections' share to the first part
-whose rule its innermost frames meet. Unlike callgrind it counts the kernel, and SHA-256
-runs on the CPU's own instructions.
+Reads `perf script -F comm,period,ip,sym` of the server sampled on `cpu-clock`, with call
+stacks, over a span where it served COUNT of something (the granted storm and its
+saving: granted grabs; the pages at 64 connections: pages), and prints µs of server CPU
+per one for each area below, each sample weighing its period (the CPU time it stands
+for, whatever rate the kernel let perf sample at). Each sample goes to the first area
+whose rule its stack meets, and within the HTTP connections' share to the part named by
+its innermost frame that some rule meets. Unlike callgrind it counts the kernel, and
+SHA-256 runs on the CPU's own instructions. The release build has no debug info: code
+the compiler inlined counts where it was inlined.
 
-usage: perf_areas.py PERF_SCRIPT_OUTPUT HZ COUNT WHAT   (WHAT: "granted grab", "page")
+usage: perf_areas.py PERF_SCRIPT_OUTPUT COUNT WHAT   (WHAT: "granted grab", "cached shop page")
 """
 
 import collections
@@ -23,16 +25,17 @@ AREAS = [
     ("Redis connections (commands written, replies parsed)", "redis::aio::"),
     ("Redis connections (commands written, replies parsed)", "redis::cluster_async::"),
     ("gate calls gathered (sale::batches)", "seckill::sale::batches"),
-    ("the runtimes waiting and waking (epoll, futex, scheduler)", "park"),
+    ("the runtimes waiting and waking (epoll, futex, scheduler)", "::park"),
     ("the runtimes waiting and waking (epoll, futex, scheduler)", "epoll_wait"),
-    ("the runtimes waiting and waking (epoll, futex, scheduler)", "futex"),
+    ("the runtimes waiting and waking (epoll, futex, scheduler)", "futex_wait"),
+    ("the runtimes waiting and waking (epoll, futex, scheduler)", "futex_wake"),
 ]
 
 # Parts of the HTTP connections' share, by the innermost frame that names one.
 PARTS = [
     ("the answer written (writev: the kernel's TCP, loopback delivery included)", "writev"),
-    ("the request read (the kernel's recv)", "recv"),
-    ("the request read (the kernel's recv)", "sys_read"),
+    ("the request read (the kernel's recv)", "tcp_recvmsg"),
+    ("the request read (the kernel's recv)", "ksys_read"),
     ("the session cookie checked (auth::session)", "seckill::auth::session"),
     ("the front door (server::api_guard, access, rate limits, metrics)", "seckill::server::api_guard"),
     ("the front door (server::api_guard, access, rate limits, metrics)", "seckill::server::access"),
@@ -48,23 +51,25 @@ PARTS = [
 
 
 def samples(path):
-    """(thread name, frames innermost first, whether it ran in the kernel) per sample."""
-    comm, frames, kernel = None, [], False
+    """(thread name, ns of CPU, frames innermost first, whether it ran in the kernel)
+    per sample."""
+    comm, ns, frames, kernel = None, 0, [], False
     with open(path, errors="replace") as lines:
         for line in lines:
             if not line.strip():
                 if comm is not None:
-                    yield comm, frames, kernel
+                    yield comm, ns, frames, kernel
                 comm, frames = None, []
             elif not line[0].isspace():
-                comm, frames = line.strip(), []
+                comm, period = line.strip().rsplit(None, 1)
+                ns, frames = int(period), []
             else:
                 parts = line.split(None, 1)
                 if not frames:
                     kernel = parts[0].startswith("ffffffff")
                 frames.append(parts[1].strip() if len(parts) > 1 else "?")
     if comm is not None:
-        yield comm, frames, kernel
+        yield comm, ns, frames, kernel
 
 
 def meets(rule, comm, frames):
@@ -74,14 +79,15 @@ def meets(rule, comm, frames):
 
 
 def main():
-    path, hz, count, what = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-    areas, parts = collections.Counter(), collections.Counter()
-    for comm, frames, kernel in samples(path):
+    path, count, what = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    areas, parts, n = collections.Counter(), collections.Counter(), 0
+    for comm, ns, frames, kernel in samples(path):
+        n += 1
         area = next((a for a, rule in AREAS if meets(rule, comm, frames)), "other")
-        areas[(area, kernel)] += 1
+        areas[(area, kernel)] += ns
         if area.startswith("HTTP"):
             part = next((p for f in frames for p, rule in PARTS if rule in f), "tokio and the rest")
-            parts[(part, kernel)] += 1
+            parts[(part, kernel)] += ns
 
     def lines(counts):
         """(µs, µs in the kernel, name), largest first."""
@@ -89,9 +95,9 @@ def main():
         rows = [(counts[(n, False)] + counts[(n, True)], counts[(n, True)], n) for n in names]
         return sorted(rows, reverse=True)
 
-    us = lambda n: n / hz / count * 1e6  # noqa: E731
-    total, in_kernel = sum(areas.values()), sum(n for (_, k), n in areas.items() if k)
-    print(f"server CPU per {what} by area (perf, {total} samples at {hz:.0f} Hz, {count} of them):")
+    us = lambda ns: ns / 1e3 / count  # noqa: E731
+    total, in_kernel = sum(areas.values()), sum(ns for (_, k), ns in areas.items() if k)
+    print(f"server CPU per {what} by area (perf, {n} samples, {total / 1e9:.2f} s of CPU, {count} of them):")
     print(f"  {us(total):5.1f} µs in all ({us(in_kernel):.1f} in the kernel)")
     for n, k, area in lines(areas):
         print(f"  {us(n):5.1f} µs ({us(k):4.1f} kernel)  {area}")

@@ -136,7 +136,7 @@ for (const fair of [false, true]) {
     release();
     await expect(page.locator('body[data-hydrated="true"]')).toBeAttached();
     // The card says it from here on.
-    await expect(said).toBeHidden();
+    await expect(said).toHaveText('');
     await expect(card.getByText(`Order ${orderId}`)).toBeVisible();
     await expect(card.getByText('Status: success')).toBeVisible();
     // One grab, the early one: pressing again says so.
@@ -145,10 +145,10 @@ for (const fair of [false, true]) {
   });
 }
 
-test("a Grab pressed before the shop's code arrives and refused says why at once", async ({ page, request }) => {
-  const title = uniqueTitle('EarlyNo');
-  await createVoucher(request, title, 3, Date.now() - 60_000);
-  // Not signed in, and no WASM until the refusal is read.
+test("Grabs pressed before the shop's code arrives and refused say why at once, each sale its own", async ({ page, request }) => {
+  const titles = [uniqueTitle('EarlyNo'), uniqueTitle('EarlyNo')];
+  for (const title of titles) await createVoucher(request, title, 3, Date.now() - 60_000);
+  // Not signed in, and no WASM until the refusals are read.
   let release = () => {};
   const held = new Promise<void>((resolve) => (release = resolve));
   await page.route('**/*.wasm', async (route) => {
@@ -156,14 +156,17 @@ test("a Grab pressed before the shop's code arrives and refused says why at once
     await route.continue();
   });
   await page.goto('/', { waitUntil: 'commit' });
-  const card = page.getByRole('article', { name: title });
-  await card.getByRole('button', { name: 'Grab' }).click();
   const said = page.getByRole('status', { name: 'Your grab' });
+  const cards = titles.map((title) => page.getByRole('article', { name: title }));
+  await cards[0].getByRole('button', { name: 'Grab' }).click();
   await expect(said).toHaveText('Please sign in first.');
+  // A second sale's press does not hide the first's answer: each is named.
+  await cards[1].getByRole('button', { name: 'Grab' }).click();
+  for (const title of titles) await expect(said).toContainText(`${title}: Please sign in first.`);
   release();
-  // The island shows the same refusal on the card, and the line goes.
-  await expect(card.getByRole('alert')).toHaveText('Please sign in first.');
-  await expect(said).toBeHidden();
+  // The island shows the same refusals on the cards, and the line empties.
+  for (const card of cards) await expect(card.getByRole('alert')).toHaveText('Please sign in first.');
+  await expect(said).toHaveText('');
 });
 
 test("a sale that opens before the shop's code arrives opens its Grab then, by the gate's clock", async ({ page, request }) => {

@@ -40,9 +40,11 @@ pub fn ShopPage() -> impl IntoView {
                 let rendered_ms = server_time(None).await.ok().map(|t| t.now_ms);
                 view! {
                     // Before the island: it must be listening when the first card is drawn.
-                    // The line floats over the page's foot and lets taps through to it.
+                    // The line floats over the page's foot and lets taps through to it;
+                    // empty, it is there for screen readers only (a live region must be
+                    // in the page before what it says).
                     <p id=early::STATUS_ID role="status" aria-label="Your grab"
-                        class="pointer-events-none fixed inset-x-4 bottom-4 z-10 rounded bg-slate-900 px-4 py-2 text-sm text-white shadow empty:hidden"></p>
+                        class="pointer-events-none fixed inset-x-4 bottom-4 z-10 whitespace-pre-line rounded bg-slate-900 px-4 py-2 text-sm text-white shadow empty:sr-only"></p>
                     <script data-gate=rendered_ms data-status=early::STATUS_ID inner_html=early::SCRIPT></script>
                     <Shop listed refusal rendered_ms/>
                 }

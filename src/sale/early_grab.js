@@ -4,18 +4,27 @@
   // The gate's time when the page was rendered, and this clock's reading when it
   // arrived: "now" by them is never ahead of the gate's.
   const gate = Number(document.currentScript.dataset.gate);
-  // Where a press and its answer are said until the island shows them on the card
-  // (it empties this as it takes over): the order id at once, even with no WASM.
+  // Where presses and their answers are said until the island shows them on the cards
+  // (it empties this as it takes over): the order id at once, even with no WASM. One
+  // line per sale pressed, named by its card when there are several.
   const status = document.getElementById(document.currentScript.dataset.status);
-  const say = (text) => {
-    if (status && !window.seckillLive) status.textContent = text;
+  const said = new Map();
+  const say = (button, text) => {
+    if (!status || window.seckillLive) return;
+    said.set(button, text);
+    const name = (b) => (said.size > 1 ? `${b.closest('article')?.getAttribute('aria-label')}: ` : '');
+    status.textContent = [...said].map(([b, t]) => name(b) + t).join('\n');
   };
+  // What an answer tells the shopper. A lost or busy answer is asked again by the page
+  // once it has loaded (`early.rs`); until then the button stays pressed.
+  const LATER = 'the page asks again once it has loaded (or reload it).';
   const told = (answer) => {
     try {
       const body = JSON.parse(answer.body);
-      return answer.ok ? `Got it: order ${body.order_id} (queued).` : body.message;
+      if (answer.ok) return `Got it: order ${body.order_id} (queued).`;
+      return body.code === 'unavailable' ? `Busy: ${LATER}` : body.message || `Refused: ${LATER}`;
     } catch {
-      return 'No answer from the shop yet: the page asks again once it is ready.';
+      return `No answer yet: ${LATER}`;
     }
   };
   const since = performance.now();
@@ -47,9 +56,9 @@
     if (!button || window.seckillLive || button.disabled) return;
     const id = button.dataset.grab;
     button.disabled = true;
-    say('Grabbing…');
+    say(button, 'Grabbing…');
     early[id] = grab(Number(id), 'fair' in button.dataset).catch(() => null);
-    early[id].then((answer) => say(told(answer ?? { ok: false, body: '' })));
+    early[id].then((answer) => say(button, told(answer ?? { ok: false, body: '' })));
   });
   // A sale that opens before the island arrives opens its button then.
   const opening = setInterval(() => {

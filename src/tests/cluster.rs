@@ -338,8 +338,15 @@ async fn a_master_killed_mid_sale_is_replaced_and_the_sale_goes_on() {
         .max()
         .expect("grabs granted after the master died");
     let retried = outcomes.iter().map(|o| o.retries).sum::<usize>();
-    let promoted = cluster.masters().await.len();
-    assert_eq!(promoted, 3, "a replica replaced the dead master");
+    // Polled, and without the restarted node: it comes back saying it is a master until
+    // the cluster tells it it was replaced, and on a busy machine a slow master's
+    // replica may stand in for a moment too (one run of the test command counted four
+    // masters at once).
+    let others = &cluster;
+    wait_until("a replica replaced the dead master: three masters besides it", SETTLED, || async move {
+        others.masters().await.into_iter().filter(|&port| port != master).count() == 3
+    })
+    .await;
 
     let books = settle_books(&a.api, &shared.database_url, v, stock, &outcomes).await;
     println!(

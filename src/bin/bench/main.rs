@@ -199,11 +199,13 @@ async fn run(args: Args) -> Result<bool, String> {
 
     let per_page = pages(&bases, &cpu).await?;
     // Each granted storm's CPU per grab against the page's (K = 1 and 3: `--shards 1,3`).
-    for (shards, grant, page) in per_grant.iter().filter_map(|(k, grant)| Some((k, grant, per_page?))) {
-        println!(
-            "server CPU per granted grab / per cached shop page, {shards} shard(s): {grant:.0} / {page:.0} µs = {:.2}× (target ≤ 1×)",
-            grant / page
-        );
+    if let Some(page) = per_page {
+        for (shards, grant) in &per_grant {
+            println!(
+                "server CPU per granted grab / per cached shop page, {shards} shard(s): {grant:.0} / {page:.0} µs = {:.2}× (target ≤ 1×)",
+                grant / page
+            );
+        }
     }
     Ok(ok)
 }

@@ -11,10 +11,16 @@ its innermost frame that some rule meets. Unlike callgrind it counts the kernel,
 SHA-256 runs on the CPU's own instructions. The release build has no debug info: code
 the compiler inlined counts where it was inlined.
 
+With PERF_TOP=N in the environment it also lists the N functions that ran most
+themselves (the innermost frame of each sample, user space and kernel apart): where a
+cost that grows with the serving threads (a lock waited on, a line of memory two cores
+share) shows, whatever area it falls in.
+
 usage: perf_areas.py PERF_SCRIPT_OUTPUT COUNT WHAT   (WHAT: "granted grab", "cached shop page")
 """
 
 import collections
+import os
 import sys
 
 # (area, rule): a rule is a thread-name prefix ("comm:") or a frame substring.
@@ -80,9 +86,10 @@ def meets(rule, comm, frames):
 
 def main():
     path, count, what = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-    areas, parts, n = collections.Counter(), collections.Counter(), 0
+    areas, parts, own, n = collections.Counter(), collections.Counter(), collections.Counter(), 0
     for comm, ns, frames, kernel in samples(path):
         n += 1
+        own[((frames[0] if frames else "?")[:110], kernel)] += ns
         area = next((a for a, rule in AREAS if meets(rule, comm, frames)), "other")
         areas[(area, kernel)] += ns
         if area.startswith("HTTP"):
@@ -104,6 +111,11 @@ def main():
         if area.startswith("HTTP"):
             for m, j, part in lines(parts):
                 print(f"          {us(m):5.1f} µs ({us(j):4.1f} kernel)  {part}")
+    top = int(os.environ.get("PERF_TOP", "0"))
+    if top > 0:
+        print(f"  the {top} functions that ran most themselves (µs per {what}; k: in the kernel):")
+        for (name, kernel), ns in own.most_common(top):
+            print(f"  {us(ns):5.2f} µs {'k' if kernel else ' '} {name}")
 
 
 if __name__ == "__main__":

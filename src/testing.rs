@@ -30,7 +30,7 @@ pub use crate::{
     },
     report::{tally::Tally, Outcome},
     sale::{
-        batches::{Batches, CALLS_PER_SALE, MOST_PER_CALL},
+        batches::{mailbox, Batches, CALLS_PER_SALE, MOST_PER_CALL},
         gate::{self, Ask, Bucket, Verdict},
         grab::SHED_MESSAGE,
         refill, stock, warm, REDIS_DEADLINE,

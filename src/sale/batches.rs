@@ -11,19 +11,26 @@
 //! fewer, larger calls. Each call is a task of its own: a shopper who leaves does not
 //! strand the grabs riding with theirs, and a grab whose caller gave up before its
 //! call was sent is left out of it.
+//!
+//! A call's grabs come from every serving runtime of the process (`server::runtimes`),
+//! and waking a task of another runtime writes to that runtime's wake-up file, once per
+//! task. So the answers are handed to each runtime's mailbox ([`mailbox`]) in one go,
+//! one wake-up per runtime and call, and the mailbox answers its grabs on their own
+//! thread. A grab made where no mailbox runs (a test's runtime) is answered directly.
 
 use super::gate::{self, Ask, Bucket, Verdict};
 use crate::backend::Backend;
 use redis::RedisResult;
 use std::{
+    cell::RefCell,
     collections::HashMap,
     sync::{
-        atomic::{AtomicU64, Ordering},
+        atomic::{AtomicU64, AtomicUsize, Ordering},
         Arc, Mutex,
     },
     time::Duration,
 };
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 
 /// Grabs one gate call decides at most (about 4 µs of Redis each: a call of them all
 /// holds Redis for a quarter of a millisecond).
@@ -47,6 +54,8 @@ pub struct Batches {
     sales: Mutex<HashMap<Bucket, Queue>>,
     /// Gate calls made, for the grabs per call (`seckill_gate_calls_total` too).
     made: AtomicU64,
+    /// Answers handed to another runtime's mailbox.
+    handed: AtomicU64,
 }
 
 /// One sale's (bucket's) grabs waiting for a call, and its calls under way.
@@ -59,6 +68,48 @@ struct Queue {
 struct Waiting {
     ask: Ask,
     answer: oneshot::Sender<RedisResult<Verdict>>,
+    /// The mailbox of the runtime the grab waits on, if it has one.
+    home: Option<Mailbox>,
+}
+
+/// A grab's answer, to be given on the grab's own runtime.
+type Delivery = (oneshot::Sender<RedisResult<Verdict>>, RedisResult<Verdict>);
+
+/// Where a runtime takes the answers of its grabs decided by a call another made.
+#[derive(Clone)]
+struct Mailbox {
+    /// Tells mailboxes apart, to gather a call's answers by runtime.
+    id: usize,
+    deliveries: mpsc::UnboundedSender<Vec<Delivery>>,
+}
+
+thread_local! {
+    /// The mailbox of the runtime on this thread (a serving thread runs one runtime).
+    static HOME: RefCell<Option<Mailbox>> = const { RefCell::new(None) };
+}
+
+/// Mailboxes made, for their ids.
+static MAILBOXES: AtomicUsize = AtomicUsize::new(0);
+
+/// The mailbox of the runtime it is spawned on: it answers the grabs waiting there
+/// that another runtime's call decided, until the runtime ends. Spawned once by each
+/// serving runtime, before it serves.
+pub fn mailbox() -> impl std::future::Future<Output = ()> {
+    let (deliveries, mut taken) = mpsc::unbounded_channel::<Vec<Delivery>>();
+    let id = MAILBOXES.fetch_add(1, Ordering::Relaxed);
+    HOME.with(|home| *home.borrow_mut() = Some(Mailbox { id, deliveries }));
+    async move {
+        while let Some(answers) = taken.recv().await {
+            deliver(answers);
+        }
+    }
+}
+
+/// Gives each grab its answer (one whose caller left is skipped).
+fn deliver(answers: Vec<Delivery>) {
+    for (answer, verdict) in answers {
+        let _ = answer.send(verdict);
+    }
 }
 
 impl Batches {
@@ -66,10 +117,11 @@ impl Batches {
     /// that bucket; `backend` makes the call if this grab starts it.
     pub async fn decide(self: &Arc<Self>, backend: &Backend, sale: Bucket, ask: Ask) -> RedisResult<Verdict> {
         let (answer, answered) = oneshot::channel();
+        let home = HOME.with(|home| home.borrow().clone());
         let starts = {
             let mut sales = self.sales.lock().unwrap_or_else(|e| e.into_inner());
             let queue = sales.entry(sale).or_default();
-            queue.waiting.push(Waiting { ask, answer });
+            queue.waiting.push(Waiting { ask, answer, home });
             let starts = queue.calls < CALLS_PER_SALE;
             queue.calls += usize::from(starts);
             starts
@@ -83,6 +135,11 @@ impl Batches {
     /// Gate calls this process made.
     pub fn calls(&self) -> u64 {
         self.made.load(Ordering::Relaxed)
+    }
+
+    /// Answers handed to the mailbox of another runtime than the call's.
+    pub fn handed(&self) -> u64 {
+        self.handed.load(Ordering::Relaxed)
     }
 
     /// The next grabs of `sale` for a call (those whose caller still waits), or
@@ -113,22 +170,38 @@ async fn calls(batches: Arc<Batches>, backend: Backend, sale: Bucket) {
         let asks: Vec<&Ask> = batch.iter().map(|w| &w.ask).collect();
         let call = gate::grab_all(&backend, &keys, (sale.voucher_id, sale.shards), &asks);
         let decided = tokio::time::timeout(CALL_DEADLINE, call).await;
-        match decided {
-            Ok(Ok(verdicts)) => {
-                for (waiting, verdict) in batch.into_iter().zip(verdicts) {
-                    let _ = waiting.answer.send(Ok(verdict));
-                }
-            }
-            Ok(Err(e)) => {
-                for waiting in batch {
-                    let _ = waiting.answer.send(Err(copy(&e)));
-                }
-            }
+        let verdicts = match decided {
+            Ok(Ok(verdicts)) => verdicts.into_iter().map(Ok).collect(),
+            Ok(Err(e)) => batch.iter().map(|_| Err(copy(&e))).collect(),
             Err(_) => {
-                for waiting in batch {
-                    let _ = waiting.answer.send(Err((redis::ErrorKind::IoError, "the gate did not answer").into()));
-                }
+                batch.iter().map(|_| Err((redis::ErrorKind::IoError, "the gate did not answer").into())).collect()
             }
+        };
+        answer(&batches, batch, verdicts);
+    }
+}
+
+/// Gives a call's answers: those of grabs waiting on this runtime (or on none with a
+/// mailbox) at once, the others gathered by runtime, one handing to each mailbox.
+fn answer(batches: &Batches, batch: Vec<Waiting>, verdicts: Vec<RedisResult<Verdict>>) {
+    let here = HOME.with(|home| home.borrow().as_ref().map(|m| m.id));
+    let mut away: Vec<(Mailbox, Vec<Delivery>)> = Vec::new();
+    for (waiting, verdict) in batch.into_iter().zip(verdicts) {
+        match waiting.home {
+            Some(home) if Some(home.id) != here => match away.iter_mut().find(|(m, _)| m.id == home.id) {
+                Some((_, answers)) => answers.push((waiting.answer, verdict)),
+                None => away.push((home, vec![(waiting.answer, verdict)])),
+            },
+            _ => {
+                let _ = waiting.answer.send(verdict);
+            }
+        }
+    }
+    for (mailbox, answers) in away {
+        batches.handed.fetch_add(answers.len() as u64, Ordering::Relaxed);
+        // A runtime that ended has no grab waiting any more; given here all the same.
+        if let Err(mpsc::error::SendError(answers)) = mailbox.deliveries.send(answers) {
+            deliver(answers);
         }
     }
 }

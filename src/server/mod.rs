@@ -194,6 +194,7 @@ async fn run(
         println!("Admin token (generated for this run): {admin_token}");
     }
     // This runtime serves on the connection its background tasks share.
+    tokio::spawn(crate::sale::batches::mailbox());
     let own = http::Connections::new((serving.build)(state.backend.redis.clone()), serving.header_timeout);
     http::accept(listener, own, runtimes.handoff.clone(), serving.grace, shutdown.wait()).await;
     // Also when serving failed: the background tasks must stop either way. Each

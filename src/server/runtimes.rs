@@ -111,6 +111,7 @@ fn run(
                 return;
             }
         };
+        tokio::spawn(crate::sale::batches::mailbox());
         let _ = tell.send(Ok(()));
         let own = Connections::new((serving.build)(redis), serving.header_timeout);
         http::serve_handed(handed, own, serving.grace, serving.stop.wait()).await;

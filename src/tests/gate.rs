@@ -168,3 +168,80 @@ async fn grabs_arriving_together_share_gate_calls_and_each_is_decided_as_alone()
     assert_eq!((left, buyers, refused), (0, 100, 200), "units left, buyers, refusals counted");
     app.stop().await;
 }
+
+/// A gate call's grabs come from every serving runtime of the process, and the answers
+/// of another runtime's grabs are handed to its mailbox in one go. Three runtimes grab
+/// at once, the first holding both call slots before the others join: each grab hears
+/// its own verdict (shoppers who bought before hear their own order), and the other
+/// two runtimes' hundred answers all went by way of their mailboxes.
+#[tokio::test]
+async fn a_calls_answers_reach_grabs_on_other_runtimes_through_their_mailboxes() {
+    use seckill::testing::{mailbox, Ask, Batches, Bucket};
+    use std::sync::{Arc, Barrier};
+    let app = TestApp::spawn().await;
+    let v = app.create_voucher(200, -5, 3600).await;
+    let backend = app.backend();
+    let batches = Arc::new(Batches::default());
+    let ask = |user_id: i64, order_id: i64| Ask { user_id, order_id, token: String::new() };
+    let bought_before = |user_id: i64| (11..=35).contains(&user_id) || (61..=85).contains(&user_id);
+    for user_id in (1..=110).filter(|&u| bought_before(u)) {
+        let earlier = ask(user_id, 8_000_000_000 + user_id);
+        assert_eq!(batches.decide(&backend, Bucket::whole(v), earlier).await.unwrap(), Verdict::Granted);
+    }
+    let handed_before = batches.handed();
+    // The first runtime's grabs start both call slots; the others' join them before
+    // the first runtime runs a call (it waits at the second meeting). All stay until
+    // every grab is answered: the calls run on the first.
+    let (first, second) = (Arc::new(Barrier::new(3)), Arc::new(Barrier::new(3)));
+    let answered = Arc::new(tokio::sync::Barrier::new(3));
+    let shares: [Vec<i64>; 3] = [(1..=10).collect(), (11..=60).collect(), (61..=110).collect()];
+    let threads: Vec<_> = shares
+        .into_iter()
+        .enumerate()
+        .map(|(i, users)| {
+            let (batches, backend) = (batches.clone(), backend.clone());
+            let (first, second, answered) = (first.clone(), second.clone(), answered.clone());
+            std::thread::spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+                runtime.block_on(async move {
+                    tokio::spawn(mailbox());
+                    if i > 0 {
+                        first.wait();
+                    }
+                    let grabs = users.iter().map(|&user_id| {
+                        let (batches, backend) = (batches.clone(), backend.clone());
+                        async move {
+                            let verdict =
+                                batches.decide(&backend, Bucket::whole(v), ask(user_id, 9_000_000_000 + user_id));
+                            (user_id, verdict.await.unwrap())
+                        }
+                    });
+                    let mut all = Box::pin(futures::future::join_all(grabs));
+                    assert!(futures::poll!(&mut all).is_pending(), "every grab waits for a call");
+                    if i == 0 {
+                        first.wait();
+                    }
+                    second.wait();
+                    let decided = all.await;
+                    answered.wait().await;
+                    decided
+                })
+            })
+        })
+        .collect();
+    let decided =
+        tokio::task::spawn_blocking(move || threads.into_iter().flat_map(|t| t.join().unwrap()).collect::<Vec<_>>())
+            .await
+            .unwrap();
+    assert_eq!(decided.len(), 110);
+    for (user_id, verdict) in decided {
+        let own = if bought_before(user_id) { Verdict::Bought(8_000_000_000 + user_id) } else { Verdict::Granted };
+        assert_eq!(verdict, own, "shopper {user_id}'s own answer");
+    }
+    assert_eq!(
+        batches.handed() - handed_before,
+        100,
+        "the second and third runtimes' answers, through their mailboxes"
+    );
+    app.stop().await;
+}

@@ -68,7 +68,7 @@ def samples(path):
                 comm, frames = None, []
             elif not line[0].isspace():
                 comm, period = line.strip().rsplit(None, 1)
-                ns, frames = int(period), []
+                ns, frames, kernel = int(period), [], False
             else:
                 parts = line.split(None, 1)
                 if not frames:
@@ -111,7 +111,7 @@ def main():
         if area.startswith("HTTP"):
             for m, j, part in lines(parts):
                 print(f"          {us(m):5.1f} µs ({us(j):4.1f} kernel)  {part}")
-    top = int(os.environ.get("PERF_TOP", "0"))
+    top = int(os.environ.get("PERF_TOP") or 0)
     if top > 0:
         print(f"  the {top} functions that ran most themselves (µs per {what}; k: in the kernel):")
         for (name, kernel), ns in own.most_common(top):

@@ -15,14 +15,14 @@
 //! A call's grabs come from every serving runtime of the process (`server::runtimes`),
 //! and waking a task of another runtime writes to that runtime's wake-up file, once per
 //! task. So the answers are handed to each runtime's mailbox ([`mailbox`]) in one go,
-//! one wake-up per runtime and call, and the mailbox answers its grabs on their own
-//! thread. A grab made where no mailbox runs (a test's runtime) is answered directly.
+//! at most one wake-up per runtime and call, and the mailbox answers its grabs on their
+//! own thread. A grab made on a thread with no mailbox is answered directly.
 
 use super::gate::{self, Ask, Bucket, Verdict};
 use crate::backend::Backend;
 use redis::RedisResult;
 use std::{
-    cell::RefCell,
+    cell::Cell,
     collections::HashMap,
     sync::{
         atomic::{AtomicU64, AtomicUsize, Ordering},
@@ -69,14 +69,13 @@ struct Waiting {
     ask: Ask,
     answer: oneshot::Sender<RedisResult<Verdict>>,
     /// The mailbox of the runtime the grab waits on, if it has one.
-    home: Option<Mailbox>,
+    home: Option<&'static Mailbox>,
 }
 
 /// A grab's answer, to be given on the grab's own runtime.
 type Delivery = (oneshot::Sender<RedisResult<Verdict>>, RedisResult<Verdict>);
 
 /// Where a runtime takes the answers of its grabs decided by a call another made.
-#[derive(Clone)]
 struct Mailbox {
     /// Tells mailboxes apart, to gather a call's answers by runtime.
     id: usize,
@@ -85,7 +84,7 @@ struct Mailbox {
 
 thread_local! {
     /// The mailbox of the runtime on this thread (a serving thread runs one runtime).
-    static HOME: RefCell<Option<Mailbox>> = const { RefCell::new(None) };
+    static HOME: Cell<Option<&'static Mailbox>> = const { Cell::new(None) };
 }
 
 /// Mailboxes made, for their ids.
@@ -94,14 +93,36 @@ static MAILBOXES: AtomicUsize = AtomicUsize::new(0);
 /// The mailbox of the runtime it is spawned on: it answers the grabs waiting there
 /// that another runtime's call decided, until the runtime ends. Spawned once by each
 /// serving runtime, before it serves.
+///
+/// The mailbox's address is leaked, one per runtime started (a serving process keeps
+/// its runtimes for life; a test process starts a few hundred), so that a grab notes
+/// its runtime's mailbox without a shared count to bump on one core and drop on
+/// another. A runtime that ended drops its receiver: handing to it fails, and the
+/// call answers directly.
 pub fn mailbox() -> impl std::future::Future<Output = ()> {
     let (deliveries, mut taken) = mpsc::unbounded_channel::<Vec<Delivery>>();
     let id = MAILBOXES.fetch_add(1, Ordering::Relaxed);
-    HOME.with(|home| *home.borrow_mut() = Some(Mailbox { id, deliveries }));
+    let own: &'static Mailbox = Box::leak(Box::new(Mailbox { id, deliveries }));
+    HOME.with(|home| home.set(Some(own)));
     async move {
+        let _leaving = Leaving(id);
         while let Some(answers) = taken.recv().await {
             deliver(answers);
         }
+    }
+}
+
+/// Dropped with a mailbox's task: the thread it leaves (its runtime ended, or is no
+/// longer driven) stops naming it, so later grabs there are answered directly.
+struct Leaving(usize);
+
+impl Drop for Leaving {
+    fn drop(&mut self) {
+        HOME.with(|home| {
+            if home.get().is_some_and(|m| m.id == self.0) {
+                home.set(None);
+            }
+        });
     }
 }
 
@@ -117,7 +138,7 @@ impl Batches {
     /// that bucket; `backend` makes the call if this grab starts it.
     pub async fn decide(self: &Arc<Self>, backend: &Backend, sale: Bucket, ask: Ask) -> RedisResult<Verdict> {
         let (answer, answered) = oneshot::channel();
-        let home = HOME.with(|home| home.borrow().clone());
+        let home = HOME.with(Cell::get);
         let starts = {
             let mut sales = self.sales.lock().unwrap_or_else(|e| e.into_inner());
             let queue = sales.entry(sale).or_default();
@@ -184,8 +205,8 @@ async fn calls(batches: Arc<Batches>, backend: Backend, sale: Bucket) {
 /// Gives a call's answers: those of grabs waiting on this runtime (or on none with a
 /// mailbox) at once, the others gathered by runtime, one handing to each mailbox.
 fn answer(batches: &Batches, batch: Vec<Waiting>, verdicts: Vec<RedisResult<Verdict>>) {
-    let here = HOME.with(|home| home.borrow().as_ref().map(|m| m.id));
-    let mut away: Vec<(Mailbox, Vec<Delivery>)> = Vec::new();
+    let here = HOME.with(Cell::get).map(|m| m.id);
+    let mut away: Vec<(&Mailbox, Vec<Delivery>)> = Vec::new();
     for (waiting, verdict) in batch.into_iter().zip(verdicts) {
         match waiting.home {
             Some(home) if Some(home.id) != here => match away.iter_mut().find(|(m, _)| m.id == home.id) {
@@ -198,10 +219,13 @@ fn answer(batches: &Batches, batch: Vec<Waiting>, verdicts: Vec<RedisResult<Verd
         }
     }
     for (mailbox, answers) in away {
-        batches.handed.fetch_add(answers.len() as u64, Ordering::Relaxed);
-        // A runtime that ended has no grab waiting any more; given here all the same.
-        if let Err(mpsc::error::SendError(answers)) = mailbox.deliveries.send(answers) {
-            deliver(answers);
+        let count = answers.len() as u64;
+        match mailbox.deliveries.send(answers) {
+            Ok(()) => {
+                batches.handed.fetch_add(count, Ordering::Relaxed);
+            }
+            // A runtime that ended has no grab waiting any more; given here all the same.
+            Err(mpsc::error::SendError(answers)) => deliver(answers),
         }
     }
 }

@@ -202,8 +202,8 @@ async fn calls(batches: Arc<Batches>, backend: Backend, sale: Bucket) {
     }
 }
 
-/// Gives a call's answers: those of grabs waiting on this runtime (or on none with a
-/// mailbox) at once, the others gathered by runtime, one handing to each mailbox.
+/// Gives a call's answers: those of grabs waiting on this runtime (or on a thread
+/// with no mailbox) at once, the others gathered by runtime, one handing to each mailbox.
 fn answer(batches: &Batches, batch: Vec<Waiting>, verdicts: Vec<RedisResult<Verdict>>) {
     let here = HOME.with(Cell::get).map(|m| m.id);
     let mut away: Vec<(&Mailbox, Vec<Delivery>)> = Vec::new();

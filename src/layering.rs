@@ -15,8 +15,20 @@ use std::{
 };
 
 /// The foundation: what every domain may import.
-const FOUNDATION: [&str; 11] =
-    ["error", "body", "browser", "client_ip", "backend", "bus", "shutdown", "config", "order_ids", "money", "rfc3339"];
+const FOUNDATION: [&str; 12] = [
+    "error",
+    "body",
+    "browser",
+    "client_ip",
+    "backend",
+    "bus",
+    "shutdown",
+    "config",
+    "order_ids",
+    "money",
+    "rfc3339",
+    "wire",
+];
 /// The domains, each after those it may import (`worker` and `live` both come last and
 /// import neither the other).
 const DOMAINS: [&str; 8] = ["audit", "auth", "voucher", "orders", "report", "sale", "worker", "live"];

@@ -30,6 +30,7 @@ pub(crate) mod report;
 pub(crate) mod rfc3339;
 pub(crate) mod sale;
 pub(crate) mod voucher;
+pub(crate) mod wire;
 #[cfg(feature = "ssr")]
 pub(crate) mod worker;
 

@@ -2,6 +2,7 @@
 //! of the one behind it (keyset paging, as the CSV export pages: each page one indexed
 //! query however far in, and a row written meanwhile neither skipped nor shown twice).
 
+use crate::wire::{self, FromJson};
 use serde::{Deserialize, Serialize};
 
 /// One page of a list, newest first.
@@ -12,6 +13,16 @@ pub struct Page<T> {
     pub has_more: bool,
     /// The cursor of the next page (the last item's id), when `has_more`.
     pub next: Option<String>,
+}
+
+impl<T: FromJson> FromJson for Page<T> {
+    fn from_json(json: &impl wire::Json) -> Option<Self> {
+        Some(Self {
+            items: Vec::from_json(&json.field("items")?)?,
+            has_more: json.flag_at("has_more")?,
+            next: json.maybe("next", wire::Json::text)?,
+        })
+    }
 }
 
 /// How many items a list's page holds: `default` when the caller sends no `limit`, at

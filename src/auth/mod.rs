@@ -33,6 +33,7 @@ pub use session::Secrets;
 
 #[cfg(feature = "ssr")]
 use crate::error::AppError;
+use crate::wire::{self, FromJson};
 use serde::{Deserialize, Serialize};
 
 /// A signed-in shopper.
@@ -48,6 +49,18 @@ pub struct User {
 pub struct CurrentUser {
     #[schema(required = true)]
     pub user: Option<User>,
+}
+
+impl FromJson for User {
+    fn from_json(json: &impl wire::Json) -> Option<Self> {
+        Some(Self { user_id: json.int_at("user_id")?, name: json.text_at("name")? })
+    }
+}
+
+impl FromJson for CurrentUser {
+    fn from_json(json: &impl wire::Json) -> Option<Self> {
+        Some(Self { user: json.maybe("user", User::from_json)? })
+    }
 }
 
 /// What an operator may do: `operator` runs sales; `admin` also adds operators.

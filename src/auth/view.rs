@@ -2,14 +2,17 @@
 //! out here or everywhere) and the operator's token form.
 
 use super::{
-    api::{change_password, sign_in, sign_out, sign_out_everywhere, sign_up, sign_up_challenge},
+    api::{change_password, sign_out, sign_out_everywhere, sign_up, sign_up_challenge, SignIn},
     operator_api::{
         add_operator, admin_sign_in, list_operators, operator_me, operator_sign_in, remove_operator, set_operator_role,
     },
     ListedOperator, Role, User,
 };
-use crate::error::{AppResult, ErrorCode};
-use leptos::{either::Either, prelude::*};
+use crate::{
+    error::{AppResult, ErrorCode},
+    wire,
+};
+use leptos::{either::Either, prelude::*, server_fn::ServerFn};
 
 const INPUT: &str = "min-h-11 rounded border px-2 py-1";
 const FIELD: &str = "flex flex-col text-sm";
@@ -50,6 +53,15 @@ async fn create_account(name: String, password: String) -> AppResult<User> {
     sign_up(name, password, solution).await
 }
 
+/// `sign_in` as the shop's island calls it (`wire`): on every shopper's first load.
+async fn sign_in(name: &str, password: &str) -> AppResult<User> {
+    wire::call(SignIn::PATH, sign_in_args(name, password)).await
+}
+
+fn sign_in_args(name: &str, password: &str) -> wire::Args {
+    wire::Args::new().text("name", Some(name)).text("password", Some(password))
+}
+
 /// Name and password: signs in, or (after "Create an account") signs up. The password
 /// field says which to password managers (`current-password` or `new-password`). A
 /// task rather than an `Action`: the same behaviour in less WASM.
@@ -62,7 +74,7 @@ fn SignInForm(user: RwSignal<Option<User>>) -> impl IntoView {
     let submit = move || {
         let (name, typed, new) = (name.get_untracked(), password.get_untracked(), new_account.get_untracked());
         leptos::task::spawn_local(async move {
-            let answer = if new { create_account(name, typed).await } else { sign_in(name, typed).await };
+            let answer = if new { create_account(name, typed).await } else { sign_in(&name, &typed).await };
             match answer {
                 Ok(u) => {
                     error.try_set(None);
@@ -345,5 +357,18 @@ fn TokenUnlock(unlocked: RwSignal<bool>) -> impl IntoView {
                 {move || unlock.value().get().and_then(Result::err).map(|e| e.message)}
             </p>
         </form>
+    }
+}
+
+#[cfg(all(test, not(feature = "hydrate")))]
+mod tests {
+    use super::*;
+
+    /// The island's sign-in sends what the server function takes.
+    #[test]
+    fn sign_in_sends_the_server_functions_arguments() {
+        let sent = serde_json::Value::Object(sign_in_args("ann", "pw \" <").map);
+        let taken = SignIn { name: "ann".into(), password: "pw \" <".into() };
+        assert_eq!(sent, serde_json::to_value(taken).unwrap());
     }
 }

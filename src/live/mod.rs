@@ -20,6 +20,7 @@ pub mod slots;
 pub mod sse;
 pub mod view;
 
+use crate::wire::{self, FromJson};
 use serde::{Deserialize, Serialize};
 
 /// The feed's path, written once for the server's route and the browser's
@@ -268,6 +269,52 @@ pub enum OperatorFrame {
     },
     Snapshot(Snapshot),
     Event(LiveEvent),
+}
+
+impl FromJson for StockLive {
+    fn from_json(json: &impl wire::Json) -> Option<Self> {
+        Some(Self {
+            voucher_id: json.int_at("voucher_id")?,
+            stock: json.int_at("total")?,
+            left: json.int_at("stock")?,
+            sold_out: json.flag_at("sold_out")?,
+            paused: json.or_default("paused", wire::Json::flag)?,
+            begins_at_ms: json.or_default("begins_at_ms", wire::Json::int)?,
+            ends_at_ms: json.or_default("ends_at_ms", wire::Json::int)?,
+        })
+    }
+}
+
+impl FromJson for LiveEvent {
+    fn from_json(json: &impl wire::Json) -> Option<Self> {
+        let kind = match json.text_at("kind")?.as_str() {
+            "sold_out" => EventKind::SoldOut,
+            "restocked" => EventKind::Restocked,
+            "dead_lettered" => EventKind::DeadLettered,
+            "worker_joined" => EventKind::WorkerJoined,
+            "worker_left" => EventKind::WorkerLeft,
+            _ => return None,
+        };
+        Some(Self {
+            at_ms: json.int_at("at_ms")?,
+            kind,
+            voucher_id: json.maybe("voucher_id", wire::Json::int)?,
+            detail: json.maybe("detail", wire::Json::text)?,
+        })
+    }
+}
+
+impl FromJson for ShopFrame {
+    fn from_json(json: &impl wire::Json) -> Option<Self> {
+        match json.text_at("type")?.as_str() {
+            "stock" => Some(Self::Stock {
+                vouchers: Vec::from_json(&json.field("vouchers")?)?,
+                now_ms: json.or_default("now_ms", wire::Json::int)?,
+            }),
+            "event" => LiveEvent::from_json(json).map(Self::Event),
+            _ => None,
+        }
+    }
 }
 
 /// The shopper's feed.

@@ -113,12 +113,13 @@ pub fn use_shop_feed() -> RwSignal<HashMap<i64, StockLive>> {
     let stock = RwSignal::new(HashMap::new());
     let connection = RwSignal::new(Connection::Connecting);
     Effect::new(move |_| {
-        listen(super::SHOP_FEED_PATH, connection, move |text| match serde_json::from_str::<ShopFrame>(&text) {
-            Ok(ShopFrame::Stock { vouchers, .. }) => {
+        // Read without serde (`wire`): this is in every shopper's first load.
+        listen(super::SHOP_FEED_PATH, connection, move |text| match crate::wire::parse::<ShopFrame>(&text) {
+            Some(ShopFrame::Stock { vouchers, .. }) => {
                 set(stock, vouchers.into_iter().map(|v| (v.voucher_id, v)).collect())
             }
-            Ok(ShopFrame::Event(e)) => stock.try_update(|map| apply_stock_event(map, &e)),
-            Err(_) => Some(()),
+            Some(ShopFrame::Event(e)) => stock.try_update(|map| apply_stock_event(map, &e)),
+            None => Some(()),
         });
     });
     stock

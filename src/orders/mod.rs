@@ -51,6 +51,7 @@ impl FailReason {
     #[cfg(feature = "ssr")]
     const ALL: [Self; 4] = [Self::AlreadyBought, Self::SoldOut, Self::DeadLetter, Self::Lost];
 
+    #[cfg(feature = "ssr")]
     pub fn as_str(self) -> &'static str {
         match self {
             Self::AlreadyBought => "already_bought",

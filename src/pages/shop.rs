@@ -6,24 +6,70 @@
 //! My orders). Only its code reaches a shopper's first load.
 
 use crate::{
-    auth::{api::me, view::SignInBox, CurrentUser, User},
+    auth::{api::Me, view::SignInBox, CurrentUser, User},
     browser::every,
     error::AppError,
+    listing::Page,
     live::{view::use_shop_feed, StockLive},
     orders::view::MyOrders,
     sale::{
-        api::server_time,
         clock::{use_server_clock, ServerClock},
         early,
         view::{LiveSale, SaleCard},
     },
-    voucher::{api::list_vouchers, view::EachVoucher, Voucher},
+    voucher::{api::ListVouchers, view::EachVoucher, Voucher},
+    wire::{self, FromJson},
 };
-use leptos::prelude::*;
+use leptos::{prelude::*, server_fn::ServerFn};
 use std::collections::HashMap;
 
 /// A listing, or why it could not be had.
 type Listed = Result<Vec<Voucher>, AppError>;
+
+/// The id of the script that carries [`ShopStart`] in the page.
+const START_ID: &str = "shop-start";
+
+/// What the shop's island starts from: the list the server rendered the page with (or
+/// why it could not list) and the gate's time then. Carried in the page as JSON the
+/// browser parses, not as the island's props: those bring serde's decoders into every
+/// shopper's first load (`wire`).
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+struct ShopStart {
+    vouchers: Vec<Voucher>,
+    refusal: Option<AppError>,
+    rendered_ms: Option<i64>,
+}
+
+impl FromJson for ShopStart {
+    fn from_json(json: &impl wire::Json) -> Option<Self> {
+        Some(Self {
+            vouchers: Vec::from_json(&json.field("vouchers")?)?,
+            refusal: json.maybe("refusal", AppError::from_json)?,
+            rendered_ms: json.maybe("rendered_ms", wire::Json::int)?,
+        })
+    }
+}
+
+impl ShopStart {
+    /// The start as the page has it: on the server, what [`ShopPage`] provided; in the
+    /// browser, what the page carries.
+    fn here() -> Self {
+        #[cfg(feature = "hydrate")]
+        return web_sys::window()
+            .and_then(|w| w.document()?.get_element_by_id(START_ID)?.text_content())
+            .and_then(|json| wire::parse(&json))
+            .unwrap_or_default();
+        #[cfg(not(feature = "hydrate"))]
+        use_context::<Self>().unwrap_or_default()
+    }
+
+    /// As the page carries it: JSON, `<` written `\u003c` so that nothing in a title
+    /// can close the script.
+    #[cfg(feature = "ssr")]
+    fn script(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default().replace('<', "\\u003c")
+    }
+}
 
 #[component]
 pub fn ShopPage() -> impl IntoView {
@@ -31,13 +77,18 @@ pub fn ShopPage() -> impl IntoView {
         <h1 class="mb-4 text-2xl font-bold">"Flash sales"</h1>
         <Suspense>
             {Suspend::new(async {
-                // Handed over as two plain props: a `Result` would bring its own decoder.
-                let (listed, refusal) = match list_vouchers(None, None).await {
+                let (vouchers, refusal) = match crate::voucher::api::list_vouchers(None, None).await {
                     Ok(page) => (page.items, None),
                     Err(e) => (Vec::new(), Some(e)),
                 };
                 // The gate's time now, which the page's clock starts from.
-                let rendered_ms = server_time(None).await.ok().map(|t| t.now_ms);
+                let rendered_ms = crate::sale::api::server_time(None).await.ok().map(|t| t.now_ms);
+                let start = ShopStart { vouchers, refusal, rendered_ms };
+                #[cfg(feature = "ssr")]
+                let json = start.script();
+                #[cfg(not(feature = "ssr"))]
+                let json = String::new();
+                provide_context(start);
                 view! {
                     // Before the island: it must be listening when the first card is drawn.
                     // The line floats over the page's foot and lets taps through to it;
@@ -46,19 +97,21 @@ pub fn ShopPage() -> impl IntoView {
                     <p id=early::STATUS_ID role="status" aria-label="Your grab"
                         class="pointer-events-none fixed inset-x-4 bottom-4 z-10 whitespace-pre-line rounded bg-slate-900 px-4 py-2 text-sm text-white shadow empty:sr-only"></p>
                     <script data-gate=rendered_ms data-status=early::STATUS_ID inner_html=early::SCRIPT></script>
-                    <Shop listed refusal rendered_ms/>
+                    <script type="application/json" id=START_ID inner_html=json></script>
+                    <Shop/>
                 }
             })}
         </Suspense>
     }
 }
 
-/// Everything on the shop page that moves. `listed` is the list the server rendered
-/// the page with (or `refusal`, why it could not list), `rendered_ms` the gate's time
-/// then; the island lists again every 5 seconds (new sales appear) and follows the
-/// live feed (stock, pause, end).
+/// Everything on the shop page that moves. It starts from the list the server rendered
+/// the page with ([`ShopStart`]), lists again every 5 seconds (new sales appear) and
+/// follows the live feed (stock, pause, end). Its calls and the feed are read without
+/// serde (`wire`).
 #[island]
-fn Shop(listed: Vec<Voucher>, refusal: Option<AppError>, rendered_ms: Option<i64>) -> impl IntoView {
+fn Shop() -> impl IntoView {
+    let ShopStart { vouchers: listed, refusal, rendered_ms } = ShopStart::here();
     // Before any card hydrates: from here on, Grab presses are the island's.
     early::take_over();
     let user = RwSignal::new(None::<User>);
@@ -68,7 +121,7 @@ fn Shop(listed: Vec<Voucher>, refusal: Option<AppError>, rendered_ms: Option<i64
     // box: a sign-in made while it was on its way wins.
     Effect::new(move |_| {
         leptos::task::spawn_local(async move {
-            if let Ok(CurrentUser { user: Some(u) }) = me().await {
+            if let Ok(CurrentUser { user: Some(u) }) = wire::call(Me::PATH, wire::Args::new()).await {
                 if user.try_get_untracked().flatten().is_none() {
                     user.try_set(Some(u));
                 }
@@ -89,7 +142,7 @@ fn Shop(listed: Vec<Voucher>, refusal: Option<AppError>, rendered_ms: Option<i64
         }
         listing.set_value(true);
         leptos::task::spawn_local(async move {
-            let answer = list_vouchers(None, None).await.map(|page| page.items);
+            let answer = wire::call(ListVouchers::PATH, wire::Args::new()).await.map(|page: Page<Voucher>| page.items);
             vouchers.try_set(Some(answer));
             listing.try_set_value(false);
         })
@@ -141,4 +194,45 @@ fn ShopCard(
         })
     });
     view! { <SaleCard id voucher live clock/> }
+}
+
+#[cfg(all(test, feature = "ssr"))]
+mod tests {
+    use super::*;
+    use crate::{error::ErrorCode, sale::api::ServerTime, wire::tests::round_trip};
+
+    #[test]
+    fn the_start_reads_back_and_cannot_close_its_script() {
+        let at = |ms| chrono::DateTime::from_timestamp_millis(ms).unwrap();
+        let voucher = Voucher {
+            id: 1,
+            title: "</script><script>alert(1)</script>".into(),
+            stock: 1,
+            remaining: 1,
+            begins_at: at(0),
+            ends_at: at(1),
+            price: 0,
+            face_value: 0,
+            currency: "EUR".into(),
+            paused: false,
+            fair_start: false,
+            shards: 1,
+        };
+        let start = ShopStart { vouchers: vec![voucher], refusal: None, rendered_ms: Some(5) };
+        assert_eq!(round_trip(&start), Some(start.clone()));
+        assert!(!start.script().contains('<'));
+        let read: serde_json::Value = serde_json::from_str(&start.script()).unwrap();
+        assert_eq!(ShopStart::from_json(&read), Some(start));
+        let refused = ShopStart { vouchers: vec![], refusal: Some(ErrorCode::Unavailable.into()), rendered_ms: None };
+        assert_eq!(round_trip(&refused), Some(refused));
+    }
+
+    /// The island's calls without arguments are ones the server functions take.
+    #[test]
+    fn calls_without_arguments_are_taken() {
+        let none = serde_json::json!({});
+        assert!(serde_json::from_value::<Me>(none.clone()).is_ok());
+        assert!(serde_json::from_value::<ListVouchers>(none.clone()).is_ok());
+        assert!(serde_json::from_value::<ServerTime>(none).is_ok());
+    }
 }

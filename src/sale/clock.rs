@@ -9,10 +9,14 @@
 //! at most the round trip. It ticks ten times a second, so the button opens within a
 //! round trip and a tenth of a second of the instant the gate does.
 
-use super::api::server_time;
-use crate::browser::{every, monotonic_ms, pause};
+use super::{api::ServerTime, GateTime};
+use crate::{
+    browser::{every, monotonic_ms, pause},
+    error::AppResult,
+    wire,
+};
 use chrono::{DateTime, Utc};
-use leptos::prelude::*;
+use leptos::{prelude::*, server_fn::ServerFn};
 
 /// How often the page's "now" ticks (ms).
 const TICK_MS: u64 = 100;
@@ -20,6 +24,11 @@ const TICK_MS: u64 = 100;
 const MEASURE_EVERY_MS: u64 = 60_000;
 /// Tries of a first measurement that fails, a quarter second apart and doubling.
 const FIRST_TRIES: u32 = 6;
+
+/// `server_time`, asked by the browser (`wire`).
+async fn gate_time() -> AppResult<GateTime> {
+    wire::call(ServerTime::PATH, wire::Args::new()).await
+}
 
 /// The gate's time as the page knows it.
 #[derive(Clone, Copy)]
@@ -58,13 +67,13 @@ pub fn use_server_clock(rendered_ms: Option<i64>) -> ServerClock {
         leptos::task::spawn_local(async move {
             // Asked again soon while it fails (a busy start): until it answers, the page
             // counts from the render's time (up to the page cache's age behind), or Grab waits.
-            let mut answer = server_time(None).await;
+            let mut answer = gate_time().await;
             for attempt in 0..FIRST_TRIES {
                 if answer.is_ok() || measured.try_get_value() != Some(false) {
                     break;
                 }
                 pause(250 << attempt).await;
-                answer = server_time(None).await;
+                answer = gate_time().await;
             }
             let Ok(answer) = answer else { return };
             measured.try_set_value(true);

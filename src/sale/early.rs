@@ -97,8 +97,8 @@ fn decode(reply: &wasm_bindgen::JsValue) -> Option<AppResult<GrabTicket>> {
     let field = |name: &str| js_sys::Reflect::get(reply, &name.into()).ok();
     let body = field("body")?.as_string()?;
     if field("ok")?.as_bool()? {
-        serde_json::from_str(&body).ok().map(Ok)
+        crate::wire::parse(&body).map(Ok)
     } else {
-        serde_json::from_str(&body).ok().map(Err)
+        crate::wire::parse(&body).map(Err)
     }
 }

@@ -45,7 +45,10 @@ pub mod view;
 #[cfg(feature = "ssr")]
 pub mod warm;
 
-use crate::orders::{FailReason, Order};
+use crate::{
+    orders::{FailReason, Order},
+    wire::{self, FromJson},
+};
 use serde::{Deserialize, Serialize};
 
 /// The answer to `grab_token`.
@@ -106,6 +109,53 @@ impl GrabState {
             Self::Success { .. } => "success",
             Self::Failed { .. } => "failed",
         }
+    }
+}
+
+impl FromJson for IssuedToken {
+    fn from_json(json: &impl wire::Json) -> Option<Self> {
+        Some(Self { token: json.text_at("token")? })
+    }
+}
+
+impl FromJson for GateTime {
+    fn from_json(json: &impl wire::Json) -> Option<Self> {
+        Some(Self { now_ms: json.int_at("now_ms")? })
+    }
+}
+
+impl FromJson for GrabTicket {
+    fn from_json(json: &impl wire::Json) -> Option<Self> {
+        let status = (json.text_at("status")? == "queued").then_some(Queued::Queued)?;
+        Some(Self { order_id: json.text_at("order_id")?, status, receipt: json.text_at("receipt")? })
+    }
+}
+
+/// Where a grab stands as the shop's card says it: `grab_result`'s `status`, and a
+/// failure's `reason` (the order itself is for My orders to show).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GrabProgress {
+    pub status: String,
+    pub reason: Option<String>,
+}
+
+impl GrabProgress {
+    pub fn queued() -> Self {
+        Self { status: GrabState::Queued.status().to_owned(), reason: None }
+    }
+
+    /// "queued", "success", "failed (sold_out)".
+    pub fn text(&self) -> String {
+        match &self.reason {
+            Some(reason) => format!("{} ({reason})", self.status),
+            None => self.status.clone(),
+        }
+    }
+}
+
+impl FromJson for GrabProgress {
+    fn from_json(json: &impl wire::Json) -> Option<Self> {
+        Some(Self { status: json.text_at("status")?, reason: json.maybe("reason", wire::Json::text)? })
     }
 }
 

@@ -4,17 +4,18 @@
 
 use super::clock::ServerClock;
 use super::{
-    api::{grab, grab_result, grab_token},
-    GrabState, GrabTicket,
+    api::{Grab, GrabResult, GrabToken},
+    GrabProgress, GrabTicket, IssuedToken,
 };
 use crate::{
     browser::{jitter, pause},
     error::{AppResult, ErrorCode},
     money,
     voucher::{SaleState, Voucher},
+    wire,
 };
 use chrono::{DateTime, Utc};
-use leptos::prelude::*;
+use leptos::{prelude::*, server_fn::ServerFn};
 
 /// A sale as the gate sees it now, ahead of the list's refresh: units left, sold out,
 /// paused, and its window (Unix ms; an operator may have moved it).
@@ -127,7 +128,7 @@ const RETRIES: u32 = 4;
 #[component]
 fn GrabButton(id: i64, closed: Signal<bool>, opens: Signal<Option<i64>>, fair: Signal<bool>) -> impl IntoView {
     let order_id = RwSignal::new(None::<String>);
-    let result = RwSignal::new(None::<GrabState>);
+    let result = RwSignal::new(None::<GrabProgress>);
     let refusal = RwSignal::new(None::<String>);
     // A task rather than an `Action`: the same behaviour in less WASM. Pressed already
     // when the page's script pressed it: the island hydrates what the page shows.
@@ -209,33 +210,55 @@ fn GrabButton(id: i64, closed: Signal<bool>, opens: Signal<Option<i64>>, fair: S
         </button>
         {move || order_id.get().map(|id| view! {
             <p>"Order " <span class="font-mono">{id}</span></p>
-            <p>"Status: " {move || status_text(result.get())}</p>
+            <p>"Status: " {move || result.get().unwrap_or_else(GrabProgress::queued).text()}</p>
         })}
         <p role="alert" class="text-sm text-red-700">{move || refusal.get()}</p>
     }
 }
 
-fn status_text(result: Option<GrabState>) -> String {
-    match result {
-        Some(GrabState::Failed { reason }) => format!("failed ({})", reason.as_str()),
-        Some(r) => r.status().to_owned(),
-        None => GrabState::Queued.status().to_owned(),
-    }
+/// The card's calls, made by the browser without serde (`wire`): the shop's island is
+/// every shopper's first load. Their arguments are the server functions' (a test holds
+/// them to it).
+async fn grab_token(voucher_id: i64) -> AppResult<IssuedToken> {
+    wire::call(GrabToken::PATH, token_args(voucher_id)).await
+}
+
+fn token_args(voucher_id: i64) -> wire::Args {
+    wire::Args::new().int("voucher_id", voucher_id)
+}
+
+async fn grab(voucher_id: i64, token: Option<String>) -> AppResult<GrabTicket> {
+    wire::call(Grab::PATH, grab_args(voucher_id, token.as_deref())).await
+}
+
+fn grab_args(voucher_id: i64, token: Option<&str>) -> wire::Args {
+    wire::Args::new().int("voucher_id", voucher_id).text("token", token)
+}
+
+async fn grab_result(voucher_id: i64, ticket: &GrabTicket) -> AppResult<GrabProgress> {
+    wire::call(GrabResult::PATH, result_args(voucher_id, ticket)).await
+}
+
+fn result_args(voucher_id: i64, ticket: &GrabTicket) -> wire::Args {
+    wire::Args::new()
+        .int("voucher_id", voucher_id)
+        .text("order_id", Some(&ticket.order_id))
+        .text("receipt", Some(&ticket.receipt))
 }
 
 /// Polls the grab's result until it is no longer queued.
 async fn follow(
     voucher_id: i64,
     ticket: GrabTicket,
-    result: RwSignal<Option<GrabState>>,
+    result: RwSignal<Option<GrabProgress>>,
     refusal: RwSignal<Option<String>>,
 ) {
     let mut wait = 200;
     loop {
         pause(wait).await;
-        match grab_result(voucher_id, ticket.order_id.clone(), Some(ticket.receipt.clone())).await {
+        match grab_result(voucher_id, &ticket).await {
             Ok(r) => {
-                let done = r != GrabState::Queued;
+                let done = r != GrabProgress::queued();
                 result.set(Some(r));
                 if done {
                     return;
@@ -253,6 +276,22 @@ async fn follow(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The island's calls send what the server functions take.
+    #[cfg(not(feature = "hydrate"))]
+    #[test]
+    fn the_cards_calls_send_the_server_functions_arguments() {
+        let json = |args: wire::Args| serde_json::Value::Object(args.map);
+        let grab = Grab { voucher_id: 7, token: Some("t".into()) };
+        assert_eq!(json(grab_args(7, Some("t"))), serde_json::to_value(grab).unwrap());
+        let grab = Grab { voucher_id: 7, token: None };
+        assert_eq!(json(grab_args(7, None)), serde_json::to_value(grab).unwrap());
+        let ticket = GrabTicket { order_id: "12".into(), status: super::super::Queued::Queued, receipt: "r".into() };
+        let asked = GrabResult { voucher_id: 7, order_id: "12".into(), receipt: Some("r".into()) };
+        assert_eq!(json(result_args(7, &ticket)), serde_json::to_value(asked).unwrap());
+        let token = GrabToken { voucher_id: 7 };
+        assert_eq!(json(token_args(7)), serde_json::to_value(token).unwrap());
+    }
 
     #[test]
     fn countdown_reads_naturally() {

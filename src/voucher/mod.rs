@@ -16,6 +16,7 @@ pub mod view;
 
 #[cfg(feature = "ssr")]
 use crate::error::AppError;
+use crate::wire::{self, FromJson};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
@@ -61,6 +62,25 @@ pub struct Voucher {
 
 fn one_shard() -> u32 {
     1
+}
+
+impl FromJson for Voucher {
+    fn from_json(json: &impl wire::Json) -> Option<Self> {
+        Some(Self {
+            id: json.int_at("id")?,
+            title: json.text_at("title")?,
+            stock: json.int_at("stock")?,
+            remaining: json.int_at("remaining")?,
+            begins_at: wire::rfc3339(&json.field("begins_at")?)?,
+            ends_at: wire::rfc3339(&json.field("ends_at")?)?,
+            price: json.or_default("price", wire::Json::int)?,
+            face_value: json.or_default("face_value", wire::Json::int)?,
+            currency: json.or_default("currency", wire::Json::text)?,
+            paused: json.or_default("paused", wire::Json::flag)?,
+            fair_start: json.or_default("fair_start", wire::Json::flag)?,
+            shards: json.maybe("shards", wire::Json::int)?.map_or(Some(one_shard()), |n| u32::try_from(n).ok())?,
+        })
+    }
 }
 
 impl Voucher {

@@ -52,15 +52,15 @@ impl FromJson for ShopStart {
 
 impl ShopStart {
     /// The start as the page has it: on the server, what [`ShopPage`] provided; in the
-    /// browser, what the page carries.
-    fn here() -> Self {
+    /// browser, what the page carries (`None` when it is missing or unreadable: a page
+    /// something rewrote on its way).
+    fn here() -> Option<Self> {
         #[cfg(feature = "hydrate")]
         return web_sys::window()
             .and_then(|w| w.document()?.get_element_by_id(START_ID)?.text_content())
-            .and_then(|json| wire::parse(&json))
-            .unwrap_or_default();
+            .and_then(|json| wire::parse(&json));
         #[cfg(not(feature = "hydrate"))]
-        use_context::<Self>().unwrap_or_default()
+        use_context::<Self>()
     }
 
     /// As the page carries it: JSON, `<` written `\u003c` so that nothing in a title
@@ -111,9 +111,18 @@ pub fn ShopPage() -> impl IntoView {
 /// serde (`wire`).
 #[island]
 fn Shop() -> impl IntoView {
-    let ShopStart { vouchers: listed, refusal, rendered_ms } = ShopStart::here();
-    // Before any card hydrates: from here on, Grab presses are the island's.
-    early::take_over();
+    let start = ShopStart::here();
+    // Before any card hydrates: from here on, Grab presses are the island's. Without
+    // its start the island cannot draw the page's cards, so the page's script keeps
+    // answering presses.
+    if start.is_some() {
+        early::take_over();
+    } else {
+        leptos::logging::warn!(
+            "the shop's start ({START_ID}) is missing or unreadable: Grab stays with the page's script"
+        );
+    }
+    let ShopStart { vouchers: listed, refusal, rendered_ms } = start.unwrap_or_default();
     let user = RwSignal::new(None::<User>);
     // Who is signed in is asked by the browser once the page is live, never rendered
     // by the server: the server's page is then the same for every visitor, and one
@@ -199,7 +208,7 @@ fn ShopCard(
 #[cfg(all(test, feature = "ssr"))]
 mod tests {
     use super::*;
-    use crate::{error::ErrorCode, sale::api::ServerTime, wire::tests::round_trip};
+    use crate::{error::ErrorCode, sale::api::ServerTime, wire::round_trip};
 
     #[test]
     fn the_start_reads_back_and_cannot_close_its_script() {

@@ -58,12 +58,6 @@ impl<T: FromJson> FromJson for Vec<T> {
     }
 }
 
-impl FromJson for () {
-    fn from_json(_: &impl Json) -> Option<Self> {
-        Some(())
-    }
-}
-
 impl FromJson for AppError {
     fn from_json(json: &impl Json) -> Option<Self> {
         Some(Self {
@@ -124,9 +118,10 @@ impl Args {
     }
 }
 
-/// Calls the server function at `path` (its `ServerFn::PATH`) with `args`: its answer, or the refusal it sent. Unreadable
-/// or unreached is `network`, as the server-function client says it. Only the browser
-/// calls (the island's tasks and handlers run there); on the server it refuses.
+/// Calls the server function at `path` (its `ServerFn::PATH`) with `args`: its answer,
+/// or the refusal it sent. Unreadable or unreached is `network`, as the
+/// server-function client says it. Only the browser calls (the island's tasks and
+/// handlers run there); on the server it refuses.
 pub async fn call<T: FromJson>(path: &str, args: Args) -> AppResult<T> {
     #[cfg(feature = "hydrate")]
     {

@@ -258,21 +258,7 @@ mod tests {
             sale::{GateTime, GrabTicket, IssuedToken, Queued},
             voucher::Voucher,
         };
-        let at = |ms| chrono::DateTime::from_timestamp_millis(ms).unwrap();
-        let voucher = Voucher {
-            id: 7,
-            title: "Coffee <b>\"50%\"</b> 咖啡".into(),
-            stock: 100,
-            remaining: 99,
-            begins_at: at(1_764_000_000_123),
-            ends_at: at(1_764_000_600_000),
-            price: 1999,
-            face_value: 5000,
-            currency: "EUR".into(),
-            paused: true,
-            fair_start: true,
-            shards: 3,
-        };
+        let voucher = Voucher::sample("Coffee <b>\"50%\"</b> 咖啡");
         let page = Page { items: vec![voucher.clone()], has_more: true, next: Some("7".into()) };
         assert_eq!(round_trip(&page), Some(page));
         let user = User { user_id: 3, name: "ann".into() };

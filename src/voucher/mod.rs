@@ -83,6 +83,29 @@ impl FromJson for Voucher {
     }
 }
 
+#[cfg(test)]
+impl Voucher {
+    /// A voucher for the tests of how one is written and read: every field holds
+    /// something other than its default.
+    pub fn sample(title: &str) -> Self {
+        let at = |ms| DateTime::from_timestamp_millis(ms).unwrap_or_default();
+        Self {
+            id: 7,
+            title: title.to_owned(),
+            stock: 100,
+            remaining: 99,
+            begins_at: at(1_764_000_000_123),
+            ends_at: at(1_764_000_600_000),
+            price: 1999,
+            face_value: 5000,
+            currency: "EUR".into(),
+            paused: true,
+            fair_start: true,
+            shards: 3,
+        }
+    }
+}
+
 impl Voucher {
     /// Where the sale stands at `now` (the gate's time, as the viewer knows it), given
     /// what the live feed says when it has the voucher: paused, its start and end (an

@@ -90,29 +90,16 @@ pub fn every(ms: u64, f: impl Fn() + 'static) {
 }
 
 /// A monotonic clock (ms from an arbitrary start): `performance.now()` in the browser,
-/// which no change of the device's clock moves; the wall clock on the server.
+/// which no change of the device's clock moves.
+#[cfg(feature = "hydrate")]
 pub fn monotonic_ms() -> f64 {
-    #[cfg(feature = "hydrate")]
-    {
-        web_sys::window().and_then(|w| w.performance()).map_or_else(js_sys::Date::now, |p| p.now())
-    }
-    #[cfg(not(feature = "hydrate"))]
-    {
-        chrono::Utc::now().timestamp_millis() as f64
-    }
+    web_sys::window().and_then(|w| w.performance()).map_or_else(js_sys::Date::now, |p| p.now())
 }
 
-/// A random wait of up to `ms` milliseconds (0 on the server), to spread retries.
+/// A random wait of up to `ms` milliseconds, to spread retries.
+#[cfg(feature = "hydrate")]
 pub fn jitter(ms: u32) -> u32 {
-    #[cfg(feature = "hydrate")]
-    {
-        (js_sys::Math::random() * f64::from(ms)) as u32
-    }
-    #[cfg(not(feature = "hydrate"))]
-    {
-        let _ = ms;
-        0
-    }
+    (js_sys::Math::random() * f64::from(ms)) as u32
 }
 
 /// Waits `ms` milliseconds in the browser; returns at once on the server.
@@ -133,6 +120,89 @@ pub fn InBrowser(children: ChildrenFn) -> impl IntoView {
     Effect::new(move |_| ready.set(true));
     view! {
         <Show when=move || ready.get() fallback=|| view! { <p>"Loading…"</p> }>{children()}</Show>
+    }
+}
+
+/// Draws a part while `who` holds someone: `draw` (a lazy part's loader, whose answer
+/// keeps the part drawn) each time it comes to hold someone, the part dropped when it
+/// holds none again; `shown` is told each change. A part that arrives after its
+/// sign-in ended is dropped at once.
+#[cfg(feature = "hydrate")]
+pub fn while_some<T, F>(
+    who: RwSignal<Option<T>>,
+    draw: impl Fn(RwSignal<Option<T>>) -> F + 'static,
+    shown: impl Fn(bool) + 'static,
+) where
+    T: Send + Sync + 'static,
+    F: std::future::Future<Output = Box<dyn std::any::Any>> + 'static,
+{
+    use std::{cell::RefCell, rc::Rc};
+    // The part drawn, and which sign-in it was drawn for.
+    let held = Rc::new(RefCell::new((0u32, None::<Box<dyn std::any::Any>>)));
+    Effect::new(move |was: Option<bool>| {
+        let now = who.with(Option::is_some);
+        if was == Some(now) {
+            return now;
+        }
+        shown(now);
+        let mine = {
+            let mut held = held.borrow_mut();
+            held.1 = None;
+            held.0 += 1;
+            held.0
+        };
+        if now {
+            let (held, part) = (held.clone(), draw(who));
+            leptos::task::spawn_local(async move {
+                let part = part.await;
+                let mut held = held.borrow_mut();
+                if held.0 == mine {
+                    held.1 = Some(part);
+                }
+            });
+        }
+        now
+    });
+}
+
+/// Painting what the server drew, for the shop's island: it changes texts and flags
+/// in place rather than drawing views (`pages::shop`).
+#[cfg(feature = "hydrate")]
+pub mod dom {
+    use wasm_bindgen::{prelude::Closure, JsCast};
+    use web_sys::Element;
+
+    /// The element under `root` marked `data-part="{name}"`.
+    pub fn part(root: &Element, name: &str) -> Option<Element> {
+        root.query_selector(&format!("[data-part=\"{name}\"]")).ok().flatten()
+    }
+
+    /// Sets `el`'s text, when it says something else (a live region is not told the
+    /// same thing again).
+    pub fn set_text(el: &Element, text: &str) {
+        if el.text_content().as_deref().unwrap_or_default() != text {
+            el.set_text_content(Some(text));
+        }
+    }
+
+    /// Sets or removes a flag attribute (`hidden`, `disabled`).
+    pub fn set_flag(el: &Element, name: &str, on: bool) {
+        let _ = el.toggle_attribute_with_force(name, on);
+    }
+
+    /// Sets an attribute to `value`, or removes it.
+    pub fn set_attr(el: &Element, name: &str, value: Option<&str>) {
+        let _ = match value {
+            Some(value) => el.set_attribute(name, value),
+            None => el.remove_attribute(name),
+        };
+    }
+
+    /// Calls `f` on each `event` at `el`, for as long as the page lives.
+    pub fn on(el: &Element, event: &str, f: impl FnMut(web_sys::Event) + 'static) {
+        let f = Closure::<dyn FnMut(web_sys::Event)>::new(f);
+        let _ = el.add_event_listener_with_callback(event, f.as_ref().unchecked_ref());
+        f.forget();
     }
 }
 

@@ -7,6 +7,10 @@
 //!
 //! A hand decoder must read what serde writes: the tests hold each one to serde's
 //! encoder, through [`Json`] on `serde_json::Value`.
+#![cfg_attr(
+    not(feature = "hydrate"),
+    allow(dead_code, reason = "the browser's reader: on the server only its tests call it")
+)]
 
 use crate::error::{AppError, AppResult, ErrorCode};
 

@@ -5,6 +5,7 @@
 //! present the admin token. A handler asks who is calling (`caller`): server functions
 //! never trust an id sent by the client, they read it from the session.
 
+pub mod account_box;
 pub mod api;
 #[cfg(feature = "ssr")]
 pub mod attempts;

@@ -1,170 +1,17 @@
-//! The shopper's account box (sign in, create an account, change the password, sign
-//! out here or everywhere) and the operator's token form.
+//! The operators' forms: their sign-in door, the admin token's, and the list of
+//! operators with an admin's changes. The shopper's account box is `account_box`.
 
 use super::{
-    api::{change_password, sign_out, sign_out_everywhere, sign_up, sign_up_challenge, SignIn},
     operator_api::{
         add_operator, admin_sign_in, list_operators, operator_me, operator_sign_in, remove_operator, set_operator_role,
     },
-    ListedOperator, Role, User,
+    ListedOperator, Role,
 };
-use crate::{
-    error::{AppResult, ErrorCode},
-    wire,
-};
-use leptos::{either::Either, prelude::*, server_fn::ServerFn};
+use leptos::prelude::*;
 
-const INPUT: &str = "min-h-11 rounded border px-2 py-1";
-const FIELD: &str = "flex flex-col text-sm";
-
-/// Shows who is signed in and their account menu, or a form to sign in or sign up;
-/// `signed_in` is the page's own (whether `user` is someone), so the box redraws once
-/// per sign-in. On every shopper's first load: typed views, no `Show` or `Suspense`
-/// (see `pages::shop`).
-#[component]
-pub fn SignInBox(user: RwSignal<Option<User>>, signed_in: Memo<bool>) -> impl IntoView {
-    view! {
-        <section class="mb-6 rounded-lg bg-white p-4 shadow" aria-label="Account">
-            {move || if signed_in.get() {
-                Either::Left(Suspend::new(account_menu(user)))
-            } else {
-                Either::Right(view! { <SignInForm user/> })
-            }}
-        </section>
-    }
-}
-
-/// The account menu in WASM of its own (`#[lazy]`, built with `--split`): a first
-/// visit, signed out, does not download it; a signed-in page fetches it then.
-#[lazy]
-fn account_menu(user: RwSignal<Option<User>>) -> AnyView {
-    view! { <AccountMenu user/> }.into_any()
-}
-
-/// Makes an account: asks for a sign-up challenge, solves it, and signs up. In WASM of
-/// its own (`#[lazy]`, built with `--split`): only a visitor who creates an account
-/// downloads it (the solver, its SHA-256, the calls), not the shop's first load.
-#[lazy]
-async fn create_account(name: String, password: String) -> AppResult<User> {
-    let solution = match sign_up_challenge().await?.challenge {
-        Some(challenge) => Some(challenge.solve().ok_or(ErrorCode::ChallengeRequired)?),
-        None => None,
-    };
-    sign_up(name, password, solution).await
-}
-
-/// `sign_in` as the shop's island calls it (`wire`): on every shopper's first load.
-async fn sign_in(name: &str, password: &str) -> AppResult<User> {
-    wire::call(SignIn::PATH, sign_in_args(name, password)).await
-}
-
-fn sign_in_args(name: &str, password: &str) -> wire::Args {
-    wire::Args::new().text("name", Some(name)).text("password", Some(password))
-}
-
-/// Name and password: signs in, or (after "Create an account") signs up. The password
-/// field says which to password managers (`current-password` or `new-password`). A
-/// task rather than an `Action`: the same behaviour in less WASM.
-#[component]
-fn SignInForm(user: RwSignal<Option<User>>) -> impl IntoView {
-    let new_account = RwSignal::new(false);
-    let name = RwSignal::new(String::new());
-    let password = RwSignal::new(String::new());
-    let error = RwSignal::new(None::<String>);
-    let submit = move || {
-        let (name, typed, new) = (name.get_untracked(), password.get_untracked(), new_account.get_untracked());
-        leptos::task::spawn_local(async move {
-            let answer = if new { create_account(name, typed).await } else { sign_in(&name, &typed).await };
-            match answer {
-                Ok(u) => {
-                    error.try_set(None);
-                    password.try_set(String::new());
-                    user.try_set(Some(u));
-                }
-                Err(e) => {
-                    error.try_set(Some(e.message));
-                }
-            }
-        })
-    };
-    let pick = move |new: &'static str, old: &'static str| move || if new_account.get() { new } else { old };
-    view! {
-        <form class="flex flex-wrap items-end gap-3" aria-label=pick("Create an account", "Sign in")
-            on:submit=move |ev| {
-                ev.prevent_default();
-                submit();
-            }>
-            <label class=FIELD>
-                "Your name"
-                <input class=INPUT type="text" maxlength="32" autocomplete="username" required bind:value=name/>
-            </label>
-            <label class=FIELD>
-                "Password"
-                <input class=INPUT type="password" maxlength="128" required
-                    autocomplete=pick("new-password", "current-password") bind:value=password/>
-            </label>
-            <button class="rounded bg-rose-600 px-4 min-h-11 min-w-11 py-1 text-white" type="submit">
-                {pick("Create account", "Sign in")}
-            </button>
-            <button class="min-h-11 text-sm underline" type="button" on:click=move |_| new_account.update(|n| *n = !*n)>
-                {pick("I have an account", "New here? Create an account")}
-            </button>
-            <p role="alert" class="text-sm text-red-700">{error}</p>
-        </form>
-    }
-}
-
-/// Who is signed in, Sign out, and the account menu: change the password, sign out
-/// everywhere.
-#[component]
-fn AccountMenu(user: RwSignal<Option<User>>) -> impl IntoView {
-    let sign_out = Action::new(|_: &()| sign_out());
-    let everywhere = Action::new(|_: &()| sign_out_everywhere());
-    let current = RwSignal::new(String::new());
-    let new = RwSignal::new(String::new());
-    let change = Action::new(|(current, new): &(String, String)| change_password(current.clone(), new.clone()));
-    Effect::new(move |_| {
-        if matches!(sign_out.value().get(), Some(Ok(()))) || matches!(everywhere.value().get(), Some(Ok(()))) {
-            user.set(None);
-        }
-    });
-    let changed = move || match change.value().get() {
-        Some(Ok(())) => Some("Password changed; your other sessions were signed out.".to_owned()),
-        Some(Err(e)) => Some(e.message),
-        None => None,
-    };
-    let failed = move || everywhere.value().get().and_then(Result::err).map(|e| e.message);
-    view! {
-        <div class="flex flex-wrap items-center gap-4">
-            <span>"Signed in as " <strong>{move || user.get().map(|u| u.name)}</strong></span>
-            <button class="rounded border px-3 min-h-11 min-w-11 py-1 text-sm" on:click=move |_| { sign_out.dispatch(()); }>
-                "Sign out"
-            </button>
-            <details class="text-sm">
-                <summary class="inline-flex min-h-11 cursor-pointer items-center">"Account"</summary>
-                <form class="mt-2 flex flex-wrap items-end gap-3" aria-label="Change password" on:submit=move |ev| {
-                    ev.prevent_default();
-                    change.dispatch((current.get_untracked(), new.get_untracked()));
-                }>
-                    <label class=FIELD>
-                        "Current password"
-                        <input class=INPUT type="password" autocomplete="current-password" required bind:value=current/>
-                    </label>
-                    <label class=FIELD>
-                        "New password"
-                        <input class=INPUT type="password" autocomplete="new-password" required bind:value=new/>
-                    </label>
-                    <button class="rounded border px-3 min-h-11 min-w-11 py-1" type="submit">"Change password"</button>
-                    <p role="status">{changed}</p>
-                </form>
-                <button class="mt-2 rounded border px-3 min-h-11 min-w-11 py-1" on:click=move |_| { everywhere.dispatch(()); }>
-                    "Sign out everywhere"
-                </button>
-                <p role="alert" class="text-red-700">{failed}</p>
-            </details>
-        </div>
-    }
-}
+/// The classes of a form's text field and of its label.
+pub const INPUT: &str = "min-h-11 rounded border px-2 py-1";
+pub const FIELD: &str = "flex flex-col text-sm";
 
 /// The operators' page's door: an operator signs in by name and password; the admin
 /// token (bootstrap, automation) opens it too.
@@ -357,18 +204,5 @@ fn TokenUnlock(unlocked: RwSignal<bool>) -> impl IntoView {
                 {move || unlock.value().get().and_then(Result::err).map(|e| e.message)}
             </p>
         </form>
-    }
-}
-
-#[cfg(all(test, not(feature = "hydrate")))]
-mod tests {
-    use super::*;
-
-    /// The island's sign-in sends what the server function takes.
-    #[test]
-    fn sign_in_sends_the_server_functions_arguments() {
-        let sent = serde_json::Value::Object(sign_in_args("ann", "pw \" <").map);
-        let taken = SignIn { name: "ann".into(), password: "pw \" <".into() };
-        assert_eq!(sent, serde_json::to_value(taken).unwrap());
     }
 }

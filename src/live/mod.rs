@@ -35,6 +35,7 @@ macro_rules! feed_path {
 /// timeout by its front door (a feed stays open); the operator's dashboard opens it.
 pub const FEED_PATH: &str = feed_path!();
 /// The shop page's public stock feed.
+#[cfg(feature = "hydrate")]
 pub const SHOP_FEED_PATH: &str = concat!(feed_path!(), "?view=shop");
 
 /// One voucher's numbers at one moment.

@@ -1,13 +1,18 @@
 //! The browser side of the live feed: the operator's live board (numbers, progress, charts, event log) and the shoppers'
 //! live stock.
 
-use super::{EventKind, LiveEvent, OperatorFrame, ShopFrame, Snapshot, StockLive, VoucherLive};
+use super::{EventKind, LiveEvent, OperatorFrame, Snapshot, VoucherLive};
 use crate::{
     auth::operator_api::admin_status,
     browser::{listen, pause, Connection},
 };
 use leptos::prelude::*;
 use std::collections::{HashMap, VecDeque};
+#[cfg(feature = "hydrate")]
+use {
+    super::{ShopFrame, StockLive},
+    std::{cell::RefCell, rc::Rc},
+};
 
 /// Points kept per chart: 3 minutes at the sampler's 4 a second.
 const MAX_POINTS: usize = 720;
@@ -108,24 +113,27 @@ pub fn use_operator_feed() -> OperatorFeed {
     feed
 }
 
-/// Live stock per voucher for the shoppers' page (empty until the first message).
-pub fn use_shop_feed() -> RwSignal<HashMap<i64, StockLive>> {
-    let stock = RwSignal::new(HashMap::new());
-    let connection = RwSignal::new(Connection::Connecting);
-    Effect::new(move |_| {
-        // Read without serde (`wire`): this is in every shopper's first load.
-        listen(super::SHOP_FEED_PATH, connection, move |text| match crate::wire::parse::<ShopFrame>(&text) {
+/// Live stock per voucher for the shoppers' page: the feed's messages kept in `stock`
+/// (empty until the first), and `changed` called after each. For as long as the page
+/// lives (the shop's island never goes).
+#[cfg(feature = "hydrate")]
+pub fn follow_shop_feed(stock: Rc<RefCell<HashMap<i64, StockLive>>>, changed: impl Fn() + 'static) {
+    // Read without serde (`wire`): this is in every shopper's first load.
+    listen(super::SHOP_FEED_PATH, RwSignal::new(Connection::Connecting), move |text| {
+        match crate::wire::parse::<ShopFrame>(&text) {
             Some(ShopFrame::Stock { vouchers, .. }) => {
-                set(stock, vouchers.into_iter().map(|v| (v.voucher_id, v)).collect())
+                *stock.borrow_mut() = vouchers.into_iter().map(|v| (v.voucher_id, v)).collect();
             }
-            Some(ShopFrame::Event(e)) => stock.try_update(|map| apply_stock_event(map, &e)),
-            None => Some(()),
-        });
+            Some(ShopFrame::Event(e)) => apply_stock_event(&mut stock.borrow_mut(), &e),
+            None => return Some(()),
+        }
+        changed();
+        Some(())
     });
-    stock
 }
 
 /// A sold-out or restock event changes a card at once, before the next snapshot.
+#[cfg(feature = "hydrate")]
 fn apply_stock_event(map: &mut HashMap<i64, StockLive>, e: &LiveEvent) {
     let Some(id) = e.voucher_id else { return };
     let entry = map.entry(id).or_insert_with(|| StockLive { voucher_id: id, ..StockLive::default() });

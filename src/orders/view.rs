@@ -1,18 +1,21 @@
 //! The shopper's "My orders" panel (status, a countdown to the payment deadline, Pay
 //! and Cancel) and the operator's orders table per voucher.
 
-use super::{
-    api::{cancel_order, list_orders, my_orders, pay_order},
-    CancelReason, Order, OrderStatus,
-};
-use crate::{
-    auth::User,
-    browser::{clock, every},
-};
-use chrono::{DateTime, Utc};
+use super::{api::list_orders, Order, OrderStatus};
+use crate::browser::every;
 use leptos::prelude::*;
+#[cfg(feature = "hydrate")]
+use {
+    super::{
+        api::{cancel_order, my_orders, pay_order},
+        CancelReason,
+    },
+    crate::{auth::User, browser::clock},
+    chrono::{DateTime, Utc},
+};
 
 /// What an order's status says to people.
+#[cfg(feature = "hydrate")]
 pub fn status_text(order: &Order, now: DateTime<Utc>) -> String {
     match (order.status, order.cancel_reason) {
         (OrderStatus::Unpaid, _) if now < order.pay_deadline => {
@@ -29,6 +32,7 @@ pub fn status_text(order: &Order, now: DateTime<Utc>) -> String {
 /// The signed-in shopper's orders, refreshed every 2 seconds and after each action.
 /// Plain signals and tasks rather than resources and actions: this panel is on every
 /// shopper's page, and every generic view helper adds to the WASM they download.
+#[cfg(feature = "hydrate")]
 #[component]
 pub fn MyOrders(user: RwSignal<Option<User>>, now: RwSignal<DateTime<Utc>>) -> impl IntoView {
     let orders = RwSignal::new(Vec::<Order>::new());
@@ -70,6 +74,7 @@ pub fn MyOrders(user: RwSignal<Option<User>>, now: RwSignal<DateTime<Utc>>) -> i
 }
 
 /// One order: title, id, price, status with the time left to pay, and Pay / Cancel while open.
+#[cfg(feature = "hydrate")]
 fn order_item(
     order: Order,
     now: RwSignal<DateTime<Utc>>,

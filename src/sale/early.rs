@@ -43,8 +43,8 @@ fn window_get(name: &str) -> Option<wasm_bindgen::JsValue> {
 
 /// Tells the script the island is live (call before any card hydrates): its clicks are
 /// the island's now.
+#[cfg(feature = "hydrate")]
 pub fn take_over() {
-    #[cfg(feature = "hydrate")]
     if let Some(window) = web_sys::window() {
         let _ = js_sys::Reflect::set(&window, &names::LIVE.into(), &true.into());
         // The cards say it from here on.
@@ -56,25 +56,18 @@ pub fn take_over() {
 
 /// The monotonic clock's reading (`browser::monotonic_ms`) when the page arrived, as
 /// the script took it: the gate's time at render was no later than that instant.
+#[cfg(feature = "hydrate")]
 pub fn arrived_at() -> Option<f64> {
-    #[cfg(feature = "hydrate")]
-    return window_get(names::SINCE).and_then(|v| v.as_f64());
-    #[cfg(not(feature = "hydrate"))]
-    None
+    window_get(names::SINCE).and_then(|v| v.as_f64())
 }
 
 /// Whether the script pressed Grab for `voucher_id` (and disabled its button): the
 /// island then hydrates the button as pressed, as the page shows it.
+#[cfg(feature = "hydrate")]
 pub fn pressed(voucher_id: i64) -> bool {
-    #[cfg(feature = "hydrate")]
-    return window_get(names::EARLY)
+    window_get(names::EARLY)
         .and_then(|early| js_sys::Reflect::get(&early, &voucher_id.to_string().into()).ok())
-        .is_some_and(|answer| !answer.is_undefined());
-    #[cfg(not(feature = "hydrate"))]
-    {
-        let _ = voucher_id;
-        false
-    }
+        .is_some_and(|answer| !answer.is_undefined())
 }
 
 /// An early press's answer for `voucher_id`, once: `None` when there was no early

@@ -12,8 +12,11 @@ pub mod admission;
 pub mod api;
 #[cfg(feature = "ssr")]
 pub mod batches;
+#[cfg(any(test, feature = "hydrate"))]
+pub mod card;
 #[cfg(feature = "ssr")]
 mod change;
+#[cfg(feature = "hydrate")]
 pub mod clock;
 #[cfg(feature = "ssr")]
 pub mod context;
@@ -101,6 +104,7 @@ pub enum GrabState {
     Failed { reason: FailReason },
 }
 
+#[cfg(feature = "hydrate")]
 impl GrabState {
     /// The state's name, as `status` carries it.
     pub fn status(&self) -> &'static str {
@@ -133,13 +137,16 @@ impl FromJson for GrabTicket {
 
 /// Where a grab stands as the shop's card says it: `grab_result`'s `status`, and a
 /// failure's `reason` (the order itself is for My orders to show).
+#[cfg(any(test, feature = "hydrate"))]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GrabProgress {
     pub status: String,
     pub reason: Option<String>,
 }
 
+#[cfg(any(test, feature = "hydrate"))]
 impl GrabProgress {
+    #[cfg(feature = "hydrate")]
     pub fn queued() -> Self {
         Self { status: GrabState::Queued.status().to_owned(), reason: None }
     }
@@ -153,6 +160,7 @@ impl GrabProgress {
     }
 }
 
+#[cfg(any(test, feature = "hydrate"))]
 impl FromJson for GrabProgress {
     fn from_json(json: &impl wire::Json) -> Option<Self> {
         Some(Self { status: json.text_at("status")?, reason: json.maybe("reason", wire::Json::text)? })

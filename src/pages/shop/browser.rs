@@ -1,0 +1,225 @@
+//! The shop's island in the browser. It starts from what the page carries
+//! ([`ShopStart`]), takes Grab over from the page's script (`early`), and from then on:
+//! - repaints every card ten times a second from the list, the live feed and the
+//!   gate's clock ([`CardView`], `sale::card`);
+//! - lists again every 5 seconds: a new sale's card is drawn from the page's empty
+//!   one, a withdrawn sale's card goes;
+//! - asks who is signed in, answers the account box, and mounts the account menu and
+//!   My orders while someone is.
+
+use super::{ids, ShopStart};
+use crate::{
+    auth::{account_box::follow_sign_in, api::Me, CurrentUser, User},
+    browser::{
+        dom::{self, set_attr, set_flag, set_text},
+        every, while_some,
+    },
+    listing::Page,
+    live::{view::follow_shop_feed, StockLive},
+    orders::view::MyOrders,
+    sale::{
+        card::Card,
+        clock::{GateClock, TICK_MS},
+        early,
+        view::{part, CardView, LiveSale},
+    },
+    voucher::{api::ListVouchers, Voucher},
+    wire,
+};
+use chrono::{DateTime, Utc};
+use leptos::{prelude::*, server_fn::ServerFn};
+use std::{
+    cell::{Cell, RefCell},
+    collections::HashMap,
+    rc::Rc,
+};
+use wasm_bindgen::JsCast;
+use web_sys::{Element, HtmlElement, HtmlTemplateElement};
+
+/// How often the list is asked for again (ms): new sales appear.
+const RELIST_MS: u64 = 5000;
+
+/// Starts the shop's island.
+pub fn start() {
+    let user = RwSignal::new(None::<User>);
+    ask_who(user);
+    if follow_sign_in(user).is_none() {
+        leptos::logging::warn!("the shop's account box is missing");
+    }
+    let now = RwSignal::new(Utc::now());
+    if let Some(slot) = document().get_element_by_id(ids::ORDERS).and_then(|e| e.dyn_into::<HtmlElement>().ok()) {
+        while_some(user, move |user| my_orders(slot.clone(), user, now), |_| {});
+    }
+    // Without its start the island cannot paint the page's cards, so the page's
+    // script keeps answering Grab.
+    let Some(shop) = ShopStart::here().and_then(Shop::find) else {
+        leptos::logging::warn!(
+            "the shop's start ({}) is missing or unreadable: Grab stays with the page's script",
+            ids::START
+        );
+        return;
+    };
+    every(TICK_MS, {
+        let shop = shop.clone();
+        move || {
+            now.try_set(shop.clock.now().unwrap_or_else(Utc::now));
+            shop.repaint();
+        }
+    });
+    every(RELIST_MS, {
+        let shop = shop.clone();
+        move || shop.clone().relist_soon()
+    });
+    let painted = shop.clone();
+    follow_shop_feed(shop.live.clone(), move || painted.repaint());
+}
+
+/// Who is signed in is asked by the browser once the page is live, never rendered by
+/// the server: the server's page is then the same for every visitor, and one render
+/// serves them all (`server::page_cache`). The answer only fills an empty box: a
+/// sign-in made while it was on its way wins.
+fn ask_who(user: RwSignal<Option<User>>) {
+    leptos::task::spawn_local(async move {
+        if let Ok(CurrentUser { user: Some(u) }) = wire::call(Me::PATH, wire::Args::new()).await {
+            if user.try_get_untracked().flatten().is_none() {
+                user.try_set(Some(u));
+            }
+        }
+    })
+}
+
+/// The shopper's orders in WASM of their own (`#[lazy]`, built with `--split`): a first
+/// visit, signed out, does not download them; signing in fetches them. Drawn into
+/// `slot` until the answer is dropped.
+#[lazy]
+fn my_orders(slot: HtmlElement, user: RwSignal<Option<User>>, now: RwSignal<DateTime<Utc>>) -> Box<dyn std::any::Any> {
+    Box::new(leptos::mount::mount_to(slot, move || view! { <MyOrders user now/> }))
+}
+
+/// The list of sales as the page shows it.
+struct Shop {
+    clock: Rc<GateClock>,
+    listed: RefCell<Vec<Voucher>>,
+    /// Whether the page has had a list: until then it says why it could not.
+    had_list: Cell<bool>,
+    live: Rc<RefCell<HashMap<i64, StockLive>>>,
+    cards: RefCell<Vec<Rc<Card>>>,
+    grid: Element,
+    empty: Element,
+    refused: Element,
+    template: HtmlTemplateElement,
+    /// A listing is on its way: on a link slower than the period, answers neither pile
+    /// up nor land out of order (an older one over a newer).
+    listing: Cell<bool>,
+}
+
+impl Shop {
+    /// The list the server drew, its cards answered from now on. Grab is the
+    /// island's before any card is: the page's script stands down.
+    fn find(start: ShopStart) -> Option<Rc<Self>> {
+        let sales = document().get_element_by_id(ids::SALES)?;
+        let get = |name| dom::part(&sales, name);
+        let (grid, empty, refused) = (get(ids::GRID)?, get(ids::EMPTY)?, get(ids::REFUSED)?);
+        let template = document().get_element_by_id(ids::CARD_TEMPLATE)?.dyn_into().ok()?;
+        early::take_over();
+        let drawn = grid.query_selector_all(&format!("[{}]", part::CARD)).ok()?;
+        let cards = (0..drawn.length()).filter_map(|i| Card::attach(drawn.item(i)?.dyn_into().ok()?)).collect();
+        let shop = Rc::new(Self {
+            clock: GateClock::start(start.rendered_ms),
+            listed: RefCell::new(Vec::new()),
+            had_list: Cell::new(start.refusal.is_none()),
+            live: Rc::default(),
+            cards: RefCell::new(cards),
+            grid,
+            empty,
+            refused,
+            template,
+            listing: Cell::new(false),
+        });
+        if start.refusal.is_none() {
+            shop.relist(start.vouchers);
+        }
+        Some(shop)
+    }
+
+    /// Paints every card as it stands now.
+    fn repaint(&self) {
+        let (now, known) = self.clock.now().map_or_else(|| (Utc::now(), false), |now| (now, true));
+        let (listed, live) = (self.listed.borrow(), self.live.borrow());
+        for card in self.cards.borrow().iter() {
+            if let Some(v) = listed.iter().find(|v| v.id == card.id) {
+                let sale = live.get(&card.id).map(live_sale);
+                card.paint(CardView::of(v, sale.as_ref(), now, known));
+            }
+        }
+    }
+
+    /// Asks for the list again, unless an answer is still on its way. A refusal
+    /// keeps the cards shown (a busy server's answer is no reason to take Grab away),
+    /// and only says so while the page has had no list.
+    fn relist_soon(self: Rc<Self>) {
+        if self.listing.replace(true) {
+            return;
+        }
+        leptos::task::spawn_local(async move {
+            match wire::call::<Page<Voucher>>(ListVouchers::PATH, wire::Args::new()).await {
+                Ok(page) => self.relist(page.items),
+                Err(e) if !self.had_list.get() => set_text(&self.refused, &e.message),
+                Err(_) => {}
+            }
+            self.listing.set(false);
+        })
+    }
+
+    /// The cards follow `list`: in its order, a new sale's card drawn, a withdrawn
+    /// one's gone; the others keep what they hold (a grab's result).
+    fn relist(&self, list: Vec<Voucher>) {
+        {
+            let mut cards = self.cards.borrow_mut();
+            let old = std::mem::take(&mut *cards);
+            for v in &list {
+                let kept = old.iter().find(|c| c.id == v.id).cloned();
+                cards.extend(kept.or_else(|| self.draw(v.id)));
+            }
+            for gone in old.iter().filter(|c| !cards.iter().any(|k| k.id == c.id)) {
+                gone.root.remove();
+            }
+            // In the list's order, moving only what is out of place.
+            let mut at = self.grid.first_element_child();
+            for card in cards.iter() {
+                if at.as_ref() == Some(&card.root) {
+                    at = card.root.next_element_sibling();
+                } else {
+                    let _ = self.grid.insert_before(&card.root, at.as_ref().map(|e| e.unchecked_ref()));
+                }
+            }
+        }
+        self.had_list.set(true);
+        set_flag(&self.refused, "hidden", true);
+        set_flag(&self.empty, "hidden", !list.is_empty());
+        set_flag(&self.grid, "hidden", list.is_empty());
+        *self.listed.borrow_mut() = list;
+        self.repaint();
+    }
+
+    /// A new sale's card, from the page's empty one.
+    fn draw(&self, id: i64) -> Option<Rc<Card>> {
+        let root: Element =
+            self.template.content().first_element_child()?.clone_node_with_deep(true).ok()?.dyn_into().ok()?;
+        let id = id.to_string();
+        set_attr(&root, part::CARD, Some(&id));
+        set_attr(&dom::part(&root, part::GRAB)?, "data-grab", Some(&id));
+        Card::attach(root)
+    }
+}
+
+/// The sale as the live feed has it.
+fn live_sale(l: &StockLive) -> LiveSale {
+    LiveSale {
+        left: l.left,
+        sold_out: l.sold_out,
+        paused: l.paused,
+        begins_at_ms: l.begins_at_ms,
+        ends_at_ms: l.ends_at_ms,
+    }
+}

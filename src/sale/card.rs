@@ -1,0 +1,284 @@
+//! A sale card in the browser: the shop's island paints what [`CardView`] says into
+//! the card the server drew (`view::SaleCard`, its `data-part`s) and answers its Grab
+//! button: for a sale with a fair start it first asks for the shopper's grab token
+//! (issued from the start), then grabs with it, retries what a busy server shed, and
+//! follows the order until it is decided. A press made before the island arrived
+//! (`early`) is taken over: its answer shown and followed as if made here.
+//!
+//! The calls are made by the browser without serde (`wire`): the shop's island is every
+//! shopper's first load. Their arguments are the server functions' (a test holds them
+//! to it).
+
+#[cfg(any(test, feature = "hydrate"))]
+use super::api::{Grab, GrabResult, GrabToken};
+use super::GrabTicket;
+#[cfg(feature = "hydrate")]
+use super::{GrabProgress, IssuedToken};
+#[cfg(feature = "hydrate")]
+use crate::error::AppResult;
+use crate::wire;
+#[cfg(feature = "hydrate")]
+use leptos::server_fn::ServerFn;
+
+#[cfg(feature = "hydrate")]
+pub use painted::Card;
+
+#[cfg(feature = "hydrate")]
+async fn grab_token(voucher_id: i64) -> AppResult<IssuedToken> {
+    wire::call(GrabToken::PATH, token_args(voucher_id)).await
+}
+
+fn token_args(voucher_id: i64) -> wire::Args {
+    wire::Args::new().int("voucher_id", voucher_id)
+}
+
+#[cfg(feature = "hydrate")]
+async fn grab(voucher_id: i64, token: Option<String>) -> AppResult<GrabTicket> {
+    wire::call(Grab::PATH, grab_args(voucher_id, token.as_deref())).await
+}
+
+fn grab_args(voucher_id: i64, token: Option<&str>) -> wire::Args {
+    wire::Args::new().int("voucher_id", voucher_id).text("token", token)
+}
+
+#[cfg(feature = "hydrate")]
+async fn grab_result(voucher_id: i64, ticket: &GrabTicket) -> AppResult<GrabProgress> {
+    wire::call(GrabResult::PATH, result_args(voucher_id, ticket)).await
+}
+
+fn result_args(voucher_id: i64, ticket: &GrabTicket) -> wire::Args {
+    wire::Args::new()
+        .int("voucher_id", voucher_id)
+        .text("order_id", Some(&ticket.order_id))
+        .text("receipt", Some(&ticket.receipt))
+}
+
+#[cfg(feature = "hydrate")]
+mod painted {
+    use super::{super::view::part, *};
+    use crate::{
+        browser::{
+            dom::{self, set_flag, set_text},
+            jitter, pause,
+        },
+        error::ErrorCode,
+        sale::view::CardView,
+    };
+    use std::{
+        cell::{Cell, RefCell},
+        rc::Rc,
+    };
+    use web_sys::Element;
+
+    /// Times a grab the server shed is tried again by the page before it says so.
+    const RETRIES: u32 = 4;
+
+    /// The parts of a drawn card that the browser changes.
+    struct Parts {
+        title: Element,
+        price: Element,
+        left: Element,
+        badge: Element,
+        countdown: Element,
+        grab: Element,
+        order: Element,
+        order_id: Element,
+        progress: Element,
+        status: Element,
+        refusal: Element,
+    }
+
+    /// One drawn card, painted and answered by the island.
+    pub struct Card {
+        pub id: i64,
+        pub root: Element,
+        parts: Parts,
+        /// What was painted last (`None`: what the server drew).
+        shown: RefCell<Option<CardView>>,
+        /// A grab is on its way: the button waits.
+        pending: Cell<bool>,
+    }
+
+    impl Card {
+        /// The card drawn at `root` (`None`: not a card, or a part is missing), its
+        /// Grab button answered from now on, and its early press (`early`) taken over.
+        pub fn attach(root: Element) -> Option<Rc<Self>> {
+            let id = root.get_attribute(part::CARD)?.parse().ok()?;
+            let get = |name| dom::part(&root, name);
+            let parts = Parts {
+                title: get(part::TITLE)?,
+                price: get(part::PRICE)?,
+                left: get(part::LEFT)?,
+                badge: get(part::BADGE)?,
+                countdown: get(part::COUNTDOWN)?,
+                grab: get(part::GRAB)?,
+                order: get(part::ORDER)?,
+                order_id: get(part::ORDER_ID)?,
+                progress: get(part::PROGRESS)?,
+                status: get(part::STATUS)?,
+                refusal: get(part::REFUSAL)?,
+            };
+            // Pressed already when the page's script pressed it.
+            let pending = Cell::new(super::super::early::pressed(id));
+            let card = Rc::new(Self { id, root, parts, shown: RefCell::new(None), pending });
+            let pressed = card.clone();
+            dom::on(&card.parts.grab, "click", move |_| pressed.clone().press(None));
+            let early = card.clone();
+            leptos::task::spawn_local(async move {
+                if let Some(answer) = super::super::early::answer(early.id).await {
+                    early.press(Some(answer));
+                }
+            });
+            Some(card)
+        }
+
+        /// Paints `view`, where it differs from what is shown.
+        pub fn paint(&self, view: CardView) {
+            if self.shown.borrow().as_ref() == Some(&view) {
+                return;
+            }
+            let p = &self.parts;
+            set_text(&p.title, &view.title);
+            dom::set_attr(&self.root, "aria-label", Some(&view.title));
+            set_text(&p.price, &view.price);
+            set_text(&p.left, &view.left);
+            set_text(&p.badge, view.badge.unwrap_or_default());
+            set_flag(&p.badge, "hidden", view.badge.is_none());
+            set_text(&p.countdown, &view.countdown);
+            set_flag(&p.grab, "data-fair", view.fair);
+            dom::set_attr(&p.grab, "data-opens", view.opens.map(|ms| ms.to_string()).as_deref());
+            *self.shown.borrow_mut() = Some(view);
+            self.paint_button();
+        }
+
+        /// Grab waits while a grab is on its way, and stays shut while the sale is closed.
+        fn paint_button(&self) {
+            let closed = self.shown.borrow().as_ref().is_none_or(|v| v.closed);
+            set_flag(&self.parts.grab, "disabled", self.pending.get() || closed);
+        }
+
+        fn refuse(&self, why: &str) {
+            set_text(&self.parts.refusal, why);
+        }
+
+        fn show_progress(&self, progress: &GrabProgress) {
+            set_text(&self.parts.status, &progress.text());
+        }
+
+        /// A press: made here (`None`), or the page's script's (`Some`), whose answer
+        /// is `None` when it could not be sent or read.
+        fn press(self: Rc<Self>, early: Option<Option<AppResult<GrabTicket>>>) {
+            if early.is_none() && self.pending.get() {
+                return;
+            }
+            self.pending.set(true);
+            self.paint_button();
+            let fair = self.shown.borrow().as_ref().is_some_and(|v| v.fair);
+            leptos::task::spawn_local(async move {
+                let answer = self.grab_with_retries(early, fair).await;
+                self.pending.set(false);
+                self.paint_button();
+                match answer {
+                    Ok(ticket) => {
+                        self.refuse("");
+                        set_text(&self.parts.order_id, &ticket.order_id);
+                        set_flag(&self.parts.order, "hidden", false);
+                        self.show_progress(&GrabProgress::queued());
+                        set_flag(&self.parts.progress, "hidden", false);
+                        self.follow(ticket).await;
+                    }
+                    Err(e) => self.refuse(&e.message),
+                }
+            })
+        }
+
+        async fn grab_with_retries(
+            &self,
+            early: Option<Option<AppResult<GrabTicket>>>,
+            fair: bool,
+        ) -> AppResult<GrabTicket> {
+            let id = self.id;
+            // The token, once had, serves every retry.
+            let token = RefCell::new(None::<String>);
+            let once = || async {
+                if fair && token.borrow().is_none() {
+                    let issued = grab_token(id).await?.token;
+                    *token.borrow_mut() = Some(issued);
+                }
+                let token = token.borrow().clone();
+                grab(id, token).await
+            };
+            // An early press whose answer was lost is pressed again: if it reached the
+            // gate, the retry hears `already_bought`, and says so below.
+            let (mut answer, mut retried) = match early {
+                Some(Some(answer)) => (answer, false),
+                Some(None) => (once().await, true),
+                None => (once().await, false),
+            };
+            // A busy server sheds with `unavailable` and `Retry-After: 1`: say so and try
+            // again after that second, doubling, each plus a random share as long, so
+            // shed shoppers do not all come back at once.
+            for attempt in 0..RETRIES {
+                match &answer {
+                    Err(e) if e.code == ErrorCode::Unavailable => {
+                        self.refuse("Busy, retrying…");
+                        let wait = 1000u32 << attempt;
+                        pause(wait + jitter(wait)).await;
+                        retried = true;
+                        answer = once().await;
+                    }
+                    _ => break,
+                }
+            }
+            // An `unavailable` that was a slow gate, not a shed, may have been granted
+            // after all: the retry then hears `already_bought`.
+            if retried {
+                if let Err(e) = &mut answer {
+                    if e.code == ErrorCode::AlreadyBought {
+                        let which = e.order_id.as_ref().map(|id| format!(" (order {id})")).unwrap_or_default();
+                        e.message = format!("Your grab went through{which}: the order is under My orders.");
+                    }
+                }
+            }
+            answer
+        }
+
+        /// Polls the grab's result until it is no longer queued.
+        async fn follow(&self, ticket: GrabTicket) {
+            let mut wait = 200;
+            loop {
+                pause(wait).await;
+                match grab_result(self.id, &ticket).await {
+                    Ok(r) => {
+                        self.show_progress(&r);
+                        if r != GrabProgress::queued() {
+                            return;
+                        }
+                    }
+                    Err(e) => return self.refuse(&e.message),
+                }
+                wait = (wait * 2).min(2000);
+            }
+        }
+    }
+}
+
+#[cfg(all(test, not(feature = "hydrate")))]
+mod tests {
+    use super::*;
+
+    /// The island's calls send what the server functions take.
+    #[test]
+    fn the_cards_calls_send_the_server_functions_arguments() {
+        let json = |args: wire::Args| serde_json::Value::Object(args.map);
+        let grab = Grab { voucher_id: 7, token: Some("t".into()) };
+        assert_eq!(json(grab_args(7, Some("t"))), serde_json::to_value(grab).unwrap());
+        let grab = Grab { voucher_id: 7, token: None };
+        assert_eq!(json(grab_args(7, None)), serde_json::to_value(grab).unwrap());
+        let ticket = GrabTicket { order_id: "12".into(), status: super::super::Queued::Queued, receipt: "r".into() };
+        let asked = GrabResult { voucher_id: 7, order_id: "12".into(), receipt: Some("r".into()) };
+        assert_eq!(json(result_args(7, &ticket)), serde_json::to_value(asked).unwrap());
+        let token = GrabToken { voucher_id: 7 };
+        assert_eq!(json(token_args(7)), serde_json::to_value(token).unwrap());
+    }
+}

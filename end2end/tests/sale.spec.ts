@@ -102,6 +102,35 @@ test("a grab's result stays on its card when the list refreshes", async ({ page,
   await expect(page.getByRole('article', { name: later })).toBeVisible();
   await expect(card.getByText('Status: success')).toBeVisible();
   await expect(card.getByText(/^Order \d+$/)).toBeVisible();
+  // Its card is drawn in the browser from the page's empty one, and grabs as the others do.
+  const second = page.getByRole('article', { name: later });
+  await expect(second).toContainText('5 of 5 left');
+  await second.getByRole('button', { name: 'Grab' }).click();
+  await expect(second.getByText('Status: success')).toBeVisible();
+});
+
+test('a list refresh the server refuses keeps the cards, and Grab with them', async ({ page, request }) => {
+  const title = uniqueTitle('Stay');
+  await createVoucher(request, title, 5);
+  await open(page, '/');
+  await signUp(page, uniqueTitle('lee'));
+  let refused = 0;
+  await page.route('**/api/list_vouchers', async (route) => {
+    refused += 1;
+    await route.fulfill({
+      status: 503,
+      headers: { 'retry-after': '1' },
+      contentType: 'application/json',
+      body: JSON.stringify({ code: 'unavailable', message: 'The service is busy; please try again.' }),
+    });
+  });
+  // A second refusal is asked for only after the first was read (every 5 seconds).
+  await expect.poll(() => refused, { timeout: 20_000 }).toBeGreaterThan(1);
+  const card = page.getByRole('article', { name: title });
+  await expect(card).toBeVisible();
+  await expect(page.getByText('The service is busy; please try again.')).toHaveCount(0);
+  await card.getByRole('button', { name: 'Grab' }).click();
+  await expect(card.getByText('Status: success')).toBeVisible();
 });
 
 // A phone on a slow link takes a second or more to fetch the shop's WASM. A Grab

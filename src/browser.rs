@@ -1,8 +1,11 @@
 //! Browser helpers: timers, the browser's time zone (for date-time pickers), a
-//! self-reconnecting Server-Sent Events reader, how a span of time reads, and
-//! [`InBrowser`] (children drawn in the browser only). On the server (SSR) the timers
+//! self-reconnecting Server-Sent Events reader, how a span of time reads,
+//! [`InBrowser`] (children drawn in the browser only), and for the shop's island,
+//! which draws no view, [`dom`] (texts and flags changed in place) and `while_some`
+//! (a lazy part mounted while someone is signed in). On the server (SSR) the timers
 //! and the reader do nothing and the zone is UTC, so components can call them
-//! unconditionally. Only components import this module; it imports none of them.
+//! unconditionally; the rest is the browser's alone. It imports no domain and no
+//! component.
 
 use leptos::prelude::*;
 
@@ -123,21 +126,27 @@ pub fn InBrowser(children: ChildrenFn) -> impl IntoView {
     }
 }
 
-/// Draws a part while `who` holds someone: `draw` (a lazy part's loader, whose answer
-/// keeps the part drawn) each time it comes to hold someone, the part dropped when it
-/// holds none again; `shown` is told each change. A part that arrives after its
-/// sign-in ended is dropped at once.
+/// A lazy part, loaded: it mounts itself into the element it is given, and stays
+/// there until its answer is dropped.
+#[cfg(feature = "hydrate")]
+pub type Mount = Box<dyn FnOnce(web_sys::HtmlElement) -> Box<dyn std::any::Any>>;
+
+/// Shows a part in `slot` while `who` holds someone: `load` (a lazy part's loader)
+/// each time it comes to hold someone, the part dropped (unmounted) when it holds none
+/// again; `shown` is told each change. A part that arrives after its sign-in ended is
+/// never mounted.
 #[cfg(feature = "hydrate")]
 pub fn while_some<T, F>(
     who: RwSignal<Option<T>>,
-    draw: impl Fn(RwSignal<Option<T>>) -> F + 'static,
+    slot: web_sys::HtmlElement,
+    load: impl Fn(RwSignal<Option<T>>) -> F + 'static,
     shown: impl Fn(bool) + 'static,
 ) where
     T: Send + Sync + 'static,
-    F: std::future::Future<Output = Box<dyn std::any::Any>> + 'static,
+    F: std::future::Future<Output = Mount> + 'static,
 {
     use std::{cell::RefCell, rc::Rc};
-    // The part drawn, and which sign-in it was drawn for.
+    // Which sign-in is current, and the part mounted for it.
     let held = Rc::new(RefCell::new((0u32, None::<Box<dyn std::any::Any>>)));
     Effect::new(move |was: Option<bool>| {
         let now = who.with(Option::is_some);
@@ -145,19 +154,19 @@ pub fn while_some<T, F>(
             return now;
         }
         shown(now);
-        let mine = {
+        let (mine, gone) = {
             let mut held = held.borrow_mut();
-            held.1 = None;
             held.0 += 1;
-            held.0
+            (held.0, held.1.take())
         };
+        drop(gone);
         if now {
-            let (held, part) = (held.clone(), draw(who));
+            let (held, slot, part) = (held.clone(), slot.clone(), load(who));
             leptos::task::spawn_local(async move {
-                let part = part.await;
-                let mut held = held.borrow_mut();
-                if held.0 == mine {
-                    held.1 = Some(part);
+                let mount = part.await;
+                if held.borrow().0 == mine {
+                    let mounted = mount(slot);
+                    held.borrow_mut().1 = Some(mounted);
                 }
             });
         }
@@ -190,19 +199,27 @@ pub mod dom {
         let _ = el.toggle_attribute_with_force(name, on);
     }
 
-    /// Sets an attribute to `value`, or removes it.
+    /// Sets an attribute to `value`, or removes it (unless it already is so).
     pub fn set_attr(el: &Element, name: &str, value: Option<&str>) {
+        if el.get_attribute(name).as_deref() == value {
+            return;
+        }
         let _ = match value {
             Some(value) => el.set_attribute(name, value),
             None => el.remove_attribute(name),
         };
     }
 
-    /// Calls `f` on each `event` at `el`, for as long as the page lives.
-    pub fn on(el: &Element, event: &str, f: impl FnMut(web_sys::Event) + 'static) {
+    /// A listener: the closure the browser calls, kept as long as it may be called.
+    pub type Listener = Closure<dyn FnMut(web_sys::Event)>;
+
+    /// Calls `f` on each `event` at `el` while the answer is kept (`forget` it for
+    /// the page's life).
+    #[must_use = "dropped, the listener stops"]
+    pub fn on(el: &Element, event: &str, f: impl FnMut(web_sys::Event) + 'static) -> Listener {
         let f = Closure::<dyn FnMut(web_sys::Event)>::new(f);
         let _ = el.add_event_listener_with_callback(event, f.as_ref().unchecked_ref());
-        f.forget();
+        f
     }
 }
 

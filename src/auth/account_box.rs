@@ -18,6 +18,17 @@ use leptos::server_fn::ServerFn;
 /// The id of the shop's account box.
 const ACCOUNT_ID: &str = "account";
 
+/// The box's parts the browser reads and changes (`data-part`).
+mod part {
+    pub const FORM: &str = "sign-in";
+    pub const NAME: &str = "name";
+    pub const PASSWORD: &str = "password";
+    pub const SUBMIT: &str = "submit";
+    pub const SWITCH: &str = "switch";
+    pub const ERROR: &str = "error";
+    pub const MENU: &str = "menu";
+}
+
 /// What the sign-in form says: to sign in, or (after "New here?") to create an account.
 struct Words {
     /// The form's name; the password's `autocomplete` (for password managers); the
@@ -48,22 +59,22 @@ pub fn SignInBox() -> impl IntoView {
     let Words { form, password, submit, switch } = SIGN_IN;
     view! {
         <section class="mb-6 rounded-lg bg-white p-4 shadow" aria-label="Account" id=ACCOUNT_ID>
-            <form class="flex flex-wrap items-end gap-3" aria-label=form data-part="sign-in">
+            <form class="flex flex-wrap items-end gap-3" aria-label=form data-part=part::FORM>
                 <label class=FIELD>
                     "Your name"
-                    <input class=INPUT type="text" maxlength="32" autocomplete="username" required data-part="name"/>
+                    <input class=INPUT type="text" maxlength="32" autocomplete="username" required data-part=part::NAME/>
                 </label>
                 <label class=FIELD>
                     "Password"
-                    <input class=INPUT type="password" maxlength="128" required autocomplete=password data-part="password"/>
+                    <input class=INPUT type="password" maxlength="128" required autocomplete=password data-part=part::PASSWORD/>
                 </label>
-                <button class="rounded bg-rose-600 px-4 min-h-11 min-w-11 py-1 text-white" type="submit" data-part="submit">
+                <button class="rounded bg-rose-600 px-4 min-h-11 min-w-11 py-1 text-white" type="submit" data-part=part::SUBMIT>
                     {submit}
                 </button>
-                <button class="min-h-11 text-sm underline" type="button" data-part="switch">{switch}</button>
-                <p role="alert" class="text-sm text-red-700" data-part="error"></p>
+                <button class="min-h-11 text-sm underline" type="button" data-part=part::SWITCH>{switch}</button>
+                <p role="alert" class="text-sm text-red-700" data-part=part::ERROR></p>
             </form>
-            <div data-part="menu"></div>
+            <div data-part=part::MENU></div>
         </section>
     }
 }
@@ -80,31 +91,28 @@ pub fn follow_sign_in(user: RwSignal<Option<User>>) -> Option<()> {
     let section = document().get_element_by_id(ACCOUNT_ID)?;
     let form = Rc::new(form::SignInForm::find(&section)?);
     let switched = form.clone();
-    on(&form.switch, "click", move |_| switched.show(!switched.new_account.get()));
+    on(&form.switch, "click", move |_| switched.show(!switched.new_account.get())).forget();
     let submitted = form.clone();
     on(&form.form, "submit", move |ev| {
         ev.prevent_default();
         submitted.clone().submit(user);
+    })
+    .forget();
+    let menu = crate::browser::dom::part(&section, part::MENU)?.dyn_into::<web_sys::HtmlElement>().ok()?;
+    crate::browser::while_some(user, menu, account_menu, move |signed_in| {
+        // Hidden while someone is signed in, and as new when it shows again (what
+        // was typed before the island arrived is kept).
+        set_flag(&form.form, "hidden", signed_in);
+        if signed_in {
+            form.clear();
+        }
     });
-    let menu = crate::browser::dom::part(&section, "menu")?.dyn_into::<web_sys::HtmlElement>().ok()?;
-    crate::browser::while_some(
-        user,
-        move |user| account_menu(menu.clone(), user),
-        move |signed_in| {
-            // Hidden while someone is signed in, and as new when it shows again (what
-            // was typed before the island arrived is kept).
-            set_flag(&form.form, "hidden", signed_in);
-            if signed_in {
-                form.clear();
-            }
-        },
-    );
     Some(())
 }
 
 #[cfg(feature = "hydrate")]
 mod form {
-    use super::{create_account, sign_in, User, Words, NEW_ACCOUNT, SIGN_IN};
+    use super::{create_account, part, sign_in, User, Words, NEW_ACCOUNT, SIGN_IN};
     use crate::browser::dom::{self, set_attr, set_text};
     use leptos::prelude::*;
     use std::{cell::Cell, rc::Rc};
@@ -121,6 +129,8 @@ mod form {
         password: HtmlInputElement,
         /// It creates an account (after "New here?") rather than signing in.
         pub new_account: Cell<bool>,
+        /// A sign-in is on its way: another press waits for its answer.
+        busy: Cell<bool>,
     }
 
     impl SignInForm {
@@ -128,13 +138,14 @@ mod form {
             let get = |name| dom::part(section, name);
             let input = |name| get(name)?.dyn_into::<HtmlInputElement>().ok();
             Some(Self {
-                form: get("sign-in")?,
-                switch: get("switch")?,
-                submit: get("submit")?,
-                error: get("error")?,
-                name: input("name")?,
-                password: input("password")?,
+                form: get(part::FORM)?,
+                switch: get(part::SWITCH)?,
+                submit: get(part::SUBMIT)?,
+                error: get(part::ERROR)?,
+                name: input(part::NAME)?,
+                password: input(part::PASSWORD)?,
                 new_account: Cell::new(false),
+                busy: Cell::new(false),
             })
         }
 
@@ -157,16 +168,25 @@ mod form {
         }
 
         /// Signs in, or creates the account; `user` is set, or the form says why not.
+        /// One at a time: a second press while the first is on its way does nothing.
         pub fn submit(self: Rc<Self>, user: RwSignal<Option<User>>) {
+            if self.busy.replace(true) {
+                return;
+            }
             let (name, password, new) = (self.name.value(), self.password.value(), self.new_account.get());
             leptos::task::spawn_local(async move {
                 let answer = if new { create_account(name, password).await } else { sign_in(&name, &password).await };
+                self.busy.set(false);
                 match answer {
                     Ok(u) => {
                         self.clear();
                         user.try_set(Some(u));
                     }
-                    Err(e) => set_text(&self.error, &e.message),
+                    // Said unless someone signed in meanwhile (the form is hidden then).
+                    Err(e) if user.try_with_untracked(Option::is_none) == Some(true) => {
+                        set_text(&self.error, &e.message)
+                    }
+                    Err(_) => {}
                 }
             })
         }
@@ -174,12 +194,11 @@ mod form {
 }
 
 /// The account menu in WASM of its own (`#[lazy]`, built with `--split`): a first
-/// visit, signed out, does not download it; a signed-in page fetches it then. Drawn
-/// into `slot` until the answer is dropped.
+/// visit, signed out, does not download it; a signed-in page fetches it then.
 #[cfg(feature = "hydrate")]
 #[lazy]
-fn account_menu(slot: web_sys::HtmlElement, user: RwSignal<Option<User>>) -> Box<dyn std::any::Any> {
-    Box::new(leptos::mount::mount_to(slot, move || view! { <AccountMenu user/> }))
+fn account_menu(user: RwSignal<Option<User>>) -> crate::browser::Mount {
+    Box::new(move |slot| Box::new(leptos::mount::mount_to(slot, move || view! { <AccountMenu user/> })))
 }
 
 /// Makes an account: asks for a sign-up challenge, solves it, and signs up. In WASM of

@@ -1,6 +1,8 @@
 //! The browser side of the live feed: the operator's live board (numbers, progress, charts, event log) and the shoppers'
 //! live stock.
 
+#[cfg(any(test, feature = "hydrate"))]
+use super::StockLive;
 use super::{EventKind, LiveEvent, OperatorFrame, Snapshot, VoucherLive};
 use crate::{
     auth::operator_api::admin_status,
@@ -10,7 +12,7 @@ use leptos::prelude::*;
 use std::collections::{HashMap, VecDeque};
 #[cfg(feature = "hydrate")]
 use {
-    super::{ShopFrame, StockLive},
+    super::ShopFrame,
     std::{cell::RefCell, rc::Rc},
 };
 
@@ -132,17 +134,23 @@ pub fn follow_shop_feed(stock: Rc<RefCell<HashMap<i64, StockLive>>>, changed: im
     });
 }
 
-/// A sold-out or restock event changes a card at once, before the next snapshot.
-#[cfg(feature = "hydrate")]
+/// A sold-out or restock event changes a card at once, before the next snapshot. Only
+/// sold out says enough to stand for a sale the feed has not sent yet: any other event
+/// about one waits for the snapshot (an entry made up from it would read "0 left").
+#[cfg(any(test, feature = "hydrate"))]
 fn apply_stock_event(map: &mut HashMap<i64, StockLive>, e: &LiveEvent) {
     let Some(id) = e.voucher_id else { return };
-    let entry = map.entry(id).or_insert_with(|| StockLive { voucher_id: id, ..StockLive::default() });
     match e.kind {
         EventKind::SoldOut => {
+            let entry = map.entry(id).or_insert_with(|| StockLive { voucher_id: id, ..StockLive::default() });
             entry.sold_out = true;
             entry.left = 0;
         }
-        EventKind::Restocked => entry.sold_out = false,
+        EventKind::Restocked => {
+            if let Some(entry) = map.get_mut(&id) {
+                entry.sold_out = false;
+            }
+        }
         _ => {}
     }
 }
@@ -322,5 +330,24 @@ fn EventLog(events: RwSignal<VecDeque<LiveEvent>>) -> impl IntoView {
                 </ol>
             </div>
         </section>
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_sold_out_stands_for_a_sale_the_feed_has_not_sent() {
+        let event = |kind, id| LiveEvent { at_ms: 1, kind, voucher_id: Some(id), detail: None };
+        let mut map = HashMap::new();
+        apply_stock_event(&mut map, &event(EventKind::Restocked, 7));
+        assert!(map.is_empty(), "a restock of an unknown sale made up {map:?}");
+        apply_stock_event(&mut map, &event(EventKind::SoldOut, 7));
+        assert!(map[&7].sold_out && map[&7].left == 0);
+        apply_stock_event(&mut map, &event(EventKind::Restocked, 7));
+        assert!(!map[&7].sold_out);
+        apply_stock_event(&mut map, &event(EventKind::DeadLettered, 8));
+        assert_eq!(map.len(), 1);
     }
 }

@@ -1,5 +1,5 @@
 //! A sale card in the browser: the shop's island paints what [`CardView`] says into
-//! the card the server drew (`view::SaleCard`, its `data-part`s) and answers its Grab
+//! the card the server drew (`view::sale_card`, its `data-part`s) and answers its Grab
 //! button: for a sale with a fair start it first asks for the shopper's grab token
 //! (issued from the start), then grabs with it, retries what a busy server shed, and
 //! follows the order until it is decided. A press made before the island arrived
@@ -66,7 +66,7 @@ mod painted {
     };
     use std::{
         cell::{Cell, RefCell},
-        rc::Rc,
+        rc::{Rc, Weak},
     };
     use web_sys::Element;
 
@@ -97,12 +97,14 @@ mod painted {
         shown: RefCell<Option<CardView>>,
         /// A grab is on its way: the button waits.
         pending: Cell<bool>,
+        /// Grab's listener, dropped with the card (it holds the card weakly).
+        pressed: RefCell<Option<dom::Listener>>,
     }
 
     impl Card {
-        /// The card drawn at `root` (`None`: not a card, or a part is missing), its
-        /// Grab button answered from now on, and its early press (`early`) taken over.
-        pub fn attach(root: Element) -> Option<Rc<Self>> {
+        /// The card drawn at `root` (`None`: not a card, or a part is missing). It
+        /// answers nothing until [`Card::listen`].
+        pub fn find(root: Element) -> Option<Self> {
             let id = root.get_attribute(part::CARD)?.parse().ok()?;
             let get = |name| dom::part(&root, name);
             let parts = Parts {
@@ -118,18 +120,34 @@ mod painted {
                 status: get(part::STATUS)?,
                 refusal: get(part::REFUSAL)?,
             };
+            Some(Self {
+                id,
+                root,
+                parts,
+                shown: RefCell::new(None),
+                pending: Cell::new(false),
+                pressed: RefCell::default(),
+            })
+        }
+
+        /// Answers the card's Grab from now on, and takes over its early press
+        /// (`early`; call after `early::take_over`, so that a press is answered once).
+        pub fn listen(self: &Rc<Self>) {
             // Pressed already when the page's script pressed it.
-            let pending = Cell::new(super::super::early::pressed(id));
-            let card = Rc::new(Self { id, root, parts, shown: RefCell::new(None), pending });
-            let pressed = card.clone();
-            dom::on(&card.parts.grab, "click", move |_| pressed.clone().press(None));
-            let early = card.clone();
+            self.pending.set(super::super::early::pressed(self.id));
+            let card = Rc::downgrade(self);
+            let pressed = dom::on(&self.parts.grab, "click", move |_| {
+                if let Some(card) = Weak::upgrade(&card) {
+                    card.press(None);
+                }
+            });
+            *self.pressed.borrow_mut() = Some(pressed);
+            let early = self.clone();
             leptos::task::spawn_local(async move {
                 if let Some(answer) = super::super::early::answer(early.id).await {
                     early.press(Some(answer));
                 }
             });
-            Some(card)
         }
 
         /// Paints `view`, where it differs from what is shown.
@@ -143,7 +161,6 @@ mod painted {
             set_text(&p.price, &view.price);
             set_text(&p.left, &view.left);
             set_text(&p.badge, view.badge.unwrap_or_default());
-            set_flag(&p.badge, "hidden", view.badge.is_none());
             set_text(&p.countdown, &view.countdown);
             set_flag(&p.grab, "data-fair", view.fair);
             dom::set_attr(&p.grab, "data-opens", view.opens.map(|ms| ms.to_string()).as_deref());
@@ -243,11 +260,15 @@ mod painted {
             answer
         }
 
-        /// Polls the grab's result until it is no longer queued.
+        /// Polls the grab's result until it is no longer queued, or its card is gone
+        /// (a withdrawn sale's).
         async fn follow(&self, ticket: GrabTicket) {
             let mut wait = 200;
             loop {
                 pause(wait).await;
+                if !self.root.is_connected() {
+                    return;
+                }
                 match grab_result(self.id, &ticket).await {
                     Ok(r) => {
                         self.show_progress(&r);

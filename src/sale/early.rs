@@ -41,7 +41,7 @@ fn window_get(name: &str) -> Option<wasm_bindgen::JsValue> {
     js_sys::Reflect::get(&window, &name.into()).ok().filter(|v| !v.is_undefined() && !v.is_null())
 }
 
-/// Tells the script the island is live (call before any card hydrates): its clicks are
+/// Tells the script the island is live (call before any card listens): its clicks are
 /// the island's now.
 #[cfg(feature = "hydrate")]
 pub fn take_over() {
@@ -62,7 +62,7 @@ pub fn arrived_at() -> Option<f64> {
 }
 
 /// Whether the script pressed Grab for `voucher_id` (and disabled its button): the
-/// island then hydrates the button as pressed, as the page shows it.
+/// island then takes the button as pressed, as the page shows it.
 #[cfg(feature = "hydrate")]
 pub fn pressed(voucher_id: i64) -> bool {
     window_get(names::EARLY)

@@ -127,7 +127,9 @@ pub fn sale_card(id: i64, card: CardView) -> impl IntoView {
             <h2 class="text-lg font-semibold" data-part=part::TITLE>{title.clone()}</h2>
             <p class="font-semibold" data-part=part::PRICE>{price}</p>
             <p data-part=part::LEFT>{left}</p>
-            <p role="status" class="font-semibold text-rose-700" data-part=part::BADGE hidden=badge.is_none()>{badge}</p>
+            // Always in the page, empty when there is nothing to say: a live region
+            // that appears with its text is often not read out.
+            <p role="status" class="font-semibold text-rose-700" data-part=part::BADGE>{badge}</p>
             <p class="text-sm text-slate-600" data-part=part::COUNTDOWN>{countdown}</p>
             // `data-grab`, `data-fair`, `data-opens`: what the page's script reads before
             // the island arrives (`early`).

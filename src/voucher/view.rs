@@ -1,14 +1,13 @@
-//! A list of vouchers that loads and refreshes, for the shop and the admin page (the
-//! operator's form and rows are the sale's: `sale::operator_view`).
+//! A list of vouchers that loads and refreshes, for the admin page (the operator's
+//! form and rows are the sale's: `sale::operator_view`; the shop's cards are drawn by
+//! the server and painted in place: `pages::shop`).
 
 use super::Voucher;
 use crate::error::AppError;
 use leptos::{either::EitherOf4, prelude::*};
 
 /// Each voucher of a list that loads and refreshes, drawn by `item`; says so while
-/// loading (`None`), on error and (with `empty`) when there is none. Typed views
-/// throughout (no `AnyView`): each erased view carries every way of drawing it, async
-/// hydration included, into the shop's WASM.
+/// loading (`None`), on error and (with `empty`) when there is none.
 #[component]
 pub fn EachVoucher<F, V>(
     vouchers: Signal<Option<Result<Vec<Voucher>, AppError>>>,

@@ -12,7 +12,7 @@ use crate::{
     auth::{account_box::follow_sign_in, api::Me, CurrentUser, User},
     browser::{
         dom::{self, set_attr, set_flag, set_text},
-        every, while_some,
+        every, while_some, Mount,
     },
     listing::Page,
     live::{view::follow_shop_feed, StockLive},
@@ -46,26 +46,33 @@ pub fn start() {
     if follow_sign_in(user).is_none() {
         leptos::logging::warn!("the shop's account box is missing");
     }
-    let now = RwSignal::new(Utc::now());
+    let start = ShopStart::here();
+    let clock = GateClock::start(start.as_ref().and_then(|s| s.rendered_ms));
+    // My orders counts down to each payment deadline by the gate's clock.
+    let now = RwSignal::new(clock.now().unwrap_or_else(Utc::now));
     if let Some(slot) = document().get_element_by_id(ids::ORDERS).and_then(|e| e.dyn_into::<HtmlElement>().ok()) {
-        while_some(user, move |user| my_orders(slot.clone(), user, now), |_| {});
+        while_some(user, slot, move |user| my_orders(user, now), |_| {});
     }
-    // Without its start the island cannot paint the page's cards, so the page's
-    // script keeps answering Grab.
-    let Some(shop) = ShopStart::here().and_then(Shop::find) else {
+    // Without its start, or with a card it cannot read (a page something rewrote on
+    // its way), the island cannot paint the page's cards: the page's script keeps
+    // answering Grab.
+    let shop = start.and_then(|start| Shop::find(start, clock.clone()));
+    every(TICK_MS, {
+        let shop = shop.clone();
+        move || {
+            now.try_set(clock.now().unwrap_or_else(Utc::now));
+            if let Some(shop) = &shop {
+                shop.repaint();
+            }
+        }
+    });
+    let Some(shop) = shop else {
         leptos::logging::warn!(
-            "the shop's start ({}) is missing or unreadable: Grab stays with the page's script",
+            "the shop's start ({}) or a card is missing or unreadable: Grab stays with the page's script",
             ids::START
         );
         return;
     };
-    every(TICK_MS, {
-        let shop = shop.clone();
-        move || {
-            now.try_set(shop.clock.now().unwrap_or_else(Utc::now));
-            shop.repaint();
-        }
-    });
     every(RELIST_MS, {
         let shop = shop.clone();
         move || shop.clone().relist_soon()
@@ -89,11 +96,10 @@ fn ask_who(user: RwSignal<Option<User>>) {
 }
 
 /// The shopper's orders in WASM of their own (`#[lazy]`, built with `--split`): a first
-/// visit, signed out, does not download them; signing in fetches them. Drawn into
-/// `slot` until the answer is dropped.
+/// visit, signed out, does not download them; signing in fetches them.
 #[lazy]
-fn my_orders(slot: HtmlElement, user: RwSignal<Option<User>>, now: RwSignal<DateTime<Utc>>) -> Box<dyn std::any::Any> {
-    Box::new(leptos::mount::mount_to(slot, move || view! { <MyOrders user now/> }))
+fn my_orders(user: RwSignal<Option<User>>, now: RwSignal<DateTime<Utc>>) -> Mount {
+    Box::new(move |slot| Box::new(leptos::mount::mount_to(slot, move || view! { <MyOrders user now/> })))
 }
 
 /// The list of sales as the page shows it.
@@ -114,18 +120,22 @@ struct Shop {
 }
 
 impl Shop {
-    /// The list the server drew, its cards answered from now on. Grab is the
+    /// The list the server drew, every card of it answered from now on (`None`: a
+    /// part or a card could not be read, and nothing was taken over). Grab is the
     /// island's before any card is: the page's script stands down.
-    fn find(start: ShopStart) -> Option<Rc<Self>> {
+    fn find(start: ShopStart, clock: Rc<GateClock>) -> Option<Rc<Self>> {
         let sales = document().get_element_by_id(ids::SALES)?;
         let get = |name| dom::part(&sales, name);
         let (grid, empty, refused) = (get(ids::GRID)?, get(ids::EMPTY)?, get(ids::REFUSED)?);
         let template = document().get_element_by_id(ids::CARD_TEMPLATE)?.dyn_into().ok()?;
-        early::take_over();
         let drawn = grid.query_selector_all(&format!("[{}]", part::CARD)).ok()?;
-        let cards = (0..drawn.length()).filter_map(|i| Card::attach(drawn.item(i)?.dyn_into().ok()?)).collect();
+        let cards: Vec<Rc<Card>> = (0..drawn.length())
+            .map(|i| Card::find(drawn.item(i)?.dyn_into().ok()?).map(Rc::new))
+            .collect::<Option<_>>()?;
+        early::take_over();
+        cards.iter().for_each(Card::listen);
         let shop = Rc::new(Self {
-            clock: GateClock::start(start.rendered_ms),
+            clock,
             listed: RefCell::new(Vec::new()),
             had_list: Cell::new(start.refusal.is_none()),
             live: Rc::default(),
@@ -209,7 +219,9 @@ impl Shop {
         let id = id.to_string();
         set_attr(&root, part::CARD, Some(&id));
         set_attr(&dom::part(&root, part::GRAB)?, "data-grab", Some(&id));
-        Card::attach(root)
+        let card = Rc::new(Card::find(root)?);
+        card.listen();
+        Some(card)
     }
 }
 

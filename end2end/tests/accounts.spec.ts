@@ -1,6 +1,6 @@
-import { expect, test } from '@playwright/test';
+import { expect, test, type Route } from '@playwright/test';
 import { adminToken } from '../playwright.config';
-import { open, PASSWORD, signUp, submitToken, uniqueTitle } from './helpers';
+import { open, PASSWORD, signUp, signUpByApi, submitToken, uniqueTitle } from './helpers';
 
 test('a shopper signs up, signs out, and signs back in with the password only', async ({ page }) => {
   await open(page, '/');
@@ -115,4 +115,33 @@ test('an admin changes an operator\'s role and removes them, and their session e
   await open(their, '/admin');
   await expect(their.getByRole('form', { name: 'Operator sign-in' })).toBeVisible();
   await theirs.close();
+});
+
+test('a refusal that comes after a sign-in is not said on the form once signed out', async ({ page, request }) => {
+  const name = uniqueTitle('ivy');
+  await signUpByApi(request, name);
+  await open(page, '/');
+  // Two presses on their way at once: the right password's, then a wrong one's.
+  const held: Route[] = [];
+  await page.route('**/api/sign_in', (route) => {
+    held.push(route);
+  });
+  const password = page.getByLabel('Password', { exact: true });
+  await page.getByLabel('Your name').fill(name);
+  await password.fill(PASSWORD);
+  await page.getByRole('button', { name: 'Sign in', exact: true }).click();
+  await expect.poll(() => held.length).toBe(1);
+  await password.fill('not the password at all');
+  await page.getByRole('button', { name: 'Sign in', exact: true }).click();
+  await expect.poll(() => held.length).toBe(2);
+  // The right one is answered first, the refusal after it.
+  await held[0].continue();
+  await expect(page.getByText(`Signed in as ${name}`)).toBeVisible();
+  const refused = page.waitForResponse((r) => new URL(r.url()).pathname === '/api/sign_in');
+  await held[1].continue();
+  expect((await refused).status()).toBe(401);
+  await page.getByRole('button', { name: 'Sign out', exact: true }).click();
+  const form = page.getByRole('form', { name: 'Sign in' });
+  await expect(form).toBeVisible();
+  await expect(form.getByRole('alert')).toHaveText('');
 });

@@ -129,8 +129,6 @@ mod form {
         password: HtmlInputElement,
         /// It creates an account (after "New here?") rather than signing in.
         pub new_account: Cell<bool>,
-        /// A sign-in is on its way: another press waits for its answer.
-        busy: Cell<bool>,
     }
 
     impl SignInForm {
@@ -145,7 +143,6 @@ mod form {
                 name: input(part::NAME)?,
                 password: input(part::PASSWORD)?,
                 new_account: Cell::new(false),
-                busy: Cell::new(false),
             })
         }
 
@@ -168,21 +165,18 @@ mod form {
         }
 
         /// Signs in, or creates the account; `user` is set, or the form says why not.
-        /// One at a time: a second press while the first is on its way does nothing.
+        /// Another press while one is on its way is sent too (the first may hang on a
+        /// slow link); whichever is granted signs in, and a refusal that comes after
+        /// is not said (the form is hidden, and would show it after signing out).
         pub fn submit(self: Rc<Self>, user: RwSignal<Option<User>>) {
-            if self.busy.replace(true) {
-                return;
-            }
             let (name, password, new) = (self.name.value(), self.password.value(), self.new_account.get());
             leptos::task::spawn_local(async move {
                 let answer = if new { create_account(name, password).await } else { sign_in(&name, &password).await };
-                self.busy.set(false);
                 match answer {
                     Ok(u) => {
                         self.clear();
                         user.try_set(Some(u));
                     }
-                    // Said unless someone signed in meanwhile (the form is hidden then).
                     Err(e) if user.try_with_untracked(Option::is_none) == Some(true) => {
                         set_text(&self.error, &e.message)
                     }

@@ -13,7 +13,8 @@
 --   'fail'    a check begun failed ('fail_now': one not begun, checked as 'begin' is)
 --   'succeed' a check begun succeeded: the account's count from this address starts again
 --   'end'     a check begun ended without an outcome (its caller went away, it timed
---             out, an error): its place is given back, nothing counted
+--             out, an error; once its hash, if it began, is done): its place is given
+--             back, nothing counted
 -- ARGV[2] failures allowed before waits begin   ARGV[3] the first wait (ms)
 -- ARGV[4] the longest wait (ms)   ARGV[5] how long a count lasts after its last change (ms)
 -- ARGV[6] the account's failures before it slows the addresses that fail at it

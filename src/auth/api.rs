@@ -49,15 +49,17 @@ pub async fn sign_up(name: String, password: String, challenge: Option<Solution>
         Some(challenges) => Some(solved(&state, challenges, challenge.as_ref(), now).await?),
         None => None,
     };
-    if let Some(wait) = challenge::over_quota(backend, client_address(), state.sign_ups.quota, now).await? {
-        return Err(AppError::rate_limited(wait));
-    }
     // Each challenge is solved for one try (a name taken included: one solution does
-    // not ask about many names).
+    // not ask about many names). Taken before the quota counts the try: a solution
+    // sent again counts nothing, or one solution replayed would spend an address's
+    // quota (a carrier's NAT: everybody behind it) for the hour.
     if let Some((solution, expires)) = taken {
         if !challenge::take_once(backend, solution, expires, now).await? {
             return Err(challenge_required(&state, "it was used already").await);
         }
+    }
+    if let Some(wait) = challenge::over_quota(backend, client_address(), state.sign_ups.quota, now).await? {
+        return Err(AppError::rate_limited(wait));
     }
     // A taken name costs no hash.
     if store::by_name(&backend.db, &name).await?.is_some() {
@@ -278,9 +280,12 @@ pub(super) async fn check<T>(
     let (hash, found) = find.await?.map_or((None, None), |(hash, found)| (hash, Some(found)));
     let attempt = attempts::begin(&state.backend, &state.secrets.attempts_key, target, &source).await?;
     // Bounded, so the check's place is never held past its bound (dropped, the
-    // attempt gives it back).
-    let verified = tokio::time::timeout(attempts::CHECK_BOUND, state.hasher.verify(admission, password, hash)).await;
-    let matches = verified.map_err(|_| AppError::from(ErrorCode::Unavailable))??;
+    // attempt gives it back). The hash holds the attempt while it runs: a caller that
+    // goes away mid-hash leaves its place taken until the hash is done, so one
+    // address never has more hashes going than its places.
+    let verified =
+        tokio::time::timeout(attempts::CHECK_BOUND, state.hasher.verify(admission, password, hash, attempt)).await;
+    let (matches, attempt) = verified.map_err(|_| AppError::from(ErrorCode::Unavailable))??;
     match found {
         Some(found) if matches => {
             attempt.succeeded().await?;

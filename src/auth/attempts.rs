@@ -263,8 +263,10 @@ impl Counters {
 
 /// A check under way: it holds a place until it fails or succeeds. Dropped before
 /// either (its caller went away mid-check, the request timed out, an error), it gives
-/// the place back at once, counting nothing; only a process that dies mid-check
-/// leaves its place, for [`UNDER_WAY_MS`].
+/// the place back, counting nothing: at once if its hash had not begun, else once the
+/// hash is done (the hash holds it, `password::Hasher::verify`), so an address never
+/// has more hashes going than places. Only a process that dies mid-check leaves its
+/// place, for [`UNDER_WAY_MS`].
 #[must_use = "a check under way must say how it ended"]
 pub struct Attempt(Option<(Counters, Backend)>);
 

@@ -129,11 +129,16 @@ impl Hasher {
     /// (half of it): past that share a sign-up answers `unavailable` at once, and
     /// sign-ins keep the other half.
     pub async fn hash_new_account(&self, password: String) -> AppResult<String> {
-        let Ok(_share) = self.new_accounts.clone().try_acquire_owned() else {
+        let Ok(share) = self.new_accounts.clone().try_acquire_owned() else {
             metrics::counter!("seckill_password_hashes_refused_total").increment(1);
             return Err(ErrorCode::Unavailable.into());
         };
-        self.hash(password).await
+        let argon = self.argon.clone();
+        self.run(move || {
+            let _share = share; // held by the hash, as the pool's places are (`run_admitted`)
+            hash_with(&argon, &password).map_err(|e| AppError::internal("password hash", e))
+        })
+        .await?
     }
 
     /// A place in the pool, or `unavailable` at once when the queue is full. Taken
@@ -150,22 +155,31 @@ impl Hasher {
     }
 
     /// Whether `password` matches `hash` (compared in constant time), in a place
-    /// [`Hasher::admit`] gave. With no hash (an unknown name, or an account without a
-    /// password) a decoy is verified, so the answer takes as long as for a known name
-    /// and is always false.
-    pub async fn verify(&self, admission: Admission, password: String, hash: Option<String>) -> AppResult<bool> {
+    /// [`Hasher::admit`] gave, and `held` back. With no hash (an unknown name, or an
+    /// account without a password) a decoy is verified, so the answer takes as long as
+    /// for a known name and is always false. `held` is held by the hash while it runs:
+    /// if the caller goes away mid-hash, it is dropped when the hash is done, not before
+    /// (a check's place, `attempts::Attempt`).
+    pub async fn verify<H: Send + 'static>(
+        &self,
+        admission: Admission,
+        password: String,
+        hash: Option<String>,
+        held: H,
+    ) -> AppResult<(bool, H)> {
         let (real, hash) = match hash {
             Some(h) => (true, h),
             None => (false, self.decoy.clone()),
         };
-        let matches = self
+        let (matches, held) = self
             .run_admitted(admission, move || {
                 // The parameters are the hash's own: older hashes verify after a cost change.
-                PasswordHash::new(&hash)
-                    .is_ok_and(|h| Argon2::default().verify_password(password.as_bytes(), &h).is_ok())
+                let matches = PasswordHash::new(&hash)
+                    .is_ok_and(|h| Argon2::default().verify_password(password.as_bytes(), &h).is_ok());
+                (matches, held)
             })
             .await?;
-        Ok(real && matches)
+        Ok((real && matches, held))
     }
 
     /// The cost unknown names' decoy is verified at.
@@ -180,13 +194,22 @@ impl Hasher {
         self.run_admitted(admission, job).await
     }
 
+    /// The job holds its places (`admission`, and one of the running) until it is done,
+    /// not its caller: a caller that goes away mid-hash (a closed connection, a
+    /// timeout) leaves the hash running on its blocking thread, and places given back
+    /// then would let one address run any number of hashes at once.
     async fn run_admitted<T: Send + 'static>(
         &self,
-        _admission: Admission,
+        admission: Admission,
         job: impl FnOnce() -> T + Send + 'static,
     ) -> AppResult<T> {
-        let _running = self.running.acquire().await.map_err(|_| AppError::from(ErrorCode::Unavailable))?;
-        tokio::task::spawn_blocking(job).await.map_err(|e| AppError::internal("password hash", e))
+        let running = self.running.clone().acquire_owned().await.map_err(|_| AppError::from(ErrorCode::Unavailable))?;
+        tokio::task::spawn_blocking(move || {
+            let _places = (admission, running);
+            job()
+        })
+        .await
+        .map_err(|e| AppError::internal("password hash", e))
     }
 }
 
@@ -226,7 +249,7 @@ mod tests {
     }
 
     async fn verify(h: &Hasher, password: &str, hash: Option<&str>) -> AppResult<bool> {
-        h.verify(h.admit()?, password.to_owned(), hash.map(str::to_owned)).await
+        Ok(h.verify(h.admit()?, password.to_owned(), hash.map(str::to_owned), ()).await?.0)
     }
 
     #[tokio::test]
@@ -270,6 +293,31 @@ mod tests {
         let refused = hasher.hash("whatever-it-is".into()).await.unwrap_err();
         assert_eq!(refused.code, ErrorCode::Unavailable);
         assert_eq!(hasher.admit().err().map(|e| e.code), Some(ErrorCode::Unavailable));
+    }
+
+    #[tokio::test]
+    async fn a_hash_keeps_its_places_after_its_caller_went_away() {
+        let hasher = Arc::new(Hasher::new(CHEAP, 1, 0).unwrap());
+        let (started, has_started) = tokio::sync::oneshot::channel();
+        let (finish, may_finish) = std::sync::mpsc::channel::<()>();
+        let h = hasher.clone();
+        let call = tokio::spawn(async move {
+            h.run(move || {
+                started.send(()).unwrap();
+                may_finish.recv().ok();
+            })
+            .await
+        });
+        has_started.await.unwrap();
+        call.abort(); // the caller goes away mid-hash; the hash runs on
+        assert!(call.await.unwrap_err().is_cancelled());
+        assert!(hasher.admit().is_err(), "a place came back while its hash still runs");
+        finish.send(()).unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while hasher.admit().is_err() {
+            assert!(std::time::Instant::now() < deadline, "the place never came back after its hash");
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
     }
 
     #[tokio::test]

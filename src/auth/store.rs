@@ -134,7 +134,7 @@ async fn end_every_session(
     .bind(user_id)
     .fetch_one(&mut **tx)
     .await?;
-    sqlx::query_as(
+    let row: EndedRow = sqlx::query_as(
         "INSERT INTO sessions_ended (user_id, generation, ended_at, expires_at) VALUES ($1, $2, $3, $4) \
          RETURNING id, user_id, session_id, generation, expires_at",
     )
@@ -143,7 +143,16 @@ async fn end_every_session(
     .bind(chrono::Utc::now().timestamp_millis())
     .bind(expires_at)
     .fetch_one(&mut **tx)
-    .await
+    .await?;
+    // The user's rows before it end sessions this generation ends anyway: dropped, so
+    // a user who changes their password again and again keeps one row, not one a
+    // change for a week (every process reads them all when it starts).
+    sqlx::query("DELETE FROM sessions_ended WHERE user_id = $1 AND id < $2")
+        .bind(user_id)
+        .bind(row.id)
+        .execute(&mut **tx)
+        .await?;
+    Ok(row)
 }
 
 /// Rows after `last_id`, and those ended since `since_ms` again.

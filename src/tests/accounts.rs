@@ -143,6 +143,31 @@ async fn ending_every_session_reaches_every_process() {
     a.stop().await;
 }
 
+/// Ending every session again and again keeps one row for the account (review,
+/// 2026-11-29), and every session ended before stays ended. Before, each time wrote
+/// a row kept for the sessions' lifetime, and every process read them all at start.
+#[tokio::test]
+async fn ending_every_session_again_keeps_one_row() {
+    let app = TestApp::spawn().await;
+    let first = app.sign_in("kim").await;
+    for _ in 0..5 {
+        let kim = app.sign_in("kim").await;
+        let (status, _) = app.call("sign_out_everywhere", json!({}), &[("cookie", &kim.cookie)]).await;
+        assert_eq!(status, 200);
+    }
+    let rows: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM sessions_ended WHERE user_id = $1")
+        .bind(first.user_id)
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(rows, 1);
+    assert_eq!(me(&app, &first.cookie).await, Value::Null, "the first session stays ended");
+    let later = TestApp::with(app.restart_options()).await;
+    assert_eq!(me(&later, &first.cookie).await, Value::Null, "for a process that starts now too");
+    later.stop().await;
+    app.stop().await;
+}
+
 /// Guesses at one account are counted across processes: past the free ones from an
 /// address, even the right password waits there, and the answer says how long; the
 /// right holder elsewhere goes ahead.

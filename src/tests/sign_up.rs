@@ -77,6 +77,33 @@ async fn sign_ups_past_the_quota_wait_while_sign_ins_go_on() {
     app.stop().await;
 }
 
+/// A solution sent again counts nothing against the address's quota (review,
+/// 2026-11-29): one solved challenge replayed a dozen times from a shared address
+/// leaves the others behind it their sign-ups. Before, each replay counted a sign-up
+/// before it was refused as used, and the quota was spent for the hour.
+#[tokio::test]
+async fn a_solution_sent_again_spends_nobody_s_quota() {
+    let app = TestApp::with(with_challenge().with(|c| c.sign_up_quota = 3)).await;
+    let nat = client_from(3);
+    let solve = || async {
+        let (_, asked) = app.call("sign_up_challenge", json!({}), &[]).await;
+        serde_json::from_value::<Challenge>(asked["challenge"].clone()).unwrap().solve().unwrap()
+    };
+    let once = solve().await;
+    let body = json!({ "name": "replayer", "password": PASSWORD, "challenge": once });
+    assert_eq!(sign_up(&app, &nat, body.clone()).await.0, 200);
+    for _ in 0..12 {
+        let (status, body, _) = sign_up(&app, &nat, body.clone()).await;
+        assert_eq!((status, code(&body)), (400, "challenge_required"), "used already: {body}");
+    }
+    for name in ["neighbour-1", "neighbour-2"] {
+        let body = json!({ "name": name, "password": PASSWORD, "challenge": solve().await });
+        let (status, body, _) = sign_up(&app, &nat, body).await;
+        assert_eq!(status, 200, "{name} behind the same address: {body}");
+    }
+    app.stop().await;
+}
+
 /// The work counts when a challenge is spent (issue 53): one handed out at rest,
 /// solved and kept, is refused once a burst has raised the work, with a fresh one of
 /// the work asked now. Before, a stockpile of cheap solutions could be spent in a burst.

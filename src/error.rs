@@ -89,6 +89,10 @@ pub enum ErrorCode {
     OrderCancelled,
     /// The order is paid; it can no longer be cancelled.
     OrderPaid,
+    /// The shopper has cancelled as many of this sale's orders as one shopper may
+    /// (`orders::lifecycle::MOST_SHOPPER_CANCELS`): this one can be paid, or left to
+    /// lapse at its deadline.
+    CancelLimit,
     /// No such `/api/...` endpoint.
     NotFound,
     /// The endpoint exists but not for this HTTP method (API calls are POST).
@@ -139,7 +143,7 @@ impl ErrorCode {
             Self::NotStarted | Self::Ended | Self::SoldOut | Self::AlreadyBought => 409,
             Self::SalePaused | Self::SaleStarted | Self::NotEnoughStock => 409,
             Self::InvalidToken => 403,
-            Self::OrderQueued | Self::OrderExpired | Self::OrderCancelled | Self::OrderPaid => 409,
+            Self::OrderQueued | Self::OrderExpired | Self::OrderCancelled | Self::OrderPaid | Self::CancelLimit => 409,
             Self::NotFound => 404,
             Self::MethodNotAllowed => 405,
             Self::UnsupportedMediaType => 415,
@@ -182,6 +186,9 @@ impl ErrorCode {
             Self::OrderExpired => "The time to pay this order has run out.",
             Self::OrderCancelled => "This order was cancelled.",
             Self::OrderPaid => "This order is paid and can no longer be cancelled.",
+            Self::CancelLimit => {
+                "You have cancelled this sale's orders as often as one shopper may: pay this order, or let it lapse at its deadline."
+            }
             Self::NotFound => "There is no such API call.",
             Self::MethodNotAllowed => "API calls are POST requests.",
             Self::UnsupportedMediaType => "Send the body as JSON (Content-Type: application/json).",

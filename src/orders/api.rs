@@ -65,8 +65,10 @@ pub async fn pay_order(order_id: String) -> AppResult<Order> {
 crate::error::refuses!(PayOrder: UnknownOrder, OrderQueued, OrderExpired, OrderCancelled);
 
 /// Cancels the caller's unpaid order; its unit goes back on sale and the caller may
-/// grab the voucher again. Cancelling a cancelled order answers it again. Refusals:
-/// `unknown_order`, `order_queued`, `order_paid`.
+/// grab the voucher again. Cancelling a cancelled order answers it again. A shopper
+/// may cancel only a few of one sale's orders (`cancel_limit`); past that an order can
+/// be paid, or lapses at its deadline. Refusals: `unknown_order`, `order_queued`,
+/// `order_paid`, `cancel_limit`.
 #[server(prefix = "/api", endpoint = "cancel_order", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn cancel_order(order_id: String) -> AppResult<Order> {
     let backend = expect_context::<Backend>();
@@ -83,10 +85,11 @@ pub async fn cancel_order(order_id: String) -> AppResult<Order> {
         }
         Cancel::Already(order) => Ok(order),
         Cancel::Paid => Err(ErrorCode::OrderPaid.into()),
+        Cancel::Limit => Err(ErrorCode::CancelLimit.into()),
         Cancel::NotFound => Err(not_saved_yet(&backend, order_id, user_id).await?.into()),
     }
 }
-crate::error::refuses!(CancelOrder: UnknownOrder, OrderQueued, OrderPaid);
+crate::error::refuses!(CancelOrder: UnknownOrder, OrderQueued, OrderPaid, CancelLimit);
 
 /// A voucher's orders, newest first, a page at a time (operators): `status` one of
 /// `unpaid`, `paid`, `cancelled` or all when absent; `limit` 1–1000, default 100;
@@ -123,8 +126,11 @@ fn order_id(order: &Order) -> i64 {
     order.order_id.parse().unwrap_or_default()
 }
 
-/// An order the database does not have for this shopper: granted and still on its way
-/// to the database (`order_queued`), or not theirs at all (`unknown_order`). Grab
+/// An order the database did not have for this shopper: granted and still on its way
+/// to the database, or saved since the database was asked (the worker saves, then
+/// says so in Redis): `order_queued` either way, and the retry finds it. Before the
+/// second case counted, a shopper who pressed Pay or Cancel as their order was saved
+/// could be told it did not exist. Else not theirs at all (`unknown_order`). Grab
 /// results live per sale, so the live sales are asked.
 #[cfg(feature = "ssr")]
 async fn not_saved_yet(backend: &Backend, order_id: i64, user_id: i64) -> AppResult<ErrorCode> {
@@ -136,9 +142,8 @@ async fn not_saved_yet(backend: &Backend, order_id: i64, user_id: i64) -> AppRes
         |v: &vouchers::VoucherRow| backend.bucket_keys(v.bucket(bucket_of(user_id, v.shards()))).results.clone();
     let asks = live.iter().map(|v| redis::Cmd::hget(results_of(v), order_id));
     let results = backend.redis.query_each::<Option<String>>(asks).await.into_iter().collect::<Result<Vec<_>, _>>()?;
-    let queued = results
-        .iter()
-        .filter_map(|r| r.as_deref().and_then(StoredResult::parse))
-        .any(|r| r == StoredResult::Queued { user_id });
+    let queued = results.iter().filter_map(|r| r.as_deref().and_then(StoredResult::parse)).any(
+        |r| matches!(r, StoredResult::Queued { user_id: u } | StoredResult::Success { user_id: u } if u == user_id),
+    );
     Ok(if queued { ErrorCode::OrderQueued } else { ErrorCode::UnknownOrder })
 }

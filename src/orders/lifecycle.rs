@@ -35,7 +35,17 @@ pub enum Cancel {
     Already(Order),
     NotFound,
     Paid,
+    /// Unpaid, and its shopper has cancelled [`MOST_SHOPPER_CANCELS`] of the sale's
+    /// orders already.
+    Limit,
 }
+
+/// How many of one sale's orders one shopper may cancel. Each cancel lets them grab
+/// again, and each grab leaves an order row, a stream entry and restock events behind:
+/// without a bound one account could grow the database for as long as a sale runs.
+/// An order past it can still be paid, or lapses at its deadline (so a shopper's
+/// orders of a sale grow by one a payment window at most).
+pub const MOST_SHOPPER_CANCELS: i64 = 3;
 
 const ORDER_COLUMNS: &str = "o.id, o.voucher_id, o.user_id, v.title, o.status, o.created_at, o.pay_deadline, \
      o.cancel_reason, o.price";
@@ -149,8 +159,13 @@ pub async fn pay(db: &Db, order_id: i64, user_id: i64, now_ms: i64) -> sqlx::Res
 /// The shopper cancels their unpaid order. As with [`pay`], an order that is not theirs
 /// takes no write lock.
 pub async fn cancel_by_shopper(db: &Db, order_id: i64, user_id: i64, now_ms: i64) -> sqlx::Result<Cancel> {
-    if get_for_user(db, order_id, user_id).await?.is_none() {
-        return Ok(Cancel::NotFound);
+    let Some(order) = get_for_user(db, order_id, user_id).await? else { return Ok(Cancel::NotFound) };
+    // A shopper holds one unpaid order of a sale at a time (`orders_one_per_user`), so
+    // no two cancels of theirs race past the count.
+    if order.status == OrderStatus::Unpaid
+        && shopper_cancels(db, user_id, order.voucher_id).await? >= MOST_SHOPPER_CANCELS
+    {
+        return Ok(Cancel::Limit);
     }
     let owed = cancel(db, order_id, Some(user_id), CancelReason::Shopper, now_ms).await?;
     let Some(order) = get_for_user(db, order_id, user_id).await? else { return Ok(Cancel::NotFound) };
@@ -159,6 +174,16 @@ pub async fn cancel_by_shopper(db: &Db, order_id: i64, user_id: i64, now_ms: i64
         (None, OrderStatus::Paid) => Cancel::Paid,
         (None, _) => Cancel::Already(order),
     })
+}
+
+/// How many of the sale's orders the shopper cancelled themselves.
+async fn shopper_cancels(db: &Db, user_id: i64, voucher_id: i64) -> sqlx::Result<i64> {
+    sqlx::query_scalar("SELECT COUNT(*) FROM orders WHERE user_id = $1 AND voucher_id = $2 AND cancel_reason = $3")
+        .bind(user_id)
+        .bind(voucher_id)
+        .bind(CancelReason::Shopper.as_str())
+        .fetch_one(db)
+        .await
 }
 
 /// Cancels an unpaid order (of `user_id` when given): status, the voucher's stock and

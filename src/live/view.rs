@@ -137,6 +137,9 @@ pub fn follow_shop_feed(stock: Rc<RefCell<HashMap<i64, StockLive>>>, changed: im
 /// A sold-out or restock event changes a card at once, before the next snapshot. Only
 /// sold out says enough to stand for a sale the feed has not sent yet: any other event
 /// about one waits for the snapshot (an entry made up from it would read "0 left").
+/// A restock puts at least one unit back (a give-back puts one, an operator more): a
+/// card that read none reads one until the snapshot says how many, or it would still
+/// read Sold out, with Grab shut, for up to a sampling period.
 #[cfg(any(test, feature = "hydrate"))]
 fn apply_stock_event(map: &mut HashMap<i64, StockLive>, e: &LiveEvent) {
     let Some(id) = e.voucher_id else { return };
@@ -149,6 +152,7 @@ fn apply_stock_event(map: &mut HashMap<i64, StockLive>, e: &LiveEvent) {
         EventKind::Restocked => {
             if let Some(entry) = map.get_mut(&id) {
                 entry.sold_out = false;
+                entry.left = entry.left.max(1);
             }
         }
         _ => {}
@@ -338,7 +342,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_sold_out_stands_for_a_sale_the_feed_has_not_sent() {
+    fn only_sold_out_stands_for_a_sale_the_feed_has_not_sent_and_a_restock_reopens() {
         let event = |kind, id| LiveEvent { at_ms: 1, kind, voucher_id: Some(id), detail: None };
         let mut map = HashMap::new();
         apply_stock_event(&mut map, &event(EventKind::Restocked, 7));
@@ -346,7 +350,11 @@ mod tests {
         apply_stock_event(&mut map, &event(EventKind::SoldOut, 7));
         assert!(map[&7].sold_out && map[&7].left == 0);
         apply_stock_event(&mut map, &event(EventKind::Restocked, 7));
-        assert!(!map[&7].sold_out);
+        // What a card reads as sold out (`sale::view::CardView::of`): neither.
+        assert!(!map[&7].sold_out && map[&7].left == 1, "a restocked sale still reads sold out: {map:?}");
+        map.get_mut(&7).unwrap().left = 40;
+        apply_stock_event(&mut map, &event(EventKind::Restocked, 7));
+        assert_eq!(map[&7].left, 40, "a restock lowered a known count");
         apply_stock_event(&mut map, &event(EventKind::DeadLettered, 8));
         assert_eq!(map.len(), 1);
     }

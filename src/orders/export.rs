@@ -1,10 +1,12 @@
 //! `GET /api/orders.csv?voucher_id=N`: a sale's orders as CSV, for operators. Streamed
 //! a page at a time ([`PAGE`] orders, one indexed query each): a sale of any size is
-//! sent without holding its orders in memory.
+//! sent without holding its orders in memory. The caller's access is asked again
+//! before each page, as the live feed asks before each frame: an operator removed or
+//! signed out while a long export streams gets no further page.
 
 use super::{lifecycle, Order};
 use crate::{
-    auth::caller::Caller,
+    auth::{caller::Caller, context::Context as Accounts},
     backend::Backend,
     error::{AppError, ErrorCode},
     voucher::store as vouchers,
@@ -13,13 +15,14 @@ use axum::extract::rejection::QueryRejection;
 use axum::{
     body::{Body, Bytes},
     extract::{Extension, FromRef, Query, State},
-    http::header,
+    http::{header, HeaderMap},
     response::{IntoResponse, Response},
     routing::get,
     Router,
 };
 use chrono::SecondsFormat;
 use futures::StreamExt;
+use std::sync::Arc;
 
 /// The path (GET).
 pub const PATH: &str = "/api/orders.csv";
@@ -45,6 +48,7 @@ pub fn routes<S>() -> Router<S>
 where
     S: Clone + Send + Sync + 'static,
     Backend: FromRef<S>,
+    Arc<Accounts>: FromRef<S>,
 {
     Router::new().route(PATH, get(orders_csv))
 }
@@ -56,7 +60,9 @@ struct Which {
 
 async fn orders_csv(
     State(backend): State<Backend>,
+    State(accounts): State<Arc<Accounts>>,
     caller: Option<Extension<Caller>>,
+    headers: HeaderMap,
     which: Result<Query<Which>, QueryRejection>,
 ) -> Response {
     // The front door admitted operators only (`server::access`), and says who.
@@ -73,10 +79,16 @@ async fn orders_csv(
     }
     tracing::info!(%actor, voucher_id, "orders exported");
     let db = backend.db.clone();
+    let still_allowed = Arc::new(move || accounts.secrets.actor(&headers).is_some());
     let pages = futures::stream::unfold(Some(0_i64), move |after| {
-        let db = db.clone();
+        let (db, still_allowed) = (db.clone(), still_allowed.clone());
         async move {
             let after = after?;
+            if !still_allowed() {
+                // Cut short, as for an error: the client never takes it for a whole file.
+                tracing::warn!(voucher_id, "orders.csv: the caller's access ended mid-export");
+                return Some((Err(std::io::Error::other("access ended")), None));
+            }
             match lifecycle::page_of_voucher(&db, voucher_id, after, PAGE).await {
                 Ok(orders) if orders.is_empty() => None,
                 Ok(orders) => {

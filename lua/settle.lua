@@ -17,8 +17,10 @@
 -- rebuild's snapshot and after Redis held the rebuilt voucher. Whether the buyer is
 -- in `buyers` says nothing here: the shopper may have grabbed again since the
 -- rebuild (that later grant is refused by the database and gives its own unit back).
--- A voucher Redis does not hold is left alone: its rebuild will read this order from
--- the database.
+-- Its unit is taken even when the order was cancelled the moment it was committed:
+-- that give-back added the unit to a stock that counted it already (only its buyer
+-- slot stays free). A voucher Redis does not hold is left alone: its rebuild will
+-- read this order from the database.
 local known = redis.call('EXISTS', KEYS[1]) == 1
 local short = 0
 -- One command of each kind per chunk of orders, not one per order: a call costs
@@ -40,9 +42,11 @@ for first = 3, #ARGV, 4 * chunk do
   redis.call('XACK', KEYS[4], ARGV[1], unpack(entries))
   for j = 1, #had do
     local i = first + 4 * (j - 1)
-    -- (An order cancelled the moment it was committed has given its unit back.)
-    if not had[j] and redis.call('SISMEMBER', KEYS[5], ARGV[i + 1]) == 0 then
-      redis.call('HSET', KEYS[2], ARGV[i + 2], ARGV[i + 1])
+    if not had[j] then
+      -- (An order cancelled the moment it was committed has freed its slot.)
+      if redis.call('SISMEMBER', KEYS[5], ARGV[i + 1]) == 0 then
+        redis.call('HSET', KEYS[2], ARGV[i + 2], ARGV[i + 1])
+      end
       if tonumber(redis.call('GET', KEYS[1])) > 0 then
         redis.call('DECR', KEYS[1])
       else

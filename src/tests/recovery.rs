@@ -186,6 +186,47 @@ async fn a_dead_letter_and_a_late_persist_never_both_win() {
     app.stop().await;
 }
 
+/// An order committed after a rebuild, and cancelled before it settled, gives its unit
+/// back once (review, 2026-11-29). The rebuilt stock counted its unit as unsold; the
+/// cancel's give-back added it again, and settling then left it: Redis held a unit
+/// more than the sale had, for good. Now settling takes it, and leaves the slot free.
+#[tokio::test]
+async fn an_order_cancelled_before_it_settled_after_a_rebuild_gives_its_unit_back_once() {
+    use seckill::testing::{give_back, lifecycle};
+    let app = TestApp::with(Options::default().with(|c| c.worker = false)).await;
+    let v = app.create_voucher(10, -5, 3600).await;
+    for i in 0..2 {
+        let s = app.sign_in(&format!("cancel-unsettled-{i}")).await;
+        assert_eq!(app.grab(&s, v).await.0, 200);
+    }
+    let backend = app.backend();
+    let mut redis = app.redis.clone();
+    let read = read_and_crash(&app, v, "w-slow", 2).await;
+    // Redis loses the voucher while the worker holds both orders.
+    let keys = app.keys(v);
+    let () = redis
+        .del(&[&keys.left, &keys.buyers, &keys.window, &keys.orders, &keys.results, &keys.dlq, &keys.refused])
+        .await
+        .unwrap();
+    let row = vouchers::get(&app.db, v).await.unwrap().unwrap();
+    assert!(warm(&backend, &row).await.unwrap(), "the voucher is rebuilt");
+    assert_eq!(redis.get::<_, i64>(&keys.left).await.unwrap(), 10, "the database knew no order");
+    // Both commit; the first is cancelled, and its unit given back, before they settle.
+    store::persist(&app.db, &read, PAY).await.unwrap();
+    let now = chrono::Utc::now().timestamp_millis();
+    let cancel = lifecycle::cancel_by_shopper(&app.db, read[0].order_id, read[0].user_id, now).await.unwrap();
+    let lifecycle::Cancel::Cancelled(_, owed) = cancel else { panic!("not cancelled: {cancel:?}") };
+    assert!(give_back(&backend, &owed).await.unwrap());
+    let entries: Vec<(&str, &OrderMsg)> = read.iter().map(|m| ("0-1", m)).collect();
+    assert_eq!(settle(&backend, &mut redis, (v, &keys), i64::MAX / 2, &entries).await.unwrap(), 0);
+    let stock: i64 = redis.get(&keys.left).await.unwrap();
+    let buyers: HashMap<String, String> = redis.hgetall(&keys.buyers).await.unwrap();
+    assert_eq!(stock, 9, "Redis stock + buyers = total: the cancelled order's unit counted once");
+    let kept = read[1].user_id.to_string();
+    assert_eq!(buyers.keys().collect::<Vec<_>>(), [&kept], "only the order not cancelled holds a slot");
+    app.stop().await;
+}
+
 /// Redis loses a voucher while a worker holds orders it has read but not committed.
 /// The rebuild reads the database without them; when they commit, settling them takes
 /// their units and buyer slots, so Redis never sells more than the stock and none of

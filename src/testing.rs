@@ -43,6 +43,11 @@ pub use crate::{
     worker::NAME_LEASE,
 };
 
+/// libfaketime, which offsets one process's clock (Debian's `faketime` package, which
+/// `.ci/setup` installs with `SECKILL_NEED_FAKETIME=1`): the chaos run's clock faults,
+/// and the drills of a process whose clock is off.
+pub const FAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+
 /// Guesses at the admin token an address may make before it is held back.
 pub const GUESSES_PER_ADDRESS: u32 = crate::auth::attempts::PER_ADDRESS;
 /// The live feed's path.

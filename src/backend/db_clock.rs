@@ -31,7 +31,11 @@ pub(crate) use {now_ms_postgres, now_ms_sqlite};
 /// The database's time now, in Unix ms.
 pub async fn now_ms(db: &Db) -> sqlx::Result<i64> {
     let mut pooled = db.acquire().await?;
-    let conn: &mut AnyConnection = pooled.acquire().await?;
+    now_ms_on(pooled.acquire().await?).await
+}
+
+/// [`now_ms`] on a connection of one's own (a transaction's).
+pub async fn now_ms_on(conn: &mut AnyConnection) -> sqlx::Result<i64> {
     let sql = if conn.backend_name() == POSTGRES {
         concat!("SELECT ", now_ms_postgres!())
     } else {

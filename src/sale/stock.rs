@@ -14,7 +14,7 @@
 use super::warm;
 use crate::{
     backend::{
-        invoke_then_wait,
+        db_clock, invoke_then_wait,
         layout::Bucket,
         layout_version::{refused_layout, LAYOUT_VERSION},
         Backend, BackendError, Replicas, ScriptCall,
@@ -106,7 +106,9 @@ async fn apply(backend: &Backend, change: &StockChange) -> Result<Option<i64>, B
 /// upkeep round). One that fails is logged and tried again next round; the others go
 /// on. Returns how many it finished.
 pub async fn finish_owed(backend: &Backend) -> Result<usize, BackendError> {
-    let before = chrono::Utc::now().timestamp_millis() - ABANDONED_AFTER_MS;
+    // The database's clock, as the changes are dated by (`voucher::ledger`): a process
+    // whose clock runs slow must not leave others' abandoned changes owed meanwhile.
+    let before = db_clock::now_ms(&backend.db).await? - ABANDONED_AFTER_MS;
     let owed = ledger::owed_changes(&backend.db, before, ROUND).await?;
     let mut finished = 0;
     for change in &owed {

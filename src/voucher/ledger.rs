@@ -5,7 +5,6 @@
 
 use super::store::{lock, VoucherRow, COLUMNS};
 use crate::backend::{layout::share, Db};
-use chrono::Utc;
 use sqlx::FromRow;
 
 /// A stock change, as its row holds it: an operator's, in one bucket of the sale, or
@@ -95,8 +94,12 @@ pub async fn owe_move(db: &Db, voucher_id: i64, (from, to): (u32, u32), units: i
 }
 
 /// Writes a change Redis now owes, under the voucher's lock ([`lock`](super::store::lock)).
+/// Dated by the database's clock, as the upkeep that finds it abandoned reads it
+/// (`sale::stock::finish_owed`): a process whose clock ran fast must not hide its
+/// change from the others' upkeep for as long as its clock is ahead.
 async fn owe(tx: &mut crate::backend::Tx<'_>, voucher_id: i64, units: i64, to: Owing) -> sqlx::Result<StockChange> {
     lock(tx, voucher_id).await?;
+    let now = crate::backend::db_clock::now_ms_on(tx).await?;
     let sql = format!(
         "INSERT INTO stock_changes (voucher_id, units, created_at, bucket, move_to, move_from) \
          VALUES ($1, $2, $3, $4, $5, $6) RETURNING {CHANGE_COLUMNS}"
@@ -104,7 +107,7 @@ async fn owe(tx: &mut crate::backend::Tx<'_>, voucher_id: i64, units: i64, to: O
     sqlx::query_as(&sql)
         .bind(voucher_id)
         .bind(units)
-        .bind(Utc::now().timestamp_millis())
+        .bind(now)
         .bind(to.bucket)
         .bind(to.move_to)
         .bind(to.move_from)

@@ -29,8 +29,7 @@ use tokio::{
 const READY_WITHIN: Duration = Duration::from_secs(60);
 /// PostgreSQL's log, beside the app processes' logs once the run ends.
 const POSTGRES_LOG: &str = "postgres.log";
-/// libfaketime, which offsets one process's clock (Debian's `faketime` package).
-const FAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+use seckill::testing::FAKETIME;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Kind {

@@ -5,7 +5,7 @@
 -- gate follows the change the moment this returns.
 -- KEYS[1] stock   KEYS[2] buyers (shopper -> order id)   KEYS[3] window   KEYS[4] orders stream
 -- KEYS[5] results   KEYS[6] dlq   KEYS[7] refusals counter   KEYS[8] restocked orders
--- KEYS[9] stock changes made
+-- KEYS[9] stock changes made   KEYS[10] the rebuild's ticket
 -- ARGV[1] begins (ms)   ARGV[2] ends (ms)   ARGV[3] when the sale's keys expire (ms)
 -- ARGV[4] paused (0/1)   ARGV[5] price   ARGV[6] the row's version
 -- ARGV[7] fair start (0/1)   ARGV[8] the sale's start secret (grab tokens)
@@ -14,8 +14,11 @@
 -- warmed in a newer one is left alone, and the call fails with `LAYOUT <its layout>`;
 -- one warmed in an older one is not held (its keys' forms are not this layout's): the
 -- snapshot replaces it, in this layout
--- ARGV[12] stock left, ARGV[13] how many buyers, ARGV[14] how many cancelled orders,
--- ARGV[15] how many orders, then pairs of buyer id and their order's id, the ids of
+-- ARGV[12] the rebuild's ticket: the snapshot loads only while KEYS[10] holds it (the
+-- rebuild set it, to lapse at its deadline: a load that reaches Redis after its
+-- rebuild gave up and let the database's lock go must load nothing, `sale::warm`),
+-- ARGV[13] stock left, ARGV[14] how many buyers, ARGV[15] how many cancelled orders,
+-- ARGV[16] how many orders, then pairs of buyer id and their order's id, the ids of
 -- cancelled orders (their
 -- units are in the stock left), pairs of order id and result for every order stored
 -- (the results are replaced: a result then means the order is in these books, see
@@ -23,7 +26,8 @@
 -- the voucher, so none is made again): the database's snapshot.
 -- Without it the script only looks: it loads nothing when Redis lost the voucher.
 -- Returns 1 when Redis held the voucher whole, 0 when it did not (and loaded the
--- snapshot if given).
+-- snapshot if given), 2 when it did not and the snapshot came too late (its ticket
+-- gone: nothing loaded).
 --
 -- Whole: its stock, its window, and its order stream with the workers' group. Any of
 -- them missing means Redis lost the voucher, whole or in part (a key evicted or
@@ -54,27 +58,30 @@ if current and redis.call('EXISTS', KEYS[1]) == 1 and redis.call('EXISTS', KEYS[
   held = 1
 end
 if held == 0 then
-  if #ARGV < 15 then
+  if #ARGV < 16 then
     return 0
   end
-  redis.call('DEL', KEYS[2], KEYS[5], KEYS[8], KEYS[9])
+  if redis.call('GET', KEYS[10]) ~= ARGV[12] then
+    return 2
+  end
+  redis.call('DEL', KEYS[2], KEYS[5], KEYS[8], KEYS[9], KEYS[10])
   local chunk = 1000
-  local first, last = 16, 15 + 2 * tonumber(ARGV[13])
+  local first, last = 17, 16 + 2 * tonumber(ARGV[14])
   for i = first, last, chunk do
     redis.call('HSET', KEYS[2], unpack(ARGV, i, math.min(i + chunk - 1, last)))
   end
-  first, last = last + 1, last + tonumber(ARGV[14])
+  first, last = last + 1, last + tonumber(ARGV[15])
   for i = first, last, chunk do
     redis.call('SADD', KEYS[8], unpack(ARGV, i, math.min(i + chunk - 1, last)))
   end
-  first, last = last + 1, last + 2 * tonumber(ARGV[15])
+  first, last = last + 1, last + 2 * tonumber(ARGV[16])
   for i = first, last, chunk do
     redis.call('HSET', KEYS[5], unpack(ARGV, i, math.min(i + chunk - 1, last)))
   end
   for i = last + 1, #ARGV, chunk do
     redis.call('HSET', KEYS[9], unpack(ARGV, i, math.min(i + chunk - 1, #ARGV)))
   end
-  redis.call('SET', KEYS[1], ARGV[12])
+  redis.call('SET', KEYS[1], ARGV[13])
   -- The group reads its stream from the start: grants made since the stream was made
   -- again (the gate's XADD makes it) are not skipped.
   if not has_group() then
@@ -90,7 +97,7 @@ if tonumber(ARGV[6]) < stored then return held end
 redis.call('HSET', KEYS[3], 'begins', ARGV[1], 'ends', ARGV[2], 'expires', ARGV[3],
   'paused', ARGV[4], 'price', ARGV[5], 'version', ARGV[6], 'fair', ARGV[7], 'secret', ARGV[8],
   'shards', ARGV[10], 'layout', ARGV[11])
-for i = 1, #KEYS do
+for i = 1, 9 do
   redis.call('PEXPIREAT', KEYS[i], ARGV[3])
 end
 return held

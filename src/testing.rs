@@ -12,7 +12,8 @@ pub use crate::{
         db_clock,
         layout::{
             bucket_of, sale_changes, sign_ups_in_minute, SaleKeys, Scripts, ATTEMPTS_KEPT, DRAIN_GRACE_MS, GROUP,
-            ORDER_IDS_KEPT, SIGN_UPS_FROM_ADDRESS_KEPT, SIGN_UPS_IN_MINUTE_KEPT, SIGN_UP_CHALLENGE_KEPT, WORKER_LEASE,
+            ORDER_IDS_KEPT, REBUILD_DEADLINE, SIGN_UPS_FROM_ADDRESS_KEPT, SIGN_UPS_IN_MINUTE_KEPT,
+            SIGN_UP_CHALLENGE_KEPT, WORKER_LEASE,
         },
         layout_version::LAYOUT_VERSION,
         Backend, Db, RedisConn,

@@ -17,6 +17,7 @@
 //! | `<ns>:{v<id>}:refused` | string | grabs the gate refused | gate | with the sale |
 //! | `<ns>:{v<id>}:restocked` | set | cancelled orders whose unit came back | give-backs, warm-up | with the sale |
 //! | `<ns>:{v<id>}:changes` | hash | stock change id → units it made (once each) | `sale::stock`, warm-up | with the sale |
+//! | `<ns>:{v<id>}:rebuild` | string | a rebuild's ticket: its snapshot loads only while this holds it | `sale::warm` | [`REBUILD_DEADLINE`] after it was set (its load deletes it) |
 //! | `<ns>:clock` | none | never written: routes the clock script to a node | `sale::gate::clock` | never written |
 //! | `<ns>:sales_version` | string | counts operator changes to any sale | `sale::launch`; every process follows it (`bus::follow`) | never |
 //! | `<ns>:icr:order:<yyyymmdd>` | string | the day's order-id counter | `order_ids` (in blocks) | [`ORDER_IDS_KEPT`] after its last block |
@@ -94,6 +95,8 @@ pub struct SaleKeys {
     pub given_back: String,
     /// Hash stock change id → units it added (> 0) or withdrew (< 0): each once.
     pub changes: String,
+    /// A rebuild's ticket: its snapshot loads only while this holds it.
+    pub rebuild: String,
 }
 
 /// One bucket of one sale: the voucher, its sale's shards, and the bucket among them.
@@ -151,6 +154,7 @@ impl SaleKeys {
             refused: format!("{base}:refused"),
             given_back: format!("{base}:restocked"),
             changes: format!("{base}:changes"),
+            rebuild: format!("{base}:rebuild"),
         }
     }
 }
@@ -279,6 +283,9 @@ pub const SIGN_UP_CHALLENGE_KEPT: Duration = Duration::from_secs(600);
 pub const ORDER_IDS_KEPT: Duration = Duration::from_secs(2 * 24 * 3600);
 /// How long a worker's name is held without being renewed (`worker::name`).
 pub const WORKER_LEASE: Duration = Duration::from_secs(5);
+/// Longest a rebuild holds the database's lock on a voucher waiting for Redis to load
+/// its snapshot, and how long its ticket lives (`sale::warm`).
+pub const REBUILD_DEADLINE: Duration = Duration::from_secs(2);
 
 /// When every key of a sale that ends at `ends_at_ms` expires (Unix ms).
 pub fn expires_at(ends_at_ms: i64) -> i64 {

@@ -13,7 +13,7 @@
 
 use crate::{
     backend::{
-        layout::{expires_at, SaleKeys, GROUP},
+        layout::{expires_at, SaleKeys, GROUP, REBUILD_DEADLINE},
         layout_version::{refused_layout, LAYOUT_VERSION},
         Backend, BackendError, RedisConn,
     },
@@ -25,9 +25,22 @@ use crate::{
 };
 use redis::{RedisError, RedisResult};
 use std::time::Duration;
+use tokio::time::Instant;
 
-/// Longest a rebuild holds the database's write lock waiting on Redis.
-const REBUILD_DEADLINE: Duration = Duration::from_secs(2);
+/// How long past its ticket's deadline a rebuild that got no answer keeps the lock:
+/// room for Redis's clock running a little slower than this process's.
+const TICKET_MARGIN: Duration = Duration::from_millis(250);
+
+/// What `lua/warm.lua` answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Warmed {
+    /// Redis held the voucher whole (nothing loaded).
+    Held,
+    /// Redis did not hold it (the snapshot, if sent, loaded).
+    Missing,
+    /// Redis did not hold it, and the snapshot came after its ticket lapsed: nothing loaded.
+    TooLate,
+}
 
 /// Loads the voucher into Redis unless Redis already holds it whole (stock, window, and
 /// the order stream with the workers' group). Returns true when it loaded it (rebuilt
@@ -57,7 +70,7 @@ async fn warm_bucket(backend: &Backend, v: &VoucherRow, bucket: u32) -> Result<b
     let mut redis = backend.redis.clone();
     // Most warm-ups find Redis holding the voucher whole: they need no snapshot, and
     // no database lock (a worker must be able to join while the database cannot write).
-    if run_script(backend, &mut redis, &keys, v, None).await? {
+    if run_script(backend, &mut redis, &keys, v).await? {
         return Ok(false);
     }
     rebuild(backend, &mut redis, (&keys, bucket), v).await
@@ -65,6 +78,14 @@ async fn warm_bucket(backend: &Backend, v: &VoucherRow, bucket: u32) -> Result<b
 
 /// Loads the database's snapshot of one bucket into Redis under the voucher's lock,
 /// unless Redis holds the bucket whole by then. True when it loaded it.
+///
+/// A load sent cannot be called back: one that reaches Redis after the rebuild gave
+/// up (a slow or cut link) would load a snapshot older than what was committed once
+/// the lock was let go (a cancel whose give-back Redis recorded meanwhile, undone).
+/// So the rebuild first sets a ticket that Redis lets lapse at [`REBUILD_DEADLINE`],
+/// and the load counts only while the ticket holds: a rebuild without its answer
+/// keeps the lock until the ticket surely lapsed, and after that no load of it can
+/// load anything.
 async fn rebuild(
     backend: &Backend,
     redis: &mut RedisConn,
@@ -75,40 +96,69 @@ async fn rebuild(
     let Some(snapshot) = snapshot::lock_for_rebuild(&mut tx, v.id, (bucket, v.shards())).await? else {
         return Ok(false);
     };
-    let held = tokio::time::timeout(REBUILD_DEADLINE, run_script(backend, redis, keys, v, Some(&snapshot)))
-        .await
-        .map_err(|_| RedisError::from(std::io::Error::from(std::io::ErrorKind::TimedOut)))??;
-    if held {
+    let ticket = hex::encode(rand::random::<[u8; 16]>());
+    let lapses =
+        tokio::time::timeout(REBUILD_DEADLINE, issue_ticket(redis, keys, &ticket)).await.map_err(|_| timed_out())??;
+    let answered =
+        tokio::time::timeout(REBUILD_DEADLINE, call_script(backend, redis, keys, v, Some((&snapshot, &ticket)))).await;
+    match answered {
+        Ok(Ok(Warmed::Missing)) => {
+            // Redis holds the snapshot: the withdrawals it voided are recorded so.
+            tx.commit().await?;
+            Ok(true)
+        }
         // Redis held the voucher after all (another rebuild came first): nothing of
         // this snapshot was taken, so nothing it voided may stand.
-        tx.rollback().await?;
-    } else {
-        // Redis holds the snapshot: the withdrawals it voided are recorded so.
-        tx.commit().await?;
+        Ok(Ok(Warmed::Held)) => {
+            tx.rollback().await?;
+            Ok(false)
+        }
+        Ok(Ok(Warmed::TooLate)) => Err(timed_out().into()),
+        failed => {
+            // The load may still reach Redis: the lock stays until it can load nothing.
+            tokio::time::sleep_until(lapses).await;
+            Err(match failed {
+                Ok(Err(e)) => e,
+                _ => timed_out(),
+            }
+            .into())
+        }
     }
-    Ok(!held)
 }
 
-/// Runs `lua/warm.lua`. With a snapshot, loads its stock, buyers and results and the
-/// window unless Redis holds the voucher whole (stock, window, the stream's group);
-/// without, only looks. Either way, when Redis holds
-/// the voucher, refreshes its window from `v` (unless Redis holds a newer version of
-/// it) and makes every key of the sale expire at [`expires_at`] its end. Returns true
-/// when Redis already held it.
-pub async fn run_script(
+/// Sets the bucket's ticket for a load: answers the moment by which Redis has surely
+/// let it lapse (it was set before this answer came).
+async fn issue_ticket(redis: &mut RedisConn, keys: &SaleKeys, ticket: &str) -> RedisResult<Instant> {
+    let mut set = redis::cmd("SET");
+    set.arg(&keys.rebuild).arg(ticket).arg("PX").arg(REBUILD_DEADLINE.as_millis() as u64);
+    let () = set.query_async(redis).await?;
+    Ok(Instant::now() + REBUILD_DEADLINE + TICKET_MARGIN)
+}
+
+fn timed_out() -> RedisError {
+    RedisError::from(std::io::Error::from(std::io::ErrorKind::TimedOut))
+}
+
+/// Runs `lua/warm.lua`. With a snapshot (and its ticket), loads its stock, buyers and
+/// results and the window unless Redis holds the voucher whole (stock, window, the
+/// stream's group), as long as the bucket's ticket is that one; without, only looks.
+/// Either way, when Redis holds the voucher, refreshes its window from `v` (unless
+/// Redis holds a newer version of it) and makes every key of the sale expire at
+/// [`expires_at`] its end.
+async fn call_script(
     backend: &Backend,
     redis: &mut RedisConn,
     keys: &SaleKeys,
     v: &VoucherRow,
-    snapshot: Option<&RebuildSource>,
-) -> RedisResult<bool> {
+    snapshot: Option<(&RebuildSource, &str)>,
+) -> RedisResult<Warmed> {
     let mut call = backend.scripts.warm.key(&keys.left);
     call.key(&keys.buyers).key(&keys.window).key(&keys.orders).key(&keys.results).key(&keys.dlq).key(&keys.refused);
-    call.key(&keys.given_back).key(&keys.changes);
+    call.key(&keys.given_back).key(&keys.changes).key(&keys.rebuild);
     call.arg(v.begins_at).arg(v.ends_at).arg(expires_at(v.ends_at)).arg(v.paused).arg(v.price).arg(v.version);
     call.arg(v.fair_start).arg(&v.start_secret).arg(GROUP).arg(v.shards()).arg(LAYOUT_VERSION);
-    if let Some(s) = snapshot {
-        call.arg(s.stock_left).arg(s.buyers.len()).arg(s.given_back.len()).arg(s.orders.len());
+    if let Some((s, ticket)) = snapshot {
+        call.arg(ticket).arg(s.stock_left).arg(s.buyers.len()).arg(s.given_back.len()).arg(s.orders.len());
         call.arg(&s.buyers).arg(&s.given_back);
         for &(order, user) in &s.orders {
             call.arg(order).arg(StoredResult::Success { user_id: user }.encode());
@@ -117,12 +167,41 @@ pub async fn run_script(
             call.arg(change).arg(units);
         }
     }
-    let held: i64 = call.invoke_async(redis).await.inspect_err(|e| {
+    let code: i64 = call.invoke_async(redis).await.inspect_err(|e| {
         if let Some(theirs) = refused_layout(e) {
             backend.newer_layouts.met(v.id, theirs);
         }
     })?;
-    Ok(held == 1)
+    Ok(match code {
+        1 => Warmed::Held,
+        2 => Warmed::TooLate,
+        _ => Warmed::Missing,
+    })
+}
+
+/// Looks whether Redis holds the bucket whole, and pushes `v`'s window to it if so
+/// ([`call_script`] without a snapshot). True when it holds it.
+pub async fn run_script(
+    backend: &Backend,
+    redis: &mut RedisConn,
+    keys: &SaleKeys,
+    v: &VoucherRow,
+) -> RedisResult<bool> {
+    Ok(call_script(backend, redis, keys, v, None).await? == Warmed::Held)
+}
+
+/// Loads `snapshot` into the bucket unless Redis holds it whole, without the
+/// database's lock (a drill's; [`rebuild`] holds it). True when Redis held it.
+pub async fn load(
+    backend: &Backend,
+    redis: &mut RedisConn,
+    keys: &SaleKeys,
+    v: &VoucherRow,
+    snapshot: &RebuildSource,
+) -> RedisResult<bool> {
+    let ticket = hex::encode(rand::random::<[u8; 16]>());
+    issue_ticket(redis, keys, &ticket).await?;
+    Ok(call_script(backend, redis, keys, v, Some((snapshot, &ticket))).await? == Warmed::Held)
 }
 
 /// Pushes `v`'s window to every bucket of its sale Redis holds (an older push never
@@ -131,7 +210,7 @@ pub async fn run_script(
 pub async fn push_window(backend: &Backend, v: &VoucherRow) -> RedisResult<bool> {
     crate::voucher::buckets::noted(backend, v);
     let pushes = v.buckets().map(|b| async move {
-        run_script(backend, &mut backend.redis.clone(), &backend.bucket_keys(v.bucket(b)), v, None).await
+        run_script(backend, &mut backend.redis.clone(), &backend.bucket_keys(v.bucket(b)), v).await
     });
     Ok(futures::future::try_join_all(pushes).await?.into_iter().all(|held| held))
 }

@@ -101,14 +101,14 @@ async fn gate_refuses_after_the_window() {
     let snapshot = |buyers| RebuildSource { stock_left: 5, buyers, ..RebuildSource::default() };
     let past = app.keys(900_001);
     let (ended, none) = (row(900_001, now - 60_000, now - 1_000), snapshot(vec![]));
-    let held = warm::run_script(&backend, &mut redis, &past, &ended, Some(&none));
+    let held = warm::load(&backend, &mut redis, &past, &ended, &none);
     assert!(!held.await.unwrap(), "a fresh voucher is loaded");
     let verdict = gate::grab(&backend, &past, (900_001, 1, 42), "").await.unwrap();
     assert_eq!(verdict, Verdict::Refused(ErrorCode::Ended));
 
     let open = app.keys(900_002);
     let (running, one_buyer) = (row(900_002, now - 1_000, now + 60_000), snapshot(vec![(7, 41)]));
-    let held = warm::run_script(&backend, &mut redis, &open, &running, Some(&one_buyer));
+    let held = warm::load(&backend, &mut redis, &open, &running, &one_buyer);
     assert!(!held.await.unwrap());
     let verdict = gate::grab(&backend, &open, (900_002, 7, 43), "").await.unwrap();
     assert_eq!(verdict, Verdict::Bought(41), "warm-up loads buyers, each with their order");

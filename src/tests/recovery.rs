@@ -227,6 +227,75 @@ async fn an_order_cancelled_before_it_settled_after_a_rebuild_gives_its_unit_bac
     app.stop().await;
 }
 
+/// A rebuild's load that reaches Redis after the rebuild gave up loads nothing (review,
+/// 2026-11-29). The rebuild holds the voucher's lock while Redis loads its snapshot;
+/// past its deadline it lets the lock go, and a cancel then commits and gives its unit
+/// back to a Redis that does not hold the voucher (recorded, nothing to add to). The
+/// load, held on a slow link, reached Redis after that: before, it loaded the stale
+/// snapshot (the cancelled order live again, its unit lost, the give-back's record
+/// wiped), and Redis's books stayed one unit short. Now a load counts only while its
+/// rebuild's ticket lives, and the rebuild keeps the lock until the ticket lapsed.
+#[tokio::test]
+async fn a_rebuild_load_that_reaches_redis_after_its_deadline_loads_nothing() {
+    use crate::support::proxy::HoldingLink;
+    use seckill::testing::{give_back, lifecycle, Backend, RedisConn};
+    let target = crate::support::redis_url();
+    if target.contains(',') {
+        // A link to one node: on a Redis Cluster the sale's keys may live on another.
+        // The first pass of `npm test` (one Redis) runs this.
+        return;
+    }
+    let app = TestApp::with(Options::default().with(|c| c.worker = false)).await;
+    let v = app.create_voucher(10, -5, 3600).await;
+    for i in 0..2 {
+        let s = app.sign_in(&format!("late-load-{i}")).await;
+        assert_eq!(app.grab(&s, v).await.0, 200);
+    }
+    let backend = app.backend();
+    let mut redis = app.redis.clone();
+    let read = read_and_crash(&app, v, "w-settled", 2).await;
+    store::persist(&app.db, &read, PAY).await.unwrap();
+    let entries: Vec<(&str, &OrderMsg)> = read.iter().map(|m| ("0-1", m)).collect();
+    settle(&backend, &mut redis, (v, &app.keys(v)), i64::MAX / 2, &entries).await.unwrap();
+    // Redis loses the voucher.
+    let keys = app.keys(v);
+    let () = redis
+        .del(&[
+            &keys.left,
+            &keys.buyers,
+            &keys.window,
+            &keys.orders,
+            &keys.results,
+            &keys.dlq,
+            &keys.refused,
+            &keys.given_back,
+        ])
+        .await
+        .unwrap();
+    // A process whose link to Redis holds what it sends from its second script call
+    // on (the first looks whether Redis holds the voucher; the second loads it)
+    // rebuilds the voucher.
+    let link = HoldingLink::to(target.trim_start_matches("redis://").trim_end_matches('/'), (b"EVALSHA", 2)).await;
+    let slow = Backend::new(app.db.clone(), RedisConn::open(link.url()).await.unwrap(), &app.namespace);
+    let row = vouchers::get(&app.db, v).await.unwrap().unwrap();
+    assert!(warm(&slow, &row).await.is_err(), "the rebuild gives up");
+    assert!(link.holding(), "its load is on its way");
+    // The first shopper cancels once the lock is free: the database gives the unit back.
+    let now = chrono::Utc::now().timestamp_millis();
+    let cancel = lifecycle::cancel_by_shopper(&app.db, read[0].order_id, read[0].user_id, now).await.unwrap();
+    let lifecycle::Cancel::Cancelled(_, owed) = cancel else { panic!("not cancelled: {cancel:?}") };
+    give_back(&backend, &owed).await.unwrap();
+    // The held load reaches Redis; a command after it on the same link answers once it ran.
+    link.release();
+    let _: String = redis::cmd("PING").query_async(&mut slow.redis.clone()).await.unwrap();
+    // Redis then holds the sale as the database does now.
+    warm(&backend, &row).await.unwrap();
+    let stock: i64 = redis.get(&keys.left).await.unwrap();
+    let buyers: HashMap<String, String> = redis.hgetall(&keys.buyers).await.unwrap();
+    assert_eq!((stock, buyers.len()), (9, 1), "Redis stock + buyers = total, the cancel counted: {buyers:?}");
+    app.stop().await;
+}
+
 /// Redis loses a voucher while a worker holds orders it has read but not committed.
 /// The rebuild reads the database without them; when they commit, settling them takes
 /// their units and buyer slots, so Redis never sells more than the stock and none of

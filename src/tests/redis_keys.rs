@@ -5,7 +5,7 @@
 use crate::support::{code, Options, Shopper, TestApp, PASSWORD};
 use redis::AsyncCommands;
 use seckill::testing::{
-    Challenge, ATTEMPTS_KEPT, ORDER_IDS_KEPT, SIGN_UPS_FROM_ADDRESS_KEPT, SIGN_UPS_IN_MINUTE_KEPT,
+    Challenge, ATTEMPTS_KEPT, ORDER_IDS_KEPT, REBUILD_DEADLINE, SIGN_UPS_FROM_ADDRESS_KEPT, SIGN_UPS_IN_MINUTE_KEPT,
     SIGN_UP_CHALLENGE_KEPT, WORKER_LEASE,
 };
 use serde_json::{json, Value};
@@ -55,6 +55,7 @@ fn kept(expires: &str) -> Option<Duration> {
         "SIGN_UP_CHALLENGE_KEPT" => SIGN_UP_CHALLENGE_KEPT,
         "ORDER_IDS_KEPT" => ORDER_IDS_KEPT,
         "WORKER_LEASE" => WORKER_LEASE,
+        "REBUILD_DEADLINE" => REBUILD_DEADLINE,
         other => panic!("the key table names {other}, which this test does not know"),
     })
 }

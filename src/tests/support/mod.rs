@@ -2,6 +2,7 @@
 //! gets its own key namespace) and a fresh SQLite file, and talks to it over HTTP.
 
 pub mod process;
+pub mod proxy;
 
 use reqwest::StatusCode;
 pub use seckill::client::Shopper;

@@ -73,7 +73,15 @@ async fn warm_bucket(backend: &Backend, v: &VoucherRow, bucket: u32) -> Result<b
     if run_script(backend, &mut redis, &keys, v).await? {
         return Ok(false);
     }
-    rebuild(backend, &mut redis, (&keys, bucket), v).await
+    // On a task of its own: a caller that goes away (a request past its timeout, a
+    // client that hung up) must not drop the transaction, and with it the lock, while
+    // the load may still reach Redis.
+    let (backend, v) = (backend.clone(), v.clone());
+    let rebuilt = tokio::spawn(async move { rebuild(&backend, &mut redis, (&keys, bucket), &v).await }).await;
+    rebuilt.unwrap_or_else(|e| match e.try_into_panic() {
+        Ok(panic) => std::panic::resume_unwind(panic),
+        Err(_) => Err(timed_out().into()), // the runtime is stopping
+    })
 }
 
 /// Loads the database's snapshot of one bucket into Redis under the voucher's lock,
@@ -114,8 +122,11 @@ async fn rebuild(
             Ok(false)
         }
         Ok(Ok(Warmed::TooLate)) => Err(timed_out().into()),
+        // Redis answered with an error: the load was refused or ran, and will not run later.
+        Ok(Err(e)) if e.code().is_some() => Err(e.into()),
         failed => {
-            // The load may still reach Redis: the lock stays until it can load nothing.
+            // No answer: the load may still reach Redis, so the lock stays until it can
+            // load nothing.
             tokio::time::sleep_until(lapses).await;
             Err(match failed {
                 Ok(Err(e)) => e,

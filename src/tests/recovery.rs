@@ -237,6 +237,24 @@ async fn an_order_cancelled_before_it_settled_after_a_rebuild_gives_its_unit_bac
 /// rebuild's ticket lives, and the rebuild keeps the lock until the ticket lapsed.
 #[tokio::test]
 async fn a_rebuild_load_that_reaches_redis_after_its_deadline_loads_nothing() {
+    late_load_drill(false).await;
+}
+
+/// The same, when the rebuild's caller goes away while the load is on its way (a
+/// request past its timeout, a client that hung up: a second review, 2026-11-29).
+/// Before, dropping the caller dropped the rebuild's transaction, and the lock with
+/// it, while the ticket still held: the late load loaded the stale snapshot. The
+/// rebuild now runs on a task of its own, which keeps the lock as long as it must.
+#[tokio::test]
+async fn a_rebuild_whose_caller_went_away_keeps_the_lock_until_its_load_can_load_nothing() {
+    late_load_drill(true).await;
+}
+
+/// Redis loses a sale of two saved orders; a process whose link to Redis holds its
+/// load rebuilds it (and its caller waits, or goes away once the load is sent); the
+/// first shopper cancels as soon as the database lets them; then the held load reaches
+/// Redis. Redis must hold the sale as the database does after the cancel.
+async fn late_load_drill(caller_goes_away: bool) {
     use crate::support::proxy::HoldingLink;
     use seckill::testing::{give_back, lifecycle, Backend, RedisConn};
     let target = crate::support::redis_url();
@@ -259,27 +277,31 @@ async fn a_rebuild_load_that_reaches_redis_after_its_deadline_loads_nothing() {
     settle(&backend, &mut redis, (v, &app.keys(v)), i64::MAX / 2, &entries).await.unwrap();
     // Redis loses the voucher.
     let keys = app.keys(v);
-    let () = redis
-        .del(&[
-            &keys.left,
-            &keys.buyers,
-            &keys.window,
-            &keys.orders,
-            &keys.results,
-            &keys.dlq,
-            &keys.refused,
-            &keys.given_back,
-        ])
-        .await
-        .unwrap();
+    let lost = [&keys.left, &keys.buyers, &keys.window, &keys.orders, &keys.results, &keys.dlq, &keys.refused];
+    let () = redis.del(&lost).await.unwrap();
+    let () = redis.del(&keys.given_back).await.unwrap();
     // A process whose link to Redis holds what it sends from its second script call
     // on (the first looks whether Redis holds the voucher; the second loads it)
     // rebuilds the voucher.
     let link = HoldingLink::to(target.trim_start_matches("redis://").trim_end_matches('/'), (b"EVALSHA", 2)).await;
     let slow = Backend::new(app.db.clone(), RedisConn::open(link.url()).await.unwrap(), &app.namespace);
     let row = vouchers::get(&app.db, v).await.unwrap().unwrap();
-    assert!(warm(&slow, &row).await.is_err(), "the rebuild gives up");
-    assert!(link.holding(), "its load is on its way");
+    if caller_goes_away {
+        let rebuild = warm(&slow, &row);
+        tokio::pin!(rebuild);
+        let deadline = tokio::time::Instant::now() + SOON;
+        while !link.holding() {
+            tokio::select! {
+                ended = &mut rebuild => panic!("the rebuild ended before its load was sent: {ended:?}"),
+                () = tokio::time::sleep(std::time::Duration::from_millis(5)) => {}
+            }
+            assert!(tokio::time::Instant::now() < deadline, "the load was never sent");
+        }
+        // Its caller goes away with the load on its way.
+    } else {
+        assert!(warm(&slow, &row).await.is_err(), "the rebuild gives up");
+        assert!(link.holding(), "its load is on its way");
+    }
     // The first shopper cancels once the lock is free: the database gives the unit back.
     let now = chrono::Utc::now().timestamp_millis();
     let cancel = lifecycle::cancel_by_shopper(&app.db, read[0].order_id, read[0].user_id, now).await.unwrap();

@@ -152,17 +152,42 @@ pub async fn settle_change(db: &Db, change: &StockChange, made: i64) -> sqlx::Re
         let owing = Owing { bucket: to, move_to: None, move_from: Some(change.bucket) };
         then = Some(owe(&mut tx, change.voucher_id, -made, owing).await?);
     } else if made < 0 && !change.is_move() {
+        let taken = withdrawable(&mut tx, change, made).await?;
         sqlx::query(
             "UPDATE vouchers SET stock = stock + $2, stock_left = stock_left + $2, withdrawn = withdrawn - $2, \
              version = version + 1 WHERE id = $1",
         )
         .bind(change.voucher_id)
-        .bind(made)
+        .bind(taken)
         .execute(&mut *tx)
         .await?;
     }
     tx.commit().await?;
     Ok(Settled { made, then })
+}
+
+/// What of a withdrawal Redis made (`made` < 0) the database can take: at most its
+/// units left. Redis caps a withdrawal by its own count; had Redis come to count more
+/// than the database (a failover that lost writes), the whole of it would break
+/// `stock_left >= 0`, and the change would stay owed for good, retried every upkeep
+/// round (on a sale of several shards, holding up every move and sell-out). The
+/// units Redis counted beyond the database's were never there: they are gone now.
+async fn withdrawable(tx: &mut crate::backend::Tx<'_>, change: &StockChange, made: i64) -> sqlx::Result<i64> {
+    let left: i64 = sqlx::query_scalar("SELECT stock_left FROM vouchers WHERE id = $1")
+        .bind(change.voucher_id)
+        .fetch_one(&mut **tx)
+        .await?;
+    let taken = made.max(-left);
+    if taken != made {
+        tracing::warn!(
+            voucher_id = change.voucher_id,
+            change = change.id,
+            redis = -made,
+            database = -taken,
+            "a withdrawal took more units in Redis than the database had left: Redis counted more than the database"
+        );
+    }
+    Ok(taken)
 }
 
 /// How many of `voucher_id`'s stock changes Redis still owes, and the newest change's

@@ -192,31 +192,20 @@ async fn a_dead_letter_and_a_late_persist_never_both_win() {
 /// more than the sale had, for good. Now settling takes it, and leaves the slot free.
 #[tokio::test]
 async fn an_order_cancelled_before_it_settled_after_a_rebuild_gives_its_unit_back_once() {
-    use seckill::testing::{give_back, lifecycle};
     let app = TestApp::with(Options::default().with(|c| c.worker = false)).await;
-    let v = app.create_voucher(10, -5, 3600).await;
-    for i in 0..2 {
-        let s = app.sign_in(&format!("cancel-unsettled-{i}")).await;
-        assert_eq!(app.grab(&s, v).await.0, 200);
-    }
+    let (v, _) = sale_grabbed_by(&app, "cancel-unsettled", 2).await;
     let backend = app.backend();
     let mut redis = app.redis.clone();
     let read = read_and_crash(&app, v, "w-slow", 2).await;
     // Redis loses the voucher while the worker holds both orders.
     let keys = app.keys(v);
-    let () = redis
-        .del(&[&keys.left, &keys.buyers, &keys.window, &keys.orders, &keys.results, &keys.dlq, &keys.refused])
-        .await
-        .unwrap();
+    lose_the_sale(&app, v).await;
     let row = vouchers::get(&app.db, v).await.unwrap().unwrap();
     assert!(warm(&backend, &row).await.unwrap(), "the voucher is rebuilt");
     assert_eq!(redis.get::<_, i64>(&keys.left).await.unwrap(), 10, "the database knew no order");
     // Both commit; the first is cancelled, and its unit given back, before they settle.
     store::persist(&app.db, &read, PAY).await.unwrap();
-    let now = chrono::Utc::now().timestamp_millis();
-    let cancel = lifecycle::cancel_by_shopper(&app.db, read[0].order_id, read[0].user_id, now).await.unwrap();
-    let lifecycle::Cancel::Cancelled(_, owed) = cancel else { panic!("not cancelled: {cancel:?}") };
-    assert!(give_back(&backend, &owed).await.unwrap());
+    cancel_and_give_back(&app, &read[0]).await;
     let entries: Vec<(&str, &OrderMsg)> = read.iter().map(|m| ("0-1", m)).collect();
     assert_eq!(settle(&backend, &mut redis, (v, &keys), i64::MAX / 2, &entries).await.unwrap(), 0);
     let stock: i64 = redis.get(&keys.left).await.unwrap();
@@ -256,7 +245,7 @@ async fn a_rebuild_whose_caller_went_away_keeps_the_lock_until_its_load_can_load
 /// Redis. Redis must hold the sale as the database does after the cancel.
 async fn late_load_drill(caller_goes_away: bool) {
     use crate::support::proxy::HoldingLink;
-    use seckill::testing::{give_back, lifecycle, Backend, RedisConn};
+    use seckill::testing::{Backend, RedisConn};
     let target = crate::support::redis_url();
     if target.contains(',') {
         // A link to one node: on a Redis Cluster the sale's keys may live on another.
@@ -264,11 +253,7 @@ async fn late_load_drill(caller_goes_away: bool) {
         return;
     }
     let app = TestApp::with(Options::default().with(|c| c.worker = false)).await;
-    let v = app.create_voucher(10, -5, 3600).await;
-    for i in 0..2 {
-        let s = app.sign_in(&format!("late-load-{i}")).await;
-        assert_eq!(app.grab(&s, v).await.0, 200);
-    }
+    let (v, _) = sale_grabbed_by(&app, "late-load", 2).await;
     let backend = app.backend();
     let mut redis = app.redis.clone();
     let read = read_and_crash(&app, v, "w-settled", 2).await;
@@ -277,8 +262,7 @@ async fn late_load_drill(caller_goes_away: bool) {
     settle(&backend, &mut redis, (v, &app.keys(v)), i64::MAX / 2, &entries).await.unwrap();
     // Redis loses the voucher.
     let keys = app.keys(v);
-    let lost = [&keys.left, &keys.buyers, &keys.window, &keys.orders, &keys.results, &keys.dlq, &keys.refused];
-    let () = redis.del(&lost).await.unwrap();
+    lose_the_sale(&app, v).await;
     let () = redis.del(&keys.given_back).await.unwrap();
     // A process whose link to Redis holds what it sends from its second script call
     // on (the first looks whether Redis holds the voucher; the second loads it)
@@ -303,10 +287,7 @@ async fn late_load_drill(caller_goes_away: bool) {
         assert!(link.holding(), "its load is on its way");
     }
     // The first shopper cancels once the lock is free: the database gives the unit back.
-    let now = chrono::Utc::now().timestamp_millis();
-    let cancel = lifecycle::cancel_by_shopper(&app.db, read[0].order_id, read[0].user_id, now).await.unwrap();
-    let lifecycle::Cancel::Cancelled(_, owed) = cancel else { panic!("not cancelled: {cancel:?}") };
-    give_back(&backend, &owed).await.unwrap();
+    cancel_and_give_back(&app, &read[0]).await;
     // The held load reaches Redis; a command after it on the same link answers once it ran.
     link.release();
     let _: String = redis::cmd("PING").query_async(&mut slow.redis.clone()).await.unwrap();
@@ -325,13 +306,7 @@ async fn late_load_drill(caller_goes_away: bool) {
 #[tokio::test]
 async fn orders_committed_after_a_rebuild_take_their_units() {
     let app = TestApp::with(Options::default().with(|c| c.worker = false)).await;
-    let v = app.create_voucher(10, -5, 3600).await;
-    let mut buyers = Vec::new();
-    for i in 0..4 {
-        let s = app.sign_in(&format!("inflight-{i}")).await;
-        assert_eq!(app.grab(&s, v).await.0, 200);
-        buyers.push(s);
-    }
+    let (v, buyers) = sale_grabbed_by(&app, "inflight", 4).await;
     let backend = app.backend();
     let mut redis = app.redis.clone();
     let read = read_and_crash(&app, v, "w-slow", 4).await;
@@ -340,10 +315,7 @@ async fn orders_committed_after_a_rebuild_take_their_units() {
     store::persist(&app.db, early, PAY).await.unwrap();
     settle(&backend, &mut redis, (v, &app.keys(v)), i64::MAX / 2, &[("0-1", &early[0])]).await.unwrap();
     let keys = app.keys(v);
-    let () = redis
-        .del(&[&keys.left, &keys.buyers, &keys.window, &keys.orders, &keys.results, &keys.dlq, &keys.refused])
-        .await
-        .unwrap();
+    lose_the_sale(&app, v).await;
     let row = vouchers::get(&app.db, v).await.unwrap().unwrap();
     assert!(warm(&backend, &row).await.unwrap(), "the voucher is rebuilt");
     let rebuilt: i64 = redis.get(&keys.left).await.unwrap();
@@ -389,10 +361,7 @@ async fn a_shopper_granted_again_after_a_rebuild_leaves_no_phantom_unit() {
     let x_id = body["order_id"].as_str().unwrap().to_owned();
     let x = read_and_crash(&app, v, "w-holds-x", 1).await;
     let (backend, keys, mut redis) = (app.backend(), app.keys(v), app.redis.clone());
-    let () = redis
-        .del(&[&keys.left, &keys.buyers, &keys.window, &keys.orders, &keys.results, &keys.dlq, &keys.refused])
-        .await
-        .unwrap();
+    lose_the_sale(&app, v).await;
     let row = vouchers::get(&app.db, v).await.unwrap().unwrap();
     assert!(warm(&backend, &row).await.unwrap(), "rebuilt from a database without X");
     let (status, body) = app.grab(&ann, v).await;
@@ -551,15 +520,37 @@ impl Granted {
     }
 }
 
+/// Redis loses the sale's keys (a restart without its data, an eviction).
+async fn lose_the_sale(app: &TestApp, v: i64) {
+    let keys = app.keys(v);
+    let lost = [&keys.left, &keys.buyers, &keys.window, &keys.orders, &keys.results, &keys.dlq, &keys.refused];
+    let () = app.redis.clone().del(&lost).await.unwrap();
+}
+
+/// A sale of ten units, granted to `n` shoppers named `<prefix>-<i>`.
+async fn sale_grabbed_by(app: &TestApp, prefix: &str, n: usize) -> (i64, Vec<Shopper>) {
+    let v = app.create_voucher(10, -5, 3600).await;
+    let mut buyers = Vec::new();
+    for i in 0..n {
+        let s = app.sign_in(&format!("{prefix}-{i}")).await;
+        assert_eq!(app.grab(&s, v).await.0, 200);
+        buyers.push(s);
+    }
+    (v, buyers)
+}
+
+/// The shopper of `m` cancels it, and its unit goes back to Redis.
+async fn cancel_and_give_back(app: &TestApp, m: &OrderMsg) {
+    use seckill::testing::{give_back, lifecycle};
+    let now = chrono::Utc::now().timestamp_millis();
+    let cancel = lifecycle::cancel_by_shopper(&app.db, m.order_id, m.user_id, now).await.unwrap();
+    let lifecycle::Cancel::Cancelled(_, owed) = cancel else { panic!("not cancelled: {cancel:?}") };
+    assert!(give_back(&app.backend(), &owed).await.unwrap(), "given back now");
+}
+
 /// Redis loses every key of the sale, which is warmed back from the database.
 async fn redis_loses_the_sale(app: &TestApp, v: i64) {
-    let keys = app.keys(v);
-    let () = app
-        .redis
-        .clone()
-        .del(&[&keys.left, &keys.buyers, &keys.window, &keys.orders, &keys.results, &keys.dlq, &keys.refused])
-        .await
-        .unwrap();
+    lose_the_sale(app, v).await;
     app.admin("warm_up", serde_json::json!({ "voucher_id": v })).await;
 }
 

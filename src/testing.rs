@@ -49,8 +49,10 @@ pub use crate::{
 /// and the drills of a process whose clock is off.
 pub const FAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
 
+/// Failed password checks an address may make, at any names, before it is held back.
+pub const FAILURES_PER_ADDRESS: u32 = crate::auth::attempts::PER_ADDRESS;
 /// Guesses at the admin token an address may make before it is held back.
-pub const GUESSES_PER_ADDRESS: u32 = crate::auth::attempts::PER_ADDRESS;
+pub const GUESSES_PER_ADDRESS: u32 = crate::auth::attempts::PER_ACCOUNT_FROM_ADDRESS;
 /// The live feed's path.
 pub const FEED_PATH: &str = crate::live::FEED_PATH;
 /// The CSV exports' paths.

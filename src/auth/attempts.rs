@@ -3,12 +3,13 @@
 //! account-wide count a slowdown rather than a lockout). Every credential check (a
 //! shopper's or operator's password, the admin token) is counted in Redis, shared by
 //! every process (`lua/attempt.lua`), on four counters:
-//! - **an address** ([`PER_ADDRESS`] failures, any account): one source's guesses;
+//! - **an address** ([`PER_ADDRESS`] failures, any account's password): one source's
+//!   guesses (the admin token's are not counted here, see [`wrong_bearer`]);
 //! - **an account from an address** ([`PER_ACCOUNT_FROM_ADDRESS`]): one source's
 //!   guesses at one account;
 //! - **an account from an IPv6 /48** ([`PER_ACCOUNT_FROM_NETWORK`]): the same, over the
 //!   65,536 /64s a /48 holds, each of which is an address to the others;
-//! - **an account** ([`PER_ACCOUNT`], every address): past it, the account slows down
+//! - **an account** ([`PER_ACCOUNT`], every address; the admin token is one): past it, the account slows down
 //!   only the addresses that have failed at it since its slowdown began. Its right
 //!   holder, from an address without such failures (a typo made before the attack
 //!   began does not count), goes ahead however many guesses others make.
@@ -207,8 +208,8 @@ impl Step {
 /// The counters one check is counted on.
 struct Counters {
     /// The first counter (the address's, or the account's known browsers') and its
-    /// allowance.
-    address: (String, u32),
+    /// allowance; none for a guess at the admin token ([`Counters::token`]).
+    address: Option<(String, u32)>,
     /// The account's from this address, and the account's own (none: the address's
     /// alone).
     account: Option<(String, String)>,
@@ -227,7 +228,7 @@ impl Counters {
         let address = match source {
             Source::KnownBrowser(holder) => {
                 let known = (attempts_from_known_browsers(ns, holder), PER_KNOWN_BROWSER);
-                return Self { address: known, account: None, network: None, check };
+                return Self { address: Some(known), account: None, network: None, check };
             }
             Source::Address(address) => *address,
         };
@@ -235,15 +236,28 @@ impl Counters {
         let network = ClientIp(address).network().and_then(|net| Some(format!("{net}/48")).zip(who.clone()));
         let network = network.map(|(net, who)| attempts_at_account_from(ns, &who, &net));
         let account = who.map(|who| (attempts_at_account_from(ns, &who, &block), attempts_at_account(ns, &who)));
-        Self { address: (attempts_from_address(ns, &block), PER_ADDRESS), account, network, check }
+        Self { address: Some((attempts_from_address(ns, &block), PER_ADDRESS)), account, network, check }
+    }
+
+    /// The counters of a guess at the admin token from `address`: the token's own (from
+    /// the address, from its IPv6 /48, from everywhere), never the address's. Junk
+    /// bearers from an address (a scraper set up wrong behind the same NAT, or someone
+    /// meaning harm) then hold back no password check from there; and guessing a token
+    /// of at least 32 characters is hopeless anyway.
+    fn token(backend: &Backend, address: IpAddr) -> Self {
+        let who = Some(TOKEN_COUNTER.to_owned());
+        Self { address: None, ..Self::new(backend, who, &Source::Address(address)) }
     }
 
     /// Runs `step` on the address's counter, then the account's; a check the
     /// account's refuses is no longer under way at the address.
     async fn step(&self, backend: &Backend, step: Step) -> redis::RedisResult<Option<Duration>> {
-        let (address, check) = ((self.address.0.as_str(), self.address.1, None), &self.check);
-        if let Some(wait) = run(backend, step, address, check).await? {
-            return Ok(Some(wait));
+        let check = &self.check;
+        let address = self.address.as_ref().map(|(key, free)| (key.as_str(), *free, None));
+        if let Some(address) = address {
+            if let Some(wait) = run(backend, step, address, check).await? {
+                return Ok(Some(wait));
+            }
         }
         let Some((from_address, account)) = &self.account else { return Ok(None) };
         let from_address = (from_address.as_str(), PER_ACCOUNT_FROM_ADDRESS, Some(account.as_str()));
@@ -254,7 +268,7 @@ impl Counters {
                 run(backend, Step::End, from_address, check).await?;
             }
         }
-        if wait.is_some() && step == Step::Begin {
+        if let (Some(address), Some(_), Step::Begin) = (address, wait, step) {
             run(backend, Step::End, address, check).await?;
         }
         Ok(wait)
@@ -325,8 +339,8 @@ pub async fn may_try(backend: &Backend, source: &Source) -> AppResult<()> {
 /// The right token is never held back, whoever failed from its address: it is too
 /// long to guess (at least [`crate::config::MIN_ADMIN_TOKEN`] characters), so
 /// answering it tells a guesser nothing it could use, and it costs no Redis call
-/// (monitoring keeps working while Redis is down). A wrong one is a failure at the
-/// address, refused while the address must wait.
+/// (monitoring keeps working while Redis is down). A wrong one is a failure on the
+/// token's counters ([`wrong_bearer`]), refused while they say wait.
 pub async fn admin_token(backend: &Backend, address: IpAddr, right: bool) -> AppResult<()> {
     if right {
         return Ok(());
@@ -338,12 +352,11 @@ pub async fn admin_token(backend: &Backend, address: IpAddr, right: bool) -> App
 }
 
 /// A guess at the admin token (at `admin_sign_in`, or a bearer that did not verify
-/// where a bearer is accepted): a failure at the address and at the token's counter,
-/// unless the address must wait (then how long). The front door calls this only for
+/// where a bearer is accepted): a failure on the token's counters from this address
+/// ([`Counters::token`]), unless they say it must wait (then how long). The front door calls this only for
 /// the routes that take a bearer, inside the request cap.
 pub async fn wrong_bearer(backend: &Backend, address: IpAddr) -> redis::RedisResult<Option<Duration>> {
-    let counters = Counters::new(backend, Some(TOKEN_COUNTER.to_owned()), &Source::Address(address));
-    let wait = counters.step(backend, Step::FailNow).await?;
+    let wait = Counters::token(backend, address).step(backend, Step::FailNow).await?;
     if wait.is_some() {
         metrics::counter!("seckill_credential_checks_refused_total").increment(1);
     }

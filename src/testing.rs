@@ -20,7 +20,7 @@ pub use crate::{
     },
     order_ids::{compose, decompose, OrderIds},
     orders::{
-        entry::OrderMsg,
+        entry::{Entry, OrderMsg},
         give_back::give_back,
         lifecycle,
         settle::settle,
@@ -41,7 +41,7 @@ pub use crate::{
         ledger::{self, StockChange},
         store::{self as vouchers, VoucherRow},
     },
-    worker::NAME_LEASE,
+    worker::{Saver, WorkerSettings, NAME_LEASE},
 };
 
 /// libfaketime, which offsets one process's clock (Debian's `faketime` package, which

@@ -12,6 +12,8 @@
 //!   long as it takes (an outage delays orders, never fails them);
 //! - Redis lost a group: the voucher is warmed again (group recreated, stock and
 //!   buyers rebuilt from the database);
+//! - Redis failed to settle a committed batch: the saver keeps its orders and settles
+//!   them before anything else (after a rebuild nobody would deliver them again);
 //! - a message the database refuses `max_deliveries` times while it answers other
 //!   queries (a poison message): it goes to the dead-letter stream, its result
 //!   becomes "failed" and its stock and buyer slot are given back in one Lua step.
@@ -28,6 +30,7 @@ mod saver;
 mod wake;
 
 pub use name::{NameLease, LEASE as NAME_LEASE};
+pub use saver::Saver;
 pub use wake::Wakeups;
 
 use crate::{

@@ -160,6 +160,10 @@ impl Reader {
                 }
             }
         }
+        // Orders committed whose settling failed: one more try before the reader goes.
+        if let Err(e) = self.saver.settle_kept().await {
+            tracing::warn!(voucher = self.voucher.id, "worker: settling committed orders on leaving: {e}");
+        }
         self.leave().await;
         self.wakeups.unregister(self.voucher.id, self.bucket);
     }

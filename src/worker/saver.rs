@@ -20,7 +20,7 @@ use crate::{
 use std::{collections::HashMap, sync::Arc};
 
 /// Saves one voucher's entries.
-pub(super) struct Saver {
+pub struct Saver {
     backend: Backend,
     /// The worker's connection (shared by its readers).
     redis: RedisConn,
@@ -32,6 +32,14 @@ pub(super) struct Saver {
     pub expires: i64,
     /// Times the database refused an entry on its own, by entry id.
     strikes: HashMap<String, u64>,
+    /// Orders the database committed whose settling in Redis failed, by entry id:
+    /// settled before anything else is done ([`Saver::settle_kept`]). Redelivery would
+    /// settle them too, but not when Redis lost the sale between the read and the
+    /// commit: the rebuilt stream's pending list lacks their entries, nobody delivers
+    /// them again, and Redis would count their units unsold and their shoppers' slots
+    /// free for good. Settling is idempotent, so settling one twice costs nothing. At
+    /// most a batch: nothing new is read while these wait.
+    unsettled: Vec<(String, OrderMsg)>,
 }
 
 impl Saver {
@@ -43,11 +51,13 @@ impl Saver {
         (voucher_id, keys): (i64, Arc<SaleKeys>),
         expires: i64,
     ) -> Self {
-        Self { backend, redis, keys, settings, voucher_id, expires, strikes: HashMap::new() }
+        Self { backend, redis, keys, settings, voucher_id, expires, strikes: HashMap::new(), unsettled: Vec::new() }
     }
 
-    /// Persists entries, in one transaction if it can, else one by one.
+    /// Persists entries, in one transaction if it can, else one by one; first settles
+    /// what an earlier step committed and could not settle.
     pub async fn handle(&mut self, entries: Vec<Entry>) -> Result<(), BackendError> {
+        self.settle_kept().await?;
         let voucher_id = self.voucher_id;
         let (good, bad): (Vec<Entry>, Vec<Entry>) =
             entries.into_iter().partition(|e| e.msg.as_ref().is_some_and(|m| m.voucher_id == voucher_id));
@@ -146,21 +156,31 @@ impl Saver {
     /// ended with their give-backs (each acknowledges too, so an order is given back
     /// once whoever gets there first).
     async fn finish(&mut self, entries: &[Entry], fates: &[Fate]) -> Result<(), BackendError> {
-        let mut persisted = Vec::with_capacity(entries.len());
         for (e, &fate) in entries.iter().zip(fates) {
             let Some(m) = &e.msg else { continue };
-            match Failure::of(m, &e.id, fate) {
-                Some(failure) => {
-                    failure.run(&self.backend, &mut self.redis, &self.keys).await?;
-                }
-                None => {
-                    self.strikes.remove(&e.id);
-                    persisted.push((e.id.as_str(), m));
-                }
+            if fate == Fate::Persisted {
+                self.strikes.remove(&e.id);
+                self.unsettled.push((e.id.clone(), m.clone()));
             }
         }
-        settle(&self.backend, &mut self.redis, (self.voucher_id, &self.keys), self.expires, &persisted).await?;
-        metrics::counter!("seckill_orders_persisted_total").increment(persisted.len() as u64);
+        for (e, &fate) in entries.iter().zip(fates) {
+            let Some(m) = &e.msg else { continue };
+            if let Some(failure) = Failure::of(m, &e.id, fate) {
+                failure.run(&self.backend, &mut self.redis, &self.keys).await?;
+            }
+        }
+        self.settle_kept().await
+    }
+
+    /// Settles the orders committed and not yet settled, in one step.
+    pub async fn settle_kept(&mut self) -> Result<(), BackendError> {
+        if self.unsettled.is_empty() {
+            return Ok(());
+        }
+        let orders: Vec<(&str, &OrderMsg)> = self.unsettled.iter().map(|(id, m)| (id.as_str(), m)).collect();
+        settle(&self.backend, &mut self.redis, (self.voucher_id, &self.keys), self.expires, &orders).await?;
+        metrics::counter!("seckill_orders_persisted_total").increment(orders.len() as u64);
+        self.unsettled.clear();
         Ok(())
     }
 }

@@ -13,11 +13,24 @@ use tokio::{
 
 /// A link to one Redis: clients connect to [`HoldingLink::url`]. From the `nth` send
 /// that carries its marker on, everything its clients send is held until
-/// [`HoldingLink::release`]; answers always pass.
+/// [`HoldingLink::release`] (it goes through) or [`HoldingLink::sever`] (it is lost);
+/// answers always pass.
 pub struct HoldingLink {
     url: String,
     holding: Arc<AtomicBool>,
-    released: watch::Sender<bool>,
+    state: watch::Sender<State>,
+}
+
+/// Where a link stands.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Holding from the marked send on.
+    Armed,
+    /// What was held went through; nothing is held any more.
+    Released,
+    /// What was held is lost, its connections closed, and new ones refused until
+    /// [`HoldingLink::mend`]; nothing is held any more.
+    Severed,
 }
 
 impl HoldingLink {
@@ -27,17 +40,22 @@ impl HoldingLink {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("redis://{}", listener.local_addr().unwrap());
         let holding = Arc::new(AtomicBool::new(false));
-        let (released, _) = watch::channel(false);
-        let (target, hold, release) = (target.to_owned(), holding.clone(), released.clone());
+        let (state, _) = watch::channel(State::Armed);
+        let (target, hold, states) = (target.to_owned(), holding.clone(), state.clone());
         let seen = Arc::new(AtomicUsize::new(0));
         tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
+                if *states.borrow() == State::Severed {
+                    // Refused (closed at once) until mended.
+                    continue;
+                }
                 let Ok(server) = TcpStream::connect(&target).await else { return };
-                let marked = Marked { marker, nth, seen: seen.clone(), holding: hold.clone() };
-                tokio::spawn(link(client, server, marked, release.subscribe()));
+                let marked =
+                    Marked { marker, nth, seen: seen.clone(), holding: hold.clone(), state: states.subscribe() };
+                tokio::spawn(link(client, server, marked));
             }
         });
-        Self { url, holding, released }
+        Self { url, holding, state }
     }
 
     pub fn url(&self) -> &str {
@@ -46,12 +64,24 @@ impl HoldingLink {
 
     /// Whether something sent is being held.
     pub fn holding(&self) -> bool {
-        self.holding.load(Ordering::SeqCst) && !*self.released.borrow()
+        self.holding.load(Ordering::SeqCst) && *self.state.borrow() == State::Armed
     }
 
     /// Lets everything held through, in order, and holds nothing more.
     pub fn release(&self) {
-        self.released.send_replace(true);
+        self.state.send_replace(State::Released);
+    }
+
+    /// Loses everything held and closes the connections that held it, refusing new
+    /// ones (their clients' commands under way fail, a resend on a new connection too),
+    /// like a link that broke; holds nothing more.
+    pub fn sever(&self) {
+        self.state.send_replace(State::Severed);
+    }
+
+    /// Takes connections again after [`HoldingLink::sever`], and passes everything.
+    pub fn mend(&self) {
+        self.state.send_replace(State::Released);
     }
 }
 
@@ -62,11 +92,15 @@ struct Marked {
     /// Sends carrying the marker so far, every client's.
     seen: Arc<AtomicUsize>,
     holding: Arc<AtomicBool>,
+    state: watch::Receiver<State>,
 }
 
 impl Marked {
     /// Whether `sent`, and what follows it, is held.
     fn holds(&self, sent: &[u8]) -> bool {
+        if *self.state.borrow() != State::Armed {
+            return false;
+        }
         if sent.windows(self.marker.len()).any(|w| w == self.marker)
             && self.seen.fetch_add(1, Ordering::SeqCst) + 1 >= self.nth
         {
@@ -77,16 +111,23 @@ impl Marked {
 }
 
 /// Copies one client's connection both ways; what it sends from the marked send on
-/// waits for the release.
-async fn link(client: TcpStream, server: TcpStream, marked: Marked, mut released: watch::Receiver<bool>) {
+/// waits for the release, or is lost with the connection when the link is severed.
+async fn link(client: TcpStream, server: TcpStream, marked: Marked) {
     let (mut from_client, mut to_client) = client.into_split();
     let (mut from_server, mut to_server) = server.into_split();
-    tokio::spawn(async move { tokio::io::copy(&mut from_server, &mut to_client).await });
+    let answers = tokio::spawn(async move { tokio::io::copy(&mut from_server, &mut to_client).await });
     let (sends, mut to_forward) = mpsc::unbounded_channel::<(Vec<u8>, bool)>();
+    let mut state = marked.state.clone();
     tokio::spawn(async move {
         while let Some((sent, held)) = to_forward.recv().await {
-            if held && released.wait_for(|r| *r).await.is_err() {
-                return;
+            match state.wait_for(|s| !held || *s != State::Armed).await.map(|s| *s) {
+                Ok(State::Severed) if held => {
+                    // Closing the client's side fails its commands under way.
+                    answers.abort();
+                    return;
+                }
+                Err(_) => return,
+                Ok(_) => {}
             }
             if to_server.write_all(&sent).await.is_err() {
                 return;

@@ -158,6 +158,14 @@ impl Source {
             Self::Address(address)
         }
     }
+
+    /// Who asks the hashing pool for a place for this check.
+    pub fn asker(&self) -> super::password::Asker {
+        match self {
+            Self::Address(address) => super::password::Asker::Address(*address),
+            Self::KnownBrowser(_) => super::password::Asker::KnownBrowser,
+        }
+    }
 }
 
 /// A `Set-Cookie` value that makes this browser known to `target` (after a right

@@ -3,14 +3,22 @@
 //! core: run on the async runtime, a burst of sign-ins would stall every grab served
 //! by the same thread. Here at most `threads` hashes run at once, on tokio's blocking
 //! threads, `queue` more wait, and past that the call answers `unavailable` at once.
+//! The pool is shared so that no source can take it from the rest: one network (an
+//! IPv4 address, an IPv6 /48) holds at most a quarter of its places, and browsers known
+//! to the account they sign in to have a reserve of their own on top, so a flood of
+//! guesses from many networks still leaves the regulars signing in.
 
 use crate::error::{AppError, AppResult, ErrorCode};
 use argon2::{
     password_hash::{rand_core::OsRng, ParamsString, PasswordHash, SaltString},
     Algorithm, Argon2, Params, PasswordHasher, PasswordVerifier, Version,
 };
-use std::sync::Arc;
-use tokio::sync::Semaphore;
+use std::{
+    collections::HashMap,
+    net::IpAddr,
+    sync::{Arc, Mutex},
+};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// Shortest and longest password accepted, in characters (OWASP's ASVS: at least 8,
 /// and long passphrases allowed).
@@ -81,13 +89,69 @@ impl Cost {
 }
 
 /// A place in the hashing pool, held until the hash it was taken for is done.
-pub struct Admission(#[expect(dead_code, reason = "held, not read")] tokio::sync::OwnedSemaphorePermit);
+pub struct Admission {
+    _place: OwnedSemaphorePermit,
+    /// The asker's network's share, when it counts against one.
+    _share: Option<Share>,
+}
+
+/// Who asks for a place in the pool to check a password.
+#[derive(Clone, Copy, Debug)]
+pub enum Asker {
+    /// A browser known to the account it checks (`attempts::Source::KnownBrowser`): the
+    /// pool, then the reserve.
+    KnownBrowser,
+    /// Anyone else, from this address: the pool, within its network's share.
+    Address(IpAddr),
+}
+
+/// The places each network holds (only those holding some: at most the pool's size).
+#[derive(Default)]
+struct Shares(Mutex<HashMap<IpAddr, usize>>);
+
+/// One place of a network's share, given back on drop.
+struct Share {
+    shares: Arc<Shares>,
+    network: IpAddr,
+}
+
+impl Shares {
+    /// A place of `network`'s share, unless it holds `most` already.
+    fn take(self: &Arc<Self>, network: IpAddr, most: usize) -> Option<Share> {
+        let mut held = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let count = held.entry(network).or_default();
+        if *count >= most {
+            return None;
+        }
+        *count += 1;
+        Some(Share { shares: self.clone(), network })
+    }
+}
+
+impl Drop for Share {
+    fn drop(&mut self) {
+        let mut held = self.shares.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(count) = held.get_mut(&self.network) {
+            *count -= 1;
+            if *count == 0 {
+                held.remove(&self.network);
+            }
+        }
+    }
+}
 
 /// Hashes and verifies passwords on a bounded pool.
 pub struct Hasher {
     argon: Argon2<'static>,
     /// Calls admitted: running or waiting. One more answers `unavailable`.
     admitted: Arc<Semaphore>,
+    /// Places on top of `admitted` for browsers known to their account (a quarter of
+    /// it): guesses from everywhere at once do not keep the regulars out.
+    reserve: Arc<Semaphore>,
+    /// Places held per network, by password checks from unknown browsers.
+    shares: Arc<Shares>,
+    /// The most places one network may hold (a quarter of `admitted`).
+    share: usize,
     /// Hashes running at once.
     running: Arc<Semaphore>,
     /// New accounts' hashes admitted at once: half the pool, so a burst of sign-ups
@@ -103,9 +167,13 @@ impl Hasher {
         let argon = Argon2::new(Algorithm::Argon2id, Version::V0x13, cost.params()?);
         let decoy = cost.decoy()?;
         let threads = threads.max(1);
+        let quarter = ((threads + queue) / 4).max(1);
         Ok(Self {
             argon,
             admitted: Arc::new(Semaphore::new(threads + queue)),
+            reserve: Arc::new(Semaphore::new(quarter)),
+            shares: Arc::default(),
+            share: quarter,
             running: Arc::new(Semaphore::new(threads)),
             new_accounts: Arc::new(Semaphore::new(((threads + queue) / 2).max(1))),
             decoy,
@@ -141,12 +209,33 @@ impl Hasher {
         .await?
     }
 
-    /// A place in the pool, or `unavailable` at once when the queue is full. Taken
-    /// before a sign-in counts as an attempt: a busy server never uses up anyone's
-    /// attempts.
-    pub fn admit(&self) -> AppResult<Admission> {
+    /// A place in the pool to check a password for `asker`, or `unavailable` at once
+    /// when the queue is full, or the asker's network holds its share already. A known
+    /// browser may take the reserve once the pool is full. Taken before a sign-in
+    /// counts as an attempt: a busy server never uses up anyone's attempts.
+    pub fn admit(&self, asker: Asker) -> AppResult<Admission> {
+        let admitted = match asker {
+            Asker::KnownBrowser => {
+                let place = self.admitted.clone().try_acquire_owned();
+                place.or_else(|_| self.reserve.clone().try_acquire_owned()).ok().map(|place| (place, None))
+            }
+            Asker::Address(address) => {
+                let network = crate::client_ip::ClientIp(address);
+                let share = self.shares.take(network.network().unwrap_or(network.block()), self.share);
+                share.and_then(|share| Some((self.admitted.clone().try_acquire_owned().ok()?, Some(share))))
+            }
+        };
+        admitted.map(|(_place, _share)| Admission { _place, _share }).ok_or_else(|| {
+            metrics::counter!("seckill_password_hashes_refused_total").increment(1);
+            ErrorCode::Unavailable.into()
+        })
+    }
+
+    /// A place in the pool for a hash no password check asks for (a new password),
+    /// or `unavailable` at once when the queue is full.
+    fn admit_hash(&self) -> AppResult<Admission> {
         match self.admitted.clone().try_acquire_owned() {
-            Ok(permit) => Ok(Admission(permit)),
+            Ok(_place) => Ok(Admission { _place, _share: None }),
             Err(_) => {
                 metrics::counter!("seckill_password_hashes_refused_total").increment(1);
                 Err(ErrorCode::Unavailable.into())
@@ -190,7 +279,7 @@ impl Hasher {
     /// Runs `job` on a blocking thread once one of the pool's places is free; refuses
     /// at once when the queue is full.
     async fn run<T: Send + 'static>(&self, job: impl FnOnce() -> T + Send + 'static) -> AppResult<T> {
-        let admission = self.admit()?;
+        let admission = self.admit_hash()?;
         self.run_admitted(admission, job).await
     }
 
@@ -249,7 +338,7 @@ mod tests {
     }
 
     async fn verify(h: &Hasher, password: &str, hash: Option<&str>) -> AppResult<bool> {
-        Ok(h.verify(h.admit()?, password.to_owned(), hash.map(str::to_owned), ()).await?.0)
+        Ok(h.verify(h.admit(Asker::KnownBrowser)?, password.to_owned(), hash.map(str::to_owned), ()).await?.0)
     }
 
     #[tokio::test]
@@ -292,7 +381,7 @@ mod tests {
         let _a = hasher.admitted.clone().try_acquire_many_owned(2).unwrap();
         let refused = hasher.hash("whatever-it-is".into()).await.unwrap_err();
         assert_eq!(refused.code, ErrorCode::Unavailable);
-        assert_eq!(hasher.admit().err().map(|e| e.code), Some(ErrorCode::Unavailable));
+        assert_eq!(hasher.admit_hash().err().map(|e| e.code), Some(ErrorCode::Unavailable));
     }
 
     #[tokio::test]
@@ -311,13 +400,38 @@ mod tests {
         has_started.await.unwrap();
         call.abort(); // the caller goes away mid-hash; the hash runs on
         assert!(call.await.unwrap_err().is_cancelled());
-        assert!(hasher.admit().is_err(), "a place came back while its hash still runs");
+        assert!(hasher.admit_hash().is_err(), "a place came back while its hash still runs");
         finish.send(()).unwrap();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while hasher.admit().is_err() {
+        while hasher.admit_hash().is_err() {
             assert!(std::time::Instant::now() < deadline, "the place never came back after its hash");
             tokio::time::sleep(std::time::Duration::from_millis(5)).await;
         }
+    }
+
+    /// One network holds at most a quarter of the pool (an IPv6 /48 with all its /64s
+    /// together, an IPv4 address on its own); with the pool full, browsers known to
+    /// their account still get a place, from a reserve nobody else may take.
+    #[test]
+    fn no_network_takes_the_pool_and_known_browsers_have_a_reserve() {
+        let hasher = Hasher::new(CHEAP, 1, 7).unwrap(); // 8 places: shares and reserve of 2
+        let v6 = |s: &str| Asker::Address(s.parse().unwrap());
+        let held: Vec<_> = ["2001:db8:1:1::1", "2001:db8:1:2::9"].map(|a| hasher.admit(v6(a)).unwrap()).into();
+        assert!(hasher.admit(v6("2001:db8:1:ffff::1")).is_err(), "a third place for the /48");
+        let v4 = |n: u8| Asker::Address(IpAddr::from([192, 0, 2, n]));
+        let more: Vec<_> = [v4(1), v4(1), v4(2), v4(2), v6("2001:db8:2::1"), v6("2001:db8:2::2")]
+            .map(|a| hasher.admit(a).unwrap())
+            .into();
+        assert!(hasher.admit(v4(1)).is_err(), "its share");
+        assert!(hasher.admit(v4(3)).is_err(), "the pool is full");
+        let known: Vec<_> = (0..2).map(|_| hasher.admit(Asker::KnownBrowser).unwrap()).collect();
+        assert!(hasher.admit(Asker::KnownBrowser).is_err(), "the reserve is full too");
+        drop(known);
+        drop(held);
+        assert!(hasher.admit(v6("2001:db8:1::7")).is_ok(), "its places came back");
+        assert_eq!(hasher.shares.0.lock().unwrap().len(), 3, "only networks holding places are kept");
+        drop(more);
+        assert!(hasher.shares.0.lock().unwrap().is_empty());
     }
 
     #[tokio::test]

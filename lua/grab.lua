@@ -31,7 +31,7 @@ local stock = redis.call('GET', KEYS[1])
 if not stock then return all('unknown_voucher') end
 stock = tonumber(stock)
 local window = redis.call('HMGET', KEYS[3], 'begins', 'ends', 'expires', 'paused', 'price', 'fair', 'secret', 'shards',
-  'layout')
+  'layout', 'ended')
 if not window[1] or not window[2] then return all('unknown_voucher') end
 local layout = tonumber(window[9] or '1')
 if layout > tonumber(ARGV[5]) then return all('layout:' .. window[9]) end
@@ -53,7 +53,8 @@ local function decide(user, order, result, token)
   -- was granted, whatever has changed since. A refused grab is decided afresh.
   if redis.call('HEXISTS', KEYS[5], order) == 1 then return 'granted' end
   if now < begins then return refuse('not_started') end
-  if now >= ends then return refuse('ended') end
+  -- (`ended`: a sale of several shards over by the clock of its bucket 0's node.)
+  if now >= ends or window[10] == '1' then return refuse('ended') end
   if window[4] == '1' then return refuse('sale_paused') end
   if window[6] == '1' and token ~= grab_token(window[7] or '', user, ARGV[1]) then
     return refuse('invalid_token')

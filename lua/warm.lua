@@ -14,11 +14,14 @@
 -- warmed in a newer one is left alone, and the call fails with `LAYOUT <its layout>`;
 -- one warmed in an older one is not held (its keys' forms are not this layout's): the
 -- snapshot replaces it, in this layout
--- ARGV[12] the rebuild's ticket: the snapshot loads only while KEYS[10] holds it (the
+-- ARGV[12] 1 when the sale is over by the clock its operators' changes are decided by
+-- (a sale of several shards: `sale::warm`'s `ended`): the window says so for good, and
+-- the gate refuses whatever its own node's clock says; 0 leaves it as it is
+-- ARGV[13] the rebuild's ticket: the snapshot loads only while KEYS[10] holds it (the
 -- rebuild set it, to lapse at its deadline: a load that reaches Redis after its
 -- rebuild gave up and let the database's lock go must load nothing, `sale::warm`),
--- ARGV[13] stock left, ARGV[14] how many buyers, ARGV[15] how many cancelled orders,
--- ARGV[16] how many orders, then pairs of buyer id and their order's id, the ids of
+-- ARGV[14] stock left, ARGV[15] how many buyers, ARGV[16] how many cancelled orders,
+-- ARGV[17] how many orders, then pairs of buyer id and their order's id, the ids of
 -- cancelled orders (their
 -- units are in the stock left), pairs of order id and result for every order stored
 -- (the results are replaced: a result then means the order is in these books, see
@@ -58,30 +61,30 @@ if current and redis.call('EXISTS', KEYS[1]) == 1 and redis.call('EXISTS', KEYS[
   held = 1
 end
 if held == 0 then
-  if #ARGV < 16 then
+  if #ARGV < 17 then
     return 0
   end
-  if redis.call('GET', KEYS[10]) ~= ARGV[12] then
+  if redis.call('GET', KEYS[10]) ~= ARGV[13] then
     return 2
   end
   redis.call('DEL', KEYS[2], KEYS[5], KEYS[8], KEYS[9], KEYS[10])
   local chunk = 1000
-  local first, last = 17, 16 + 2 * tonumber(ARGV[14])
+  local first, last = 18, 17 + 2 * tonumber(ARGV[15])
   for i = first, last, chunk do
     redis.call('HSET', KEYS[2], unpack(ARGV, i, math.min(i + chunk - 1, last)))
   end
-  first, last = last + 1, last + tonumber(ARGV[15])
+  first, last = last + 1, last + tonumber(ARGV[16])
   for i = first, last, chunk do
     redis.call('SADD', KEYS[8], unpack(ARGV, i, math.min(i + chunk - 1, last)))
   end
-  first, last = last + 1, last + 2 * tonumber(ARGV[16])
+  first, last = last + 1, last + 2 * tonumber(ARGV[17])
   for i = first, last, chunk do
     redis.call('HSET', KEYS[5], unpack(ARGV, i, math.min(i + chunk - 1, last)))
   end
   for i = last + 1, #ARGV, chunk do
     redis.call('HSET', KEYS[9], unpack(ARGV, i, math.min(i + chunk - 1, #ARGV)))
   end
-  redis.call('SET', KEYS[1], ARGV[13])
+  redis.call('SET', KEYS[1], ARGV[14])
   -- The group reads its stream from the start: grants made since the stream was made
   -- again (the gate's XADD makes it) are not skipped.
   if not has_group() then
@@ -97,6 +100,9 @@ if tonumber(ARGV[6]) < stored then return held end
 redis.call('HSET', KEYS[3], 'begins', ARGV[1], 'ends', ARGV[2], 'expires', ARGV[3],
   'paused', ARGV[4], 'price', ARGV[5], 'version', ARGV[6], 'fair', ARGV[7], 'secret', ARGV[8],
   'shards', ARGV[10], 'layout', ARGV[11])
+if ARGV[12] == '1' then
+  redis.call('HSET', KEYS[3], 'ended', '1')
+end
 for i = 1, 9 do
   redis.call('PEXPIREAT', KEYS[i], ARGV[3])
 end

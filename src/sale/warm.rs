@@ -57,27 +57,42 @@ enum Warmed {
 /// Every bucket of a sale of several shards, in turn: true when it rebuilt any.
 pub async fn warm(backend: &Backend, v: &VoucherRow) -> Result<bool, BackendError> {
     crate::voucher::buckets::noted(backend, v);
+    let ended = ended(backend, v).await;
     let mut rebuilt = false;
     for bucket in v.buckets() {
-        rebuilt |= warm_bucket(backend, v, bucket).await?;
+        rebuilt |= warm_bucket(backend, (v, ended), bucket).await?;
     }
     Ok(rebuilt)
 }
 
+/// Whether a sale of several shards is over by the gate's clock (the node of its
+/// bucket 0, which operators' changes are decided by): each bucket's window then
+/// says so (`ended`), and every bucket's gate refuses, whatever its own node's clock
+/// says. A node whose clock lags would otherwise grant for that lag after an
+/// operator's `end_sale` returned. A sale of one shard has the one clock and needs no
+/// flag. A clock that cannot be read says nothing (the flag is never cleared: a sale
+/// that is over takes no changes).
+async fn ended(backend: &Backend, v: &VoucherRow) -> bool {
+    if v.shards() <= 1 {
+        return false;
+    }
+    matches!(super::gate::clock(backend, Some(v.id)).await, Ok(now) if now >= v.ends_at)
+}
+
 /// [`warm`] for one bucket of the sale.
-async fn warm_bucket(backend: &Backend, v: &VoucherRow, bucket: u32) -> Result<bool, BackendError> {
+async fn warm_bucket(backend: &Backend, (v, ended): (&VoucherRow, bool), bucket: u32) -> Result<bool, BackendError> {
     let keys = backend.bucket_keys(v.bucket(bucket));
     let mut redis = backend.redis.clone();
     // Most warm-ups find Redis holding the voucher whole: they need no snapshot, and
     // no database lock (a worker must be able to join while the database cannot write).
-    if run_script(backend, &mut redis, &keys, v).await? {
+    if run_script(backend, &mut redis, &keys, (v, ended)).await? {
         return Ok(false);
     }
     // On a task of its own: a caller that goes away (a request past its timeout, a
     // client that hung up) must not drop the transaction, and with it the lock, while
     // the load may still reach Redis.
     let (backend, v) = (backend.clone(), v.clone());
-    let rebuilt = tokio::spawn(async move { rebuild(&backend, &mut redis, (&keys, bucket), &v).await }).await;
+    let rebuilt = tokio::spawn(async move { rebuild(&backend, &mut redis, (&keys, bucket), (&v, ended)).await }).await;
     rebuilt.unwrap_or_else(|e| match e.try_into_panic() {
         Ok(panic) => std::panic::resume_unwind(panic),
         Err(_) => Err(timed_out().into()), // the runtime is stopping
@@ -98,7 +113,7 @@ async fn rebuild(
     backend: &Backend,
     redis: &mut RedisConn,
     (keys, bucket): (&SaleKeys, u32),
-    v: &VoucherRow,
+    (v, ended): (&VoucherRow, bool),
 ) -> Result<bool, BackendError> {
     let mut tx = backend.db.begin().await?;
     let Some(snapshot) = snapshot::lock_for_rebuild(&mut tx, v.id, (bucket, v.shards())).await? else {
@@ -107,8 +122,11 @@ async fn rebuild(
     let ticket = hex::encode(rand::random::<[u8; 16]>());
     let lapses =
         tokio::time::timeout(REBUILD_DEADLINE, issue_ticket(redis, keys, &ticket)).await.map_err(|_| timed_out())??;
-    let answered =
-        tokio::time::timeout(REBUILD_DEADLINE, call_script(backend, redis, keys, v, Some((&snapshot, &ticket)))).await;
+    let answered = tokio::time::timeout(
+        REBUILD_DEADLINE,
+        call_script(backend, redis, keys, (v, ended), Some((&snapshot, &ticket))),
+    )
+    .await;
     match answered {
         Ok(Ok(Warmed::Missing)) => {
             // Redis holds the snapshot: the withdrawals it voided are recorded so.
@@ -154,20 +172,20 @@ fn timed_out() -> RedisError {
 /// results and the window unless Redis holds the voucher whole (stock, window, the
 /// stream's group), as long as the bucket's ticket is that one; without, only looks.
 /// Either way, when Redis holds the voucher, refreshes its window from `v` (unless
-/// Redis holds a newer version of it) and makes every key of the sale expire at
-/// [`expires_at`] its end.
+/// Redis holds a newer version of it), marks it over when `ended` ([`ended`]), and
+/// makes every key of the sale expire at [`expires_at`] its end.
 async fn call_script(
     backend: &Backend,
     redis: &mut RedisConn,
     keys: &SaleKeys,
-    v: &VoucherRow,
+    (v, ended): (&VoucherRow, bool),
     snapshot: Option<(&RebuildSource, &str)>,
 ) -> RedisResult<Warmed> {
     let mut call = backend.scripts.warm.key(&keys.left);
     call.key(&keys.buyers).key(&keys.window).key(&keys.orders).key(&keys.results).key(&keys.dlq).key(&keys.refused);
     call.key(&keys.given_back).key(&keys.changes).key(&keys.rebuild);
     call.arg(v.begins_at).arg(v.ends_at).arg(expires_at(v.ends_at)).arg(v.paused).arg(v.price).arg(v.version);
-    call.arg(v.fair_start).arg(&v.start_secret).arg(GROUP).arg(v.shards()).arg(LAYOUT_VERSION);
+    call.arg(v.fair_start).arg(&v.start_secret).arg(GROUP).arg(v.shards()).arg(LAYOUT_VERSION).arg(ended);
     if let Some((s, ticket)) = snapshot {
         call.arg(ticket).arg(s.stock_left).arg(s.buyers.len()).arg(s.given_back.len()).arg(s.orders.len());
         call.arg(&s.buyers).arg(&s.given_back);
@@ -196,9 +214,9 @@ pub async fn run_script(
     backend: &Backend,
     redis: &mut RedisConn,
     keys: &SaleKeys,
-    v: &VoucherRow,
+    window: (&VoucherRow, bool),
 ) -> RedisResult<bool> {
-    Ok(call_script(backend, redis, keys, v, None).await? == Warmed::Held)
+    Ok(call_script(backend, redis, keys, window, None).await? == Warmed::Held)
 }
 
 /// Loads `snapshot` into the bucket unless Redis holds it whole, without the
@@ -212,7 +230,7 @@ pub async fn load(
 ) -> RedisResult<bool> {
     let ticket = hex::encode(rand::random::<[u8; 16]>());
     issue_ticket(redis, keys, &ticket).await?;
-    Ok(call_script(backend, redis, keys, v, Some((snapshot, &ticket))).await? == Warmed::Held)
+    Ok(call_script(backend, redis, keys, (v, false), Some((snapshot, &ticket))).await? == Warmed::Held)
 }
 
 /// Pushes `v`'s window to every bucket of its sale Redis holds (an older push never
@@ -220,8 +238,9 @@ pub async fn load(
 /// lost, which a grab or the worker rebuilds. True when Redis holds them all.
 pub async fn push_window(backend: &Backend, v: &VoucherRow) -> RedisResult<bool> {
     crate::voucher::buckets::noted(backend, v);
+    let ended = ended(backend, v).await;
     let pushes = v.buckets().map(|b| async move {
-        run_script(backend, &mut backend.redis.clone(), &backend.bucket_keys(v.bucket(b)), v).await
+        run_script(backend, &mut backend.redis.clone(), &backend.bucket_keys(v.bucket(b)), (v, ended)).await
     });
     Ok(futures::future::try_join_all(pushes).await?.into_iter().all(|held| held))
 }

@@ -223,6 +223,30 @@ async fn sale_controls_reach_every_bucket() {
     app.stop().await;
 }
 
+/// An operator's end reaches every bucket whatever its node's clock says: a bucket whose
+/// node runs an hour slow (here, its window's end moved an hour on, which is how that
+/// node would read it) refuses `ended` too, grab tokens included. Before, each bucket's
+/// gate compared the end with its own node's clock, and a slow node kept granting for
+/// as long as it was behind after `end_sale` returned (the invariants review,
+/// 2026-11-29). The flag is set by bucket 0's clock, which operators' changes are
+/// decided by.
+#[tokio::test]
+async fn an_ended_sale_is_over_in_every_bucket_whatever_its_nodes_clock() {
+    let app = TestApp::with(no_upkeep()).await;
+    let v = app.create_sharded(9, (-5, 3600), SHARDS).await;
+    let late = shoppers_of_bucket(&app, "slow-node", 2, 1).await.remove(0);
+    app.api.admin("end_sale", serde_json::json!({ "voucher_id": v })).await.unwrap();
+    let window = bucket(&app, v, 2).window;
+    let mut redis = app.redis.clone();
+    let ends: i64 = redis.hget(&window, "ends").await.unwrap();
+    let () = redis.hset(&window, "ends", ends + 3_600_000).await.unwrap();
+    let (status, body) = app.grab(&late, v).await;
+    assert_eq!((status.as_u16(), code(&body)), (409, "ended"), "{body}");
+    let token = app.call("grab_token", serde_json::json!({ "voucher_id": v }), &[("cookie", &late.cookie)]).await;
+    assert_eq!((token.0.as_u16(), code(&token.1)), (409, "ended"), "{}", token.1);
+    app.stop().await;
+}
+
 #[tokio::test]
 async fn shards_are_checked() {
     let app = TestApp::spawn().await;

@@ -69,8 +69,9 @@ pub struct Config {
     #[arg(long, env = "SECKILL_POLL_MS", default_value_t = 100)]
     pub poll_ms: u64,
 
-    /// Redis replicas that must hold the orders a worker read before it saves them, and
-    /// a cancelled order's give-back before its debt is struck (Redis `WAIT`). Set 1
+    /// Redis replicas that must hold the orders a worker read before it saves them, a
+    /// cancelled order's give-back before its debt is struck, and an operator's change
+    /// of a sale before it answers (Redis `WAIT`). Set 1
     /// when Redis has replicas: a failover then never loses a grant the database
     /// already has, nor a unit given back. 0 (the default): no replicas, no wait.
     #[arg(long, env = "SECKILL_WAIT_REPLICAS", default_value_t = 0)]

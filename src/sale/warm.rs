@@ -13,9 +13,10 @@
 
 use crate::{
     backend::{
+        invoke_then_wait,
         layout::{expires_at, SaleKeys, GROUP, REBUILD_DEADLINE},
         layout_version::{refused_layout, LAYOUT_VERSION},
-        Backend, BackendError, RedisConn,
+        Backend, BackendError, RedisConn, Replicas, ScriptCall,
     },
     orders::{
         results::StoredResult,
@@ -85,7 +86,7 @@ async fn warm_bucket(backend: &Backend, (v, ended): (&VoucherRow, bool), bucket:
     let mut redis = backend.redis.clone();
     // Most warm-ups find Redis holding the voucher whole: they need no snapshot, and
     // no database lock (a worker must be able to join while the database cannot write).
-    if run_script(backend, &mut redis, &keys, (v, ended)).await? {
+    if push_and_wait(backend, &mut redis, &keys, (v, ended)).await? {
         return Ok(false);
     }
     // On a task of its own: a caller that goes away (a request past its timeout, a
@@ -178,12 +179,38 @@ async fn call_script(
     backend: &Backend,
     redis: &mut RedisConn,
     keys: &SaleKeys,
-    (v, ended): (&VoucherRow, bool),
+    window: (&VoucherRow, bool),
     snapshot: Option<(&RebuildSource, &str)>,
 ) -> RedisResult<Warmed> {
-    let mut call = backend.scripts.warm.key(&keys.left);
-    call.key(&keys.buyers).key(&keys.window).key(&keys.orders).key(&keys.results).key(&keys.dlq).key(&keys.refused);
-    call.key(&keys.given_back).key(&keys.changes).key(&keys.rebuild);
+    let code: i64 = warm_call(backend, keys, window, snapshot).invoke(redis).await.inspect_err(|e| {
+        noted_layout(backend, window.0.id, e);
+    })?;
+    Ok(Warmed::of(code))
+}
+
+/// The call of `lua/warm.lua` [`call_script`] makes.
+fn warm_call<'a>(
+    backend: &'a Backend,
+    keys: &SaleKeys,
+    (v, ended): (&VoucherRow, bool),
+    snapshot: Option<(&RebuildSource, &str)>,
+) -> ScriptCall<'a> {
+    let keys = [
+        &*keys.left,
+        &keys.buyers,
+        &keys.window,
+        &keys.orders,
+        &keys.results,
+        &keys.dlq,
+        &keys.refused,
+        &keys.given_back,
+        &keys.changes,
+        &keys.rebuild,
+    ];
+    let loaded =
+        snapshot.map_or(0, |(s, _)| 5 + 2 * (s.buyers.len() + s.orders.len() + s.changes.len()) + s.given_back.len());
+    // About 20 bytes an argument.
+    let mut call = ScriptCall::new(&backend.scripts.warm, &keys, 12 + loaded, 256 + 20 * loaded);
     call.arg(v.begins_at).arg(v.ends_at).arg(expires_at(v.ends_at)).arg(v.paused).arg(v.price).arg(v.version);
     call.arg(v.fair_start).arg(&v.start_secret).arg(GROUP).arg(v.shards()).arg(LAYOUT_VERSION).arg(ended);
     if let Some((s, ticket)) = snapshot {
@@ -196,16 +223,52 @@ async fn call_script(
             call.arg(change).arg(units);
         }
     }
-    let code: i64 = call.invoke_async(redis).await.inspect_err(|e| {
-        if let Some(theirs) = refused_layout(e) {
-            backend.newer_layouts.met(v.id, theirs);
+    call
+}
+
+/// Notes a sale Redis holds in a newer layout than this process speaks.
+fn noted_layout(backend: &Backend, voucher_id: i64, e: &RedisError) {
+    if let Some(theirs) = refused_layout(e) {
+        backend.newer_layouts.met(voucher_id, theirs);
+    }
+}
+
+impl Warmed {
+    /// What the script's answer says.
+    fn of(code: i64) -> Self {
+        match code {
+            1 => Self::Held,
+            2 => Self::TooLate,
+            _ => Self::Missing,
         }
+    }
+}
+
+/// [`run_script`], then, in the same pipeline, a wait for the replicas required to
+/// hold the window (`SECKILL_WAIT_REPLICAS`): what [`warm`] does first, after every
+/// operator's change. A replica promoted before it had a pause or an end would
+/// otherwise reopen the sale until the upkeep pushed the window again. Fails when the
+/// replicas fall short (the operator hears `saved_not_applied`). The upkeep's own
+/// pushes ([`push_window`]) do not wait: they come again every round.
+async fn push_and_wait(
+    backend: &Backend,
+    redis: &mut RedisConn,
+    keys: &SaleKeys,
+    window: (&VoucherRow, bool),
+) -> Result<bool, BackendError> {
+    let Replicas { want, wait_ms } = backend.replicas;
+    if want == 0 {
+        return Ok(run_script(backend, redis, keys, window).await?);
+    }
+    let call = warm_call(backend, keys, window, None);
+    let (codes, have): (Vec<i64>, u32) = invoke_then_wait(&[call], redis, want, wait_ms).await.inspect_err(|e| {
+        noted_layout(backend, window.0.id, e);
     })?;
-    Ok(match code {
-        1 => Warmed::Held,
-        2 => Warmed::TooLate,
-        _ => Warmed::Missing,
-    })
+    let held = codes.first().copied().map(Warmed::of) == Some(Warmed::Held);
+    if held && have < want {
+        return Err(BackendError::ReplicasBehind { have, want });
+    }
+    Ok(held)
 }
 
 /// Looks whether Redis holds the bucket whole, and pushes `v`'s window to it if so

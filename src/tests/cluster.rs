@@ -123,6 +123,22 @@ impl PrivateCluster {
         panic!("no live master serves {key}");
     }
 
+    /// The port of a replica of the master on `master`.
+    pub async fn replica_of(&self, master: u16) -> u16 {
+        let info = node_query::<String>(master, redis::cmd("INFO").arg("replication")).await.unwrap();
+        let line = info.lines().find(|l| l.starts_with("slave0:")).expect("the master has a replica");
+        let port = line.split(',').find_map(|f| f.strip_prefix("port=")).unwrap();
+        port.parse().unwrap()
+    }
+
+    /// Stops (`SIGSTOP`) or lets go on (`SIGCONT`) the node on `port`: a node that
+    /// answers nothing and takes nothing, its connections open.
+    pub fn signal(&self, port: u16, signal: libc::c_int) {
+        let pid = self.nodes[&port].id().expect("a running node");
+        // SAFETY: kill(2) on a child process of this test, with a valid signal number.
+        assert_eq!(unsafe { libc::kill(pid as libc::pid_t, signal) }, 0, "signal {signal} to the node on {port}");
+    }
+
     /// Ports of the nodes that are masters now.
     pub async fn masters(&self) -> Vec<u16> {
         let mut masters = Vec::new();
@@ -286,6 +302,34 @@ async fn retrying_storm(apis: Vec<ApiClient>, people: Vec<Shopper>, v: i64, conc
         .buffer_unordered(concurrency)
         .collect()
         .await
+}
+
+/// An operator's change waits for the replicas required (`SECKILL_WAIT_REPLICAS`) to
+/// hold the sale's window, in one pipeline with its push, as a stock change does: a
+/// replica promoted before it had a pause or an end would reopen the sale until the
+/// upkeep pushed the window again. While the sale's replica is stopped, `pause_sale`
+/// answers `saved_not_applied`; once it is back, the next change goes through. Before,
+/// the pause answered at once, on the master alone (the invariants review, 2026-11-29).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operators_change_waits_for_the_replicas_required() {
+    let _watchdog = Watchdog::arm();
+    let cluster = PrivateCluster::start(3, 1).await;
+    let app = TestApp::with(Options::default().with(|c| {
+        c.redis_url = Some(cluster.url.clone());
+        (c.wait_replicas, c.wait_replicas_ms) = (1, 300);
+    }))
+    .await;
+    let v = app.create_voucher(5, -5, 3600).await;
+    let replica = cluster.replica_of(cluster.master_of(&SaleKeys::new(&app.namespace, v).window).await).await;
+    cluster.signal(replica, libc::SIGSTOP);
+    let (status, body) = app.operator("pause_sale", json!({ "voucher_id": v })).await;
+    cluster.signal(replica, libc::SIGCONT);
+    assert_eq!((status.as_u16(), body["code"].as_str()), (503, Some("saved_not_applied")), "{body}");
+    wait_until("a change goes through with the replica back", SOON, || async {
+        app.operator("resume_sale", json!({ "voucher_id": v })).await.0 == 200
+    })
+    .await;
+    app.stop().await;
 }
 
 /// A master killed with SIGKILL in the middle of a storm: its replica takes over, the

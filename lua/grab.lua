@@ -53,8 +53,8 @@ local function decide(user, order, result, token)
   -- was granted, whatever has changed since. A refused grab is decided afresh.
   if redis.call('HEXISTS', KEYS[5], order) == 1 then return 'granted' end
   if now < begins then return refuse('not_started') end
-  -- (`ended`: a sale of several shards over by the clock of its bucket 0's node.)
-  if now >= ends or window[10] == '1' then return refuse('ended') end
+  -- (`ended`: the end a sale of several shards was over at by its bucket 0's clock.)
+  if now >= ends or tonumber(window[10]) == ends then return refuse('ended') end
   if window[4] == '1' then return refuse('sale_paused') end
   if window[6] == '1' and token ~= grab_token(window[7] or '', user, ARGV[1]) then
     return refuse('invalid_token')

@@ -14,9 +14,11 @@
 -- warmed in a newer one is left alone, and the call fails with `LAYOUT <its layout>`;
 -- one warmed in an older one is not held (its keys' forms are not this layout's): the
 -- snapshot replaces it, in this layout
--- ARGV[12] 1 when the sale is over by the clock its operators' changes are decided by
--- (a sale of several shards: `sale::warm`'s `ended`): the window says so for good, and
--- the gate refuses whatever its own node's clock says; 0 leaves it as it is
+-- ARGV[12] the sale's end (ARGV[2]) when the sale is over by the clock its operators'
+-- changes are decided by (a sale of several shards: `sale::warm`'s `ended`), '' when
+-- not: stored as the window's `ended`, and while it names the window's end the gate
+-- refuses whatever its own node's clock says (a flag judged against an end since
+-- moved names nothing)
 -- ARGV[13] the rebuild's ticket: the snapshot loads only while KEYS[10] holds it (the
 -- rebuild set it, to lapse at its deadline: a load that reaches Redis after its
 -- rebuild gave up and let the database's lock go must load nothing, `sale::warm`),
@@ -100,8 +102,8 @@ if tonumber(ARGV[6]) < stored then return held end
 redis.call('HSET', KEYS[3], 'begins', ARGV[1], 'ends', ARGV[2], 'expires', ARGV[3],
   'paused', ARGV[4], 'price', ARGV[5], 'version', ARGV[6], 'fair', ARGV[7], 'secret', ARGV[8],
   'shards', ARGV[10], 'layout', ARGV[11])
-if ARGV[12] == '1' then
-  redis.call('HSET', KEYS[3], 'ended', '1')
+if ARGV[12] ~= '' then
+  redis.call('HSET', KEYS[3], 'ended', ARGV[12])
 end
 for i = 1, 9 do
   redis.call('PEXPIREAT', KEYS[i], ARGV[3])

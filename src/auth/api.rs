@@ -273,8 +273,9 @@ pub(super) async fn check<T>(
         return Err(AppError::invalid(format!("A password has at most {} characters.", password::MAX_CHARS)));
     }
     let headers = use_context::<axum::http::request::Parts>().map(|p| p.headers).unwrap_or_default();
-    let source = attempts::Source::of(&state.secrets, &headers, target, client_address());
-    let admission = state.hasher.admit(source.asker())?;
+    let address = client_address();
+    let source = attempts::Source::of(&state.secrets, &headers, target, address);
+    let admission = state.hasher.admit(source.asker(address))?;
     // The source first: a guesser who must wait costs no database read.
     attempts::may_try(&state.backend, &source).await?;
     let (hash, found) = find.await?.map_or((None, None), |(hash, found)| (hash, Some(found)));

@@ -159,11 +159,11 @@ impl Source {
         }
     }
 
-    /// Who asks the hashing pool for a place for this check.
-    pub fn asker(&self) -> super::password::Asker {
+    /// Who asks the hashing pool for a place for this check, from `address`.
+    pub fn asker(&self, address: IpAddr) -> super::password::Asker {
         match self {
             Self::Address(address) => super::password::Asker::Address(*address),
-            Self::KnownBrowser(_) => super::password::Asker::KnownBrowser,
+            Self::KnownBrowser(_) => super::password::Asker::KnownBrowser(address),
         }
     }
 }
@@ -251,7 +251,7 @@ impl Counters {
     /// the address, from its IPv6 /48, from everywhere), never the address's. Junk
     /// bearers from an address (a scraper set up wrong behind the same NAT, or someone
     /// meaning harm) then hold back no password check from there; and guessing a token
-    /// of at least 32 characters is hopeless anyway.
+    /// of at least [`crate::config::MIN_ADMIN_TOKEN`] characters is hopeless anyway.
     fn token(backend: &Backend, address: IpAddr) -> Self {
         let who = Some(TOKEN_COUNTER.to_owned());
         Self { address: None, ..Self::new(backend, who, &Source::Address(address)) }

@@ -4,9 +4,11 @@
 //! by the same thread. Here at most `threads` hashes run at once, on tokio's blocking
 //! threads, `queue` more wait, and past that the call answers `unavailable` at once.
 //! The pool is shared so that no source can take it from the rest: one network (an
-//! IPv4 address, an IPv6 /48) holds at most a quarter of its places, and browsers known
-//! to the account they sign in to have a reserve of their own on top, so a flood of
-//! guesses from many networks still leaves the regulars signing in.
+//! IPv4 address, an IPv6 /48) holds at most a quarter of its places for browsers new to
+//! the accounts they check and another quarter for browsers known to them, and known
+//! browsers have a reserve of their own on top: a flood of guesses from a few networks
+//! leaves the regulars signing in, and filling the reserve too takes accounts of one's
+//! own (each signed in from its browser) on several networks.
 
 use crate::error::{AppError, AppResult, ErrorCode};
 use argon2::{
@@ -95,29 +97,42 @@ pub struct Admission {
     _share: Option<Share>,
 }
 
-/// Who asks for a place in the pool to check a password.
+/// Who asks for a place in the pool to check a password, from which address.
 #[derive(Clone, Copy, Debug)]
 pub enum Asker {
     /// A browser known to the account it checks (`attempts::Source::KnownBrowser`): the
-    /// pool, then the reserve.
-    KnownBrowser,
-    /// Anyone else, from this address: the pool, within its network's share.
+    /// pool, then the reserve, within its network's share for known browsers.
+    KnownBrowser(IpAddr),
+    /// Anyone else: the pool, within its network's share.
     Address(IpAddr),
 }
 
-/// The places each network holds (only those holding some: at most the pool's size).
-#[derive(Default)]
-struct Shares(Mutex<HashMap<IpAddr, usize>>);
+impl Asker {
+    /// The share it counts on: its network (an IPv4 address, an IPv6 /48), and whether
+    /// the browser is known to the account.
+    fn share(self) -> (IpAddr, bool) {
+        let (address, known) = match self {
+            Self::KnownBrowser(address) => (address, true),
+            Self::Address(address) => (address, false),
+        };
+        let caller = crate::client_ip::ClientIp(address);
+        (caller.network().unwrap_or(caller.block()), known)
+    }
+}
 
-/// One place of a network's share, given back on drop.
+/// The places each share holds (only those holding some: at most the pool's size).
+#[derive(Default)]
+struct Shares(Mutex<HashMap<(IpAddr, bool), usize>>);
+
+/// One place of a share, given back on drop.
 struct Share {
     shares: Arc<Shares>,
-    network: IpAddr,
+    network: (IpAddr, bool),
 }
 
 impl Shares {
     /// A place of `network`'s share, unless it holds `most` already.
-    fn take(self: &Arc<Self>, network: IpAddr, most: usize) -> Option<Share> {
+    fn take(self: &Arc<Self>, network: (IpAddr, bool), most: usize) -> Option<Share> {
         let mut held = self.0.lock().unwrap_or_else(|e| e.into_inner());
         let count = held.entry(network).or_default();
         if *count >= most {
@@ -148,9 +163,10 @@ pub struct Hasher {
     /// Places on top of `admitted` for browsers known to their account (a quarter of
     /// it): guesses from everywhere at once do not keep the regulars out.
     reserve: Arc<Semaphore>,
-    /// Places held per network, by password checks from unknown browsers.
+    /// Places held per network, by password checks from unknown browsers and from
+    /// known ones (apart).
     shares: Arc<Shares>,
-    /// The most places one network may hold (a quarter of `admitted`).
+    /// The most places one network may hold of either kind (a quarter of `admitted`).
     share: usize,
     /// Hashes running at once.
     running: Arc<Semaphore>,
@@ -210,22 +226,19 @@ impl Hasher {
     }
 
     /// A place in the pool to check a password for `asker`, or `unavailable` at once
-    /// when the queue is full, or the asker's network holds its share already. A known
-    /// browser may take the reserve once the pool is full. Taken before a sign-in
-    /// counts as an attempt: a busy server never uses up anyone's attempts.
+    /// when the queue is full, or the asker's share is held already. A known browser
+    /// may take the reserve once the pool is full. Taken before a sign-in counts as an
+    /// attempt: a busy server never uses up anyone's attempts.
     pub fn admit(&self, asker: Asker) -> AppResult<Admission> {
-        let admitted = match asker {
-            Asker::KnownBrowser => {
-                let place = self.admitted.clone().try_acquire_owned();
-                place.or_else(|_| self.reserve.clone().try_acquire_owned()).ok().map(|place| (place, None))
-            }
-            Asker::Address(address) => {
-                let network = crate::client_ip::ClientIp(address);
-                let share = self.shares.take(network.network().unwrap_or(network.block()), self.share);
-                share.and_then(|share| Some((self.admitted.clone().try_acquire_owned().ok()?, Some(share))))
-            }
-        };
-        admitted.map(|(_place, _share)| Admission { _place, _share }).ok_or_else(|| {
+        let admitted = self.shares.take(asker.share(), self.share).and_then(|share| {
+            let place = self.admitted.clone().try_acquire_owned();
+            let place = match asker {
+                Asker::KnownBrowser(_) => place.or_else(|_| self.reserve.clone().try_acquire_owned()),
+                Asker::Address(_) => place,
+            };
+            Some(Admission { _place: place.ok()?, _share: Some(share) })
+        });
+        admitted.ok_or_else(|| {
             metrics::counter!("seckill_password_hashes_refused_total").increment(1);
             ErrorCode::Unavailable.into()
         })
@@ -325,6 +338,7 @@ mod tests {
     use super::*;
 
     const CHEAP: Cost = Cost { memory_kib: 64, iterations: 1 };
+    const KNOWN: Asker = Asker::KnownBrowser(IpAddr::V4(std::net::Ipv4Addr::new(192, 0, 2, 200)));
 
     #[test]
     fn new_passwords_are_long_enough_and_not_common() {
@@ -338,7 +352,7 @@ mod tests {
     }
 
     async fn verify(h: &Hasher, password: &str, hash: Option<&str>) -> AppResult<bool> {
-        Ok(h.verify(h.admit(Asker::KnownBrowser)?, password.to_owned(), hash.map(str::to_owned), ()).await?.0)
+        Ok(h.verify(h.admit(KNOWN)?, password.to_owned(), hash.map(str::to_owned), ()).await?.0)
     }
 
     #[tokio::test]
@@ -410,8 +424,9 @@ mod tests {
     }
 
     /// One network holds at most a quarter of the pool (an IPv6 /48 with all its /64s
-    /// together, an IPv4 address on its own); with the pool full, browsers known to
-    /// their account still get a place, from a reserve nobody else may take.
+    /// together, an IPv4 address on its own) for unknown browsers, and a quarter for
+    /// known ones; with the pool full, browsers known to their account still get a
+    /// place, from a reserve nobody else may take.
     #[test]
     fn no_network_takes_the_pool_and_known_browsers_have_a_reserve() {
         let hasher = Hasher::new(CHEAP, 1, 7).unwrap(); // 8 places: shares and reserve of 2
@@ -424,10 +439,13 @@ mod tests {
             .into();
         assert!(hasher.admit(v4(1)).is_err(), "its share");
         assert!(hasher.admit(v4(3)).is_err(), "the pool is full");
-        let known: Vec<_> = (0..2).map(|_| hasher.admit(Asker::KnownBrowser).unwrap()).collect();
-        assert!(hasher.admit(Asker::KnownBrowser).is_err(), "the reserve is full too");
-        drop(known);
-        drop(held);
+        let known = |n: u8| Asker::KnownBrowser(IpAddr::from([192, 0, 2, n]));
+        let reserve: Vec<_> = [known(1), known(1)].map(|a| hasher.admit(a).unwrap()).into();
+        assert!(hasher.admit(known(3)).is_err(), "the reserve is full too");
+        drop(reserve);
+        let mine: Vec<_> = [known(3), known(3)].map(|a| hasher.admit(a).unwrap()).into();
+        assert!(hasher.admit(known(3)).is_err(), "a network's share of known browsers");
+        drop((mine, held));
         assert!(hasher.admit(v6("2001:db8:1::7")).is_ok(), "its places came back");
         assert_eq!(hasher.shares.0.lock().unwrap().len(), 3, "only networks holding places are kept");
         drop(more);

@@ -68,11 +68,14 @@ pub async fn warm(backend: &Backend, v: &VoucherRow) -> Result<bool, BackendErro
 
 /// Whether a sale of several shards is over by the gate's clock (the node of its
 /// bucket 0, which operators' changes are decided by): each bucket's window then
-/// says so (`ended`), and every bucket's gate refuses, whatever its own node's clock
-/// says. A node whose clock lags would otherwise grant for that lag after an
-/// operator's `end_sale` returned. A sale of one shard has the one clock and needs no
-/// flag. A clock that cannot be read says nothing (the flag is never cleared: a sale
-/// that is over takes no changes).
+/// names the end it is over at (`ended`), and every bucket's gate refuses while that
+/// is its end, whatever its own node's clock says. A node whose clock lags would
+/// otherwise grant for that lag after an operator's `end_sale` returned. A flag judged
+/// from a row since changed (an end moved later as the old one passed) names an end
+/// the window no longer has, so it refuses nothing. A sale of one shard has the one
+/// clock and needs no flag. A clock that cannot be read says nothing: bucket 0's node
+/// down must not stop the other buckets' rebuilds, and the upkeep pushes again within
+/// a round.
 async fn ended(backend: &Backend, v: &VoucherRow) -> bool {
     if v.shards() <= 1 {
         return false;
@@ -173,7 +176,7 @@ fn timed_out() -> RedisError {
 /// results and the window unless Redis holds the voucher whole (stock, window, the
 /// stream's group), as long as the bucket's ticket is that one; without, only looks.
 /// Either way, when Redis holds the voucher, refreshes its window from `v` (unless
-/// Redis holds a newer version of it), marks it over when `ended` ([`ended`]), and
+/// Redis holds a newer version of it), marks it over at its end when `ended` ([`ended`]), and
 /// makes every key of the sale expire at [`expires_at`] its end.
 async fn call_script(
     backend: &Backend,
@@ -212,7 +215,8 @@ fn warm_call<'a>(
     // About 20 bytes an argument.
     let mut call = ScriptCall::new(&backend.scripts.warm, &keys, 12 + loaded, 256 + 20 * loaded);
     call.arg(v.begins_at).arg(v.ends_at).arg(expires_at(v.ends_at)).arg(v.paused).arg(v.price).arg(v.version);
-    call.arg(v.fair_start).arg(&v.start_secret).arg(GROUP).arg(v.shards()).arg(LAYOUT_VERSION).arg(ended);
+    call.arg(v.fair_start).arg(&v.start_secret).arg(GROUP).arg(v.shards()).arg(LAYOUT_VERSION);
+    call.arg(if ended { v.ends_at.to_string() } else { String::new() });
     if let Some((s, ticket)) = snapshot {
         call.arg(ticket).arg(s.stock_left).arg(s.buyers.len()).arg(s.given_back.len()).arg(s.orders.len());
         call.arg(&s.buyers).arg(&s.given_back);

@@ -213,7 +213,8 @@ fn bearer_fails(guard: &Guard, headers: &HeaderMap) -> bool {
 }
 
 /// Counts a bearer that did not verify as a guess at the admin token
-/// (`auth::attempts::wrong_bearer`): 429 while the caller's address must wait.
+/// (`auth::attempts::wrong_bearer`): 429 while the token's counters say the caller's
+/// address must wait (its failed passwords do not count there).
 async fn count_wrong_bearer(guard: &Guard, client: IpAddr) -> Result<(), Response> {
     match attempts::wrong_bearer(&guard.backend, client).await {
         Ok(None) => Ok(()),

@@ -77,7 +77,7 @@ pub(super) async fn edit<F: ForOperators>(
         let before = store::get(&backend.db, voucher_id).await?.ok_or(ErrorCode::UnknownVoucher)?;
         let edit = decide(&before, super::gate::clock(backend, Some(voucher_id)).await?)?;
         let Some(after) = store::edit(&backend.db, voucher_id, before.version, &edit).await? else { continue };
-        if let Err(e) = warm::warm(backend, &after).await {
+        if let Err(e) = warm::warm_change(backend, &after).await {
             return Err(saved_not_applied(&state, &actor, action, &before, e.into()).await);
         }
         return done(&state, &actor, action, &before, &after).await;

@@ -57,11 +57,24 @@ enum Warmed {
 ///
 /// Every bucket of a sale of several shards, in turn: true when it rebuilt any.
 pub async fn warm(backend: &Backend, v: &VoucherRow) -> Result<bool, BackendError> {
+    warm_all_buckets(backend, v, false).await
+}
+
+/// [`warm`] after an operator's change of the sale (a pause, an end, an edit): each
+/// bucket's window push then waits, in the same pipeline, for the replicas required
+/// ([`push_and_wait`]). Only here: a worker joining, or a grab rebuilding a sale Redis
+/// lost, must go on while a replica is away.
+pub async fn warm_change(backend: &Backend, v: &VoucherRow) -> Result<bool, BackendError> {
+    warm_all_buckets(backend, v, true).await
+}
+
+/// [`warm`], waiting for replicas after each window push when `wait`.
+async fn warm_all_buckets(backend: &Backend, v: &VoucherRow, wait: bool) -> Result<bool, BackendError> {
     crate::voucher::buckets::noted(backend, v);
     let ended = ended(backend, v).await;
     let mut rebuilt = false;
     for bucket in v.buckets() {
-        rebuilt |= warm_bucket(backend, (v, ended), bucket).await?;
+        rebuilt |= warm_bucket(backend, (v, ended), (bucket, wait)).await?;
     }
     Ok(rebuilt)
 }
@@ -83,13 +96,22 @@ async fn ended(backend: &Backend, v: &VoucherRow) -> bool {
     matches!(super::gate::clock(backend, Some(v.id)).await, Ok(now) if now >= v.ends_at)
 }
 
-/// [`warm`] for one bucket of the sale.
-async fn warm_bucket(backend: &Backend, (v, ended): (&VoucherRow, bool), bucket: u32) -> Result<bool, BackendError> {
+/// [`warm`] for one bucket of the sale (waiting for replicas after the window's push
+/// when `wait`).
+async fn warm_bucket(
+    backend: &Backend,
+    (v, ended): (&VoucherRow, bool),
+    (bucket, wait): (u32, bool),
+) -> Result<bool, BackendError> {
     let keys = backend.bucket_keys(v.bucket(bucket));
     let mut redis = backend.redis.clone();
     // Most warm-ups find Redis holding the voucher whole: they need no snapshot, and
     // no database lock (a worker must be able to join while the database cannot write).
-    if push_and_wait(backend, &mut redis, &keys, (v, ended)).await? {
+    let held = match wait {
+        true => push_and_wait(backend, &mut redis, &keys, (v, ended)).await?,
+        false => run_script(backend, &mut redis, &keys, (v, ended)).await?,
+    };
+    if held {
         return Ok(false);
     }
     // On a task of its own: a caller that goes away (a request past its timeout, a
@@ -249,8 +271,8 @@ impl Warmed {
 }
 
 /// [`run_script`], then, in the same pipeline, a wait for the replicas required to
-/// hold the window (`SECKILL_WAIT_REPLICAS`): what [`warm`] does first, after every
-/// operator's change. A replica promoted before it had a pause or an end would
+/// hold the window (`SECKILL_WAIT_REPLICAS`): what [`warm_change`] does first, after
+/// every operator's change. A replica promoted before it had a pause or an end would
 /// otherwise reopen the sale until the upkeep pushed the window again. Fails when the
 /// replicas fall short (the operator hears `saved_not_applied`). The upkeep's own
 /// pushes ([`push_window`]) do not wait: they come again every round.

@@ -7,7 +7,7 @@
 -- Returns name/value pairs (src/live/figures.rs reads them by name): stock (-1 when
 -- Redis lacks the voucher), granted, stream_length, lag (-1 when unknown), pending,
 -- dead_letters, refused, paused (0/1), begins and ends (the gate's window, Unix ms;
--- -1 unknown), sold_out_at (the gate's first sell-out, Unix ms; -1 not yet).
+-- each -1 unknown: Redis lacks the window), sold_out_at (the gate's first sell-out, Unix ms; -1 not yet).
 local stock = tonumber(redis.call('GET', KEYS[1]) or '-1')
 local lag, pending = -1, 0
 local ok, groups = pcall(redis.call, 'XINFO', 'GROUPS', KEYS[3])
@@ -33,7 +33,7 @@ return {
   'pending', pending,
   'dead_letters', redis.call('XLEN', KEYS[4]),
   'refused', tonumber(redis.call('GET', KEYS[5]) or '0'),
-  'paused', tonumber(window[1] or '0'),
+  'paused', tonumber(window[1] or '-1'),
   'begins', tonumber(window[2] or '-1'),
   'ends', tonumber(window[3] or '-1'),
   'sold_out_at', tonumber(window[4] or '-1'),

@@ -83,7 +83,7 @@ fn figures(row: &VoucherRow, pairs: &HashMap<String, i64>) -> SaleFigures {
         dead_letters: get("dead_letters").unwrap_or(0),
         refused: get("refused").unwrap_or(0),
         // The gate's window when Redis holds it, else the database's row.
-        paused: get("paused").map_or(row.is_paused(), |p| p == 1),
+        paused: known("paused").map_or(row.is_paused(), |p| p == 1),
         begins_at_ms: known("begins").unwrap_or(row.begins_at),
         ends_at_ms: known("ends").unwrap_or(row.ends_at),
         sold_out_at_ms: known("sold_out_at").or(row.sold_out_at),
@@ -118,6 +118,11 @@ mod tests {
         let gone = figures(&row, &[("stock".to_owned(), -1)].into_iter().collect());
         assert_eq!(gone.left, None, "Redis does not hold the voucher");
         assert!(f.paused && !gone.paused, "paused as the gate says, else as the row says");
+        // Redis lost the window of a paused sale: the row says (before, the script's
+        // 0 for a missing window read as "not paused", and the shop's card opened).
+        let paused_row = VoucherRow { paused: 1, ..row.clone() };
+        let lost = figures(&paused_row, &[("stock".to_owned(), -1), ("paused".to_owned(), -1)].into_iter().collect());
+        assert!(lost.paused, "as the row says, when Redis lacks the window");
         assert_eq!((f.ends_at_ms, gone.ends_at_ms), (row.ends_at, row.ends_at));
         assert_eq!(gone.begins_at_ms, row.begins_at);
     }

@@ -147,12 +147,31 @@ impl Counts {
         }
     }
 
+    /// Adds counts a failed flush took back, within the cap: a count whose key is
+    /// not held already is dropped once [`MAX_KEYS`] are (while the database fails,
+    /// every round would otherwise bring up to that many more).
     fn add(&mut self, other: Counts) {
+        let mut dropped = 0u64;
         for (k, n) in other.refusals {
-            *self.refusals.entry(k).or_default() += n;
+            if let Some(held) = self.refusals.get_mut(&k) {
+                *held += n;
+            } else if !self.is_full() {
+                self.refusals.insert(k, n);
+            } else {
+                dropped += 1;
+            }
         }
         for (k, n) in other.latency {
-            *self.latency.entry(k).or_default() += n;
+            if let Some(held) = self.latency.get_mut(&k) {
+                *held += n;
+            } else if !self.is_full() {
+                self.latency.insert(k, n);
+            } else {
+                dropped += 1;
+            }
+        }
+        if dropped > 0 {
+            tracing::warn!(dropped, "report tally: counts past the cap dropped while the database fails");
         }
     }
 }
@@ -271,6 +290,26 @@ mod tests {
         assert_eq!((per(7, Outcome::SoldOut), per(7, Outcome::Granted), per(8, Outcome::Shed)), (3, 0, 1));
         assert_eq!(c.latency.get(&(7, 1)), Some(&1));
         assert!(c.latency.keys().all(|(v, _)| *v != 9), "no sale's answer, no count");
+    }
+
+    /// Counts a failed flush takes back stay within the cap, however many rounds fail:
+    /// before, each failed round merged back up to [`MAX_KEYS`] more (the review of
+    /// 2026-11-29).
+    #[test]
+    fn counts_taken_back_after_failed_flushes_stay_within_the_cap() {
+        let mut held = Counts::default();
+        for round in 0..3_i64 {
+            let mut counted = Counts::default();
+            for second in 0..MAX_KEYS as i64 {
+                counted.refused(7, round * 1_000_000 + second, Outcome::SoldOut);
+            }
+            held.add(counted);
+            assert!(held.refusals.len() + held.latency.len() <= MAX_KEYS, "round {round}");
+        }
+        let mut again = Counts::default();
+        again.refused(7, 0, Outcome::SoldOut);
+        held.add(again);
+        assert_eq!(held.refusals.get(&(7, 0, Outcome::SoldOut)), Some(&2), "a key held adds up");
     }
 
     #[test]

@@ -37,6 +37,23 @@ async fn logged(app: &TestApp, v: i64) -> Vec<String> {
     actions
 }
 
+/// A paused sale whose window Redis lost still reads paused in `sale_stats` (and so on
+/// the dashboard and in the shop's feed), as the database says. Before, the sampling
+/// script answered 0 for a missing window, which read as "not paused", and the shop's
+/// card opened until something rebuilt the sale (the review of 2026-11-29).
+#[tokio::test]
+async fn a_paused_sale_whose_window_redis_lost_still_reads_paused() {
+    // No worker and no upkeep: nothing rebuilds the window meanwhile.
+    let app = TestApp::with(Options::default().with(|c| (c.worker, c.sweep_ms) = (false, 3_600_000))).await;
+    let v = app.create_voucher(10, -5, 3600).await;
+    operator_ok(&app, "pause_sale", json!({ "voucher_id": v })).await;
+    assert_eq!(app.stats(v).await["paused"], true);
+    let () = redis::AsyncCommands::del(&mut app.redis.clone(), &app.keys(v).window).await.unwrap();
+    let stats = app.stats(v).await;
+    assert_eq!(stats["paused"], true, "{stats}");
+    app.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pause_refuses_grabs_on_every_process_the_moment_it_returns() {
     let (a, b, c) = three_processes().await;

@@ -43,7 +43,9 @@ pub enum FailReason {
     /// The database kept refusing the order; it went to the dead-letter stream.
     DeadLetter,
     /// Redis lost the grab (a restart without persistence, or a failover) before the
-    /// worker saved it. The shopper may grab again. Never stored: `grab_result` infers it.
+    /// worker saved it. The shopper may grab again. `grab_result` infers it, and buries
+    /// the order with this reason (a dead letter) before it answers, so a late save
+    /// cannot revive it.
     Lost,
 }
 

@@ -54,7 +54,7 @@ pub async fn build(state: &Context, voucher_id: i64) -> AppResult<Report> {
     let row = vouchers::get(db, voucher_id).await?.ok_or(ErrorCode::UnknownVoucher)?;
     state.tally.flush(db).await?;
     let left = units_left(&state.backend, std::slice::from_ref(&row)).await?[0];
-    let store::Record { seconds, latency, orders, dead_letters } = store::read(db, voucher_id).await?;
+    let store::Record { seconds, latency, orders, dead_letters, lost } = store::read(db, voucher_id).await?;
     let mut answers: BTreeMap<Outcome, i64> = Outcome::ALL.iter().map(|&o| (o, 0)).collect();
     for (outcome, n) in seconds.values().flatten() {
         *answers.entry(*outcome).or_default() += n;
@@ -79,9 +79,12 @@ pub async fn build(state: &Context, voucher_id: i64) -> AppResult<Report> {
             withdrawn: row.withdrawn,
             sold: orders.unpaid + orders.paid,
             returned: orders.cancelled_by_shopper + orders.timed_out,
-            resold: (granted - row.stock).max(0),
+            // Units ever put on sale: withdrawn ones were on sale once (a withdrawal
+            // of units given back leaves no grant beyond them).
+            resold: (granted - (row.stock + row.withdrawn)).max(0),
             left,
             dead_letters,
+            lost,
         },
         actions: audit::list(db, Some(voucher_id), None, ACTIONS_LIMIT).await?,
     })

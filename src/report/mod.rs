@@ -272,12 +272,17 @@ pub struct Units {
     pub sold: i64,
     /// Given back by cancelled orders (by the shopper or at the pay deadline).
     pub returned: i64,
-    /// Of those, grabbed again: the grants beyond the units on sale.
+    /// Grabbed again: the grants beyond the units ever put on sale (created and
+    /// added), each a unit given back (returned, dead-lettered or lost) and granted anew.
     pub resold: i64,
     /// Still on sale.
     pub left: i64,
     /// Grants the worker gave up on (each unit given back).
     pub dead_letters: i64,
+    /// Grants Redis lost before they were saved (a restart without its data, a
+    /// failover), each unit back on sale; counted as their shoppers ask about them
+    /// (`grab_result` answers `failed`, reason `lost`).
+    pub lost: i64,
 }
 
 #[cfg(test)]

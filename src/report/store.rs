@@ -2,7 +2,7 @@
 //! from the orders, dead letters and the counts.
 
 use super::{latency_bound, OrderCounts, Outcome, LATENCY_BOUNDS_US};
-use crate::{backend::Db, order_ids::EPOCH_SECS};
+use crate::{backend::Db, order_ids::EPOCH_SECS, orders::FailReason};
 use sqlx::AnyConnection;
 use std::collections::{BTreeMap, HashMap};
 
@@ -13,7 +13,9 @@ pub struct Record {
     /// Grabs the gate decided per latency bin (index in [`LATENCY_BOUNDS_US`]).
     pub latency: [i64; LATENCY_BOUNDS_US.len()],
     pub orders: OrderCounts,
+    /// Dead letters: the worker's (`dead_letters`) and the grants Redis lost (`lost`).
     pub dead_letters: i64,
+    pub lost: i64,
 }
 
 /// Reads the sale's record in one read transaction, so its figures agree with each
@@ -27,12 +29,15 @@ pub async fn read(db: &Db, voucher_id: i64) -> sqlx::Result<Record> {
     let seconds = answers_per_second(&mut tx, voucher_id).await?;
     let latency = latency(&mut tx, voucher_id).await?;
     let orders = orders(&mut tx, voucher_id).await?;
-    let dead_letters = sqlx::query_scalar("SELECT COUNT(*) FROM dead_letters WHERE voucher_id = $1")
-        .bind(voucher_id)
-        .fetch_one(&mut *tx)
-        .await?;
+    let (dead_letters, lost): (i64, i64) = sqlx::query_as(
+        "SELECT COALESCE(SUM(CASE WHEN reason = $2 THEN 0 ELSE 1 END), 0),                 COALESCE(SUM(CASE WHEN reason = $2 THEN 1 ELSE 0 END), 0)          FROM dead_letters WHERE voucher_id = $1",
+    )
+    .bind(voucher_id)
+    .bind(FailReason::Lost.as_str())
+    .fetch_one(&mut *tx)
+    .await?;
     tx.rollback().await?;
-    Ok(Record { seconds, latency, orders, dead_letters })
+    Ok(Record { seconds, latency, orders, dead_letters, lost })
 }
 
 /// The windows (`begins_at`, `ends_at`, Unix ms) of those of `ids` that are sales.

@@ -66,6 +66,7 @@ fn body(r: Report) -> impl IntoView {
         ("Resold", u.resold),
         ("Left", u.left),
         ("Dead letters", u.dead_letters),
+        ("Lost", u.lost),
     ];
     view! {
         <section class="grid gap-4" aria-label="Sale report">

@@ -644,6 +644,10 @@ async fn a_grab_lost_with_redis_reads_failed_lost() {
     assert_eq!(ask(made_up).await.0, 404, "an id not minted yet is nobody's order");
     let (status, body) = app.grab(&ann, v).await;
     assert_eq!(status, 200, "the shopper may grab again: {body}");
+    // The report counts it lost, not among the worker's dead letters (before, it did).
+    let report = app.admin("sale_report", serde_json::json!({ "voucher_id": v })).await;
+    let units = &report["units"];
+    assert_eq!((units["lost"].as_i64(), units["dead_letters"].as_i64()), (Some(1), Some(0)), "{units}");
     app.stop().await;
 }
 

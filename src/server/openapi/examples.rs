@@ -156,7 +156,7 @@ fn report() -> Value {
                      "bins": [{ "le_ms": 1.0, "grabs": 6_000 }, { "le_ms": 20.0, "grabs": 4_000 }] },
         "orders": { "total": 100, "unpaid": 12, "paid": 85, "cancelled_by_shopper": 1, "timed_out": 2 },
         "units": { "on_sale": 100, "added": 0, "withdrawn": 0, "sold": 97, "returned": 3, "resold": 0, "left": 3,
-                   "dead_letters": 0 },
+                   "dead_letters": 0, "lost": 0 },
         "actions": [audit_entry()],
     })
 }

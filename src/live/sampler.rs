@@ -21,10 +21,11 @@ pub const EVERY: Duration = Duration::from_millis(250);
 /// Vouchers stay on the dashboard this long after their sale ended.
 const SHOWN_AFTER_END_MS: i64 = 10 * 60 * 1000;
 
-/// Counters of the previous sample, for rates.
+/// Counters of the previous sample, for rates, and the units left it showed.
 #[derive(Clone, Copy)]
 struct Prev {
     at_ms: i64,
+    left: i64,
     granted: i64,
     persisted: i64,
     refused: i64,
@@ -78,20 +79,25 @@ async fn sample(
     }
     // The gate's clock: shoppers' pages read the time from the feed too.
     let at_ms = crate::sale::gate::clock(backend, None).await.unwrap_or_else(|_| chrono::Utc::now().timestamp_millis());
-    let vouchers = figures
-        .into_iter()
-        .map(|f| {
+    let vouchers = rows
+        .iter()
+        .zip(figures)
+        .map(|(row, f)| {
             let voucher_id = f.voucher_id;
             let refused_locally = flags.refused_locally(voucher_id);
-            record(&f, flags.is_flagged(voucher_id));
-            let now = Prev { at_ms, granted: f.granted, persisted: f.persisted, refused: f.refused, refused_locally };
+            let sold_out = flags.is_flagged(voucher_id);
+            record(&f, sold_out);
+            let known_sold_out = sold_out || row.sold_out_at.is_some();
+            let left = shown_left(row.shards(), f.left, known_sold_out, prev.get(&voucher_id).map(|p| p.left));
+            let (granted, persisted, refused) = (f.granted, f.persisted, f.refused);
+            let now = Prev { at_ms, left, granted, persisted, refused, refused_locally };
             let before = prev.insert(voucher_id, now).unwrap_or(now);
             let secs = ((at_ms - before.at_ms) as f64 / 1000.0).max(0.001);
             let rate = |a: i64, b: i64| if a == b { 0.0 } else { (a - b).max(0) as f64 / secs };
             VoucherLive {
                 voucher_id,
                 stock: f.stock,
-                left: f.left.unwrap_or(-1),
+                left,
                 granted: f.granted,
                 persisted: f.persisted,
                 stream_length: f.stream_length,
@@ -105,7 +111,7 @@ async fn sample(
                 unpaid: f.unpaid,
                 paid: f.paid,
                 cancelled: f.cancelled,
-                sold_out: flags.is_flagged(voucher_id),
+                sold_out,
                 paused: f.paused,
                 begins_at_ms: f.begins_at_ms,
                 ends_at_ms: f.ends_at_ms,
@@ -116,6 +122,20 @@ async fn sample(
     Ok(Snapshot { at_ms, vouchers, ..Snapshot::default() })
 }
 
+/// The units left a snapshot shows (-1: Redis does not hold the sale). A sale of
+/// several shards reads its buckets one by one, and a move's units are in neither for
+/// a moment: near its end it can read 0 with a unit on its way to a dry bucket. It
+/// shows 0 (and so sold out on the shop's cards, which close Grab) only once its
+/// sell-out is known (`sold_out`: this process's flag, or the row's record, which
+/// `refill::if_sold_out` makes when no unit was moving); until then the last figure
+/// it showed stands.
+fn shown_left(shards: u32, left: Option<i64>, sold_out: bool, before: Option<i64>) -> i64 {
+    match (left, before) {
+        (Some(0), Some(before)) if shards > 1 && !sold_out && before > 0 => before,
+        _ => left.unwrap_or(-1),
+    }
+}
+
 /// Hands one voucher's figures to the metrics recorder (`/metrics`).
 fn record(f: &SaleFigures, sold_out: bool) {
     let voucher = f.voucher_id.to_string();
@@ -124,4 +144,22 @@ fn record(f: &SaleFigures, sold_out: bool) {
     metrics::gauge!("seckill_stream_pending", "voucher" => voucher.clone()).set(f.pending as f64);
     metrics::gauge!("seckill_dead_letters", "voucher" => voucher.clone()).set(f.dead_letters as f64);
     metrics::gauge!("seckill_sold_out_flag", "voucher" => voucher).set(if sold_out { 1.0 } else { 0.0 });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A sale of several shards reading 0 while its sell-out is not known shows what
+    /// it showed last: a unit may be moving between buckets (the figures review,
+    /// 2026-11-29: before, the shop's card closed Grab for a sample).
+    #[test]
+    fn a_sharded_sale_reading_empty_shows_0_only_once_its_sell_out_is_known() {
+        assert_eq!(shown_left(3, Some(0), false, Some(1)), 1, "a unit may be moving");
+        assert_eq!(shown_left(3, Some(0), true, Some(1)), 0, "sold out");
+        assert_eq!(shown_left(3, Some(0), false, None), 0, "nothing shown before");
+        assert_eq!(shown_left(1, Some(0), false, Some(1)), 0, "one shard reads its one count");
+        assert_eq!(shown_left(3, Some(2), false, Some(1)), 2);
+        assert_eq!(shown_left(3, None, false, Some(1)), -1, "Redis does not hold it");
+    }
 }

@@ -55,7 +55,8 @@ pub struct VoucherLive {
     pub persisted: i64,
     /// Entries in the order stream.
     pub stream_length: i64,
-    /// Entries not yet delivered to any worker (counted up to 1,000; -1 if unknown).
+    /// Entries not yet delivered to any worker (counted up to 1,000 per bucket of the
+    /// sale; -1 if unknown).
     pub lag: i64,
     /// Entries delivered to a worker but not yet acknowledged.
     pub pending: i64,
@@ -231,7 +232,8 @@ pub struct SaleFigures {
     pub cancelled: i64,
     /// Entries in the order stream.
     pub stream_length: i64,
-    /// Entries not yet delivered to any worker (counted up to 1,000); `None` if unknown.
+    /// Entries not yet delivered to any worker (counted up to 1,000 per bucket of the
+    /// sale); `None` if unknown.
     #[schema(required = true)]
     pub lag: Option<i64>,
     /// Entries read by a worker but not yet acknowledged.

@@ -24,7 +24,10 @@ const SHOWN_AFTER_END_MS: i64 = 10 * 60 * 1000;
 /// Counters of the previous sample, for rates, and the units left it showed.
 #[derive(Clone, Copy)]
 struct Prev {
-    at_ms: i64,
+    /// When it was read, by this process's monotonic clock: the snapshot's own time
+    /// is the gate's when Redis answers and this process's when not, and rates
+    /// between the two would read a skew between the clocks as elapsed time.
+    read_at: std::time::Instant,
     left: i64,
     granted: i64,
     persisted: i64,
@@ -42,15 +45,15 @@ pub fn spawn(
         let mut prev = HashMap::new();
         let mut sell_outs = SellOuts::default();
         // This process's admitted and shed grabs at the last sample, and when.
-        let mut gate_before = (chrono::Utc::now().timestamp_millis(), admission.counts());
+        let mut gate_before = (std::time::Instant::now(), admission.counts());
         let mut ticks = shutdown::interval(EVERY);
         let mut outage = Outage::default();
         while shutdown.tick(&mut ticks).await {
             let sampled = sample(&backend, &flags, &mut prev, &mut sell_outs).await;
             outage.note(&"live sampler", &sampled);
             if let Ok(mut snapshot) = sampled {
-                let now = (snapshot.at_ms, admission.counts());
-                let secs = ((now.0 - gate_before.0) as f64 / 1000.0).max(0.001);
+                let now = (std::time::Instant::now(), admission.counts());
+                let secs = now.0.duration_since(gate_before.0).as_secs_f64().max(0.001);
                 snapshot.admitted_per_s = now.1 .0.saturating_sub(gate_before.1 .0) as f64 / secs;
                 snapshot.shed_per_s = now.1 .1.saturating_sub(gate_before.1 .1) as f64 / secs;
                 gate_before = now;
@@ -79,6 +82,7 @@ async fn sample(
     }
     // The gate's clock: shoppers' pages read the time from the feed too.
     let at_ms = crate::sale::gate::clock(backend, None).await.unwrap_or_else(|_| chrono::Utc::now().timestamp_millis());
+    let read_at = std::time::Instant::now();
     let vouchers = rows
         .iter()
         .zip(figures)
@@ -90,9 +94,9 @@ async fn sample(
             let known_sold_out = sold_out || row.sold_out_at.is_some();
             let left = shown_left(row.shards(), f.left, known_sold_out, prev.get(&voucher_id).map(|p| p.left));
             let (granted, persisted, refused) = (f.granted, f.persisted, f.refused);
-            let now = Prev { at_ms, left, granted, persisted, refused, refused_locally };
+            let now = Prev { read_at, left, granted, persisted, refused, refused_locally };
             let before = prev.insert(voucher_id, now).unwrap_or(now);
-            let secs = ((at_ms - before.at_ms) as f64 / 1000.0).max(0.001);
+            let secs = read_at.duration_since(before.read_at).as_secs_f64().max(0.001);
             let rate = |a: i64, b: i64| if a == b { 0.0 } else { (a - b).max(0) as f64 / secs };
             VoucherLive {
                 voucher_id,

@@ -268,6 +268,8 @@ fn LivePanel(id: i64, feed: OperatorFeed, titles: Signal<HashMap<i64, String>>) 
         }
     };
     let num = move |f: fn(&VoucherLive) -> i64| Signal::derive(move || f(&live()).to_string());
+    // A figure Redis cannot give now (it does not hold the sale): "–", not 0.
+    let known = |n: i64| if n < 0 { "–".to_owned() } else { n.to_string() };
     let sold = move || live().granted;
     view! {
         <article class="rounded-lg bg-white p-4 shadow" aria-label=move || format!("Live {}", title())>
@@ -283,10 +285,10 @@ fn LivePanel(id: i64, feed: OperatorFeed, titles: Signal<HashMap<i64, String>>) 
                     style:width=move || format!("{:.1}%", 100.0 * sold() as f64 / live().stock.max(1) as f64)></div>
             </div>
             <dl class="grid grid-cols-3 gap-2 lg:grid-cols-9">
-                {big("Stock left", Signal::derive(move || { let l = live(); format!("{} / {}", l.left.max(0), l.stock) }))}
+                {big("Stock left", Signal::derive(move || { let l = live(); format!("{} / {}", known(l.left), l.stock) }))}
                 {big("Granted", num(|l| l.granted))}
                 {big("Persisted", num(|l| l.persisted))}
-                {big("Queue depth", num(|l| l.lag.max(0)))}
+                {big("Queue depth", Signal::derive(move || known(live().lag)))}
                 {big("Pending", num(|l| l.pending))}
                 {big("Dead letters", num(|l| l.dead_letters))}
                 {big("Unpaid", num(|l| l.unpaid))}

@@ -12,7 +12,7 @@ use crate::{
     report::sell_outs::SellOuts,
     sale::{admission::Admission, sold_out::SoldOutFlags},
     shutdown::{self, Shutdown},
-    voucher::store as vouchers,
+    voucher::store::{self as vouchers, VoucherRow},
 };
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
@@ -77,11 +77,14 @@ async fn sample(
     // A sale of several shards whose buckets read empty: its sell-out is found by a
     // dry bucket's grab, or here when no grab comes.
     // A store that fails it is asked again next round; the figures go out meanwhile.
-    for (row, _) in sold_out_first.filter(|(row, f)| row.shards() > 1 && f.left == Some(0)) {
-        let _ = crate::sale::refill::if_sold_out(backend, row.id, row.shards()).await;
-    }
     // The gate's clock: shoppers' pages read the time from the feed too.
     let at_ms = crate::sale::gate::clock(backend, None).await.unwrap_or_else(|_| chrono::Utc::now().timestamp_millis());
+    // Not before the start: no grant sold it out then (a withdrawal of every unit did,
+    // and the report would say it sold out before it began).
+    let started = |row: &VoucherRow| row.begins_at <= at_ms;
+    for (row, _) in sold_out_first.filter(|(row, f)| row.shards() > 1 && f.left == Some(0) && started(row)) {
+        let _ = crate::sale::refill::if_sold_out(backend, row.id, row.shards()).await;
+    }
     let read_at = std::time::Instant::now();
     let vouchers = rows
         .iter()

@@ -52,6 +52,11 @@ pub struct Backend {
     shards: Arc<std::sync::RwLock<HashMap<i64, u32>>>,
     /// Replicas that must hold a write before it counts as durable (none by default).
     pub replicas: Replicas,
+    /// The connection an operator's changes wait for replicas on (`WAIT` holds up the
+    /// commands sent after it on its connection until the replicas answer, up to
+    /// `SECKILL_WAIT_REPLICAS_MS`): one of their own, so the serving runtimes' grabs
+    /// never queue behind them. `redis` itself unless replicas are required.
+    pub waits: RedisConn,
     /// Sales this process met in a newer Redis layout than it speaks.
     pub newer_layouts: Arc<layout_version::NewerLayouts>,
 }
@@ -60,8 +65,9 @@ pub struct Backend {
 type KeysByBucket = HashMap<Bucket, Arc<SaleKeys>>;
 
 /// Redis replicas that must hold a write (Redis `WAIT`) before the app counts on it
-/// surviving a failover: the orders a worker read before it saves them, and a
-/// cancelled order's give-back before its debt is struck (`SECKILL_WAIT_REPLICAS`).
+/// surviving a failover: the orders a worker read before it saves them, a cancelled
+/// order's give-back before its debt is struck, and an operator's change of a sale
+/// (its stock, its window) before it answers (`SECKILL_WAIT_REPLICAS`).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Replicas {
     /// How many; 0: no replicas, no wait.
@@ -78,6 +84,7 @@ impl Backend {
     pub fn new(db: Db, redis: RedisConn, namespace: &str) -> Self {
         Self {
             db,
+            waits: redis.clone(),
             redis,
             scripts: Arc::new(Scripts::default()),
             namespace: namespace.into(),
@@ -92,6 +99,11 @@ impl Backend {
     /// The same, counting a write durable once `replicas` hold it.
     pub fn with_replicas(self, replicas: Replicas) -> Self {
         Self { replicas, ..self }
+    }
+
+    /// The same, with `waits` as the connection operators' changes wait for replicas on.
+    pub fn with_waits(self, waits: RedisConn) -> Self {
+        Self { waits, ..self }
     }
 
     /// The same stores and caches, with `redis` as the connection: a serving runtime's

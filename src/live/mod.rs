@@ -46,7 +46,9 @@ pub struct VoucherLive {
     // The feed's names, from before `stock` meant only this: `total` and `stock`.
     #[serde(rename = "total")]
     pub stock: i64,
-    /// Units left, as Redis holds them (-1 when Redis does not hold the voucher).
+    /// Units left, as Redis holds them (-1 when Redis does not hold the voucher; a sale
+    /// of several shards reading empty keeps its last figure until its sell-out is
+    /// known: a unit may be moving between its buckets).
     #[serde(rename = "stock")]
     pub left: i64,
     /// Shoppers granted an order (the buyers set).

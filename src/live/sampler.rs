@@ -94,7 +94,9 @@ async fn sample(
             let refused_locally = flags.refused_locally(voucher_id);
             let sold_out = flags.is_flagged(voucher_id);
             record(&f, sold_out);
-            let known_sold_out = sold_out || row.sold_out_at.is_some();
+            // Before the start no grab moves units (a withdrawal's gathering may; Grab is
+            // shut anyway), and the sell-out is not looked for: the figure as read.
+            let known_sold_out = sold_out || row.sold_out_at.is_some() || !started(row);
             let left = shown_left(row.shards(), f.left, known_sold_out, prev.get(&voucher_id).map(|p| p.left));
             let (granted, persisted, refused) = (f.granted, f.persisted, f.refused);
             let now = Prev { read_at, left, granted, persisted, refused, refused_locally };

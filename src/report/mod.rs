@@ -272,8 +272,10 @@ pub struct Units {
     pub sold: i64,
     /// Given back by cancelled orders (by the shopper or at the pay deadline).
     pub returned: i64,
-    /// Grabbed again: the grants beyond the units ever put on sale (created and
-    /// added), each a unit given back (returned, dead-lettered or lost) and granted anew.
+    /// Grabbed again, at least: the grants beyond the units ever put on sale (created
+    /// and added), each a unit given back (returned, dead-lettered or lost) and granted
+    /// anew. Units are alike, so a unit given back and granted while unsold ones were
+    /// withdrawn is not told apart from an unsold one: a lower bound.
     pub resold: i64,
     /// Still on sale.
     pub left: i64,

@@ -77,8 +77,8 @@ pub struct Made {
 /// the replicas required to hold it: the units the change made, or `None` when Redis
 /// does not hold the bucket. A move's addition tells nobody (the sale was not sold
 /// out: units only move to a bucket that ran dry while others held some).
-/// Fails when the replicas fall short (the change stays owed). The wait holds up the
-/// connection's other commands only while replicas lag, and stock changes are rare.
+/// Fails when the replicas fall short (the change stays owed). On the connection of
+/// the waits (`Backend::waits`): grabs never queue behind one.
 async fn apply(backend: &Backend, change: &StockChange) -> Result<Option<i64>, BackendError> {
     let shards = crate::voucher::buckets::of(backend, change.voucher_id).await?;
     let keys = backend.bucket_keys(Bucket { voucher_id: change.voucher_id, shards, bucket: change.bucket() });
@@ -91,7 +91,7 @@ async fn apply(backend: &Backend, change: &StockChange) -> Result<Option<i64>, B
     call.arg(change.id).arg(change.units).arg(&*backend.events_channel).arg(restocked).arg(LAYOUT_VERSION);
     let Replicas { want, wait_ms } = backend.replicas;
     let (mut made, have): (Vec<Option<i64>>, u32) =
-        invoke_then_wait(&[call], &mut backend.redis.clone(), want, wait_ms).await.inspect_err(|e| {
+        invoke_then_wait(&[call], &mut backend.waits.clone(), want, wait_ms).await.inspect_err(|e| {
             if let Some(theirs) = refused_layout(e) {
                 backend.newer_layouts.met(change.voucher_id, theirs);
             }

@@ -2,8 +2,9 @@
 //! script, three uses: [`warm`] loads a sale Redis does not hold (its units left,
 //! buyers, window and the order stream's consumer group), and rebuilds one Redis
 //! lost from the database; on a sale Redis holds, it pushes the latest window (times,
-//! pause, price). An operator's change calls [`warm`] (the sale may have been lost
-//! meanwhile); the upkeep calls [`push_window`], which only pushes.
+//! pause, price). An operator's change calls [`warm_change`] ([`warm`], waiting for
+//! replicas; the sale may have been lost meanwhile); the upkeep calls
+//! [`push_window`], which only pushes.
 //! This module owns the script's interface.
 //!
 //! A sale of K shards is K buckets in Redis (`backend::layout`), each warmed, rebuilt
@@ -68,15 +69,21 @@ pub async fn warm_change(backend: &Backend, v: &VoucherRow) -> Result<bool, Back
     warm_all_buckets(backend, v, true).await
 }
 
-/// [`warm`], waiting for replicas after each window push when `wait`.
+/// [`warm`], waiting for replicas after each window push when `wait`. Replicas behind
+/// on one bucket do not keep the others from the change: every bucket is pushed, then
+/// the shortfall is told.
 async fn warm_all_buckets(backend: &Backend, v: &VoucherRow, wait: bool) -> Result<bool, BackendError> {
     crate::voucher::buckets::noted(backend, v);
     let ended = ended(backend, v).await;
-    let mut rebuilt = false;
+    let (mut rebuilt, mut behind) = (false, None);
     for bucket in v.buckets() {
-        rebuilt |= warm_bucket(backend, (v, ended), (bucket, wait)).await?;
+        match warm_bucket(backend, (v, ended), (bucket, wait)).await {
+            Ok(one) => rebuilt |= one,
+            Err(e @ BackendError::ReplicasBehind { .. }) => behind = behind.or(Some(e)),
+            Err(e) => return Err(e),
+        }
     }
-    Ok(rebuilt)
+    behind.map_or(Ok(rebuilt), Err)
 }
 
 /// Whether a sale of several shards is over by the gate's clock (the node of its
@@ -108,7 +115,7 @@ async fn warm_bucket(
     // Most warm-ups find Redis holding the voucher whole: they need no snapshot, and
     // no database lock (a worker must be able to join while the database cannot write).
     let held = match wait {
-        true => push_and_wait(backend, &mut redis, &keys, (v, ended)).await?,
+        true => push_and_wait(backend, &keys, (v, ended)).await?,
         false => run_script(backend, &mut redis, &keys, (v, ended)).await?,
     };
     if held {
@@ -275,14 +282,11 @@ impl Warmed {
 /// every operator's change. A replica promoted before it had a pause or an end would
 /// otherwise reopen the sale until the upkeep pushed the window again. Fails when the
 /// replicas fall short (the operator hears `saved_not_applied`). The upkeep's own
-/// pushes ([`push_window`]) do not wait: they come again every round.
-async fn push_and_wait(
-    backend: &Backend,
-    redis: &mut RedisConn,
-    keys: &SaleKeys,
-    window: (&VoucherRow, bool),
-) -> Result<bool, BackendError> {
+/// pushes ([`push_window`]) do not wait: they come again every round. On the
+/// connection of the waits (`Backend::waits`): grabs never queue behind one.
+async fn push_and_wait(backend: &Backend, keys: &SaleKeys, window: (&VoucherRow, bool)) -> Result<bool, BackendError> {
     let Replicas { want, wait_ms } = backend.replicas;
+    let redis = &mut backend.waits.clone();
     if want == 0 {
         return Ok(run_script(backend, redis, keys, window).await?);
     }

@@ -12,6 +12,21 @@ use std::{path::Path, time::Duration};
 /// journal: as a file, SQLite created, wrote and deleted one per batch). PostgreSQL:
 /// the URL as given, with `busy` as the lock timeout.
 pub async fn open(url: &str, busy: Duration) -> Result<Db, ServeError> {
+    let sqlite = is_sqlite(url);
+    open_pool(url, busy, if sqlite { 8 } else { 16 }).await
+}
+
+/// A pool of one connection for the followers of revocations (ended sessions, the
+/// operators): with a connection of their own, a revocation reaches this process
+/// within their read's period however busy the main pool is (a storm's requests and
+/// batches, writes waiting on a lock), as a revoked credential must stop working
+/// everywhere within a second. Their reads are a few a second, each a quick query.
+pub async fn open_followers(url: &str, busy: Duration) -> Result<Db, ServeError> {
+    open_pool(url, busy, 1).await
+}
+
+/// [`open`], with at most `connections` connections.
+async fn open_pool(url: &str, busy: Duration, connections: u32) -> Result<Db, ServeError> {
     sqlx::any::install_default_drivers();
     let sqlite = is_sqlite(url);
     let mut url = url.to_owned();
@@ -33,7 +48,7 @@ pub async fn open(url: &str, busy: Duration) -> Result<Db, ServeError> {
     // PostgreSQL's counterpart of the busy timeout: a write waits this long for a lock.
     let lock_timeout = format!("SET lock_timeout = {}", busy.as_millis());
     let pool = AnyPoolOptions::new()
-        .max_connections(if sqlite { 8 } else { 16 })
+        .max_connections(connections)
         // sqlx pings a connection when it goes back to the pool, and by default again
         // when it is taken: a round trip to the database (on SQLite, to the connection's
         // thread and back) per use, besides the statement. A connection idle for less

@@ -317,20 +317,23 @@ fn shop_login(config: &Config) -> Result<Option<ShopLogin>, ServeError> {
     ShopLogin::load(issuer, audience, keys).map(Some).map_err(ServeError::Config)
 }
 
-/// The Redis connections of the background tasks that need one of their own, and the
-/// bus's listener (subscribed last: a failure before leaves nothing running).
+/// The connections of the background tasks that need ones of their own (Redis's, and
+/// the database's for the followers of revocations), and the bus's listener
+/// (subscribed last: a failure before leaves nothing running).
 struct Links {
     sweeper: RedisConn,
     worker: Option<RedisConn>,
+    followers: crate::backend::Db,
     bus: tokio::task::JoinHandle<()>,
 }
 
 async fn connect(config: &Config, state: &AppState, target: &Arc<RedisTarget>) -> Result<Links, ServeError> {
     let sweeper = target.connect().await?;
     let worker = if config.worker { Some(target.connect().await?) } else { None };
+    let followers = database::open_followers(&config.database_url, Duration::from_millis(config.db_busy_ms)).await?;
     let channel = state.backend.events_channel.to_string();
     let bus = bus::listen(target.clone(), channel, state.bus.clone(), state.shutdown.clone()).await?;
-    Ok(Links { sweeper, worker, bus })
+    Ok(Links { sweeper, worker, followers, bus })
 }
 
 /// The tasks that run beside HTTP until shutdown: the bus's listener and the follower
@@ -360,8 +363,8 @@ fn spawn_background(
         // On a connection of its own: it waits for replicas (`WAIT` holds a connection up).
         sweeper::spawn(backend.with_redis(links.sweeper), Duration::from_millis(config.sweep_ms), shutdown.clone()),
         sale::upkeep::spawn(backend.clone(), Duration::from_millis(config.sweep_ms), shutdown.clone()),
-        ended_sessions::follow(state.accounts.secrets.ended.clone(), backend.db.clone(), shutdown.clone()),
-        operators::follow(state.accounts.secrets.operators.clone(), backend.db.clone(), shutdown.clone()),
+        ended_sessions::follow(state.accounts.secrets.ended.clone(), links.followers.clone(), shutdown.clone()),
+        operators::follow(state.accounts.secrets.operators.clone(), links.followers, shutdown.clone()),
         crate::report::tally::spawn(state.report.tally.clone(), backend.db.clone(), shutdown.clone()),
     ];
     if let (Some(redis), Some((lease, mut settings))) = (links.worker, worker) {

@@ -143,6 +143,57 @@ async fn ending_every_session_reaches_every_process() {
     a.stop().await;
 }
 
+/// A session ended on one process stops working on another within a second while that
+/// process's database pool is all taken (twenty writes waiting on a lock, as a storm's
+/// would): the followers of revocations read on a connection of their own. Before,
+/// they waited for the pool like any request, and the ended session went on working
+/// for as long as the writes waited (8 s here). PostgreSQL only: on SQLite the one
+/// write lock would hold the sign-out up too.
+#[tokio::test]
+async fn an_ended_session_stops_working_within_a_second_while_the_pool_is_taken() {
+    let a = TestApp::with(crate::support::Options::default().with(|c| c.db_busy_ms = 8_000)).await;
+    if !a.database_url.starts_with("postgres") {
+        return a.stop().await;
+    }
+    let b = TestApp::with(a.restart_options()).await;
+    let v = a.create_voucher(100, -5, 3600).await;
+    let (phone, laptop) = (b.sign_in("ivy").await, b.sign_in("ivy").await);
+    assert_eq!(a.grab(&laptop, v).await.0, 200, "the laptop's session works on a");
+    let mut lock = crate::support::hold_write_lock(&a.database_url, "vouchers").await;
+    let waiting: Vec<_> = (0..20)
+        .map(|_| {
+            let api = a.api.clone();
+            tokio::spawn(async move {
+                let now = chrono::Utc::now();
+                api.create_voucher("held", 1, now, now + chrono::Duration::hours(1)).await
+            })
+        })
+        .collect();
+    wait_until("a's pool is taken by writes waiting on the lock", SOON, || async {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        )
+        .fetch_one(&b.db)
+        .await
+        .unwrap();
+        waiting >= 16
+    })
+    .await;
+    let (status, _) = b.call("sign_out_everywhere", json!({}), &[("cookie", &phone.cookie)]).await;
+    assert_eq!(status, 200);
+    // Its reads are half a second apart: 3 s leaves room for a busy machine, far from 8.
+    wait_until("a refuses the laptop's ended session", std::time::Duration::from_secs(3), || async {
+        code(&a.grab(&laptop, v).await.1) == "not_signed_in"
+    })
+    .await;
+    sqlx::raw_sql("ROLLBACK").execute(&mut lock).await.unwrap();
+    for w in waiting {
+        let _ = w.await;
+    }
+    b.stop().await;
+    a.stop().await;
+}
+
 /// Ending every session again and again keeps one row for the account (review,
 /// 2026-11-29), and every session ended before stays ended. Before, each time wrote
 /// a row kept for the sessions' lifetime, and every process read them all at start.

@@ -273,14 +273,7 @@ async fn late_load_drill(caller_goes_away: bool) {
     if caller_goes_away {
         let rebuild = warm(&slow, &row);
         tokio::pin!(rebuild);
-        let deadline = tokio::time::Instant::now() + SOON;
-        while !link.holding() {
-            tokio::select! {
-                ended = &mut rebuild => panic!("the rebuild ended before its load was sent: {ended:?}"),
-                () = tokio::time::sleep(std::time::Duration::from_millis(5)) => {}
-            }
-            assert!(tokio::time::Instant::now() < deadline, "the load was never sent");
-        }
+        link.drive_until_held(rebuild.as_mut(), "load").await;
         // Its caller goes away with the load on its way.
     } else {
         assert!(warm(&slow, &row).await.is_err(), "the rebuild gives up");
@@ -385,14 +378,7 @@ async fn orders_committed_after_a_rebuild_whose_settling_failed_are_settled_next
     {
         let handled = saver.handle(entries);
         tokio::pin!(handled);
-        let deadline = tokio::time::Instant::now() + SOON;
-        while !link.holding() {
-            tokio::select! {
-                ended = &mut handled => panic!("the batch ended before its settling was sent: {ended:?}"),
-                () = tokio::time::sleep(std::time::Duration::from_millis(5)) => {}
-            }
-            assert!(tokio::time::Instant::now() < deadline, "the settling was never sent");
-        }
+        link.drive_until_held(handled.as_mut(), "settling").await;
         link.sever();
         assert!(handled.await.is_err(), "the settling failed");
         link.mend();

@@ -67,6 +67,24 @@ impl HoldingLink {
         self.holding.load(Ordering::SeqCst) && *self.state.borrow() == State::Armed
     }
 
+    /// Drives `call` until this link holds what it sent (`what`: the held send, for
+    /// the failure messages); fails the test if the call ends first, or if nothing is
+    /// held soon.
+    pub async fn drive_until_held<F>(&self, mut call: std::pin::Pin<&mut F>, what: &str)
+    where
+        F: std::future::Future,
+        F::Output: std::fmt::Debug,
+    {
+        let deadline = tokio::time::Instant::now() + super::SOON;
+        while !self.holding() {
+            tokio::select! {
+                ended = &mut call => panic!("the call ended before its {what} was sent: {ended:?}"),
+                () = tokio::time::sleep(std::time::Duration::from_millis(5)) => {}
+            }
+            assert!(tokio::time::Instant::now() < deadline, "the {what} was never sent");
+        }
+    }
+
     /// Lets everything held through, in order, and holds nothing more.
     pub fn release(&self) {
         self.state.send_replace(State::Released);

@@ -74,13 +74,13 @@ async fn sample(
     let sold_out_first = rows.iter().zip(&figures).filter(|(row, _)| row.sold_out_at.is_none());
     sell_outs
         .keep(&backend.db, sold_out_first.clone().filter_map(|(row, f)| Some((row.id, f.sold_out_at_ms?))).collect());
-    // A sale of several shards whose buckets read empty: its sell-out is found by a
-    // dry bucket's grab, or here when no grab comes.
-    // A store that fails it is asked again next round; the figures go out meanwhile.
     // The gate's clock: shoppers' pages read the time from the feed too.
     let at_ms = crate::sale::gate::clock(backend, None).await.unwrap_or_else(|_| chrono::Utc::now().timestamp_millis());
-    // Not before the start: no grant sold it out then (a withdrawal of every unit did,
-    // and the report would say it sold out before it began).
+    // A sale of several shards whose buckets read empty: its sell-out is found by a
+    // dry bucket's grab, or here when no grab comes. Not before the start: no grant
+    // sold it out then (a withdrawal of every unit did, and the report would say it
+    // sold out before it began). A store that fails it is asked again next round; the
+    // figures go out meanwhile.
     let started = |row: &VoucherRow| row.begins_at <= at_ms;
     for (row, _) in sold_out_first.filter(|(row, f)| row.shards() > 1 && f.left == Some(0) && started(row)) {
         let _ = crate::sale::refill::if_sold_out(backend, row.id, row.shards()).await;

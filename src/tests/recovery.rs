@@ -199,9 +199,7 @@ async fn an_order_cancelled_before_it_settled_after_a_rebuild_gives_its_unit_bac
     let read = read_and_crash(&app, v, "w-slow", 2).await;
     // Redis loses the voucher while the worker holds both orders.
     let keys = app.keys(v);
-    lose_the_sale(&app, v).await;
-    let row = vouchers::get(&app.db, v).await.unwrap().unwrap();
-    assert!(warm(&backend, &row).await.unwrap(), "the voucher is rebuilt");
+    lose_and_rebuild(&app, v).await;
     assert_eq!(redis.get::<_, i64>(&keys.left).await.unwrap(), 10, "the database knew no order");
     // Both commit; the first is cancelled, and its unit given back, before they settle.
     store::persist(&app.db, &read, PAY).await.unwrap();
@@ -308,9 +306,7 @@ async fn orders_committed_after_a_rebuild_take_their_units() {
     store::persist(&app.db, early, PAY).await.unwrap();
     settle(&backend, &mut redis, (v, &app.keys(v)), i64::MAX / 2, &[("0-1", &early[0])]).await.unwrap();
     let keys = app.keys(v);
-    lose_the_sale(&app, v).await;
-    let row = vouchers::get(&app.db, v).await.unwrap().unwrap();
-    assert!(warm(&backend, &row).await.unwrap(), "the voucher is rebuilt");
+    lose_and_rebuild(&app, v).await;
     let rebuilt: i64 = redis.get(&keys.left).await.unwrap();
     assert_eq!(rebuilt, 9, "the database knew one order when Redis was rebuilt");
 
@@ -359,8 +355,7 @@ async fn orders_committed_after_a_rebuild_whose_settling_failed_are_settled_next
     let reply: redis::Value = app.redis.clone().xread_options(&[&keys.orders], &[">"], &opts).await.unwrap();
     let entries = Entry::from_read(reply).unwrap();
     assert_eq!(entries.len(), 4);
-    lose_the_sale(&app, v).await;
-    assert!(warm(&backend, &vouchers::get(&app.db, v).await.unwrap().unwrap()).await.unwrap(), "rebuilt");
+    lose_and_rebuild(&app, v).await;
 
     // The worker's link to Redis holds its first script call (the settling) until it breaks.
     let link = HoldingLink::to(target.trim_start_matches("redis://").trim_end_matches('/'), (b"EVALSHA", 1)).await;
@@ -420,9 +415,7 @@ async fn a_shopper_granted_again_after_a_rebuild_leaves_no_phantom_unit() {
     let x_id = body["order_id"].as_str().unwrap().to_owned();
     let x = read_and_crash(&app, v, "w-holds-x", 1).await;
     let (backend, keys, mut redis) = (app.backend(), app.keys(v), app.redis.clone());
-    lose_the_sale(&app, v).await;
-    let row = vouchers::get(&app.db, v).await.unwrap().unwrap();
-    assert!(warm(&backend, &row).await.unwrap(), "rebuilt from a database without X");
+    lose_and_rebuild(&app, v).await;
     let (status, body) = app.grab(&ann, v).await;
     assert_eq!(status, 200, "ann grabs again: {body}");
     let y_id = body["order_id"].as_str().unwrap().to_owned();
@@ -584,6 +577,13 @@ async fn lose_the_sale(app: &TestApp, v: i64) {
     let keys = app.keys(v);
     let lost = [&keys.left, &keys.buyers, &keys.window, &keys.orders, &keys.results, &keys.dlq, &keys.refused];
     let () = app.redis.clone().del(&lost).await.unwrap();
+}
+
+/// Redis loses the sale's keys, and a rebuild from the database loads them again.
+async fn lose_and_rebuild(app: &TestApp, v: i64) {
+    lose_the_sale(app, v).await;
+    let row = vouchers::get(&app.db, v).await.unwrap().unwrap();
+    assert!(warm(&app.backend(), &row).await.unwrap(), "the voucher is rebuilt");
 }
 
 /// A sale of ten units, granted to `n` shoppers named `<prefix>-<i>`.

@@ -42,6 +42,8 @@ local one_shard = shards == '1'
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local begins, ends = tonumber(window[1]), tonumber(window[2])
+-- `ended`: the end a sale of several shards was over at by its bucket 0's clock.
+local over = tonumber(window[10]) == ends
 local refused, granted = 0, 0
 local function refuse(code)
   refused = refused + 1
@@ -53,8 +55,7 @@ local function decide(user, order, result, token)
   -- was granted, whatever has changed since. A refused grab is decided afresh.
   if redis.call('HEXISTS', KEYS[5], order) == 1 then return 'granted' end
   if now < begins then return refuse('not_started') end
-  -- (`ended`: the end a sale of several shards was over at by its bucket 0's clock.)
-  if now >= ends or tonumber(window[10]) == ends then return refuse('ended') end
+  if now >= ends or over then return refuse('ended') end
   if window[4] == '1' then return refuse('sale_paused') end
   if window[6] == '1' and token ~= grab_token(window[7] or '', user, ARGV[1]) then
     return refuse('invalid_token')

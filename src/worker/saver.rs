@@ -154,22 +154,42 @@ impl Saver {
 
     /// Records the fates in Redis: persisted orders settled in one step, the others
     /// ended with their give-backs (each acknowledges too, so an order is given back
-    /// once whoever gets there first).
+    /// once whoever gets there first). Persisted orders are copied into `unsettled`
+    /// only when this fails (the worker's hot path: a batch settles as it is read).
     async fn finish(&mut self, entries: &[Entry], fates: &[Fate]) -> Result<(), BackendError> {
+        self.settle_kept().await?;
+        let mut persisted = Vec::with_capacity(entries.len());
         for (e, &fate) in entries.iter().zip(fates) {
             let Some(m) = &e.msg else { continue };
             if fate == Fate::Persisted {
                 self.strikes.remove(&e.id);
-                self.unsettled.push((e.id.clone(), m.clone()));
+                persisted.push((e.id.as_str(), m));
             }
         }
+        if let Err(e) = self.end_and_settle(entries, fates, &persisted).await {
+            self.unsettled.extend(persisted.iter().map(|&(id, m)| (id.to_owned(), m.clone())));
+            return Err(e);
+        }
+        metrics::counter!("seckill_orders_persisted_total").increment(persisted.len() as u64);
+        Ok(())
+    }
+
+    /// Ends the entries that were not persisted (their give-backs), then settles the
+    /// persisted ones.
+    async fn end_and_settle(
+        &mut self,
+        entries: &[Entry],
+        fates: &[Fate],
+        persisted: &[(&str, &OrderMsg)],
+    ) -> Result<(), BackendError> {
         for (e, &fate) in entries.iter().zip(fates) {
             let Some(m) = &e.msg else { continue };
             if let Some(failure) = Failure::of(m, &e.id, fate) {
                 failure.run(&self.backend, &mut self.redis, &self.keys).await?;
             }
         }
-        self.settle_kept().await
+        settle(&self.backend, &mut self.redis, (self.voucher_id, &self.keys), self.expires, persisted).await?;
+        Ok(())
     }
 
     /// Settles the orders committed and not yet settled, in one step.

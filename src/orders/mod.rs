@@ -27,6 +27,8 @@ pub mod snapshot;
 pub mod store;
 #[cfg(feature = "ssr")]
 pub mod sweeper;
+#[cfg(feature = "ssr")]
+pub mod unsettled;
 pub mod view;
 
 use chrono::{DateTime, Utc};

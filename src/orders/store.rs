@@ -1,6 +1,9 @@
 //! Orders in SQL. Persisting is idempotent: a message delivered twice yields one order.
 
-use super::entry::OrderMsg;
+use super::{
+    entry::OrderMsg,
+    unsettled::{Locks, Watch},
+};
 use crate::backend::{
     db_clock::{now_ms_postgres, now_ms_sqlite, POSTGRES},
     Db, Tx,
@@ -40,8 +43,19 @@ pub enum Fate {
 /// second order, both rare: the transaction is rolled back and the batch runs again,
 /// skipping what conflicts (PostgreSQL's log shows the refused insert as an error).
 pub async fn persist(db: &Db, batch: &[OrderMsg], pay_timeout_ms: i64) -> sqlx::Result<Vec<Fate>> {
-    match persist_batch(db, batch, pay_timeout_ms, OnConflict::Fail).await {
-        Err(e) if is_conflict(&e) => persist_batch(db, batch, pay_timeout_ms, OnConflict::Skip).await,
+    persist_watched(db, batch, pay_timeout_ms, None).await
+}
+
+/// [`persist`] for a worker: orders it may have read from a stream Redis has lost
+/// since go on record in the same transaction, as `watch` says (`unsettled`).
+pub async fn persist_watched(
+    db: &Db,
+    batch: &[OrderMsg],
+    pay_timeout_ms: i64,
+    mut watch: Option<&mut Watch>,
+) -> sqlx::Result<Vec<Fate>> {
+    match persist_batch(db, batch, pay_timeout_ms, OnConflict::Fail, watch.as_deref_mut()).await {
+        Err(e) if is_conflict(&e) => persist_batch(db, batch, pay_timeout_ms, OnConflict::Skip, watch).await,
         done => done,
     }
 }
@@ -68,14 +82,11 @@ async fn persist_batch(
     batch: &[OrderMsg],
     pay_timeout_ms: i64,
     on_conflict: OnConflict,
+    watch: Option<&mut Watch>,
 ) -> sqlx::Result<Vec<Fate>> {
     let mut tx = db.begin().await?;
-    let mut vouchers: Vec<i64> = batch.iter().map(|m| m.voucher_id).collect();
-    vouchers.sort_unstable();
-    vouchers.dedup();
-    for &voucher_id in &vouchers {
-        lock_voucher(&mut tx, voucher_id).await?;
-    }
+    let locks = Locks::take(&mut tx, batch).await?;
+    let vouchers: Vec<i64> = locks.vouchers().collect();
     // Orders of a voucher the insert did not take whole: a redelivery, a buried order,
     // a second order of one shopper (rare). Only they cost a query each, to say which.
     let mut unsure = std::collections::HashSet::new();
@@ -87,7 +98,7 @@ async fn persist_batch(
         }
         if taken > 0 && !take_stock(&mut tx, voucher_id, taken as i64).await? {
             tx.rollback().await?;
-            return persist_one_by_one(db, batch, pay_timeout_ms).await;
+            return persist_one_by_one(db, batch, pay_timeout_ms, watch).await;
         }
     }
     let mut fates = Vec::with_capacity(batch.len());
@@ -95,8 +106,24 @@ async fn persist_batch(
         let fate = if unsure.contains(&m.order_id) { classify(&mut tx, m).await? } else { Fate::Persisted };
         fates.push(fate);
     }
-    tx.commit().await?;
+    commit(tx, (locks, watch), batch, &fates).await?;
     Ok(fates)
+}
+
+/// Commits a transaction of [`persist`]: first, with a `watch`, puts on record the
+/// orders it may have read from a stream Redis lost since (`unsettled`).
+async fn commit(
+    mut tx: Tx<'_>,
+    (locks, watch): (Locks, Option<&mut Watch>),
+    batch: &[OrderMsg],
+    fates: &[Fate],
+) -> sqlx::Result<()> {
+    let Some(watch) = watch else { return tx.commit().await };
+    let persisted = batch.iter().zip(fates).filter(|(_, &fate)| fate == Fate::Persisted).map(|(m, _)| m);
+    let records = watch.record(&mut tx, &locks, persisted).await?;
+    tx.commit().await?;
+    watch.committed(locks, records);
+    Ok(())
 }
 
 /// Inserts the orders of one voucher not buried (and, with [`OnConflict::Skip`], not yet
@@ -225,11 +252,16 @@ async fn classify(tx: &mut Tx<'_>, m: &OrderMsg) -> sqlx::Result<Fate> {
 
 /// The slow path: each order in turn takes a unit, and those that find none are
 /// removed again (`NoStock`).
-async fn persist_one_by_one(db: &Db, batch: &[OrderMsg], pay_timeout_ms: i64) -> sqlx::Result<Vec<Fate>> {
+async fn persist_one_by_one(
+    db: &Db,
+    batch: &[OrderMsg],
+    pay_timeout_ms: i64,
+    watch: Option<&mut Watch>,
+) -> sqlx::Result<Vec<Fate>> {
     let mut tx = db.begin().await?;
+    let locks = Locks::take(&mut tx, batch).await?;
     let mut fates = Vec::with_capacity(batch.len());
     for m in batch {
-        lock_voucher(&mut tx, m.voucher_id).await?;
         let inserted = insert_new(&mut tx, m.voucher_id, &[m], pay_timeout_ms, OnConflict::Skip).await?;
         let fate = match inserted == 0 {
             true => classify(&mut tx, m).await?,
@@ -241,7 +273,7 @@ async fn persist_one_by_one(db: &Db, batch: &[OrderMsg], pay_timeout_ms: i64) ->
         };
         fates.push(fate);
     }
-    tx.commit().await?;
+    commit(tx, (locks, watch), batch, &fates).await?;
     Ok(fates)
 }
 

@@ -1,11 +1,12 @@
 //! The sweeper: every server process runs one. Each round it cancels unpaid orders
 //! whose payment deadline has passed, and finishes give-backs Redis still owes
 //! (a canceller that died between the database and Redis), striking each debt once
-//! Redis holds the give-back for good (`give_back`). The deadline lives in the
+//! Redis holds the give-back for good (`give_back`), and settles the orders of a
+//! worker that died between the database and Redis after a rebuild (`unsettled`). The deadline lives in the
 //! database, so a restart forgets nothing; each cancel is one conditional update, so
 //! any number of sweepers cancel each order once.
 
-use super::{give_back::give_back_durably, lifecycle, CancelReason};
+use super::{give_back::give_back_durably, lifecycle, unsettled, CancelReason};
 use crate::{
     backend::{db_clock, outage::Outage, Backend, BackendError},
     shutdown::{self, Shutdown},
@@ -15,7 +16,8 @@ use std::time::Duration;
 /// Orders handled per round at most; the next round goes on.
 const ROUND: i64 = 500;
 /// A give-back owed for this long is taken as abandoned by its canceller (or, with
-/// replicas required, as waiting for the sweeper to see it on them).
+/// replicas required, as waiting for the sweeper to see it on them); a batch on record
+/// as unsettled, by its worker.
 const ABANDONED_AFTER_MS: i64 = 2_000;
 
 pub fn spawn(backend: Backend, every: Duration, shutdown: Shutdown) -> tokio::task::JoinHandle<()> {
@@ -46,5 +48,6 @@ pub async fn sweep(backend: &Backend) -> Result<usize, BackendError> {
     }
     give_back_durably(backend, &cancelled).await?;
     give_back_durably(backend, &lifecycle::owed(&backend.db, now - ABANDONED_AFTER_MS, ROUND).await?).await?;
+    unsettled::settle_abandoned(backend, now - ABANDONED_AFTER_MS, ROUND).await?;
     Ok(cancelled.len())
 }

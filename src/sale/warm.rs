@@ -142,6 +142,12 @@ async fn warm_bucket(
 /// and the load counts only while the ticket holds: a rebuild without its answer
 /// keeps the lock until the ticket surely lapsed, and after that no load of it can
 /// load anything.
+///
+/// It counts itself on the voucher's row in the same transaction, before the snapshot:
+/// a worker that read a batch from the stream Redis lost and commits it after the
+/// snapshot reads the new count, and puts the batch on record until Redis settles it
+/// (`orders::unsettled`). The count stands whenever the load may have run, even when
+/// what the snapshot wrote does not (those writes are a savepoint of their own).
 async fn rebuild(
     backend: &Backend,
     redis: &mut RedisConn,
@@ -149,7 +155,9 @@ async fn rebuild(
     (v, ended): (&VoucherRow, bool),
 ) -> Result<bool, BackendError> {
     let mut tx = backend.db.begin().await?;
-    let Some(snapshot) = snapshot::lock_for_rebuild(&mut tx, v.id, (bucket, v.shards())).await? else {
+    store::count_rebuild(&mut tx, v.id).await?;
+    let mut taken = sqlx::Acquire::begin(&mut *tx).await?;
+    let Some(snapshot) = snapshot::lock_for_rebuild(&mut taken, v.id, (bucket, v.shards())).await? else {
         return Ok(false);
     };
     let ticket = hex::encode(rand::random::<[u8; 16]>());
@@ -163,22 +171,31 @@ async fn rebuild(
     match answered {
         Ok(Ok(Warmed::Missing)) => {
             // Redis holds the snapshot: the withdrawals it voided are recorded so.
+            taken.commit().await?;
             tx.commit().await?;
             Ok(true)
         }
         // Redis held the voucher after all (another rebuild came first): nothing of
         // this snapshot was taken, so nothing it voided may stand.
         Ok(Ok(Warmed::Held)) => {
+            drop(taken);
             tx.rollback().await?;
             Ok(false)
         }
         Ok(Ok(Warmed::TooLate)) => Err(timed_out().into()),
-        // Redis answered with an error: the load was refused or ran, and will not run later.
-        Ok(Err(e)) if e.code().is_some() => Err(e.into()),
+        // Redis answered with an error: the load was refused or ran (in part), and
+        // will not run later.
+        Ok(Err(e)) if e.code().is_some() => {
+            taken.rollback().await?;
+            tx.commit().await?;
+            Err(e.into())
+        }
         failed => {
             // No answer: the load may still reach Redis, so the lock stays until it can
             // load nothing.
             tokio::time::sleep_until(lapses).await;
+            taken.rollback().await?;
+            tx.commit().await?;
             Err(match failed {
                 Ok(Err(e)) => e,
                 _ => timed_out(),

@@ -102,3 +102,25 @@ async fn orders_keep_their_shopper_and_voucher() {
     assert_eq!(orders, 1);
     app.stop().await;
 }
+
+/// A record of unsettled orders gets an id never handed out before, even once every
+/// earlier one is struck: a worker striking its record late (the sweeper struck it
+/// first) must not strike a newer one of another worker's. SQLite's plain rowid gave
+/// the emptied table's next record the same id (the review of 2026-11-29).
+#[tokio::test]
+async fn unsettled_records_never_reuse_an_id() {
+    let app = crate::support::TestApp::with(crate::support::Options::default().with(|c| c.worker = false)).await;
+    let record = || async {
+        let id: i64 = sqlx::query_scalar(
+            "INSERT INTO unsettled_batches (voucher_id, orders, saved_at) VALUES (1, '[]', 0) RETURNING id",
+        )
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+        sqlx::query("DELETE FROM unsettled_batches WHERE id = $1").bind(id).execute(&app.db).await.unwrap();
+        id
+    };
+    let first = record().await;
+    assert_ne!(record().await, first, "the emptied table's next record");
+    app.stop().await;
+}

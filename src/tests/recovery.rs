@@ -342,7 +342,7 @@ async fn orders_committed_after_a_rebuild_take_their_units() {
 #[tokio::test]
 async fn orders_committed_after_a_rebuild_whose_settling_failed_are_settled_next_step() {
     use crate::support::proxy::HoldingLink;
-    use seckill::testing::{Entry, RedisConn, Saver, WorkerSettings};
+    use seckill::testing::Entry;
     let target = crate::support::redis_url();
     if target.contains(',') {
         // A link to one node (see `late_load_drill`).
@@ -350,7 +350,7 @@ async fn orders_committed_after_a_rebuild_whose_settling_failed_are_settled_next
     }
     let app = TestApp::with(Options::default().with(|c| c.worker = false)).await;
     let (v, buyers) = sale_grabbed_by(&app, "unsettled", 4).await;
-    let (backend, keys) = (app.backend(), app.keys(v));
+    let keys = app.keys(v);
     let opts = StreamReadOptions::default().group(GROUP, "w-cut").count(4);
     let reply: redis::Value = app.redis.clone().xread_options(&[&keys.orders], &[">"], &opts).await.unwrap();
     let entries = Entry::from_read(reply).unwrap();
@@ -359,17 +359,7 @@ async fn orders_committed_after_a_rebuild_whose_settling_failed_are_settled_next
 
     // The worker's link to Redis holds its first script call (the settling) until it breaks.
     let link = HoldingLink::to(target.trim_start_matches("redis://").trim_end_matches('/'), (b"EVALSHA", 1)).await;
-    let settings = WorkerSettings {
-        consumer: "w-cut".into(),
-        named: Default::default(),
-        batch_size: 4,
-        poll_ms: 100,
-        claim_idle_ms: 60_000,
-        max_deliveries: 3,
-        pay_timeout_ms: PAY,
-    };
-    let redis = RedisConn::open(link.url()).await.unwrap();
-    let mut saver = Saver::new(backend.clone(), redis, settings, (v, Arc::new(keys.clone())), i64::MAX / 2);
+    let mut saver = saver_through(&link, &app, v, "w-cut").await;
     {
         let handled = saver.handle(entries);
         tokio::pin!(handled);
@@ -389,6 +379,105 @@ async fn orders_committed_after_a_rebuild_whose_settling_failed_are_settled_next
     // The next step (nothing new read) settles them first.
     saver.handle(Vec::new()).await.unwrap();
     let mut redis = app.redis.clone();
+    let stock: i64 = redis.get(&keys.left).await.unwrap();
+    let in_redis: i64 = redis.hlen(&keys.buyers).await.unwrap();
+    assert_eq!((stock, in_redis), (6, 4), "Redis stock + buyers = total");
+    for s in &buyers {
+        let (status, body) = app.grab(s, v).await;
+        assert_eq!((status.as_u16(), body["code"].as_str()), (409, Some("already_bought")));
+    }
+    app.stop().await;
+}
+
+/// A worker's saver, for voucher `v`'s stream as `consumer`, whose Redis is reached
+/// through `link`.
+async fn saver_through(
+    link: &crate::support::proxy::HoldingLink,
+    app: &TestApp,
+    v: i64,
+    consumer: &str,
+) -> seckill::testing::Saver {
+    use seckill::testing::{RedisConn, Saver, WorkerSettings};
+    let settings = WorkerSettings {
+        consumer: consumer.into(),
+        named: Default::default(),
+        batch_size: 4,
+        poll_ms: 100,
+        claim_idle_ms: 60_000,
+        max_deliveries: 3,
+        pay_timeout_ms: PAY,
+    };
+    let redis = RedisConn::open(link.url()).await.unwrap();
+    Saver::new(app.backend(), redis, settings, (v, Arc::new(app.keys(v))), i64::MAX / 2)
+}
+
+/// As above, but the worker dies between a commit and its settling: the rebuild came
+/// after it had read two entries, and before it committed them, each in a
+/// transaction of its own (as a worn entry's last try, or a failed batch's retries,
+/// go). Before, nobody settled those orders: Redis counted their units unsold and
+/// their shoppers' slots free for good. Each transaction read the voucher's count of
+/// rebuilds, found one other than the worker had seen before its read, and put its
+/// order on record; the sweeper settles the one left (`orders::unsettled`). The
+/// second commit is the one that matters: compared with what the first had read, it
+/// would have gone unrecorded (the review of 2026-11-29).
+#[tokio::test]
+async fn orders_committed_after_a_rebuild_by_a_worker_that_died_are_settled_by_the_sweeper() {
+    use crate::support::proxy::HoldingLink;
+    use seckill::testing::{sweep, Entry};
+    let target = crate::support::redis_url();
+    if target.contains(',') {
+        // A link to one node (see `late_load_drill`).
+        return;
+    }
+    let app = TestApp::with(Options::default().with(|c| c.worker = false)).await;
+    let (v, buyers) = sale_grabbed_by(&app, "died", 4).await;
+    let keys = app.keys(v);
+    let read = |n: usize| {
+        let mut redis = app.redis.clone();
+        let orders = keys.orders.clone();
+        async move {
+            let opts = StreamReadOptions::default().group(GROUP, "w-dies").count(n);
+            let reply: redis::Value = redis.xread_options(&[&orders], &[">"], &opts).await.unwrap();
+            Entry::from_read(reply).unwrap()
+        }
+    };
+    let records = || async {
+        let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM unsettled_batches").fetch_one(&app.db).await.unwrap();
+        n
+    };
+    // The link holds the saver's third script call: the last settling (the script is
+    // loaded first, so that no call comes back for want of it).
+    let _: String = app.backend().scripts.settle.load_async(&mut app.redis.clone()).await.unwrap();
+    let link = HoldingLink::to(target.trim_start_matches("redis://").trim_end_matches('/'), (b"EVALSHA", 3)).await;
+    let mut saver = saver_through(&link, &app, v, "w-dies").await;
+    saver.reads_begin();
+    saver.handle(read(2).await).await.unwrap();
+    assert_eq!(records().await, 0, "a settled batch leaves no record");
+
+    saver.reads_begin(); // as the worker does before each step's reads
+    let mut second = read(2).await;
+    let last = second.pop().unwrap();
+    lose_and_rebuild(&app, v).await;
+    saver.handle(second).await.unwrap();
+    assert_eq!(records().await, 0, "settled, and struck");
+    {
+        let handled = saver.handle(vec![last]);
+        tokio::pin!(handled);
+        link.drive_until_held(handled.as_mut(), "settling").await;
+        link.sever();
+        assert!(handled.await.is_err(), "the settling failed");
+    }
+    drop(saver); // the worker died
+    let mut redis = app.redis.clone();
+    let stock: i64 = redis.get(&keys.left).await.unwrap();
+    assert_eq!((stock, records().await), (7, 1), "rebuilt with two orders, one settled since, one on record");
+
+    let backend = app.backend();
+    wait_until("the sweeper settles the batch on record", SOON, || async {
+        sweep(&backend).await.unwrap();
+        records().await == 0
+    })
+    .await;
     let stock: i64 = redis.get(&keys.left).await.unwrap();
     let in_redis: i64 = redis.hlen(&keys.buyers).await.unwrap();
     assert_eq!((stock, in_redis), (6, 4), "Redis stock + buyers = total");

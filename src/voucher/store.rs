@@ -195,3 +195,24 @@ pub async fn lock(tx: &mut crate::backend::Tx<'_>, voucher_id: i64) -> sqlx::Res
         .await?;
     Ok(())
 }
+
+/// [`lock`], reading the count of the voucher's rebuilds as it takes it
+/// (`orders::unsettled`): `None` when there is no such voucher.
+pub async fn lock_counting_rebuilds(tx: &mut crate::backend::Tx<'_>, voucher_id: i64) -> sqlx::Result<Option<i64>> {
+    sqlx::query_scalar("UPDATE vouchers SET stock_left = stock_left WHERE id = $1 RETURNING rebuilds")
+        .bind(voucher_id)
+        .fetch_optional(&mut **tx)
+        .await
+}
+
+/// Counts a rebuild of the voucher's Redis, in the rebuild's transaction before its
+/// snapshot (it takes the row's lock too): a worker whose transaction commits after
+/// that snapshot reads the new count, and so learns its batch may be one the rebuild
+/// never saw (`orders::unsettled`).
+pub async fn count_rebuild(tx: &mut crate::backend::Tx<'_>, voucher_id: i64) -> sqlx::Result<()> {
+    sqlx::query("UPDATE vouchers SET rebuilds = rebuilds + 1 WHERE id = $1")
+        .bind(voucher_id)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}

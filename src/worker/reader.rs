@@ -194,6 +194,7 @@ impl Reader {
             self.phase = Phase::DrainingOwn;
             return Ok(true);
         }
+        self.saver.reads_begin();
         let claimed = self.recovery.claim_if_due(&mut self.redis).await?;
         if !claimed.fresh.is_empty() || !claimed.worn.is_empty() {
             self.wait_for_replicas().await?;

@@ -15,6 +15,7 @@ use crate::{
         fail::Failure,
         settle::settle,
         store::{self, Fate},
+        unsettled::Watch,
     },
 };
 use std::{collections::HashMap, sync::Arc};
@@ -40,6 +41,10 @@ pub struct Saver {
     /// free for good. Settling is idempotent, so settling one twice costs nothing. At
     /// most a batch: nothing new is read while these wait.
     unsettled: Vec<(String, OrderMsg)>,
+    /// What this saver has seen of the voucher's rebuilds: batches it may have read
+    /// from a stream Redis lost since go on record until they are settled, for the
+    /// sweeper should this worker die first (`orders::unsettled`).
+    watch: Watch,
 }
 
 impl Saver {
@@ -51,7 +56,23 @@ impl Saver {
         (voucher_id, keys): (i64, Arc<SaleKeys>),
         expires: i64,
     ) -> Self {
-        Self { backend, redis, keys, settings, voucher_id, expires, strikes: HashMap::new(), unsettled: Vec::new() }
+        Self {
+            backend,
+            redis,
+            keys,
+            settings,
+            voucher_id,
+            expires,
+            strikes: HashMap::new(),
+            unsettled: Vec::new(),
+            watch: Watch::default(),
+        }
+    }
+
+    /// Called before each step's reads of the stream: what they bring is compared with
+    /// the rebuilds seen so far (`orders::unsettled`).
+    pub fn reads_begin(&mut self) {
+        self.watch.reads_begin();
     }
 
     /// Persists entries, in one transaction if it can, else one by one; first settles
@@ -70,14 +91,22 @@ impl Saver {
         let msgs: Vec<OrderMsg> = good.iter().filter_map(|e| e.msg.clone()).collect();
         metrics::counter!("seckill_worker_batches_total").increment(1);
         metrics::histogram!("seckill_worker_batch_orders").record(msgs.len() as f64);
-        match store::persist(&self.backend.db, &msgs, self.settings.pay_timeout_ms).await {
+        match store::persist_watched(&self.backend.db, &msgs, self.settings.pay_timeout_ms, Some(&mut self.watch)).await
+        {
             Ok(fates) => self.finish(&good, &fates).await,
             Err(e) if good.len() == 1 => self.refused(&good[0], e).await,
             Err(e) => {
                 tracing::warn!("worker: batch of {} failed ({e}); retrying one by one", good.len());
                 for e in &good {
                     let msg = e.msg.clone().into_iter().collect::<Vec<_>>();
-                    match store::persist(&self.backend.db, &msg, self.settings.pay_timeout_ms).await {
+                    match store::persist_watched(
+                        &self.backend.db,
+                        &msg,
+                        self.settings.pay_timeout_ms,
+                        Some(&mut self.watch),
+                    )
+                    .await
+                    {
                         Ok(fates) => self.finish(std::slice::from_ref(e), &fates).await?,
                         Err(err) => self.refused(e, err).await?,
                     }
@@ -93,7 +122,9 @@ impl Saver {
     /// the entry was delivered meanwhile.
     pub async fn last_try(&mut self, e: Entry) -> Result<(), BackendError> {
         let Some(msg) = e.msg.clone() else { return self.handle(vec![e]).await };
-        match store::persist(&self.backend.db, &[msg], self.settings.pay_timeout_ms).await {
+        match store::persist_watched(&self.backend.db, &[msg], self.settings.pay_timeout_ms, Some(&mut self.watch))
+            .await
+        {
             Ok(fates) => self.finish(std::slice::from_ref(&e), &fates).await,
             Err(err) if store::refuses_data(&err) => {
                 tracing::warn!(entry = %e.id, "order keeps failing: {err}");
@@ -171,6 +202,7 @@ impl Saver {
             return Err(e);
         }
         metrics::counter!("seckill_orders_persisted_total").increment(persisted.len() as u64);
+        self.watch.settled(&self.backend.db).await;
         Ok(())
     }
 
@@ -201,6 +233,7 @@ impl Saver {
         settle(&self.backend, &mut self.redis, (self.voucher_id, &self.keys), self.expires, &orders).await?;
         metrics::counter!("seckill_orders_persisted_total").increment(orders.len() as u64);
         self.unsettled.clear();
+        self.watch.settled(&self.backend.db).await;
         Ok(())
     }
 }

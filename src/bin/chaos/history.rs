@@ -68,6 +68,9 @@ pub enum FaultKind {
     Pause,
     /// Redis killed and started again from its append-only file.
     RedisRestart,
+    /// Redis killed and started again without its file (a disk lost): every sale is
+    /// rebuilt from the database, and grants no worker had saved are lost.
+    RedisWiped,
     /// The database's write lock held.
     DbStall,
     /// Every pub/sub connection cut.
@@ -107,10 +110,11 @@ pub enum FaultKind {
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 17] = [
+    pub const ALL: [FaultKind; 18] = [
         FaultKind::Kill,
         FaultKind::Pause,
         FaultKind::RedisRestart,
+        FaultKind::RedisWiped,
         FaultKind::MasterKill,
         FaultKind::DbStall,
         FaultKind::DbRestart,
@@ -132,6 +136,7 @@ impl FaultKind {
             Self::Kill => "kill -9 + restart",
             Self::Pause => "SIGSTOP/SIGCONT",
             Self::RedisRestart => "Redis restart (AOF)",
+            Self::RedisWiped => "Redis restart, file lost",
             Self::DbStall => "database stall",
             Self::PubSubCut => "pub/sub cut",
             Self::MasterKill => "Redis master killed",
@@ -155,6 +160,7 @@ impl FaultKind {
             Self::Kill => "#d62728",
             Self::Pause => "#ff7f0e",
             Self::RedisRestart => "#9467bd",
+            Self::RedisWiped => "#6b3d9a",
             Self::DbStall => "#8c564b",
             Self::PubSubCut => "#17becf",
             Self::MasterKill => "#e377c2",

@@ -44,6 +44,7 @@ pub fn plan(
             (FaultKind::Kill, 5),
             (FaultKind::Pause, 4),
             (FaultKind::RedisRestart, 3),
+            (FaultKind::RedisWiped, 2),
             (FaultKind::DbStall, 5),
             (FaultKind::PubSubCut, 3),
         ],
@@ -92,7 +93,7 @@ pub fn plan(
             FaultKind::Kill => rng.random_range(500..3_000),
             // Past the claim time: the others take over what it holds.
             FaultKind::Pause => claim_idle_ms + rng.random_range(500..3_000),
-            FaultKind::RedisRestart => rng.random_range(300..3_000),
+            FaultKind::RedisRestart | FaultKind::RedisWiped => rng.random_range(300..3_000),
             // Past the cluster's node timeout (2 s): its replica takes over.
             FaultKind::MasterKill => rng.random_range(3_000..6_000),
             // Sometimes past the time to pay: orders saved after it keep theirs.
@@ -198,10 +199,15 @@ async fn inject(topology: &Topology, history: &History, locks: &Locks, p: Planne
             }
             app.name()
         }
-        FaultKind::RedisRestart => {
+        FaultKind::RedisRestart | FaultKind::RedisWiped => {
             let Ok(_redis) = locks.redis.try_lock() else { return };
             if !topology.crash_redis().await {
                 return;
+            }
+            if p.kind == FaultKind::RedisWiped {
+                if let Err(e) = topology.wipe_redis() {
+                    history.broken(format!("Redis's file not removed: {e}"));
+                }
             }
             tokio::time::sleep(hold).await;
             retry(history, "Redis", || topology.start_redis()).await;

@@ -301,6 +301,12 @@ impl Topology {
         true
     }
 
+    /// Removes the one Redis's files (it must be down): it starts again empty.
+    pub fn wipe_redis(&self) -> Result<(), String> {
+        let dir = self.dir.join("redis");
+        std::fs::remove_dir_all(&dir).map_err(|e| format!("removing {}: {e}", dir.display()))
+    }
+
     /// Starts the one Redis again on its port, from its append-only file.
     pub async fn start_redis(&self) -> Result<(), String> {
         let RedisPart::Single { redis, port } = &self.redis else { return Ok(()) };

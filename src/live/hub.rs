@@ -26,6 +26,8 @@ struct Recent {
     history: VecDeque<Snapshot>,
     events: VecDeque<LiveEvent>,
     latest_shop: Option<Arc<str>>,
+    /// The latest snapshot, whose sales' figures `/metrics` shows.
+    latest: Option<Arc<Snapshot>>,
 }
 
 pub struct Hub {
@@ -47,8 +49,10 @@ impl Hub {
         let shop =
             Arc::<str>::from(to_json(&ShopFrame::Stock { vouchers: snapshot.stock_only(), now_ms: snapshot.at_ms }));
         let operator = Arc::<str>::from(to_json(&OperatorFrame::Snapshot(snapshot.clone())));
+        let latest = Arc::new(snapshot.clone());
         {
             let mut recent = self.lock();
+            recent.latest = Some(latest);
             let due = recent.history.back().is_none_or(|last| snapshot.at_ms - last.at_ms >= 1_000);
             if due {
                 if recent.history.len() == HISTORY {
@@ -90,6 +94,11 @@ impl Hub {
     pub fn subscribe_shop(&self) -> (Option<Arc<str>>, broadcast::Receiver<Frame>) {
         let rx = self.tx.subscribe();
         (self.lock().latest_shop.clone(), rx)
+    }
+
+    /// The latest snapshot published, if any.
+    pub fn latest(&self) -> Option<Arc<Snapshot>> {
+        self.lock().latest.clone()
     }
 
     /// Open feeds right now.

@@ -6,7 +6,7 @@
 //! report to keep (`report::sell_outs`); a sale of several shards whose buckets read
 //! empty it asks `sale::refill` about.
 
-use super::{figures, hub::Hub, SaleFigures, Snapshot, VoucherLive};
+use super::{figures, hub::Hub, Snapshot, VoucherLive};
 use crate::{
     backend::{outage::Outage, Backend, BackendError},
     report::sell_outs::SellOuts,
@@ -14,7 +14,7 @@ use crate::{
     shutdown::{self, Shutdown},
     voucher::store::{self as vouchers, VoucherRow},
 };
-use std::{collections::HashMap, sync::Arc, time::Duration};
+use std::{collections::HashMap, fmt::Write, sync::Arc, time::Duration};
 
 /// How often the numbers are read.
 pub const EVERY: Duration = Duration::from_millis(250);
@@ -93,7 +93,6 @@ async fn sample(
             let voucher_id = f.voucher_id;
             let refused_locally = flags.refused_locally(voucher_id);
             let sold_out = flags.is_flagged(voucher_id);
-            record(&f, sold_out);
             // Before the start no grab moves units (a withdrawal's gathering may; Grab is
             // shut anyway), and the sell-out is not looked for: the figure as read.
             let known_sold_out = sold_out || row.sold_out_at.is_some() || !started(row);
@@ -145,14 +144,33 @@ fn shown_left(shards: u32, left: Option<i64>, sold_out: bool, before: Option<i64
     }
 }
 
-/// Hands one voucher's figures to the metrics recorder (`/metrics`).
-fn record(f: &SaleFigures, sold_out: bool) {
-    let voucher = f.voucher_id.to_string();
-    metrics::gauge!("seckill_redis_stock", "voucher" => voucher.clone()).set(f.left.unwrap_or(-1) as f64);
-    metrics::gauge!("seckill_stream_lag", "voucher" => voucher.clone()).set(f.lag.unwrap_or(-1) as f64);
-    metrics::gauge!("seckill_stream_pending", "voucher" => voucher.clone()).set(f.pending as f64);
-    metrics::gauge!("seckill_dead_letters", "voucher" => voucher.clone()).set(f.dead_letters as f64);
-    metrics::gauge!("seckill_sold_out_flag", "voucher" => voucher).set(if sold_out { 1.0 } else { 0.0 });
+/// Each live sale's figures in `snapshot`, in the Prometheus text format, for
+/// `/metrics`: the units left (as the dashboard shows them; -1 when Redis does not
+/// hold the sale), stream lag (-1 when unknown), pending entries, dead letters and this
+/// process's sold-out flag. Written from the snapshot, not kept in the metrics
+/// recorder: a sale leaves `/metrics` when it leaves the live list, as it leaves the
+/// dashboard (a recorder keeps every gauge it was ever given).
+pub fn gauges(snapshot: &Snapshot) -> String {
+    type Figure = fn(&VoucherLive) -> i64;
+    let figures: [(&str, Figure); 5] = [
+        ("seckill_redis_stock", |v| v.left),
+        ("seckill_stream_lag", |v| v.lag),
+        ("seckill_stream_pending", |v| v.pending),
+        ("seckill_dead_letters", |v| v.dead_letters),
+        ("seckill_sold_out_flag", |v| i64::from(v.sold_out)),
+    ];
+    let mut text = String::new();
+    if snapshot.vouchers.is_empty() {
+        return text;
+    }
+    for (name, figure) in figures {
+        let _ = writeln!(text, "# TYPE {name} gauge");
+        for v in &snapshot.vouchers {
+            let _ = writeln!(text, "{name}{{voucher=\"{}\"}} {}", v.voucher_id, figure(v));
+        }
+        text.push('\n');
+    }
+    text
 }
 
 #[cfg(test)]

@@ -115,7 +115,11 @@ async fn metrics(State(state): State<AppState>, request: Request) -> Response {
     metrics::gauge!("seckill_live_feeds").set(state.live.feeds.open() as f64);
     let handle = recorder();
     handle.run_upkeep();
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], handle.render()).into_response()
+    let mut text = handle.render();
+    if let Some(snapshot) = state.live.hub.latest() {
+        text.push_str(&crate::live::sampler::gauges(&snapshot));
+    }
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }
 
 /// The metrics of one route: its request times, and its answers by status class.

@@ -138,6 +138,22 @@ async fn metrics_are_for_the_admin_and_count_grabs_and_orders() {
     ] {
         assert!(text.contains(wanted), "{wanted} missing from:\n{text}");
     }
+    assert!(text.contains(&format!("seckill_redis_stock{{voucher=\"{v}\"}} 0\n")), "sold out:\n{text}");
+
+    // A sale ended 11 minutes ago is off the live list, and off `/metrics` with it.
+    // Before, its figures stayed there as last read for as long as the process ran.
+    let now = chrono::Utc::now().timestamp_millis();
+    sqlx::query("UPDATE vouchers SET begins_at = $1, ends_at = $2 WHERE id = $3")
+        .bind(now - 3_600_000)
+        .bind(now - 11 * 60_000)
+        .bind(v)
+        .execute(&app.db)
+        .await
+        .unwrap();
+    wait_until("the ended sale leaves /metrics", SOON, || async {
+        !scrape().await.contains(&format!("voucher=\"{v}\""))
+    })
+    .await;
     app.stop().await;
 }
 

@@ -4,7 +4,16 @@
 -- KEYS[1] stock   KEYS[2] buyers   KEYS[3] restocked (orders whose unit Redis took back)
 -- KEYS[4] window (its `expires` is when the sale's keys expire)
 -- ARGV[1] order id   ARGV[2] user id   ARGV[3] events channel   ARGV[4] restocked event
--- Returns 1 when it gave the unit back now, 0 when that was done before.
+-- Returns 1 when it gave the unit back now, 0 when that was done before, or when
+-- Redis does not hold the sale.
+--
+-- A sale without its window is not held (its keys expired a day after its end, or
+-- Redis lost them): there is nothing to give back to, and a rebuild reads the
+-- database, which counts the unit and the cancelled order. Recording the order would
+-- only make a set that never expires (an order may be cancelled days after the sale,
+-- as its time to pay allows).
+local expires = redis.call('HGET', KEYS[4], 'expires')
+if not expires then return 0 end
 local acted = redis.call('SADD', KEYS[3], ARGV[1])
 if acted == 1 then
   unit_back(KEYS[1], KEYS[2], ARGV[2], true, true, ARGV[3], ARGV[4])
@@ -12,6 +21,5 @@ end
 -- A write every time, even when the give-back was done before: the `WAIT` that
 -- follows on this connection then covers that earlier give-back as well (a master
 -- replicates its writes in one ordered stream), whoever made it.
-local expires = redis.call('HGET', KEYS[4], 'expires')
-if expires then redis.call('PEXPIREAT', KEYS[3], expires) end
+redis.call('PEXPIREAT', KEYS[3], expires)
 return acted

@@ -40,7 +40,9 @@ pub async fn give_back(backend: &Backend, owed: &Owed) -> Result<bool, BackendEr
 /// on its own node), its give-backs and a `WAIT` on one connection
 /// (`backend`'s, which must be one no grab waits behind), so the `WAIT` counts those
 /// very writes on the master that made them. A voucher whose replicas fall short keeps
-/// its debts for the next round. Returns how many were given back now (not before).
+/// its debts for the next round, as does one whose give-backs fail (a node down): the
+/// others go on, and the first failure is answered once they are done. Returns how
+/// many were given back now (not before).
 pub async fn give_back_durably(backend: &Backend, owed: &[Owed]) -> Result<usize, BackendError> {
     let mut by_bucket: BTreeMap<Bucket, Vec<&Owed>> = BTreeMap::new();
     for o in owed {
@@ -48,22 +50,33 @@ pub async fn give_back_durably(backend: &Backend, owed: &[Owed]) -> Result<usize
         let bucket = Bucket { voucher_id: o.voucher_id, shards, bucket: bucket_of(o.user_id, shards) };
         by_bucket.entry(bucket).or_default().push(o);
     }
-    let mut acted = 0;
+    let (mut acted, mut failed) = (0, None);
     for (bucket, owed) in by_bucket {
-        let (voucher_id, keys) = (bucket.voucher_id, backend.bucket_keys(bucket));
-        let calls: Vec<ScriptCall> = owed.iter().map(|o| call(backend, &keys, o)).collect();
-        let Replicas { want, wait_ms } = backend.replicas;
-        let (acts, have): (Vec<i64>, u32) = invoke_then_wait(&calls, &mut backend.redis.clone(), want, wait_ms).await?;
-        acted += acts.iter().filter(|a| **a == 1).count();
-        if have < want {
-            tracing::warn!(voucher_id, have, want, "give-backs not on replicas yet: kept owed");
-            continue;
+        match give_back_bucket(backend, bucket, &owed).await {
+            Ok(now) => acted += now,
+            Err(e) => {
+                tracing::warn!(voucher_id = bucket.voucher_id, "give-backs kept owed: {e}");
+                failed.get_or_insert(e);
+            }
         }
+    }
+    failed.map_or(Ok(acted), Err)
+}
+
+/// [`give_back_durably`] for the debts of one bucket.
+async fn give_back_bucket(backend: &Backend, bucket: Bucket, owed: &[&Owed]) -> Result<usize, BackendError> {
+    let (voucher_id, keys) = (bucket.voucher_id, backend.bucket_keys(bucket));
+    let calls: Vec<ScriptCall> = owed.iter().map(|o| call(backend, &keys, o)).collect();
+    let Replicas { want, wait_ms } = backend.replicas;
+    let (acts, have): (Vec<i64>, u32) = invoke_then_wait(&calls, &mut backend.redis.clone(), want, wait_ms).await?;
+    if have < want {
+        tracing::warn!(voucher_id, have, want, "give-backs not on replicas yet: kept owed");
+    } else {
         for o in owed {
             lifecycle::settled(&backend.db, o.order_id).await?;
         }
     }
-    Ok(acted)
+    Ok(acts.iter().filter(|a| **a == 1).count())
 }
 
 /// The script, in the order's shopper's bucket: true when it gave the unit back now.

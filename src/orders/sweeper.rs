@@ -46,8 +46,16 @@ pub async fn sweep(backend: &Backend) -> Result<usize, BackendError> {
             cancelled.push(owed);
         }
     }
-    give_back_durably(backend, &cancelled).await?;
-    give_back_durably(backend, &lifecycle::owed(&backend.db, now - ABANDONED_AFTER_MS, ROUND).await?).await?;
-    unsettled::settle_abandoned(backend, now - ABANDONED_AFTER_MS, ROUND).await?;
+    // Each step runs whatever an earlier one met (a sale whose Redis node is down must
+    // not hold back the others'); the first failure is answered at the end.
+    let gave = give_back_durably(backend, &cancelled).await;
+    let owed = match lifecycle::owed(&backend.db, now - ABANDONED_AFTER_MS, ROUND).await {
+        Ok(owed) => give_back_durably(backend, &owed).await,
+        Err(e) => Err(e.into()),
+    };
+    let settled = unsettled::settle_abandoned(backend, now - ABANDONED_AFTER_MS, ROUND).await;
+    gave?;
+    owed?;
+    settled?;
     Ok(cancelled.len())
 }

@@ -142,8 +142,8 @@ async fn strike(db: &Db, records: &[i64]) -> sqlx::Result<()> {
 
 /// Settles the recorded batches saved before `before_ms` (the database's clock: their
 /// workers are taken as dead, or as cut off from Redis, which settling again does not
-/// harm), `limit` at most, and strikes their records. Answers how many records it
-/// struck. A voucher Redis does not hold is left to its rebuild, which
+/// harm), `limit` at most, and strikes their records; one that fails stays for the next
+/// round, and the others go on. Answers how many records it met. A voucher Redis does not hold is left to its rebuild, which
 /// reads these orders from the database.
 pub async fn settle_abandoned(backend: &Backend, before_ms: i64, limit: i64) -> Result<usize, BackendError> {
     let rows: Vec<(i64, i64, String)> =
@@ -152,15 +152,24 @@ pub async fn settle_abandoned(backend: &Backend, before_ms: i64, limit: i64) -> 
             .bind(limit)
             .fetch_all(&backend.db)
             .await?;
+    let mut failed = None;
     for (id, voucher_id, orders) in &rows {
-        if let Some(v) = vouchers::get(&backend.db, *voucher_id).await? {
-            // A record the database wrote is well formed; should one not be, nothing can settle it.
-            let orders: Vec<(i64, i64)> = serde_json::from_str(orders).unwrap_or_default();
-            settle_in_buckets(backend, &v, &orders).await?;
+        if let Err(e) = settle_record(backend, (*id, *voucher_id), orders).await {
+            tracing::warn!(voucher_id, "unsettled orders kept on record: {e}");
+            failed.get_or_insert(e);
         }
-        strike(&backend.db, &[*id]).await?;
     }
-    Ok(rows.len())
+    failed.map_or(Ok(rows.len()), Err)
+}
+
+/// Settles one record's orders and strikes it.
+async fn settle_record(backend: &Backend, (id, voucher_id): (i64, i64), orders: &str) -> Result<(), BackendError> {
+    if let Some(v) = vouchers::get(&backend.db, voucher_id).await? {
+        // A record the database wrote is well formed; should one not be, nothing can settle it.
+        let orders: Vec<(i64, i64)> = serde_json::from_str(orders).unwrap_or_default();
+        settle_in_buckets(backend, &v, &orders).await?;
+    }
+    Ok(strike(&backend.db, &[id]).await?)
 }
 
 /// Settles orders `(order id, user id)` of `v`, each in its shopper's bucket. Their

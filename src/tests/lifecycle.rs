@@ -649,3 +649,33 @@ async fn a_stock_change_is_recorded_only_once_a_replica_holds_it() {
     replica.stop().await;
     master.stop().await;
 }
+
+/// A sale whose Redis refuses its give-backs (here its `restocked` key is of another
+/// type; on a sale day, its Redis node is down) keeps its debts owed, and holds back
+/// no other sale's: the sweeper gives the other's unit back in the same round. Before,
+/// the first failure ended the round (the attack of 2026-11-29).
+#[tokio::test]
+async fn a_sale_whose_give_backs_fail_holds_back_no_other_sale() {
+    use seckill::testing::sweep;
+    let app = TestApp::with(Options::default().with(|c| {
+        c.pay_timeout_ms = 500;
+        c.sweep_ms = 3_600_000;
+    }))
+    .await;
+    // The broken sale has the lower id: its give-backs come first.
+    let (broken, fine) = (app.create_voucher(5, -5, 3600).await, app.create_voucher(5, -5, 3600).await);
+    for (v, name) in [(broken, "broken-ann"), (fine, "fine-bob")] {
+        assert_eq!(app.grab(&app.sign_in(name).await, v).await.0, 200);
+        app.wait_for_stats("saved", v, |s| s["persisted"] == 1).await;
+    }
+    let () = app.redis.clone().set(&app.keys(broken).given_back, "not a set").await.unwrap();
+    let backend = app.backend();
+    wait_until("the fine sale's unit is back", SOON, || async {
+        let swept = sweep(&backend).await;
+        app.stats(fine).await["redis_stock"] == 5 && swept.is_err()
+    })
+    .await;
+    assert_eq!(app.stats(broken).await["redis_stock"], 4, "not given back");
+    assert_eq!(owed(&app).await, 1, "and kept owed");
+    app.stop().await;
+}

@@ -203,7 +203,7 @@ async fn an_order_cancelled_before_it_settled_after_a_rebuild_gives_its_unit_bac
     assert_eq!(redis.get::<_, i64>(&keys.left).await.unwrap(), 10, "the database knew no order");
     // Both commit; the first is cancelled, and its unit given back, before they settle.
     store::persist(&app.db, &read, PAY).await.unwrap();
-    cancel_and_give_back(&app, &read[0]).await;
+    assert!(cancel_and_give_back(&app, &read[0]).await, "given back now");
     let entries: Vec<(&str, &OrderMsg)> = read.iter().map(|m| ("0-1", m)).collect();
     assert_eq!(settle(&backend, &mut redis, (v, &keys), i64::MAX / 2, &entries).await.unwrap(), 0);
     let stock: i64 = redis.get(&keys.left).await.unwrap();
@@ -277,8 +277,9 @@ async fn late_load_drill(caller_goes_away: bool) {
         assert!(warm(&slow, &row).await.is_err(), "the rebuild gives up");
         assert!(link.holding(), "its load is on its way");
     }
-    // The first shopper cancels once the lock is free: the database gives the unit back.
-    cancel_and_give_back(&app, &read[0]).await;
+    // The first shopper cancels once the lock is free: the database gives the unit back
+    // (Redis, which does not hold the sale, has nothing to give it back to).
+    assert!(!cancel_and_give_back(&app, &read[0]).await, "Redis does not hold the sale");
     // The held load reaches Redis; a command after it on the same link answers once it ran.
     link.release();
     let _: String = redis::cmd("PING").query_async(&mut slow.redis.clone()).await.unwrap();
@@ -675,6 +676,38 @@ async fn lose_and_rebuild(app: &TestApp, v: i64) {
     assert!(warm(&app.backend(), &row).await.unwrap(), "the voucher is rebuilt");
 }
 
+/// An order cancelled once Redis no longer holds its sale (its keys expire a day after
+/// its end, and a time to pay of days allows a cancel after that; or Redis lost them)
+/// gives nothing back there and leaves no key behind. Before, its give-back made the
+/// sale's `restocked` set again, without an expiry, for good (the attack of
+/// 2026-11-29). A rebuild still counts the unit, from the database.
+#[tokio::test]
+async fn a_cancel_after_the_sale_left_redis_leaves_no_key_behind() {
+    use seckill::testing::{give_back, lifecycle};
+    let app = TestApp::with(Options::default().with(|c| c.worker = false)).await;
+    let (v, _) = sale_grabbed_by(&app, "gone", 1).await;
+    let read = read_and_crash(&app, v, "w-gone", 1).await;
+    store::persist(&app.db, &read, PAY).await.unwrap();
+    let keys = app.keys(v);
+    let every = [&keys.left, &keys.buyers, &keys.window, &keys.orders, &keys.results, &keys.dlq, &keys.refused];
+    let () = app.redis.clone().del(&every).await.unwrap();
+    let () = app.redis.clone().del(&[&keys.given_back, &keys.changes]).await.unwrap();
+
+    let m = &read[0];
+    let now = chrono::Utc::now().timestamp_millis();
+    let cancel = lifecycle::cancel_by_shopper(&app.db, m.order_id, m.user_id, now).await.unwrap();
+    let lifecycle::Cancel::Cancelled(_, owed) = cancel else { panic!("not cancelled: {cancel:?}") };
+    assert!(!give_back(&app.backend(), &owed).await.unwrap(), "nothing to give back to");
+    let left: bool = app.redis.clone().exists(&keys.given_back).await.unwrap();
+    assert!(!left, "no key made");
+
+    let row = vouchers::get(&app.db, v).await.unwrap().unwrap();
+    assert!(warm(&app.backend(), &row).await.unwrap(), "rebuilt");
+    let stock: i64 = app.redis.clone().get(&keys.left).await.unwrap();
+    assert_eq!(stock, 10, "the unit counted back, from the database");
+    app.stop().await;
+}
+
 /// A sale of ten units, granted to `n` shoppers named `<prefix>-<i>`.
 async fn sale_grabbed_by(app: &TestApp, prefix: &str, n: usize) -> (i64, Vec<Shopper>) {
     let v = app.create_voucher(10, -5, 3600).await;
@@ -687,13 +720,14 @@ async fn sale_grabbed_by(app: &TestApp, prefix: &str, n: usize) -> (i64, Vec<Sho
     (v, buyers)
 }
 
-/// The shopper of `m` cancels it, and its unit goes back to Redis.
-async fn cancel_and_give_back(app: &TestApp, m: &OrderMsg) {
+/// The shopper of `m` cancels it, and its unit goes back to Redis if Redis holds the
+/// sale: true when it went back now.
+async fn cancel_and_give_back(app: &TestApp, m: &OrderMsg) -> bool {
     use seckill::testing::{give_back, lifecycle};
     let now = chrono::Utc::now().timestamp_millis();
     let cancel = lifecycle::cancel_by_shopper(&app.db, m.order_id, m.user_id, now).await.unwrap();
     let lifecycle::Cancel::Cancelled(_, owed) = cancel else { panic!("not cancelled: {cancel:?}") };
-    assert!(give_back(&app.backend(), &owed).await.unwrap(), "given back now");
+    give_back(&app.backend(), &owed).await.unwrap()
 }
 
 /// Redis loses every key of the sale, which is warmed back from the database.

@@ -93,6 +93,13 @@ pub(super) fn checked_units(units: i64) -> AppResult<i64> {
     Ok(units)
 }
 
+/// What an operator hears of a withdrawal saved and not yet made: Redis makes it within
+/// seconds, of the units still unsold then, or not at all if a rebuild of the sale
+/// comes first (it voids the withdrawals it finds owed). Unlike another change, the
+/// outcome is not sure: the sale's stock says it.
+const WITHDRAWAL_SAVED: &str = "Saved; Redis takes the units within seconds if they are still unsold then. \
+     Check the sale's stock before withdrawing again.";
+
 /// Adds (`units` > 0) or withdraws (< 0) stock.
 pub(super) async fn change_stock<F: ForOperators>(
     action: &'static str,
@@ -119,15 +126,26 @@ pub(super) async fn change_stock<F: ForOperators>(
         }
         vec![ledger::owe_withdrawal(&backend.db, voucher_id, -units).await?]
     };
-    let mut made = stock::Made { recorded: 0, redis: 0 };
+    let mut made = stock::Made::default();
     for change in &changes {
         match stock::finish(backend, change).await {
-            Ok(one) => (made.recorded, made.redis) = (made.recorded + one.recorded, made.redis + one.redis),
-            Err(e) => return Err(saved_not_applied(&state, &actor, action, &before, e.into()).await),
+            Ok(one) => {
+                (made.recorded, made.redis) = (made.recorded + one.recorded, made.redis + one.redis);
+                made.rebuilt |= one.rebuilt;
+            }
+            Err(e) => {
+                let saved = saved_not_applied(&state, &actor, action, &before, e.into()).await;
+                // A withdrawal is made only of units still unsold when Redis takes it.
+                return Err(if units < 0 {
+                    AppError::with(ErrorCode::SavedNotApplied, WITHDRAWAL_SAVED)
+                } else {
+                    saved
+                });
+            }
         }
     }
     if made.recorded == 0 {
-        if made.redis != 0 {
+        if made.redis != 0 || made.rebuilt {
             let message = "The sale was rebuilt meanwhile and nothing was withdrawn; try again.";
             return Err(AppError::with(ErrorCode::Unavailable, message));
         }

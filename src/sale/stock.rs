@@ -45,9 +45,11 @@ pub async fn finish(backend: &Backend, change: &StockChange) -> Result<Made, Bac
 
 /// [`finish`] for one row: what it made, and the addition a move's withdrawal owes.
 async fn finish_one(backend: &Backend, change: &StockChange) -> Result<(Made, Option<StockChange>), BackendError> {
+    let mut rebuilt = false;
     let made = match apply(backend, change).await? {
         Some(made) => made,
         None => {
+            rebuilt = true;
             // Redis lost the voucher: rebuilt from the database (which counts every
             // addition already), then asked again.
             let row = vouchers::get(&backend.db, change.voucher_id).await?;
@@ -61,16 +63,20 @@ async fn finish_one(backend: &Backend, change: &StockChange) -> Result<(Made, Op
         }
     };
     let settled = ledger::settle_change(&backend.db, change, made).await?;
-    Ok((Made { recorded: settled.made, redis: made }, settled.then))
+    Ok((Made { recorded: settled.made, redis: made, rebuilt }, settled.then))
 }
 
 /// What a stock change made.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Made {
     /// As the database records it: what counts.
     pub recorded: i64,
     /// As Redis answered this call (it differs when a rebuild voided a withdrawal).
     pub redis: i64,
+    /// Redis did not hold the sale, and it was rebuilt for the change: a rebuild voids
+    /// every withdrawal it finds owed, this one too, so nothing was withdrawn whatever
+    /// was unsold.
+    pub rebuilt: bool,
 }
 
 /// Runs `lua/stock.lua` on the change's bucket and, in the same pipeline, waits for

@@ -28,9 +28,20 @@ pub fn spawn(backend: Backend, every: Duration, shutdown: Shutdown) -> tokio::ta
 
 /// One round.
 async fn round(backend: &Backend) -> Result<(), BackendError> {
-    stock::finish_owed(backend).await?;
+    // The windows are pushed whatever finishing the stock changes met.
+    let finished = stock::finish_owed(backend).await;
+    let pushed = push_windows(backend).await;
+    finished?;
+    pushed
+}
+
+/// Pushes each live sale's window.
+async fn push_windows(backend: &Backend) -> Result<(), BackendError> {
     let live = vouchers::live(&backend.db, DRAIN_GRACE_MS).await?;
+    // Every sale's push runs to its end, whatever the others meet: one Redis node down
+    // must not hold back the windows of sales elsewhere.
     let pushes = live.iter().map(|v| warm::push_window(backend, v));
-    futures::future::try_join_all(pushes).await?;
+    let pushed: Result<Vec<bool>, _> = futures::future::join_all(pushes).await.into_iter().collect();
+    pushed?;
     Ok(())
 }

@@ -69,21 +69,25 @@ pub async fn warm_change(backend: &Backend, v: &VoucherRow) -> Result<bool, Back
     warm_all_buckets(backend, v, true).await
 }
 
-/// [`warm`], waiting for replicas after each window push when `wait`. Replicas behind
-/// on one bucket do not keep the others from the change: every bucket is pushed, then
-/// the shortfall is told.
+/// [`warm`], waiting for replicas after each window push when `wait`. A bucket that
+/// fails (its node down, its replicas behind) does not keep the others from the
+/// change: a pause or an end must reach every gate it can. Every bucket is tried, then
+/// the first failure is told (the operator hears the change is saved, not applied, and
+/// the upkeep pushes it again).
 async fn warm_all_buckets(backend: &Backend, v: &VoucherRow, wait: bool) -> Result<bool, BackendError> {
     crate::voucher::buckets::noted(backend, v);
     let ended = ended(backend, v).await;
-    let (mut rebuilt, mut behind) = (false, None);
+    let (mut rebuilt, mut failed) = (false, None);
     for bucket in v.buckets() {
         match warm_bucket(backend, (v, ended), (bucket, wait)).await {
             Ok(one) => rebuilt |= one,
-            Err(e @ BackendError::ReplicasBehind { .. }) => behind = behind.or(Some(e)),
-            Err(e) => return Err(e),
+            Err(e) => {
+                tracing::warn!(voucher_id = v.id, bucket, "warming a bucket: {e}");
+                failed.get_or_insert(e);
+            }
         }
     }
-    behind.map_or(Ok(rebuilt), Err)
+    failed.map_or(Ok(rebuilt), Err)
 }
 
 /// Whether a sale of several shards is over by the gate's clock (the node of its
@@ -345,21 +349,28 @@ pub async fn load(
 
 /// Pushes `v`'s window to every bucket of its sale Redis holds (an older push never
 /// overwrites a newer one: the row's `version` decides); only looks at one Redis
-/// lost, which a grab or the worker rebuilds. True when Redis holds them all.
+/// lost, which a grab or the worker rebuilds. True when Redis holds them all. Every
+/// push runs to its end whatever the others meet (one node down must not hold back
+/// the others' gates); the first failure is answered then.
 pub async fn push_window(backend: &Backend, v: &VoucherRow) -> RedisResult<bool> {
     crate::voucher::buckets::noted(backend, v);
     let ended = ended(backend, v).await;
     let pushes = v.buckets().map(|b| async move {
         run_script(backend, &mut backend.redis.clone(), &backend.bucket_keys(v.bucket(b)), (v, ended)).await
     });
-    Ok(futures::future::try_join_all(pushes).await?.into_iter().all(|held| held))
+    let held: RedisResult<Vec<bool>> = futures::future::join_all(pushes).await.into_iter().collect();
+    Ok(held?.into_iter().all(|held| held))
 }
 
-/// Warms every voucher whose sale is upcoming, running or just ended.
+/// Warms every voucher whose sale is upcoming, running or just ended; one that fails
+/// does not keep the others from it (the first failure is answered at the end).
 pub async fn warm_all(backend: &Backend) -> Result<usize, BackendError> {
     let live = store::live(&backend.db, 0).await?;
+    let mut failed = None;
     for v in &live {
-        warm(backend, v).await?;
+        if let Err(e) = warm(backend, v).await {
+            failed.get_or_insert(e);
+        }
     }
-    Ok(live.len())
+    failed.map_or(Ok(live.len()), Err)
 }

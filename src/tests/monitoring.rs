@@ -229,6 +229,9 @@ async fn a_sale_in_a_newer_redis_layout_is_not_served() {
             (503, "saved_not_applied"),
             "{call}: not written over the newer layout"
         );
+        // A withdrawal is made of the units still unsold when Redis takes it: not sure.
+        let sure = !body["message"].as_str().unwrap_or_default().contains("still unsold");
+        assert_eq!(sure, call != "withdraw_stock", "{call}: {body}");
     }
     let paused: Option<String> = redis.hget(&window, "paused").await.unwrap();
     assert_eq!(paused.as_deref(), Some("0"), "the window is left as the newer build wrote it");

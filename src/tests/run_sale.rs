@@ -580,3 +580,22 @@ async fn additions_sent_at_once_never_pass_the_cap_on_units() {
     assert_eq!(stock, 800_003);
     app.stop().await;
 }
+
+/// A withdrawal from a sale Redis lost rebuilds it, and the rebuild voids the
+/// withdrawal, as it voids every one it finds owed: nothing is withdrawn, and the
+/// operator is told to try again, not that the sale has too few units. Before, it
+/// answered `not_enough_stock` with every unit unsold (the attack of 2026-11-29).
+#[tokio::test]
+async fn a_withdrawal_from_a_sale_redis_lost_asks_to_try_again() {
+    let app = TestApp::spawn().await;
+    let v = app.create_voucher(5, -5, 3600).await;
+    let keys = app.keys(v);
+    let () = redis::AsyncCommands::del(&mut app.redis.clone(), &[&keys.left, &keys.window]).await.unwrap();
+    let (status, body) = app.operator("withdraw_stock", json!({ "voucher_id": v, "units": 2 })).await;
+    assert_eq!((status.as_u16(), code(&body)), (503, "unavailable"), "{body}");
+    assert_eq!(app.stats(v).await["redis_stock"], 5, "nothing withdrawn");
+    let taken = operator_ok(&app, "withdraw_stock", json!({ "voucher_id": v, "units": 2 })).await;
+    assert_eq!(taken["units"], 2, "{taken}");
+    assert_eq!(app.stats(v).await["redis_stock"], 3);
+    app.stop().await;
+}

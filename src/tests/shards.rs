@@ -355,3 +355,23 @@ async fn a_sale_sold_out_with_no_dry_grab_is_told_and_kept() {
     assert_eq!(stats["redis_stock"], 0, "{stats}");
     app.stop().await;
 }
+
+/// A pause of a sale of several shards reaches every bucket Redis can be given it,
+/// though one bucket fails (here its window is of another type; on a sale day, its
+/// node is down): the operator hears it is saved, not applied, and the buckets after
+/// the failing one refuse grabs at once. Before, the push stopped at the first bucket
+/// that failed, and the others went on granting (the attack of 2026-11-29).
+#[tokio::test]
+async fn a_pause_reaches_every_bucket_it_can_though_one_fails() {
+    let app = TestApp::with(no_upkeep()).await;
+    let v = app.create_sharded(9, (-5, 3600), SHARDS).await;
+    let () = app.redis.clone().set(&bucket(&app, v, 1).window, "not a hash").await.unwrap();
+    let (status, body) = app.operator("pause_sale", serde_json::json!({ "voucher_id": v })).await;
+    assert_eq!((status.as_u16(), code(&body)), (503, "saved_not_applied"), "{body}");
+    let paused: Option<String> = app.redis.clone().hget(&bucket(&app, v, 2).window, "paused").await.unwrap();
+    assert_eq!(paused.as_deref(), Some("1"), "the bucket after the failing one is paused");
+    let last = shoppers_of_bucket(&app, "after-the-failing", 2, 1).await;
+    let (status, body) = app.grab(&last[0], v).await;
+    assert_eq!((status.as_u16(), code(&body)), (409, "sale_paused"), "{body}");
+    app.stop().await;
+}

@@ -26,7 +26,11 @@ use axum::{
     response::{IntoResponse, Response},
 };
 use sha2::{Digest, Sha256};
-use std::{future::Future, time::Duration};
+use std::{
+    future::Future,
+    sync::{Mutex, PoisonError},
+    time::Duration,
+};
 
 /// The request header.
 pub const HEADER: HeaderName = HeaderName::from_static("idempotency-key");
@@ -46,6 +50,19 @@ const MAX_KEPT_ANSWER: usize = 16 * 1024;
 /// what a caller can make Redis keep is bounded, at most this many answers of at
 /// most [`MAX_KEPT_ANSWER`]. Past it a keyed call is refused (`rate_limited`).
 pub const MOST_KEYS_PER_CALLER: u64 = 1_000;
+/// The largest answer kept for a shopper's key: a shopper's call that changes
+/// something answers one grab or one order (a few hundred bytes); a larger answer is a
+/// read (a page of their orders), harmless to send again.
+pub const MAX_KEPT_SHOPPER_ANSWER: usize = 2 * 1024;
+/// Shoppers' answers one process keeps a UTC day at most, all shoppers together.
+/// Shoppers' accounts are cheap to make, so a bound per caller alone does not bound
+/// what Redis keeps (thousands of accounts, each with its thousand keys). Past it, a
+/// shopper's keyed call is served and its key let go: safe, as each of a shopper's
+/// changes is one by its own rules (one order a sale, an order paid or cancelled
+/// once), so a retry served afresh answers what the first did (`already_bought` with
+/// the order's id, the order as paid) without a replay's header. At most this many
+/// answers of at most [`MAX_KEPT_SHOPPER_ANSWER`] a day and process.
+pub const MOST_SHOPPER_ANSWERS_A_DAY: u64 = 100_000;
 /// The largest body read to tell two calls apart (the API's own cap).
 const MAX_BODY: usize = 64 * 1024;
 
@@ -80,6 +97,49 @@ pub fn scope(req: &Request, shop_subject: impl FnOnce() -> Option<String>) -> Op
         Some(SessionChecked(None)) => shop_subject().map(|s| format!("shop:{s}")),
         None => None,
     }
+}
+
+/// Whether a [`scope`] is a shopper's (signed in, or the shop token's): the callers
+/// anyone can make more of.
+fn is_shoppers(scope: &str) -> bool {
+    scope.starts_with("shopper:") || scope.starts_with("shop:")
+}
+
+/// A count of what this process kept on one UTC day, up to `most`.
+struct DailyBudget {
+    most: u64,
+    /// The day (since the Unix epoch) counted, and what was kept on it.
+    kept: Mutex<(i64, u64)>,
+}
+
+impl DailyBudget {
+    const fn new(most: u64) -> Self {
+        Self { most, kept: Mutex::new((0, 0)) }
+    }
+
+    /// Takes one of `day`'s: false when they are all taken.
+    fn take(&self, day: i64) -> bool {
+        let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
+        if kept.0 != day {
+            *kept = (day, 0);
+        }
+        let free = kept.1 < self.most;
+        kept.1 += u64::from(free);
+        free
+    }
+}
+
+/// Shoppers' answers this process kept today ([`MOST_SHOPPER_ANSWERS_A_DAY`]).
+static SHOPPER_ANSWERS: DailyBudget = DailyBudget::new(MOST_SHOPPER_ANSWERS_A_DAY);
+
+/// Whether an answer of `len` bytes to `scope`'s key may be kept: within its size, and
+/// for a shopper's, within this process's budget of the day.
+fn may_keep(scope: &str, len: usize) -> bool {
+    if !is_shoppers(scope) {
+        return len <= MAX_KEPT_ANSWER;
+    }
+    let today = chrono::Utc::now().timestamp().div_euclid(86_400);
+    len <= MAX_KEPT_SHOPPER_ANSWER && SHOPPER_ANSWERS.take(today)
 }
 
 /// Serves `req` once per key: the first time through `serve`, after that from what
@@ -127,7 +187,7 @@ where
         }
     }
     let answer = serve(Request::from_parts(parts, Body::from(bytes))).await;
-    keep(backend, &stored_at, &print, answer).await
+    keep(backend, scope, (&stored_at, &print), answer).await
 }
 
 /// A call's fingerprint, and where `scope`'s `key` is kept (with the caller's count).
@@ -173,9 +233,9 @@ async fn earlier(backend: &Backend, stored_at: &str, print: &str) -> Response {
     }
 }
 
-/// Keeps `answer` under the key for [`KEPT`], or lets the key go when the answer did
-/// nothing or is too large to keep; answers it either way.
-async fn keep(backend: &Backend, stored_at: &str, print: &str, answer: Response) -> Response {
+/// Keeps `answer` under `scope`'s key for [`KEPT`], or lets the key go when the answer
+/// did nothing or may not be kept ([`may_keep`]); answers it either way.
+async fn keep(backend: &Backend, scope: &str, (stored_at, print): (&str, &str), answer: Response) -> Response {
     let (parts, body) = answer.into_parts();
     // Read whole: it is this server's own answer, made in memory (a page of a list at
     // most), whatever its size; only one of at most `MAX_KEPT_ANSWER` is kept.
@@ -186,7 +246,7 @@ async fn keep(backend: &Backend, stored_at: &str, print: &str, answer: Response)
             .is_ok_and(|e| matches!(e.code, ErrorCode::Unavailable | ErrorCode::RateLimited))
     };
     let kept = match &bytes {
-        Ok(bytes) if bytes.len() <= MAX_KEPT_ANSWER && !did_nothing(bytes) && std::str::from_utf8(bytes).is_ok() => {
+        Ok(bytes) if !did_nothing(bytes) && std::str::from_utf8(bytes).is_ok() && may_keep(scope, bytes.len()) => {
             let value = format!("done {print} {} {}", parts.status.as_u16(), String::from_utf8_lossy(bytes));
             redis::cmd("SET")
                 .arg(stored_at)
@@ -241,6 +301,17 @@ mod tests {
         assert!(with(&"k".repeat(256)).unwrap().is_err());
         assert!(with("").unwrap().is_err());
         assert!(with("two words").unwrap().is_err());
+    }
+
+    #[test]
+    fn shoppers_answers_are_kept_within_a_budget_of_the_day() {
+        let budget = DailyBudget::new(2);
+        assert_eq!([budget.take(7), budget.take(7), budget.take(7)], [true, true, false], "two a day");
+        assert!(budget.take(8), "a new day, a new budget");
+        assert!(is_shoppers("shopper:12") && is_shoppers("shop:ann"));
+        assert!(!is_shoppers("operator:3") && !is_shoppers("token"));
+        assert!(may_keep("token", MAX_KEPT_ANSWER) && !may_keep("token", MAX_KEPT_ANSWER + 1));
+        assert!(!may_keep("shopper:12", MAX_KEPT_SHOPPER_ANSWER + 1), "a shopper's long answer is a read");
     }
 
     #[test]

@@ -169,3 +169,46 @@ async fn a_key_sent_to_a_call_for_anyone_is_not_looked_at() {
     }
     app.stop().await;
 }
+
+/// A shopper's keyed answer past what a shopper's key keeps (a page of their orders: a
+/// read, harmless to send again) is answered whole, and its key let go: shoppers'
+/// accounts are cheap to make, so what each may make Redis keep is small (the attack
+/// of 2026-11-29 filled it with a thousand 1 KB answers an account).
+#[tokio::test]
+async fn a_shoppers_long_answer_is_answered_and_not_kept() {
+    use seckill::server::idempotency::MAX_KEPT_SHOPPER_ANSWER;
+    let app = TestApp::spawn().await;
+    let ann = app.sign_in("keeps-little").await;
+    let title = "A title of a hundred characters, to make a page of a shopper's orders longer than a key keeps.";
+    let when = |s: i64| (chrono::Utc::now() + chrono::Duration::seconds(s)).to_rfc3339();
+    for _ in 0..10 {
+        let sale = json!({ "title": title, "stock": 1, "begins_at": when(-5), "ends_at": when(3600) });
+        let v = app.admin("create_voucher", sale).await["id"].as_i64().unwrap();
+        assert_eq!(app.grab(&ann, v).await.0, 200);
+    }
+    let saved = || async {
+        let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM orders WHERE user_id = $1")
+            .bind(ann.user_id)
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+        n == 10
+    };
+    crate::support::wait_until("ann's orders saved", crate::support::SOON, saved).await;
+    let keyed = || {
+        app.http
+            .post(format!("{}/api/my_orders", app.base))
+            .header("cookie", &ann.cookie)
+            .header("idempotency-key", "my-long-page")
+            .json(&json!({}))
+    };
+    for _ in 0..2 {
+        let res = keyed().send().await.unwrap();
+        let (status, replayed) = (res.status(), res.headers().contains_key("idempotent-replayed"));
+        let body = res.bytes().await.unwrap();
+        assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+        assert!(body.len() > MAX_KEPT_SHOPPER_ANSWER, "past what a shopper's key keeps: {} bytes", body.len());
+        assert!(!replayed, "not kept: each is served afresh");
+    }
+    app.stop().await;
+}

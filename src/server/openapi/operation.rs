@@ -5,7 +5,7 @@
 
 use crate::{
     error::{AppError, ErrorCode},
-    server::idempotency::MOST_KEYS_PER_CALLER,
+    server::idempotency::{MAX_KEPT_SHOPPER_ANSWER, MOST_KEYS_PER_CALLER},
 };
 use server_fn::ServerFn;
 use utoipa::{
@@ -114,7 +114,7 @@ fn keyed(codes: &[ErrorCode]) -> bool {
 fn idempotency_key() -> Parameter {
     let key =
         ObjectBuilder::new().schema_type(Type::String).pattern(Some(crate::server::idempotency::key_pattern())).build();
-    let most = MOST_KEYS_PER_CALLER;
+    let (most, shopper_kb) = (MOST_KEYS_PER_CALLER, MAX_KEPT_SHOPPER_ANSWER / 1024);
     ParameterBuilder::new()
         .name("Idempotency-Key")
         .parameter_in(ParameterIn::Header)
@@ -124,7 +124,11 @@ fn idempotency_key() -> Parameter {
              answered (with `Idempotent-Replayed: true`) and does nothing again; the key with \
              another body is refused (`idempotency_key_reused`). A signed-in shopper's or an \
              operator's key, kept across processes, at most {most} a day; an answer that did \
-             nothing (`unavailable`, `rate_limited`) is not kept."
+             nothing (`unavailable`, `rate_limited`) is not kept, nor is a shopper's answer \
+             over {shopper_kb} KB (a read, harmless to send again), nor, past a budget of the \
+             day for all shoppers, any shopper's (served afresh, a retry answers what each \
+             call of a shopper's makes once: `already_bought` with the order's id, the order \
+             as paid)."
         )))
         .schema(Some(key))
         .build()

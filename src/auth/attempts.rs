@@ -248,13 +248,19 @@ impl Counters {
     }
 
     /// The counters of a guess at the admin token from `address`: the token's own (from
-    /// the address, from its IPv6 /48, from everywhere), never the address's. Junk
+    /// the IPv4 address or IPv6 /48, from everywhere), never the address's. Junk
     /// bearers from an address (a scraper set up wrong behind the same NAT, or someone
     /// meaning harm) then hold back no password check from there; and guessing a token
     /// of at least [`crate::config::MIN_ADMIN_TOKEN`] characters is hopeless anyway.
+    /// Not one per IPv6 /64, as a password's are: a bearer costs its sender no hash, so
+    /// each /64 of a /48 (65,536) could leave a counter for a day at the rate requests
+    /// come; one per /48 bounds them by the networks a sender holds.
     fn token(backend: &Backend, address: IpAddr) -> Self {
-        let who = Some(TOKEN_COUNTER.to_owned());
-        Self { address: None, ..Self::new(backend, who, &Source::Address(address)) }
+        let ns = &backend.namespace;
+        let from = ClientIp(address).network().map_or_else(|| address.to_string(), |net| format!("{net}/48"));
+        let account = (attempts_at_account_from(ns, TOKEN_COUNTER, &from), attempts_at_account(ns, TOKEN_COUNTER));
+        let check = hex::encode(rand::random::<[u8; 8]>());
+        Self { address: None, account: Some(account), network: None, check }
     }
 
     /// Runs `step` on the address's counter, then the account's; a check the

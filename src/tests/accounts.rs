@@ -776,3 +776,26 @@ async fn no_answer_tells_whether_an_operators_name_exists() {
     assert_eq!(real, made_up, "somebody's name and nobody's answer alike");
     app.stop().await;
 }
+
+/// Wrong bearers from every /64 of one IPv6 /48 leave one counter of the token's for
+/// that /48 (and its counter from everywhere), and are slowed as one: a bearer costs
+/// its sender no hash, so one counter per /64 let a sender walking a /48 leave a key
+/// in Redis for a day with each request (the attack of 2026-11-29).
+#[tokio::test]
+async fn wrong_bearers_from_a_48s_many_64s_leave_one_counter() {
+    let app =
+        TestApp::with(crate::support::Options::default().with(|c| c.trusted_proxy = Some([127, 0, 0, 1].into()))).await;
+    let mut answers = Vec::new();
+    for n in 0..=seckill::testing::GUESSES_PER_ADDRESS {
+        let res = app.http.get(format!("{}/healthz", app.base)).header("x-forwarded-for", format!("2001:db8:7:{n}::1"));
+        answers.push(res.bearer_auth(format!("a guess {n}")).send().await.unwrap().status().as_u16());
+    }
+    assert_eq!(answers.last(), Some(&429), "slowed as one /48: {answers:?}");
+    let pattern = format!("{}:attempts:{{token}}*", app.namespace);
+    let mut redis = app.redis.clone();
+    let mut keys: Vec<String> = redis::AsyncCommands::keys(&mut redis, &pattern).await.unwrap();
+    keys.sort();
+    let overall = format!("{}:attempts:{{token}}", app.namespace);
+    assert_eq!(keys, [overall.clone(), format!("{overall}:2001:db8:7::/48")], "one counter for the /48");
+    app.stop().await;
+}

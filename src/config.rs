@@ -165,8 +165,9 @@ pub struct Config {
     #[arg(long, env = "SECKILL_SIGN_UP", value_parser = clap::builder::BoolishValueParser::new())]
     pub sign_up: Option<bool>,
 
-    /// Sign-ups one address (an IPv6 /64 is one) may make per hour, across processes;
-    /// more answer 429 until the hour is over. 0: no quota (tests, load tools).
+    /// Sign-ups one address (an IPv6 /64 is one) may make per hour, across processes,
+    /// and ten times that from one IPv6 /48 (one site's /64s together); more answer 429
+    /// until the hour is over. 0: no quota (tests, load tools).
     #[arg(long, env = "SECKILL_SIGN_UP_QUOTA", default_value_t = 10)]
     pub sign_up_quota: u32,
 

@@ -259,7 +259,9 @@ mod server {
     }
 
     /// Counts a sign-up from `address` (its /64 for IPv6) in this hour against
-    /// `quota`: how long to wait when over it.
+    /// `quota`, and, for IPv6, from its /48 against [`NETWORK_QUOTAS`] times it: how
+    /// long to wait when over either. Without the /48's count one site's 65,536 /64s
+    /// would each have the quota (accounts are what every per-account bound stands on).
     pub async fn over_quota(
         backend: &Backend,
         address: IpAddr,
@@ -270,7 +272,23 @@ mod server {
             return Ok(None);
         }
         let hour = now / 3600;
-        let key = sign_ups_from_address(&backend.namespace, &ClientIp(address).block().to_string(), hour);
+        let ip = ClientIp(address);
+        let mut over = count_sign_up(backend, &ip.block().to_string(), hour).await? > quota;
+        if let Some(network) = ip.network() {
+            over |=
+                count_sign_up(backend, &format!("{network}/48"), hour).await? > quota.saturating_mul(NETWORK_QUOTAS);
+        }
+        Ok(over.then(|| Duration::from_secs(((hour + 1) * 3600 - now).max(1) as u64)))
+    }
+
+    /// An IPv6 /48's sign-ups an hour, in quotas of one address: ten /64s' worth, what a
+    /// site's people sign up in an hour, and not the 65,536 /64s it holds.
+    pub const NETWORK_QUOTAS: u32 = 10;
+
+    /// Counts one sign-up from `from` (an address, a /64 or a /48) in `hour`: how many
+    /// so far.
+    async fn count_sign_up(backend: &Backend, from: &str, hour: i64) -> redis::RedisResult<u32> {
+        let key = sign_ups_from_address(&backend.namespace, from, hour);
         let (n,): (u32,) = redis::pipe()
             .atomic()
             .incr(&key, 1)
@@ -278,7 +296,7 @@ mod server {
             .ignore()
             .query_async(&mut backend.redis.clone())
             .await?;
-        Ok((n > quota).then(|| Duration::from_secs(((hour + 1) * 3600 - now).max(1) as u64)))
+        Ok(n)
     }
 
     /// The refusal of a sign-up without a good solution: `challenge_required`, with a

@@ -179,3 +179,29 @@ async fn a_sign_up_burst_never_starves_sign_ins() {
     assert!(busy > 0, "the burst met its share's limit");
     app.stop().await;
 }
+
+/// An IPv6 /48's /64s share a quota of ten /64s' sign-ups an hour: past it, one more
+/// from yet another /64 of it waits, and another /48 signs up. Before, each of a /48's
+/// 65,536 /64s had the whole quota, so one site could make accounts by the hundred
+/// thousand an hour (the attack of 2026-11-29); every bound per account stands on them.
+#[tokio::test]
+async fn a_48s_many_64s_share_ten_quotas() {
+    let app = TestApp::with(Options::default().with(|c| {
+        c.sign_up_quota = 1;
+        c.trusted_proxy = Some([127, 0, 0, 1].into());
+    }))
+    .await;
+    let from = |address: String, name: String| {
+        let res = app.http.post(format!("{}/api/sign_up", app.base)).header("x-forwarded-for", address);
+        res.json(&json!({ "name": name, "password": PASSWORD })).send()
+    };
+    for i in 0..10 {
+        let status = from(format!("2001:db8:48:{i}::1"), format!("site-{i}")).await.unwrap().status();
+        assert_eq!(status, 200, "sign-up {i}, each from a /64 of its own");
+    }
+    let over = from("2001:db8:48:ff::1".into(), "site-ff".into()).await.unwrap();
+    assert_eq!(over.status(), 429, "an eleventh /64 of the same /48");
+    let other = from("2001:db8:49::1".into(), "elsewhere".into()).await.unwrap();
+    assert_eq!(other.status(), 200, "another /48");
+    app.stop().await;
+}

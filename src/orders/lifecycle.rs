@@ -124,11 +124,13 @@ pub async fn page_of_voucher(db: &Db, voucher_id: i64, after_id: i64, limit: i64
 }
 
 /// Pays the shopper's order if it is unpaid and its deadline (`now_ms`) has not passed.
-/// An order that is not theirs (or not saved yet) is answered from a read: guessing at
-/// order ids never takes the write lock the worker needs.
+/// An order that is not theirs (or not saved yet), or that is paid or cancelled
+/// already, is answered from a read: guessing at order ids, or paying again and again,
+/// never takes the write lock the worker needs.
 pub async fn pay(db: &Db, order_id: i64, user_id: i64, now_ms: i64) -> sqlx::Result<Payment> {
-    if get_for_user(db, order_id, user_id).await?.is_none() {
-        return Ok(Payment::NotFound);
+    let Some(before) = get_for_user(db, order_id, user_id).await? else { return Ok(Payment::NotFound) };
+    if before.status != OrderStatus::Unpaid {
+        return Ok(payment(before));
     }
     let mut tx = db.begin().await?;
     let paid: Option<i64> = sqlx::query_scalar(
@@ -149,17 +151,27 @@ pub async fn pay(db: &Db, order_id: i64, user_id: i64, now_ms: i64) -> sqlx::Res
         metrics::counter!("seckill_orders_paid_total").increment(1);
     }
     let Some(order) = get_for_user(db, order_id, user_id).await? else { return Ok(Payment::NotFound) };
-    Ok(match (order.status, order.cancel_reason) {
+    Ok(payment(order))
+}
+
+/// What a payment answers of the order as it is after it.
+fn payment(order: Order) -> Payment {
+    match (order.status, order.cancel_reason) {
         (OrderStatus::Paid, _) => Payment::Paid(order),
         (OrderStatus::Cancelled, Some(CancelReason::Timeout)) | (OrderStatus::Unpaid, _) => Payment::Expired,
         (OrderStatus::Cancelled, _) => Payment::Cancelled,
-    })
+    }
 }
 
-/// The shopper cancels their unpaid order. As with [`pay`], an order that is not theirs
-/// takes no write lock.
+/// The shopper cancels their unpaid order. As with [`pay`], an order that is not theirs,
+/// or not unpaid, takes no write lock.
 pub async fn cancel_by_shopper(db: &Db, order_id: i64, user_id: i64, now_ms: i64) -> sqlx::Result<Cancel> {
     let Some(order) = get_for_user(db, order_id, user_id).await? else { return Ok(Cancel::NotFound) };
+    match order.status {
+        OrderStatus::Paid => return Ok(Cancel::Paid),
+        OrderStatus::Cancelled => return Ok(Cancel::Already(order)),
+        OrderStatus::Unpaid => {}
+    }
     // A shopper holds one unpaid order of a sale at a time (`orders_one_per_user`), so
     // no two cancels of theirs race past the count.
     if order.status == OrderStatus::Unpaid

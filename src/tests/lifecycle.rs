@@ -615,6 +615,27 @@ async fn guessing_at_other_shoppers_orders_takes_no_write_lock() {
     sqlx::raw_sql("ROLLBACK").execute(&mut blocker).await.unwrap();
     let (status, paid) = order_call(&app, &ann, "pay_order", &ids[0]).await;
     assert_eq!((status, paid["status"].as_str()), (200, Some("paid")), "her own order is hers to pay");
+
+    // Paid: paying it again, or cancelling it, is answered from a read as well. Before,
+    // each took the write lock, ten a second an account, beside the worker's saves (the
+    // attack of 2026-11-29).
+    let mut blocker = hold_write_lock(&app.database_url, "orders").await;
+    for (call, wanted) in [("pay_order", (200, "")), ("cancel_order", (409, "order_paid"))] {
+        let res = app
+            .http
+            .post(format!("{}/api/{call}", app.base))
+            .header("cookie", &ann.cookie)
+            .json(&json!({ "order_id": ids[0] }))
+            .timeout(SOON)
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{call} of her paid order waited for the write lock: {e}"));
+        let status = res.status().as_u16();
+        let body: Value = res.json().await.unwrap();
+        let code = if status == 200 { "" } else { code(&body) };
+        assert_eq!((status, code), wanted, "{call}: {body}");
+    }
+    sqlx::raw_sql("ROLLBACK").execute(&mut blocker).await.unwrap();
     app.stop().await;
 }
 

@@ -55,7 +55,6 @@ pub async fn give_back_durably(backend: &Backend, owed: &[Owed]) -> Result<usize
         match give_back_bucket(backend, bucket, &owed).await {
             Ok(now) => acted += now,
             Err(e) => {
-                tracing::warn!(voucher_id = bucket.voucher_id, "give-backs kept owed: {e}");
                 failed.get_or_insert(e);
             }
         }

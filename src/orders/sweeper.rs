@@ -2,9 +2,9 @@
 //! whose payment deadline has passed, and finishes give-backs Redis still owes
 //! (a canceller that died between the database and Redis), striking each debt once
 //! Redis holds the give-back for good (`give_back`), and settles the orders of a
-//! worker that died between the database and Redis after a rebuild (`unsettled`). The deadline lives in the
-//! database, so a restart forgets nothing; each cancel is one conditional update, so
-//! any number of sweepers cancel each order once.
+//! worker that died between the database and Redis after a rebuild (`unsettled`).
+//! The deadline lives in the database, so a restart forgets nothing; each cancel is
+//! one conditional update, so any number of sweepers cancel each order once.
 
 use super::{give_back::give_back_durably, lifecycle, unsettled, CancelReason};
 use crate::{

@@ -115,23 +115,21 @@ impl Watch {
 
 /// Records the orders `(order id, user id)` of one voucher; answers the record's id.
 async fn insert(tx: &mut Tx<'_>, voucher_id: i64, orders: &[(i64, i64)]) -> sqlx::Result<i64> {
-    let sql = if tx.backend_name() == POSTGRES {
-        concat!(
-            "INSERT INTO unsettled_batches (voucher_id, orders, saved_at) VALUES ($1, $2, ",
-            now_ms_postgres!(),
-            ") RETURNING id"
-        )
-    } else {
-        concat!(
-            "INSERT INTO unsettled_batches (voucher_id, orders, saved_at) VALUES ($1, $2, ",
-            now_ms_sqlite!(),
-            ") RETURNING id"
-        )
-    };
+    macro_rules! insert_at {
+        ($now:expr) => {
+            concat!(
+                "INSERT INTO unsettled_batches (voucher_id, orders, saved_at) VALUES ($1, $2, ",
+                $now,
+                ") RETURNING id"
+            )
+        };
+    }
+    let sql = if tx.backend_name() == POSTGRES { insert_at!(now_ms_postgres!()) } else { insert_at!(now_ms_sqlite!()) };
     let orders = serde_json::to_string(orders).unwrap_or_default();
     sqlx::query_scalar(sql).bind(voucher_id).bind(orders).fetch_one(&mut **tx).await
 }
 
+/// Strikes the records `records`, in one transaction.
 async fn strike(db: &Db, records: &[i64]) -> sqlx::Result<()> {
     let mut tx = db.begin().await?;
     for &id in records {
@@ -142,9 +140,9 @@ async fn strike(db: &Db, records: &[i64]) -> sqlx::Result<()> {
 
 /// Settles the recorded batches saved before `before_ms` (the database's clock: their
 /// workers are taken as dead, or as cut off from Redis, which settling again does not
-/// harm), `limit` at most, and strikes their records; one that fails stays for the next
-/// round, and the others go on. Answers how many records it met. A voucher Redis does not hold is left to its rebuild, which
-/// reads these orders from the database.
+/// harm), `limit` at most, and strikes their records; one that fails stays for the
+/// next round, and the others go on. Answers how many records it met. A voucher Redis
+/// does not hold is left to its rebuild, which reads these orders from the database.
 pub async fn settle_abandoned(backend: &Backend, before_ms: i64, limit: i64) -> Result<usize, BackendError> {
     let rows: Vec<(i64, i64, String)> =
         sqlx::query_as("SELECT id, voucher_id, orders FROM unsettled_batches WHERE saved_at < $1 ORDER BY id LIMIT $2")
@@ -155,7 +153,6 @@ pub async fn settle_abandoned(backend: &Backend, before_ms: i64, limit: i64) -> 
     let mut failed = None;
     for (id, voucher_id, orders) in &rows {
         if let Err(e) = settle_record(backend, (*id, *voucher_id), orders).await {
-            tracing::warn!(voucher_id, "unsettled orders kept on record: {e}");
             failed.get_or_insert(e);
         }
     }

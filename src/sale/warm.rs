@@ -82,7 +82,6 @@ async fn warm_all_buckets(backend: &Backend, v: &VoucherRow, wait: bool) -> Resu
         match warm_bucket(backend, (v, ended), (bucket, wait)).await {
             Ok(one) => rebuilt |= one,
             Err(e) => {
-                tracing::warn!(voucher_id = v.id, bucket, "warming a bucket: {e}");
                 failed.get_or_insert(e);
             }
         }

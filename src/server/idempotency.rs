@@ -58,8 +58,8 @@ pub const MAX_KEPT_SHOPPER_ANSWER: usize = 2 * 1024;
 /// Shoppers' accounts are cheap to make, so a bound per caller alone does not bound
 /// what Redis keeps (thousands of accounts, each with its thousand keys). Past it, a
 /// shopper's keyed call is served and its key let go: safe, as each of a shopper's
-/// changes is one by its own rules (one order a sale, an order paid or cancelled
-/// once), so a retry served afresh answers what the first did (`already_bought` with
+/// changes is made once by its own rules (one order a sale, an order paid or
+/// cancelled once), so a retry served afresh answers what the first did (`already_bought` with
 /// the order's id, the order as paid) without a replay's header. At most this many
 /// answers of at most [`MAX_KEPT_SHOPPER_ANSWER`] a day and process.
 pub const MOST_SHOPPER_ANSWERS_A_DAY: u64 = 100_000;
@@ -93,8 +93,8 @@ pub fn scope(req: &Request, shop_subject: impl FnOnce() -> Option<String>) -> Op
         });
     }
     match req.extensions().get::<SessionChecked>() {
-        Some(SessionChecked(Some(user))) => Some(format!("shopper:{user}")),
-        Some(SessionChecked(None)) => shop_subject().map(|s| format!("shop:{s}")),
+        Some(SessionChecked(Some(user))) => Some(format!("{SHOPPER}{user}")),
+        Some(SessionChecked(None)) => shop_subject().map(|s| format!("{SHOP}{s}")),
         None => None,
     }
 }
@@ -102,8 +102,13 @@ pub fn scope(req: &Request, shop_subject: impl FnOnce() -> Option<String>) -> Op
 /// Whether a [`scope`] is a shopper's (signed in, or the shop token's): the callers
 /// anyone can make more of.
 fn is_shoppers(scope: &str) -> bool {
-    scope.starts_with("shopper:") || scope.starts_with("shop:")
+    scope.starts_with(SHOPPER) || scope.starts_with(SHOP)
 }
+
+/// The [`scope`] of a signed-in shopper's keys (then their user id), and of a shop
+/// token's shopper's (then the token's subject).
+const SHOPPER: &str = "shopper:";
+const SHOP: &str = "shop:";
 
 /// A count of what this process kept on one UTC day, up to `most`.
 struct DailyBudget {

@@ -244,12 +244,7 @@ async fn a_rebuild_whose_caller_went_away_keeps_the_lock_until_its_load_can_load
 async fn late_load_drill(caller_goes_away: bool) {
     use crate::support::proxy::HoldingLink;
     use seckill::testing::{Backend, RedisConn};
-    let target = crate::support::redis_url();
-    if target.contains(',') {
-        // A link to one node: on a Redis Cluster the sale's keys may live on another.
-        // The first pass of `npm test` (one Redis) runs this.
-        return;
-    }
+    let Some(target) = one_node() else { return };
     let app = TestApp::with(Options::default().with(|c| c.worker = false)).await;
     let (v, _) = sale_grabbed_by(&app, "late-load", 2).await;
     let backend = app.backend();
@@ -265,7 +260,7 @@ async fn late_load_drill(caller_goes_away: bool) {
     // A process whose link to Redis holds what it sends from its second script call
     // on (the first looks whether Redis holds the voucher; the second loads it)
     // rebuilds the voucher.
-    let link = HoldingLink::to(target.trim_start_matches("redis://").trim_end_matches('/'), (b"EVALSHA", 2)).await;
+    let link = HoldingLink::to(&target, (b"EVALSHA", 2)).await;
     let slow = Backend::new(app.db.clone(), RedisConn::open(link.url()).await.unwrap(), &app.namespace);
     let row = vouchers::get(&app.db, v).await.unwrap().unwrap();
     if caller_goes_away {
@@ -344,11 +339,7 @@ async fn orders_committed_after_a_rebuild_take_their_units() {
 async fn orders_committed_after_a_rebuild_whose_settling_failed_are_settled_next_step() {
     use crate::support::proxy::HoldingLink;
     use seckill::testing::Entry;
-    let target = crate::support::redis_url();
-    if target.contains(',') {
-        // A link to one node (see `late_load_drill`).
-        return;
-    }
+    let Some(target) = one_node() else { return };
     let app = TestApp::with(Options::default().with(|c| c.worker = false)).await;
     let (v, buyers) = sale_grabbed_by(&app, "unsettled", 4).await;
     let keys = app.keys(v);
@@ -359,7 +350,7 @@ async fn orders_committed_after_a_rebuild_whose_settling_failed_are_settled_next
     lose_and_rebuild(&app, v).await;
 
     // The worker's link to Redis holds its first script call (the settling) until it breaks.
-    let link = HoldingLink::to(target.trim_start_matches("redis://").trim_end_matches('/'), (b"EVALSHA", 1)).await;
+    let link = HoldingLink::to(&target, (b"EVALSHA", 1)).await;
     let mut saver = saver_through(&link, &app, v, "w-cut").await;
     {
         let handled = saver.handle(entries);
@@ -379,15 +370,29 @@ async fn orders_committed_after_a_rebuild_whose_settling_failed_are_settled_next
 
     // The next step (nothing new read) settles them first.
     saver.handle(Vec::new()).await.unwrap();
-    let mut redis = app.redis.clone();
+    four_settled_of_ten(&app, v, &buyers).await;
+    app.stop().await;
+}
+
+/// The one Redis's address (`host:port`) a test link leads to; none on a Redis
+/// Cluster, whose sale's keys may live on another node (the first pass of `npm test`,
+/// on one Redis, runs the tests that need one).
+fn one_node() -> Option<String> {
+    let target = crate::support::redis_url();
+    (!target.contains(',')).then(|| target.trim_start_matches("redis://").trim_end_matches('/').to_owned())
+}
+
+/// A sale of ten units whose four `buyers`' orders Redis settled: six units left, four
+/// buyers, and none of them may buy again.
+async fn four_settled_of_ten(app: &TestApp, v: i64, buyers: &[Shopper]) {
+    let (keys, mut redis) = (app.keys(v), app.redis.clone());
     let stock: i64 = redis.get(&keys.left).await.unwrap();
     let in_redis: i64 = redis.hlen(&keys.buyers).await.unwrap();
     assert_eq!((stock, in_redis), (6, 4), "Redis stock + buyers = total");
-    for s in &buyers {
+    for s in buyers {
         let (status, body) = app.grab(s, v).await;
         assert_eq!((status.as_u16(), body["code"].as_str()), (409, Some("already_bought")));
     }
-    app.stop().await;
 }
 
 /// A worker's saver, for voucher `v`'s stream as `consumer`, whose Redis is reached
@@ -425,11 +430,7 @@ async fn saver_through(
 async fn orders_committed_after_a_rebuild_by_a_worker_that_died_are_settled_by_the_sweeper() {
     use crate::support::proxy::HoldingLink;
     use seckill::testing::{sweep, Entry};
-    let target = crate::support::redis_url();
-    if target.contains(',') {
-        // A link to one node (see `late_load_drill`).
-        return;
-    }
+    let Some(target) = one_node() else { return };
     let app = TestApp::with(Options::default().with(|c| c.worker = false)).await;
     let (v, buyers) = sale_grabbed_by(&app, "died", 4).await;
     let keys = app.keys(v);
@@ -449,7 +450,7 @@ async fn orders_committed_after_a_rebuild_by_a_worker_that_died_are_settled_by_t
     // The link holds the saver's third script call: the last settling (the script is
     // loaded first, so that no call comes back for want of it).
     let _: String = app.backend().scripts.settle.load_async(&mut app.redis.clone()).await.unwrap();
-    let link = HoldingLink::to(target.trim_start_matches("redis://").trim_end_matches('/'), (b"EVALSHA", 3)).await;
+    let link = HoldingLink::to(&target, (b"EVALSHA", 3)).await;
     let mut saver = saver_through(&link, &app, v, "w-dies").await;
     saver.reads_begin();
     saver.handle(read(2).await).await.unwrap();
@@ -479,13 +480,7 @@ async fn orders_committed_after_a_rebuild_by_a_worker_that_died_are_settled_by_t
         records().await == 0
     })
     .await;
-    let stock: i64 = redis.get(&keys.left).await.unwrap();
-    let in_redis: i64 = redis.hlen(&keys.buyers).await.unwrap();
-    assert_eq!((stock, in_redis), (6, 4), "Redis stock + buyers = total");
-    for s in &buyers {
-        let (status, body) = app.grab(s, v).await;
-        assert_eq!((status.as_u16(), body["code"].as_str()), (409, Some("already_bought")));
-    }
+    four_settled_of_ten(&app, v, &buyers).await;
     app.stop().await;
 }
 

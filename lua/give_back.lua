@@ -11,9 +11,13 @@
 -- Redis lost them): there is nothing to give back to, and a rebuild reads the
 -- database, which counts the unit and the cancelled order. Recording the order would
 -- only make a set that never expires (an order may be cancelled days after the sale,
--- as its time to pay allows).
+-- as its time to pay allows). The unit is announced all the same: every process
+-- clears its sold-out flag, and its next grab reaches Redis and starts the rebuild.
 local expires = redis.call('HGET', KEYS[4], 'expires')
-if not expires then return 0 end
+if not expires then
+  redis.call('PUBLISH', ARGV[3], ARGV[4])
+  return 0
+end
 local acted = redis.call('SADD', KEYS[3], ARGV[1])
 if acted == 1 then
   unit_back(KEYS[1], KEYS[2], ARGV[2], true, true, ARGV[3], ARGV[4])

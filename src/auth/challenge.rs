@@ -274,9 +274,10 @@ mod server {
         let hour = now / 3600;
         let ip = ClientIp(address);
         let mut over = count_sign_up(backend, &ip.block().to_string(), hour).await? > quota;
-        if let Some(network) = ip.network() {
-            over |=
-                count_sign_up(backend, &format!("{network}/48"), hour).await? > quota.saturating_mul(NETWORK_QUOTAS);
+        // Counted on the /48 only within the /64's own quota: one /64 past it must not
+        // use up its whole site's.
+        if let (false, Some(network)) = (over, ip.network()) {
+            over = count_sign_up(backend, &format!("{network}/48"), hour).await? > quota.saturating_mul(NETWORK_QUOTAS);
         }
         Ok(over.then(|| Duration::from_secs(((hour + 1) * 3600 - now).max(1) as u64)))
     }

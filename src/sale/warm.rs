@@ -17,7 +17,7 @@ use crate::{
         invoke_then_wait,
         layout::{expires_at, SaleKeys, GROUP, REBUILD_DEADLINE},
         layout_version::{refused_layout, LAYOUT_VERSION},
-        Backend, BackendError, RedisConn, Replicas, ScriptCall,
+        Backend, BackendError, RedisConn, Replicas, ScriptCall, Tx,
     },
     orders::{
         results::StoredResult,
@@ -189,22 +189,34 @@ async fn rebuild(
         // Redis answered with an error: the load was refused or ran (in part), and
         // will not run later.
         Ok(Err(e)) if e.code().is_some() => {
-            taken.rollback().await?;
-            tx.commit().await?;
+            if taken.rollback().await.is_ok() {
+                keep_the_count(tx).await;
+            }
             Err(e.into())
         }
         failed => {
             // No answer: the load may still reach Redis, so the lock stays until it can
             // load nothing.
             tokio::time::sleep_until(lapses).await;
-            taken.rollback().await?;
-            tx.commit().await?;
+            if taken.rollback().await.is_ok() {
+                keep_the_count(tx).await;
+            }
             Err(match failed {
                 Ok(Err(e)) => e,
                 _ => timed_out(),
             }
             .into())
         }
+    }
+}
+
+/// Commits a rebuild's count (what its snapshot wrote rolled back), when its load may
+/// have run though it failed. A database failing then is logged, not answered: the
+/// rebuild's own failure (Redis's refusal of a layout, a timeout) is what its caller
+/// must hear.
+async fn keep_the_count(tx: Tx<'_>) {
+    if let Err(e) = tx.commit().await {
+        tracing::warn!("a rebuild's count not kept: {e}");
     }
 }
 

@@ -56,12 +56,13 @@ pub const MOST_KEYS_PER_CALLER: u64 = 1_000;
 pub const MAX_KEPT_SHOPPER_ANSWER: usize = 2 * 1024;
 /// Shoppers' answers one process keeps a UTC day at most, all shoppers together.
 /// Shoppers' accounts are cheap to make, so a bound per caller alone does not bound
-/// what Redis keeps (thousands of accounts, each with its thousand keys). Past it, a
-/// shopper's keyed call is served and its key let go: safe, as each of a shopper's
-/// changes is made once by its own rules (one order a sale, an order paid or
-/// cancelled once), so a retry served afresh answers what the first did (`already_bought` with
-/// the order's id, the order as paid) without a replay's header. At most this many
-/// answers of at most [`MAX_KEPT_SHOPPER_ANSWER`] a day and process.
+/// what Redis keeps (thousands of accounts, each with its thousand keys). Only a
+/// shopper's call that was made is kept (a refusal did nothing: a retry is served
+/// afresh), and past the budget none is: a retry is then served afresh, and a grab's
+/// or a payment's answers what the first made (`already_bought` with the order's id,
+/// the order as paid), without a replay's header; a password change or a sign-out
+/// everywhere sent again is refused, as the first was made. At most this many answers
+/// of at most [`MAX_KEPT_SHOPPER_ANSWER`] a day and process.
 pub const MOST_SHOPPER_ANSWERS_A_DAY: u64 = 100_000;
 /// The largest body read to tell two calls apart (the API's own cap).
 const MAX_BODY: usize = 64 * 1024;
@@ -137,14 +138,15 @@ impl DailyBudget {
 /// Shoppers' answers this process kept today ([`MOST_SHOPPER_ANSWERS_A_DAY`]).
 static SHOPPER_ANSWERS: DailyBudget = DailyBudget::new(MOST_SHOPPER_ANSWERS_A_DAY);
 
-/// Whether an answer of `len` bytes to `scope`'s key may be kept: within its size, and
-/// for a shopper's, within this process's budget of the day.
-fn may_keep(scope: &str, len: usize) -> bool {
+/// Whether an answer (`status`, `len` bytes) to `scope`'s key may be kept: within its
+/// size, and for a shopper's, a call that was made (a success) within this process's
+/// budget of the day.
+fn may_keep(scope: &str, (status, len): (StatusCode, usize)) -> bool {
     if !is_shoppers(scope) {
         return len <= MAX_KEPT_ANSWER;
     }
     let today = chrono::Utc::now().timestamp().div_euclid(86_400);
-    len <= MAX_KEPT_SHOPPER_ANSWER && SHOPPER_ANSWERS.take(today)
+    status.is_success() && len <= MAX_KEPT_SHOPPER_ANSWER && SHOPPER_ANSWERS.take(today)
 }
 
 /// Serves `req` once per key: the first time through `serve`, after that from what
@@ -251,7 +253,11 @@ async fn keep(backend: &Backend, scope: &str, (stored_at, print): (&str, &str), 
             .is_ok_and(|e| matches!(e.code, ErrorCode::Unavailable | ErrorCode::RateLimited))
     };
     let kept = match &bytes {
-        Ok(bytes) if !did_nothing(bytes) && std::str::from_utf8(bytes).is_ok() && may_keep(scope, bytes.len()) => {
+        Ok(bytes)
+            if !did_nothing(bytes)
+                && std::str::from_utf8(bytes).is_ok()
+                && may_keep(scope, (parts.status, bytes.len())) =>
+        {
             let value = format!("done {print} {} {}", parts.status.as_u16(), String::from_utf8_lossy(bytes));
             redis::cmd("SET")
                 .arg(stored_at)
@@ -315,8 +321,11 @@ mod tests {
         assert!(budget.take(8), "a new day, a new budget");
         assert!(is_shoppers("shopper:12") && is_shoppers("shop:ann"));
         assert!(!is_shoppers("operator:3") && !is_shoppers("token"));
-        assert!(may_keep("token", MAX_KEPT_ANSWER) && !may_keep("token", MAX_KEPT_ANSWER + 1));
-        assert!(!may_keep("shopper:12", MAX_KEPT_SHOPPER_ANSWER + 1), "a shopper's long answer is a read");
+        let ok = StatusCode::OK;
+        assert!(may_keep("token", (ok, MAX_KEPT_ANSWER)) && !may_keep("token", (ok, MAX_KEPT_ANSWER + 1)));
+        assert!(may_keep("token", (StatusCode::CONFLICT, 10)), "an operator's refusal is kept");
+        assert!(!may_keep("shopper:12", (ok, MAX_KEPT_SHOPPER_ANSWER + 1)), "a shopper's long answer is a read");
+        assert!(!may_keep("shopper:12", (StatusCode::CONFLICT, 10)), "a shopper's refusal did nothing");
     }
 
     #[test]

@@ -212,3 +212,30 @@ async fn a_shoppers_long_answer_is_answered_and_not_kept() {
     }
     app.stop().await;
 }
+
+/// A shopper's keyed call that was refused is not kept: it did nothing, and the same
+/// call sent again with its key is served afresh (here, granted once a unit came
+/// back). Shoppers' accounts are cheap, so what their keys keep is only what was made.
+#[tokio::test]
+async fn a_shoppers_refusal_is_not_kept() {
+    let app = TestApp::spawn().await;
+    let v = app.create_voucher(1, -5, 3600).await;
+    let (ann, bob) = (app.sign_in("refused-ann").await, app.sign_in("first-bob").await);
+    assert_eq!(app.grab(&bob, v).await.0, 200);
+    let (status, refused) = grab(&app, &ann, v, "ann-grab").await;
+    assert_eq!((status.as_u16(), code(&refused)), (409, "sold_out"), "{refused}");
+    app.admin("add_stock", json!({ "voucher_id": v, "units": 1 })).await;
+    let res = app
+        .http
+        .post(format!("{}/api/grab", app.base))
+        .header("cookie", &ann.cookie)
+        .header("idempotency-key", "ann-grab")
+        .json(&json!({ "voucher_id": v }))
+        .send()
+        .await
+        .unwrap();
+    let replayed = res.headers().contains_key("idempotent-replayed");
+    let (status, body) = (res.status(), res.json::<Value>().await.unwrap());
+    assert_eq!((status.as_u16(), replayed), (200, false), "served afresh, and granted: {body}");
+    app.stop().await;
+}

@@ -692,7 +692,23 @@ async fn a_cancel_after_the_sale_left_redis_leaves_no_key_behind() {
     let now = chrono::Utc::now().timestamp_millis();
     let cancel = lifecycle::cancel_by_shopper(&app.db, m.order_id, m.user_id, now).await.unwrap();
     let lifecycle::Cancel::Cancelled(_, owed) = cancel else { panic!("not cancelled: {cancel:?}") };
+    // The unit is announced all the same (every process clears its sold-out flag, and
+    // its next grab rebuilds the sale); on one Redis, heard here.
+    let mut events = match one_node() {
+        Some(node) => {
+            let mut events = redis::Client::open(format!("redis://{node}/")).unwrap().get_async_pubsub().await.unwrap();
+            events.subscribe(&*app.backend().events_channel).await.unwrap();
+            Some(events)
+        }
+        None => None,
+    };
     assert!(!give_back(&app.backend(), &owed).await.unwrap(), "nothing to give back to");
+    if let Some(events) = events.as_mut() {
+        use futures::StreamExt;
+        let heard = tokio::time::timeout(SOON, events.on_message().next()).await.expect("an event").unwrap();
+        let heard: String = heard.get_payload().unwrap();
+        assert!(heard.starts_with("restock") && heard.contains(&v.to_string()), "the restock of sale {v}: {heard}");
+    }
     let left: bool = app.redis.clone().exists(&keys.given_back).await.unwrap();
     assert!(!left, "no key made");
 

@@ -181,7 +181,8 @@ async fn a_sign_up_burst_never_starves_sign_ins() {
 }
 
 /// An IPv6 /48's /64s share a quota of ten /64s' sign-ups an hour: past it, one more
-/// from yet another /64 of it waits, and another /48 signs up. Before, each of a /48's
+/// from yet another /64 of it waits, and another /48 signs up. A /64 refused for its
+/// own quota takes none of its site's (the review of 2026-11-29: it used it all up). Before, each of a /48's
 /// 65,536 /64s had the whole quota, so one site could make accounts by the hundred
 /// thousand an hour (the attack of 2026-11-29); every bound per account stands on them.
 #[tokio::test]
@@ -195,7 +196,13 @@ async fn a_48s_many_64s_share_ten_quotas() {
         let res = app.http.post(format!("{}/api/sign_up", app.base)).header("x-forwarded-for", address);
         res.json(&json!({ "name": name, "password": PASSWORD })).send()
     };
-    for i in 0..10 {
+    // One /64 past its own quota takes nothing more of its site's.
+    assert_eq!(from("2001:db8:48::1".into(), "site-0".into()).await.unwrap().status(), 200);
+    for i in 0..5 {
+        let status = from("2001:db8:48::2".into(), format!("again-{i}")).await.unwrap().status();
+        assert_eq!(status, 429, "the first /64, past its quota");
+    }
+    for i in 1..10 {
         let status = from(format!("2001:db8:48:{i}::1"), format!("site-{i}")).await.unwrap().status();
         assert_eq!(status, 200, "sign-up {i}, each from a /64 of its own");
     }

@@ -11,7 +11,8 @@ pub struct Final {
     pub vouchers: Vec<VoucherState>,
     /// Order id → (voucher, user, status, pay deadline, paid at).
     pub orders: HashMap<i64, OrderRow>,
-    /// Give-backs Redis still owes (cancelled orders' units).
+    /// Give-backs Redis still owes (cancelled orders' units), and batches of orders a
+    /// dead worker committed and left for the sweeper to settle (`unsettled_batches`).
     pub owed: i64,
     /// Operators' stock changes Redis has not yet made (or replicas not yet held).
     pub changes_owed: i64,
@@ -92,8 +93,13 @@ impl Final {
                 (id, OrderRow { voucher, user, status, pay_deadline, paid_at, timed_out_at })
             })
             .collect();
-        let owed: i64 =
-            sqlx::query_scalar("SELECT COUNT(*) FROM restocks_owed").fetch_one(&mut *tx).await.map_err(e)?;
+        // Give-backs, and batches a dead worker left to the sweeper to settle.
+        let owed: i64 = sqlx::query_scalar(
+            "SELECT (SELECT COUNT(*) FROM restocks_owed) + (SELECT COUNT(*) FROM unsettled_batches)",
+        )
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(e)?;
         let changes_owed: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM stock_changes WHERE applied IS NULL")
             .fetch_one(&mut *tx)
             .await

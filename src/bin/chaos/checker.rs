@@ -266,7 +266,7 @@ fn books(end: &Final, initial_stock: i64, ops: &[Op]) -> Vec<String> {
         found.push(format!("{} stock changes still owed to Redis", end.changes_owed));
     }
     if end.owed > 0 {
-        found.push(format!("{} give-backs still owed to Redis", end.owed));
+        found.push(format!("{} give-backs or settlings still owed to Redis", end.owed));
     }
     found
 }
@@ -473,7 +473,7 @@ mod tests {
         assert!(violations(&[expired_early], &balanced(), 2)[0].contains("refused as expired"));
         let mut owed = balanced();
         owed.owed = 1;
-        assert!(violations(&[], &owed, 2).iter().any(|v| v.contains("give-backs still owed")));
+        assert!(violations(&[], &owed, 2).iter().any(|v| v.contains("give-backs or settlings still owed")));
         let mut changes_owed = balanced();
         changes_owed.changes_owed = 1;
         assert!(violations(&[], &changes_owed, 2).iter().any(|v| v.contains("stock changes still owed")));

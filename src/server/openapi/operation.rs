@@ -124,11 +124,11 @@ fn idempotency_key() -> Parameter {
              answered (with `Idempotent-Replayed: true`) and does nothing again; the key with \
              another body is refused (`idempotency_key_reused`). A signed-in shopper's or an \
              operator's key, kept across processes, at most {most} a day; an answer that did \
-             nothing (`unavailable`, `rate_limited`) is not kept, nor is a shopper's answer \
-             over {shopper_kb} KB (a read, harmless to send again), nor, past a budget of the \
-             day for all shoppers, any shopper's (served afresh, a retry answers what each \
-             call of a shopper's makes once: `already_bought` with the order's id, the order \
-             as paid)."
+             nothing (`unavailable`, `rate_limited`) is not kept, nor is a shopper's refusal, \
+             a shopper's answer over {shopper_kb} KB (a read, harmless to send again), nor, \
+             past a budget of the day for all shoppers, any shopper's (served afresh: a grab \
+             sent again answers `already_bought` with the order's id, a payment the order as \
+             paid)."
         )))
         .schema(Some(key))
         .build()

@@ -49,17 +49,18 @@ impl Hub {
         let shop =
             Arc::<str>::from(to_json(&ShopFrame::Stock { vouchers: snapshot.stock_only(), now_ms: snapshot.at_ms }));
         let operator = Arc::<str>::from(to_json(&OperatorFrame::Snapshot(snapshot.clone())));
-        let latest = Arc::new(snapshot.clone());
+        let latest = Arc::new(snapshot);
         {
             let mut recent = self.lock();
-            recent.latest = Some(latest);
-            let due = recent.history.back().is_none_or(|last| snapshot.at_ms - last.at_ms >= 1_000);
+            let due = recent.history.back().is_none_or(|last| latest.at_ms - last.at_ms >= 1_000);
             if due {
                 if recent.history.len() == HISTORY {
                     recent.history.pop_front();
                 }
-                recent.history.push_back(snapshot);
+                // A copy a second for the charts; every sample stands as the latest.
+                recent.history.push_back(Snapshot::clone(&latest));
             }
+            recent.latest = Some(latest);
             recent.latest_shop = Some(shop.clone());
         }
         let _ = self.tx.send(Frame { operator, shop: Some(shop) });

@@ -189,15 +189,12 @@ pub async fn edit(db: &Db, id: i64, version: i64, edit: &Edit) -> sqlx::Result<O
 /// or a withdrawal written while it loads Redis. SQLite's single writer gives the same
 /// order anyway.
 pub async fn lock(tx: &mut crate::backend::Tx<'_>, voucher_id: i64) -> sqlx::Result<()> {
-    sqlx::query("UPDATE vouchers SET stock_left = stock_left WHERE id = $1")
-        .bind(voucher_id)
-        .execute(&mut **tx)
-        .await?;
-    Ok(())
+    lock_counting_rebuilds(tx, voucher_id).await.map(drop)
 }
 
 /// [`lock`], reading the count of the voucher's rebuilds as it takes it
-/// (`orders::unsettled`): `None` when there is no such voucher.
+/// (`orders::unsettled`): `None` when there is no such voucher. The one statement
+/// that takes the lock.
 pub async fn lock_counting_rebuilds(tx: &mut crate::backend::Tx<'_>, voucher_id: i64) -> sqlx::Result<Option<i64>> {
     sqlx::query_scalar("UPDATE vouchers SET stock_left = stock_left WHERE id = $1 RETURNING rebuilds")
         .bind(voucher_id)

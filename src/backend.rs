@@ -52,10 +52,11 @@ pub struct Backend {
     shards: Arc<std::sync::RwLock<HashMap<i64, u32>>>,
     /// Replicas that must hold a write before it counts as durable (none by default).
     pub replicas: Replicas,
-    /// The connection an operator's changes wait for replicas on (`WAIT` holds up the
-    /// commands sent after it on its connection until the replicas answer, up to
-    /// `SECKILL_WAIT_REPLICAS_MS`): one of their own, so the serving runtimes' grabs
-    /// never queue behind them. `redis` itself unless replicas are required.
+    /// The connection an operator's changes and order id blocks wait for replicas on
+    /// (`WAIT` holds up the commands sent after it on its connection until the
+    /// replicas answer, up to `SECKILL_WAIT_REPLICAS_MS`): one of their own, so the
+    /// serving runtimes' grabs never queue behind them. `redis` itself unless replicas
+    /// are required.
     pub waits: RedisConn,
     /// Sales this process met in a newer Redis layout than it speaks.
     pub newer_layouts: Arc<layout_version::NewerLayouts>,
@@ -66,8 +67,9 @@ type KeysByBucket = HashMap<Bucket, Arc<SaleKeys>>;
 
 /// Redis replicas that must hold a write (Redis `WAIT`) before the app counts on it
 /// surviving a failover: the orders a worker read before it saves them, a cancelled
-/// order's give-back before its debt is struck, and an operator's change of a sale
-/// (its stock, its window) before it answers (`SECKILL_WAIT_REPLICAS`).
+/// order's give-back before its debt is struck, an operator's change of a sale (its
+/// stock, its window) before it answers, and a block of order ids before it is used
+/// (`SECKILL_WAIT_REPLICAS`).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Replicas {
     /// How many; 0: no replicas, no wait.

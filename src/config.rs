@@ -70,16 +70,18 @@ pub struct Config {
     pub poll_ms: u64,
 
     /// Redis replicas that must hold the orders a worker read before it saves them, a
-    /// cancelled order's give-back before its debt is struck, and an operator's change
-    /// of a sale before it answers (Redis `WAIT`). Set 1
-    /// when Redis has replicas: a failover then never loses a grant the database
-    /// already has, nor a unit given back. 0 (the default): no replicas, no wait.
+    /// cancelled order's give-back before its debt is struck, an operator's change
+    /// of a sale before it answers, and a block of order ids before it is used (Redis
+    /// `WAIT`). Set 1 when Redis has replicas: a failover then never loses a grant the
+    /// database already has, nor a unit given back, nor hands out an order id twice.
+    /// 0 (the default): no replicas, no wait.
     #[arg(long, env = "SECKILL_WAIT_REPLICAS", default_value_t = 0)]
     pub wait_replicas: u32,
 
     /// Longest wait (ms) for those replicas (at most 4000); past it the batch is not
     /// saved yet (its orders stay queued, read again after a pause of up to a second),
-    /// and the short wait is counted (`seckill_replica_waits_short_total`).
+    /// a block of order ids is not used (grabs answer `unavailable` once the ids in
+    /// hand run out), and the short wait is counted (`seckill_replica_waits_short_total`).
     #[arg(long, env = "SECKILL_WAIT_REPLICAS_MS", default_value_t = 100)]
     pub wait_replicas_ms: u64,
 

@@ -10,12 +10,21 @@
 //! taken before unless more than that was taken on average, blocks included, between
 //! the lost counter's start and the loss; and a counter found behind what this process
 //! already took jumps past it by [`LOSS_MARGIN`]. A reused value would also have to
-//! meet the same second to repeat an id. The next block is fetched in the background when half of what
+//! meet the same second to repeat an id.
+//!
+//! A failover loses the counter's last writes instead: the promoted replica's counter
+//! is behind the blocks processes took just before, and it hands them out again,
+//! to be used in the same seconds. So with replicas required (`SECKILL_WAIT_REPLICAS`)
+//! a block is used only once they hold it (`WAIT`, in one pipeline with the take); a
+//! block they do not hold in time is dropped and the refill fails, as a refill from a
+//! Redis that is down does: grabs answer `unavailable` until a replica is in sync.
+//!
+//! The next block is fetched in the background when half of what
 //! is in hand is used, so grabs do not queue behind a refill, and no lock is held
 //! across a Redis call. One refill runs at a time: the grabs that open a storm all
 //! find the hand empty, and they wait for one block instead of each fetching its own.
 
-use crate::backend::{layout::ORDER_IDS_KEPT, RedisConn};
+use crate::backend::{invoke_then_wait, layout::ORDER_IDS_KEPT, RedisConn, Replicas, ScriptCall};
 use chrono::{DateTime, NaiveDate, Utc};
 use futures::{
     future::{BoxFuture, Shared},
@@ -85,6 +94,8 @@ pub fn decompose(id: i64) -> (DateTime<Utc>, u32) {
 pub struct OrderIds {
     namespace: String,
     block_size: u32,
+    /// Replicas that must hold a block before its ids are used.
+    replicas: Replicas,
     script: Script,
     hand: Mutex<Hand>,
 }
@@ -94,6 +105,9 @@ pub struct OrderIds {
 struct Hand {
     day: Option<NaiveDate>,
     blocks: VecDeque<RangeInclusive<u64>>,
+    /// Values handed back unused (their grabs were refused), taken before the blocks.
+    /// At most one per grab in flight, and the grabs in flight are bounded.
+    unused: Vec<u64>,
     /// The highest counter value taken today: the floor passed to the script.
     highest: u64,
     /// Values left in `blocks`, kept as they change: at the start of a storm every
@@ -126,6 +140,10 @@ impl Hand {
     }
 
     fn take(&mut self) -> Option<u64> {
+        if let Some(value) = self.unused.pop() {
+            self.left -= 1;
+            return Some(value);
+        }
         while let Some(block) = self.blocks.front_mut() {
             if let Some(value) = block.next() {
                 self.left -= 1;
@@ -134,6 +152,13 @@ impl Hand {
             self.blocks.pop_front();
         }
         None
+    }
+
+    fn put_back(&mut self, day: NaiveDate, value: u64) {
+        if self.day == Some(day) {
+            self.unused.push(value);
+            self.left += 1;
+        }
     }
 
     fn add(&mut self, day: NaiveDate, block: RangeInclusive<u64>) {
@@ -150,9 +175,28 @@ impl OrderIds {
         Self {
             namespace: namespace.to_owned(),
             block_size: block_size.max(1),
+            replicas: Replicas::default(),
             script: crate::backend::layout::order_ids_script(),
             hand: Mutex::new(Hand::default()),
         }
+    }
+
+    /// The same, using a block only once `replicas` hold it. The connection passed to
+    /// [`OrderIds::next`] then waits for them (`WAIT` holds up the commands sent after
+    /// it): one that grabs do not use (`Backend::waits`).
+    pub fn waiting_for(self, replicas: Replicas) -> Self {
+        Self { replicas, ..self }
+    }
+
+    /// Hands back `id`, taken by [`OrderIds::next`] for a grab the gate refused: no
+    /// grant, result or stream entry names it, and nobody outside was told it, so
+    /// the next grab takes its counter value (in its own second). Only grants use up
+    /// the day's counter, then, and refusals asked again and again (a grab before the
+    /// start, a buyer asking again) cannot run it out and stop every sale until
+    /// midnight. Not for a grab whose answer did not come: Redis may have granted it.
+    pub fn unused(&self, id: i64) {
+        let (at, value) = decompose(id);
+        self.lock().put_back(at.date_naive(), u64::from(value));
     }
 
     /// The next id. Waits for Redis only when nothing is in hand (the first grab of
@@ -184,9 +228,10 @@ impl OrderIds {
     /// hand, and any number of grabs can wait for it.
     fn refill(self: &Arc<Self>, today: NaiveDate, redis: &RedisConn, floor: u64) -> Refill {
         let (ids, mut redis) = (self.clone(), redis.clone());
+        let deadline = REFILL_DEADLINE + Duration::from_millis(self.replicas.wait_ms);
         let task = tokio::spawn(async move {
             let fetched =
-                tokio::time::timeout(REFILL_DEADLINE, ids.fetch(&mut redis, today, floor)).await.unwrap_or_else(|_| {
+                tokio::time::timeout(deadline, ids.fetch(&mut redis, today, floor)).await.unwrap_or_else(|_| {
                     Err(RedisError::from((ErrorKind::IoError, "order id block: Redis did not answer")))
                 });
             let mut hand = ids.lock();
@@ -209,7 +254,7 @@ impl OrderIds {
             .shared()
     }
 
-    /// One block of the day's counter from Redis.
+    /// One block of the day's counter from Redis, held by the replicas required.
     async fn fetch(
         &self,
         redis: &mut RedisConn,
@@ -217,16 +262,23 @@ impl OrderIds {
         floor: u64,
     ) -> redis::RedisResult<RangeInclusive<u64>> {
         let key = crate::backend::layout::order_id_counter(&self.namespace, &day.format("%Y%m%d").to_string());
-        let last: u64 = self
-            .script
-            .key(key)
-            .arg(self.block_size)
-            .arg(floor)
-            .arg(LOSS_MARGIN)
-            .arg(COUNTER_TTL_SECS)
-            .arg(PER_MS_OF_DAY)
-            .invoke_async(redis)
-            .await?;
+        let mut take = ScriptCall::new(&self.script, &[&key], 5, 48);
+        take.arg(self.block_size).arg(floor).arg(LOSS_MARGIN).arg(COUNTER_TTL_SECS).arg(PER_MS_OF_DAY);
+        let Replicas { want, wait_ms } = self.replicas;
+        let last: u64 = if want == 0 {
+            take.invoke(redis).await?
+        } else {
+            let (lasts, have): (Vec<u64>, u32) = invoke_then_wait(&[take], redis, want, wait_ms).await?;
+            if have < want {
+                metrics::counter!("seckill_replica_waits_short_total").increment(1);
+                return Err(RedisError::from((
+                    ErrorKind::TryAgain,
+                    "order id block",
+                    format!("{have} of {want} replicas hold it: a failover could hand it out again"),
+                )));
+            }
+            lasts.first().copied().ok_or((ErrorKind::TypeError, "order id block: no answer"))?
+        };
         if last > u64::from(u32::MAX) {
             return Err(redis::RedisError::from((
                 redis::ErrorKind::ExtensionError,
@@ -289,6 +341,21 @@ mod tests {
         assert_eq!(hand.left, 0);
         hand.add(day.succ_opt().unwrap(), 20..=29);
         assert_eq!(hand.left, 0, "a block of another day is dropped");
+    }
+
+    #[test]
+    fn values_handed_back_are_taken_first() {
+        let day = NaiveDate::from_ymd_opt(2026, 11, 24).unwrap();
+        let mut hand = Hand::default();
+        hand.for_day(day);
+        hand.add(day, 1..=3);
+        let first = hand.take().unwrap();
+        hand.put_back(day, first);
+        hand.put_back(day.succ_opt().unwrap(), 99);
+        assert_eq!(hand.left, 3, "another day's value is dropped");
+        let taken: Vec<u64> = std::iter::from_fn(|| hand.take()).collect();
+        assert_eq!(taken, [1, 2, 3]);
+        assert_eq!(hand.left, 0);
     }
 
     #[test]

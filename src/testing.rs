@@ -16,7 +16,7 @@ pub use crate::{
             SIGN_UP_CHALLENGE_KEPT, WORKER_LEASE,
         },
         layout_version::LAYOUT_VERSION,
-        Backend, Db, RedisConn,
+        Backend, Db, RedisConn, Replicas,
     },
     order_ids::{compose, decompose, OrderIds},
     orders::{

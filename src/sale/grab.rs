@@ -78,7 +78,9 @@ async fn at_the_gate(
 ) -> Result<GrabTicket, AppError> {
     let backend = &state.backend;
     let decide = async {
-        let order_id = state.ids.next(&backend.redis).await?;
+        // A block of ids is fetched (now and then) on the connection whose commands
+        // may wait for replicas: they must hold it before it is used (`order_ids`).
+        let order_id = state.ids.next(&backend.waits).await?;
         let (verdict, bucket) = in_bucket(state, voucher_id, (user_id, order_id), token.unwrap_or_default()).await?;
         Ok::<_, redis::RedisError>((order_id, verdict, bucket))
     };
@@ -98,6 +100,9 @@ async fn at_the_gate(
         }
         return Err(ErrorCode::Unavailable.into());
     };
+    if !matches!(verdict, Verdict::Granted) {
+        state.ids.unused(order_id);
+    }
     match verdict {
         Verdict::Dry | Verdict::Shards(_) | Verdict::Layout(_) => Err(ErrorCode::Unavailable.into()),
         Verdict::Granted => {

@@ -105,7 +105,7 @@ pub(super) fn assemble(
     };
     let sale = Sale {
         backend: backend.clone(),
-        ids: Arc::new(OrderIds::new(&config.redis_namespace, config.id_block)),
+        ids: Arc::new(OrderIds::new(&config.redis_namespace, config.id_block).waiting_for(backend.replicas)),
         receipts: Arc::new(Receipts::new(accounts.secrets.derived_key("grab receipts"))),
         admission: Arc::new(Admission::new(config.grabs_in_flight(), Duration::from_millis(config.shed_latency_ms))),
         sold_out: sold_out.clone(),

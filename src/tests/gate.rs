@@ -1,6 +1,7 @@
 //! Every outcome of the gate, through the public API.
 
-use crate::support::{code, TestApp, SETTLED};
+use crate::support::{code, Options, TestApp, SETTLED};
+use redis::AsyncCommands;
 use seckill::{
     error::ErrorCode,
     testing::{gate, warm, RebuildSource, Verdict, VoucherRow},
@@ -44,6 +45,38 @@ async fn grab_outcomes_through_the_api() {
     let (status, body) = app.call("grab", json!({ "voucher_id": one }), &[]).await;
     assert_eq!((status.as_u16(), code(&body)), (401, "not_signed_in"));
     app.stop().await;
+}
+
+/// Only grants use up the day's order id counter (32 bits a day): a refused grab hands
+/// its id back, so refusals asked again and again (here, before the start) cannot run
+/// the counter out and stop every sale until midnight.
+#[tokio::test]
+async fn refused_grabs_use_up_no_order_ids() {
+    let app = TestApp::with(Options::default().with(|c| c.id_block = 2)).await;
+    let names: Vec<String> = (0..10).map(|i| format!("early{i}")).collect();
+    let shoppers = futures::future::join_all(names.iter().map(|name| app.sign_in(name))).await;
+    let later = app.create_voucher(5, 3600, 7200).await;
+    let counter = || async {
+        let day = chrono::Utc::now().format("%Y%m%d").to_string();
+        let value: u64 = app.redis.clone().get(format!("{}:icr:order:{day}", app.namespace)).await.unwrap();
+        (day, value)
+    };
+    // Tried again should a UTC midnight fall between the two reads (each day has its counter).
+    for _ in 0..3 {
+        assert_eq!(code(&app.grab(&shoppers[0], later).await.1), "not_started");
+        let before = counter().await;
+        // One at a time: grabs in flight together each hold an id of their own.
+        for s in shoppers.iter().cycle().take(30) {
+            assert_eq!(code(&app.grab(s, later).await.1), "not_started");
+        }
+        let after = counter().await;
+        if before.0 == after.0 {
+            // At most the refill the first grab started (blocks of 2), never one per grab.
+            assert!(after.1 - before.1 <= 4, "30 refused grabs took {} ids", after.1 - before.1);
+            return app.stop().await;
+        }
+    }
+    panic!("three midnights in a row");
 }
 
 #[tokio::test]

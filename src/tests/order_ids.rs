@@ -5,7 +5,7 @@ use futures::future::join_all;
 use redis::AsyncCommands;
 use seckill::{
     server::local_redis::LocalRedis,
-    testing::{decompose, OrderIds, RedisConn},
+    testing::{decompose, OrderIds, RedisConn, Replicas},
 };
 use std::{collections::HashSet, sync::Arc};
 
@@ -110,4 +110,55 @@ async fn a_failed_refill_fails_its_waiters_and_the_next_grab_retries() {
     }
     let _back = LocalRedis::start_on(dir.path(), port).await.unwrap();
     crate::support::wait_until("ids again", SOON, || async { ids.next(&redis).await.is_ok() }).await;
+}
+
+/// A failover loses the counter's last writes, and the promoted replica hands out
+/// again what it never received, to be used in the same seconds. With a replica
+/// required, a block is used only once the replica holds it: promoted while the old
+/// master still serves (a master cut off from its replica keeps answering until the
+/// cluster gives up on it), the replica hands out no value the old master's process
+/// used, and that process takes no block its replica does not hold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_failover_never_hands_out_a_block_twice() {
+    let dirs = [tempfile::TempDir::new().unwrap(), tempfile::TempDir::new().unwrap()];
+    let master = LocalRedis::start(dirs[0].path()).await.unwrap();
+    let replica = LocalRedis::start(dirs[1].path()).await.unwrap();
+    let (mut on_master, mut on_replica) =
+        (RedisConn::open(&master.url).await.unwrap(), RedisConn::open(&replica.url).await.unwrap());
+    let _: () = redis::cmd("REPLICAOF").arg("127.0.0.1").arg(master.port).query_async(&mut on_replica).await.unwrap();
+    crate::support::wait_until("the replica in sync", SOON, || {
+        let mut r = on_replica.clone();
+        async move {
+            let info: String = redis::cmd("INFO").arg("replication").query_async(&mut r).await.unwrap();
+            info.contains("master_link_status:up")
+        }
+    })
+    .await;
+
+    let ids = Arc::new(OrderIds::new("t", 10).waiting_for(Replicas { want: 1, wait_ms: 200 }));
+    let counter = |id: i64| decompose(id).1;
+    let mut handed = HashSet::from([counter(ids.next(&on_master).await.unwrap())]);
+    // The first block is on the replica (made sure of here, whatever the generator does).
+    let _: () = on_master.set("t:synced", 1).await.unwrap();
+    let held: u32 = redis::cmd("WAIT").arg(1).arg(5_000).query_async(&mut on_master).await.unwrap();
+    assert_eq!(held, 1, "the replica holds the first block");
+
+    // The failover: the replica is promoted, and takes no more of the master's writes.
+    let _: () = redis::cmd("REPLICAOF").arg("NO").arg("ONE").query_async(&mut on_replica).await.unwrap();
+    let mut refused = false;
+    for _ in 0..30 {
+        match ids.next(&on_master).await {
+            Ok(id) => assert!(handed.insert(counter(id)), "the old master's process repeated itself"),
+            Err(_) => {
+                refused = true;
+                break;
+            }
+        }
+    }
+    let promoted = Arc::new(OrderIds::new("t", 10));
+    for _ in 0..30 {
+        let value = counter(promoted.next(&on_replica).await.unwrap());
+        assert!(handed.insert(value), "counter value {value} handed out on both sides of the failover");
+    }
+    assert!(refused, "ids came from a block no replica held");
 }

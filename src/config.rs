@@ -80,8 +80,8 @@ pub struct Config {
 
     /// Longest wait (ms) for those replicas (at most 4000); past it the batch is not
     /// saved yet (its orders stay queued, read again after a pause of up to a second),
-    /// a block of order ids is not used (grabs answer `unavailable` once the ids in
-    /// hand run out), and the short wait is counted (`seckill_replica_waits_short_total`).
+    /// a block of order ids is used all the same (grabs go on), and the short wait is
+    /// counted (`seckill_replica_waits_short_total`).
     #[arg(long, env = "SECKILL_WAIT_REPLICAS_MS", default_value_t = 100)]
     pub wait_replicas_ms: u64,
 

@@ -13,11 +13,13 @@
 //! meet the same second to repeat an id.
 //!
 //! A failover loses the counter's last writes instead: the promoted replica's counter
-//! is behind the blocks processes took just before, and it hands them out again,
-//! to be used in the same seconds. So with replicas required (`SECKILL_WAIT_REPLICAS`)
-//! a block is used only once they hold it (`WAIT`, in one pipeline with the take); a
-//! block they do not hold in time is dropped and the refill fails, as a refill from a
-//! Redis that is down does: grabs answer `unavailable` until a replica is in sync.
+//! is behind the blocks processes took just before, and it hands them out again, to
+//! be used in the same seconds. So with replicas required (`SECKILL_WAIT_REPLICAS`) a
+//! block is used once they hold it (`WAIT`, in one pipeline with the take). One they
+//! do not hold within `SECKILL_WAIT_REPLICAS_MS` (a replica down, or cut off) is used
+//! all the same, and counted: grabs go on without a replica, as they do while saving
+//! waits for one (`docs/operations.md`, "Replicas and failover", says what a failover
+//! then can cost).
 //!
 //! The next block is fetched in the background when half of what
 //! is in hand is used, so grabs do not queue behind a refill, and no lock is held
@@ -271,11 +273,6 @@ impl OrderIds {
             let (lasts, have): (Vec<u64>, u32) = invoke_then_wait(&[take], redis, want, wait_ms).await?;
             if have < want {
                 metrics::counter!("seckill_replica_waits_short_total").increment(1);
-                return Err(RedisError::from((
-                    ErrorKind::TryAgain,
-                    "order id block",
-                    format!("{have} of {want} replicas hold it: a failover could hand it out again"),
-                )));
             }
             lasts.first().copied().ok_or((ErrorKind::TypeError, "order id block: no answer"))?
         };

@@ -114,18 +114,18 @@ async fn a_failed_refill_fails_its_waiters_and_the_next_grab_retries() {
 
 /// A failover loses the counter's last writes, and the promoted replica hands out
 /// again what it never received, to be used in the same seconds. With a replica
-/// required, a block is used only once the replica holds it: promoted while the old
-/// master still serves (a master cut off from its replica keeps answering until the
-/// cluster gives up on it), the replica hands out no value the old master's process
-/// used, and that process takes no block its replica does not hold.
+/// required, a block is used once the replica holds it: while the replica is behind,
+/// no id comes; once it catches up, the ids come, and after the master's death the
+/// promoted replica hands out none of them. Before, the block was used at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_failover_never_hands_out_a_block_twice() {
+async fn a_block_is_used_once_the_replica_holds_it() {
     let dirs = [tempfile::TempDir::new().unwrap(), tempfile::TempDir::new().unwrap()];
     let master = LocalRedis::start(dirs[0].path()).await.unwrap();
     let replica = LocalRedis::start(dirs[1].path()).await.unwrap();
-    let (mut on_master, mut on_replica) =
+    let link = ReplicationLink::to(master.port).await;
+    let (on_master, mut on_replica) =
         (RedisConn::open(&master.url).await.unwrap(), RedisConn::open(&replica.url).await.unwrap());
-    let _: () = redis::cmd("REPLICAOF").arg("127.0.0.1").arg(master.port).query_async(&mut on_replica).await.unwrap();
+    let _: () = redis::cmd("REPLICAOF").arg("127.0.0.1").arg(link.port).query_async(&mut on_replica).await.unwrap();
     crate::support::wait_until("the replica in sync", SOON, || {
         let mut r = on_replica.clone();
         async move {
@@ -135,30 +135,67 @@ async fn a_failover_never_hands_out_a_block_twice() {
     })
     .await;
 
-    let ids = Arc::new(OrderIds::new("t", 10).waiting_for(Replicas { want: 1, wait_ms: 200 }));
+    let ids = Arc::new(OrderIds::new("t", 10).waiting_for(Replicas { want: 1, wait_ms: 4_000 }));
+    link.pause(true);
+    let mut first = tokio::spawn({
+        let (ids, on_master) = (ids.clone(), on_master.clone());
+        async move { ids.next(&on_master).await }
+    });
+    let early = tokio::time::timeout(std::time::Duration::from_millis(300), &mut first).await;
+    assert!(early.is_err(), "an id came from a block no replica held: {early:?}");
+    link.pause(false);
     let counter = |id: i64| decompose(id).1;
-    let mut handed = HashSet::from([counter(ids.next(&on_master).await.unwrap())]);
-    // The first block is on the replica (made sure of here, whatever the generator does).
-    let _: () = on_master.set("t:synced", 1).await.unwrap();
-    let held: u32 = redis::cmd("WAIT").arg(1).arg(5_000).query_async(&mut on_master).await.unwrap();
-    assert_eq!(held, 1, "the replica holds the first block");
-
-    // The failover: the replica is promoted, and takes no more of the master's writes.
-    let _: () = redis::cmd("REPLICAOF").arg("NO").arg("ONE").query_async(&mut on_replica).await.unwrap();
-    let mut refused = false;
-    for _ in 0..30 {
-        match ids.next(&on_master).await {
-            Ok(id) => assert!(handed.insert(counter(id)), "the old master's process repeated itself"),
-            Err(_) => {
-                refused = true;
-                break;
-            }
-        }
+    let mut handed = HashSet::from([counter(first.await.unwrap().unwrap())]);
+    for _ in 1..10 {
+        assert!(handed.insert(counter(ids.next(&on_master).await.unwrap())));
     }
+
+    // The master dies; its replica takes over.
+    master.crash().await;
+    let _: () = redis::cmd("REPLICAOF").arg("NO").arg("ONE").query_async(&mut on_replica).await.unwrap();
     let promoted = Arc::new(OrderIds::new("t", 10));
     for _ in 0..30 {
         let value = counter(promoted.next(&on_replica).await.unwrap());
         assert!(handed.insert(value), "counter value {value} handed out on both sides of the failover");
     }
-    assert!(refused, "ids came from a block no replica held");
+}
+
+/// A replica's link to its master whose master-to-replica half can be paused: the
+/// replica falls behind, as over a slow or broken network.
+struct ReplicationLink {
+    port: u16,
+    paused: tokio::sync::watch::Sender<bool>,
+}
+
+impl ReplicationLink {
+    async fn to(master_port: u16) -> Self {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (paused, pauses) = tokio::sync::watch::channel(false);
+        tokio::spawn(async move {
+            while let Ok((replica, _)) = listener.accept().await {
+                let Ok(master) = tokio::net::TcpStream::connect(("127.0.0.1", master_port)).await else { return };
+                let mut pauses = pauses.clone();
+                tokio::spawn(async move {
+                    let (mut from_replica, mut to_replica) = replica.into_split();
+                    let (mut from_master, mut to_master) = master.into_split();
+                    tokio::spawn(async move { tokio::io::copy(&mut from_replica, &mut to_master).await });
+                    let mut buf = vec![0u8; 64 * 1024];
+                    while let Ok(n @ 1..) = from_master.read(&mut buf).await {
+                        if pauses.wait_for(|paused| !*paused).await.is_err()
+                            || to_replica.write_all(&buf[..n]).await.is_err()
+                        {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        Self { port, paused }
+    }
+
+    fn pause(&self, paused: bool) {
+        self.paused.send_replace(paused);
+    }
 }

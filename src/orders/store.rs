@@ -3,6 +3,7 @@
 use super::{
     entry::OrderMsg,
     unsettled::{Locks, Watch},
+    FailReason,
 };
 use crate::backend::{
     db_clock::{now_ms_postgres, now_ms_sqlite, POSTGRES},
@@ -338,6 +339,19 @@ pub async fn bury(db: &Db, m: &OrderMsg, reason: &str) -> sqlx::Result<Fate> {
     let buried = is_buried(&mut *tx, m.order_id).await?;
     tx.commit().await?;
     Ok(if buried { Fate::Buried } else { Fate::Persisted })
+}
+
+/// Why `m`'s order was buried, if it was: the reason it was buried with (one the
+/// shopper is not told of reads as a dead letter).
+pub async fn burial(db: &Db, m: &OrderMsg) -> sqlx::Result<Option<FailReason>> {
+    let reason: Option<String> =
+        sqlx::query_scalar("SELECT reason FROM dead_letters WHERE order_id = $1 AND user_id = $2 AND voucher_id = $3")
+            .bind(m.order_id)
+            .bind(m.user_id)
+            .bind(m.voucher_id)
+            .fetch_optional(db)
+            .await?;
+    Ok(reason.map(|r| FailReason::from_name(&r).unwrap_or(FailReason::DeadLetter)))
 }
 
 async fn is_buried<'e>(db: impl sqlx::any::AnyExecutor<'e>, order_id: i64) -> sqlx::Result<bool> {

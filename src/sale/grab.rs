@@ -257,23 +257,29 @@ pub async fn grab_result(
     }
     let order = lifecycle::get_for_user(&backend.db, order_id, user_id).await?.filter(|o| o.voucher_id == voucher_id);
     let saved = |order: crate::orders::Order| GrabState::Success { order: Box::new(order) };
-    match order {
-        Some(order) => Ok(saved(order)),
-        None if raw.is_none()
-            && receipt.is_some_and(|r| state.receipts.holds(user_id, voucher_id, order_id, r))
-            && lost_by_redis(backend, voucher_id, order_id).await? =>
-        {
-            // Decided for good before it is said: buried, so no worker saves it later.
-            let lost = OrderMsg { voucher_id, order_id, user_id, price: None };
-            if store::bury_lost(&backend.db, &lost, FailReason::Lost.as_str()).await? {
-                // Saved just before: the shopper's order after all.
-                let order = lifecycle::get_for_user(&backend.db, order_id, user_id).await?;
-                return order.map(saved).ok_or_else(|| ErrorCode::UnknownOrder.into());
-            }
-            Ok(GrabState::Failed { reason: FailReason::Lost })
-        }
-        None => Err(ErrorCode::UnknownOrder.into()),
+    if let Some(order) = order {
+        return Ok(saved(order));
     }
+    // Buried (dead-lettered, or declared lost): that is the answer, read from the
+    // database, which keeps it after Redis forgets the result (a rebuild loads the
+    // results of stored orders only; a sale's keys expire a day after its end).
+    let asked = OrderMsg { voucher_id, order_id, user_id, price: None };
+    if let Some(reason) = store::burial(&backend.db, &asked).await? {
+        return Ok(GrabState::Failed { reason });
+    }
+    let lost = raw.is_none()
+        && receipt.is_some_and(|r| state.receipts.holds(user_id, voucher_id, order_id, r))
+        && lost_by_redis(backend, voucher_id, order_id).await?;
+    if !lost {
+        return Err(ErrorCode::UnknownOrder.into());
+    }
+    // Decided for good before it is said: buried, so no worker saves it later.
+    if store::bury_lost(&backend.db, &asked, FailReason::Lost.as_str()).await? {
+        // Saved just before: the shopper's order after all.
+        let order = lifecycle::get_for_user(&backend.db, order_id, user_id).await?;
+        return order.map(saved).ok_or_else(|| ErrorCode::UnknownOrder.into());
+    }
+    Ok(GrabState::Failed { reason: FailReason::Lost })
 }
 
 /// An order neither Redis nor the database knows, minted during the sale and not in

@@ -747,6 +747,34 @@ async fn redis_loses_the_sale(app: &TestApp, v: i64) {
     app.admin("warm_up", serde_json::json!({ "voucher_id": v })).await;
 }
 
+/// A grab the worker dead-lettered reads `failed` with reason `dead_letter` once Redis
+/// has forgotten its result (a rebuild loads the results of stored orders only), to
+/// its shopper alone. Before, it read `lost`.
+#[tokio::test]
+async fn a_dead_lettered_grab_keeps_its_reason_when_redis_forgets_it() {
+    let app = TestApp::with(Options::default().with(|c| c.worker = false)).await;
+    let v = app.create_voucher(5, -5, 3600).await;
+    let ann = app.sign_in("buried-ann").await;
+    let (status, body) = app.grab(&ann, v).await;
+    assert_eq!(status, 200, "{body}");
+    let granted = Granted::of(&body);
+    // The worker gave up on it (the database kept refusing it).
+    let order_id = granted.order_id.parse().unwrap();
+    let m = OrderMsg { voucher_id: v, order_id, user_id: ann.user_id, price: None };
+    assert_eq!(store::bury(&app.db, &m, "dead_letter").await.unwrap(), Fate::Buried);
+    redis_loses_the_sale(&app, v).await;
+    let (status, body) = app.call("grab_result", granted.ask(v), &[("cookie", ann.cookie.as_str())]).await;
+    assert_eq!(
+        (status.as_u16(), body["status"].as_str(), body["reason"].as_str()),
+        (200, Some("failed"), Some("dead_letter")),
+        "{body}"
+    );
+    let eve = app.sign_in("buried-eve").await;
+    let (status, _) = app.call("grab_result", granted.ask(v), &[("cookie", eve.cookie.as_str())]).await;
+    assert_eq!(status, 404, "another shopper learns nothing of it");
+    app.stop().await;
+}
+
 /// Redis (without persistence) loses a sale with a grab not yet persisted: once the
 /// voucher is rebuilt, that grab reads `failed` with reason `lost`, not a silent
 /// `unknown_order`, and its shopper may grab again. An id from the future stays unknown.

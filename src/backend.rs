@@ -58,6 +58,10 @@ pub struct Backend {
     /// serving runtimes' grabs never queue behind them. `redis` itself unless replicas
     /// are required.
     pub waits: RedisConn,
+    /// The connection blocks of order ids are taken on, waiting for replicas
+    /// (`order_ids`): one of their own too, so a grab that finds no id in hand waits
+    /// for its block alone, never behind an operator's change.
+    pub id_blocks: RedisConn,
     /// Sales this process met in a newer Redis layout than it speaks.
     pub newer_layouts: Arc<layout_version::NewerLayouts>,
 }
@@ -87,6 +91,7 @@ impl Backend {
         Self {
             db,
             waits: redis.clone(),
+            id_blocks: redis.clone(),
             redis,
             scripts: Arc::new(Scripts::default()),
             namespace: namespace.into(),
@@ -103,9 +108,10 @@ impl Backend {
         Self { replicas, ..self }
     }
 
-    /// The same, with `waits` as the connection operators' changes wait for replicas on.
-    pub fn with_waits(self, waits: RedisConn) -> Self {
-        Self { waits, ..self }
+    /// The same, with `waits` as the connection operators' changes wait for replicas on,
+    /// and `id_blocks` the one order id blocks do.
+    pub fn with_waits(self, waits: RedisConn, id_blocks: RedisConn) -> Self {
+        Self { waits, id_blocks, ..self }
     }
 
     /// The same stores and caches, with `redis` as the connection: a serving runtime's

@@ -73,15 +73,15 @@ pub struct Config {
     /// cancelled order's give-back before its debt is struck, an operator's change
     /// of a sale before it answers, and a block of order ids before it is used (Redis
     /// `WAIT`). Set 1 when Redis has replicas: a failover then never loses a grant the
-    /// database already has, nor a unit given back, nor hands out an order id twice.
-    /// 0 (the default): no replicas, no wait.
+    /// database already has, nor a unit given back, nor (while a replica is in sync)
+    /// hands out an order id twice. 0 (the default): no replicas, no wait.
     #[arg(long, env = "SECKILL_WAIT_REPLICAS", default_value_t = 0)]
     pub wait_replicas: u32,
 
     /// Longest wait (ms) for those replicas (at most 4000); past it the batch is not
     /// saved yet (its orders stay queued, read again after a pause of up to a second),
-    /// a block of order ids is used all the same (grabs go on), and the short wait is
-    /// counted (`seckill_replica_waits_short_total`).
+    /// a block of order ids (which waits 20 ms at most) is used all the same (grabs go
+    /// on), and the short wait is counted (`seckill_replica_waits_short_total`).
     #[arg(long, env = "SECKILL_WAIT_REPLICAS_MS", default_value_t = 100)]
     pub wait_replicas_ms: u64,
 

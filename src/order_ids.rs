@@ -3,7 +3,8 @@
 //!
 //! The counter is taken in blocks (`lua/order_ids.lua`), so a grab needs no extra
 //! round trip. A block belongs to the UTC day it was taken on and is dropped when
-//! the day changes: within a day the counter is unique, across days the timestamp is.
+//! the day changes: within a day the counter is unique (a value handed back unused is
+//! taken again only in a later second: another id), across days the timestamp is.
 //!
 //! Two rules keep ids unique when Redis loses the counter: a counter made afresh
 //! starts from the time of day (40 values per elapsed millisecond), ahead of what was
@@ -16,10 +17,13 @@
 //! is behind the blocks processes took just before, and it hands them out again, to
 //! be used in the same seconds. So with replicas required (`SECKILL_WAIT_REPLICAS`) a
 //! block is used once they hold it (`WAIT`, in one pipeline with the take). One they
-//! do not hold within `SECKILL_WAIT_REPLICAS_MS` (a replica down, or cut off) is used
-//! all the same, and counted: grabs go on without a replica, as they do while saving
+//! do not hold within [`MOST_BLOCK_WAIT_MS`] (a replica down, or cut off) is used all
+//! the same, and counted: grabs go on without a replica, as they do while saving
 //! waits for one (`docs/operations.md`, "Replicas and failover", says what a failover
 //! then can cost).
+//!
+//! A grab the gate refused hands its id's value back ([`OrderIds::unused`]), to be
+//! taken again in a later second.
 //!
 //! The next block is fetched in the background when half of what
 //! is in hand is used, so grabs do not queue behind a refill, and no lock is held
@@ -54,6 +58,15 @@ const PER_MS_OF_DAY: u64 = 40;
 /// the grabs waiting for it have answered `unavailable` by then (their own deadline
 /// is as long), and a fetch stuck on a dead connection must not hold up the next.
 const REFILL_DEADLINE: Duration = Duration::from_secs(2);
+
+/// Longest a server's blocks wait for replicas (`SECKILL_WAIT_REPLICAS_MS`, when
+/// shorter): a replica in sync holds a block within a millisecond or two, and grabs
+/// that find no id in hand (a storm's first, midnight's) wait for the block.
+pub const MOST_BLOCK_WAIT_MS: u64 = 20;
+
+/// Refused grabs' values kept to be taken again at most (a second's refusals, as
+/// they wait for the next second); more are dropped.
+const MOST_UNUSED: usize = 1 << 16;
 
 /// 2020-01-01T00:00:00Z in Unix seconds.
 pub const EPOCH_SECS: i64 = 1_577_836_800;
@@ -107,9 +120,13 @@ pub struct OrderIds {
 struct Hand {
     day: Option<NaiveDate>,
     blocks: VecDeque<RangeInclusive<u64>>,
-    /// Values handed back unused (their grabs were refused), taken before the blocks.
-    /// At most one per grab in flight, and the grabs in flight are bounded.
-    unused: Vec<u64>,
+    /// Values handed back unused (their grabs were refused), oldest first, each with
+    /// the second its id carried. One is taken again only in a later second, so the id
+    /// it makes is new even if Redis granted the first after all: a grab sent again
+    /// on a new connection (the first died with its answer, or the cluster moved it)
+    /// may be refused by a Redis that never saw what the first did. At most
+    /// [`MOST_UNUSED`].
+    unused: VecDeque<(u64, i64)>,
     /// The highest counter value taken today: the floor passed to the script.
     highest: u64,
     /// Values left in `blocks`, kept as they change: at the start of a storm every
@@ -141,10 +158,13 @@ impl Hand {
         }
     }
 
-    fn take(&mut self) -> Option<u64> {
-        if let Some(value) = self.unused.pop() {
-            self.left -= 1;
-            return Some(value);
+    /// A value for an id made in second `now`.
+    fn take(&mut self, now: i64) -> Option<u64> {
+        if let Some(&(value, second)) = self.unused.front() {
+            if second < now {
+                self.unused.pop_front();
+                return Some(value);
+            }
         }
         while let Some(block) = self.blocks.front_mut() {
             if let Some(value) = block.next() {
@@ -156,10 +176,10 @@ impl Hand {
         None
     }
 
-    fn put_back(&mut self, day: NaiveDate, value: u64) {
-        if self.day == Some(day) {
-            self.unused.push(value);
-            self.left += 1;
+    /// Keeps `value`, of an id of `day` made in `second`, to be taken again.
+    fn put_back(&mut self, day: NaiveDate, value: u64, second: i64) {
+        if self.day == Some(day) && self.unused.len() < MOST_UNUSED {
+            self.unused.push_back((value, second));
         }
     }
 
@@ -183,22 +203,22 @@ impl OrderIds {
         }
     }
 
-    /// The same, using a block only once `replicas` hold it. The connection passed to
+    /// The same, using a block once `replicas` hold it, or their wait ran out (a server
+    /// waits [`MOST_BLOCK_WAIT_MS`] at most). The connection passed to
     /// [`OrderIds::next`] then waits for them (`WAIT` holds up the commands sent after
-    /// it): one that grabs do not use (`Backend::waits`).
+    /// it): one of its own (`Backend::id_blocks`).
     pub fn waiting_for(self, replicas: Replicas) -> Self {
         Self { replicas, ..self }
     }
 
-    /// Hands back `id`, taken by [`OrderIds::next`] for a grab the gate refused: no
-    /// grant, result or stream entry names it, and nobody outside was told it, so
-    /// the next grab takes its counter value (in its own second). Only grants use up
-    /// the day's counter, then, and refusals asked again and again (a grab before the
-    /// start, a buyer asking again) cannot run it out and stop every sale until
-    /// midnight. Not for a grab whose answer did not come: Redis may have granted it.
+    /// Hands back `id`, taken by [`OrderIds::next`] for a grab the gate refused: its
+    /// counter value is taken again in a later second (a new id). Only grants use up
+    /// the day's counter, then (and a second's refusals), so refusals asked again and
+    /// again (grabs before the start, a buyer asking again) cannot run it out and stop
+    /// every sale until midnight. Not for a grab whose answer did not come.
     pub fn unused(&self, id: i64) {
         let (at, value) = decompose(id);
-        self.lock().put_back(at.date_naive(), u64::from(value));
+        self.lock().put_back(at.date_naive(), u64::from(value), at.timestamp());
     }
 
     /// The next id. Waits for Redis only when nothing is in hand (the first grab of
@@ -212,7 +232,7 @@ impl OrderIds {
             let refill = {
                 let mut hand = self.lock();
                 hand.for_day(today);
-                if let Some(value) = hand.take() {
+                if let Some(value) = hand.take(now.timestamp()) {
                     if hand.left <= u64::from(self.block_size / 2) && hand.refill.is_none() {
                         hand.refill = Some(self.refill(today, redis, hand.highest));
                     }
@@ -333,7 +353,7 @@ mod tests {
         hand.add(day, 1..=3);
         hand.add(day, 10..=10);
         assert_eq!(hand.left, 4);
-        let taken: Vec<u64> = std::iter::from_fn(|| hand.take()).collect();
+        let taken: Vec<u64> = std::iter::from_fn(|| hand.take(0)).collect();
         assert_eq!(taken, [1, 2, 3, 10]);
         assert_eq!(hand.left, 0);
         hand.add(day.succ_opt().unwrap(), 20..=29);
@@ -341,18 +361,18 @@ mod tests {
     }
 
     #[test]
-    fn values_handed_back_are_taken_first() {
+    fn values_handed_back_are_taken_again_in_a_later_second() {
         let day = NaiveDate::from_ymd_opt(2026, 11, 24).unwrap();
         let mut hand = Hand::default();
         hand.for_day(day);
         hand.add(day, 1..=3);
-        let first = hand.take().unwrap();
-        hand.put_back(day, first);
-        hand.put_back(day.succ_opt().unwrap(), 99);
-        assert_eq!(hand.left, 3, "another day's value is dropped");
-        let taken: Vec<u64> = std::iter::from_fn(|| hand.take()).collect();
-        assert_eq!(taken, [1, 2, 3]);
-        assert_eq!(hand.left, 0);
+        let first = hand.take(100).unwrap();
+        hand.put_back(day, first, 100);
+        hand.put_back(day.succ_opt().unwrap(), 99, 100);
+        assert_eq!(hand.take(100), Some(2), "not in the second its id was made in");
+        assert_eq!(hand.take(101), Some(1), "in a later one, first");
+        assert_eq!(hand.take(101), Some(3));
+        assert_eq!((hand.take(102), hand.left), (None, 0), "another day's value was dropped");
     }
 
     #[test]

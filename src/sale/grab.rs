@@ -78,9 +78,9 @@ async fn at_the_gate(
 ) -> Result<GrabTicket, AppError> {
     let backend = &state.backend;
     let decide = async {
-        // A block of ids is fetched (now and then) on the connection whose commands
-        // may wait for replicas: they must hold it before it is used (`order_ids`).
-        let order_id = state.ids.next(&backend.waits).await?;
+        // A block of ids is fetched (now and then) on a connection of its own: it waits
+        // for replicas to hold the block (`order_ids`).
+        let order_id = state.ids.next(&backend.id_blocks).await?;
         let (verdict, bucket) = in_bucket(state, voucher_id, (user_id, order_id), token.unwrap_or_default()).await?;
         Ok::<_, redis::RedisError>((order_id, verdict, bucket))
     };
@@ -279,7 +279,9 @@ pub async fn grab_result(
         let order = lifecycle::get_for_user(&backend.db, order_id, user_id).await?;
         return order.map(saved).ok_or_else(|| ErrorCode::UnknownOrder.into());
     }
-    Ok(GrabState::Failed { reason: FailReason::Lost })
+    // Buried now, or by a worker that gave up on it just before (its reason stands).
+    let reason = store::burial(&backend.db, &asked).await?.unwrap_or(FailReason::Lost);
+    Ok(GrabState::Failed { reason })
 }
 
 /// An order neither Redis nor the database knows, minted during the sale and not in

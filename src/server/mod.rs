@@ -287,7 +287,7 @@ async fn open_stores(config: &Config, redis_url: &str) -> Result<(Arc<RedisTarge
     let replicas = Replicas { want: config.wait_replicas, wait_ms: config.wait_replicas_ms };
     let mut backend = Backend::new(db, redis, &config.redis_namespace).with_replicas(replicas);
     if replicas.want > 0 {
-        backend = backend.with_waits(target.connect().await?);
+        backend = backend.with_waits(target.connect().await?, target.connect().await?);
     }
     let warmed = warm::warm_all(&backend).await?;
     Ok((target, backend, warmed))

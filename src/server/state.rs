@@ -6,7 +6,7 @@
 use super::{hasher, page_cache, shop_login, ServeError};
 use crate::{
     auth::{context::Context as Accounts, password::Cost, Secrets},
-    backend::Backend,
+    backend::{Backend, Replicas},
     bus::{self, Bus},
     config::Config,
     live::{context::Context as Live, hub::Hub, slots::FeedSlots},
@@ -105,7 +105,10 @@ pub(super) fn assemble(
     };
     let sale = Sale {
         backend: backend.clone(),
-        ids: Arc::new(OrderIds::new(&config.redis_namespace, config.id_block).waiting_for(backend.replicas)),
+        ids: Arc::new(OrderIds::new(&config.redis_namespace, config.id_block).waiting_for(Replicas {
+            wait_ms: backend.replicas.wait_ms.min(crate::order_ids::MOST_BLOCK_WAIT_MS),
+            ..backend.replicas
+        })),
         receipts: Arc::new(Receipts::new(accounts.secrets.derived_key("grab receipts"))),
         admission: Arc::new(Admission::new(config.grabs_in_flight(), Duration::from_millis(config.shed_latency_ms))),
         sold_out: sold_out.clone(),

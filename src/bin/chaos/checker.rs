@@ -33,6 +33,7 @@ pub fn violations(ops: &[Op], end: &Final, initial_stock: i64) -> Vec<String> {
                 .push(format!("order {order} answered queued ends as {s:?}, neither an order nor a failure: {grab:?}")),
         }
     }
+    found.extend(one_shopper_per_order_id(&granted));
     found.extend(results_never_change(ops));
     found.extend(books(end, initial_stock, ops));
     found.extend(sold_out_while_unsold(ops, end));
@@ -60,6 +61,22 @@ pub fn violations(ops: &[Op], end: &Final, initial_stock: i64) -> Vec<String> {
                 ))
             }
             _ => {}
+        }
+    }
+    found
+}
+
+/// Each order id was granted once: two grabs answered 200 with one id are the same
+/// shopper's grab sent again (with its idempotency key), never two grants (a failover
+/// handing the blocks of ids its master gave out again, `order_ids`).
+fn one_shopper_per_order_id(granted: &[&Op]) -> Vec<String> {
+    let mut first: HashMap<&str, &Op> = HashMap::new();
+    let mut found = Vec::new();
+    for grab in granted {
+        let Some(order) = grab.order.as_deref() else { continue };
+        let earlier = *first.entry(order).or_insert(grab);
+        if (earlier.user, earlier.voucher) != (grab.user, grab.voucher) {
+            found.push(format!("order id {order} granted twice: {earlier:?} and {grab:?}"));
         }
     }
     found
@@ -455,6 +472,11 @@ mod tests {
         let cancelled_after_paid = [grab.clone(), op(OpKind::Cancel, 200, "cancelled", "100", 10)];
         assert!(violations(&cancelled_after_paid, &balanced(), 2)[0]
             .contains("a cancel answered 200 but the order is paid"));
+        let mut to_another = grab.clone();
+        to_another.user = Some(8);
+        let twice = [grab.clone(), grab.clone(), to_another];
+        let found = violations(&twice, &balanced(), 2);
+        assert_eq!(found.iter().filter(|v| v.contains("order id 100 granted twice")).count(), 1, "{found:?}");
         let crashed = [grab, op(OpKind::Pay, 500, "internal", "100", 10)];
         assert!(violations(&crashed, &balanced(), 2)[0].contains("a 500 answer"));
         let mut early = balanced();

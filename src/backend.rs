@@ -52,15 +52,15 @@ pub struct Backend {
     shards: Arc<std::sync::RwLock<HashMap<i64, u32>>>,
     /// Replicas that must hold a write before it counts as durable (none by default).
     pub replicas: Replicas,
-    /// The connection an operator's changes and order id blocks wait for replicas on
-    /// (`WAIT` holds up the commands sent after it on its connection until the
-    /// replicas answer, up to `SECKILL_WAIT_REPLICAS_MS`): one of their own, so the
-    /// serving runtimes' grabs never queue behind them. `redis` itself unless replicas
-    /// are required.
+    /// The connection an operator's changes wait for replicas on (`WAIT` holds up the
+    /// commands sent after it on its connection until the replicas answer, up to
+    /// `SECKILL_WAIT_REPLICAS_MS`): one of their own, so the serving runtimes' grabs
+    /// never queue behind them. `redis` itself unless replicas are required.
     pub waits: RedisConn,
     /// The connection blocks of order ids are taken on, waiting for replicas
     /// (`order_ids`): one of their own too, so a grab that finds no id in hand waits
-    /// for its block alone, never behind an operator's change.
+    /// for its block alone, never behind an operator's change. `redis` itself unless
+    /// replicas are required.
     pub id_blocks: RedisConn,
     /// Sales this process met in a newer Redis layout than it speaks.
     pub newer_layouts: Arc<layout_version::NewerLayouts>,

@@ -345,13 +345,20 @@ mod tests {
         assert!(compose(t, 1) < compose(t, 2));
     }
 
+    /// A hand for `day` holding `blocks`.
+    fn hand_of(day: NaiveDate, blocks: &[RangeInclusive<u64>]) -> Hand {
+        let mut hand = Hand::default();
+        hand.for_day(day);
+        for block in blocks {
+            hand.add(day, block.clone());
+        }
+        hand
+    }
+
     #[test]
     fn the_hand_counts_what_is_left() {
         let day = NaiveDate::from_ymd_opt(2026, 11, 24).unwrap();
-        let mut hand = Hand::default();
-        hand.for_day(day);
-        hand.add(day, 1..=3);
-        hand.add(day, 10..=10);
+        let mut hand = hand_of(day, &[1..=3, 10..=10]);
         assert_eq!(hand.left, 4);
         let taken: Vec<u64> = std::iter::from_fn(|| hand.take(0)).collect();
         assert_eq!(taken, [1, 2, 3, 10]);
@@ -363,9 +370,7 @@ mod tests {
     #[test]
     fn values_handed_back_are_taken_again_in_a_later_second() {
         let day = NaiveDate::from_ymd_opt(2026, 11, 24).unwrap();
-        let mut hand = Hand::default();
-        hand.for_day(day);
-        hand.add(day, 1..=3);
+        let mut hand = hand_of(day, &[1..=3]);
         let first = hand.take(100).unwrap();
         hand.put_back(day, first, 100);
         hand.put_back(day.succ_opt().unwrap(), 99, 100);

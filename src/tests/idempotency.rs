@@ -25,6 +25,15 @@ async fn grab(app: &TestApp, who: &Shopper, v: i64, key: &str) -> (reqwest::Stat
     app.call("grab", json!({ "voucher_id": v }), &[("cookie", &who.cookie), ("idempotency-key", key)]).await
 }
 
+/// `name` called by `who` with `key`: the status, whether it was a replay, the body.
+async fn keyed(app: &TestApp, name: &str, who: &Shopper, key: &str, body: Value) -> (u16, bool, Value) {
+    let url = format!("{}/api/{name}", app.base);
+    let req = app.http.post(url).header("cookie", &who.cookie).header("idempotency-key", key);
+    let res = req.json(&body).send().await.unwrap();
+    let (status, replayed) = (res.status().as_u16(), res.headers().contains_key("idempotent-replayed"));
+    (status, replayed, res.json().await.unwrap())
+}
+
 async fn vouchers(app: &TestApp) -> i64 {
     sqlx::query_scalar("SELECT COUNT(*) FROM vouchers").fetch_one(&app.db).await.unwrap()
 }
@@ -154,17 +163,7 @@ async fn a_key_sent_to_a_call_for_anyone_is_not_looked_at() {
     let app = TestApp::with(crate::support::Options::default().with(|c| c.rate_per_session = 1_000)).await;
     let ann = app.sign_in("keyed-ann").await;
     for limit in [1, 2] {
-        let res = app
-            .http
-            .post(format!("{}/api/list_vouchers", app.base))
-            .header("cookie", &ann.cookie)
-            .header("idempotency-key", "one-key")
-            .json(&json!({ "limit": limit }))
-            .send()
-            .await
-            .unwrap();
-        let (status, replayed) = (res.status().as_u16(), res.headers().contains_key("idempotent-replayed"));
-        let body: Value = res.json().await.unwrap();
+        let (status, replayed, body) = keyed(&app, "list_vouchers", &ann, "one-key", json!({ "limit": limit })).await;
         assert_eq!((status, replayed), (200, false), "limit {limit}: {body}");
     }
     app.stop().await;
@@ -225,17 +224,7 @@ async fn a_shoppers_refusal_is_not_kept() {
     let (status, refused) = grab(&app, &ann, v, "ann-grab").await;
     assert_eq!((status.as_u16(), code(&refused)), (409, "sold_out"), "{refused}");
     app.admin("add_stock", json!({ "voucher_id": v, "units": 1 })).await;
-    let res = app
-        .http
-        .post(format!("{}/api/grab", app.base))
-        .header("cookie", &ann.cookie)
-        .header("idempotency-key", "ann-grab")
-        .json(&json!({ "voucher_id": v }))
-        .send()
-        .await
-        .unwrap();
-    let replayed = res.headers().contains_key("idempotent-replayed");
-    let (status, body) = (res.status(), res.json::<Value>().await.unwrap());
-    assert_eq!((status.as_u16(), replayed), (200, false), "served afresh, and granted: {body}");
+    let (status, replayed, body) = keyed(&app, "grab", &ann, "ann-grab", json!({ "voucher_id": v })).await;
+    assert_eq!((status, replayed), (200, false), "served afresh, and granted: {body}");
     app.stop().await;
 }

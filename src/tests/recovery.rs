@@ -630,11 +630,17 @@ async fn rebuilds_racing_commits_keep_redis_and_the_database_equal() {
 /// Redis loses the sale, which is warmed back from the database: the sale, the
 /// shopper and the lost grab (its order id and receipt).
 async fn a_grab_redis_lost(app: &TestApp, name: &str) -> (i64, Shopper, Granted) {
+    let (v, who, granted) = a_grab(app, name).await;
+    redis_loses_the_sale(app, v).await;
+    (v, who, granted)
+}
+
+/// A sale of 5 and `name`'s grab of it, granted: the sale, the shopper and the grant.
+async fn a_grab(app: &TestApp, name: &str) -> (i64, Shopper, Granted) {
     let v = app.create_voucher(5, -5, 3600).await;
     let who = app.sign_in(name).await;
     let (status, body) = app.grab(&who, v).await;
-    assert_eq!(status, 200);
-    redis_loses_the_sale(app, v).await;
+    assert_eq!(status, 200, "{body}");
     (v, who, Granted::of(&body))
 }
 
@@ -753,11 +759,7 @@ async fn redis_loses_the_sale(app: &TestApp, v: i64) {
 #[tokio::test]
 async fn a_dead_lettered_grab_keeps_its_reason_when_redis_forgets_it() {
     let app = TestApp::with(Options::default().with(|c| c.worker = false)).await;
-    let v = app.create_voucher(5, -5, 3600).await;
-    let ann = app.sign_in("buried-ann").await;
-    let (status, body) = app.grab(&ann, v).await;
-    assert_eq!(status, 200, "{body}");
-    let granted = Granted::of(&body);
+    let (v, ann, granted) = a_grab(&app, "buried-ann").await;
     // The worker gave up on it (the database kept refusing it).
     let order_id = granted.order_id.parse().unwrap();
     let m = OrderMsg { voucher_id: v, order_id, user_id: ann.user_id, price: None };

@@ -182,9 +182,10 @@ async fn a_sign_up_burst_never_starves_sign_ins() {
 
 /// An IPv6 /48's /64s share a quota of ten /64s' sign-ups an hour: past it, one more
 /// from yet another /64 of it waits, and another /48 signs up. A /64 refused for its
-/// own quota takes none of its site's (the review of 2026-11-29: it used it all up). Before, each of a /48's
-/// 65,536 /64s had the whole quota, so one site could make accounts by the hundred
-/// thousand an hour (the attack of 2026-11-29); every bound per account stands on them.
+/// own quota takes none of its site's (the review of 2026-11-29: it used it all up).
+/// Before, each of a /48's 65,536 /64s had the whole quota, so one site could make
+/// accounts by the hundred thousand an hour (the attack of 2026-11-29); every bound
+/// per account stands on them.
 #[tokio::test]
 async fn a_48s_many_64s_share_ten_quotas() {
     let app = TestApp::with(Options::default().with(|c| {

@@ -13,14 +13,18 @@
 //! already took jumps past it by [`LOSS_MARGIN`]. A reused value would also have to
 //! meet the same second to repeat an id.
 //!
-//! A failover loses the counter's last writes instead: the promoted replica's counter
-//! is behind the blocks processes took just before, and it hands them out again, to
-//! be used in the same seconds. So with replicas required (`SECKILL_WAIT_REPLICAS`) a
-//! block is used once they hold it (`WAIT`, in one pipeline with the take). One they
-//! do not hold within [`MOST_BLOCK_WAIT_MS`] (a replica down, or cut off) is used all
-//! the same, and counted: grabs go on without a replica, as they do while saving
-//! waits for one (`docs/operations.md`, "Replicas and failover", says what a failover
-//! then can cost).
+//! A failover (or a restart from a file missing its last second) loses the counter's
+//! last writes instead: the counter is behind the blocks processes took just before,
+//! which they still use. So the counter keeps which master took its last block (its
+//! replication id, beside it in its slot): a promoted replica, or a restarted master,
+//! has a replication id of its own, finds the counter written under another, and jumps
+//! it [`LOSS_MARGIN`] ahead (at least to where a counter made afresh starts), past
+//! what the old master handed out and it never received. With replicas required
+//! (`SECKILL_WAIT_REPLICAS`) a block is also used once they hold it (`WAIT`, in one
+//! pipeline with the take), so a failover rarely loses one at all; one they do not
+//! hold within [`MOST_BLOCK_WAIT_MS`] (a replica down, or cut off) is used all the
+//! same, and counted: grabs go on without a replica, as they do while saving waits for
+//! one (`docs/operations.md`, "Replicas and failover").
 //!
 //! A grab the gate refused hands its id's value back ([`OrderIds::unused`]), to be
 //! taken again in a later second.
@@ -47,7 +51,8 @@ use std::{
 /// How long a day's counter is kept in Redis.
 const COUNTER_TTL_SECS: i64 = ORDER_IDS_KEPT.as_secs() as i64;
 
-/// How far a counter found behind this process's highest value jumps past it.
+/// How far a counter that may have lost values jumps: past this process's highest
+/// value when found behind it, or ahead when last written under another master.
 pub const LOSS_MARGIN: u64 = 1 << 24;
 
 /// Counter values per millisecond of the day for a counter made afresh: 40 000 a
@@ -283,8 +288,9 @@ impl OrderIds {
         day: NaiveDate,
         floor: u64,
     ) -> redis::RedisResult<RangeInclusive<u64>> {
-        let key = crate::backend::layout::order_id_counter(&self.namespace, &day.format("%Y%m%d").to_string());
-        let mut take = ScriptCall::new(&self.script, &[&key], 5, 48);
+        use crate::backend::layout::{order_id_counter, order_id_master};
+        let key = order_id_counter(&self.namespace, &day.format("%Y%m%d").to_string());
+        let mut take = ScriptCall::new(&self.script, &[&key, &order_id_master(&self.namespace, &key)], 5, 48);
         take.arg(self.block_size).arg(floor).arg(LOSS_MARGIN).arg(COUNTER_TTL_SECS).arg(PER_MS_OF_DAY);
         let Replicas { want, wait_ms } = self.replicas;
         let last: u64 = if want == 0 {

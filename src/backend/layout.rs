@@ -21,6 +21,7 @@
 //! | `<ns>:clock` | none | never written: routes the clock script to a node | `sale::gate::clock` | never written |
 //! | `<ns>:sales_version` | string | counts operator changes to any sale | `sale::launch`; every process follows it (`bus::follow`) | never |
 //! | `<ns>:icr:order:<yyyymmdd>` | string | the day's order-id counter | `order_ids` (in blocks) | [`ORDER_IDS_KEPT`] after its last block |
+//! | `<ns>:icr:master:{<ns>:icr:order:<yyyymmdd>}` | string | the replication id of the master that took the counter's last block (in the counter's slot): a counter last written under another master jumps ahead | `order_ids` (with each block) | [`ORDER_IDS_KEPT`] after its last block |
 //! | `<ns>:events` | pub/sub channel | sale events | `bus` | a channel, not a key |
 //! | `<ns>:attempts:addr:<address>` | hash | failed credential checks from one address | `auth::attempts` | [`ATTEMPTS_KEPT`] after its last change |
 //! | `<ns>:attempts:{<who>}` | hash | failed checks at one account (or the admin token), every address | `auth::attempts` | [`ATTEMPTS_KEPT`] after its last change |
@@ -261,6 +262,13 @@ pub fn clock_key(namespace: &str) -> String {
 /// The day's order-id counter (`day` as `yyyymmdd`): ids are taken from it in blocks.
 pub fn order_id_counter(namespace: &str, day: &str) -> String {
     format!("{namespace}:icr:order:{day}")
+}
+
+/// The master mark of an order-id counter (`counter`, [`order_id_counter`]'s): which
+/// master took its last block. Its hash tag is the counter's whole name, so a Redis
+/// Cluster keeps the two in one slot.
+pub fn order_id_master(namespace: &str, counter: &str) -> String {
+    format!("{namespace}:icr:master:{{{counter}}}")
 }
 
 /// How long after its end a sale's Redis state is kept: the worker drains its stream

@@ -119,21 +119,8 @@ async fn a_failed_refill_fails_its_waiters_and_the_next_grab_retries() {
 /// promoted replica hands out none of them. Before, the block was used at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_block_is_used_once_the_replica_holds_it() {
-    let dirs = [tempfile::TempDir::new().unwrap(), tempfile::TempDir::new().unwrap()];
-    let master = LocalRedis::start(dirs[0].path()).await.unwrap();
-    let replica = LocalRedis::start(dirs[1].path()).await.unwrap();
-    let link = ReplicationLink::to(master.port).await;
-    let (on_master, mut on_replica) =
-        (RedisConn::open(&master.url).await.unwrap(), RedisConn::open(&replica.url).await.unwrap());
-    let _: () = redis::cmd("REPLICAOF").arg("127.0.0.1").arg(link.port).query_async(&mut on_replica).await.unwrap();
-    crate::support::wait_until("the replica in sync", SOON, || {
-        let mut r = on_replica.clone();
-        async move {
-            let info: String = redis::cmd("INFO").arg("replication").query_async(&mut r).await.unwrap();
-            info.contains("master_link_status:up")
-        }
-    })
-    .await;
+    let pair = Replicated::start().await;
+    let Replicated { master, link, on_master, mut on_replica, .. } = pair;
 
     let ids = Arc::new(OrderIds::new("t", 10).waiting_for(Replicas { want: 1, wait_ms: 4_000 }));
     link.pause(true);
@@ -152,12 +139,97 @@ async fn a_block_is_used_once_the_replica_holds_it() {
 
     // The master dies; its replica takes over.
     master.crash().await;
-    let _: () = redis::cmd("REPLICAOF").arg("NO").arg("ONE").query_async(&mut on_replica).await.unwrap();
+    promote(&mut on_replica).await;
     let promoted = Arc::new(OrderIds::new("t", 10));
     for _ in 0..30 {
         let value = counter(promoted.next(&on_replica).await.unwrap());
         assert!(handed.insert(value), "counter value {value} handed out on both sides of the failover");
     }
+}
+
+/// A failover that lost blocks: the replica is cut off while the master hands out
+/// blocks (no replica required, or the wait for one ran out: a server waits 20 ms at
+/// most), then the master dies and the replica takes over. Its counter is behind the
+/// blocks the processes still use; last written under the old master, it jumps ahead
+/// of them, so the promoted replica hands out none. Before, it handed them out again,
+/// to be used in the same seconds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_failover_that_lost_blocks_hands_none_of_them_out_again() {
+    let pair = Replicated::start().await;
+    let mut on_replica = pair.on_replica.clone();
+    let counter = |id: i64| decompose(id).1;
+    let before = Arc::new(OrderIds::new("t", 10));
+    let mut handed = HashSet::new();
+    for _ in 0..10 {
+        assert!(handed.insert(counter(before.next(&pair.on_master).await.unwrap())));
+    }
+    pair.wait_in_sync().await;
+    pair.link.pause(true);
+    let cut_off = Arc::new(OrderIds::new("t", 10).waiting_for(Replicas { want: 1, wait_ms: 20 }));
+    for ids in [&before, &cut_off] {
+        for _ in 0..25 {
+            assert!(handed.insert(counter(ids.next(&pair.on_master).await.unwrap())));
+        }
+    }
+
+    pair.master.crash().await;
+    promote(&mut on_replica).await;
+    let promoted = Arc::new(OrderIds::new("t", 10));
+    for _ in 0..30 {
+        let value = counter(promoted.next(&on_replica).await.unwrap());
+        assert!(handed.insert(value), "counter value {value} handed out on both sides of the failover");
+    }
+}
+
+/// A master and its replica (each a private redis-server), linked through a
+/// [`ReplicationLink`], in sync.
+struct Replicated {
+    master: LocalRedis,
+    link: ReplicationLink,
+    on_master: RedisConn,
+    on_replica: RedisConn,
+    _replica: LocalRedis,
+    _dirs: [tempfile::TempDir; 2],
+}
+
+impl Replicated {
+    async fn start() -> Self {
+        let dirs = [tempfile::TempDir::new().unwrap(), tempfile::TempDir::new().unwrap()];
+        let master = LocalRedis::start(dirs[0].path()).await.unwrap();
+        let replica = LocalRedis::start(dirs[1].path()).await.unwrap();
+        let link = ReplicationLink::to(master.port).await;
+        let (on_master, mut on_replica) =
+            (RedisConn::open(&master.url).await.unwrap(), RedisConn::open(&replica.url).await.unwrap());
+        let _: () = redis::cmd("REPLICAOF").arg("127.0.0.1").arg(link.port).query_async(&mut on_replica).await.unwrap();
+        let pair = Self { master, link, on_master, on_replica, _replica: replica, _dirs: dirs };
+        pair.wait_in_sync().await;
+        pair
+    }
+
+    /// Until the replica has every write the master made (its offset reached the
+    /// master's).
+    async fn wait_in_sync(&self) {
+        let offset = |conn: &RedisConn| {
+            let mut conn = conn.clone();
+            async move {
+                let info: String = redis::cmd("INFO").arg("replication").query_async(&mut conn).await.unwrap();
+                let field =
+                    |name: &str| info.lines().find_map(|l| l.strip_prefix(name)).map(str::trim).map(String::from);
+                (field("master_link_status:"), field("master_repl_offset:").and_then(|o| o.parse::<u64>().ok()))
+            }
+        };
+        crate::support::wait_until("the replica in sync", SOON, || async {
+            let (_, on_master) = offset(&self.on_master).await;
+            let (link, on_replica) = offset(&self.on_replica).await;
+            link.as_deref() == Some("up") && on_replica >= on_master
+        })
+        .await;
+    }
+}
+
+/// Makes the replica behind `conn` a master (`REPLICAOF NO ONE`), as a failover does.
+async fn promote(conn: &mut RedisConn) {
+    let _: () = redis::cmd("REPLICAOF").arg("NO").arg("ONE").query_async(conn).await.unwrap();
 }
 
 /// A replica's link to its master whose master-to-replica half can be paused: the

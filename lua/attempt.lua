@@ -16,7 +16,8 @@
 --             out, an error; once its hash, if it began, is done): its place is given
 --             back, nothing counted
 -- ARGV[2] failures allowed before waits begin   ARGV[3] the first wait (ms)
--- ARGV[4] the longest wait (ms)   ARGV[5] how long a count lasts after its last change (ms)
+-- ARGV[4] the longest wait (ms)   ARGV[5] how long a spent allowance's count lasts after
+--         its last change (ms); one under its allowance, that share of it per failure
 -- ARGV[6] the account's failures before it slows the addresses that fail at it
 -- ARGV[7] how long a check may stay under way (ms): past it, a check whose process
 --         died no longer holds a place (each place ages on its own: others beginning
@@ -26,7 +27,7 @@
 -- The failure that reaches the allowance sets the first wait; each one after doubles it.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local mode, free, first, longest, window = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
+local mode, free, first, longest, window = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local account, account_free, under_way_ms = KEYS[2], tonumber(ARGV[6] or '0'), tonumber(ARGV[7] or '60000')
 local gate, place = KEYS[1], 'w:' .. (ARGV[8] or '')
 
@@ -57,7 +58,11 @@ local function failed(key, allowance)
     if waited <= now then redis.call('HSET', key, 'since', now) end
     redis.call('HSET', key, 'until', now + math.floor(math.min(first * 2 ^ (n - allowance), longest)))
   end
-  redis.call('PEXPIRE', key, window)
+  -- Kept for the allowance's share of the window per failure, the whole window once it
+  -- is spent: a guesser waiting out each count gets no more than an allowance a
+  -- window, as with the whole window, while a failure from an address never seen
+  -- again (a guesser walking addresses) is forgotten in that share of it.
+  redis.call('PEXPIRE', key, math.max(math.floor(window * math.min(n, allowance) / allowance), under_way_ms))
 end
 
 local function finished(key)
@@ -105,6 +110,7 @@ elseif mode == 'begin' then
   -- once the allowance is spent (a check after each wait).
   if under_way(gate) >= math.max(free - num(gate, 'n'), 1) then return 1000 end
   redis.call('HSET', gate, place, now)
-  redis.call('PEXPIRE', gate, window)
+  -- Kept while the place may be (a counter with failures already outlives it).
+  if redis.call('PTTL', gate) < under_way_ms then redis.call('PEXPIRE', gate, under_way_ms) end
 end
 return 0

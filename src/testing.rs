@@ -53,6 +53,8 @@ pub const FAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 pub const FAILURES_PER_ADDRESS: u32 = crate::auth::attempts::PER_ADDRESS;
 /// Guesses at the admin token an address may make before it is held back.
 pub const GUESSES_PER_ADDRESS: u32 = crate::auth::attempts::PER_ACCOUNT_FROM_ADDRESS;
+/// Failures at one account from every address before it slows those that fail.
+pub const GUESSES_PER_ACCOUNT: u32 = crate::auth::attempts::PER_ACCOUNT;
 /// The live feed's path.
 pub const FEED_PATH: &str = crate::live::FEED_PATH;
 /// The CSV exports' paths.

@@ -14,6 +14,12 @@
 //!   holder, from an address without such failures (a typo made before the attack
 //!   began does not count), goes ahead however many guesses others make.
 //!
+//! A count under its allowance is kept for the allowance's share of [`ATTEMPTS_KEPT`]
+//! per failure, a spent one the whole of it (`lua/attempt.lua`): a guesser waiting out
+//! each count gets no more than an allowance a day either way, and a failure from an
+//! address never seen again (a guesser walking IPv6 /64s) is forgotten within hours,
+//! not a day (`docs/operations.md`, "Bounded keys", has the figures).
+//!
 //! Past a counter's allowance each further failure doubles the wait before the next
 //! check, from [`FIRST_WAIT_MS`] up to [`LONGEST_WAIT_MS`] (429 `rate_limited` with
 //! `Retry-After`). A check is **under way** from before it runs until it ends, and no
@@ -75,7 +81,8 @@ pub const KNOWN_SECS: i64 = 90 * 24 * 3600;
 pub const FIRST_WAIT_MS: u64 = 30_000;
 /// The longest wait between checks.
 pub const LONGEST_WAIT_MS: u64 = 15 * 60 * 1000;
-/// How long a count lasts after its last change.
+/// How long a count whose allowance is spent lasts after its last change (one under
+/// it: that allowance's share per failure).
 const WINDOW_MS: u64 = ATTEMPTS_KEPT.as_millis() as u64;
 /// Longest a password check may take once under way (the hash waits for the pool,
 /// then runs): past it the check ends `unavailable`, so a place is never held longer.

@@ -2,6 +2,7 @@
 //! guesses are limited across processes.
 
 use crate::support::{client_from, code, wait_until, TestApp, ADMIN_TOKEN, PASSWORD, SOON};
+use redis::AsyncCommands;
 use serde_json::{json, Value};
 
 async fn sign_in(app: &TestApp, name: &str, password: &str) -> (u16, Value) {
@@ -579,6 +580,52 @@ async fn a_success_after_the_wait_leaves_no_new_wait() {
     for _ in 0..3 {
         assert_eq!(sign_in_from(&office, &app, "uma", PASSWORD).await.0, 200, "each right password goes ahead");
     }
+    app.stop().await;
+}
+
+/// A wrong password is kept on each counter for that counter's allowance's share of
+/// the day per failure, and the whole day once its allowance is spent: an address that
+/// fails once and never comes back (a guesser walking IPv6 /64s) is forgotten within
+/// hours, while an address that spent its allowance stays slowed. Before, every
+/// failure left its counters for a day: at a 16-core box's hashing rate, about 130 M
+/// keys a day, and a full Redis (`noeviction`) stops every sale.
+#[tokio::test]
+async fn a_failure_is_kept_for_its_share_of_the_day() {
+    let app = TestApp::spawn().await;
+    let guesser = client_from(9);
+    assert_eq!(sign_in_from(&guesser, &app, "wren", "a wrong password").await.0, 401);
+    let day = seckill::testing::ATTEMPTS_KEPT.as_millis() as i64;
+    let ttls = || async {
+        let mut redis = app.redis.clone();
+        let keys: Vec<String> = redis.keys(format!("{}:attempts:*", app.namespace)).await.unwrap();
+        let mut ttls = Vec::new();
+        for key in keys {
+            let ttl: i64 = redis.pttl(&key).await.unwrap();
+            ttls.push((key.replace(&app.namespace, "<ns>"), ttl));
+        }
+        ttls.sort();
+        ttls
+    };
+    let once = ttls().await;
+    assert_eq!(once.len(), 3, "the address's, the name's from it and the name's: {once:?}");
+    for (key, ttl) in &once {
+        let share = if key.starts_with("<ns>:attempts:addr:") {
+            seckill::testing::FAILURES_PER_ADDRESS
+        } else if key.ends_with(":127.0.0.9") {
+            seckill::testing::GUESSES_PER_ADDRESS
+        } else {
+            seckill::testing::GUESSES_PER_ACCOUNT
+        };
+        let most = day / i64::from(share);
+        assert!((most - 60_000..=most).contains(ttl), "{key}: {ttl} ms, not one failure's {most}");
+    }
+    for i in 1..seckill::testing::GUESSES_PER_ADDRESS {
+        assert_eq!(sign_in_from(&guesser, &app, "wren", &format!("wrong {i}")).await.0, 401);
+    }
+    let spent = ttls().await;
+    let from_here =
+        spent.iter().find(|(key, _)| key.starts_with("<ns>:attempts:{") && key.ends_with(":127.0.0.9")).unwrap();
+    assert!(from_here.1 > day - 60_000, "a spent allowance is kept the day: {spent:?}");
     app.stop().await;
 }
 

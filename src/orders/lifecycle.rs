@@ -1,10 +1,17 @@
 //! The order lifecycle in SQL: `unpaid → paid` or `unpaid → cancelled`, nothing else.
 //! Every change is one conditional statement (`WHERE status = 'unpaid'`), so the
 //! database decides every race between a payment, a shopper's cancel and the
-//! sweeper's timeout: exactly one of them happens.
+//! sweeper's timeout: exactly one of them happens. Each takes its voucher's row lock
+//! first (`voucher::store::lock`), as the worker does before it inserts orders: an
+//! order updated here and then waiting for its voucher, while the worker held the
+//! voucher and waited on that order's one-per-shopper index entry, was a deadlock
+//! PostgreSQL broke after a second by failing one side.
 
 use super::{CancelReason, Order, OrderStatus};
-use crate::backend::{Db, Tx};
+use crate::{
+    backend::{Db, Tx},
+    voucher::store as vouchers,
+};
 
 /// A give-back the database has done and Redis still owes (`restocks_owed`).
 #[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
@@ -133,6 +140,7 @@ pub async fn pay(db: &Db, order_id: i64, user_id: i64, now_ms: i64) -> sqlx::Res
         return Ok(payment(before));
     }
     let mut tx = db.begin().await?;
+    vouchers::lock(&mut tx, before.voucher_id).await?;
     let paid: Option<i64> = sqlx::query_scalar(
         "UPDATE orders SET status = 'paid', paid_at = $1 \
          WHERE id = $2 AND user_id = $3 AND status = 'unpaid' AND pay_deadline > $4 RETURNING voucher_id",
@@ -179,7 +187,7 @@ pub async fn cancel_by_shopper(db: &Db, order_id: i64, user_id: i64, now_ms: i64
     {
         return Ok(Cancel::Limit);
     }
-    let owed = cancel(db, order_id, Some(user_id), CancelReason::Shopper, now_ms).await?;
+    let owed = cancel(db, (order_id, order.voucher_id), Some(user_id), CancelReason::Shopper, now_ms).await?;
     let Some(order) = get_for_user(db, order_id, user_id).await? else { return Ok(Cancel::NotFound) };
     Ok(match (owed, order.status) {
         (Some(owed), _) => Cancel::Cancelled(order, owed),
@@ -198,16 +206,18 @@ async fn shopper_cancels(db: &Db, user_id: i64, voucher_id: i64) -> sqlx::Result
         .await
 }
 
-/// Cancels an unpaid order (of `user_id` when given): status, the voucher's stock and
-/// the give-back Redis owes, in one transaction. `None` when it was not unpaid.
+/// Cancels an unpaid order (`(order id, its voucher's id)`; of `user_id` when given):
+/// status, the voucher's stock and the give-back Redis owes, in one transaction.
+/// `None` when it was not unpaid.
 pub async fn cancel(
     db: &Db,
-    order_id: i64,
+    (order_id, voucher_id): (i64, i64),
     user_id: Option<i64>,
     reason: CancelReason,
     now_ms: i64,
 ) -> sqlx::Result<Option<Owed>> {
     let mut tx = db.begin().await?;
+    vouchers::lock(&mut tx, voucher_id).await?;
     let owed: Option<Owed> = sqlx::query_as(
         "UPDATE orders SET status = 'cancelled', cancelled_at = $1, cancel_reason = $2 \
          WHERE id = $3 AND status = 'unpaid' AND ($4 IS NULL OR user_id = $4) \
@@ -241,10 +251,11 @@ async fn give_back_in_db(tx: &mut Tx<'_>, owed: &Owed, now_ms: i64) -> sqlx::Res
     Ok(())
 }
 
-/// Unpaid orders whose deadline is at or before `now_ms`, oldest deadline first.
-pub async fn overdue(db: &Db, now_ms: i64, limit: i64) -> sqlx::Result<Vec<i64>> {
-    sqlx::query_scalar(
-        "SELECT id FROM orders WHERE status = 'unpaid' AND pay_deadline <= $1 ORDER BY pay_deadline LIMIT $2",
+/// Unpaid orders whose deadline is at or before `now_ms`, oldest deadline first: each
+/// `(order id, its voucher's id)`.
+pub async fn overdue(db: &Db, now_ms: i64, limit: i64) -> sqlx::Result<Vec<(i64, i64)>> {
+    sqlx::query_as(
+        "SELECT id, voucher_id FROM orders WHERE status = 'unpaid' AND pay_deadline <= $1 ORDER BY pay_deadline LIMIT $2",
     )
     .bind(now_ms)
     .bind(limit)

@@ -40,9 +40,9 @@ pub async fn sweep(backend: &Backend) -> Result<usize, BackendError> {
     // The database's clock, not this process's: the one every process sweeps by.
     let now = db_clock::now_ms(&backend.db).await?;
     let mut cancelled = Vec::new();
-    for order_id in lifecycle::overdue(&backend.db, now, ROUND).await? {
+    for order in lifecycle::overdue(&backend.db, now, ROUND).await? {
         // Another sweeper, the shopper or a payment may have got there first.
-        if let Some(owed) = lifecycle::cancel(&backend.db, order_id, None, CancelReason::Timeout, now).await? {
+        if let Some(owed) = lifecycle::cancel(&backend.db, order, None, CancelReason::Timeout, now).await? {
             cancelled.push(owed);
         }
     }

@@ -410,7 +410,8 @@ async fn a_give_back_left_owed_by_a_dead_process_is_finished_once() {
     app.wait_for_stats("persisted", v, |s| s["persisted"] == 1).await;
     let now = chrono::Utc::now().timestamp_millis();
     // The cancel commits; the process "dies" before Redis hears of it.
-    let owed = lifecycle::cancel(&app.db, id, Some(ann.user_id), CancelReason::Shopper, now).await.unwrap().unwrap();
+    let owed =
+        lifecycle::cancel(&app.db, (id, v), Some(ann.user_id), CancelReason::Shopper, now).await.unwrap().unwrap();
     // Read at once: a sweeper takes a give-back owed for 2 s as abandoned and does it.
     let stock: i64 = app.redis.clone().get(&app.keys(v).left).await.unwrap();
     assert_eq!(stock, 2, "Redis does not know yet");
@@ -698,5 +699,59 @@ async fn a_sale_whose_give_backs_fail_holds_back_no_other_sale() {
     .await;
     assert_eq!(app.stats(broken).await["redis_stock"], 4, "not given back");
     assert_eq!(owed(&app).await, 1, "and kept owed");
+    app.stop().await;
+}
+
+/// A payment and a cancel take their voucher's lock before their order's, as the
+/// worker does (vouchers first, then the orders it inserts). Here a worker's
+/// transaction holds the voucher while the shopper pays (and another cancels), then
+/// inserts an order of the same shopper and sale (a grant Redis made again after a
+/// rebuild). Before, the payment had updated the order and waited for the voucher,
+/// while the insert waited on that order's one-per-shopper index entry: PostgreSQL
+/// found the deadlock after a second and failed one of them. PostgreSQL only: SQLite's
+/// one writer never waits for a lock halfway.
+#[tokio::test]
+async fn a_payment_or_cancel_never_deadlocks_with_the_worker() {
+    let app = TestApp::with(Options::default().with(|c| c.worker = true)).await;
+    if !app.database_url.starts_with("postgres") {
+        return app.stop().await;
+    }
+    let v = app.create_voucher(5, -5, 3600).await;
+    let (ann, bob) = (app.sign_in("lock-ann").await, app.sign_in("lock-bob").await);
+    let ids = grab_all(&app, &[ann.clone(), bob.clone()], v).await;
+    app.wait_for_stats("both persisted", v, |s| s["persisted"] == 2).await;
+    for (who, call, id, status) in [(&ann, "pay_order", &ids[0], "paid"), (&bob, "cancel_order", &ids[1], "cancelled")]
+    {
+        use sqlx::Connection;
+        let mut worker = sqlx::PgConnection::connect(&app.database_url).await.unwrap();
+        sqlx::raw_sql(&format!("BEGIN; UPDATE vouchers SET stock_left = stock_left WHERE id = {v}"))
+            .execute(&mut worker)
+            .await
+            .unwrap();
+        let answer = tokio::spawn({
+            let (api, cookie, id) = (app.api.clone(), who.cookie.clone(), id.clone());
+            async move { api.call(call, json!({ "order_id": id }), &[("cookie", &cookie)]).await.unwrap() }
+        });
+        let waits =
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()";
+        let probe = sqlx::PgPool::connect(&app.database_url).await.unwrap();
+        wait_until("the call waits for a lock", SOON, || async {
+            sqlx::query_scalar::<_, i64>(waits).fetch_one(&probe).await.unwrap() > 0
+        })
+        .await;
+        let again = compose(chrono::Utc::now().timestamp(), 7);
+        let inserted = sqlx::query(
+            "INSERT INTO orders (id, voucher_id, user_id, created_at) VALUES ($1, $2, $3, 0) ON CONFLICT DO NOTHING",
+        )
+        .bind(again)
+        .bind(v)
+        .bind(who.user_id)
+        .execute(&mut worker)
+        .await;
+        assert!(inserted.is_ok(), "the worker's insert: {inserted:?}");
+        sqlx::raw_sql("ROLLBACK").execute(&mut worker).await.unwrap();
+        let (code, body) = answer.await.unwrap();
+        assert_eq!((code.as_u16(), body["status"].as_str()), (200, Some(status)), "{call}: {body}");
+    }
     app.stop().await;
 }

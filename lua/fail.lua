@@ -14,7 +14,7 @@ if redis.call('XACK', KEYS[4], ARGV[4], ARGV[3]) == 0 then return 0 end
 -- (from a database without it) already counts its unit as unsold and its shopper
 -- as no buyer, and the slot may be the shopper's newer grant. Nothing goes back.
 if redis.call('HEXISTS', KEYS[3], ARGV[1]) == 1 then
-  unit_back(KEYS[1], KEYS[2], ARGV[2], ARGV[6] == '1', ARGV[7] == '1', ARGV[9], ARGV[10])
+  unit_back(KEYS[1], KEYS[2], ARGV[2], ARGV[1], ARGV[6] == '1', ARGV[7] == '1', ARGV[9], ARGV[10])
 end
 redis.call('HSET', KEYS[3], ARGV[1], ARGV[5])
 if ARGV[8] ~= '' then

@@ -20,7 +20,7 @@ if not expires then
 end
 local acted = redis.call('SADD', KEYS[3], ARGV[1])
 if acted == 1 then
-  unit_back(KEYS[1], KEYS[2], ARGV[2], true, true, ARGV[3], ARGV[4])
+  unit_back(KEYS[1], KEYS[2], ARGV[2], ARGV[1], true, true, ARGV[3], ARGV[4])
 end
 -- A write every time, even when the give-back was done before: the `WAIT` that
 -- follows on this connection then covers that earlier give-back as well (a master

@@ -426,6 +426,33 @@ async fn a_give_back_left_owed_by_a_dead_process_is_finished_once() {
     app.stop().await;
 }
 
+/// A give-back frees its own order's buyer slot only: a slot that holds the shopper's
+/// other order (a grant made again after Redis lost the sale) stays theirs, so they
+/// cannot grab a second unit the database would then refuse. Before, any give-back of
+/// the shopper's freed whatever the slot held.
+#[tokio::test]
+async fn a_give_back_frees_only_its_own_order_s_slot() {
+    let app = TestApp::with(Options::default().with(|c| c.sweep_ms = 3_600_000)).await;
+    let v = app.create_voucher(3, -5, 3600).await;
+    let ann = app.sign_in("slot-ann").await;
+    let id: i64 = grab_all(&app, std::slice::from_ref(&ann), v).await[0].parse().unwrap();
+    app.wait_for_stats("persisted", v, |s| s["persisted"] == 1).await;
+    let now = chrono::Utc::now().timestamp_millis();
+    let owed =
+        lifecycle::cancel(&app.db, (id, v), Some(ann.user_id), CancelReason::Shopper, now).await.unwrap().unwrap();
+    let (keys, mut redis) = (app.keys(v), app.redis.clone());
+    let other = compose(now / 1000, 7).to_string();
+    let () = redis.hset(&keys.buyers, ann.user_id, &other).await.unwrap();
+    assert!(give_back(&app.backend(), &owed).await.unwrap(), "given back now");
+    let held: Option<String> = redis.hget(&keys.buyers, ann.user_id).await.unwrap();
+    assert_eq!(held, Some(other), "her other order keeps its slot");
+    let stock: i64 = redis.get(&keys.left).await.unwrap();
+    assert_eq!(stock, 3, "the unit went back");
+    let (status, body) = app.grab(&ann, v).await;
+    assert_eq!((status.as_u16(), code(&body)), (409, "already_bought"));
+    app.stop().await;
+}
+
 /// A Redis without a replica, and an app on it that requires one (`wait_replicas` 1,
 /// short waits), `tweak` applied to its settings.
 async fn app_requiring_a_replica(dir: &Path, tweak: impl FnOnce(&mut Config)) -> (LocalRedis, TestApp) {

@@ -43,7 +43,8 @@ for first = 3, #ARGV, 4 * chunk do
   for j = 1, #had do
     local i = first + 4 * (j - 1)
     if not had[j] then
-      -- (An order cancelled the moment it was committed has freed its slot.)
+      -- (An order cancelled the moment it was committed holds no slot: its give-back
+      -- came first, and found the slot not its own.)
       if redis.call('SISMEMBER', KEYS[5], ARGV[i + 1]) == 0 then
         redis.call('HSET', KEYS[2], ARGV[i + 2], ARGV[i + 1])
       end

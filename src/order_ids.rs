@@ -15,11 +15,13 @@
 //!
 //! A failover (or a restart from a file missing its last second) loses the counter's
 //! last writes instead: the counter is behind the blocks processes took just before,
-//! which they still use. So the counter keeps which master took its last block (its
-//! replication id, beside it in its slot): a promoted replica, or a restarted master,
-//! has a replication id of its own, finds the counter written under another, and jumps
-//! it [`LOSS_MARGIN`] ahead (at least to where a counter made afresh starts), past
-//! what the old master handed out and it never received. With replicas required
+//! which they still use. So the counter keeps which master took its last block, and
+//! when (its replication id and clock, beside it in its slot): a promoted replica, or
+//! a restarted master, has a replication id of its own, finds the counter written
+//! under another, and jumps it [`LOSS_MARGIN`] ahead, plus [`PER_MS_OF_DAY`] values per
+//! millisecond since that block (a second failover soon after the first loses the
+//! first jump's blocks too), past what the masters before handed out and it never
+//! received. With replicas required
 //! (`SECKILL_WAIT_REPLICAS`) a block is also used once they hold it (`WAIT`, in one
 //! pipeline with the take), so a failover rarely loses one at all; one they do not
 //! hold within [`MOST_BLOCK_WAIT_MS`] (a replica down, or cut off) is used all the
@@ -157,6 +159,19 @@ impl From<RefillError> for RedisError {
 }
 
 impl Hand {
+    /// The moment an id is made at, read from the clock as `read`: never before the
+    /// day the hand holds. A grab that read the clock just before midnight and took
+    /// the lock after another had moved the hand to the new day (or a clock stepped
+    /// back across midnight) would otherwise move it back, dropping the new day's
+    /// blocks and its floor; it makes its id at the new day's first second instead,
+    /// from that day's counter.
+    fn now(&self, read: DateTime<Utc>) -> DateTime<Utc> {
+        match self.day {
+            Some(day) if read.date_naive() < day => day.and_time(chrono::NaiveTime::MIN).and_utc(),
+            _ => read,
+        }
+    }
+
     fn for_day(&mut self, day: NaiveDate) {
         if self.day != Some(day) {
             *self = Hand { day: Some(day), ..Hand::default() };
@@ -232,10 +247,10 @@ impl OrderIds {
         loop {
             // Read again after a wait: a grab that waited across midnight takes
             // from the new day's blocks, not the old day's.
-            let now = Utc::now();
-            let today = now.date_naive();
             let refill = {
                 let mut hand = self.lock();
+                let now = hand.now(Utc::now());
+                let today = now.date_naive();
                 hand.for_day(today);
                 if let Some(value) = hand.take(now.timestamp()) {
                     if hand.left <= u64::from(self.block_size / 2) && hand.refill.is_none() {
@@ -293,15 +308,16 @@ impl OrderIds {
         let mut take = ScriptCall::new(&self.script, &[&key, &order_id_master(&self.namespace, &key)], 5, 48);
         take.arg(self.block_size).arg(floor).arg(LOSS_MARGIN).arg(COUNTER_TTL_SECS).arg(PER_MS_OF_DAY);
         let Replicas { want, wait_ms } = self.replicas;
-        let last: u64 = if want == 0 {
+        let (last, how): (u64, i64) = if want == 0 {
             take.invoke(redis).await?
         } else {
-            let (lasts, have): (Vec<u64>, u32) = invoke_then_wait(&[take], redis, want, wait_ms).await?;
+            let (taken, have): (Vec<(u64, i64)>, u32) = invoke_then_wait(&[take], redis, want, wait_ms).await?;
             if have < want {
                 metrics::counter!("seckill_replica_waits_short_total").increment(1);
             }
-            lasts.first().copied().ok_or((ErrorKind::TypeError, "order id block: no answer"))?
+            taken.first().copied().ok_or((ErrorKind::TypeError, "order id block: no answer"))?
         };
+        said_how(how);
         if last > u64::from(u32::MAX) {
             return Err(redis::RedisError::from((
                 redis::ErrorKind::ExtensionError,
@@ -314,6 +330,33 @@ impl OrderIds {
     fn lock(&self) -> std::sync::MutexGuard<'_, Hand> {
         // A panic while holding this lock leaves the hand consistent (plain fields).
         self.hand.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// Says how `lua/order_ids.lua` took a block (its second answer): a jump past a
+/// failover's lost blocks is counted and logged; a script refused the master's
+/// replication id (`INFO`, left out of the app's Redis ACL) is logged at most once a
+/// second, as ids then go unguarded against a failover.
+fn said_how(how: i64) {
+    use crate::backend::outage::Throttle;
+    match how {
+        1 => {
+            metrics::counter!("seckill_order_id_jumps_total").increment(1);
+            tracing::warn!(
+                "order ids: the day's counter was last written under another Redis master (a failover or \
+                 restart since): it jumped ahead of any block that master handed out"
+            );
+        }
+        -1 => {
+            static SAID: Throttle = Throttle::new();
+            if SAID.allow().is_some() {
+                tracing::error!(
+                    "order ids: Redis refused INFO to the order-id script, so a failover that loses the counter's \
+                     last blocks could hand their ids out again: allow INFO to the app's Redis user"
+                );
+            }
+        }
+        _ => {}
     }
 }
 
@@ -384,6 +427,20 @@ mod tests {
         assert_eq!(hand.take(101), Some(1), "in a later one, first");
         assert_eq!(hand.take(101), Some(3));
         assert_eq!((hand.take(102), hand.left), (None, 0), "another day's value was dropped");
+    }
+
+    #[test]
+    fn a_clock_read_before_midnight_never_moves_the_hand_back_a_day() {
+        let day = NaiveDate::from_ymd_opt(2026, 11, 24).unwrap();
+        let mut hand = hand_of(day, &[1..=3]);
+        hand.highest = 99;
+        let late = NaiveDate::from_ymd_opt(2026, 11, 23).unwrap().and_hms_milli_opt(23, 59, 59, 999).unwrap().and_utc();
+        let now = hand.now(late);
+        assert_eq!(now, day.and_hms_opt(0, 0, 0).unwrap().and_utc(), "the hand's day's first second");
+        hand.for_day(now.date_naive());
+        assert_eq!((hand.take(now.timestamp()), hand.highest), (Some(1), 99), "its blocks and floor kept");
+        let later = day.and_hms_opt(12, 0, 0).unwrap().and_utc();
+        assert_eq!(hand.now(later), later, "a clock read in the hand's day or after is the moment");
     }
 
     #[test]

@@ -21,12 +21,12 @@
 //! | `<ns>:clock` | none | never written: routes the clock script to a node | `sale::gate::clock` | never written |
 //! | `<ns>:sales_version` | string | counts operator changes to any sale | `sale::launch`; every process follows it (`bus::follow`) | never |
 //! | `<ns>:icr:order:<yyyymmdd>` | string | the day's order-id counter | `order_ids` (in blocks) | [`ORDER_IDS_KEPT`] after its last block |
-//! | `<ns>:icr:master:{<ns>:icr:order:<yyyymmdd>}` | string | the replication id of the master that took the counter's last block (in the counter's slot): a counter last written under another master jumps ahead | `order_ids` (with each block) | [`ORDER_IDS_KEPT`] after its last block |
+//! | `<ns>:icr:master:{<ns>:icr:order:<yyyymmdd>}` | string | `<replication id> <ms>`: the master that took the counter's last block, and when (in the counter's slot): a counter last written under another master jumps ahead | `order_ids` (with each block) | [`ORDER_IDS_KEPT`] after its last block |
 //! | `<ns>:events` | pub/sub channel | sale events | `bus` | a channel, not a key |
-//! | `<ns>:attempts:addr:<address>` | hash | failed credential checks from one address | `auth::attempts` | [`ATTEMPTS_KEPT`] after its last change |
-//! | `<ns>:attempts:{<who>}` | hash | failed checks at one account (or the admin token), every address | `auth::attempts` | [`ATTEMPTS_KEPT`] after its last change |
-//! | `<ns>:attempts:{<who>}:<address>` | hash | failed checks at one account from one address (an IPv4 address or IPv6 /64), or from one IPv6 /48 (`<address>/48`) | `auth::attempts` | [`ATTEMPTS_KEPT`] after its last change |
-//! | `<ns>:attempts:known:<holder>` | hash | failed checks at one account from browsers that signed in to it before (one per account) | `auth::attempts` | [`ATTEMPTS_KEPT`] after its last change |
+//! | `<ns>:attempts:addr:<address>` | hash | failed credential checks from one address | `auth::attempts` | at most [`ATTEMPTS_KEPT`] after its last change (a count under its allowance: that allowance's share of it per failure) |
+//! | `<ns>:attempts:{<who>}` | hash | failed checks at one account (or the admin token), every address | `auth::attempts` | at most [`ATTEMPTS_KEPT`] after its last change (a count under its allowance: that allowance's share of it per failure) |
+//! | `<ns>:attempts:{<who>}:<address>` | hash | failed checks at one account from one address (an IPv4 address or IPv6 /64), or from one IPv6 /48 (`<address>/48`) | `auth::attempts` | at most [`ATTEMPTS_KEPT`] after its last change (a count under its allowance: that allowance's share of it per failure) |
+//! | `<ns>:attempts:known:<holder>` | hash | failed checks at one account from browsers that signed in to it before (one per account) | `auth::attempts` | at most [`ATTEMPTS_KEPT`] after its last change (a count under its allowance: that allowance's share of it per failure) |
 //! | `<ns>:sign_ups:addr:<address>:<hour>` | string | sign-ups from one address this hour (the quota) | `auth::challenge` | [`SIGN_UPS_FROM_ADDRESS_KEPT`] after its last change |
 //! | `<ns>:sign_ups:<minute>` | string | sign-ups this minute, every process (the challenge's work) | `auth::challenge` | [`SIGN_UPS_IN_MINUTE_KEPT`] after its last change |
 //! | `<ns>:sign_up_challenge:<challenge>` | string | a sign-up challenge taken, until it expires | `auth::challenge` | when the challenge does (at most [`SIGN_UP_CHALLENGE_KEPT`]) |

@@ -139,6 +139,11 @@ pub async fn pay(db: &Db, order_id: i64, user_id: i64, now_ms: i64) -> sqlx::Res
     if before.status != OrderStatus::Unpaid {
         return Ok(payment(before));
     }
+    // Past its deadline (the sweeper has not cancelled it yet): answered without the
+    // voucher's lock, which the worker needs.
+    if before.pay_deadline.timestamp_millis() <= now_ms {
+        return Ok(Payment::Expired);
+    }
     let mut tx = db.begin().await?;
     vouchers::lock(&mut tx, before.voucher_id).await?;
     let paid: Option<i64> = sqlx::query_scalar(

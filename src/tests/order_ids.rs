@@ -181,6 +181,110 @@ async fn a_failover_that_lost_blocks_hands_none_of_them_out_again() {
     }
 }
 
+/// Two failovers in quick succession: the first master's last blocks never reach
+/// either replica; the one promoted jumps ahead and hands out blocks, and dies before
+/// the other replica receives them. The second one promoted holds the counter as the
+/// first master left it, so a jump of the margin alone would land on the blocks of
+/// the one that died. The jump also counts the time since the last block it knows of
+/// (40 values a millisecond, as a counter made afresh does), so it lands past them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_second_failover_soon_after_the_first_hands_out_none_of_its_blocks() {
+    let dirs = [(); 3].map(|()| tempfile::TempDir::new().unwrap());
+    let first = LocalRedis::start(dirs[0].path()).await.unwrap();
+    let second = LocalRedis::start(dirs[1].path()).await.unwrap();
+    let third = LocalRedis::start(dirs[2].path()).await.unwrap();
+    let on_first = RedisConn::open(&first.url).await.unwrap();
+    let mut on_second = RedisConn::open(&second.url).await.unwrap();
+    let mut on_third = RedisConn::open(&third.url).await.unwrap();
+    let (to_second, to_third) = (ReplicationLink::to(first.port).await, ReplicationLink::to(first.port).await);
+    follow(&mut on_second, &to_second).await;
+    follow(&mut on_third, &to_third).await;
+    let counter = |id: i64| decompose(id).1;
+    let mut handed = HashSet::new();
+    let ids = Arc::new(OrderIds::new("t", 10));
+    for _ in 0..10 {
+        assert!(handed.insert(counter(ids.next(&on_first).await.unwrap())));
+    }
+    in_sync(&on_first, &on_second).await;
+    in_sync(&on_first, &on_third).await;
+    to_second.pause(true);
+    to_third.pause(true);
+    for _ in 0..25 {
+        assert!(handed.insert(counter(ids.next(&on_first).await.unwrap())));
+    }
+
+    first.crash().await;
+    promote(&mut on_second).await;
+    let to_third = ReplicationLink::to(second.port).await;
+    follow(&mut on_third, &to_third).await;
+    to_third.pause(true);
+    let after_first = Arc::new(OrderIds::new("t", 10));
+    for _ in 0..25 {
+        let value = counter(after_first.next(&on_second).await.unwrap());
+        assert!(handed.insert(value), "counter value {value} handed out on both sides of the first failover");
+    }
+
+    second.crash().await;
+    promote(&mut on_third).await;
+    let after_second = Arc::new(OrderIds::new("t", 10));
+    for _ in 0..30 {
+        let value = counter(after_second.next(&on_third).await.unwrap());
+        assert!(handed.insert(value), "counter value {value} handed out again after the second failover");
+    }
+}
+
+/// An app whose Redis user may not run `INFO` (an ACL left it out) still gets ids:
+/// the script cannot read the master's replication id, so it guards nothing against
+/// a failover (the app logs so), but no grab fails for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn ids_come_when_info_is_refused() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let private = LocalRedis::start(dir.path()).await.unwrap();
+    let mut admin = RedisConn::open(&private.url).await.unwrap();
+    let _: () = redis::cmd("ACL")
+        .arg(&["SETUSER", "app", "on", ">app-password", "~*", "&*", "+@all", "-info"][..])
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let url = format!("redis://app:app-password@127.0.0.1:{}", private.port);
+    let app = RedisConn::open(&url).await.unwrap();
+    let refused = redis::cmd("INFO").arg("replication").query_async::<String>(&mut app.clone()).await;
+    assert!(refused.is_err(), "the user may not run INFO");
+    let ids = Arc::new(OrderIds::new("t", 10));
+    let mut handed = HashSet::new();
+    for _ in 0..25 {
+        assert!(handed.insert(ids.next(&app).await.unwrap()));
+    }
+}
+
+/// Makes the Redis behind `conn` a replica through `link`, and waits until its link
+/// is up.
+async fn follow(conn: &mut RedisConn, link: &ReplicationLink) {
+    let _: () = redis::cmd("REPLICAOF").arg("127.0.0.1").arg(link.port).query_async(conn).await.unwrap();
+    crate::support::wait_until("the replica's link up", SOON, || async {
+        replication(conn).await.0.as_deref() == Some("up")
+    })
+    .await;
+}
+
+/// Until `replica` has every write `master` made (its offset reached the master's).
+async fn in_sync(master: &RedisConn, replica: &RedisConn) {
+    crate::support::wait_until("the replica in sync", SOON, || async {
+        let (_, on_master) = replication(master).await;
+        let (link, on_replica) = replication(replica).await;
+        link.as_deref() == Some("up") && on_replica >= on_master
+    })
+    .await;
+}
+
+/// A node's replication link status (replicas only) and offset.
+async fn replication(conn: &RedisConn) -> (Option<String>, Option<u64>) {
+    let mut conn = conn.clone();
+    let info: String = redis::cmd("INFO").arg("replication").query_async(&mut conn).await.unwrap();
+    let field = |name: &str| info.lines().find_map(|l| l.strip_prefix(name)).map(str::trim).map(String::from);
+    (field("master_link_status:"), field("master_repl_offset:").and_then(|o| o.parse().ok()))
+}
+
 /// A master and its replica (each a private redis-server), linked through a
 /// [`ReplicationLink`], in sync.
 struct Replicated {
@@ -200,30 +304,15 @@ impl Replicated {
         let link = ReplicationLink::to(master.port).await;
         let (on_master, mut on_replica) =
             (RedisConn::open(&master.url).await.unwrap(), RedisConn::open(&replica.url).await.unwrap());
-        let _: () = redis::cmd("REPLICAOF").arg("127.0.0.1").arg(link.port).query_async(&mut on_replica).await.unwrap();
+        follow(&mut on_replica, &link).await;
         let pair = Self { master, link, on_master, on_replica, _replica: replica, _dirs: dirs };
         pair.wait_in_sync().await;
         pair
     }
 
-    /// Until the replica has every write the master made (its offset reached the
-    /// master's).
+    /// Until the replica has every write the master made.
     async fn wait_in_sync(&self) {
-        let offset = |conn: &RedisConn| {
-            let mut conn = conn.clone();
-            async move {
-                let info: String = redis::cmd("INFO").arg("replication").query_async(&mut conn).await.unwrap();
-                let field =
-                    |name: &str| info.lines().find_map(|l| l.strip_prefix(name)).map(str::trim).map(String::from);
-                (field("master_link_status:"), field("master_repl_offset:").and_then(|o| o.parse::<u64>().ok()))
-            }
-        };
-        crate::support::wait_until("the replica in sync", SOON, || async {
-            let (_, on_master) = offset(&self.on_master).await;
-            let (link, on_replica) = offset(&self.on_replica).await;
-            link.as_deref() == Some("up") && on_replica >= on_master
-        })
-        .await;
+        in_sync(&self.on_master, &self.on_replica).await;
     }
 }
 

@@ -20,7 +20,6 @@ use redis::{
     aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig, PubSub},
     cluster::ClusterClientBuilder,
     cluster_async::ClusterConnection,
-    cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr},
     Cmd, FromRedisValue, Pipeline, RedisFuture, RedisResult, Value,
 };
 use std::{
@@ -188,24 +187,6 @@ impl RedisConn {
             async move { cmd.query_async::<T>(&mut conn).await }
         });
         futures::future::join_all(calls).await
-    }
-
-    /// Waits up to `timeout_ms` until `replicas` replicas of the master holding `key`
-    /// have every write this connection sent there so far (Redis `WAIT`), and answers
-    /// how many have. Reading from a stream through a group is such a write, so after
-    /// a read, the entries read are on that many replicas.
-    pub async fn wait_for_replicas(&mut self, key: &str, replicas: u32, timeout_ms: u64) -> RedisResult<u32> {
-        let mut wait = redis::cmd("WAIT");
-        wait.arg(replicas).arg(timeout_ms);
-        match self {
-            Self::Single(c) => wait.query_async(c).await,
-            Self::Cluster(c) => {
-                // WAIT names no key: send it to the master of `key`'s slot.
-                let route = Route::new(slot(key.as_bytes()), SlotAddr::Master);
-                let node = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route));
-                u32::from_owned_redis_value(c.route_command(&wait, node).await?)
-            }
-        }
     }
 }
 

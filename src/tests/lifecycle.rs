@@ -2,7 +2,9 @@
 //! Both conservation equations hold after every race: in Redis, stock + live buyers
 //! = total; in the database, `stock_left` + orders not cancelled = stock.
 
-use crate::support::{code, hold_write_lock, wait_until, Options, Shopper, TestApp, SETTLED, SOON};
+use crate::support::{
+    code, hold_write_lock, proxy::ReplicationLink, wait_until, Options, Shopper, TestApp, SETTLED, SOON,
+};
 use futures::future::join_all;
 use redis::AsyncCommands;
 use seckill::{
@@ -575,6 +577,76 @@ async fn a_grant_no_replica_holds_is_saved_only_once_one_does() {
     let mut to_replica = RedisConn::open(&replica.url).await.unwrap();
     follow(&mut to_replica, Some(master.port)).await;
     app.wait_for_stats("saved once a replica holds it", v, |s| s["persisted"] == 1 && s["pending"] == 0).await;
+    app.stop().await;
+    replica.stop().await;
+    master.stop().await;
+}
+
+/// With replicas required, a worker whose connection is made anew (a reset, or its
+/// process started again under its worker name) reads its own pending grants again,
+/// and its `WAIT` must still cover them: a read sends the replicas nothing, and a
+/// `WAIT` on a connection with nothing before it is answered at once. Here the
+/// replica's link is cut while it stays connected, and every connection of the app's
+/// is reset: the grant stays queued until the replica holds it (a failover meanwhile
+/// would otherwise sell its unit again and let its shopper grab again).
+#[tokio::test]
+async fn a_grant_read_again_on_a_new_connection_waits_for_the_replica() {
+    let dir = TempDir::new().unwrap();
+    let (master, app) = app_requiring_a_replica(dir.path(), |_| {}).await;
+    let replica = LocalRedis::start(&dir.path().join("replica")).await.unwrap();
+    let link = ReplicationLink::to(master.port).await;
+    follow(&mut RedisConn::open(&replica.url).await.unwrap(), Some(link.port)).await;
+    let redis = app.redis.clone();
+    wait_until("the replica online", SOON, || {
+        let mut redis = redis.clone();
+        async move {
+            let info: String = redis::cmd("INFO").arg("replication").query_async(&mut redis).await.unwrap();
+            info.contains("state=online")
+        }
+    })
+    .await;
+    let v = app.create_voucher(3, -5, 3600).await;
+    let ann = app.sign_in("reset-ann").await;
+    link.pause(true);
+    let id = grab_all(&app, std::slice::from_ref(&ann), v).await.remove(0);
+    let keys = app.keys(v);
+    let delivered = || {
+        let mut redis = redis.clone();
+        let orders = keys.orders.clone();
+        async move {
+            let pending: redis::streams::StreamPendingCountReply = redis::cmd("XPENDING")
+                .arg(&orders)
+                .arg(GROUP)
+                .arg("-")
+                .arg("+")
+                .arg(10)
+                .query_async(&mut redis)
+                .await
+                .unwrap();
+            pending.ids.iter().map(|p| p.times_delivered).max().unwrap_or(0)
+        }
+    };
+    wait_until("the worker read the grant twice", SETTLED, || async { delivered().await >= 2 }).await;
+    let killed: i64 = redis::cmd("CLIENT")
+        .arg(&["KILL", "TYPE", "normal", "SKIPME", "yes"][..])
+        .query_async(&mut redis.clone())
+        .await
+        .unwrap();
+    assert!(killed > 0, "the app's connections were reset");
+    // Read twice more (its first read on the new connection was not saved, or it
+    // would have left the pending list), or saved.
+    let before = delivered().await;
+    wait_until("the grant read twice on a new connection, or saved", SETTLED, || async {
+        delivered().await > before + 1 || app.stats(v).await["persisted"] != 0
+    })
+    .await;
+    let stats = app.stats(v).await;
+    assert_eq!(stats["persisted"], 0, "saved while no replica held it: {stats}");
+    let ask = json!({ "voucher_id": v, "order_id": id });
+    let (status, body) = app.call("grab_result", ask, &[("cookie", &ann.cookie)]).await;
+    assert_eq!((status.as_u16(), body["status"].as_str()), (200, Some("queued")), "{body}");
+    link.pause(false);
+    app.wait_for_stats("saved once the replica holds it", v, |s| s["persisted"] == 1 && s["pending"] == 0).await;
     app.stop().await;
     replica.stop().await;
     master.stop().await;

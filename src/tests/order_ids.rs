@@ -1,6 +1,6 @@
 //! Order ids stay unique across processes drawing blocks from one Redis counter.
 
-use crate::support::{redis_url, SOON};
+use crate::support::{proxy::ReplicationLink, redis_url, SOON};
 use futures::future::join_all;
 use redis::AsyncCommands;
 use seckill::{
@@ -319,44 +319,4 @@ impl Replicated {
 /// Makes the replica behind `conn` a master (`REPLICAOF NO ONE`), as a failover does.
 async fn promote(conn: &mut RedisConn) {
     let _: () = redis::cmd("REPLICAOF").arg("NO").arg("ONE").query_async(conn).await.unwrap();
-}
-
-/// A replica's link to its master whose master-to-replica half can be paused: the
-/// replica falls behind, as over a slow or broken network.
-struct ReplicationLink {
-    port: u16,
-    paused: tokio::sync::watch::Sender<bool>,
-}
-
-impl ReplicationLink {
-    async fn to(master_port: u16) -> Self {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let (paused, pauses) = tokio::sync::watch::channel(false);
-        tokio::spawn(async move {
-            while let Ok((replica, _)) = listener.accept().await {
-                let Ok(master) = tokio::net::TcpStream::connect(("127.0.0.1", master_port)).await else { return };
-                let mut pauses = pauses.clone();
-                tokio::spawn(async move {
-                    let (mut from_replica, mut to_replica) = replica.into_split();
-                    let (mut from_master, mut to_master) = master.into_split();
-                    tokio::spawn(async move { tokio::io::copy(&mut from_replica, &mut to_master).await });
-                    let mut buf = vec![0u8; 64 * 1024];
-                    while let Ok(n @ 1..) = from_master.read(&mut buf).await {
-                        if pauses.wait_for(|paused| !*paused).await.is_err()
-                            || to_replica.write_all(&buf[..n]).await.is_err()
-                        {
-                            return;
-                        }
-                    }
-                });
-            }
-        });
-        Self { port, paused }
-    }
-
-    fn pause(&self, paused: bool) {
-        self.paused.send_replace(paused);
-    }
 }

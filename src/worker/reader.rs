@@ -197,7 +197,7 @@ impl Reader {
         self.saver.reads_begin();
         let claimed = self.recovery.claim_if_due(&mut self.redis).await?;
         if !claimed.fresh.is_empty() || !claimed.worn.is_empty() {
-            self.wait_for_replicas().await?;
+            self.wait_for_replicas(claimed.fresh.iter().chain(&claimed.worn)).await?;
         }
         self.saver.handle(claimed.fresh).await?;
         for e in claimed.worn {
@@ -277,12 +277,12 @@ impl Reader {
         let reply: Value = self.redis.xread_options(&[&self.keys.orders], &[id], &opts).await?;
         let entries = Entry::from_read(reply)?;
         if !entries.is_empty() {
-            self.wait_for_replicas().await?;
+            self.wait_for_replicas(entries.iter()).await?;
         }
         Ok(entries)
     }
 
-    /// With replicas configured, waits until they hold the entries just read (or
+    /// With replicas configured, waits until they hold `entries` (just read, or
     /// claimed), so that what the database saves survives a failover: asynchronous
     /// replication could otherwise lose a grant whose order is saved, and Redis would
     /// sell its unit again and free its shopper's slot. Entries the replicas do not
@@ -291,16 +291,28 @@ impl Reader {
     /// replica holds them; a 30-minute chaos run with network faults found that saving
     /// them anyway broke the books).
     ///
-    /// Safe although the `WAIT` is a command of its own: if the master failed over
-    /// between the read and the `WAIT`, the `WAIT` is answered by the new master, and so
-    /// is the settling after the save, which takes the unit and the slot of a grant the
-    /// new master lost (`settle.lua`).
-    async fn wait_for_replicas(&mut self) -> Result<(), BackendError> {
+    /// `WAIT` waits for the master's offset as of its own connection's last command
+    /// (Redis keeps it for any command; its documentation promises it for writes
+    /// only). Sent on its own, a `WAIT` whose connection died was sent again alone on
+    /// a connection made anew, where it has no command before it, and was answered at
+    /// once while the replica was behind: a grant no replica held was saved. So the
+    /// entries are claimed again (`XCLAIM … JUSTID`: a write the replicas get, after
+    /// the grants' own) in one pipeline with the `WAIT`, and sent again, both go. If
+    /// the master failed over before, the new master answers both, and the settling
+    /// after the save takes the unit and the slot of a grant it lost (`settle.lua`).
+    async fn wait_for_replicas<'e>(&mut self, entries: impl Iterator<Item = &'e Entry>) -> Result<(), BackendError> {
         let Replicas { want, wait_ms } = self.backend.replicas;
         if want == 0 {
             return Ok(());
         }
-        let have = self.redis.wait_for_replicas(&self.keys.orders, want, wait_ms).await?;
+        let mut pipe = redis::pipe();
+        let claim = pipe.cmd("XCLAIM").arg(&self.keys.orders).arg(GROUP).arg(&self.settings.consumer).arg(0);
+        for entry in entries {
+            claim.arg(&entry.id);
+        }
+        claim.arg("JUSTID").ignore();
+        pipe.cmd("WAIT").arg(want).arg(wait_ms);
+        let (have,): (u32,) = pipe.query_async(&mut self.redis).await?;
         if have < want {
             metrics::counter!("seckill_replica_waits_short_total").increment(1);
             return Err(BackendError::ReplicasBehind { have, want });

@@ -165,3 +165,42 @@ async fn link(client: TcpStream, server: TcpStream, marked: Marked) {
         }
     }
 }
+
+/// A replica's link to its master whose master-to-replica half can be paused: the
+/// replica falls behind, as over a slow or broken network.
+pub struct ReplicationLink {
+    pub port: u16,
+    paused: watch::Sender<bool>,
+}
+
+impl ReplicationLink {
+    pub async fn to(master_port: u16) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (paused, pauses) = watch::channel(false);
+        tokio::spawn(async move {
+            while let Ok((replica, _)) = listener.accept().await {
+                let Ok(master) = TcpStream::connect(("127.0.0.1", master_port)).await else { return };
+                let mut pauses = pauses.clone();
+                tokio::spawn(async move {
+                    let (mut from_replica, mut to_replica) = replica.into_split();
+                    let (mut from_master, mut to_master) = master.into_split();
+                    tokio::spawn(async move { tokio::io::copy(&mut from_replica, &mut to_master).await });
+                    let mut buf = vec![0u8; 64 * 1024];
+                    while let Ok(n @ 1..) = from_master.read(&mut buf).await {
+                        if pauses.wait_for(|paused| !*paused).await.is_err()
+                            || to_replica.write_all(&buf[..n]).await.is_err()
+                        {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        Self { port, paused }
+    }
+
+    pub fn pause(&self, paused: bool) {
+        self.paused.send_replace(paused);
+    }
+}

@@ -70,6 +70,9 @@ if held == 0 then
     return 2
   end
   redis.call('DEL', KEYS[2], KEYS[5], KEYS[8], KEYS[9], KEYS[10])
+  -- Which rebuild loaded it: one whose answer was lost (and whose call, sent again,
+  -- found the voucher held) reads it back, so what its database half wrote stands.
+  redis.call('HSET', KEYS[3], 'rebuilt_by', ARGV[13])
   local chunk = 1000
   local first, last = 18, 17 + 2 * tonumber(ARGV[15])
   for i = first, last, chunk do

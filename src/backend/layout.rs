@@ -10,7 +10,7 @@
 //! | --- | --- | --- | --- | --- |
 //! | `<ns>:{v<id>}:stock` | string | units left | warm-up, gate, give-backs | with the sale |
 //! | `<ns>:{v<id>}:buyers` | hash | shoppers holding a grant, each its order id | warm-up, gate, settling, give-backs | with the sale |
-//! | `<ns>:{v<id>}:window` | hash | `begins`, `ends`, `expires` (Unix ms), `paused`, `price`, `version`, `fair`, `secret` (grab tokens; never sent), `shards` (the sale's buckets), `ended` (the end a sale of several shards is over at by its bucket 0's clock, `sale::warm`); `layout` (the Redis layout it was warmed in, `layout_version`); `sold_out_at` (the first sell-out of a sale of one shard, for the report) | warm-up (every operator change); the gate (`sold_out_at`) | with the sale |
+//! | `<ns>:{v<id>}:window` | hash | `begins`, `ends`, `expires` (Unix ms), `paused`, `price`, `version`, `fair`, `secret` (grab tokens; never sent), `shards` (the sale's buckets), `ended` (the end a sale of several shards is over at by its bucket 0's clock, `sale::warm`); `layout` (the Redis layout it was warmed in, `layout_version`); `sold_out_at` (the first sell-out of a sale of one shard, for the report); `rebuilt_by` (the ticket of the rebuild that loaded it last, `sale::warm`) | warm-up (every operator change; a rebuild's load: `rebuilt_by`); the gate (`sold_out_at`) | with the sale |
 //! | `<ns>:{v<id>}:orders` | stream | granted orders, read by group [`GROUP`] | gate | with the sale |
 //! | `<ns>:{v<id>}:results` | hash | order id → grab result | gate, worker, give-backs | with the sale |
 //! | `<ns>:{v<id>}:dlq` | stream | orders given up (dead letters) | worker | with the sale |

@@ -178,9 +178,16 @@ async fn rebuild(
             tx.commit().await?;
             Ok(true)
         }
-        // Redis held the voucher after all (another rebuild came first): nothing of
-        // this snapshot was taken, so nothing it voided may stand.
+        // Redis held the voucher: loaded by this rebuild's own call, whose answer was
+        // lost and which, sent again, found it held (then what it voided stands), or
+        // by another rebuild that came first (then nothing of this snapshot was
+        // taken, and nothing it voided may stand).
         Ok(Ok(Warmed::Held)) => {
+            if loaded_by(redis, keys, &ticket).await {
+                taken.commit().await?;
+                tx.commit().await?;
+                return Ok(true);
+            }
             drop(taken);
             tx.rollback().await?;
             Ok(false)
@@ -196,8 +203,13 @@ async fn rebuild(
         }
         failed => {
             // No answer: the load may still reach Redis, so the lock stays until it can
-            // load nothing.
+            // load nothing; then whether it loaded decides what its database half does.
             tokio::time::sleep_until(lapses).await;
+            if loaded_by(redis, keys, &ticket).await {
+                taken.commit().await?;
+                tx.commit().await?;
+                return Ok(true);
+            }
             if taken.rollback().await.is_ok() {
                 keep_the_count(tx).await;
             }
@@ -222,6 +234,26 @@ async fn keep_the_count(tx: Tx<'_>) {
 
 /// Sets the bucket's ticket for a load: answers the moment by which Redis has surely
 /// let it lapse (it was set before this answer came).
+/// Whether the rebuild of `ticket` loaded the bucket (the window's `rebuilt_by`, which
+/// its load writes). Asked once its answer was lost or found the bucket held, and no
+/// load of it can run any more. Redis not answering reads as no: what it voided is
+/// rolled back, as before this was asked.
+async fn loaded_by(redis: &mut RedisConn, keys: &SaleKeys, ticket: &str) -> bool {
+    let mut ask = redis::cmd("HGET");
+    ask.arg(&keys.window).arg("rebuilt_by");
+    match tokio::time::timeout(REBUILD_DEADLINE, ask.query_async::<Option<String>>(redis)).await {
+        Ok(Ok(by)) => by.as_deref() == Some(ticket),
+        Ok(Err(e)) => {
+            tracing::warn!("rebuild: asking whether its load ran: {e}");
+            false
+        }
+        Err(_) => {
+            tracing::warn!("rebuild: asking whether its load ran: Redis did not answer");
+            false
+        }
+    }
+}
+
 async fn issue_ticket(redis: &mut RedisConn, keys: &SaleKeys, ticket: &str) -> RedisResult<Instant> {
     let mut set = redis::cmd("SET");
     set.arg(&keys.rebuild).arg(ticket).arg("PX").arg(REBUILD_DEADLINE.as_millis() as u64);

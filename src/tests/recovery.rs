@@ -286,6 +286,46 @@ async fn late_load_drill(caller_goes_away: bool) {
     app.stop().await;
 }
 
+/// A rebuild whose load ran but whose answer was lost: its call, sent again on a new
+/// connection, finds the bucket held (by its own load). What its database half wrote
+/// stands: its count of rebuilds (a worker committing a batch read from the lost
+/// stream then puts it on record) and the withdrawal it voided, which its snapshot
+/// loaded as made 0. Before, a bucket found held rolled both back: the withdrawal
+/// stayed owed while Redis held it void, so a caller that had made it in Redis before
+/// the loss could still record it, units Redis sells again.
+#[tokio::test]
+async fn a_rebuild_whose_answer_was_lost_keeps_what_it_wrote() {
+    use crate::support::proxy::LosingLink;
+    use seckill::testing::{ledger, Backend, RedisConn};
+    let Some(target) = one_node() else { return };
+    let app = TestApp::with(Options::default().with(|c| {
+        c.worker = false;
+        c.sweep_ms = 3_600_000;
+    }))
+    .await;
+    let v = app.create_voucher(5, -5, 3600).await;
+    let withdrawal = ledger::owe_withdrawal(&app.db, v, 2).await.unwrap();
+    lose_the_sale(&app, v).await;
+    let rebuilds = || async {
+        let count = sqlx::query_scalar::<_, i64>("SELECT rebuilds FROM vouchers WHERE id = $1").bind(v);
+        count.fetch_one(&app.db).await.unwrap()
+    };
+    let before = rebuilds().await;
+    // The first script call looks whether Redis holds the bucket; the second loads it.
+    let link = LosingLink::to(&target, (b"EVALSHA", 2)).await;
+    let lossy = Backend::new(app.db.clone(), RedisConn::open(link.url()).await.unwrap(), &app.namespace);
+    let row = vouchers::get(&app.db, v).await.unwrap().unwrap();
+    let answered = warm(&lossy, &row).await;
+    assert_eq!(link.lost(), 1, "the load's answer was lost ({answered:?})");
+    assert_eq!(rebuilds().await, before + 1, "the rebuild's count stands");
+    let owed = ledger::owed_changes_of(&app.db, v).await.unwrap();
+    assert!(owed.iter().all(|c| c.id != withdrawal.id), "the voided withdrawal is settled, not owed");
+    let stock: i64 = app.redis.clone().get(&app.keys(v).left).await.unwrap();
+    let row = vouchers::get(&app.db, v).await.unwrap().unwrap();
+    assert_eq!((stock, row.stock_left), (5, 5), "Redis and the database count the same units");
+    app.stop().await;
+}
+
 /// Redis loses a voucher while a worker holds orders it has read but not committed.
 /// The rebuild reads the database without them; when they commit, settling them takes
 /// their units and buyer slots, so Redis never sells more than the stock and none of

@@ -204,3 +204,81 @@ impl ReplicationLink {
         self.paused.send_replace(paused);
     }
 }
+
+/// A link to one Redis that loses one answer: the `nth` send carrying its marker goes
+/// through, and the connection it came on is closed before the answer comes back (a
+/// connection that died with the answer on its way). Everything else passes.
+pub struct LosingLink {
+    url: String,
+    lost: Arc<AtomicUsize>,
+}
+
+impl LosingLink {
+    /// A link to the Redis at `target` (`host:port`) that loses the answer to the
+    /// `nth` send carrying `marker`.
+    pub async fn to(target: &str, (marker, nth): (&'static [u8], usize)) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("redis://{}", listener.local_addr().unwrap());
+        let (target, seen, lost) = (target.to_owned(), Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let counted = lost.clone();
+        tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let Ok(server) = TcpStream::connect(&target).await else { return };
+                tokio::spawn(losing(client, server, (marker, nth), seen.clone(), counted.clone()));
+            }
+        });
+        Self { url, lost }
+    }
+
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Answers lost so far.
+    pub fn lost(&self) -> usize {
+        self.lost.load(Ordering::SeqCst)
+    }
+}
+
+/// Passes one client's connection through, closing it instead of passing the answer
+/// after the marked send.
+async fn losing(
+    client: TcpStream,
+    server: TcpStream,
+    (marker, nth): (&'static [u8], usize),
+    seen: Arc<AtomicUsize>,
+    lost: Arc<AtomicUsize>,
+) {
+    let (mut from_client, mut to_client) = client.into_split();
+    let (mut from_server, mut to_server) = server.into_split();
+    let losing = AtomicBool::new(false);
+    let sends = async {
+        let mut buf = vec![0u8; 64 * 1024];
+        while let Ok(n @ 1..) = from_client.read(&mut buf).await {
+            let sent = &buf[..n];
+            if sent.windows(marker.len()).any(|w| w == marker) && seen.fetch_add(1, Ordering::SeqCst) + 1 == nth {
+                losing.store(true, Ordering::SeqCst);
+            }
+            if to_server.write_all(sent).await.is_err() {
+                return;
+            }
+        }
+    };
+    let answers = async {
+        let mut buf = vec![0u8; 64 * 1024];
+        while let Ok(n @ 1..) = from_server.read(&mut buf).await {
+            if losing.load(Ordering::SeqCst) {
+                lost.fetch_add(1, Ordering::SeqCst);
+                return;
+            }
+            if to_client.write_all(&buf[..n]).await.is_err() {
+                return;
+            }
+        }
+    };
+    // Either way ends the link: both sockets close with it.
+    tokio::select! {
+        () = sends => {}
+        () = answers => {}
+    }
+}

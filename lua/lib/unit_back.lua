@@ -5,8 +5,8 @@
 -- Puts one unit back on sale when `gives_back` and frees the shopper's buyer slot when
 -- `frees_slot` and the slot holds this order (`order`; not the shopper's other order, a
 -- grant made again after Redis lost the sale: freeing it would let them grab a second
--- unit, which the database would refuse). A unit that goes back is announced on `channel`, so every process
--- clears its sold-out flag and dashboards log it. Without a stock key Redis lost the
+-- unit, which the database would refuse). A unit that goes back is announced on
+-- `channel`, so every process clears its sold-out flag and dashboards log it. Without a stock key Redis lost the
 -- voucher: its rebuild reads the database, which already counts the unit, and an INCR
 -- here would create a stock of 1 that the rebuild would then take as the truth.
 local function unit_back(stock, buyers, user, order, gives_back, frees_slot, channel, restocked_event)

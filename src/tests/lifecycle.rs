@@ -401,19 +401,25 @@ async fn two_sweepers_cancel_each_order_once() {
     one.stop().await;
 }
 
+/// A sale of three units and `name`'s order in it, saved, then cancelled in the
+/// database only: the give-back Redis owes is not made. The sale, the shopper, the debt.
+async fn cancelled_not_given_back(app: &TestApp, name: &str) -> (i64, Shopper, lifecycle::Owed) {
+    let v = app.create_voucher(3, -5, 3600).await;
+    let shopper = app.sign_in(name).await;
+    let id: i64 = grab_all(app, std::slice::from_ref(&shopper), v).await[0].parse().unwrap();
+    app.wait_for_stats("persisted", v, |s| s["persisted"] == 1).await;
+    let now = chrono::Utc::now().timestamp_millis();
+    let owed = lifecycle::cancel(&app.db, (id, v), Some(shopper.user_id), CancelReason::Shopper, now).await;
+    (v, shopper, owed.unwrap().unwrap())
+}
+
 /// A process dies between the database's cancel and Redis's give-back: the next
 /// sweep finishes the give-back, once; running it again does nothing.
 #[tokio::test]
 async fn a_give_back_left_owed_by_a_dead_process_is_finished_once() {
     let app = TestApp::with(Options::default().with(|c| c.sweep_ms = 100)).await;
-    let v = app.create_voucher(3, -5, 3600).await;
-    let ann = app.sign_in("owed-ann").await;
-    let id: i64 = grab_all(&app, std::slice::from_ref(&ann), v).await[0].parse().unwrap();
-    app.wait_for_stats("persisted", v, |s| s["persisted"] == 1).await;
-    let now = chrono::Utc::now().timestamp_millis();
     // The cancel commits; the process "dies" before Redis hears of it.
-    let owed =
-        lifecycle::cancel(&app.db, (id, v), Some(ann.user_id), CancelReason::Shopper, now).await.unwrap().unwrap();
+    let (v, ann, owed) = cancelled_not_given_back(&app, "owed-ann").await;
     // Read at once: a sweeper takes a give-back owed for 2 s as abandoned and does it.
     let stock: i64 = app.redis.clone().get(&app.keys(v).left).await.unwrap();
     assert_eq!(stock, 2, "Redis does not know yet");
@@ -435,15 +441,9 @@ async fn a_give_back_left_owed_by_a_dead_process_is_finished_once() {
 #[tokio::test]
 async fn a_give_back_frees_only_its_own_order_s_slot() {
     let app = TestApp::with(Options::default().with(|c| c.sweep_ms = 3_600_000)).await;
-    let v = app.create_voucher(3, -5, 3600).await;
-    let ann = app.sign_in("slot-ann").await;
-    let id: i64 = grab_all(&app, std::slice::from_ref(&ann), v).await[0].parse().unwrap();
-    app.wait_for_stats("persisted", v, |s| s["persisted"] == 1).await;
-    let now = chrono::Utc::now().timestamp_millis();
-    let owed =
-        lifecycle::cancel(&app.db, (id, v), Some(ann.user_id), CancelReason::Shopper, now).await.unwrap().unwrap();
+    let (v, ann, owed) = cancelled_not_given_back(&app, "slot-ann").await;
     let (keys, mut redis) = (app.keys(v), app.redis.clone());
-    let other = compose(now / 1000, 7).to_string();
+    let other = compose(chrono::Utc::now().timestamp(), 7).to_string();
     let () = redis.hset(&keys.buyers, ann.user_id, &other).await.unwrap();
     assert!(give_back(&app.backend(), &owed).await.unwrap(), "given back now");
     let held: Option<String> = redis.hget(&keys.buyers, ann.user_id).await.unwrap();
@@ -554,25 +554,8 @@ async fn a_grant_no_replica_holds_is_saved_only_once_one_does() {
     let ann = app.sign_in("unreplicated-ann").await;
     let id = grab_all(&app, std::slice::from_ref(&ann), v).await.remove(0);
     // The worker has read the grant more than once: each time, its WAIT ran out.
-    let keys = app.keys(v);
-    wait_until("the worker read the grant twice", SETTLED, || async {
-        let pending: redis::streams::StreamPendingCountReply = redis::cmd("XPENDING")
-            .arg(&keys.orders)
-            .arg(GROUP)
-            .arg("-")
-            .arg("+")
-            .arg(10)
-            .query_async(&mut app.redis.clone())
-            .await
-            .unwrap();
-        pending.ids.iter().any(|p| p.times_delivered >= 2)
-    })
-    .await;
-    let stats = app.stats(v).await;
-    assert_eq!(stats["persisted"], 0, "saved while no replica held it: {stats}");
-    let ask = json!({ "voucher_id": v, "order_id": id });
-    let (status, body) = app.call("grab_result", ask, &[("cookie", &ann.cookie)]).await;
-    assert_eq!((status.as_u16(), body["status"].as_str()), (200, Some("queued")), "{body}");
+    wait_until("the worker read the grant twice", SETTLED, || async { most_deliveries(&app, v).await >= 2 }).await;
+    still_queued(&app, v, &ann, &id).await;
     let replica = LocalRedis::start(&dir.path().join("replica")).await.unwrap();
     let mut to_replica = RedisConn::open(&replica.url).await.unwrap();
     follow(&mut to_replica, Some(master.port)).await;
@@ -609,23 +592,7 @@ async fn a_grant_read_again_on_a_new_connection_waits_for_the_replica() {
     let ann = app.sign_in("reset-ann").await;
     link.pause(true);
     let id = grab_all(&app, std::slice::from_ref(&ann), v).await.remove(0);
-    let keys = app.keys(v);
-    let delivered = || {
-        let mut redis = redis.clone();
-        let orders = keys.orders.clone();
-        async move {
-            let pending: redis::streams::StreamPendingCountReply = redis::cmd("XPENDING")
-                .arg(&orders)
-                .arg(GROUP)
-                .arg("-")
-                .arg("+")
-                .arg(10)
-                .query_async(&mut redis)
-                .await
-                .unwrap();
-            pending.ids.iter().map(|p| p.times_delivered).max().unwrap_or(0)
-        }
-    };
+    let delivered = || most_deliveries(&app, v);
     wait_until("the worker read the grant twice", SETTLED, || async { delivered().await >= 2 }).await;
     let killed: i64 = redis::cmd("CLIENT")
         .arg(&["KILL", "TYPE", "normal", "SKIPME", "yes"][..])
@@ -640,16 +607,37 @@ async fn a_grant_read_again_on_a_new_connection_waits_for_the_replica() {
         delivered().await > before + 1 || app.stats(v).await["persisted"] != 0
     })
     .await;
-    let stats = app.stats(v).await;
-    assert_eq!(stats["persisted"], 0, "saved while no replica held it: {stats}");
-    let ask = json!({ "voucher_id": v, "order_id": id });
-    let (status, body) = app.call("grab_result", ask, &[("cookie", &ann.cookie)]).await;
-    assert_eq!((status.as_u16(), body["status"].as_str()), (200, Some("queued")), "{body}");
+    still_queued(&app, v, &ann, &id).await;
     link.pause(false);
     app.wait_for_stats("saved once the replica holds it", v, |s| s["persisted"] == 1 && s["pending"] == 0).await;
     app.stop().await;
     replica.stop().await;
     master.stop().await;
+}
+
+/// `who`'s grab `id` of sale `v` is not saved: the sale counts none persisted, and
+/// its shopper hears `queued`.
+async fn still_queued(app: &TestApp, v: i64, who: &Shopper, id: &str) {
+    let stats = app.stats(v).await;
+    assert_eq!(stats["persisted"], 0, "saved while no replica held it: {stats}");
+    let ask = json!({ "voucher_id": v, "order_id": id });
+    let (status, body) = app.call("grab_result", ask, &[("cookie", &who.cookie)]).await;
+    assert_eq!((status.as_u16(), body["status"].as_str()), (200, Some("queued")), "{body}");
+}
+
+/// How often the most delivered entry pending in sale `v`'s stream was delivered (0
+/// when none is pending).
+async fn most_deliveries(app: &TestApp, v: i64) -> usize {
+    let pending: redis::streams::StreamPendingCountReply = redis::cmd("XPENDING")
+        .arg(&app.keys(v).orders)
+        .arg(GROUP)
+        .arg("-")
+        .arg("+")
+        .arg(10)
+        .query_async(&mut app.redis.clone())
+        .await
+        .unwrap();
+    pending.ids.iter().map(|p| p.times_delivered).max().unwrap_or(0)
 }
 
 /// An order saved long after its grab (the database was down for longer than the time

@@ -140,11 +140,7 @@ async fn a_block_is_used_once_the_replica_holds_it() {
     // The master dies; its replica takes over.
     master.crash().await;
     promote(&mut on_replica).await;
-    let promoted = Arc::new(OrderIds::new("t", 10));
-    for _ in 0..30 {
-        let value = counter(promoted.next(&on_replica).await.unwrap());
-        assert!(handed.insert(value), "counter value {value} handed out on both sides of the failover");
-    }
+    none_again(&on_replica, &mut handed, "on both sides of the failover").await;
 }
 
 /// A failover that lost blocks: the replica is cut off while the master hands out
@@ -174,11 +170,7 @@ async fn a_failover_that_lost_blocks_hands_none_of_them_out_again() {
 
     pair.master.crash().await;
     promote(&mut on_replica).await;
-    let promoted = Arc::new(OrderIds::new("t", 10));
-    for _ in 0..30 {
-        let value = counter(promoted.next(&on_replica).await.unwrap());
-        assert!(handed.insert(value), "counter value {value} handed out on both sides of the failover");
-    }
+    none_again(&on_replica, &mut handed, "on both sides of the failover").await;
 }
 
 /// Two failovers in quick succession: the first master's last blocks never reach
@@ -218,19 +210,11 @@ async fn a_second_failover_soon_after_the_first_hands_out_none_of_its_blocks() {
     let to_third = ReplicationLink::to(second.port).await;
     follow(&mut on_third, &to_third).await;
     to_third.pause(true);
-    let after_first = Arc::new(OrderIds::new("t", 10));
-    for _ in 0..25 {
-        let value = counter(after_first.next(&on_second).await.unwrap());
-        assert!(handed.insert(value), "counter value {value} handed out on both sides of the first failover");
-    }
+    none_again(&on_second, &mut handed, "on both sides of the first failover").await;
 
     second.crash().await;
     promote(&mut on_third).await;
-    let after_second = Arc::new(OrderIds::new("t", 10));
-    for _ in 0..30 {
-        let value = counter(after_second.next(&on_third).await.unwrap());
-        assert!(handed.insert(value), "counter value {value} handed out again after the second failover");
-    }
+    none_again(&on_third, &mut handed, "again after the second failover").await;
 }
 
 /// An app whose Redis user may not run `INFO` (an ACL left it out) still gets ids:
@@ -254,6 +238,16 @@ async fn ids_come_when_info_is_refused() {
     let mut handed = HashSet::new();
     for _ in 0..25 {
         assert!(handed.insert(ids.next(&app).await.unwrap()));
+    }
+}
+
+/// A process started on `promoted` takes 30 ids (blocks of 10): none of their
+/// counter values is among those `handed` out before (`when`: the failure message).
+async fn none_again(promoted: &RedisConn, handed: &mut HashSet<u32>, when: &str) {
+    let ids = Arc::new(OrderIds::new("t", 10));
+    for _ in 0..30 {
+        let value = decompose(ids.next(promoted).await.unwrap()).1;
+        assert!(handed.insert(value), "counter value {value} handed out {when}");
     }
 }
 

@@ -70,9 +70,6 @@ if held == 0 then
     return 2
   end
   redis.call('DEL', KEYS[2], KEYS[5], KEYS[8], KEYS[9], KEYS[10])
-  -- Which rebuild loaded it: one whose answer was lost (and whose call, sent again,
-  -- found the voucher held) reads it back, so what its database half wrote stands.
-  redis.call('HSET', KEYS[3], 'rebuilt_by', ARGV[13])
   local chunk = 1000
   local first, last = 18, 17 + 2 * tonumber(ARGV[15])
   for i = first, last, chunk do
@@ -99,6 +96,10 @@ if held == 0 then
   for _, key in ipairs({KEYS[1], KEYS[2], KEYS[4], KEYS[5], KEYS[8], KEYS[9]}) do
     redis.call('PEXPIREAT', key, expires)
   end
+  -- Which rebuild loaded it, written last (a script that fails midway keeps what it
+  -- wrote): one whose answer was lost (its call, sent again, found the voucher held)
+  -- reads it back, so what its database half wrote stands.
+  redis.call('HSET', KEYS[3], 'rebuilt_by', ARGV[13])
 end
 local stored = tonumber(redis.call('HGET', KEYS[3], 'version') or '0')
 if tonumber(ARGV[6]) < stored then return held end

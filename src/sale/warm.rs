@@ -192,7 +192,14 @@ async fn rebuild(
             tx.rollback().await?;
             Ok(false)
         }
-        Ok(Ok(Warmed::TooLate)) => Err(timed_out().into()),
+        // The ticket was gone: nothing loaded, unless a first run of this call (its
+        // answer lost) loaded part of it and failed; the count stands either way.
+        Ok(Ok(Warmed::TooLate)) => {
+            if taken.rollback().await.is_ok() {
+                keep_the_count(tx).await;
+            }
+            Err(timed_out().into())
+        }
         // Redis answered with an error: the load was refused or ran (in part), and
         // will not run later.
         Ok(Err(e)) if e.code().is_some() => {
@@ -232,8 +239,6 @@ async fn keep_the_count(tx: Tx<'_>) {
     }
 }
 
-/// Sets the bucket's ticket for a load: answers the moment by which Redis has surely
-/// let it lapse (it was set before this answer came).
 /// Whether the rebuild of `ticket` loaded the bucket (the window's `rebuilt_by`, which
 /// its load writes). Asked once its answer was lost or found the bucket held, and no
 /// load of it can run any more. Redis not answering reads as no: what it voided is
@@ -254,6 +259,8 @@ async fn loaded_by(redis: &mut RedisConn, keys: &SaleKeys, ticket: &str) -> bool
     }
 }
 
+/// Sets the bucket's ticket for a load: answers the moment by which Redis has surely
+/// let it lapse (it was set before this answer came).
 async fn issue_ticket(redis: &mut RedisConn, keys: &SaleKeys, ticket: &str) -> RedisResult<Instant> {
     let mut set = redis::cmd("SET");
     set.arg(&keys.rebuild).arg(ticket).arg("PX").arg(REBUILD_DEADLINE.as_millis() as u64);

@@ -125,10 +125,11 @@ fn corpus(fields: &[(&'static str, Value)]) -> Vec<Vec<u8>> {
     out
 }
 
-/// What could change: rows in every table and keys of this app in Redis (but for the
-/// order id counter: ids are taken in blocks ahead of grabs, refused or not; and the
-/// counts of credential checks: a refused check is counted, that is their point).
-async fn state_of(app: &TestApp) -> (i64, i64, i64, usize) {
+/// What could change: rows in every table and keys of this app in Redis, by name (but
+/// for the order id counter: ids are taken in blocks ahead of grabs, refused or not;
+/// and the counts of credential checks: a refused check is counted, that is their
+/// point). Named, so a failure says which key came or went.
+async fn state_of(app: &TestApp) -> (i64, i64, i64, Vec<String>) {
     let count = |table: &str| format!("SELECT COUNT(*) FROM {table}");
     let users: i64 = sqlx::query_scalar(&count("users")).fetch_one(&app.db).await.unwrap();
     let vouchers: i64 = sqlx::query_scalar(&count("vouchers")).fetch_one(&app.db).await.unwrap();
@@ -136,7 +137,9 @@ async fn state_of(app: &TestApp) -> (i64, i64, i64, usize) {
     let keys: Vec<String> =
         redis::cmd("KEYS").arg(format!("{}:*", app.namespace)).query_async(&mut app.redis.clone()).await.unwrap();
     let counted = |k: &&String| !k.contains(":icr:") && !k.contains(":attempts:");
-    (users, vouchers, orders, keys.iter().filter(counted).count())
+    let mut keys: Vec<String> = keys.iter().filter(counted).cloned().collect();
+    keys.sort();
+    (users, vouchers, orders, keys)
 }
 
 /// The codes a refusal of the caller's own fault may carry: every 4xx code the API has.

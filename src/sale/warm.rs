@@ -171,62 +171,62 @@ async fn rebuild(
         call_script(backend, redis, keys, (v, ended), Some((&snapshot, &ticket))),
     )
     .await;
-    match answered {
-        Ok(Ok(Warmed::Missing)) => {
-            // Redis holds the snapshot: the withdrawals it voided are recorded so.
-            taken.commit().await?;
-            tx.commit().await?;
-            Ok(true)
-        }
+    let load = match answered {
+        // Redis holds the snapshot: the withdrawals it voided are recorded so.
+        Ok(Ok(Warmed::Missing)) => Load::Ran,
         // Redis held the voucher: loaded by this rebuild's own call, whose answer was
         // lost and which, sent again, found it held (then what it voided stands), or
         // by another rebuild that came first (then nothing of this snapshot was
         // taken, and nothing it voided may stand).
-        Ok(Ok(Warmed::Held)) => {
-            if loaded_by(redis, keys, &ticket).await {
-                taken.commit().await?;
-                tx.commit().await?;
-                return Ok(true);
+        Ok(Ok(Warmed::Held)) if loaded_by(redis, keys, &ticket).await => Load::Ran,
+        Ok(Ok(Warmed::Held)) => Load::Another,
+        // The ticket was gone: nothing loaded, unless a first run of this call (its
+        // answer lost) loaded part of it and failed.
+        Ok(Ok(Warmed::TooLate)) => Load::Failed(timed_out()),
+        // Redis answered with an error: the load was refused or ran (in part), and
+        // will not run later.
+        Ok(Err(e)) if e.code().is_some() => Load::Failed(e),
+        failed => {
+            // No answer: the load may still reach Redis, so the lock stays until it can
+            // load nothing; then whether it loaded decides what its database half does.
+            tokio::time::sleep_until(lapses).await;
+            match failed {
+                _ if loaded_by(redis, keys, &ticket).await => Load::Ran,
+                Ok(Err(e)) => Load::Failed(e),
+                _ => Load::Failed(timed_out()),
             }
+        }
+    };
+    match load {
+        Load::Ran => {
+            taken.commit().await?;
+            tx.commit().await?;
+            Ok(true)
+        }
+        Load::Another => {
             drop(taken);
             tx.rollback().await?;
             Ok(false)
         }
-        // The ticket was gone: nothing loaded, unless a first run of this call (its
-        // answer lost) loaded part of it and failed; the count stands either way.
-        Ok(Ok(Warmed::TooLate)) => {
-            if taken.rollback().await.is_ok() {
-                keep_the_count(tx).await;
-            }
-            Err(timed_out().into())
-        }
-        // Redis answered with an error: the load was refused or ran (in part), and
-        // will not run later.
-        Ok(Err(e)) if e.code().is_some() => {
+        // What the snapshot wrote is rolled back; the count stands, as the load may
+        // have run in part.
+        Load::Failed(e) => {
             if taken.rollback().await.is_ok() {
                 keep_the_count(tx).await;
             }
             Err(e.into())
         }
-        failed => {
-            // No answer: the load may still reach Redis, so the lock stays until it can
-            // load nothing; then whether it loaded decides what its database half does.
-            tokio::time::sleep_until(lapses).await;
-            if loaded_by(redis, keys, &ticket).await {
-                taken.commit().await?;
-                tx.commit().await?;
-                return Ok(true);
-            }
-            if taken.rollback().await.is_ok() {
-                keep_the_count(tx).await;
-            }
-            Err(match failed {
-                Ok(Err(e)) => e,
-                _ => timed_out(),
-            }
-            .into())
-        }
     }
+}
+
+/// What became of a rebuild's load, which decides what its database half does.
+enum Load {
+    /// It loaded the snapshot: what the snapshot wrote stands.
+    Ran,
+    /// Redis held the bucket, loaded by another rebuild: nothing stands.
+    Another,
+    /// It failed, and may have run in part: its count stands.
+    Failed(RedisError),
 }
 
 /// Commits a rebuild's count (what its snapshot wrote rolled back), when its load may

@@ -16,7 +16,7 @@ pub mod outage;
 mod redis_conn;
 mod script_call;
 pub use redis_conn::{RedisConn, RedisTarget};
-pub use script_call::{invoke_then_wait, ScriptCall};
+pub use script_call::{command_then_wait, invoke_then_wait, ScriptCall};
 
 /// The SQL pool: SQLite or PostgreSQL, chosen by `DATABASE_URL`'s scheme at run time.
 /// Every statement is written once, in SQL both engines run (`$1` placeholders), but

@@ -81,3 +81,14 @@ pub async fn invoke_then_wait<T: FromRedisValue>(
     let answers = answers.into_iter().map(T::from_owned_redis_value).collect::<RedisResult<_>>()?;
     Ok((answers, have))
 }
+
+/// Runs the write `cmd`, then `WAIT replicas timeout_ms`, as one pipeline on one
+/// connection, for the same reason as [`invoke_then_wait`]; answers how many replicas
+/// hold the writes. `cmd`'s own answer is not read (its error is).
+pub async fn command_then_wait(cmd: Cmd, redis: &mut RedisConn, replicas: u32, timeout_ms: u64) -> RedisResult<u32> {
+    let mut pipe = redis::pipe();
+    pipe.add_command(cmd).ignore();
+    pipe.cmd("WAIT").arg(replicas).arg(timeout_ms);
+    let (have,): (u32,) = pipe.query_async(redis).await?;
+    Ok(have)
+}

@@ -6,6 +6,7 @@ use super::{recovery::Recovery, saver::Saver, Wakeups, WorkerSettings};
 use crate::orders::entry::Entry;
 use crate::{
     backend::{
+        command_then_wait,
         layout::{expires_at, SaleKeys, GROUP},
         outage::Outage,
         Backend, BackendError, RedisConn, Replicas,
@@ -308,15 +309,14 @@ impl Reader {
         if want == 0 {
             return Ok(());
         }
-        let mut pipe = redis::pipe();
-        let claim = pipe.cmd("XCLAIM").arg(&self.keys.orders).arg(GROUP).arg(&self.settings.consumer).arg(0);
+        let mut claim = redis::cmd("XCLAIM");
+        claim.arg(&self.keys.orders).arg(GROUP).arg(&self.settings.consumer).arg(0);
         for entry in entries {
             claim.arg(&entry.id);
         }
-        claim.arg("JUSTID").ignore();
-        pipe.cmd("WAIT").arg(want).arg(wait_ms);
-        let have = match pipe.query_async::<(u32,)>(&mut self.redis).await {
-            Ok((have,)) => have,
+        claim.arg("JUSTID");
+        let have = match command_then_wait(claim, &mut self.redis, want, wait_ms).await {
+            Ok(have) => have,
             Err(e) if e.code() == Some("NOGROUP") => return Ok(()),
             Err(e) => return Err(e.into()),
         };

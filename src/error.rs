@@ -222,6 +222,11 @@ pub struct AppError {
     /// sent again (its answer lost) learns it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub order_id: Option<String>,
+    /// With `already_bought`: that order's receipt, as a granted grab answers it, so
+    /// the grab sent again follows it with `grab_result` as the first would have, and
+    /// hears `lost` if Redis lost it before it was saved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receipt: Option<String>,
 }
 
 impl AppError {
@@ -231,7 +236,7 @@ impl AppError {
 
     /// A refusal with its own message.
     pub fn with(code: ErrorCode, message: impl Into<String>) -> Self {
-        Self { code, message: message.into(), param: None, order_id: None }
+        Self { code, message: message.into(), param: None, order_id: None, receipt: None }
     }
 
     /// An `invalid_input` refusal that says what is wrong (and, with [`AppError::on`],
@@ -240,9 +245,11 @@ impl AppError {
         Self::with(ErrorCode::InvalidInput, message)
     }
 
-    /// This refusal, naming the order the shopper holds (`already_bought`).
-    pub fn holding(mut self, order_id: i64) -> Self {
+    /// This refusal, naming the order the shopper holds (`already_bought`) and its
+    /// receipt.
+    pub fn holding(mut self, order_id: i64, receipt: String) -> Self {
         self.order_id = Some(order_id.to_string());
+        self.receipt = Some(receipt);
         self
     }
 

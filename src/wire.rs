@@ -69,6 +69,7 @@ impl FromJson for AppError {
             message: json.text_at("message")?,
             param: json.maybe("param", Json::text)?,
             order_id: json.maybe("order_id", Json::text)?,
+            receipt: json.maybe("receipt", Json::text)?,
         })
     }
 }
@@ -244,7 +245,7 @@ mod tests {
     fn refusals_read_back() {
         for e in [
             AppError::new(ErrorCode::SoldOut),
-            AppError::new(ErrorCode::AlreadyBought).holding(42),
+            AppError::new(ErrorCode::AlreadyBought).holding(42, "00ff".into()),
             AppError::invalid("bad").on("voucher_id"),
         ] {
             assert_eq!(round_trip(&e), Some(e));

@@ -47,6 +47,34 @@ test('shopper grabs, sees success, and a second grab says already bought', async
   await expect(card.getByRole('alert')).toHaveText('You already bought this voucher.');
 });
 
+// A phone's link drops the grab's answer after the gate granted it: the page asks
+// again, hears `already_bought` with the order and its receipt, and follows that order
+// as if the first answer had come (before, it said the link failed, and a press again
+// said "already bought" with no order to follow).
+test('a grab whose answer was lost is asked again and its order followed', async ({ page, request }) => {
+  const title = uniqueTitle('Dropped');
+  await createVoucher(request, title, 5);
+  await open(page, '/');
+  await signUp(page, uniqueTitle('dia'));
+  const card = page.getByRole('article', { name: title });
+  let granted = '';
+  await page.route(
+    '**/api/grab',
+    async (route) => {
+      const answer = await route.fetch();
+      granted = (await answer.json()).order_id;
+      await route.abort('connectionreset');
+    },
+    { times: 1 },
+  );
+  await card.getByRole('button', { name: 'Grab' }).click();
+  await expect(card.getByRole('alert')).toHaveText('Your grab went through.');
+  expect(granted).toMatch(/^\d+$/);
+  await expect(card.getByText(`Order ${granted}`, { exact: true })).toBeVisible();
+  await expect(card.getByText('Status: success')).toBeVisible();
+  await expect(card).toContainText('4 of 5 left');
+});
+
 test('a shopper who reloads the page is still signed in and sees their order', async ({ page, request }) => {
   const title = uniqueTitle('Jam');
   await createVoucher(request, title, 5);

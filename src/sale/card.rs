@@ -61,8 +61,8 @@ mod painted {
             dom::{self, set_flag, set_text},
             jitter, pause,
         },
-        error::ErrorCode,
-        sale::view::CardView,
+        error::{AppError, ErrorCode},
+        sale::{view::CardView, Queued},
     };
     use std::{
         cell::{Cell, RefCell},
@@ -70,7 +70,8 @@ mod painted {
     };
     use web_sys::Element;
 
-    /// Times a grab the server shed is tried again by the page before it says so.
+    /// Times a grab the server shed, or whose answer was lost, is tried again by the
+    /// page before it says so.
     const RETRIES: u32 = 4;
 
     /// The parts of a drawn card that the browser changes.
@@ -198,15 +199,28 @@ mod painted {
                 match answer {
                     Ok(ticket) => {
                         self.refuse("");
-                        set_text(&self.parts.order_id, &ticket.order_id);
-                        set_flag(&self.parts.order, "hidden", false);
-                        self.show_progress(&GrabProgress::queued());
-                        set_flag(&self.parts.progress, "hidden", false);
-                        self.follow(ticket).await;
+                        self.track(ticket).await;
                     }
-                    Err(e) => self.refuse(&e.message),
+                    Err(e) => {
+                        self.refuse(&e.message);
+                        // The order the shopper holds, followed as a grant is: their
+                        // earlier grab's, or this one's whose answer was lost, which
+                        // may yet turn out lost itself.
+                        if let Some(ticket) = held(e) {
+                            self.track(ticket).await;
+                        }
+                    }
                 }
             })
+        }
+
+        /// Shows `ticket`'s order and follows it until it is decided.
+        async fn track(&self, ticket: GrabTicket) {
+            set_text(&self.parts.order_id, &ticket.order_id);
+            set_flag(&self.parts.order, "hidden", false);
+            self.show_progress(&GrabProgress::queued());
+            set_flag(&self.parts.progress, "hidden", false);
+            self.follow(ticket).await;
         }
 
         async fn grab_with_retries(
@@ -234,11 +248,14 @@ mod painted {
             };
             // A busy server sheds with `unavailable` and `Retry-After: 1`: say so and try
             // again after that second, doubling, each plus a random share as long, so
-            // shed shoppers do not all come back at once.
+            // shed shoppers do not all come back at once. An answer lost on the way (a
+            // phone's link dropped it) is asked again alike: a grab that was granted
+            // hears `already_bought` with its order, which is followed.
             for attempt in 0..RETRIES {
                 match &answer {
-                    Err(e) if e.code == ErrorCode::Unavailable => {
-                        self.refuse("Busy, retrying…");
+                    Err(e) if matches!(e.code, ErrorCode::Unavailable | ErrorCode::Network) => {
+                        let lost = e.code == ErrorCode::Network;
+                        self.refuse(if lost { "No answer, asking again…" } else { "Busy, retrying…" });
                         let wait = 1000u32 << attempt;
                         pause(wait + jitter(wait)).await;
                         retried = true;
@@ -247,13 +264,13 @@ mod painted {
                     _ => break,
                 }
             }
-            // An `unavailable` that was a slow gate, not a shed, may have been granted
-            // after all: the retry then hears `already_bought`.
+            // An `unavailable` that was a slow gate, not a shed, or an answer lost, may
+            // have been granted after all: the retry then hears `already_bought`, and
+            // says so.
             if retried {
                 if let Err(e) = &mut answer {
                     if e.code == ErrorCode::AlreadyBought {
-                        let which = e.order_id.as_ref().map(|id| format!(" (order {id})")).unwrap_or_default();
-                        e.message = format!("Your grab went through{which}: the order is under My orders.");
+                        e.message = "Your grab went through.".into();
                     }
                 }
             }
@@ -281,6 +298,16 @@ mod painted {
                 wait = (wait * 2).min(2000);
             }
         }
+    }
+
+    /// The order an `already_bought` refusal names, with its receipt, as a ticket to
+    /// follow.
+    fn held(refusal: AppError) -> Option<GrabTicket> {
+        if refusal.code != ErrorCode::AlreadyBought {
+            return None;
+        }
+        let (order_id, receipt) = (refusal.order_id?, refusal.receipt?);
+        Some(GrabTicket { order_id, status: Queued::Queued, receipt })
     }
 }
 

@@ -110,7 +110,11 @@ async fn at_the_gate(
             let receipt = state.receipts.issue(user_id, voucher_id, order_id);
             Ok(GrabTicket { order_id: order_id.to_string(), status: Queued::Queued, receipt })
         }
-        Verdict::Bought(order_id) => Err(AppError::new(ErrorCode::AlreadyBought).holding(order_id)),
+        Verdict::Bought(held) => {
+            // The gate found `held` in this shopper's slot: theirs, as a grant's id is.
+            let receipt = state.receipts.issue(user_id, voucher_id, held);
+            Err(AppError::new(ErrorCode::AlreadyBought).holding(held, receipt))
+        }
         Verdict::Refused(ErrorCode::UnknownVoucher) => Err(not_in_redis(state, voucher_id).await.into()),
         Verdict::Refused(code) => {
             if code == ErrorCode::SoldOut {

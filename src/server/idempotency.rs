@@ -59,7 +59,7 @@ pub const MAX_KEPT_SHOPPER_ANSWER: usize = 2 * 1024;
 /// what Redis keeps (thousands of accounts, each with its thousand keys). Only a
 /// shopper's call that was made is kept (a refusal did nothing: a retry is served
 /// afresh), and past the budget none is: a retry is then served afresh, and a grab's
-/// or a payment's answers what the first made (`already_bought` with the order's id,
+/// or a payment's answers what the first made (`already_bought` with the order's id and receipt,
 /// the order as paid), without a replay's header; a password change or a sign-out
 /// everywhere sent again is refused, as the first was made. At most this many answers
 /// of at most [`MAX_KEPT_SHOPPER_ANSWER`] a day and process.

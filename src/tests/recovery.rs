@@ -847,6 +847,30 @@ async fn a_grab_lost_with_redis_reads_failed_lost() {
     app.stop().await;
 }
 
+/// A grab whose answer was lost (a slow gate past the client's patience, a dropped
+/// link) is sent again and hears `already_bought`: with the order's id and its receipt,
+/// the one the first answer carried, so its shopper follows the order as the first
+/// answer would have, and hears `lost` when Redis loses it before it is saved. Before,
+/// `already_bought` carried no receipt: the shopper believed they had bought, nobody
+/// could ask about the grant, and its loss was never told.
+#[tokio::test]
+async fn a_grab_sent_again_learns_the_receipt_and_hears_lost() {
+    let app = TestApp::with(Options::default().with(|c| c.worker = false)).await;
+    let (v, ann, first) = a_grab(&app, "again-ann").await;
+    let (status, body) = app.grab(&ann, v).await;
+    assert_eq!((status.as_u16(), crate::support::code(&body)), (409, "already_bought"), "{body}");
+    let again = Granted::of(&body);
+    assert_eq!((&again.order_id, &again.receipt), (&first.order_id, &first.receipt), "{body}");
+    redis_loses_the_sale(&app, v).await;
+    let (status, body) = app.call("grab_result", again.ask(v), &[("cookie", ann.cookie.as_str())]).await;
+    assert_eq!(
+        (status.as_u16(), body["status"].as_str(), body["reason"].as_str()),
+        (200, Some("failed"), Some("lost")),
+        "{body}"
+    );
+    app.stop().await;
+}
+
 /// "Lost" is final. A worker that read a grant's entry before Redis lost it (a
 /// replica promoted without it) may persist it after its shopper was told the grab was
 /// lost: the answer is decided for good before it is given (the order is buried), so

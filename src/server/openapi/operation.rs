@@ -127,8 +127,8 @@ fn idempotency_key() -> Parameter {
              nothing (`unavailable`, `rate_limited`) is not kept, nor is a shopper's refusal, \
              a shopper's answer over {shopper_kb} KB (a read, harmless to send again), nor, \
              past a budget of the day for all shoppers, any shopper's (served afresh: a grab \
-             sent again answers `already_bought` with the order's id, a payment the order as \
-             paid)."
+             sent again answers `already_bought` with the order's id and receipt, a payment the \
+             order as paid)."
         )))
         .schema(Some(key))
         .build()

@@ -55,14 +55,15 @@ local function decide(user, order, result, token)
   -- was granted, whatever has changed since. A refused grab is decided afresh.
   if redis.call('HEXISTS', KEYS[5], order) == 1 then return 'granted' end
   if now < begins then return refuse('not_started') end
+  -- Checked before the rest: a buyer asking again (their grab's answer lost) is told
+  -- the order they hold, not "sold out", "ended" or "paused" by what came after it.
+  local held = redis.call('HGET', KEYS[2], user)
+  if held then return refuse('already_bought:' .. held) end
   if now >= ends or over then return refuse('ended') end
   if window[4] == '1' then return refuse('sale_paused') end
   if window[6] == '1' and token ~= grab_token(window[7] or '', user, ARGV[1]) then
     return refuse('invalid_token')
   end
-  -- Checked before stock: a buyer asking again is told they have it, not "sold out".
-  local held = redis.call('HGET', KEYS[2], user)
-  if held then return refuse('already_bought:' .. held) end
   if stock <= 0 then
     if one_shard then return refuse('sold_out') end
     return 'dry'

@@ -1,8 +1,9 @@
 //! A sale card in the browser: the shop's island paints what [`CardView`] says into
 //! the card the server drew (`view::sale_card`, its `data-part`s) and answers its Grab
 //! button: for a sale with a fair start it first asks for the shopper's grab token
-//! (issued from the start), then grabs with it, retries what a busy server shed, and
-//! follows the order until it is decided. A press made before the island arrived
+//! (issued from the start), then grabs with it, retries what a busy server shed or a
+//! link lost (a grant then heard as `already_bought`, with its order), and follows the
+//! order until it is decided. A press made before the island arrived
 //! (`early`) is taken over: its answer shown and followed as if made here.
 //!
 //! The calls are made by the browser without serde (`wire`): the shop's island is every
@@ -98,6 +99,9 @@ mod painted {
         shown: RefCell<Option<CardView>>,
         /// A grab is on its way: the button waits.
         pending: Cell<bool>,
+        /// The order shown, followed until it was decided: a press that names it again
+        /// (`already_bought`) leaves it as it is.
+        tracked: RefCell<Option<String>>,
         /// Grab's listener, dropped with the card (it holds the card weakly).
         pressed: RefCell<Option<dom::Listener>>,
     }
@@ -127,6 +131,7 @@ mod painted {
                 parts,
                 shown: RefCell::new(None),
                 pending: Cell::new(false),
+                tracked: RefCell::default(),
                 pressed: RefCell::default(),
             })
         }
@@ -214,8 +219,13 @@ mod painted {
             })
         }
 
-        /// Shows `ticket`'s order and follows it until it is decided.
+        /// Shows `ticket`'s order and follows it until it is decided, unless it is the
+        /// order shown already (followed, or decided and shown so).
         async fn track(&self, ticket: GrabTicket) {
+            if self.tracked.borrow().as_ref() == Some(&ticket.order_id) {
+                return;
+            }
+            *self.tracked.borrow_mut() = Some(ticket.order_id.clone());
             set_text(&self.parts.order_id, &ticket.order_id);
             set_flag(&self.parts.order, "hidden", false);
             self.show_progress(&GrabProgress::queued());
@@ -241,10 +251,10 @@ mod painted {
             };
             // An early press whose answer was lost is pressed again: if it reached the
             // gate, the retry hears `already_bought`, and says so below.
-            let (mut answer, mut retried) = match early {
-                Some(Some(answer)) => (answer, false),
-                Some(None) => (once().await, true),
-                None => (once().await, false),
+            let (mut answer, mut retried, mut lost) = match early {
+                Some(Some(answer)) => (answer, false, false),
+                Some(None) => (once().await, true, true),
+                None => (once().await, false, false),
             };
             // A busy server sheds with `unavailable` and `Retry-After: 1`: say so and try
             // again after that second, doubling, each plus a random share as long, so
@@ -254,8 +264,9 @@ mod painted {
             for attempt in 0..RETRIES {
                 match &answer {
                     Err(e) if matches!(e.code, ErrorCode::Unavailable | ErrorCode::Network) => {
-                        let lost = e.code == ErrorCode::Network;
-                        self.refuse(if lost { "No answer, asking again…" } else { "Busy, retrying…" });
+                        let unanswered = e.code == ErrorCode::Network;
+                        lost |= unanswered;
+                        self.refuse(if unanswered { "No answer, asking again…" } else { "Busy, retrying…" });
                         let wait = 1000u32 << attempt;
                         pause(wait + jitter(wait)).await;
                         retried = true;
@@ -266,12 +277,14 @@ mod painted {
             }
             // An `unavailable` that was a slow gate, not a shed, or an answer lost, may
             // have been granted after all: the retry then hears `already_bought`, and
-            // says so.
-            if retried {
-                if let Err(e) = &mut answer {
-                    if e.code == ErrorCode::AlreadyBought {
-                        e.message = "Your grab went through.".into();
-                    }
+            // says so. But for this process's sold-out flag, which answers before the
+            // gate is asked (it spares Redis a sold-out sale's storm): then whether the
+            // lost answer was a grant is not known here.
+            if let Err(e) = &mut answer {
+                if retried && e.code == ErrorCode::AlreadyBought {
+                    e.message = "Your grab went through.".into();
+                } else if lost && e.code == ErrorCode::SoldOut {
+                    e.message = format!("{} If your first try went through, its order is under My orders.", e.message);
                 }
             }
             answer
@@ -289,10 +302,16 @@ mod painted {
                 match grab_result(self.id, &ticket).await {
                     Ok(r) => {
                         self.show_progress(&r);
+                        if r.reason.is_some() {
+                            // Failed: the status says why; "went through" would not hold.
+                            self.refuse("");
+                        }
                         if r != GrabProgress::queued() {
                             return;
                         }
                     }
+                    // A poll whose answer was lost is asked again.
+                    Err(e) if e.code == ErrorCode::Network => {}
                     Err(e) => return self.refuse(&e.message),
                 }
                 wait = (wait * 2).min(2000);

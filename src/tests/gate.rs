@@ -47,6 +47,28 @@ async fn grab_outcomes_through_the_api() {
     app.stop().await;
 }
 
+/// A buyer asking again once the sale is paused, or over, is told the order they hold
+/// (their grab's answer was lost, and the page sent it again): not `sale_paused` or
+/// `ended`, which says they have nothing. Before, the gate checked the window first.
+#[tokio::test]
+async fn a_buyer_asking_again_after_a_pause_or_the_end_hears_their_order() {
+    let app = TestApp::spawn().await;
+    let (ann, bob) = (app.sign_in("held-ann").await, app.sign_in("held-bob").await);
+    let v = app.create_voucher(5, -5, 3600).await;
+    let (status, body) = app.grab(&ann, v).await;
+    assert_eq!(status, 200, "{body}");
+    let held = body["order_id"].clone();
+    for (change, refusal) in [("pause_sale", "sale_paused"), ("end_sale", "ended")] {
+        app.admin(change, json!({ "voucher_id": v })).await;
+        let (status, again) = app.grab(&ann, v).await;
+        assert_eq!((status.as_u16(), code(&again)), (409, "already_bought"), "after {change}: {again}");
+        assert_eq!(again["order_id"], held, "after {change}: {again}");
+        let (status, body) = app.grab(&bob, v).await;
+        assert_eq!((status.as_u16(), code(&body)), (409, refusal), "a shopper holding nothing: {body}");
+    }
+    app.stop().await;
+}
+
 /// Only grants use up the day's order id counter (32 bits a day), and a second's
 /// refusals: a refused grab hands its id's value back, taken again in a later second
 /// (another id), so refusals asked again and again (here, before the start) cannot

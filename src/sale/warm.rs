@@ -177,9 +177,13 @@ async fn rebuild(
         // Redis held the voucher: loaded by this rebuild's own call, whose answer was
         // lost and which, sent again, found it held (then what it voided stands), or
         // by another rebuild that came first (then nothing of this snapshot was
-        // taken, and nothing it voided may stand).
-        Ok(Ok(Warmed::Held)) if loaded_by(redis, keys, &ticket).await => Load::Ran,
-        Ok(Ok(Warmed::Held)) => Load::Another,
+        // taken, and nothing it voided may stand). Not knowing which, it may have run:
+        // its count stands.
+        Ok(Ok(Warmed::Held)) => match loaded_by(redis, keys, &ticket).await {
+            Some(true) => Load::Ran,
+            Some(false) => Load::Another,
+            None => Load::Failed(timed_out()),
+        },
         // The ticket was gone: nothing loaded, unless a first run of this call (its
         // answer lost) loaded part of it and failed.
         Ok(Ok(Warmed::TooLate)) => Load::Failed(timed_out()),
@@ -191,7 +195,7 @@ async fn rebuild(
             // load nothing; then whether it loaded decides what its database half does.
             tokio::time::sleep_until(lapses).await;
             match failed {
-                _ if loaded_by(redis, keys, &ticket).await => Load::Ran,
+                _ if loaded_by(redis, keys, &ticket).await == Some(true) => Load::Ran,
                 Ok(Err(e)) => Load::Failed(e),
                 _ => Load::Failed(timed_out()),
             }
@@ -225,7 +229,8 @@ enum Load {
     Ran,
     /// Redis held the bucket, loaded by another rebuild: nothing stands.
     Another,
-    /// It failed, and may have run in part: its count stands.
+    /// It failed, and may have run in part, or whether it ran is not known: its count
+    /// stands.
     Failed(RedisError),
 }
 
@@ -241,23 +246,29 @@ async fn keep_the_count(tx: Tx<'_>) {
 
 /// Whether the rebuild of `ticket` loaded the bucket (the window's `rebuilt_by`, which
 /// its load writes). Asked once its answer was lost or found the bucket held, and no
-/// load of it can run any more. Redis not answering reads as no: what it voided is
-/// rolled back, as before this was asked.
-async fn loaded_by(redis: &mut RedisConn, keys: &SaleKeys, ticket: &str) -> bool {
-    let mut ask = redis::cmd("HGET");
-    ask.arg(&keys.window).arg("rebuilt_by");
-    match tokio::time::timeout(REBUILD_DEADLINE, ask.query_async::<Option<String>>(redis)).await {
-        Ok(Ok(by)) => by.as_deref() == Some(ticket),
-        Ok(Err(e)) => {
-            tracing::warn!("rebuild: asking whether its load ran: {e}");
-            false
+/// load of it can run any more; asked again, on what may be a new connection, until
+/// [`REBUILD_DEADLINE`] has passed: `None` when Redis has not answered by then.
+async fn loaded_by(redis: &mut RedisConn, keys: &SaleKeys, ticket: &str) -> Option<bool> {
+    let give_up = Instant::now() + REBUILD_DEADLINE;
+    loop {
+        let mut ask = redis::cmd("HGET");
+        ask.arg(&keys.window).arg("rebuilt_by");
+        let why = match tokio::time::timeout_at(give_up, ask.query_async::<Option<String>>(redis)).await {
+            Ok(Ok(by)) => return Some(by.as_deref() == Some(ticket)),
+            Ok(Err(e)) => e.to_string(),
+            Err(_) => "Redis did not answer".to_owned(),
+        };
+        if Instant::now() + ASK_AGAIN >= give_up {
+            tracing::warn!("rebuild: asking whether its load ran: {why}");
+            return None;
         }
-        Err(_) => {
-            tracing::warn!("rebuild: asking whether its load ran: Redis did not answer");
-            false
-        }
+        tokio::time::sleep(ASK_AGAIN).await;
     }
 }
+
+/// How long a rebuild waits to ask again whether its load ran, after Redis failed to
+/// answer.
+const ASK_AGAIN: Duration = Duration::from_millis(100);
 
 /// Sets the bucket's ticket for a load: answers the moment by which Redis has surely
 /// let it lapse (it was set before this answer came).

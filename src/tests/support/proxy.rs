@@ -207,7 +207,8 @@ impl ReplicationLink {
 
 /// A link to one Redis that loses one answer: the `nth` send carrying its marker goes
 /// through, and the connection it came on is closed before the answer comes back (a
-/// connection that died with the answer on its way). Everything else passes.
+/// connection that died with the answer on its way); and, when it is given one, the
+/// answer to every send carrying a second marker. Everything else passes.
 pub struct LosingLink {
     url: String,
     lost: Arc<AtomicUsize>,
@@ -215,8 +216,8 @@ pub struct LosingLink {
 
 impl LosingLink {
     /// A link to the Redis at `target` (`host:port`) that loses the answer to the
-    /// `nth` send carrying `marker`.
-    pub async fn to(target: &str, (marker, nth): (&'static [u8], usize)) -> Self {
+    /// `nth` send carrying `marker`, and to every send carrying `every` when given.
+    pub async fn to(target: &str, (marker, nth): (&'static [u8], usize), every: Option<&'static [u8]>) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("redis://{}", listener.local_addr().unwrap());
         let (target, seen, lost) = (target.to_owned(), Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
@@ -224,7 +225,7 @@ impl LosingLink {
         tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
                 let Ok(server) = TcpStream::connect(&target).await else { return };
-                tokio::spawn(losing(client, server, (marker, nth), seen.clone(), counted.clone()));
+                tokio::spawn(losing(client, server, ((marker, nth), every), seen.clone(), counted.clone()));
             }
         });
         Self { url, lost }
@@ -241,11 +242,11 @@ impl LosingLink {
 }
 
 /// Passes one client's connection through, closing it instead of passing the answer
-/// after the marked send.
+/// after a marked send.
 async fn losing(
     client: TcpStream,
     server: TcpStream,
-    (marker, nth): (&'static [u8], usize),
+    ((marker, nth), every): ((&'static [u8], usize), Option<&'static [u8]>),
     seen: Arc<AtomicUsize>,
     lost: Arc<AtomicUsize>,
 ) {
@@ -256,7 +257,8 @@ async fn losing(
         let mut buf = vec![0u8; 64 * 1024];
         while let Ok(n @ 1..) = from_client.read(&mut buf).await {
             let sent = &buf[..n];
-            if sent.windows(marker.len()).any(|w| w == marker) && seen.fetch_add(1, Ordering::SeqCst) + 1 == nth {
+            let carries = |marker: &[u8]| sent.windows(marker.len()).any(|w| w == marker);
+            if (carries(marker) && seen.fetch_add(1, Ordering::SeqCst) + 1 == nth) || every.is_some_and(carries) {
                 losing.store(true, Ordering::SeqCst);
             }
             if to_server.write_all(sent).await.is_err() {

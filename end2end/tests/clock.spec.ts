@@ -20,15 +20,23 @@ for (const skew of [40_000, -40_000]) {
 
     const countdown = card.getByText(/^Starts in \d+s$/);
     await expect(countdown).toBeVisible();
-    const shown = Number((await countdown.textContent())?.match(/(\d+)s/)?.[1]);
-    const left = (begins - Date.now()) / 1000;
-    expect(Math.abs(shown - left)).toBeLessThanOrEqual(1.5);
+    // The seconds shown are the time left rounded up, by a page clock never ahead of
+    // the gate's and painted a moment before it is read: between the time left after
+    // the read and that before it, plus two seconds for the clock's lag and a busy
+    // machine's late paint (the device's 40 s would be far outside).
+    const shownNow = async () => {
+      const before = Date.now();
+      const shown = Number((await countdown.textContent())?.match(/(\d+)s/)?.[1]);
+      const after = Date.now();
+      expect(shown).toBeGreaterThanOrEqual(Math.floor((begins - after) / 1000));
+      expect(shown).toBeLessThanOrEqual(Math.ceil((begins - before) / 1000) + 2);
+    };
+    await shownNow();
     // The device's clock is set again while the page is open (say, by a time server):
     // the page counts from its monotonic clock, so nothing moves.
     await page.clock.setSystemTime(Date.now() - skew);
     await expect(countdown).toBeVisible();
-    const after = Number((await countdown.textContent())?.match(/(\d+)s/)?.[1]);
-    expect(Math.abs(after - (begins - Date.now()) / 1000)).toBeLessThanOrEqual(1.5);
+    await shownNow();
 
     const late = (await grabOpened(page, title)) - begins;
     console.log(`Grab opened ${late} ms after the start (device clock ${skew / 1000} s off; target within 250 ms)`);

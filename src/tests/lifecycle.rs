@@ -10,7 +10,7 @@ use redis::AsyncCommands;
 use seckill::{
     config::Config,
     server::local_redis::LocalRedis,
-    testing::{compose, db_clock, give_back, lifecycle, store, CancelReason, Fate, OrderMsg, RedisConn, GROUP},
+    testing::{compose, db_clock, give_back, lifecycle, store, sweep, CancelReason, Fate, OrderMsg, RedisConn, GROUP},
 };
 use serde_json::{json, Value};
 use std::{collections::HashMap, path::Path, time::Duration};
@@ -417,13 +417,16 @@ async fn cancelled_not_given_back(app: &TestApp, name: &str) -> (i64, Shopper, l
 /// sweep finishes the give-back, once; running it again does nothing.
 #[tokio::test]
 async fn a_give_back_left_owed_by_a_dead_process_is_finished_once() {
-    let app = TestApp::with(Options::default().with(|c| c.sweep_ms = 100)).await;
+    // The sweeps are the test's own: none comes between the cancel and the first read.
+    let app = TestApp::with(Options::default().with(|c| c.sweep_ms = 3_600_000)).await;
     // The cancel commits; the process "dies" before Redis hears of it.
     let (v, ann, owed) = cancelled_not_given_back(&app, "owed-ann").await;
-    // Read at once: a sweeper takes a give-back owed for 2 s as abandoned and does it.
     let stock: i64 = app.redis.clone().get(&app.keys(v).left).await.unwrap();
     assert_eq!(stock, 2, "Redis does not know yet");
+    // A sweep takes a give-back owed for 2 s as abandoned, and does it.
+    let backend = app.backend();
     wait_until("the sweeper finishes the give-back", SOON, || async {
+        let _ = sweep(&backend).await;
         app.stats(v).await["redis_stock"] == 3 && books_ready(&app, v).await
     })
     .await;
@@ -765,7 +768,6 @@ async fn a_stock_change_is_recorded_only_once_a_replica_holds_it() {
 /// the first failure ended the round (the attack of 2026-11-29).
 #[tokio::test]
 async fn a_sale_whose_give_backs_fail_holds_back_no_other_sale() {
-    use seckill::testing::sweep;
     let app = TestApp::with(Options::default().with(|c| {
         c.pay_timeout_ms = 500;
         c.sweep_ms = 3_600_000;

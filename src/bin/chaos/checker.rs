@@ -13,9 +13,11 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 pub fn violations(ops: &[Op], end: &Final, initial_stock: i64) -> Vec<String> {
     let mut found = Vec::new();
     let granted: Vec<&Op> = ops.iter().filter(|o| o.kind == OpKind::Grab && o.status == Some(200)).collect();
-    for grab in &granted {
+    // Each grant, and each order an `already_bought` named, ends the shopper's order or
+    // a failure they read (a named order is followed with the receipt it came with).
+    for grab in ops.iter().filter(|o| o.names_a_grant()) {
         let Some(order) = grab.order.as_deref() else {
-            found.push(format!("a grab answered 200 without an order id: {grab:?}"));
+            found.push(format!("a grab answered {:?} without an order id: {grab:?}", grab.status));
             continue;
         };
         let id: i64 = order.parse().unwrap_or_default();

@@ -27,7 +27,8 @@ pub struct Op {
     pub code: String,
     /// The order the call was about (a grab's answer names it).
     pub order: Option<String>,
-    /// A granted grab's receipt, which asking about it presents (`sale::receipt`).
+    /// A granted grab's receipt, which asking about it presents (`sale::receipt`), or
+    /// the held order's, which `already_bought` carries.
     pub receipt: Option<String>,
 }
 
@@ -47,6 +48,13 @@ pub enum OpKind {
 impl Op {
     pub fn took(&self) -> u64 {
         self.answered.saturating_sub(self.invoked)
+    }
+
+    /// A grab that names an order of its shopper's: granted, or refused as
+    /// `already_bought` (the order they hold: perhaps an earlier grab's whose answer
+    /// was lost, and which they learn of only so).
+    pub fn names_a_grant(&self) -> bool {
+        self.kind == OpKind::Grab && (self.status == Some(200) || self.code == "already_bought")
     }
 }
 

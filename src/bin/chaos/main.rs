@@ -250,16 +250,23 @@ async fn day(args: &Args, seed: u64, topology: &Arc<Topology>, dir: &std::path::
     Ok(violations.len())
 }
 
-/// Each granted grab's result as its shopper reads it now, asked of the processes in
-/// turn until one answers: order id → status (`success`, `failed:<reason>`, `queued`).
+/// Each granted grab's result, and each held order's an `already_bought` named, as its
+/// shopper reads it now with the receipt it came with, asked of the processes in turn
+/// until one answers: order id → status (`success`, `failed:<reason>`, `queued`).
 async fn final_results(
     workload: &Workload,
     ops: &[history::Op],
     by_user: &HashMap<i64, &Shopper>,
 ) -> HashMap<String, String> {
-    let granted = ops.iter().filter(|o| o.kind == OpKind::Grab && o.status == Some(200));
-    let asks = granted
-        .filter_map(|g| Some((g.order.clone()?, g.receipt.clone(), g.voucher, *by_user.get(&g.user?)?)))
+    let mut named: HashMap<String, &history::Op> = HashMap::new();
+    for grab in ops.iter().filter(|o| o.names_a_grant()) {
+        if let Some(order) = &grab.order {
+            named.entry(order.clone()).or_insert(grab);
+        }
+    }
+    let asks = named
+        .into_iter()
+        .filter_map(|(order, g)| Some((order, g.receipt.clone(), g.voucher, *by_user.get(&g.user?)?)))
         .map(|(order, receipt, v, who)| async move {
             for client in workload.clients.iter().cycle().take(2 * workload.clients.len()) {
                 let body = serde_json::json!({ "voucher_id": v, "order_id": order, "receipt": receipt });

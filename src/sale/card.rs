@@ -290,13 +290,14 @@ mod painted {
             answer
         }
 
-        /// Polls the grab's result until it is no longer queued, or its card is gone
-        /// (a withdrawn sale's).
+        /// Polls the grab's result until it is no longer queued, its card is gone (a
+        /// withdrawn sale's), or another order is shown (granted once this one was lost).
         async fn follow(&self, ticket: GrabTicket) {
             let mut wait = 200;
             loop {
                 pause(wait).await;
-                if !self.root.is_connected() {
+                let shown = self.tracked.borrow().as_ref() == Some(&ticket.order_id);
+                if !shown || !self.root.is_connected() {
                     return;
                 }
                 match grab_result(self.id, &ticket).await {

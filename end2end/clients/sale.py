@@ -3,8 +3,8 @@
 Written against the generated package (`seckill_client`: its calls, its models), as a
 shop's backend would be, with no HTTP by hand: a shopper solves the sign-up challenge
 and signs up, the admin token adds an operator, who signs in, creates a one-unit sale
-and warms it; the shopper grabs, follows the result from `queued` to `success`, and
-pays. Every call for shoppers or operators that changes something carries an Idempotency-Key. Run by
+and warms it; the shopper grabs, grabs again (told the order they hold, with its
+receipt), follows the result from `queued` to `success`, and pays. Every call for shoppers or operators that changes something carries an Idempotency-Key. Run by
 .ci/clients with SECKILL_URL and SECKILL_ADMIN_TOKEN set and the generated package on
 PYTHONPATH; exits non-zero, saying where, when a step does not answer as it should.
 """
@@ -26,6 +26,8 @@ from seckill_client.models import (
     CreateVoucherBody,
     GrabBody,
     GrabQueued,
+    GrabResponse409,
+    GrabResponse409Code,
     GrabResultBody,
     GrabSucceeded,
     GrabTicket,
@@ -118,6 +120,12 @@ def main():
     expect("warm_up", warm_up.sync(client=operator, body=body, idempotency_key=key()), Voucher)
 
     ticket = expect("grab", grab.sync(client=shopper, body=GrabBody(voucher_id=voucher.id), idempotency_key=key()), GrabTicket)
+    # The grab sent again as if its answer had been lost (a new key: a new call): it
+    # names the order the shopper holds, with the receipt to follow it by.
+    again = grab.sync(client=shopper, body=GrabBody(voucher_id=voucher.id), idempotency_key=key())
+    again = expect("grab sent again", again, GrabResponse409)
+    if (again.code, again.order_id, again.receipt) != (GrabResponse409Code.ALREADY_BOUGHT, ticket.order_id, ticket.receipt):
+        sys.exit(f"[sale.py] a grab sent again did not name the order it holds: {again}")
     body = GrabResultBody(voucher_id=voucher.id, order_id=ticket.order_id, receipt=ticket.receipt)
     deadline = time.monotonic() + 10
     state = grab_result.sync(client=shopper, body=body)

@@ -74,6 +74,9 @@ mod painted {
     /// Times a grab the server shed, or whose answer was lost, is tried again by the
     /// page before it says so.
     const RETRIES: u32 = 4;
+    /// Polls of an order's result in a row without an answer before the page says so
+    /// (and asks on).
+    const SAY_AFTER: u32 = 3;
 
     /// The parts of a drawn card that the browser changes.
     struct Parts {
@@ -251,10 +254,10 @@ mod painted {
             };
             // An early press whose answer was lost is pressed again: if it reached the
             // gate, the retry hears `already_bought`, and says so below.
-            let (mut answer, mut retried, mut lost) = match early {
-                Some(Some(answer)) => (answer, false, false),
-                Some(None) => (once().await, true, true),
-                None => (once().await, false, false),
+            let (mut answer, mut retried) = match early {
+                Some(Some(answer)) => (answer, false),
+                Some(None) => (once().await, true),
+                None => (once().await, false),
             };
             // A busy server sheds with `unavailable` and `Retry-After: 1`: say so and try
             // again after that second, doubling, each plus a random share as long, so
@@ -265,7 +268,6 @@ mod painted {
                 match &answer {
                     Err(e) if matches!(e.code, ErrorCode::Unavailable | ErrorCode::Network) => {
                         let unanswered = e.code == ErrorCode::Network;
-                        lost |= unanswered;
                         self.refuse(if unanswered { "No answer, asking again…" } else { "Busy, retrying…" });
                         let wait = 1000u32 << attempt;
                         pause(wait + jitter(wait)).await;
@@ -279,11 +281,11 @@ mod painted {
             // have been granted after all: the retry then hears `already_bought`, and
             // says so. But for this process's sold-out flag, which answers before the
             // gate is asked (it spares Redis a sold-out sale's storm): then whether the
-            // lost answer was a grant is not known here.
+            // first try was a grant is not known here.
             if let Err(e) = &mut answer {
                 if retried && e.code == ErrorCode::AlreadyBought {
                     e.message = "Your grab went through.".into();
-                } else if lost && e.code == ErrorCode::SoldOut {
+                } else if retried && e.code == ErrorCode::SoldOut {
                     e.message = format!("{} If your first try went through, its order is under My orders.", e.message);
                 }
             }
@@ -292,31 +294,56 @@ mod painted {
 
         /// Polls the grab's result until it is no longer queued, its card is gone (a
         /// withdrawn sale's), or another order is shown (granted once this one was lost).
+        /// A poll that could not be answered (a lost answer, a store failing over, a
+        /// busy limit) is asked again, and after a few in a row the page says why; a
+        /// refusal ends the following, and a later press that names the order follows
+        /// it again.
         async fn follow(&self, ticket: GrabTicket) {
             let mut wait = 200;
+            let mut unanswered = 0;
             loop {
                 pause(wait).await;
-                let shown = self.tracked.borrow().as_ref() == Some(&ticket.order_id);
-                if !shown || !self.root.is_connected() {
+                if !self.shows(&ticket) || !self.root.is_connected() {
                     return;
                 }
-                match grab_result(self.id, &ticket).await {
+                let answer = grab_result(self.id, &ticket).await;
+                // Another order may be shown by now (this poll was slow).
+                if !self.shows(&ticket) {
+                    return;
+                }
+                match answer {
                     Ok(r) => {
                         self.show_progress(&r);
-                        if r.reason.is_some() {
-                            // Failed: the status says why; "went through" would not hold.
+                        // Failed: the status says why; "went through" would not hold.
+                        // Answered after the page said it could not be: that is over.
+                        if r.reason.is_some() || unanswered >= SAY_AFTER {
                             self.refuse("");
                         }
+                        unanswered = 0;
                         if r != GrabProgress::queued() {
                             return;
                         }
                     }
-                    // A poll whose answer was lost is asked again.
-                    Err(e) if e.code == ErrorCode::Network => {}
-                    Err(e) => return self.refuse(&e.message),
+                    Err(e)
+                        if matches!(e.code, ErrorCode::Network | ErrorCode::Unavailable | ErrorCode::RateLimited) =>
+                    {
+                        unanswered += 1;
+                        if unanswered >= SAY_AFTER {
+                            self.refuse(&e.message);
+                        }
+                    }
+                    Err(e) => {
+                        self.tracked.borrow_mut().take();
+                        return self.refuse(&e.message);
+                    }
                 }
                 wait = (wait * 2).min(2000);
             }
+        }
+
+        /// Whether `ticket`'s order is the one the card shows.
+        fn shows(&self, ticket: &GrabTicket) -> bool {
+            self.tracked.borrow().as_ref() == Some(&ticket.order_id)
         }
     }
 

@@ -45,7 +45,8 @@ pub async fn update_voucher(
 }
 crate::error::refuses!(UpdateVoucher: UnknownVoucher, Ended, InvalidPrice, FaceValueBelowPrice, InvalidTime, SaleStarted, SavedNotApplied);
 
-/// Pauses a sale: from when this returns, every grab is refused `sale_paused`.
+/// Pauses a sale: from when this returns, every grab is refused `sale_paused` (a
+/// shopper who holds an order hears `already_bought`, with it).
 #[server(prefix = "/api", endpoint = "pause_sale", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn pause_sale(voucher_id: i64) -> AppResult<Voucher> {
     set_paused::<PauseSale>("pause_sale", voucher_id, true).await
@@ -69,7 +70,8 @@ async fn set_paused<F: ForOperators>(action: &'static str, voucher_id: i64, paus
 }
 
 /// Ends a sale now (by the gate's clock): from when this returns, every grab is
-/// refused `ended`. Orders already granted keep their deadlines to pay.
+/// refused `ended` (a shopper who holds an order hears `already_bought`, with it).
+/// Orders already granted keep their deadlines to pay.
 #[server(prefix = "/api", endpoint = "end_sale", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn end_sale(voucher_id: i64) -> AppResult<Voucher> {
     change::edit::<EndSale>("end_sale", voucher_id, |row, now| {

@@ -2,8 +2,9 @@
 
 Written against the generated package (`seckill_client`: its calls, its models), as a
 shop's backend would be, with no HTTP by hand: a shopper solves the sign-up challenge
-and signs up, the admin token adds an operator, who signs in, creates a one-unit sale
-and warms it; the shopper grabs, grabs again (told the order they hold, with its
+and signs up, the admin token adds an operator, who signs in, creates a two-unit sale (one
+unit would sell out, and the process's sold-out flag answer the second grab) and warms
+it; the shopper grabs, grabs again (told the order they hold, with its
 receipt), follows the result from `queued` to `success`, and pays. Every call for shoppers or operators that changes something carries an Idempotency-Key. Run by
 .ci/clients with SECKILL_URL and SECKILL_ADMIN_TOKEN set and the generated package on
 PYTHONPATH; exits non-zero, saying where, when a step does not answer as it should.
@@ -111,7 +112,7 @@ def main():
     now = datetime.now(timezone.utc)
     body = CreateVoucherBody(
         title=f"Client sale {suffix}",
-        stock=1,
+        stock=2,
         begins_at=now - timedelta(seconds=5),
         ends_at=now + timedelta(hours=1),
     )

@@ -155,11 +155,15 @@ fn sold_out_while_unsold(ops: &[Op], end: &Final) -> Vec<String> {
     let mut found = Vec::new();
     for v in &end.vouchers {
         let cancelled = end.orders.values().filter(|o| o.voucher == v.id && o.status == "cancelled").count() as i64;
+        // Each failed order once, known by its grant or by an `already_bought` naming it
+        // (its grant's answer lost).
         let failed = ops
             .iter()
-            .filter(|o| o.kind == OpKind::Grab && o.voucher == v.id && o.status == Some(200))
-            .filter(|o| o.order.as_ref().and_then(|id| end.results.get(id)).is_some_and(|r| r.starts_with("failed")))
-            .count() as i64;
+            .filter(|o| o.voucher == v.id && o.names_a_grant())
+            .filter_map(|o| o.order.as_deref())
+            .filter(|id| end.results.get(*id).is_some_and(|r| r.starts_with("failed")))
+            .collect::<HashSet<_>>()
+            .len() as i64;
         let refused = ops.iter().filter(|o| o.kind == OpKind::Grab && o.voucher == v.id && o.code == "sold_out");
         for refusal in refused {
             // An addition answered before the refusal was asked had been made by then.

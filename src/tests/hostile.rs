@@ -133,8 +133,11 @@ fn corpus(fields: &[(&'static str, Value)]) -> Vec<Vec<u8>> {
 /// - the worker's name lease: renewed every second by the process itself, it lapses
 ///   and comes back when a busy machine holds the renewal up for its 5 seconds;
 /// - a minute's count of sign-ups (`sign_ups:<minute>`): it expires 3 minutes after the
-///   sign-up it counts, which a run of this test on a busy machine outlasts (the test
-///   failed so, with one key fewer, on a full PostgreSQL and Cluster pass).
+///   sign-up it counts, which a run of this test on a busy machine outlasts;
+/// - a rebuild's ticket (`…:rebuild`): a sale a valid `create_voucher` made is warmed by
+///   the call and, at once, by the worker joining it; the one that comes second finds
+///   it loaded and leaves its ticket to lapse 2 s later, during later calls (the test
+///   failed so, with `{v9}:rebuild` one key more).
 async fn state_of(app: &TestApp) -> (i64, i64, i64, Vec<String>) {
     let count = |table: &str| format!("SELECT COUNT(*) FROM {table}");
     let users: i64 = sqlx::query_scalar(&count("users")).fetch_one(&app.db).await.unwrap();
@@ -145,7 +148,7 @@ async fn state_of(app: &TestApp) -> (i64, i64, i64, Vec<String>) {
     let minute = |k: &str| k.rsplit_once(':').and_then(|(_, m)| m.parse().ok());
     let minute_count = |k: &str| minute(k).is_some_and(|m| k == sign_ups_in_minute(&app.namespace, m));
     let counted = |k: &&String| !k.contains(":icr:") && !k.contains(":attempts:") && !k.contains(":worker:");
-    let counted = |k: &&String| counted(k) && !minute_count(k);
+    let counted = |k: &&String| counted(k) && !minute_count(k) && !k.ends_with(":rebuild");
     let mut keys: Vec<String> = keys.iter().filter(counted).cloned().collect();
     keys.sort();
     (users, vouchers, orders, keys)

@@ -1,6 +1,7 @@
 //! Sale day: a fair start (grab tokens issued from the start instant only).
 
 use crate::support::{code, wait_until, Shopper, TestApp, SETTLED};
+use seckill::testing::SHED_MESSAGE;
 use serde_json::{json, Value};
 
 async fn grab_with(app: &TestApp, who: &Shopper, v: i64, token: Option<&str>) -> (u16, Value) {
@@ -90,13 +91,52 @@ async fn past_its_cap_a_process_sheds_grabs_at_once_and_loses_none_it_let_throug
         c.max_grabs_in_flight = Some(4);
     }))
     .await;
-    let v = app.create_voucher(10, -5, 3600).await;
-    let shoppers = app.sign_in_many("shed", 20).await;
     let mut redis = seckill::testing::RedisConn::open(&private.url).await.unwrap();
-    // The gate is held still (Redis's writes paused: every gate call writes) until
-    // every grab the cap turns away has been answered:
-    // the four let through wait at the gate meanwhile, whatever the machine's load.
-    let () = redis::cmd("CLIENT").arg("PAUSE").arg(30_000).arg("WRITE").query_async(&mut redis).await.unwrap();
+    // A drill a stall of the machine disturbed proves nothing: a grab let through waits
+    // at the gate 2 s at most (`REDIS_DEADLINE`), then is answered `unavailable`, not
+    // shed, and its place goes to a grab that came later. It is run again, on a sale
+    // of its own, at most twice.
+    let mut attempt = 0;
+    let (v, answers) = loop {
+        let v = app.create_voucher(10, -5, 3600).await;
+        let shoppers = app.sign_in_many(&format!("shed{attempt}-"), 20).await;
+        let answers = shed_drill(&app, &mut redis, &shoppers, v).await;
+        let unshed = |(status, _, body): &Answer| *status == 503 && body["message"] != SHED_MESSAGE;
+        if attempt == 2 || !answers.iter().any(unshed) {
+            break (v, answers);
+        }
+        attempt += 1;
+    };
+    let granted = answers.iter().filter(|(status, ..)| *status == 200).count();
+    let shed: Vec<_> = answers.iter().filter(|(status, ..)| *status == 503).collect();
+    assert_eq!((granted, shed.len()), (4, 16), "{answers:?}");
+    for (_, retry, body) in shed {
+        assert_eq!((retry.as_deref(), code(body)), (Some("1"), "unavailable"));
+    }
+    let stats = app.wait_for_stats("the admitted grabs saved", v, |s| s["persisted"] == 4).await;
+    assert_eq!((stats["granted"].as_i64(), stats["redis_stock"].as_i64()), (Some(4), Some(6)), "{stats}");
+    // The report counts them so: sixteen shed, four granted, none of either counted twice.
+    let report = app.admin("sale_report", json!({ "voucher_id": v })).await;
+    let answers = &report["answers"];
+    assert_eq!((answers["shed"].as_i64(), answers["granted"].as_i64()), (Some(16), Some(4)), "{answers}");
+    assert_eq!(answers["unavailable"], 0, "{answers}");
+    assert_eq!(report["latency"]["grabs"], 4, "the four decided at the gate: {report}");
+    app.stop().await;
+}
+
+/// A grab's status, `Retry-After` and body.
+type Answer = (u16, Option<String>, Value);
+
+/// Every one of `shoppers` grabs `v` at once while the gate is held still (Redis's
+/// writes paused: every gate call writes) until as many have been answered as the cap
+/// turns away: the ones let through wait at the gate meanwhile. Their answers.
+async fn shed_drill(
+    app: &TestApp,
+    redis: &mut seckill::testing::RedisConn,
+    shoppers: &[Shopper],
+    v: i64,
+) -> Vec<Answer> {
+    let () = redis::cmd("CLIENT").arg("PAUSE").arg(30_000).arg("WRITE").query_async(redis).await.unwrap();
     let mut grabs: futures::stream::FuturesUnordered<_> = shoppers
         .iter()
         .map(|who| async {
@@ -113,27 +153,12 @@ async fn past_its_cap_a_process_sheds_grabs_at_once_and_loses_none_it_let_throug
         })
         .collect();
     let mut answers = Vec::new();
-    while answers.len() < 16 {
+    while answers.len() < shoppers.len() - 4 {
         answers.push(futures::StreamExt::next(&mut grabs).await.unwrap());
     }
-    let () = redis::cmd("CLIENT").arg("UNPAUSE").query_async(&mut redis).await.unwrap();
+    let () = redis::cmd("CLIENT").arg("UNPAUSE").query_async(redis).await.unwrap();
     while let Some(answer) = futures::StreamExt::next(&mut grabs).await {
         answers.push(answer);
     }
-    drop(grabs);
-    let granted = answers.iter().filter(|(status, ..)| *status == 200).count();
-    let shed: Vec<_> = answers.iter().filter(|(status, ..)| *status == 503).collect();
-    assert_eq!((granted, shed.len()), (4, 16), "{answers:?}");
-    for (_, retry, body) in shed {
-        assert_eq!((retry.as_deref(), code(body)), (Some("1"), "unavailable"));
-    }
-    let stats = app.wait_for_stats("the admitted grabs saved", v, |s| s["persisted"] == 4).await;
-    assert_eq!((stats["granted"].as_i64(), stats["redis_stock"].as_i64()), (Some(4), Some(6)), "{stats}");
-    // The report counts them so: sixteen shed, four granted, none of either counted twice.
-    let report = app.admin("sale_report", json!({ "voucher_id": v })).await;
-    let answers = &report["answers"];
-    assert_eq!((answers["shed"].as_i64(), answers["granted"].as_i64()), (Some(16), Some(4)), "{answers}");
-    assert_eq!(answers["unavailable"], 0, "{answers}");
-    assert_eq!(report["latency"]["grabs"], 4, "the four decided at the gate: {report}");
-    app.stop().await;
+    answers
 }

@@ -102,6 +102,14 @@ impl Args {
         self.set(key, n.into())
     }
 
+    /// A yes or no.
+    pub fn flag(self, key: &str, b: bool) -> Self {
+        #[cfg(feature = "hydrate")]
+        return self.set(key, wasm_bindgen::JsValue::from_bool(b));
+        #[cfg(not(feature = "hydrate"))]
+        self.set(key, b.into())
+    }
+
     /// A text, or `null`.
     pub fn text(self, key: &str, s: Option<&str>) -> Self {
         #[cfg(feature = "hydrate")]

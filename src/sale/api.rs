@@ -16,12 +16,14 @@ use {super::context::Context, crate::auth::caller::user};
 /// shopper's `token` (`grab_token`). Refusals: `not_signed_in`, `unknown_voucher`,
 /// `not_started`, `ended`, `sale_paused`, `invalid_token`, `sold_out`, `already_bought`.
 /// Once this process knows the voucher is sold out it answers `sold_out` without
-/// asking Redis (to everyone, buyers included).
+/// asking Redis (to everyone, buyers included), unless `again` is true: a grab sent
+/// again because the first one's answer was lost or shed is asked of the gate, so a
+/// buyer hears `already_bought` with their order and its receipt.
 #[server(prefix = "/api", endpoint = "grab", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
-pub async fn grab(voucher_id: i64, token: Option<String>) -> AppResult<GrabTicket> {
+pub async fn grab(voucher_id: i64, token: Option<String>, again: Option<bool>) -> AppResult<GrabTicket> {
     let state = Context::get();
     let user_id = user::<Grab>().await?;
-    super::grab::grab(&state, user_id, voucher_id, token.as_deref()).await
+    super::grab::grab(&state, user_id, voucher_id, (token.as_deref(), again.unwrap_or(false))).await
 }
 crate::error::refuses!(Grab: UnknownVoucher, NotStarted, Ended, SoldOut, AlreadyBought, SalePaused, InvalidToken);
 

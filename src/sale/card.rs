@@ -34,12 +34,12 @@ fn token_args(voucher_id: i64) -> wire::Args {
 }
 
 #[cfg(feature = "hydrate")]
-async fn grab(voucher_id: i64, token: Option<String>) -> AppResult<GrabTicket> {
-    wire::call(Grab::PATH, grab_args(voucher_id, token.as_deref())).await
+async fn grab(voucher_id: i64, token: Option<String>, again: bool) -> AppResult<GrabTicket> {
+    wire::call(Grab::PATH, grab_args(voucher_id, token.as_deref(), again)).await
 }
 
-fn grab_args(voucher_id: i64, token: Option<&str>) -> wire::Args {
-    wire::Args::new().int("voucher_id", voucher_id).text("token", token)
+fn grab_args(voucher_id: i64, token: Option<&str>, again: bool) -> wire::Args {
+    wire::Args::new().int("voucher_id", voucher_id).text("token", token).flag("again", again)
 }
 
 #[cfg(feature = "hydrate")]
@@ -243,21 +243,23 @@ mod painted {
         ) -> AppResult<GrabTicket> {
             let id = self.id;
             // The token, once had, serves every retry.
-            let token = RefCell::new(None::<String>);
-            let once = || async {
+            let token = &RefCell::new(None::<String>);
+            // Sent `again` when an earlier try may have been granted: asked of the gate
+            // past this process's sold-out flag, which would hide the order.
+            let once = |again: bool| async move {
                 if fair && token.borrow().is_none() {
                     let issued = grab_token(id).await?.token;
                     *token.borrow_mut() = Some(issued);
                 }
                 let token = token.borrow().clone();
-                grab(id, token).await
+                grab(id, token, again).await
             };
             // An early press whose answer was lost is pressed again: if it reached the
             // gate, the retry hears `already_bought`, and says so below.
             let (mut answer, mut retried) = match early {
                 Some(Some(answer)) => (answer, false),
-                Some(None) => (once().await, true),
-                None => (once().await, false),
+                Some(None) => (once(true).await, true),
+                None => (once(false).await, false),
             };
             // A busy server sheds with `unavailable` and `Retry-After: 1`: say so and try
             // again after that second, doubling, each plus a random share as long, so
@@ -272,21 +274,17 @@ mod painted {
                         let wait = 1000u32 << attempt;
                         pause(wait + jitter(wait)).await;
                         retried = true;
-                        answer = once().await;
+                        answer = once(true).await;
                     }
                     _ => break,
                 }
             }
             // An `unavailable` that was a slow gate, not a shed, or an answer lost, may
             // have been granted after all: the retry then hears `already_bought`, and
-            // says so. But for this process's sold-out flag, which answers before the
-            // gate is asked (it spares Redis a sold-out sale's storm): then whether the
-            // first try was a grant is not known here.
+            // says so.
             if let Err(e) = &mut answer {
                 if retried && e.code == ErrorCode::AlreadyBought {
                     e.message = "Your grab went through.".into();
-                } else if retried && e.code == ErrorCode::SoldOut {
-                    e.message = format!("{} If your first try went through, its order is under My orders.", e.message);
                 }
             }
             answer
@@ -366,10 +364,10 @@ mod tests {
     #[test]
     fn the_cards_calls_send_the_server_functions_arguments() {
         let json = |args: wire::Args| serde_json::Value::Object(args.map);
-        let grab = Grab { voucher_id: 7, token: Some("t".into()) };
-        assert_eq!(json(grab_args(7, Some("t"))), serde_json::to_value(grab).unwrap());
-        let grab = Grab { voucher_id: 7, token: None };
-        assert_eq!(json(grab_args(7, None)), serde_json::to_value(grab).unwrap());
+        let grab = Grab { voucher_id: 7, token: Some("t".into()), again: Some(false) };
+        assert_eq!(json(grab_args(7, Some("t"), false)), serde_json::to_value(grab).unwrap());
+        let grab = Grab { voucher_id: 7, token: None, again: Some(true) };
+        assert_eq!(json(grab_args(7, None, true)), serde_json::to_value(grab).unwrap());
         let ticket = GrabTicket { order_id: "12".into(), status: super::super::Queued::Queued, receipt: "r".into() };
         let asked = GrabResult { voucher_id: 7, order_id: "12".into(), receipt: Some("r".into()) };
         assert_eq!(json(result_args(7, &ticket)), serde_json::to_value(asked).unwrap());

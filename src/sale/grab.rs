@@ -27,14 +27,23 @@ static SAID: Throttle = Throttle::new();
 /// gate decided just before the deadline still stands; asking again says so.)
 pub const REDIS_DEADLINE: Duration = Duration::from_secs(2);
 
-/// `user_id` tries to buy one unit of `voucher_id` (see `api::grab`). Every answer is
-/// counted for the sale's report (`report::tally`).
-pub async fn grab(state: &Context, user_id: i64, voucher_id: i64, token: Option<&str>) -> AppResult<GrabTicket> {
+/// `user_id` tries to buy one unit of `voucher_id` (see `api::grab`), with their grab
+/// token and whether it is sent `again`. Every answer is counted for the sale's report
+/// (`report::tally`).
+pub async fn grab(
+    state: &Context,
+    user_id: i64,
+    voucher_id: i64,
+    (token, again): (Option<&str>, bool),
+) -> AppResult<GrabTicket> {
     // A stopping process takes no new orders; the client retries on another.
     if state.shutdown.is_shutdown() {
         return Err(refused(state, voucher_id, ErrorCode::Unavailable));
     }
-    if state.sold_out.refuse(voucher_id) {
+    // The flag spares Redis a sold-out sale's storm of first tries. A grab sent again
+    // (its first answer lost) goes to the gate, which tells a buyer their order: a
+    // shopper's rate limit bounds what that costs.
+    if !again && state.sold_out.refuse(voucher_id) {
         SOLD_OUT_LOCALLY.get_or_init(|| metrics::counter!("seckill_grabs_sold_out_locally_total")).increment(1);
         return Err(refused(state, voucher_id, ErrorCode::SoldOut));
     }

@@ -63,7 +63,8 @@ async fn grab(State(state): State<Arc<Context>>, State(accounts): State<Arc<Acco
     let call = async {
         let args: Grab = arguments(body).await?;
         let user_id = shopper::<Grab>(&accounts, &head).await?;
-        super::grab::grab(&state, user_id, args.voucher_id, args.token.as_deref()).await
+        let asked = (args.token.as_deref(), args.again.unwrap_or(false));
+        super::grab::grab(&state, user_id, args.voucher_id, asked).await
     };
     answer(call.await)
 }

@@ -69,6 +69,29 @@ async fn a_buyer_asking_again_after_a_pause_or_the_end_hears_their_order() {
     app.stop().await;
 }
 
+/// A grab sent `again` (the page's retry of a grab whose answer was lost) is asked of
+/// the gate past this process's sold-out flag: a buyer whose grant took the last unit
+/// hears `already_bought`, with the order and its receipt. Before, the flag answered
+/// `sold_out` and hid the order. A first try still hears the flag.
+#[tokio::test]
+async fn a_grab_sent_again_passes_the_sold_out_flag_and_hears_its_order() {
+    let app = TestApp::with(Options::default().with(|c| c.sold_out_ttl_ms = 600_000)).await;
+    let (ann, bob) = (app.sign_in("again-ann").await, app.sign_in("again-bob").await);
+    let v = app.create_voucher(1, -5, 3600).await;
+    let (status, first) = app.grab(&ann, v).await;
+    assert_eq!(status, 200, "{first}");
+    // Refused by the gate or by the flag: either way the flag is up from here on.
+    let (status, body) = app.grab(&bob, v).await;
+    assert_eq!((status.as_u16(), code(&body)), (409, "sold_out"), "{body}");
+    let cookie = [("cookie", ann.cookie.as_str())];
+    let (status, body) = app.call("grab", json!({ "voucher_id": v }), &cookie).await;
+    assert_eq!((status.as_u16(), code(&body)), (409, "sold_out"), "a first try hears the flag: {body}");
+    let (status, body) = app.call("grab", json!({ "voucher_id": v, "again": true }), &cookie).await;
+    assert_eq!((status.as_u16(), code(&body)), (409, "already_bought"), "{body}");
+    assert_eq!((&body["order_id"], &body["receipt"]), (&first["order_id"], &first["receipt"]), "{body}");
+    app.stop().await;
+}
+
 /// Only grants use up the day's order id counter (32 bits a day), and a second's
 /// refusals: a refused grab hands its id's value back, taken again in a later second
 /// (another id), so refusals asked again and again (here, before the start) cannot

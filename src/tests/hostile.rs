@@ -46,7 +46,7 @@ fn endpoints() -> Vec<(&'static str, Vec<(&'static str, Value)>)> {
         ("resume_sale", vec![("voucher_id", json!(987_654))]),
         ("end_sale", vec![("voucher_id", json!(987_654))]),
         ("list_vouchers", vec![]),
-        ("grab", vec![("voucher_id", json!(987_654)), ("token", json!("0123456789abcdef"))]),
+        ("grab", vec![("voucher_id", json!(987_654)), ("token", json!("0123456789abcdef")), ("again", json!(true))]),
         ("grab_token", vec![("voucher_id", json!(987_654))]),
         ("server_time", vec![]),
         ("shop_settings", vec![]),

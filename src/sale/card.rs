@@ -225,7 +225,7 @@ mod painted {
         /// Shows `ticket`'s order and follows it until it is decided, unless it is the
         /// order shown already (followed, or decided and shown so).
         async fn track(&self, ticket: GrabTicket) {
-            if self.tracked.borrow().as_ref() == Some(&ticket.order_id) {
+            if self.shows(&ticket) {
                 return;
             }
             *self.tracked.borrow_mut() = Some(ticket.order_id.clone());

@@ -729,6 +729,14 @@ impl Granted {
     fn ask(&self, v: i64) -> serde_json::Value {
         serde_json::json!({ "voucher_id": v, "order_id": self.order_id, "receipt": self.receipt })
     }
+
+    /// `grab_result` for this grant in `v`, asked by `who`: the status and the
+    /// result's `status` and `reason`.
+    async fn read_by(&self, app: &TestApp, v: i64, who: &Shopper) -> (u16, Option<String>, Option<String>) {
+        let (status, body) = app.call("grab_result", self.ask(v), &[("cookie", who.cookie.as_str())]).await;
+        let text = |k: &str| body[k].as_str().map(str::to_owned);
+        (status.as_u16(), text("status"), text("reason"))
+    }
 }
 
 /// Redis loses the sale's keys (a restart without its data, an eviction).
@@ -833,15 +841,10 @@ async fn a_dead_lettered_grab_keeps_its_reason_when_redis_forgets_it() {
     let m = OrderMsg { voucher_id: v, order_id, user_id: ann.user_id, price: None };
     assert_eq!(store::bury(&app.db, &m, "dead_letter").await.unwrap(), Fate::Buried);
     redis_loses_the_sale(&app, v).await;
-    let (status, body) = app.call("grab_result", granted.ask(v), &[("cookie", ann.cookie.as_str())]).await;
-    assert_eq!(
-        (status.as_u16(), body["status"].as_str(), body["reason"].as_str()),
-        (200, Some("failed"), Some("dead_letter")),
-        "{body}"
-    );
+    let read = granted.read_by(&app, v, &ann).await;
+    assert_eq!(read, (200, Some("failed".into()), Some("dead_letter".into())));
     let eve = app.sign_in("buried-eve").await;
-    let (status, _) = app.call("grab_result", granted.ask(v), &[("cookie", eve.cookie.as_str())]).await;
-    assert_eq!(status, 404, "another shopper learns nothing of it");
+    assert_eq!(granted.read_by(&app, v, &eve).await.0, 404, "another shopper learns nothing of it");
     app.stop().await;
 }
 
@@ -884,12 +887,7 @@ async fn a_grab_sent_again_learns_the_receipt_and_hears_lost() {
     let again = Granted::of(&body);
     assert_eq!((&again.order_id, &again.receipt), (&first.order_id, &first.receipt), "{body}");
     redis_loses_the_sale(&app, v).await;
-    let (status, body) = app.call("grab_result", again.ask(v), &[("cookie", ann.cookie.as_str())]).await;
-    assert_eq!(
-        (status.as_u16(), body["status"].as_str(), body["reason"].as_str()),
-        (200, Some("failed"), Some("lost")),
-        "{body}"
-    );
+    assert_eq!(again.read_by(&app, v, &ann).await, (200, Some("failed".into()), Some("lost".into())));
     app.stop().await;
 }
 
@@ -922,15 +920,10 @@ async fn a_lost_grab_stays_lost_when_a_worker_saves_it_late() {
 async fn every_lost_grab_of_a_shopper_reads_lost_and_stays_lost() {
     let app = TestApp::with(Options::default().with(|c| c.worker = false)).await;
     let (v, ann, first) = a_grab_redis_lost(&app, "twice-ann").await;
-    let cookie = [("cookie", ann.cookie.as_str())];
     let (status, body) = app.grab(&ann, v).await;
     assert_eq!(status, 200, "the shopper grabs again: {body}");
     let second = Granted::of(&body);
-    let (status, body) = app.call("grab_result", first.ask(v), &cookie).await;
-    assert_eq!(
-        (status.as_u16(), body["status"].as_str(), body["reason"].as_str()),
-        (200, Some("failed"), Some("lost"))
-    );
+    assert_eq!(first.read_by(&app, v, &ann).await, (200, Some("failed".into()), Some("lost".into())));
     // Redis loses the second grant as well.
     redis_loses_the_sale(&app, v).await;
     reads_lost_then_a_late_persist_buries_it(&app, v, &ann, &second).await;

@@ -3,9 +3,30 @@
 # Without `dir` it is throw-away; with one, it keeps its data there in an append-only
 # file synced on every write (appendfsync always): nothing answered `queued` is lost.
 
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+# `free_ports N [bus]`: N free loopback ports below the range the kernel hands out to
+# outgoing connections and to binds of port 0 (32768 and up on Linux), as the tests'
+# and the chaos tool's Redis get (`local_redis::steady_port`, 12000-22000): none is
+# taken between the check here and the server binding it. With `bus`, each one's
+# cluster-bus port (port + 10000) is free too.
+free_ports() {
+  python3 - "$1" "${2:-}" <<'PY'
+import random, socket, sys
+def free(p):
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", p))
+            return True
+        except OSError:
+            return False
+ports = []
+while len(ports) < int(sys.argv[1]):
+    p = random.randrange(12000, 22000)
+    if p not in ports and free(p) and (sys.argv[2] != "bus" or free(p + 10000)):
+        ports.append(p)
+print(" ".join(map(str, ports)))
+PY
 }
+free_port() { free_ports 1; }
 
 start_redis() {
   local port dir aof=no
@@ -44,23 +65,6 @@ stop_redis() {
 # loopback ports, and exports REDIS_CLUSTER_URL (the node URLs, comma-separated: what
 # REDIS_URL takes for a cluster). With BENCH_REDIS_CPUS (a list of cores, `taskset`'s
 # form), node i runs on the list's core i, in turn. `stop_redis_cluster` removes it.
-cluster_ports() {
-  # $1 free ports whose cluster-bus ports (port + 10000) are free too.
-  python3 - "$1" <<'PY'
-import socket, sys
-ports, held = [], []
-while len(ports) < int(sys.argv[1]):
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]; held.append(s)
-    if p > 55000: continue
-    try:
-        b = socket.socket(); b.bind(("127.0.0.1", p + 10000)); held.append(b)
-    except OSError:
-        continue
-    ports.append(p)
-print(" ".join(map(str, ports)))
-PY
-}
-
 start_redis_cluster() {
   local masters=${1:-3} replicas=${2:-1} port urls="" nodes=() ok pin=() cores=() i=0
   SECKILL_CLUSTER_DIR=$(mktemp -d)
@@ -73,7 +77,7 @@ for part in sys.argv[1].split(","):
     out += range(int(a), int(b or a) + 1)
 print(*out)' "$BENCH_REDIS_CPUS")"
   fi
-  for port in $(cluster_ports $((masters * (1 + replicas)))); do
+  for port in $(free_ports $((masters * (1 + replicas))) bus); do
     mkdir -p "$SECKILL_CLUSTER_DIR/$port"
     pin=()
     if [ "${#cores[@]}" -gt 0 ]; then pin=(taskset -c "${cores[$((i % ${#cores[@]}))]}"); fi

@@ -2,8 +2,34 @@
 //! port with its data under `./data/redis` (append-only file, synced on every write),
 //! stopped when the app stops.
 
-use std::{path::Path, process::Stdio, time::Duration};
+use std::{collections::BTreeSet, path::Path, process::Stdio, sync::Mutex, time::Duration};
 use tokio::process::{Child, Command};
+
+/// Ports [`steady_port`] hands out: below Linux's default ephemeral range
+/// (32768–60999, `net.ipv4.ip_local_port_range`) with their cluster-bus ports
+/// (port + 10000) too.
+const STEADY_PORTS: std::ops::Range<u16> = 12_000..22_000;
+
+/// A free loopback port for a Redis that is stopped and started again on it (a drill's
+/// restart, a node rejoining its cluster), with port + 10000 free too when `bus` (a
+/// cluster node's bus). A port the kernel picked (`bind` to port 0) is in its
+/// ephemeral range, from which it also hands out the local ends of outgoing
+/// connections: between the stop and the start any connection could take it (about
+/// once in a thousand test runs). These are below that range, and this process hands
+/// each out once.
+pub fn steady_port(bus: bool) -> Result<u16, String> {
+    static HANDED: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+    let free = |p: u16| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok();
+    for _ in 0..10_000 {
+        let port = rand::random_range(STEADY_PORTS);
+        let mut handed = HANDED.lock().unwrap_or_else(|e| e.into_inner());
+        if !handed.contains(&port) && free(port) && (!bus || free(port + 10_000)) {
+            handed.insert(port);
+            return Ok(port);
+        }
+    }
+    Err(format!("no free loopback port between {} and {}", STEADY_PORTS.start, STEADY_PORTS.end))
+}
 
 pub struct LocalRedis {
     child: Child,
@@ -27,6 +53,12 @@ impl LocalRedis {
             }
         }
         Err(failed)
+    }
+
+    /// Starts `redis-server` on a [`steady_port`]: for a Redis that will be started
+    /// again on its port ([`Self::start_on`]), after a crash or a stop.
+    pub async fn start_steady(data_dir: &Path) -> Result<Self, String> {
+        Self::start_on(data_dir, steady_port(false)?).await
     }
 
     /// Starts `redis-server` on `port` with the data under `data_dir` (a restart finds

@@ -13,7 +13,10 @@ use futures::{stream, StreamExt};
 use redis::AsyncCommands;
 use seckill::{
     client::ApiClient,
-    server::{child::ends_with_parent, local_redis::wait_own},
+    server::{
+        child::ends_with_parent,
+        local_redis::{steady_port, wait_own},
+    },
     testing::{Bucket, SaleKeys},
 };
 use serde_json::{json, Value};
@@ -36,9 +39,10 @@ pub struct PrivateCluster {
 
 impl PrivateCluster {
     /// Starts `masters × (1 + replicas)` nodes and joins them; returns once every node
-    /// sees the cluster `ok` and every master has its replicas in sync. A port picked
-    /// free can be taken before its node binds it (by an outgoing connection, say):
-    /// then the start begins again on new ports.
+    /// sees the cluster `ok` and every master has its replicas in sync. Its ports are
+    /// steady ([`steady_port`]: a node killed gets its port back when it starts again);
+    /// one picked free and taken before its node binds it (another program's, say)
+    /// starts it again on new ports.
     pub async fn start(masters: usize, replicas: usize) -> Self {
         // Drills start their clusters in turn, so two never pick the same ports.
         static STARTING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -55,7 +59,7 @@ impl PrivateCluster {
 
     async fn try_start(masters: usize, replicas: usize) -> Result<Self, String> {
         let dir = TempDir::new().unwrap();
-        let ports = cluster_ports(masters * (1 + replicas));
+        let ports = (0..masters * (1 + replicas)).map(|_| steady_port(true)).collect::<Result<Vec<_>, _>>()?;
         let mut nodes = HashMap::new();
         for &port in &ports {
             nodes.insert(port, spawn_node(dir.path(), port));
@@ -233,25 +237,6 @@ fn spawn_node(dir: &Path, port: u16) -> Child {
         .kill_on_drop(true)
         .spawn()
         .expect("redis-server starts")
-}
-
-/// `n` free loopback ports whose cluster-bus ports (port + 10000) are free too.
-fn cluster_ports(n: usize) -> Vec<u16> {
-    let mut held = Vec::new();
-    let mut ports = Vec::new();
-    while ports.len() < n {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = l.local_addr().unwrap().port();
-        held.push(l);
-        if port > 55_000 {
-            continue;
-        }
-        if let Ok(bus) = std::net::TcpListener::bind(("127.0.0.1", port + 10_000)) {
-            held.push(bus);
-            ports.push(port);
-        }
-    }
-    ports
 }
 
 /// One command to one node on a connection of its own (`None` when it does not answer).

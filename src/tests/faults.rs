@@ -179,7 +179,7 @@ async fn redis_back_empty_after_an_outage() {
 async fn the_first_order_after_redis_returns_is_saved_at_once() {
     let _watchdog = Watchdog::arm();
     let (dir, empty) = (TempDir::new().unwrap(), TempDir::new().unwrap());
-    let private = LocalRedis::start(dir.path()).await.unwrap();
+    let private = LocalRedis::start_steady(dir.path()).await.unwrap();
     let port = private.port;
     let app = TestApp::with(Options::default().with(|c| c.redis_url = Some(private.url.clone()))).await;
     let v = app.create_voucher(10, -5, 3600).await;
@@ -390,7 +390,7 @@ async fn database_blocked_past_the_claim_time_fails_nobody() {
 async fn the_first_grab_on_each_thread_after_a_redis_restart_is_answered() {
     let _watchdog = Watchdog::arm();
     let dir = TempDir::new().unwrap();
-    let private = LocalRedis::start(dir.path()).await.unwrap();
+    let private = LocalRedis::start_steady(dir.path()).await.unwrap();
     let port = private.port;
     // Two serving threads (the tests' default); a client that opens a new connection
     // for each request, so the grabs are handed to the threads in turn.
@@ -421,7 +421,7 @@ async fn the_first_grab_on_each_thread_after_a_redis_restart_is_answered() {
 async fn redis_restarted_from_its_append_only_file() {
     let _watchdog = Watchdog::arm();
     let dir = TempDir::new().unwrap();
-    let private = LocalRedis::start(dir.path()).await.unwrap();
+    let private = LocalRedis::start_steady(dir.path()).await.unwrap();
     let port = private.port;
     let app = TestApp::with(Options::default().with(|c| c.redis_url = Some(private.url.clone()))).await;
     let v = app.create_voucher(400, -5, 3600).await;

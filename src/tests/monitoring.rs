@@ -2,7 +2,7 @@
 
 use crate::support::{code, wait_until, Options, TestApp, ADMIN_TOKEN, SETTLED, SOON};
 use redis::AsyncCommands;
-use seckill::server::local_redis::LocalRedis;
+use seckill::server::local_redis::{steady_port, LocalRedis};
 use serde_json::{json, Value};
 
 /// A process started before its Redis answers (Redis loading its file, or a node not
@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 #[tokio::test]
 async fn a_server_started_before_its_redis_waits_for_it() {
     let dir = tempfile::TempDir::new().unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = steady_port(false).unwrap();
     let url = format!("redis://127.0.0.1:{port}/");
     let starting = TestApp::starting(Options::default().with(|c| c.redis_url = Some(url))).await;
     let (http, base) = (starting.api.http.clone(), starting.base.clone());

@@ -95,7 +95,7 @@ async fn grabs_that_find_the_hand_empty_share_one_block() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_failed_refill_fails_its_waiters_and_the_next_grab_retries() {
     let dir = tempfile::TempDir::new().unwrap();
-    let private = LocalRedis::start(dir.path()).await.unwrap();
+    let private = LocalRedis::start_steady(dir.path()).await.unwrap();
     let (url, port) = (private.url.clone(), private.port);
     let redis = RedisConn::open(&url).await.unwrap();
     let ids = Arc::new(OrderIds::new("t", 10));

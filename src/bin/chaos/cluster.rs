@@ -11,6 +11,7 @@
 //! own checks use the nodes' ports themselves.
 
 use crate::proxy::{node_source, Proxy};
+use seckill::server::local_redis::steady_port;
 use std::{path::PathBuf, process::Stdio, sync::Arc, time::Duration};
 use tokio::{
     process::{Child, Command},
@@ -30,7 +31,7 @@ pub struct Cluster {
 impl Cluster {
     /// Starts six nodes and makes them a cluster (`redis-cli --cluster create`).
     pub async fn start(dir: PathBuf) -> Result<Self, String> {
-        let ports = cluster_ports()?;
+        let ports = (0..6).map(|_| steady_port(true)).collect::<Result<Vec<_>, _>>()?;
         let (mut clients, mut buses) = (Vec::new(), Vec::new());
         for &port in &ports {
             clients.push(Proxy::start(([127, 0, 0, 1], port).into()).await?);
@@ -193,21 +194,4 @@ async fn query<T: redis::FromRedisValue>(port: u16, cmd: &mut redis::Cmd) -> Opt
         cmd.query_async(&mut c).await.ok()
     };
     tokio::time::timeout(Duration::from_secs(1), ask).await.ok().flatten()
-}
-
-/// Six free loopback ports whose cluster-bus ports (port + 10000) are free too, both
-/// below the range the kernel hands out to outgoing connections.
-fn cluster_ports() -> Result<Vec<u16>, String> {
-    let mut ports = Vec::new();
-    for _ in 0..10_000 {
-        let port = rand::random_range(12_000..22_000);
-        let free = |p: u16| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok();
-        if !ports.contains(&port) && free(port) && free(port + 10_000) {
-            ports.push(port);
-            if ports.len() == 6 {
-                return Ok(ports);
-            }
-        }
-    }
-    Err("no six free port pairs for the cluster".to_owned())
 }

@@ -12,7 +12,7 @@
 //! one master.
 
 use crate::{cluster::Cluster, postgres::Postgres, proxy::Proxy};
-use seckill::server::local_redis::LocalRedis;
+use seckill::server::local_redis::{steady_port, LocalRedis};
 use std::{
     path::{Path, PathBuf},
     process::Stdio,
@@ -133,7 +133,7 @@ impl Topology {
     pub async fn start(kind: Kind, dir: &Path, settings: AppSettings) -> Result<Self, String> {
         let (redis, redis_url) = match kind {
             Kind::OneBox => {
-                let redis = LocalRedis::start_on(dir, free_port()?).await?;
+                let redis = LocalRedis::start_on(dir, steady_port(false)?).await?;
                 let (port, url) = (redis.port, redis.url.clone());
                 (RedisPart::Single { redis: Mutex::new(Some(redis)), port }, url)
             }
@@ -149,7 +149,7 @@ impl Topology {
                 (DbPart::Sqlite, format!("sqlite://{}/chaos.db", dir.display()), *port)
             }
             Kind::Full => {
-                let pg_port = free_port()?;
+                let pg_port = steady_port(false)?;
                 let pg = Postgres::start(pg_port).await?;
                 println!(
                     "chaos: PostgreSQL in {} while it runs (its log is copied to {} at the end)",
@@ -164,7 +164,7 @@ impl Topology {
         for _ in 0..kind.processes() {
             links.push(Proxy::start(([127, 0, 0, 1], store_port).into()).await?);
         }
-        let ports = (0..kind.processes()).map(|_| free_port()).collect::<Result<Vec<_>, _>>()?;
+        let ports = (0..kind.processes()).map(|_| steady_port(false)).collect::<Result<Vec<_>, _>>()?;
         let apps =
             ports.iter().enumerate().map(|(index, &port)| Mutex::new(App { index, port, child: None })).collect();
         let stamp = chrono::Utc::now().timestamp_nanos_opt().unwrap_or_default();
@@ -497,18 +497,4 @@ impl Topology {
             pg.stop(&self.dir.join(POSTGRES_LOG)).await;
         }
     }
-}
-
-/// A loopback port nothing listens on now, below the range the kernel hands out to
-/// outgoing connections (32768 and up on Linux): a process down for a while gets its
-/// port back when it starts again, which a client connection's port could otherwise
-/// have taken meanwhile.
-fn free_port() -> Result<u16, String> {
-    for _ in 0..1_000 {
-        let port = rand::random_range(22_000..32_000);
-        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            return Ok(port);
-        }
-    }
-    Err("no free loopback port between 22000 and 32000".to_owned())
 }

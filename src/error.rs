@@ -75,6 +75,9 @@ pub enum ErrorCode {
     SaleStarted,
     /// A withdrawal of more units than are unsold.
     NotEnoughStock,
+    /// The sale has taken as many stock changes as one sale may
+    /// (`voucher::MOST_STOCK_CHANGES`): its stock can change no more.
+    StockChangeLimit,
     /// A negative or absurd price or face value.
     InvalidPrice,
     /// A face value below the price.
@@ -141,7 +144,7 @@ impl ErrorCode {
             Self::UnknownOperator => 404,
             Self::UnknownVoucher | Self::UnknownOrder => 404,
             Self::NotStarted | Self::Ended | Self::SoldOut | Self::AlreadyBought => 409,
-            Self::SalePaused | Self::SaleStarted | Self::NotEnoughStock => 409,
+            Self::SalePaused | Self::SaleStarted | Self::NotEnoughStock | Self::StockChangeLimit => 409,
             Self::InvalidToken => 403,
             Self::OrderQueued | Self::OrderExpired | Self::OrderCancelled | Self::OrderPaid | Self::CancelLimit => 409,
             Self::NotFound => 404,
@@ -179,6 +182,9 @@ impl ErrorCode {
             Self::InvalidToken => "This grab needs your own grab token, given from the sale's start.",
             Self::SaleStarted => "The sale has started: only its title, price and end can change.",
             Self::NotEnoughStock => "Fewer units are unsold than that.",
+            Self::StockChangeLimit => {
+                "This sale's stock has been changed as often as one sale's may: make another sale for more units."
+            }
             Self::InvalidPrice => "A price must be whole minor units (cents), not negative.",
             Self::FaceValueBelowPrice => "The face value cannot be below the price.",
             Self::InvalidTime => "That time is not possible.",

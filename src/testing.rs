@@ -29,7 +29,7 @@ pub use crate::{
         sweeper::sweep,
         CancelReason,
     },
-    report::{tally::Tally, Outcome},
+    report::{tally::Tally, Outcome, MOST_REPORT_ENTRIES},
     sale::{
         batches::{mailbox, Batches, CALLS_PER_SALE, MOST_PER_CALL},
         gate::{self, Ask, Bucket, Verdict},
@@ -40,6 +40,7 @@ pub use crate::{
     voucher::{
         ledger::{self, StockChange},
         store::{self as vouchers, VoucherRow},
+        MOST_STOCK_CHANGES,
     },
     worker::{Saver, WorkerSettings, NAME_LEASE},
 };

@@ -36,7 +36,7 @@ const ACTIONS_LIMIT: i64 = 1_000;
 pub async fn sale_report(voucher_id: i64) -> AppResult<Report> {
     let state = Context::get();
     operator::<SaleReport>()?;
-    build(&state, voucher_id).await
+    Ok(build(&state, voucher_id).await?.in_steps())
 }
 crate::error::refuses!(SaleReport: UnknownVoucher);
 
@@ -47,7 +47,8 @@ pub const CSV_PATH: &str = "/api/sale_report.csv";
 pub const CSV_REFUSES: &[crate::error::ErrorCode] =
     &[crate::error::ErrorCode::InvalidInput, crate::error::ErrorCode::UnknownVoucher];
 
-/// Reads the report of `voucher_id`, after adding this process's counts.
+/// Reads the report of `voucher_id`, after adding this process's counts, second by
+/// second (the CSV's; `sale_report` answers it in steps, [`Report::in_steps`]).
 #[cfg(feature = "ssr")]
 pub async fn build(state: &Context, voucher_id: i64) -> AppResult<Report> {
     let db = &state.backend.db;
@@ -71,6 +72,7 @@ pub async fn build(state: &Context, voucher_id: i64) -> AppResult<Report> {
         time_to_sell_out_ms: sold_out_at.map(|at| at - row.begins_at),
         answers,
         seconds: seconds.into_iter().map(|(at, answers)| Second { at, answers }).collect(),
+        step_secs: 1,
         latency: Latency::from_counts(&latency),
         orders,
         units: Units {

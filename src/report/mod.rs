@@ -171,13 +171,51 @@ pub struct Report {
     pub time_to_sell_out_ms: Option<i64>,
     /// Grabs by what they were answered, over the whole sale (every outcome named).
     pub answers: BTreeMap<Outcome, i64>,
-    /// The same per second (Unix seconds), only seconds with a grab, oldest first.
+    /// The same per second (Unix seconds), only seconds with a grab, oldest first; in a
+    /// sale whose grabs span more than 3,600 seconds (`MOST_REPORT_ENTRIES`), per
+    /// `step_secs` seconds (the CSV keeps every second).
     pub seconds: Vec<Second>,
+    /// Seconds each entry of `seconds` sums, from its `at`: 1, or as many as keep the
+    /// list within 3,600 entries (an entry's `at` is then the first grab's second plus
+    /// a whole number of steps).
+    pub step_secs: i64,
     pub latency: Latency,
     pub orders: OrderCounts,
     pub units: Units,
     /// The sale's operator actions, newest first.
     pub actions: Vec<AuditEntry>,
+}
+
+/// Entries of a report's `seconds` at most: an hour of a sale second by second. A
+/// sale of days answered every second would otherwise make a report of megabytes,
+/// read again every few seconds by the report's page.
+pub const MOST_REPORT_ENTRIES: i64 = 3_600;
+
+impl Report {
+    /// The report with `seconds` summed into steps of as many seconds as keep it within
+    /// [`MOST_REPORT_ENTRIES`] entries (one second when they fit).
+    pub fn in_steps(mut self) -> Self {
+        let (Some(first), Some(last)) = (self.seconds.first(), self.seconds.last()) else { return self };
+        let (start, span) = (first.at, last.at - first.at + 1);
+        let step = (span + MOST_REPORT_ENTRIES - 1) / MOST_REPORT_ENTRIES;
+        if step <= 1 {
+            return self;
+        }
+        let mut steps: Vec<Second> = Vec::new();
+        for second in std::mem::take(&mut self.seconds) {
+            let at = start + (second.at - start) / step * step;
+            match steps.last_mut() {
+                Some(entry) if entry.at == at => {
+                    for (outcome, n) in second.answers {
+                        *entry.answers.entry(outcome).or_default() += n;
+                    }
+                }
+                _ => steps.push(Second { at, answers: second.answers }),
+            }
+        }
+        (self.seconds, self.step_secs) = (steps, step);
+        self
+    }
 }
 
 /// One second of the sale: its grabs by outcome (outcomes with none left out).
@@ -290,6 +328,31 @@ pub struct Units {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_report_is_summed_into_steps_only_past_its_most_entries() {
+        let second = |at: i64, n: i64| Second { at, answers: [(Outcome::SoldOut, n)].into() };
+        let report = |seconds: Vec<Second>| Report {
+            voucher: crate::voucher::Voucher::sample("t"),
+            generated_at: DateTime::default(),
+            sold_out_at: None,
+            time_to_sell_out_ms: None,
+            answers: BTreeMap::new(),
+            seconds,
+            step_secs: 1,
+            latency: Latency::default(),
+            orders: OrderCounts::default(),
+            units: Units::default(),
+            actions: Vec::new(),
+        };
+        let hour = report(vec![second(100, 1), second(100 + MOST_REPORT_ENTRIES - 1, 2)]);
+        assert_eq!(hour.clone().in_steps(), hour, "an hour fits second by second");
+        let longer = report(vec![second(100, 1), second(101, 2), second(102, 4), second(100 + MOST_REPORT_ENTRIES, 8)]);
+        let stepped = longer.in_steps();
+        assert_eq!(stepped.step_secs, 2);
+        assert_eq!(stepped.seconds, [second(100, 3), second(102, 4), second(100 + MOST_REPORT_ENTRIES, 8)]);
+        assert_eq!(report(Vec::new()).in_steps().step_secs, 1);
+    }
 
     #[test]
     fn outcomes_read_back_by_name() {

@@ -140,8 +140,10 @@ fn per_second_chart(r: &Report) -> impl IntoView {
     let (Some(first), Some(last)) = (r.seconds.first(), r.seconds.last()) else {
         return view! { <p class="text-sm text-slate-600">"No grabs yet."</p> }.into_any();
     };
-    let span = last.at - first.at + 1;
-    let per_bar = (span + MAX_BARS - 1) / MAX_BARS;
+    let span = last.at - first.at + r.step_secs.max(1);
+    // Whole steps to a bar, so that no bar gets one more step than the next.
+    let step = r.step_secs.max(1);
+    let per_bar = ((span + MAX_BARS - 1) / MAX_BARS + step - 1) / step * step;
     let bars = ((span + per_bar - 1) / per_bar) as usize;
     let mut totals = vec![BTreeMap::<Outcome, i64>::new(); bars];
     for s in &r.seconds {

@@ -23,7 +23,8 @@ use {
     },
 };
 
-/// Creates a voucher and warms it into Redis (operators). Times are RFC 3339; `price`
+/// Creates a voucher and warms it into Redis (operators). Times are RFC 3339; a sale
+/// lasts at most 31 days and begins at most 366 days from now (`invalid_time`); `price`
 /// (what a shopper pays) and `face_value` (what it is worth) are minor units of the
 /// currency, 0 and the price when left out; `fair_start` (off when left out) makes
 /// every grab need a grab token, issued from the start instant; `shards` (1 to 64, 1

@@ -29,7 +29,8 @@ use {
 
 /// Changes a voucher's title, price, face value, start or end (operators; fields left
 /// out stay). Before the start every field may change; after it, all but the start,
-/// and the end not before now. A new price applies to grabs from now on: orders keep
+/// and the end not before now. A window sent keeps `create_voucher`'s bounds (a month
+/// long at most, its start a year away at most). A new price applies to grabs from now on: orders keep
 /// the price of their grab.
 #[server(prefix = "/api", endpoint = "update_voucher", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn update_voucher(
@@ -89,14 +90,14 @@ crate::error::refuses!(EndSale: UnknownVoucher, Ended, SavedNotApplied);
 pub async fn add_stock(voucher_id: i64, units: i64) -> AppResult<StockChanged> {
     change::change_stock::<AddStock>("add_stock", voucher_id, change::checked_units(units)?).await
 }
-crate::error::refuses!(AddStock: UnknownVoucher, Ended, SavedNotApplied);
+crate::error::refuses!(AddStock: UnknownVoucher, Ended, StockChangeLimit, SavedNotApplied);
 
 /// Withdraws units nobody was granted: all asked for, or none (`not_enough_stock`).
 #[server(prefix = "/api", endpoint = "withdraw_stock", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn withdraw_stock(voucher_id: i64, units: i64) -> AppResult<StockChanged> {
     change::change_stock::<WithdrawStock>("withdraw_stock", voucher_id, -change::checked_units(units)?).await
 }
-crate::error::refuses!(WithdrawStock: UnknownVoucher, Ended, NotEnoughStock, SavedNotApplied);
+crate::error::refuses!(WithdrawStock: UnknownVoucher, Ended, NotEnoughStock, StockChangeLimit, SavedNotApplied);
 
 /// Entries a page of `list_audit` holds unless asked, and at most.
 #[cfg(feature = "ssr")]

@@ -69,6 +69,12 @@ async fn bad_input_gets_4xx_with_invalid_input() {
         ("x", 10, at(60), at(0), 0, ("invalid_time", "ends_at")),
         ("x", 10, "soon".to_owned(), at(60), 0, ("invalid_time", "begins_at")),
         ("x", 10, at(-120), at(-60), 0, ("invalid_time", "ends_at")),
+        // Years no client reads back in UTC (-0001, +10000), a window of over a month,
+        // a start over a year away.
+        ("x", 10, "0000-01-01T00:00:00+01:00".to_owned(), at(60), 0, ("invalid_time", "ends_at")),
+        ("x", 10, at(0), "9999-12-31T23:59:59-05:00".to_owned(), 0, ("invalid_time", "ends_at")),
+        ("x", 10, at(0), at(32 * 86_400), 0, ("invalid_time", "ends_at")),
+        ("x", 10, at(367 * 86_400), at(367 * 86_400 + 60), 0, ("invalid_time", "begins_at")),
         ("x", 10, at(0), at(60), -1, ("invalid_price", "price")),
         ("x", 10, at(0), at(60), 500, ("face_value_below_price", "face_value")),
     ] {

@@ -201,6 +201,14 @@ pub async fn changes_mark(db: &Db, voucher_id: i64) -> sqlx::Result<(i64, i64)> 
         .await
 }
 
+/// Stock changes operators made to `voucher_id`: each addition's share of a bucket and
+/// each withdrawal, made or refused (moves between buckets are the sale's own). What
+/// [`MOST_STOCK_CHANGES`](super::MOST_STOCK_CHANGES) bounds.
+pub async fn operator_changes(db: &Db, voucher_id: i64) -> sqlx::Result<i64> {
+    let sql = "SELECT COUNT(*) FROM stock_changes WHERE voucher_id = $1 AND move_to IS NULL AND move_from IS NULL";
+    sqlx::query_scalar(sql).bind(voucher_id).fetch_one(db).await
+}
+
 /// Stock changes of `voucher_id` Redis still owes, whatever their age: units a sale
 /// of several shards has not sold though no bucket shows them yet.
 pub async fn owed_changes_of(db: &Db, voucher_id: i64) -> sqlx::Result<Vec<StockChange>> {

@@ -173,6 +173,24 @@ pub const MAX_TITLE_CHARS: usize = 100;
 #[cfg(feature = "ssr")]
 pub const MAX_STOCK: i64 = 1_000_000;
 
+/// Most stock changes operators may make to one sale (rows of the ledger: an addition
+/// makes one per bucket it reaches, a withdrawal one, made or refused). Every rebuild of
+/// a bucket reads and sends its changes to Redis, within its deadline, and they are
+/// kept as long as the sale: a script adding and withdrawing in a loop must not make
+/// that unbounded. Past it: `stock_change_limit`.
+#[cfg(feature = "ssr")]
+pub const MOST_STOCK_CHANGES: i64 = 10_000;
+
+/// Longest a sale may last, in days: a flash sale lasts hours, a promotion weeks. A
+/// sale's report counts its answers by the second and its Redis keys last until its
+/// end, so a window of years (or a time in year 9999, whose UTC form leaves four
+/// digits) is refused rather than kept.
+#[cfg(feature = "ssr")]
+pub const MAX_SALE_DAYS: i64 = 31;
+/// Furthest ahead of now a sale may begin, in days.
+#[cfg(feature = "ssr")]
+pub const MAX_LEAD_DAYS: i64 = 366;
+
 /// Largest price or face value, in minor units: far above any voucher, far below
 /// where sums of them could overflow.
 #[cfg(feature = "ssr")]
@@ -197,7 +215,7 @@ pub struct NewVoucher {
 /// What a voucher's fields must be, whoever sets them (creating or editing).
 #[cfg(feature = "ssr")]
 pub mod rules {
-    use super::{MAX_AMOUNT, MAX_TITLE_CHARS};
+    use super::{MAX_AMOUNT, MAX_LEAD_DAYS, MAX_SALE_DAYS, MAX_TITLE_CHARS};
     use crate::error::{AppError, ErrorCode};
     use chrono::{DateTime, Utc};
 
@@ -246,13 +264,22 @@ pub mod rules {
         })
     }
 
-    /// A window: ends after it begins, and not in the past.
+    /// A window: ends after it begins, and not in the past; lasts at most
+    /// [`MAX_SALE_DAYS`] and begins at most [`MAX_LEAD_DAYS`] from now (so both ends
+    /// are within a year or so of now).
     pub fn window(begins_at: DateTime<Utc>, ends_at: DateTime<Utc>, now: DateTime<Utc>) -> Result<(), AppError> {
+        let refuse = |why: String, field| Err(AppError::with(ErrorCode::InvalidTime, why).on(field));
         if ends_at <= begins_at {
-            return Err(AppError::with(ErrorCode::InvalidTime, "The sale must end after it begins.").on("ends_at"));
+            return refuse("The sale must end after it begins.".to_owned(), "ends_at");
         }
         if ends_at <= now {
-            return Err(AppError::with(ErrorCode::InvalidTime, "The sale would already be over.").on("ends_at"));
+            return refuse("The sale would already be over.".to_owned(), "ends_at");
+        }
+        if ends_at - begins_at > chrono::TimeDelta::days(MAX_SALE_DAYS) {
+            return refuse(format!("A sale lasts at most {MAX_SALE_DAYS} days."), "ends_at");
+        }
+        if begins_at - now > chrono::TimeDelta::days(MAX_LEAD_DAYS) {
+            return refuse(format!("A sale begins at most {MAX_LEAD_DAYS} days from now."), "begins_at");
         }
         Ok(())
     }
@@ -314,6 +341,16 @@ mod tests {
         assert!(parse("t", 1, "yesterday", e).is_err());
         assert!(parse("t", 1, e, b).is_err());
         assert!(parse("t", 1, "2026-11-22T10:00:00Z", "2026-11-22T11:00:00Z").is_err());
+        // Times whose UTC form leaves years 0000-9999 (which no client reads back), a
+        // window of more than a month, a start more than a year away.
+        let refused_on = |b, e| parse("t", 1, b, e).map_err(|e| (e.code, e.param)).unwrap_err();
+        let on = |field: &str| (ErrorCode::InvalidTime, Some(field.to_owned()));
+        assert_eq!(refused_on("0000-01-01T00:00:00+01:00", e), on("ends_at"));
+        assert_eq!(refused_on(b, "9999-12-31T23:59:59-05:00"), on("ends_at"));
+        assert_eq!(refused_on(b, "2026-12-24T10:00:01Z"), on("ends_at"));
+        assert!(parse("t", 1, b, "2026-12-24T10:00:00Z").is_ok(), "31 days");
+        assert_eq!(refused_on("2027-11-25T10:00:00Z", "2027-11-25T11:00:00Z"), on("begins_at"));
+        assert!(parse("t", 1, "2027-11-24T10:00:00Z", "2027-11-24T11:00:00Z").is_ok(), "366 days ahead");
         assert_eq!(parse("", 1, b, e).unwrap_err().code, ErrorCode::InvalidInput);
         assert_eq!(parse("t", 1, "x", e).unwrap_err().code, ErrorCode::InvalidTime);
         let at = |price, face| NewVoucher::parse("t", 1, (b, e), (price, face), now()).map(|v| v.price);

@@ -152,6 +152,7 @@ fn report() -> Value {
         "time_to_sell_out_ms": 850,
         "answers": { "granted": 100, "sold_out": 9_900 },
         "seconds": [{ "at": 1_796_119_200, "answers": { "granted": 100, "sold_out": 9_900 } }],
+        "step_secs": 1,
         "latency": { "grabs": 10_000, "p50_ms": 1.0, "p90_ms": 2.0, "p99_ms": 5.0, "p999_ms": 10.0, "max_ms": 20.0,
                      "bins": [{ "le_ms": 1.0, "grabs": 6_000 }, { "le_ms": 20.0, "grabs": 4_000 }] },
         "orders": { "total": 100, "unpaid": 12, "paid": 85, "cancelled_by_shopper": 1, "timed_out": 2 },

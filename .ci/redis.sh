@@ -5,8 +5,9 @@
 
 # `free_ports N [bus]`: N free loopback ports below the range the kernel hands out to
 # outgoing connections and to binds of port 0 (32768 and up on Linux), as the tests'
-# and the chaos tool's Redis get (`local_redis::steady_port`, 12000-22000): none is
-# taken between the check here and the server binding it. With `bus`, each one's
+# and the chaos tool's Redis get (`local_redis::steady_port`, 12000-22000): no
+# outgoing connection takes one between the check here and the server binding it
+# (the engines start before anything else picks ports there). With `bus`, each one's
 # cluster-bus port (port + 10000) is free too.
 free_ports() {
   python3 - "$1" "${2:-}" <<'PY'

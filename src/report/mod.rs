@@ -218,7 +218,8 @@ impl Report {
     }
 }
 
-/// One second of the sale: its grabs by outcome (outcomes with none left out).
+/// One second of the sale (or one step of `step_secs` seconds from `at`): its grabs by
+/// outcome (outcomes with none left out).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Second {
     /// Unix seconds.

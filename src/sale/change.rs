@@ -44,12 +44,16 @@ impl EditRequest {
         if begins_at.is_some_and(|b| b != row.begins_at) && now >= row.begins_at {
             return Err(ErrorCode::SaleStarted.into());
         }
-        // A window sent is checked whole; one left alone stands as it was made (a
-        // sale made before a rule was added keeps its other fields editable).
+        // A window sent is checked whole; its bounds as far as it changes them: a sale
+        // made before they were set keeps its other fields editable, and may be
+        // shortened.
         if begins_at.is_some() || ends_at.is_some() {
             let at = |ms: i64| chrono::DateTime::from_timestamp_millis(ms).unwrap_or_default();
             let window = (begins_at.unwrap_or(row.begins_at), ends_at.unwrap_or(row.ends_at));
             rules::window(at(window.0), at(window.1), at(now))?;
+            let longer = window.1 - window.0 > row.ends_at - row.begins_at;
+            let moved = window.0 != row.begins_at;
+            rules::bounds((at(window.0), at(window.1)), at(now), (longer, moved))?;
         }
         Ok(Edit { title, price: self.price, face_value: self.face_value, begins_at, ends_at, paused: None })
     }

@@ -2,7 +2,16 @@
 //! port with its data under `./data/redis` (append-only file, synced on every write),
 //! stopped when the app stops.
 
-use std::{collections::BTreeSet, path::Path, process::Stdio, sync::Mutex, time::Duration};
+use std::{
+    os::{
+        linux::net::SocketAddrExt,
+        unix::net::{SocketAddr, UnixListener},
+    },
+    path::Path,
+    process::Stdio,
+    sync::Mutex,
+    time::Duration,
+};
 use tokio::process::{Child, Command};
 
 /// Ports [`steady_port`] hands out: below Linux's default ephemeral range
@@ -15,20 +24,31 @@ const STEADY_PORTS: std::ops::Range<u16> = 12_000..22_000;
 /// cluster node's bus). A port the kernel picked (`bind` to port 0) is in its
 /// ephemeral range, from which it also hands out the local ends of outgoing
 /// connections: between the stop and the start any connection could take it (about
-/// once in a thousand test runs). These are below that range, and this process hands
-/// each out once.
+/// once in a thousand test runs). These are below that range, and each is claimed
+/// for this process's life ([`claim`]): no other process that picks ports here (a
+/// second test run, the other of two chaos runs) takes one while its server is down.
 pub fn steady_port(bus: bool) -> Result<u16, String> {
-    static HANDED: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
     let free = |p: u16| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok();
     for _ in 0..10_000 {
         let port = rand::random_range(STEADY_PORTS);
-        let mut handed = HANDED.lock().unwrap_or_else(|e| e.into_inner());
-        if !handed.contains(&port) && free(port) && (!bus || free(port + 10_000)) {
-            handed.insert(port);
+        if free(port) && (!bus || free(port + 10_000)) && claim(port) {
             return Ok(port);
         }
     }
     Err(format!("no free loopback port between {} and {}", STEADY_PORTS.start, STEADY_PORTS.end))
+}
+
+/// Claims `port` for this process's life against every process that claims ports so:
+/// an abstract Unix socket named after it, held open, which the kernel frees when the
+/// process ends however it ends (no file is left behind). False if it is claimed.
+fn claim(port: u16) -> bool {
+    static CLAIMS: Mutex<Vec<UnixListener>> = Mutex::new(Vec::new());
+    let name = format!("seckill-steady-port-{port}");
+    let Ok(listener) = SocketAddr::from_abstract_name(name).and_then(|a| UnixListener::bind_addr(&a)) else {
+        return false;
+    };
+    CLAIMS.lock().unwrap_or_else(|e| e.into_inner()).push(listener);
+    true
 }
 
 pub struct LocalRedis {
@@ -56,9 +76,18 @@ impl LocalRedis {
     }
 
     /// Starts `redis-server` on a [`steady_port`]: for a Redis that will be started
-    /// again on its port ([`Self::start_on`]), after a crash or a stop.
+    /// again on its port ([`Self::start_on`]), after a crash or a stop. A port taken
+    /// before Redis binds it (by a program that does not claim ports) is left for
+    /// another, as [`Self::start`] does.
     pub async fn start_steady(data_dir: &Path) -> Result<Self, String> {
-        Self::start_on(data_dir, steady_port(false)?).await
+        let mut failed = String::new();
+        for _ in 0..3 {
+            match Self::start_on(data_dir, steady_port(false)?).await {
+                Ok(redis) => return Ok(redis),
+                Err(e) => failed = e,
+            }
+        }
+        Err(failed)
     }
 
     /// Starts `redis-server` on `port` with the data under `data_dir` (a restart finds

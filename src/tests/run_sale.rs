@@ -476,6 +476,32 @@ async fn a_sale_takes_a_bounded_number_of_stock_changes() {
     app.stop().await;
 }
 
+/// A sale made longer than the window's bounds allow, before they were set (review,
+/// 2026-11-30), may still be shortened, its other fields edited; it may not be made
+/// longer still.
+#[tokio::test]
+async fn a_sale_over_the_bounds_made_before_them_can_be_shortened() {
+    let app = TestApp::spawn().await;
+    let v = app.create_voucher(5, -5, 3600).await;
+    let now = chrono::Utc::now();
+    let (begun, ends) = (now - chrono::Duration::days(40), now + chrono::Duration::days(20));
+    sqlx::query("UPDATE vouchers SET begins_at = $2, ends_at = $3 WHERE id = $1")
+        .bind(v)
+        .bind(begun.timestamp_millis())
+        .bind(ends.timestamp_millis())
+        .execute(&app.db)
+        .await
+        .unwrap();
+    let later = (now + chrono::Duration::days(21)).to_rfc3339();
+    let (status, answer) = app.operator("update_voucher", json!({ "voucher_id": v, "ends_at": later })).await;
+    assert_eq!((status.as_u16(), code(&answer)), (400, "invalid_time"), "made longer: {answer}");
+    operator_ok(&app, "update_voucher", json!({ "voucher_id": v, "title": "Renamed" })).await;
+    let sooner = (now + chrono::Duration::days(1)).to_rfc3339();
+    let edited = operator_ok(&app, "update_voucher", json!({ "voucher_id": v, "ends_at": sooner })).await;
+    assert_eq!(edited["ends_at"].as_str().map(|t| &t[..16]), Some(&sooner[..16]));
+    app.stop().await;
+}
+
 /// What one grab of the storm saw: when it was sent and answered (ms since the start),
 /// and its answer.
 struct Seen {

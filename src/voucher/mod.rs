@@ -177,7 +177,9 @@ pub const MAX_STOCK: i64 = 1_000_000;
 /// makes one per bucket it reaches, a withdrawal one, made or refused). Every rebuild of
 /// a bucket reads and sends its changes to Redis, within its deadline, and they are
 /// kept as long as the sale: a script adding and withdrawing in a loop must not make
-/// that unbounded. Past it: `stock_change_limit`.
+/// that unbounded. Past it: `stock_change_limit`. (The moves a withdrawal from a sale
+/// of several shards gathers its units with are not counted: at most two rows per
+/// other bucket each, so the sale's rows stay within a few times this.)
 #[cfg(feature = "ssr")]
 pub const MOST_STOCK_CHANGES: i64 = 10_000;
 
@@ -264,24 +266,37 @@ pub mod rules {
         })
     }
 
-    /// A window: ends after it begins, and not in the past; lasts at most
-    /// [`MAX_SALE_DAYS`] and begins at most [`MAX_LEAD_DAYS`] from now (so both ends
-    /// are within a year or so of now).
+    /// A window: ends after it begins, and not in the past.
     pub fn window(begins_at: DateTime<Utc>, ends_at: DateTime<Utc>, now: DateTime<Utc>) -> Result<(), AppError> {
-        let refuse = |why: String, field| Err(AppError::with(ErrorCode::InvalidTime, why).on(field));
         if ends_at <= begins_at {
-            return refuse("The sale must end after it begins.".to_owned(), "ends_at");
+            return Err(refused("The sale must end after it begins.".to_owned(), "ends_at"));
         }
         if ends_at <= now {
-            return refuse("The sale would already be over.".to_owned(), "ends_at");
-        }
-        if ends_at - begins_at > chrono::TimeDelta::days(MAX_SALE_DAYS) {
-            return refuse(format!("A sale lasts at most {MAX_SALE_DAYS} days."), "ends_at");
-        }
-        if begins_at - now > chrono::TimeDelta::days(MAX_LEAD_DAYS) {
-            return refuse(format!("A sale begins at most {MAX_LEAD_DAYS} days from now."), "begins_at");
+            return Err(refused("The sale would already be over.".to_owned(), "ends_at"));
         }
         Ok(())
+    }
+
+    /// A window's bounds: it lasts at most [`MAX_SALE_DAYS`] (checked when `longer`:
+    /// made, or made longer) and begins at most [`MAX_LEAD_DAYS`] from now (when
+    /// `moved`: its start set), so both ends are within a year or so of now.
+    pub fn bounds(
+        window: (DateTime<Utc>, DateTime<Utc>),
+        now: DateTime<Utc>,
+        (longer, moved): (bool, bool),
+    ) -> Result<(), AppError> {
+        let (begins_at, ends_at) = window;
+        if longer && ends_at - begins_at > chrono::TimeDelta::days(MAX_SALE_DAYS) {
+            return Err(refused(format!("A sale lasts at most {MAX_SALE_DAYS} days."), "ends_at"));
+        }
+        if moved && begins_at - now > chrono::TimeDelta::days(MAX_LEAD_DAYS) {
+            return Err(refused(format!("A sale begins at most {MAX_LEAD_DAYS} days from now."), "begins_at"));
+        }
+        Ok(())
+    }
+
+    fn refused(why: String, field: &str) -> AppError {
+        AppError::with(ErrorCode::InvalidTime, why).on(field)
     }
 }
 
@@ -302,6 +317,7 @@ impl NewVoucher {
         let begins_at = rules::time("begins_at", begins_at)?;
         let ends_at = rules::time("ends_at", ends_at)?;
         rules::window(begins_at, ends_at, now)?;
+        rules::bounds((begins_at, ends_at), now, (true, true))?;
         rules::amounts(price, face_value)?;
         Ok(Self { title, stock, begins_at, ends_at, price, face_value, fair_start: false, shards: 1 })
     }

@@ -3,7 +3,9 @@
 //! client, or a crowd, run the process out of descriptors. The browser retries a
 //! refused feed every few seconds. Two pools that never share a place:
 //! - **shop feeds** (anonymous, one per open shop page), in total and per client
-//!   address (an IPv6 /64 is one address, as every other limit keys it);
+//!   address (an IPv6 /64 is one address, as every other limit keys it), and a
+//!   quarter of the total at most per IPv6 /48 ([`PER_NETWORK_SHARE`]): a caller
+//!   holding a /48 has 65,536 /64s, enough to take every place otherwise;
 //! - **operators' boards**, a reserve of their own ([`OPERATOR_FEEDS`], at most
 //!   [`FEEDS_PER_OPERATOR`] per operator): no number of shop pages, nor anyone's
 //!   addresses, makes an operator's board answer 503.
@@ -23,9 +25,15 @@ pub const OPERATOR_FEEDS: usize = 1024;
 /// hold open at once.
 pub const FEEDS_PER_OPERATOR: usize = 64;
 
+/// The share of the shop feeds one IPv6 /48 may hold: a quarter, as of the password
+/// hash pool (never less than one address's).
+pub const PER_NETWORK_SHARE: usize = 4;
+
 /// The two pools.
 pub struct FeedSlots {
     shop: Arc<Pool<IpAddr>>,
+    /// The shop feeds' places per IPv6 /48, taken beside each one's place in `shop`.
+    networks: Arc<Pool<IpAddr>>,
     operators: Arc<Pool<String>>,
 }
 
@@ -33,13 +41,21 @@ impl FeedSlots {
     /// Shop feeds capped at `max_total`, `max_per_address` from one address.
     pub fn new(max_total: usize, max_per_address: usize) -> Self {
         let operators = Arc::new(Pool::new(OPERATOR_FEEDS, FEEDS_PER_OPERATOR));
-        Self { shop: Arc::new(Pool::new(max_total, max_per_address)), operators }
+        let per_network = (max_total / PER_NETWORK_SHARE).max(max_per_address);
+        let networks = Arc::new(Pool::new(usize::MAX, per_network));
+        Self { shop: Arc::new(Pool::new(max_total, max_per_address)), networks, operators }
     }
 
     /// A place for a new shop feed from `address`, unless a cap is reached.
     pub fn take_shop(&self, address: IpAddr) -> Option<FeedSlot> {
-        let held = Pool::take(&self.shop, ClientIp(address).block())?;
-        Some(FeedSlot { _held: Box::new(held) })
+        let caller = ClientIp(address);
+        let held = Pool::take(&self.shop, caller.block())?;
+        // Dropping `held` gives its place back when the network's is refused.
+        let network = match caller.network() {
+            Some(network) => Some(Pool::take(&self.networks, network)?),
+            None => None,
+        };
+        Some(FeedSlot { _held: Box::new((held, network)) })
     }
 
     /// A place for a new board of the operator named `operator`, from the operators'
@@ -137,12 +153,25 @@ mod tests {
 
     #[test]
     fn an_ipv6_slash_64_is_one_address() {
-        let slots = FeedSlots::new(10, 2);
+        let slots = FeedSlots::new(100, 2);
         let host = |n: u16| IpAddr::from([0x2001, 0xdb8, 0, 7, 0, 0, 0, n]);
         let _one = slots.take_shop(host(1)).unwrap();
         let _two = slots.take_shop(host(2)).unwrap();
         assert!(slots.take_shop(host(3)).is_none(), "another host of the same /64");
         assert!(slots.take_shop(IpAddr::from([0x2001, 0xdb8, 0, 8, 0, 0, 0, 1])).is_some(), "another /64");
+    }
+
+    #[test]
+    fn an_ipv6_slash_48_holds_a_quarter_of_the_places_whatever_its_64s() {
+        let slots = FeedSlots::new(8, 2);
+        let host = |net: u16, sub: u16| IpAddr::from([0x2001, 0xdb8, net, sub, 0, 0, 0, 1]);
+        let mine: Vec<_> = (0..2).map(|sub| slots.take_shop(host(1, sub)).unwrap()).collect();
+        assert!(slots.take_shop(host(1, 9)).is_none(), "a third /64 of the same /48");
+        assert_eq!(slots.open(), 2, "the refused one's address place given back");
+        assert!(slots.take_shop(host(2, 0)).is_some(), "another /48");
+        assert!(slots.take_shop([10, 0, 0, 1].into()).is_some(), "IPv4 has no /48");
+        drop(mine);
+        assert!(slots.take_shop(host(1, 9)).is_some());
     }
 
     #[test]

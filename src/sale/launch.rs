@@ -23,7 +23,8 @@ use {
     },
 };
 
-/// Creates a voucher and warms it into Redis (operators). Times are RFC 3339; a sale
+/// Creates a voucher and warms it into Redis (operators; made while Redis does not
+/// answer, the sale is warmed once it does). Times are RFC 3339; a sale
 /// lasts at most 31 days and begins at most 366 days from now (`invalid_time`); `price`
 /// (what a shopper pays) and `face_value` (what it is worth) are minor units of the
 /// currency, 0 and the price when left out; `fair_start` (off when left out) makes
@@ -48,7 +49,13 @@ pub async fn create_voucher(
     new.fair_start = fair_start.unwrap_or(false);
     new.shards = crate::voucher::rules::shards(shards)?;
     let row = store::insert(&state.backend.db, &new).await?;
-    warm::warm(&state.backend, &row).await?;
+    // Saved: the call answers the voucher from here on, so that a retry with its
+    // Idempotency-Key is answered it again and makes no second one (`unavailable` is
+    // not kept). A Redis that does not answer now (a node of a cluster down) gets the
+    // sale from the worker, whose reader warms it once Redis answers.
+    if let Err(e) = warm::warm(&state.backend, &row).await {
+        tracing::warn!(voucher = row.id, "voucher created, warmed once Redis answers: {e}");
+    }
     changed(&state, row.id).await;
     tracing::info!(voucher = row.id, stock = row.stock, %actor, "voucher created");
     let voucher = row.to_voucher(row.stock_left);

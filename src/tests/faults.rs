@@ -461,3 +461,29 @@ async fn redis_restarted_from_its_append_only_file() {
     app.stop().await;
     private.stop().await;
 }
+
+/// A sale created while Redis does not answer (a cluster's node down, say) is saved and
+/// answered (review, 2026-11-30: it answered `unavailable`, an answer an
+/// Idempotency-Key does not keep, so the retry made a second sale), and the worker
+/// warms it once Redis answers: it sells without anyone calling `warm_up`.
+#[tokio::test]
+async fn a_sale_created_while_redis_is_down_is_answered_and_warmed_once_it_is_back() {
+    let _watchdog = Watchdog::arm();
+    let dir = TempDir::new().unwrap();
+    let private = LocalRedis::start_steady(dir.path()).await.unwrap();
+    let port = private.port;
+    let app = TestApp::with(Options::default().with(|c| c.redis_url = Some(private.url.clone()))).await;
+    let shopper = app.sign_in("after-the-outage").await;
+    private.crash().await;
+    let now = chrono::Utc::now();
+    let body = json!({ "title": "Made in an outage", "stock": 7, "begins_at": now.to_rfc3339(),
+                       "ends_at": (now + chrono::Duration::hours(1)).to_rfc3339() });
+    let (status, made) = app.operator("create_voucher", body).await;
+    assert_eq!(status, 200, "{made}");
+    let v = made["id"].as_i64().unwrap();
+    let private = LocalRedis::start_on(dir.path(), port).await.unwrap();
+    app.wait_for_stats("warmed once Redis answers", v, |s| s["redis_stock"] == 7).await;
+    assert_eq!(app.grab(&shopper, v).await.0, 200);
+    app.stop().await;
+    private.stop().await;
+}

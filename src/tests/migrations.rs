@@ -124,3 +124,38 @@ async fn unsettled_records_never_reuse_an_id() {
     assert_ne!(record().await, first, "the emptied table's next record");
     app.stop().await;
 }
+
+/// The migration that bounds sale windows.
+const TIMES_IN_RANGE: i64 = 20261204000001;
+
+/// Sales made before their windows were bounded, with times no client reads back (a
+/// year of -1 or 10000 in UTC), are brought into range, each still ending after it
+/// begins; a sale in range is left as it was (the review of 2026-11-30).
+#[tokio::test]
+async fn sale_times_no_client_reads_are_brought_into_range() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}?mode=rwc", dir.path().join("old.db").display());
+    let db = SqlitePoolOptions::new().max_connections(1).connect(&url).await.unwrap();
+    let all: Migrator = sqlx::migrate!("./migrations/sqlite");
+    let mut before = sqlx::migrate!("./migrations/sqlite");
+    before.migrations = Cow::Owned(all.migrations.iter().filter(|m| m.version < TIMES_IN_RANGE).cloned().collect());
+    before.run(&db).await.unwrap();
+    let (year_minus_one, year_10000, now) = (-62_167_222_800_000_i64, 253_402_318_799_000_i64, 1_796_119_200_000_i64);
+    let sale = "INSERT INTO vouchers (id, title, stock, stock_left, begins_at, ends_at, created_at) VALUES ($1, 'v', 1, 1, $2, $3, 0)";
+    for (id, begins, ends) in
+        [(1, year_minus_one, now), (2, now, year_10000), (3, year_10000 - 1, year_10000), (4, now, now + 1)]
+    {
+        sqlx::query(sale).bind(id).bind(begins).bind(ends).execute(&db).await.unwrap();
+    }
+    all.run(&db).await.unwrap();
+    let windows: Vec<(i64, i64)> =
+        sqlx::query_as("SELECT begins_at, ends_at FROM vouchers ORDER BY id").fetch_all(&db).await.unwrap();
+    let last = 253_402_300_799_999; // 9999-12-31T23:59:59.999Z
+    assert_eq!(windows, [(0, now), (now, last), (last - 1, last), (now, now + 1)]);
+    for (begins, ends) in windows {
+        for ms in [begins, ends] {
+            let written = chrono::DateTime::from_timestamp_millis(ms).unwrap().to_rfc3339();
+            assert!(written.len() < 30 && !written.starts_with(['+', '-']), "{written}");
+        }
+    }
+}

@@ -23,6 +23,11 @@ use {
     },
 };
 
+/// Longest `create_voucher` waits for its warm-up once the voucher is saved (a warm-up
+/// takes milliseconds while Redis answers).
+#[cfg(feature = "ssr")]
+const WARM_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Creates a voucher and warms it into Redis (operators; made while Redis does not
 /// answer, the sale is warmed once it does). Times are RFC 3339; a sale
 /// lasts at most 31 days and begins at most 366 days from now (`invalid_time`); `price`
@@ -52,11 +57,20 @@ pub async fn create_voucher(
     // Saved: the call answers the voucher from here on, so that a retry with its
     // Idempotency-Key is answered it again and makes no second one (`unavailable` is
     // not kept). A Redis that does not answer now (a node of a cluster down) gets the
-    // sale from the worker, whose reader warms it once Redis answers.
-    if let Err(e) = warm::warm(&state.backend, &row).await {
-        tracing::warn!(voucher = row.id, "voucher created, warmed once Redis answers: {e}");
+    // sale from the worker, whose reader warms it once Redis answers. The warm-up and
+    // its news run on a task of their own, waited for [`WARM_WAIT`] at most: a node
+    // that does not answer holds each call to its timeout, a bucket at a time, and the
+    // front door answers `unavailable` past its own limit whatever was made.
+    let (warming, saved) = (state.clone(), row.clone());
+    let warm_up = tokio::spawn(async move {
+        if let Err(e) = warm::warm(&warming.backend, &saved).await {
+            tracing::warn!(voucher = saved.id, "voucher created, warmed once Redis answers: {e}");
+        }
+        changed(&warming, saved.id).await;
+    });
+    if tokio::time::timeout(WARM_WAIT, warm_up).await.is_err() {
+        tracing::warn!(voucher = row.id, "voucher created; its warm-up goes on after the answer");
     }
-    changed(&state, row.id).await;
     tracing::info!(voucher = row.id, stock = row.stock, %actor, "voucher created");
     let voucher = row.to_voucher(row.stock_left);
     let after = Some(serde_json::to_value(&voucher).unwrap_or_default());

@@ -6,6 +6,18 @@ use std::borrow::Cow;
 /// The SQLite migration that rebuilds `orders` around the rowid.
 const ROWID_ORDERS: i64 = 20261124000001;
 
+/// A SQLite database under `dir` made by the migrations before `version`, and every
+/// migration, to run on it next.
+async fn migrated_before(dir: &std::path::Path, version: i64) -> (sqlx::SqlitePool, Migrator) {
+    let url = format!("sqlite://{}?mode=rwc", dir.join("old.db").display());
+    let db = SqlitePoolOptions::new().max_connections(1).connect(&url).await.unwrap();
+    let all: Migrator = sqlx::migrate!("./migrations/sqlite");
+    let mut before = sqlx::migrate!("./migrations/sqlite");
+    before.migrations = Cow::Owned(all.migrations.iter().filter(|m| m.version < version).cloned().collect());
+    before.run(&db).await.unwrap();
+    (db, all)
+}
+
 /// Every column of an order.
 type OrderRow = (i64, i64, i64, String, i64, i64, Option<i64>, Option<i64>, Option<String>);
 
@@ -15,12 +27,7 @@ type OrderRow = (i64, i64, i64, String, i64, i64, Option<i64>, Option<i64>, Opti
 #[tokio::test]
 async fn sqlite_orders_survive_the_rowid_rebuild() {
     let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}?mode=rwc", dir.path().join("old.db").display());
-    let db = SqlitePoolOptions::new().max_connections(1).connect(&url).await.unwrap();
-    let all: Migrator = sqlx::migrate!("./migrations/sqlite");
-    let mut before = sqlx::migrate!("./migrations/sqlite");
-    before.migrations = Cow::Owned(all.migrations.iter().filter(|m| m.version < ROWID_ORDERS).cloned().collect());
-    before.run(&db).await.unwrap();
+    let (db, all) = migrated_before(dir.path(), ROWID_ORDERS).await;
     sqlx::raw_sql(
         "INSERT INTO users (id, name, created_at) VALUES (1, 'ann', 0), (2, 'bob', 0), (3, 'cy', 0); \
          INSERT INTO vouchers (id, title, stock, stock_left, begins_at, ends_at, created_at) VALUES (1, 'v', 9, 6, 0, 1, 0); \
@@ -134,12 +141,7 @@ const TIMES_IN_RANGE: i64 = 20261204000001;
 #[tokio::test]
 async fn sale_times_no_client_reads_are_brought_into_range() {
     let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}?mode=rwc", dir.path().join("old.db").display());
-    let db = SqlitePoolOptions::new().max_connections(1).connect(&url).await.unwrap();
-    let all: Migrator = sqlx::migrate!("./migrations/sqlite");
-    let mut before = sqlx::migrate!("./migrations/sqlite");
-    before.migrations = Cow::Owned(all.migrations.iter().filter(|m| m.version < TIMES_IN_RANGE).cloned().collect());
-    before.run(&db).await.unwrap();
+    let (db, all) = migrated_before(dir.path(), TIMES_IN_RANGE).await;
     let (year_minus_one, year_10000, now) = (-62_167_222_800_000_i64, 253_402_318_799_000_i64, 1_796_119_200_000_i64);
     let sale = "INSERT INTO vouchers (id, title, stock, stock_left, begins_at, ends_at, created_at) VALUES ($1, 'v', 1, 1, $2, $3, 0)";
     for (id, begins, ends) in

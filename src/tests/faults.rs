@@ -105,6 +105,14 @@ async fn stores(dir: &TempDir, redis: &str) -> (Shared, RedisConn) {
     (shared, conn)
 }
 
+/// A test app on a Redis of its own, on a steady port: the drill crashes it and starts
+/// it again there (`LocalRedis::start_on`).
+async fn app_on_own_redis(dir: &std::path::Path) -> (LocalRedis, TestApp) {
+    let private = LocalRedis::start_steady(dir).await.unwrap();
+    let app = TestApp::with(Options::default().with(|c| c.redis_url = Some(private.url.clone()))).await;
+    (private, app)
+}
+
 /// Redis comes back empty after an outage (a restart without persistence, or a
 /// failover that lost data): grabs answer `unavailable` within their deadline while
 /// Redis is silent and the shop lists its sales from the database meanwhile, the sale
@@ -179,9 +187,8 @@ async fn redis_back_empty_after_an_outage() {
 async fn the_first_order_after_redis_returns_is_saved_at_once() {
     let _watchdog = Watchdog::arm();
     let (dir, empty) = (TempDir::new().unwrap(), TempDir::new().unwrap());
-    let private = LocalRedis::start_steady(dir.path()).await.unwrap();
+    let (private, app) = app_on_own_redis(dir.path()).await;
     let port = private.port;
-    let app = TestApp::with(Options::default().with(|c| c.redis_url = Some(private.url.clone()))).await;
     let v = app.create_voucher(10, -5, 3600).await;
     let shoppers = app.sign_in_many("returns", 2).await;
     assert_eq!(app.grab(&shoppers[0], v).await.0, 200);
@@ -390,11 +397,10 @@ async fn database_blocked_past_the_claim_time_fails_nobody() {
 async fn the_first_grab_on_each_thread_after_a_redis_restart_is_answered() {
     let _watchdog = Watchdog::arm();
     let dir = TempDir::new().unwrap();
-    let private = LocalRedis::start_steady(dir.path()).await.unwrap();
-    let port = private.port;
     // Two serving threads (the tests' default); a client that opens a new connection
     // for each request, so the grabs are handed to the threads in turn.
-    let app = TestApp::with(Options::default().with(|c| c.redis_url = Some(private.url.clone()))).await;
+    let (private, app) = app_on_own_redis(dir.path()).await;
+    let port = private.port;
     let fresh = ApiClient::new(&app.base, "", 0);
     let v = app.create_voucher(100, -5, 3600).await;
     let shoppers = app.sign_in_many("restart", 8).await;
@@ -421,9 +427,8 @@ async fn the_first_grab_on_each_thread_after_a_redis_restart_is_answered() {
 async fn redis_restarted_from_its_append_only_file() {
     let _watchdog = Watchdog::arm();
     let dir = TempDir::new().unwrap();
-    let private = LocalRedis::start_steady(dir.path()).await.unwrap();
+    let (private, app) = app_on_own_redis(dir.path()).await;
     let port = private.port;
-    let app = TestApp::with(Options::default().with(|c| c.redis_url = Some(private.url.clone()))).await;
     let v = app.create_voucher(400, -5, 3600).await;
     // The probe's own sale, which the storm does not sell out: only Redis can answer it.
     let other = app.create_voucher(10, -5, 3600).await;
@@ -470,9 +475,8 @@ async fn redis_restarted_from_its_append_only_file() {
 async fn a_sale_created_while_redis_is_down_is_answered_and_warmed_once_it_is_back() {
     let _watchdog = Watchdog::arm();
     let dir = TempDir::new().unwrap();
-    let private = LocalRedis::start_steady(dir.path()).await.unwrap();
+    let (private, app) = app_on_own_redis(dir.path()).await;
     let port = private.port;
-    let app = TestApp::with(Options::default().with(|c| c.redis_url = Some(private.url.clone()))).await;
     let shopper = app.sign_in("after-the-outage").await;
     private.crash().await;
     let now = chrono::Utc::now();

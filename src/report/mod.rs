@@ -195,27 +195,37 @@ impl Report {
     /// The report with `seconds` summed into steps of as many seconds as keep it within
     /// [`MOST_REPORT_ENTRIES`] entries (one second when they fit).
     pub fn in_steps(mut self) -> Self {
-        let (Some(first), Some(last)) = (self.seconds.first(), self.seconds.last()) else { return self };
-        let (start, span) = (first.at, last.at - first.at + 1);
-        let step = (span + MOST_REPORT_ENTRIES - 1) / MOST_REPORT_ENTRIES;
-        if step <= 1 {
-            return self;
-        }
-        let mut steps: Vec<Second> = Vec::new();
-        for second in std::mem::take(&mut self.seconds) {
-            let at = start + (second.at - start) / step * step;
-            match steps.last_mut() {
-                Some(entry) if entry.at == at => {
-                    for (outcome, n) in second.answers {
-                        *entry.answers.entry(outcome).or_default() += n;
-                    }
-                }
-                _ => steps.push(Second { at, answers: second.answers }),
-            }
-        }
-        (self.seconds, self.step_secs) = (steps, step);
+        let seconds = std::mem::take(&mut self.seconds);
+        (self.seconds, self.step_secs) = in_steps(seconds, self.step_secs, MOST_REPORT_ENTRIES);
         self
     }
+}
+
+/// `entries` (oldest first, `step` seconds each) summed into steps of a whole number
+/// of `step`s, as few as keep them within `most` entries over their span: the new
+/// entries and their step. Each entry's `at` stays the first entry's plus whole steps.
+/// What `sale_report` answers (`most`: [`MOST_REPORT_ENTRIES`]), and the chart's bars.
+pub fn in_steps(entries: Vec<Second>, step: i64, most: i64) -> (Vec<Second>, i64) {
+    let step = step.max(1);
+    let (Some(first), Some(last)) = (entries.first(), entries.last()) else { return (entries, step) };
+    let (start, span) = (first.at, last.at - first.at + step);
+    let wider = ((span + most - 1) / most + step - 1) / step * step;
+    if wider <= step {
+        return (entries, step);
+    }
+    let mut steps: Vec<Second> = Vec::new();
+    for entry in entries {
+        let at = start + (entry.at - start) / wider * wider;
+        match steps.last_mut() {
+            Some(summed) if summed.at == at => {
+                for (outcome, n) in entry.answers {
+                    *summed.answers.entry(outcome).or_default() += n;
+                }
+            }
+            _ => steps.push(Second { at, answers: entry.answers }),
+        }
+    }
+    (steps, wider)
 }
 
 /// One second of the sale (or one step of `step_secs` seconds from `at`): its grabs by
@@ -353,6 +363,10 @@ mod tests {
         assert_eq!(stepped.step_secs, 2);
         assert_eq!(stepped.seconds, [second(100, 3), second(102, 4), second(100 + MOST_REPORT_ENTRIES, 8)]);
         assert_eq!(report(Vec::new()).in_steps().step_secs, 1);
+        // Steps summed again (the chart's bars) are whole numbers of them: 3 steps of 2
+        // seconds, 6 seconds, into 2 entries at most: steps of 4, not 3.
+        let (bars, per_bar) = in_steps(vec![second(10, 1), second(12, 2), second(14, 4)], 2, 2);
+        assert_eq!((bars, per_bar), (vec![second(10, 3), second(14, 4)], 4));
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! The report's page body: the figures, a chart of the grabs per second by answer, the
 //! refusal mix, the gate's latency, orders and units, and the operator's actions.
 
-use super::{api::sale_report, LatencyBin, Outcome, Report};
+use super::{api::sale_report, in_steps, LatencyBin, Outcome, Report};
 use crate::{
     browser::{every, local_time},
     money,
@@ -140,17 +140,13 @@ fn per_second_chart(r: &Report) -> impl IntoView {
     let (Some(first), Some(last)) = (r.seconds.first(), r.seconds.last()) else {
         return view! { <p class="text-sm text-slate-600">"No grabs yet."</p> }.into_any();
     };
-    let span = last.at - first.at + r.step_secs.max(1);
-    // Whole steps to a bar, so that no bar gets one more step than the next.
-    let step = r.step_secs.max(1);
-    let per_bar = ((span + MAX_BARS - 1) / MAX_BARS + step - 1) / step * step;
-    let bars = ((span + per_bar - 1) / per_bar) as usize;
+    // Whole steps to a bar (the report's own, summed again), so that no bar gets one
+    // more step than the next; a bar for every step from the first to the last.
+    let (summed, per_bar) = in_steps(r.seconds.clone(), r.step_secs, MAX_BARS);
+    let bars = ((last.at - first.at) / per_bar + 1) as usize;
     let mut totals = vec![BTreeMap::<Outcome, i64>::new(); bars];
-    for s in &r.seconds {
-        let bar = &mut totals[((s.at - first.at) / per_bar) as usize];
-        for (o, n) in &s.answers {
-            *bar.entry(*o).or_default() += n;
-        }
+    for s in summed {
+        totals[((s.at - first.at) / per_bar) as usize] = s.answers;
     }
     let top = totals.iter().map(|b| b.values().sum::<i64>()).max().unwrap_or(1).max(1) as f64;
     let (width, height) = (600.0, 160.0);

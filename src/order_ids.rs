@@ -28,6 +28,16 @@
 //! same, and counted: grabs go on without a replica, as they do while saving waits for
 //! one (`docs/operations.md`, "Replicas and failover").
 //!
+//! A master lost with the counter would stop every sale's grabs, on every master,
+//! once the ids in hand ran out, until its replica took over (a node timeout or
+//! two). So each day has a spare counter too, on the master across the slot space
+//! (`layout::order_id_spare`), with values of its own: the main counter's stop below
+//! [`SPARE_BASE`], the spare's start there. A process draws from the spare when a
+//! refill from the main counter fails (or the main one is exhausted), and keeps to
+//! it for [`MAIN_REST`] before trying the main one again. Each counter keeps the
+//! rules above on its own, and their values never meet, so the two together hand
+//! out no value twice.
+//!
 //! A grab the gate refused hands its id's value back ([`OrderIds::unused`]), to be
 //! taken again in a later second.
 //!
@@ -57,13 +67,29 @@ const COUNTER_TTL_SECS: i64 = ORDER_IDS_KEPT.as_secs() as i64;
 /// value when found behind it, or ahead when last written under another master.
 pub const LOSS_MARGIN: u64 = 1 << 24;
 
-/// Counter values per millisecond of the day for a counter made afresh: 40 000 a
-/// second, beyond what one gate grants, and a whole day (3.46 billion) fits in 32 bits.
+/// Counter values per millisecond of the day for a main counter made afresh: 40 000
+/// a second, beyond what one gate grants, and a whole day (3.46 billion) fits below
+/// [`SPARE_BASE`].
 const PER_MS_OF_DAY: u64 = 40;
+
+/// Where the spare counter's values begin in a day's 32 bits: its 268 million values
+/// are the top sixteenth, and the main counter's stop below them.
+pub const SPARE_BASE: u64 = (1 << 32) - (1 << 28);
+
+/// Values per millisecond of the day for a spare counter made afresh: 2 000 a
+/// second (a whole day is 173 million, of its 268 million). It is drawn from only
+/// while the main counter fails, and ids also carry their second.
+const SPARE_PER_MS_OF_DAY: u64 = 2;
+
+/// How long a process keeps to the spare counter after the main one failed it,
+/// before its next refill tries the main one again (a failover takes a node timeout
+/// or two).
+const MAIN_REST: Duration = Duration::from_secs(5);
 
 /// Longest a refill may take before it is given up and the next grab starts another:
 /// the grabs waiting for it have answered `unavailable` by then (their own deadline
 /// is as long), and a fetch stuck on a dead connection must not hold up the next.
+/// Half of it goes to each counter, the one tried first and then the other.
 const REFILL_DEADLINE: Duration = Duration::from_secs(2);
 
 /// Longest a server's blocks wait for replicas (`SECKILL_WAIT_REPLICAS_MS`, when
@@ -112,7 +138,7 @@ pub fn decompose(id: i64) -> (DateTime<Utc>, u32) {
     (at, (id & 0xffff_ffff) as u32)
 }
 
-/// Hands out order ids from blocks of the per-day counter.
+/// Hands out order ids from blocks of the per-day counters.
 pub struct OrderIds {
     namespace: String,
     block_size: u32,
@@ -120,6 +146,52 @@ pub struct OrderIds {
     replicas: Replicas,
     script: Script,
     hand: Mutex<Hand>,
+    /// The spare counter's key for a day, once worked out (thousands of hashes).
+    spare_key: Mutex<Option<(NaiveDate, String)>>,
+}
+
+/// One of a day's two counters (module doc).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Counter {
+    Main,
+    Spare,
+}
+
+impl Counter {
+    fn index(self) -> usize {
+        self as usize
+    }
+
+    fn other(self) -> Self {
+        match self {
+            Counter::Main => Counter::Spare,
+            Counter::Spare => Counter::Main,
+        }
+    }
+
+    /// Where its values begin in the day's 32 bits: a value it counts is this plus
+    /// its count.
+    fn base(self) -> u64 {
+        match self {
+            Counter::Main => 0,
+            Counter::Spare => SPARE_BASE,
+        }
+    }
+
+    /// How many values it counts (its count stays below this).
+    fn size(self) -> u64 {
+        match self {
+            Counter::Main => SPARE_BASE,
+            Counter::Spare => (1 << 32) - SPARE_BASE,
+        }
+    }
+
+    fn per_ms_of_day(self) -> u64 {
+        match self {
+            Counter::Main => PER_MS_OF_DAY,
+            Counter::Spare => SPARE_PER_MS_OF_DAY,
+        }
+    }
 }
 
 /// The blocks this process holds for one day.
@@ -134,8 +206,9 @@ struct Hand {
     /// may be refused by a Redis that never saw what the first did. At most
     /// [`MOST_UNUSED`].
     unused: VecDeque<(u64, i64)>,
-    /// The highest counter value taken today: the floor passed to the script.
-    highest: u64,
+    /// The highest count taken today from each counter ([`Counter::index`], as it
+    /// counts: the spare's from 0): the floor passed to the script.
+    highest: [u64; 2],
     /// Values left in `blocks`, kept as they change: at the start of a storm every
     /// grab in flight finds the hand empty and fetches a block of its own, and
     /// summing hundreds of blocks on every take cost more than the rest of it.
@@ -143,6 +216,9 @@ struct Hand {
     /// The fetch of the next block, while one runs. It runs in a task of its own, so
     /// a grab that gives up waiting (its client went away) does not cancel it.
     refill: Option<Refill>,
+    /// When the main counter last failed a refill: refills try the spare first until
+    /// [`MAIN_REST`] after.
+    main_failed: Option<std::time::Instant>,
 }
 
 /// A fetch of one block that any number of grabs can wait for.
@@ -203,11 +279,22 @@ impl Hand {
         }
     }
 
-    fn add(&mut self, day: NaiveDate, block: RangeInclusive<u64>) {
+    /// Adds `block` (values of the day's 32 bits) drawn from `counter` on `day`.
+    fn add(&mut self, day: NaiveDate, counter: Counter, block: RangeInclusive<u64>) {
         if self.day == Some(day) {
-            self.highest = self.highest.max(*block.end());
+            let highest = &mut self.highest[counter.index()];
+            *highest = (*highest).max(block.end().saturating_sub(counter.base()));
             self.left += block.end().saturating_sub(*block.start()) + u64::from(!block.is_empty());
             self.blocks.push_back(block);
+        }
+    }
+
+    /// The counter the next refill tries first: the spare for [`MAIN_REST`] after
+    /// the main one failed.
+    fn first_counter(&self) -> Counter {
+        match self.main_failed {
+            Some(at) if at.elapsed() < MAIN_REST => Counter::Spare,
+            _ => Counter::Main,
         }
     }
 }
@@ -220,6 +307,7 @@ impl OrderIds {
             replicas: Replicas::default(),
             script: crate::backend::layout::order_ids_script(),
             hand: Mutex::new(Hand::default()),
+            spare_key: Mutex::default(),
         }
     }
 
@@ -252,37 +340,34 @@ impl OrderIds {
                 let now = hand.now(Utc::now());
                 let today = now.date_naive();
                 hand.for_day(today);
+                let from = (hand.first_counter(), hand.highest);
                 if let Some(value) = hand.take(now.timestamp()) {
                     if hand.left <= u64::from(self.block_size / 2) && hand.refill.is_none() {
-                        hand.refill = Some(self.refill(today, redis, hand.highest));
+                        hand.refill = Some(self.refill(today, redis, from));
                     }
-                    // The script refuses to go past u32::MAX, so this never truncates.
+                    // Blocks past u32::MAX are refused (`fetch`), so this never truncates.
                     return Ok(compose(now.timestamp(), value as u32));
                 }
-                let floor = hand.highest;
-                hand.refill.get_or_insert_with(|| self.refill(today, redis, floor)).clone()
+                hand.refill.get_or_insert_with(|| self.refill(today, redis, from)).clone()
             };
             refill.await?;
         }
     }
 
-    /// Starts fetching a block above `floor` in a task of its own; it lands in the
-    /// hand, and any number of grabs can wait for it.
-    fn refill(self: &Arc<Self>, today: NaiveDate, redis: &RedisConn, floor: u64) -> Refill {
+    /// Starts fetching a block in a task of its own, from the counter given first
+    /// or else the other, above each one's floor; it lands in the hand, and any
+    /// number of grabs can wait for it.
+    fn refill(self: &Arc<Self>, today: NaiveDate, redis: &RedisConn, from: (Counter, [u64; 2])) -> Refill {
         let (ids, mut redis) = (self.clone(), redis.clone());
-        let deadline = REFILL_DEADLINE + Duration::from_millis(self.replicas.wait_ms);
         let task = tokio::spawn(async move {
-            let fetched =
-                tokio::time::timeout(deadline, ids.fetch(&mut redis, today, floor)).await.unwrap_or_else(|_| {
-                    Err(RedisError::from((ErrorKind::IoError, "order id block: Redis did not answer")))
-                });
+            let fetched = ids.draw(&mut redis, today, from).await;
             let mut hand = ids.lock();
             if hand.day == Some(today) {
                 hand.refill = None;
             }
             match fetched {
-                Ok(block) => {
-                    hand.add(today, block);
+                Ok((counter, block)) => {
+                    hand.add(today, counter, block);
                     Ok(())
                 }
                 Err(e) => {
@@ -296,17 +381,72 @@ impl OrderIds {
             .shared()
     }
 
-    /// One block of the day's counter from Redis, held by the replicas required.
+    /// A block from `first` or, when that fails (down, cut off, exhausted), from the
+    /// other counter, each given half of [`REFILL_DEADLINE`]. A failure of the main
+    /// counter is remembered: refills keep to the spare for [`MAIN_REST`].
+    async fn draw(
+        &self,
+        redis: &mut RedisConn,
+        day: NaiveDate,
+        (first, floors): (Counter, [u64; 2]),
+    ) -> redis::RedisResult<(Counter, RangeInclusive<u64>)> {
+        let deadline = REFILL_DEADLINE / 2 + Duration::from_millis(self.replicas.wait_ms);
+        let mut failed = None;
+        for counter in [first, first.other()] {
+            let fetch = self.fetch(redis, day, counter, floors[counter.index()]);
+            match tokio::time::timeout(deadline, fetch).await {
+                Ok(Ok(block)) => {
+                    if counter == Counter::Spare {
+                        metrics::counter!("seckill_order_id_spare_blocks_total").increment(1);
+                    }
+                    return Ok((counter, block));
+                }
+                Ok(Err(e)) => failed = Some(e),
+                Err(_) => failed = Some(RedisError::from((ErrorKind::IoError, "order id block: Redis did not answer"))),
+            }
+            if counter == Counter::Main {
+                let mut hand = self.lock();
+                if hand.day == Some(day) {
+                    hand.main_failed = Some(std::time::Instant::now());
+                }
+                let why = failed.as_ref().map(ToString::to_string).unwrap_or_default();
+                tracing::warn!("order ids: the day's counter failed ({why}): drawing from its spare");
+            }
+        }
+        Err(failed.unwrap_or_else(|| RedisError::from((ErrorKind::IoError, "order id block: no counter tried"))))
+    }
+
+    /// The key of `counter` on `day`.
+    fn key(&self, day: NaiveDate, counter: Counter) -> String {
+        use crate::backend::layout::{order_id_counter, order_id_spare};
+        let yyyymmdd = day.format("%Y%m%d").to_string();
+        if counter == Counter::Main {
+            return order_id_counter(&self.namespace, &yyyymmdd);
+        }
+        let mut known = self.spare_key.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        match &*known {
+            Some((of, key)) if *of == day => key.clone(),
+            _ => {
+                let key = order_id_spare(&self.namespace, &yyyymmdd);
+                *known = Some((day, key.clone()));
+                key
+            }
+        }
+    }
+
+    /// One block of `counter` on `day` from Redis, as values of the day's 32 bits,
+    /// held by the replicas required.
     async fn fetch(
         &self,
         redis: &mut RedisConn,
         day: NaiveDate,
+        counter: Counter,
         floor: u64,
     ) -> redis::RedisResult<RangeInclusive<u64>> {
-        use crate::backend::layout::{order_id_counter, order_id_master};
-        let key = order_id_counter(&self.namespace, &day.format("%Y%m%d").to_string());
-        let mut take = ScriptCall::new(&self.script, &[&key, &order_id_master(&self.namespace, &key)], 5, 48);
-        take.arg(self.block_size).arg(floor).arg(LOSS_MARGIN).arg(COUNTER_TTL_SECS).arg(PER_MS_OF_DAY);
+        let key = self.key(day, counter);
+        let mark = crate::backend::layout::order_id_master(&self.namespace, &key);
+        let mut take = ScriptCall::new(&self.script, &[&key, &mark], 5, 48);
+        take.arg(self.block_size).arg(floor).arg(LOSS_MARGIN).arg(COUNTER_TTL_SECS).arg(counter.per_ms_of_day());
         let Replicas { want, wait_ms } = self.replicas;
         let (last, how): (u64, i64) = if want == 0 {
             take.invoke(redis).await?
@@ -318,12 +458,13 @@ impl OrderIds {
             taken.first().copied().ok_or((ErrorKind::TypeError, "order id block: no answer"))?
         };
         said_how(how);
-        if last > u64::from(u32::MAX) {
+        if last >= counter.size() {
             return Err(redis::RedisError::from((
                 redis::ErrorKind::ExtensionError,
                 "order id counter exhausted for today",
             )));
         }
+        let last = counter.base() + last;
         Ok(last - u64::from(self.block_size) + 1..=last)
     }
 
@@ -399,7 +540,7 @@ mod tests {
         let mut hand = Hand::default();
         hand.for_day(day);
         for block in blocks {
-            hand.add(day, block.clone());
+            hand.add(day, Counter::Main, block.clone());
         }
         hand
     }
@@ -412,8 +553,43 @@ mod tests {
         let taken: Vec<u64> = std::iter::from_fn(|| hand.take(0)).collect();
         assert_eq!(taken, [1, 2, 3, 10]);
         assert_eq!(hand.left, 0);
-        hand.add(day.succ_opt().unwrap(), 20..=29);
+        hand.add(day.succ_opt().unwrap(), Counter::Main, 20..=29);
         assert_eq!(hand.left, 0, "a block of another day is dropped");
+    }
+
+    /// The two counters share the day's 32 bits without meeting, and a spare block
+    /// raises the spare's floor, in its own count, not the main one's.
+    #[test]
+    fn the_spare_counter_has_values_of_its_own() {
+        assert_eq!(Counter::Main.base() + Counter::Main.size(), Counter::Spare.base());
+        assert_eq!(Counter::Spare.base() + Counter::Spare.size(), 1 << 32);
+        let day_ms = 86_400_000;
+        for counter in [Counter::Main, Counter::Spare] {
+            let made_late = counter.per_ms_of_day() * day_ms + LOSS_MARGIN;
+            assert!(made_late < counter.size(), "{counter:?}: a counter made afresh late in the day has room");
+        }
+        let day = NaiveDate::from_ymd_opt(2026, 11, 30).unwrap();
+        let mut hand = hand_of(day, &[1..=10]);
+        hand.add(day, Counter::Spare, SPARE_BASE + 101..=SPARE_BASE + 110);
+        assert_eq!((hand.highest, hand.left), ([10, 110], 20));
+        let taken: Vec<u64> = std::iter::from_fn(|| hand.take(0)).collect();
+        assert_eq!(taken.len(), 20);
+        assert!(taken[10..].iter().all(|&v| v > SPARE_BASE && v <= u64::from(u32::MAX)));
+    }
+
+    /// After the main counter fails a refill, refills try the spare first for a while,
+    /// then the main one again.
+    #[test]
+    fn refills_keep_to_the_spare_for_a_while_after_the_main_counter_failed() {
+        let mut hand = Hand::default();
+        assert_eq!(hand.first_counter(), Counter::Main);
+        hand.main_failed = Some(std::time::Instant::now());
+        assert_eq!(hand.first_counter(), Counter::Spare);
+        let long_ago = std::time::Instant::now().checked_sub(MAIN_REST + Duration::from_millis(1));
+        hand.main_failed = long_ago.or(hand.main_failed);
+        if long_ago.is_some() {
+            assert_eq!(hand.first_counter(), Counter::Main, "the main counter is tried again");
+        }
     }
 
     #[test]
@@ -433,12 +609,12 @@ mod tests {
     fn a_clock_read_before_midnight_never_moves_the_hand_back_a_day() {
         let day = NaiveDate::from_ymd_opt(2026, 11, 24).unwrap();
         let mut hand = hand_of(day, &[1..=3]);
-        hand.highest = 99;
+        hand.highest = [99, 0];
         let late = NaiveDate::from_ymd_opt(2026, 11, 23).unwrap().and_hms_milli_opt(23, 59, 59, 999).unwrap().and_utc();
         let now = hand.now(late);
         assert_eq!(now, day.and_hms_opt(0, 0, 0).unwrap().and_utc(), "the hand's day's first second");
         hand.for_day(now.date_naive());
-        assert_eq!((hand.take(now.timestamp()), hand.highest), (Some(1), 99), "its blocks and floor kept");
+        assert_eq!((hand.take(now.timestamp()), hand.highest), (Some(1), [99, 0]), "its blocks and floor kept");
         let later = day.and_hms_opt(12, 0, 0).unwrap().and_utc();
         assert_eq!(hand.now(later), later, "a clock read in the hand's day or after is the moment");
     }

@@ -11,14 +11,14 @@ pub use crate::{
     backend::{
         db_clock,
         layout::{
-            bucket_of, sale_changes, sign_ups_in_minute, SaleKeys, Scripts, ATTEMPTS_KEPT, DRAIN_GRACE_MS, GROUP,
-            ORDER_IDS_KEPT, REBUILD_DEADLINE, SIGN_UPS_FROM_ADDRESS_KEPT, SIGN_UPS_IN_MINUTE_KEPT,
-            SIGN_UP_CHALLENGE_KEPT, WORKER_LEASE,
+            bucket_of, order_id_counter, sale_changes, sign_ups_in_minute, SaleKeys, Scripts, ATTEMPTS_KEPT,
+            DRAIN_GRACE_MS, GROUP, ORDER_IDS_KEPT, REBUILD_DEADLINE, SIGN_UPS_FROM_ADDRESS_KEPT,
+            SIGN_UPS_IN_MINUTE_KEPT, SIGN_UP_CHALLENGE_KEPT, WORKER_LEASE,
         },
         layout_version::LAYOUT_VERSION,
         Backend, Db, RedisConn, Replicas,
     },
-    order_ids::{compose, decompose, OrderIds},
+    order_ids::{compose, decompose, OrderIds, SPARE_BASE},
     orders::{
         entry::{Entry, OrderMsg},
         give_back::give_back,

@@ -22,6 +22,8 @@
 //! | `<ns>:sales_version` | string | counts operator changes to any sale | `sale::launch`; every process follows it (`bus::follow`) | never |
 //! | `<ns>:icr:order:<yyyymmdd>` | string | the day's order-id counter | `order_ids` (in blocks) | [`ORDER_IDS_KEPT`] after its last block |
 //! | `<ns>:icr:master:{<ns>:icr:order:<yyyymmdd>}` | string | `<replication id> <ms>`: the master that took the counter's last block, and when (in the counter's slot): a counter last written under another master jumps ahead | `order_ids` (with each block) | [`ORDER_IDS_KEPT`] after its last block |
+//! | `<ns>:icr:spare:{<yyyymmdd>.<n>}` | string | the day's spare order-id counter, in the slot across the slot space from the main one's ([`order_id_spare`]): drawn from while the main one fails a process | `order_ids` (in blocks) | [`ORDER_IDS_KEPT`] after its last block |
+//! | `<ns>:icr:master:{<yyyymmdd>.<n>}` | string | the spare counter's master mark, as the main one's (in its slot) | `order_ids` (with each of its blocks) | [`ORDER_IDS_KEPT`] after its last block |
 //! | `<ns>:events` | pub/sub channel | sale events | `bus` | a channel, not a key |
 //! | `<ns>:attempts:addr:<address>` | hash | failed credential checks from one address | `auth::attempts` | at most [`ATTEMPTS_KEPT`] after its last change (a count under its allowance: that allowance's share of it per failure) |
 //! | `<ns>:attempts:{<who>}` | hash | failed checks at one account (or the admin token), every address | `auth::attempts` | at most [`ATTEMPTS_KEPT`] after its last change (a count under its allowance: that allowance's share of it per failure) |
@@ -264,11 +266,28 @@ pub fn order_id_counter(namespace: &str, day: &str) -> String {
     format!("{namespace}:icr:order:{day}")
 }
 
-/// The master mark of an order-id counter (`counter`, [`order_id_counter`]'s): which
-/// master took its last block. Its hash tag is the counter's whole name, so a Redis
-/// Cluster keeps the two in one slot.
+/// The day's spare order-id counter (`day` as `yyyymmdd`): a process draws from it
+/// while the main one ([`order_id_counter`]) fails it, so a master lost with the main
+/// counter stops no grab on the other masters (`order_ids`). Its hash tag,
+/// `<yyyymmdd>.<n>`, has the first n that puts it in the slot half the slot space
+/// away from the main counter's: on another master of any cluster whose masters
+/// hold even runs of slots (as for a sale's buckets, [`Bucket::tag`]). About 16,384
+/// tries, once a day; the bound only keeps the loop finite.
+pub fn order_id_spare(namespace: &str, day: &str) -> String {
+    let main = u32::from(super::redis_conn::slot(order_id_counter(namespace, day).as_bytes()));
+    let across = (main + SLOTS / 2) % SLOTS;
+    let tag = |n: u32| format!("{day}.{n}");
+    let found = (0..2_000_000).map(tag).find(|t| u32::from(super::redis_conn::slot(t.as_bytes())) == across);
+    format!("{namespace}:icr:spare:{{{}}}", found.unwrap_or_else(|| tag(0)))
+}
+
+/// The master mark of an order-id counter (`counter`, [`order_id_counter`]'s or
+/// [`order_id_spare`]'s): which master took its last block. Its hash tag is the
+/// counter's own tag (the spare's), or else the counter's whole name (the main
+/// one's), so a Redis Cluster keeps the two in one slot.
 pub fn order_id_master(namespace: &str, counter: &str) -> String {
-    format!("{namespace}:icr:master:{{{counter}}}")
+    let tag = counter.split_once('{').and_then(|(_, rest)| rest.split_once('}')).map_or(counter, |(tag, _)| tag);
+    format!("{namespace}:icr:master:{{{tag}}}")
 }
 
 /// How long after its end a sale's Redis state is kept: the worker drains its stream
@@ -370,6 +389,24 @@ mod tests {
         }
         let zero = Bucket { voucher_id: 42, shards: 3, bucket: 0 };
         assert_eq!(SaleKeys::of_bucket("seckill", zero).left, k.left, "bucket 0 is the one-shard layout");
+    }
+
+    /// The spare counter sits across the slot space from the main one, and each
+    /// counter's master mark in its counter's slot.
+    #[test]
+    fn the_spare_order_id_counter_is_across_the_slots_from_the_main_one() {
+        use crate::backend::redis_conn::slot;
+        for (namespace, day) in [("seckill", "20261130"), ("t42", "20270101"), ("shop", "20261201")] {
+            let (main, spare) = (order_id_counter(namespace, day), order_id_spare(namespace, day));
+            assert!(spare.starts_with(&format!("{namespace}:icr:spare:{{{day}.")), "{spare}");
+            let (a, b) = (u32::from(slot(main.as_bytes())), u32::from(slot(spare.as_bytes())));
+            assert_eq!((a + SLOTS / 2) % SLOTS, b, "{main} and {spare}");
+            for counter in [&main, &spare] {
+                let mark = order_id_master(namespace, counter);
+                assert_eq!(slot(mark.as_bytes()), slot(counter.as_bytes()), "{mark} beside {counter}");
+            }
+        }
+        assert_eq!(order_id_master("s", "s:icr:order:20261130"), "s:icr:master:{s:icr:order:20261130}");
     }
 
     #[test]

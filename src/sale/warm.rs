@@ -61,6 +61,13 @@ pub async fn warm(backend: &Backend, v: &VoucherRow) -> Result<bool, BackendErro
     warm_all_buckets(backend, v, false).await
 }
 
+/// [`warm`] for one bucket of the sale alone (a worker's reader joining its bucket's
+/// stream): a node down with another bucket must not keep this one's reader out.
+pub async fn warm_one(backend: &Backend, v: &VoucherRow, bucket: u32) -> Result<bool, BackendError> {
+    crate::voucher::buckets::noted(backend, v);
+    warm_bucket(backend, (v, ended(backend, v).await), (bucket, false)).await
+}
+
 /// [`warm`] after an operator's change of the sale (a pause, an end, an edit): each
 /// bucket's window push then waits, in the same pipeline, for the replicas required
 /// ([`push_and_wait`]). Only here: a worker joining, or a grab rebuilding a sale Redis

@@ -5,7 +5,7 @@ use futures::future::join_all;
 use redis::AsyncCommands;
 use seckill::{
     server::local_redis::LocalRedis,
-    testing::{decompose, OrderIds, RedisConn, Replicas},
+    testing::{decompose, order_id_counter, OrderIds, RedisConn, Replicas, SPARE_BASE},
 };
 use std::{collections::HashSet, sync::Arc};
 
@@ -66,6 +66,43 @@ async fn a_lost_counter_never_repeats_an_id() {
             assert!(seen.insert(id), "id {id} handed out twice (round {round})");
         }
     }
+}
+
+/// The day's counter fails while two processes take ids (here its key holds a value
+/// of another type, which its script cannot count: on a cluster, its master is down,
+/// `cluster::grabs_go_on_when_the_order_id_counters_master_dies`). They go on with
+/// ids from the spare counter, then, once the counter answers again (made afresh),
+/// from it; no id comes twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_failing_counter_hands_over_to_its_spare_and_no_id_comes_twice() {
+    let namespace = format!("t{}", rand::random::<u64>());
+    let redis = RedisConn::open(&redis_url()).await.unwrap();
+    let mut breaker = redis.clone();
+    let gens = [Arc::new(OrderIds::new(&namespace, 5)), Arc::new(OrderIds::new(&namespace, 7))];
+    let seen = std::sync::Mutex::new(HashSet::new());
+    // A round: an id from each process; how many came from the spare.
+    let round = || async {
+        let mut spare = 0;
+        for ids in &gens {
+            let id = ids.next(&redis).await.unwrap();
+            assert!(seen.lock().unwrap().insert(id), "id {id} handed out twice");
+            spare += usize::from(u64::from(decompose(id).1) > SPARE_BASE);
+        }
+        spare
+    };
+    for _ in 0..20 {
+        assert_eq!(round().await, 0, "the day's counter while it answers");
+    }
+    let key = order_id_counter(&namespace, &chrono::Utc::now().format("%Y%m%d").to_string());
+    // In one transaction: a refill in the background may write the counter between.
+    let () = redis::pipe().atomic().del(&key).hset(&key, "not", "a count").query_async(&mut breaker).await.unwrap();
+    let mut spare = 0;
+    for _ in 0..20 {
+        spare += round().await;
+    }
+    assert!(spare >= 40 - 2 * 7, "ids from the spare once the blocks in hand ran out: {spare} of 40");
+    let () = breaker.del(&key).await.unwrap();
+    crate::support::wait_until("the day's counter drawn from again", SOON, || async { round().await < 2 }).await;
 }
 
 /// A storm opens: hundreds of grabs find the hand empty at once. They wait for one

@@ -12,7 +12,7 @@ use crate::{
         Backend, BackendError, RedisConn, Replicas,
     },
     config::MAX_BATCH,
-    sale::warm::warm,
+    sale::warm::warm_one,
     shutdown::Shutdown,
     voucher::store::{self as vouchers, VoucherRow},
 };
@@ -216,8 +216,9 @@ impl Reader {
         Ok(true)
     }
 
-    /// Warms the voucher (a no-op when Redis holds it; a rebuild when Redis lost it)
-    /// and joins its group at once, so operators (XINFO CONSUMERS) see every worker
+    /// Warms its bucket of the voucher (a no-op when Redis holds it; a rebuild when
+    /// Redis lost it; the other buckets are their readers' business, and one whose
+    /// node is down must not keep this one out) and joins its group at once, so operators (XINFO CONSUMERS) see every worker
     /// reading the stream, not only those that were handed entries.
     async fn join(&mut self) -> Result<(), BackendError> {
         // The row as it is now: a rebuild from a stale row would resurrect sold stock.
@@ -225,7 +226,7 @@ impl Reader {
             self.saver.expires = expires_at(row.ends_at);
             self.voucher = row;
         }
-        warm(&self.backend, &self.voucher).await?;
+        warm_one(&self.backend, &self.voucher, self.bucket).await?;
         let _: i64 = redis::cmd("XGROUP")
             .arg("CREATECONSUMER")
             .arg(&self.keys.orders)

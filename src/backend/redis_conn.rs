@@ -111,12 +111,8 @@ impl RedisTarget {
     /// so a cancelled unit comes back twice. A node whose settings cannot be read (a
     /// managed service may forbid `CONFIG`) is only logged: its operator must see to it.
     pub async fn evicting_nodes(&self) -> Vec<String> {
-        let clients = match self {
-            Self::Single(client) => std::slice::from_ref(client),
-            Self::Cluster { nodes, .. } => nodes.as_slice(),
-        };
         let mut evicting = Vec::new();
-        for client in clients {
+        for client in self.nodes() {
             let node = client.get_connection_info().addr.to_string();
             match tokio::time::timeout(TIMEOUT, eviction_policy(client)).await {
                 Ok(Ok(None)) => {}
@@ -128,6 +124,29 @@ impl RedisTarget {
             }
         }
         evicting
+    }
+
+    /// Whether Redis answers at all (`PING`): the one Redis, or any seed node of a
+    /// cluster. A node loading its file answers `LOADING`, which is not an answer.
+    pub async fn answers(&self) -> bool {
+        for client in self.nodes() {
+            let ping = async {
+                let mut connection = client.get_multiplexed_async_connection().await?;
+                redis::cmd("PING").query_async::<String>(&mut connection).await
+            };
+            if matches!(tokio::time::timeout(TIMEOUT, ping).await, Ok(Ok(_))) {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// The one Redis, or the cluster's seed nodes, each on its own.
+    fn nodes(&self) -> &[redis::Client] {
+        match self {
+            Self::Single(client) => std::slice::from_ref(client),
+            Self::Cluster { nodes, .. } => nodes.as_slice(),
+        }
     }
 
     /// A pub/sub connection: to the one Redis, or to a cluster node, taking the seed

@@ -431,14 +431,18 @@ pub async fn push_window(backend: &Backend, v: &VoucherRow) -> RedisResult<bool>
 }
 
 /// Warms every voucher whose sale is upcoming, running or just ended; one that fails
-/// does not keep the others from it (the first failure is answered at the end).
-pub async fn warm_all(backend: &Backend) -> Result<usize, BackendError> {
+/// does not keep the others from it. How many warmed, and the first failure (an
+/// error: the database did not list them).
+pub async fn warm_all(backend: &Backend) -> Result<(usize, Option<BackendError>), BackendError> {
     let live = store::live(&backend.db, 0).await?;
-    let mut failed = None;
+    let (mut warmed, mut failed) = (0, None);
     for v in &live {
-        if let Err(e) = warm(backend, v).await {
-            failed.get_or_insert(e);
+        match warm(backend, v).await {
+            Ok(_) => warmed += 1,
+            Err(e) => {
+                failed.get_or_insert(e);
+            }
         }
     }
-    failed.map_or(Ok(live.len()), Err)
+    Ok((warmed, failed))
 }

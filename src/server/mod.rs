@@ -289,7 +289,18 @@ async fn open_stores(config: &Config, redis_url: &str) -> Result<(Arc<RedisTarge
     if replicas.want > 0 {
         backend = backend.with_waits(target.connect().await?, target.connect().await?);
     }
-    let warmed = warm::warm_all(&backend).await?;
+    let (warmed, failed) = warm::warm_all(&backend).await?;
+    if let Some(e) = failed {
+        // Redis answers, though not for every sale (a cluster master down): start, and
+        // leave those sales to their workers' readers, which warm their bucket as
+        // they join, and to grabs, which rebuild a sale Redis does not hold. One node
+        // down must not keep every process from starting. Nothing answering (Redis
+        // down, or loading its file) is waited for.
+        if !target.answers().await {
+            return Err(e.into());
+        }
+        tracing::warn!("start-up: a live sale could not be warmed ({e}); its readers warm it once its node answers");
+    }
     Ok((target, backend, warmed))
 }
 

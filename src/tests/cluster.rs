@@ -559,9 +559,11 @@ async fn a_sale_of_as_many_shards_as_masters_has_a_bucket_on_each() {
 /// place (the other masters go on serving their slots), and a sale of three shards
 /// is made meanwhile: grabs for its buckets on the other masters go on, their ids
 /// drawn from the spare counter on another master, and each grant is saved by its
-/// bucket's reader. Before, every grab of every sale answered `unavailable` once the
-/// ids in hand ran out (blocks of 2 here), until a failover; and a reader joining
-/// warmed every bucket of its sale, so with one bucket's node down none joined.
+/// bucket's reader; a process started meanwhile starts and sells. Before, every grab
+/// of every sale answered `unavailable` once the ids in hand ran out (blocks of 2
+/// here), until a failover; a reader joining warmed every bucket of its sale, so with
+/// one bucket's node down none joined; and a process waited at start-up until every
+/// live sale's every bucket was warmed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn grabs_go_on_when_the_order_id_counters_master_dies() {
     let _watchdog = Watchdog::arm();
@@ -573,7 +575,8 @@ async fn grabs_go_on_when_the_order_id_counters_master_dies() {
     }))
     .await;
     // Signed in first: a sign-in's guessing limits live in Redis, maybe on that master.
-    let shoppers = app.sign_in_many("spare", 30).await;
+    let mut shoppers = app.sign_in_many("spare", 45).await;
+    let later = shoppers.split_off(30);
     let day = chrono::Utc::now().format("%Y%m%d").to_string();
     cluster.kill9(cluster.master_of(&order_id_counter(&app.namespace, &day)).await).await;
     // Made now, its readers join with a bucket's node down.
@@ -606,6 +609,23 @@ async fn grabs_go_on_when_the_order_id_counters_master_dies() {
             saved += usize::from(items.iter().any(|o| o["order_id"].as_str() == Some(id.to_string().as_str())));
         }
         saved == granted.len()
+    })
+    .await;
+    // A process starting meanwhile starts (it warms what answers) and sells.
+    let again = app.restart_options();
+    app.stop().await;
+    let app = TestApp::with(again.with(|c| {
+        c.redis_url = Some(cluster.url.clone());
+        c.id_block = 2;
+    }))
+    .await;
+    wait_until("a grab granted by the process started since", SETTLED, || async {
+        for shopper in &later {
+            if app.grab(shopper, v).await.0 == 200 {
+                return true;
+            }
+        }
+        false
     })
     .await;
     println!("the order-id counter's master dead: {} grants from the spare counter, all saved", granted.len());

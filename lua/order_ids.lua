@@ -11,6 +11,8 @@
 -- ARGV[3]  margin added when the counter may have lost values
 -- ARGV[4]  expiry of the counter, seconds
 -- ARGV[5]  counter values per millisecond of the day for a counter made afresh
+-- ARGV[6]  how many values the counter counts: a block past them is refused, and not
+--          written (the caller draws from the day's other counter; `order_ids.rs`)
 --
 -- A counter can only go backwards when Redis lost it (a restart without persistence)
 -- or lost its last writes (a failover: the promoted replica had not received them; a
@@ -53,6 +55,9 @@ if cur < floor then
   cur = floor + margin
 end
 local last = cur + tonumber(ARGV[1])
+if last >= tonumber(ARGV[6]) then
+  return {last, how}
+end
 redis.call('SET', KEYS[1], last, 'EX', ARGV[4])
 if master then redis.call('SET', KEYS[2], string.format('%s %d', master, now), 'EX', ARGV[4]) end
 return {last, how}

@@ -32,11 +32,19 @@
 //! once the ids in hand ran out, until its replica took over (a node timeout or
 //! two). So each day has a spare counter too, on the master across the slot space
 //! (`layout::order_id_spare`), with values of its own: the main counter's stop below
-//! [`SPARE_BASE`], the spare's start there. A process draws from the spare when a
-//! refill from the main counter fails (or the main one is exhausted), and keeps to
-//! it for [`MAIN_REST`] before trying the main one again. Each counter keeps the
-//! rules above on its own, and their values never meet, so the two together hand
-//! out no value twice.
+//! [`SPARE_BASE`] (the script refuses a block past them, and writes nothing), the
+//! spare's start there. A process draws from the spare when a refill from the main
+//! counter fails (or the main one is exhausted), and keeps to it while the main one
+//! fails, trying the main one again every [`MAIN_REST`] on the side, so no grab waits
+//! on a dead master's timeout. Each counter keeps the rules above on its own, and
+//! their values never meet, so the two together hand out no value twice. The spare
+//! is the weaker: made afresh it starts from [`SPARE_PER_MS_OF_DAY`] values per
+//! millisecond of the day, so a spare lost outright (a restart without persistence)
+//! soon after a storm drew on it may start behind blocks still held, and only the
+//! processes that held spare blocks jump past them; it is meant for the minutes of
+//! an outage. (Processes of builds before the spare count the main counter up to
+//! `u32::MAX`: during a rolling upgrade on a day whose main counter passed
+//! [`SPARE_BASE`], which takes billions of ids, they could meet the spare's values.)
 //!
 //! A grab the gate refused hands its id's value back ([`OrderIds::unused`]), to be
 //! taken again in a later second.
@@ -72,18 +80,17 @@ pub const LOSS_MARGIN: u64 = 1 << 24;
 /// [`SPARE_BASE`].
 const PER_MS_OF_DAY: u64 = 40;
 
-/// Where the spare counter's values begin in a day's 32 bits: its 268 million values
-/// are the top sixteenth, and the main counter's stop below them.
-pub const SPARE_BASE: u64 = (1 << 32) - (1 << 28);
+/// Where the spare counter's values begin in a day's 32 bits: its 537 million values
+/// are the top eighth, and the main counter's 3.76 billion stop below them.
+pub const SPARE_BASE: u64 = (1 << 32) - (1 << 29);
 
-/// Values per millisecond of the day for a spare counter made afresh: 2 000 a
-/// second (a whole day is 173 million, of its 268 million). It is drawn from only
+/// Values per millisecond of the day for a spare counter made afresh: 5 000 a
+/// second (a whole day is 432 million, of its 537 million). It is drawn from only
 /// while the main counter fails, and ids also carry their second.
-const SPARE_PER_MS_OF_DAY: u64 = 2;
+const SPARE_PER_MS_OF_DAY: u64 = 5;
 
-/// How long a process keeps to the spare counter after the main one failed it,
-/// before its next refill tries the main one again (a failover takes a node timeout
-/// or two).
+/// How often a process whose main counter fails tries it again, on the side (a
+/// failover takes a node timeout or two).
 const MAIN_REST: Duration = Duration::from_secs(5);
 
 /// Longest a refill may take before it is given up and the next grab starts another:
@@ -216,9 +223,12 @@ struct Hand {
     /// The fetch of the next block, while one runs. It runs in a task of its own, so
     /// a grab that gives up waiting (its client went away) does not cancel it.
     refill: Option<Refill>,
-    /// When the main counter last failed a refill: refills try the spare first until
-    /// [`MAIN_REST`] after.
+    /// When the main counter last failed this process, while it fails: refills draw
+    /// from the spare, and the main one is tried again [`MAIN_REST`] after, on the
+    /// side ([`OrderIds::probe`]).
     main_failed: Option<std::time::Instant>,
+    /// A try of the main counter on the side is under way.
+    probing: bool,
 }
 
 /// A fetch of one block that any number of grabs can wait for.
@@ -289,12 +299,29 @@ impl Hand {
         }
     }
 
-    /// The counter the next refill tries first: the spare for [`MAIN_REST`] after
-    /// the main one failed.
+    /// The counter the next refill tries first: the spare while the main one fails.
     fn first_counter(&self) -> Counter {
         match self.main_failed {
-            Some(at) if at.elapsed() < MAIN_REST => Counter::Spare,
-            _ => Counter::Main,
+            Some(_) => Counter::Spare,
+            None => Counter::Main,
+        }
+    }
+
+    /// Whether the main counter, failing, is due to be tried again on the side: once
+    /// [`MAIN_REST`] has passed since its last failure, one try at a time.
+    fn probe_due(&self) -> bool {
+        !self.probing && self.main_failed.is_some_and(|at| at.elapsed() >= MAIN_REST)
+    }
+
+    /// What a try of the main counter found: it answers again, or still fails.
+    fn main_answered(&mut self, answered: bool) {
+        let was_failing = self.main_failed.is_some();
+        self.main_failed = (!answered).then(std::time::Instant::now);
+        if answered && was_failing {
+            tracing::warn!("order ids: the day's counter answers again: drawing from it");
+        }
+        if !answered && !was_failing {
+            tracing::warn!("order ids: the day's counter failed: drawing from its spare until it answers");
         }
     }
 }
@@ -341,6 +368,10 @@ impl OrderIds {
                 let today = now.date_naive();
                 hand.for_day(today);
                 let from = (hand.first_counter(), hand.highest);
+                if hand.probe_due() {
+                    hand.probing = true;
+                    self.probe(today, redis, hand.highest[Counter::Main.index()]);
+                }
                 if let Some(value) = hand.take(now.timestamp()) {
                     if hand.left <= u64::from(self.block_size / 2) && hand.refill.is_none() {
                         hand.refill = Some(self.refill(today, redis, from));
@@ -371,7 +402,11 @@ impl OrderIds {
                     Ok(())
                 }
                 Err(e) => {
-                    tracing::warn!("order ids: refill failed: {e}");
+                    // Once a second at most: with Redis down, every grab's refill fails.
+                    static SAID: crate::backend::outage::Throttle = crate::backend::outage::Throttle::new();
+                    if let Some(left_out) = SAID.allow() {
+                        tracing::warn!(left_out, "order ids: refill failed: {e}");
+                    }
                     Err(RefillError(e.kind(), e.to_string()))
                 }
             }
@@ -381,9 +416,32 @@ impl OrderIds {
             .shared()
     }
 
+    /// Tries the main counter again on the side while refills draw from the spare: a
+    /// block it answers lands in the hand and refills turn back to it; a failure
+    /// waits [`MAIN_REST`] more. No grab waits for it.
+    fn probe(self: &Arc<Self>, today: NaiveDate, redis: &RedisConn, floor: u64) {
+        let (ids, mut redis) = (self.clone(), redis.clone());
+        tokio::spawn(async move {
+            let deadline = REFILL_DEADLINE / 2 + Duration::from_millis(ids.replicas.wait_ms);
+            let fetched = tokio::time::timeout(deadline, ids.fetch(&mut redis, today, Counter::Main, floor)).await;
+            let mut hand = ids.lock();
+            if hand.day != Some(today) {
+                return;
+            }
+            hand.probing = false;
+            match fetched {
+                Ok(Ok(block)) => {
+                    hand.main_answered(true);
+                    hand.add(today, Counter::Main, block);
+                }
+                _ => hand.main_answered(false),
+            }
+        });
+    }
+
     /// A block from `first` or, when that fails (down, cut off, exhausted), from the
-    /// other counter, each given half of [`REFILL_DEADLINE`]. A failure of the main
-    /// counter is remembered: refills keep to the spare for [`MAIN_REST`].
+    /// other counter, each given half of [`REFILL_DEADLINE`]. What the main counter
+    /// did is remembered: refills keep to the spare while it fails.
     async fn draw(
         &self,
         redis: &mut RedisConn,
@@ -399,21 +457,23 @@ impl OrderIds {
                     if counter == Counter::Spare {
                         metrics::counter!("seckill_order_id_spare_blocks_total").increment(1);
                     }
+                    self.main_did(day, counter, true);
                     return Ok((counter, block));
                 }
                 Ok(Err(e)) => failed = Some(e),
                 Err(_) => failed = Some(RedisError::from((ErrorKind::IoError, "order id block: Redis did not answer"))),
             }
-            if counter == Counter::Main {
-                let mut hand = self.lock();
-                if hand.day == Some(day) {
-                    hand.main_failed = Some(std::time::Instant::now());
-                }
-                let why = failed.as_ref().map(ToString::to_string).unwrap_or_default();
-                tracing::warn!("order ids: the day's counter failed ({why}): drawing from its spare");
-            }
+            self.main_did(day, counter, false);
         }
         Err(failed.unwrap_or_else(|| RedisError::from((ErrorKind::IoError, "order id block: no counter tried"))))
+    }
+
+    /// Notes what the main counter did for a refill of `day` (nothing for the spare's).
+    fn main_did(&self, day: NaiveDate, counter: Counter, answered: bool) {
+        let mut hand = self.lock();
+        if counter == Counter::Main && hand.day == Some(day) {
+            hand.main_answered(answered);
+        }
     }
 
     /// The key of `counter` on `day`.
@@ -445,8 +505,9 @@ impl OrderIds {
     ) -> redis::RedisResult<RangeInclusive<u64>> {
         let key = self.key(day, counter);
         let mark = crate::backend::layout::order_id_master(&self.namespace, &key);
-        let mut take = ScriptCall::new(&self.script, &[&key, &mark], 5, 48);
+        let mut take = ScriptCall::new(&self.script, &[&key, &mark], 6, 60);
         take.arg(self.block_size).arg(floor).arg(LOSS_MARGIN).arg(COUNTER_TTL_SECS).arg(counter.per_ms_of_day());
+        take.arg(counter.size());
         let Replicas { want, wait_ms } = self.replicas;
         let (last, how): (u64, i64) = if want == 0 {
             take.invoke(redis).await?
@@ -577,19 +638,25 @@ mod tests {
         assert!(taken[10..].iter().all(|&v| v > SPARE_BASE && v <= u64::from(u32::MAX)));
     }
 
-    /// After the main counter fails a refill, refills try the spare first for a while,
-    /// then the main one again.
+    /// After the main counter fails, refills draw from the spare until a try on the
+    /// side, one at a time and [`MAIN_REST`] after the last failure, finds it
+    /// answering.
     #[test]
-    fn refills_keep_to_the_spare_for_a_while_after_the_main_counter_failed() {
+    fn refills_keep_to_the_spare_until_the_main_counter_answers_again() {
         let mut hand = Hand::default();
-        assert_eq!(hand.first_counter(), Counter::Main);
-        hand.main_failed = Some(std::time::Instant::now());
-        assert_eq!(hand.first_counter(), Counter::Spare);
-        let long_ago = std::time::Instant::now().checked_sub(MAIN_REST + Duration::from_millis(1));
-        hand.main_failed = long_ago.or(hand.main_failed);
-        if long_ago.is_some() {
-            assert_eq!(hand.first_counter(), Counter::Main, "the main counter is tried again");
-        }
+        assert_eq!((hand.first_counter(), hand.probe_due()), (Counter::Main, false));
+        hand.main_answered(false);
+        assert_eq!((hand.first_counter(), hand.probe_due()), (Counter::Spare, false), "not tried again at once");
+        let Some(long_ago) = std::time::Instant::now().checked_sub(MAIN_REST) else { return };
+        hand.main_failed = Some(long_ago);
+        assert!(hand.probe_due(), "tried again after the rest");
+        hand.probing = true;
+        assert!(!hand.probe_due(), "one try at a time");
+        hand.probing = false;
+        hand.main_answered(false);
+        assert_eq!((hand.first_counter(), hand.probe_due()), (Counter::Spare, false), "a failed try rests again");
+        hand.main_answered(true);
+        assert_eq!((hand.first_counter(), hand.probe_due()), (Counter::Main, false));
     }
 
     #[test]

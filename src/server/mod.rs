@@ -216,22 +216,36 @@ async fn run(
 /// The worker's name, held (a lease in Redis) before anything works under it: `None`
 /// when the server was stopped while waiting for it; another running process working
 /// under it stops the start.
+///
+/// A name the operator gave is asked for again with the same token until its node
+/// answers (a take whose answer was lost is then known as this process's own). A name
+/// of the process's own making whose lease's node does not answer (a cluster master
+/// down) is dropped for another, in another slot: nobody else uses it, and a take of
+/// it whose answer was lost lapses by itself. Before, such a process waited for the
+/// master's failover, or for ever without a replica.
 async fn worker_name(
     config: &Config,
     backend: &Backend,
     listener: &TcpListener,
     shutdown: &shutdown::Shutdown,
 ) -> Result<Option<(NameLease, WorkerSettings)>, ServeError> {
-    let settings = worker_settings(config);
-    let lease = NameLease::new(backend, &settings.consumer);
-    let take = || async { Ok::<_, ServeError>(lease.take().await?) };
+    let named = |settings: WorkerSettings| (NameLease::new(backend, &settings.consumer), settings);
+    let chosen = std::sync::Mutex::new(named(worker_settings(config)));
+    let take = || async {
+        let (lease, settings) = chosen.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+        let taken = lease.take().await;
+        if taken.is_err() && config.worker_name.is_none() {
+            *chosen.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = named(worker_settings(config));
+        }
+        Ok::<_, ServeError>((taken?, lease, settings))
+    };
     match starting::answer_while(listener, when_ready("the worker's name", shutdown, take)).await? {
         None => Ok(None),
-        Some(false) => Err(ServeError::Config(format!(
+        Some((false, _, settings)) => Err(ServeError::Config(format!(
             "SECKILL_WORKER_NAME {}: another running process works under this name; give each its own",
             settings.consumer
         ))),
-        Some(true) => Ok(Some((lease, settings))),
+        Some((true, lease, settings)) => Ok(Some((lease, settings))),
     }
 }
 

@@ -559,11 +559,12 @@ async fn a_sale_of_as_many_shards_as_masters_has_a_bucket_on_each() {
 /// place (the other masters go on serving their slots), and a sale of three shards
 /// is made meanwhile: grabs for its buckets on the other masters go on, their ids
 /// drawn from the spare counter on another master, and each grant is saved by its
-/// bucket's reader; a process started meanwhile starts and sells. Before, every grab
+/// bucket's reader; processes started meanwhile start and sell. Before, every grab
 /// of every sale answered `unavailable` once the ids in hand ran out (blocks of 2
 /// here), until a failover; a reader joining warmed every bucket of its sale, so with
-/// one bucket's node down none joined; and a process waited at start-up until every
-/// live sale's every bucket was warmed.
+/// one bucket's node down none joined; a process waited at start-up until every live
+/// sale's every bucket was warmed; and one whose worker's name (random) had its lease
+/// on the dead master waited for it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn grabs_go_on_when_the_order_id_counters_master_dies() {
     let _watchdog = Watchdog::arm();
@@ -577,6 +578,7 @@ async fn grabs_go_on_when_the_order_id_counters_master_dies() {
     // Signed in first: a sign-in's guessing limits live in Redis, maybe on that master.
     let mut shoppers = app.sign_in_many("spare", 45).await;
     let later = shoppers.split_off(30);
+    crate::support::clear_of_midnight().await;
     let day = chrono::Utc::now().format("%Y%m%d").to_string();
     cluster.kill9(cluster.master_of(&order_id_counter(&app.namespace, &day)).await).await;
     // Made now, its readers join with a bucket's node down.
@@ -611,23 +613,35 @@ async fn grabs_go_on_when_the_order_id_counters_master_dies() {
         saved == granted.len()
     })
     .await;
-    // A process starting meanwhile starts (it warms what answers) and sells.
-    let again = app.restart_options();
+    // Processes starting meanwhile start and sell: each warms what answers, and a
+    // worker's name of its own making whose lease falls on the dead master (a chance
+    // of 1 in 3 each: five start) gives way to another.
+    let again: Vec<Options> = (0..5).map(|_| app.restart_options()).collect();
     app.stop().await;
-    let app = TestApp::with(again.with(|c| {
-        c.redis_url = Some(cluster.url.clone());
-        c.id_block = 2;
-    }))
-    .await;
+    let starting = again.into_iter().map(|options| {
+        TestApp::with(options.with(|c| {
+            c.redis_url = Some(cluster.url.clone());
+            c.id_block = 2;
+        }))
+    });
+    let mut apps = futures::future::join_all(starting).await;
+    let app = apps.remove(0);
+    for other in apps {
+        other.stop().await;
+    }
+    let granted_later = std::sync::Mutex::new(Vec::new());
     wait_until("a grab granted by the process started since", SETTLED, || async {
         for shopper in &later {
-            if app.grab(shopper, v).await.0 == 200 {
-                return true;
+            let (status, body) = app.grab(shopper, v).await;
+            if status == 200 {
+                granted_later.lock().unwrap().push(body["order_id"].as_str().unwrap().parse::<i64>().unwrap());
             }
         }
-        false
+        !granted_later.lock().unwrap().is_empty()
     })
     .await;
+    let ids: Vec<i64> = granted.values().copied().chain(granted_later.into_inner().unwrap()).collect();
+    assert_eq!(ids.iter().collect::<HashSet<_>>().len(), ids.len(), "an order id granted twice: {ids:?}");
     println!("the order-id counter's master dead: {} grants from the spare counter, all saved", granted.len());
     app.stop().await;
 }

@@ -34,6 +34,7 @@ const RENEW_EVERY: Duration = Duration::from_secs(1);
 const ASK_EVERY: Duration = Duration::from_millis(250);
 
 /// This process's hold on its worker's name.
+#[derive(Clone)]
 pub struct NameLease {
     backend: Backend,
     name: String,

@@ -401,6 +401,19 @@ where
     }
 }
 
+/// Waits, if need be, until the UTC day has more than a minute left: a test that
+/// names the day's order-id counter must not see the day change under it.
+pub async fn clear_of_midnight() {
+    use chrono::Timelike;
+    loop {
+        let left = 86_400 - u64::from(chrono::Utc::now().num_seconds_from_midnight());
+        if left > 60 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_secs(left + 1)).await;
+    }
+}
+
 /// The error code of a refusal body.
 pub fn code(body: &Value) -> &str {
     body["code"].as_str().unwrap_or("<no code>")

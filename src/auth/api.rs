@@ -219,7 +219,7 @@ async fn signed_in_user() -> AppResult<Option<User>> {
         return Ok(None);
     };
     let Some(subject) = jwt::bearer_jwt(&parts.headers).and_then(|t| login.subject(t)) else { return Ok(None) };
-    let user_id = login.shopper(&state.backend.db, &parts.headers).await.transpose()?;
+    let user_id = login.shopper(&state.backend.db, &parts.extensions, &parts.headers).await.transpose()?;
     Ok(user_id.map(|user_id| User { user_id, name: subject }))
 }
 

@@ -66,7 +66,7 @@ pub async fn shopper<F: ForShoppers>(state: &Context, request: &Parts) -> AppRes
         return Ok(user_id);
     }
     if let Some(login) = &state.shop_login {
-        if let Some(found) = login.shopper(&state.backend.db, &request.headers).await {
+        if let Some(found) = login.shopper(&state.backend.db, &request.extensions, &request.headers).await {
             return found;
         }
     }

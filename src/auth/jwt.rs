@@ -11,18 +11,30 @@ use crate::{
     backend::Db,
     error::{AppResult, ErrorCode},
 };
-use axum::http::HeaderMap;
+use axum::http::{Extensions, HeaderMap};
 use jsonwebtoken::{
     decode, decode_header,
     jwk::{AlgorithmParameters, EllipticCurve, JwkSet},
     Algorithm, DecodingKey, Validation,
 };
-use std::{collections::HashMap, path::Path, sync::Mutex};
+use std::{
+    collections::HashMap,
+    path::Path,
+    sync::{Arc, Mutex},
+};
 
 /// Clock difference tolerated between the provider and this server, in seconds.
 const LEEWAY_SECS: u64 = 5;
 /// Subjects whose user this process remembers; past that it starts again.
 const SUBJECTS_KEPT: usize = 100_000;
+
+/// What the front door found of a request's bearer token of the JWT form, for the
+/// per-shopper rate limit (`server::rate_limit`): the subject of one that verified,
+/// or none. Set on the request, so each step that asks (the access table, the
+/// idempotency keys' scope, the handler) reads it instead of checking the signature
+/// again.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SubjectChecked(pub Option<Arc<str>>);
 
 /// The provider's keys and what its tokens must say.
 pub struct ShopLogin {
@@ -74,26 +86,37 @@ impl ShopLogin {
         })
     }
 
+    /// The subject of a request's bearer token, if it is of the JWT form and valid:
+    /// as the front door found it ([`SubjectChecked`]), or checked now.
+    pub fn subject_of(&self, extensions: &Extensions, headers: &HeaderMap) -> Option<Arc<str>> {
+        if let Some(SubjectChecked(found)) = extensions.get::<SubjectChecked>() {
+            return found.clone();
+        }
+        self.subject(bearer_jwt(headers)?).map(Arc::from)
+    }
+
     /// The shopper a request's bearer token names: `None` without a token of the JWT
     /// form; `not_signed_in` for one that is not valid.
-    pub async fn shopper(&self, db: &Db, headers: &HeaderMap) -> Option<AppResult<i64>> {
-        let token = bearer_jwt(headers)?;
-        let Some(subject) = self.subject(token) else { return Some(Err(ErrorCode::NotSignedIn.into())) };
-        Some(self.user(db, subject).await)
+    pub async fn shopper(&self, db: &Db, extensions: &Extensions, headers: &HeaderMap) -> Option<AppResult<i64>> {
+        bearer_jwt(headers)?;
+        let Some(subject) = self.subject_of(extensions, headers) else {
+            return Some(Err(ErrorCode::NotSignedIn.into()));
+        };
+        Some(self.user(db, &subject).await)
     }
 
     /// The user of `subject`: remembered, or found or made once.
-    async fn user(&self, db: &Db, subject: String) -> AppResult<i64> {
-        if let Some(&id) = self.users.lock().unwrap_or_else(|e| e.into_inner()).get(&subject) {
+    async fn user(&self, db: &Db, subject: &str) -> AppResult<i64> {
+        if let Some(&id) = self.users.lock().unwrap_or_else(|e| e.into_inner()).get(subject) {
             return Ok(id);
         }
         // The database away is `unavailable` (503: retry), as for any other call.
-        let id = store::user_for_subject(db, &subject).await?;
+        let id = store::user_for_subject(db, subject).await?;
         let mut users = self.users.lock().unwrap_or_else(|e| e.into_inner());
         if users.len() >= SUBJECTS_KEPT {
             users.clear();
         }
-        users.insert(subject, id);
+        users.insert(subject.to_owned(), id);
         Ok(id)
     }
 }

@@ -36,8 +36,7 @@ use crate::{
     auth::{
         attempts,
         caller::{self, Caller, SessionChecked},
-        jwt,
-        jwt::ShopLogin,
+        jwt::{ShopLogin, SubjectChecked},
         session::Actor,
         Role, Secrets,
     },
@@ -151,7 +150,7 @@ async fn pass(guard: &Guard, peer: SocketAddr, mut req: Request, next: Next) -> 
     // A live feed stays open: neither the cap nor the timeout applies (feeds have caps
     // of their own), but a bearer to count as a guess is counted inside the cap.
     if req.uri().path() == crate::live::FEED_PATH {
-        let counting = bearer_fails(guard, req.headers()).then(|| guard.slots.try_acquire());
+        let counting = bearer_fails(guard, &req).then(|| guard.slots.try_acquire());
         if let Some(Err(_)) = counting {
             return refusal(ErrorCode::Unavailable);
         }
@@ -197,7 +196,7 @@ async fn admit_by_table(guard: &Guard, req: &mut Request, entry: Option<Access>)
     // A shopper admitted (by a session, or a shop token that verified: a grab) pays no
     // second look at the bearer.
     let look = access != Access::Shopper || admitted.is_err();
-    if look && bearer_fails(guard, req.headers()) {
+    if look && bearer_fails(guard, req) {
         let client = req.extensions().get::<ClientIp>().map_or(std::net::Ipv4Addr::UNSPECIFIED.into(), |c| c.0);
         count_wrong_bearer(guard, client).await?;
     }
@@ -206,9 +205,11 @@ async fn admit_by_table(guard: &Guard, req: &mut Request, entry: Option<Access>)
 
 /// Whether the request carries a bearer that is neither the admin token nor (with the
 /// shop's own login) a shopper's token that verifies.
-fn bearer_fails(guard: &Guard, headers: &HeaderMap) -> bool {
+fn bearer_fails(guard: &Guard, req: &Request) -> bool {
+    let headers = req.headers();
     let Some(token) = crate::auth::session::bearer(headers) else { return false };
-    let shoppers = || guard.shop_login.as_ref().is_some_and(|login| login.subject(token).is_some());
+    let shoppers =
+        || guard.shop_login.as_ref().is_some_and(|login| login.subject_of(req.extensions(), headers).is_some());
     !guard.secrets.token_matches(token) && !shoppers()
 }
 
@@ -236,10 +237,7 @@ fn admit(guard: &Guard, access: Access, req: &mut Request) -> Result<(), AppErro
         Access::Shopper => {
             let checked = req.extensions().get::<SessionChecked>().copied();
             let checked = checked.unwrap_or_else(|| SessionChecked(guard.secrets.session_user(headers)));
-            let shop_token = || {
-                let login = guard.shop_login.as_ref()?;
-                login.subject(jwt::bearer_jwt(headers)?)
-            };
+            let shop_token = || guard.shop_login.as_ref()?.subject_of(req.extensions(), headers);
             if checked.0.is_none() && shop_token().is_none() {
                 return Err(ErrorCode::NotSignedIn.into());
             }
@@ -266,9 +264,14 @@ fn admit(guard: &Guard, access: Access, req: &mut Request) -> Result<(), AppErro
 /// arguments are read for the sale, briefly (a caller that does not send them is not
 /// waited for). Only a signed-in shopper's grab (a session whose signature holds) is
 /// counted: an anonymous flood is not a sale's answer, and must not cost a write each.
+/// So is a shop token's shopper's, when the per-shopper limit found its token valid.
 async fn count_refused_grab(guard: &Guard, req: Request) {
     let grab = <sale::api::Grab as server_fn::ServerFn>::PATH;
-    if req.method() != Method::POST || req.uri().path() != grab || guard.secrets.session_user(req.headers()).is_none() {
+    if req.method() != Method::POST || req.uri().path() != grab {
+        return;
+    }
+    let shop_token = req.extensions().get::<SubjectChecked>().is_some_and(|s| s.0.is_some());
+    if !shop_token && guard.secrets.session_user(req.headers()).is_none() {
         return;
     }
     #[derive(serde::Deserialize)]
@@ -336,7 +339,7 @@ async fn serve(guard: &Guard, req: Request, next: Next) -> Response {
     match idempotency::key(req.headers()).filter(|_| keyed) {
         None => answer(req).await,
         Some(Err(malformed)) => refusal(malformed),
-        Some(Ok(key)) => match idempotency::scope(&req, || shop_subject(guard, req.headers())) {
+        Some(Ok(key)) => match idempotency::scope(&req, || shop_subject(guard, &req)) {
             Some(scope) => idempotency::once(&guard.backend, &scope, &key, req, answer).await,
             None => answer(req).await,
         },
@@ -344,9 +347,8 @@ async fn serve(guard: &Guard, req: Request, next: Next) -> Response {
 }
 
 /// The shopper a shop's token names (with the shop's own login on).
-fn shop_subject(guard: &Guard, headers: &HeaderMap) -> Option<String> {
-    let login = guard.shop_login.as_ref()?;
-    login.subject(jwt::bearer_jwt(headers)?)
+fn shop_subject(guard: &Guard, req: &Request) -> Option<String> {
+    guard.shop_login.as_ref()?.subject_of(req.extensions(), req.headers()).map(|s| s.to_string())
 }
 
 /// The request with its body read, or the refusal of a body past [`MAX_API_BODY`].

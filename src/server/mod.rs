@@ -139,12 +139,15 @@ async fn run(
     let Some(decoy_cost) = starting::answer_while(&listener, caught_up).await? else { return Ok(()) };
     let (state, page_changes, wakeups) =
         state::assemble(&config, (backend.clone(), secrets, decoy_cost), leptos_options, shutdown.clone())?;
-    let limits = Arc::new(rate_limit::Limits::new(
-        config.rate_per_session,
-        config.rate_per_address,
-        config.trusted_proxy,
-        state.accounts.secrets.clone(),
-    ));
+    let limits = Arc::new(
+        rate_limit::Limits::new(
+            config.rate_per_session,
+            config.rate_per_address,
+            config.trusted_proxy,
+            state.accounts.secrets.clone(),
+        )
+        .with_shop_login(state.accounts.shop_login.clone()),
+    );
     let links =
         starting::answer_while(&listener, when_ready("connections", &shutdown, || connect(&config, &state, &target)))
             .await?;

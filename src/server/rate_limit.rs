@@ -4,7 +4,9 @@
 //! shopper's clicks, result polls and page loads need.
 //!
 //! Keys are values nobody can choose: the shopper is the user id of a session cookie
-//! whose signature holds and that was not ended (decoy cookies beside it are ignored);
+//! whose signature holds and that was not ended (decoy cookies beside it are ignored),
+//! or, with the shop's own login, the subject of a shop token that verifies (by a
+//! hash keyed for this process, so memory stays bounded whatever the subjects);
 //! the address is the socket's peer or, when the peer is the trusted proxy
 //! (`SECKILL_TRUSTED_PROXY`), the last address that proxy appended to
 //! `X-Forwarded-For` (every line of the header, in order; ports dropped; IPv4 written
@@ -13,7 +15,11 @@
 //! a limiter, new callers share one overflow counter until idle keys are forgotten.
 
 use crate::{
-    auth::{caller::SessionChecked, Secrets},
+    auth::{
+        caller::SessionChecked,
+        jwt::{self, ShopLogin, SubjectChecked},
+        Secrets,
+    },
     client_ip::ClientIp,
     error::{AppError, ErrorCode},
 };
@@ -27,7 +33,7 @@ use governor::{
     DefaultKeyedRateLimiter, Quota, RateLimiter,
 };
 use std::{
-    hash::Hash,
+    hash::{BuildHasher, Hash, RandomState},
     net::{IpAddr, Ipv6Addr, SocketAddr},
     num::NonZeroU32,
     sync::{
@@ -49,13 +55,28 @@ fn is_limited(path: &str) -> bool {
 
 /// This process's limits and what each key has used of them.
 pub struct Limits {
-    per_user: Option<Keyed<i64>>,
+    per_user: Option<Keyed<Shopper>>,
     per_address: Option<Keyed<IpAddr>>,
     trusted_proxy: Option<IpAddr>,
     /// Verifies session cookies (the per-user key).
     secrets: Arc<Secrets>,
+    /// Verifies shop tokens, with the shop's own login on (the per-user key too).
+    shop_login: Option<Arc<ShopLogin>>,
+    /// Hashes shop tokens' subjects into keys.
+    subjects: RandomState,
     /// Made once: making one calibrates it.
     clock: DefaultClock,
+}
+
+/// Whom the per-shopper limit counts.
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+enum Shopper {
+    /// A session's user.
+    User(i64),
+    /// A shop token's subject, hashed ([`Limits::subjects`]).
+    Subject(u64),
+    /// Every new caller while the limiter is full.
+    Overflow,
 }
 
 /// One keyed limiter with a bound on its keys.
@@ -120,18 +141,26 @@ impl Limits {
         (max_keys, clean_every): (usize, Duration),
     ) -> Self {
         Self {
-            per_user: Keyed::new(per_session, -1, max_keys, clean_every),
+            per_user: Keyed::new(per_session, Shopper::Overflow, max_keys, clean_every),
             per_address: Keyed::new(per_address, Ipv6Addr::UNSPECIFIED.into(), max_keys, clean_every),
             trusted_proxy: trusted_proxy.map(|p| p.to_canonical()),
             secrets,
+            shop_login: None,
+            subjects: RandomState::new(),
             clock: DefaultClock::default(),
         }
     }
 
-    /// `Err(wait)` when this caller must wait before calling again. The session is
-    /// verified only when a per-user limit is set; what was found is recorded on the
-    /// request ([`SessionChecked`]) for the handler.
-    fn check(&self, headers: &HeaderMap, address: IpAddr) -> (Option<SessionChecked>, Result<(), Duration>) {
+    /// The same, the shop's tokens' subjects limited as shoppers too.
+    pub fn with_shop_login(self, shop_login: Option<Arc<ShopLogin>>) -> Self {
+        Self { shop_login, ..self }
+    }
+
+    /// `Err(wait)` when this caller must wait before calling again. The session (or
+    /// else the shop token) is verified only when a per-user limit is set; what was
+    /// found is recorded on the request ([`SessionChecked`], [`SubjectChecked`]) for
+    /// the access table and the handler.
+    fn check(&self, headers: &HeaderMap, address: IpAddr) -> (Option<Checked>, Result<(), Duration>) {
         if let Some(limiter) = &self.per_address {
             if let Err(wait) = limiter.check(&address_key(address), &self.clock) {
                 return (None, Err(wait));
@@ -139,8 +168,19 @@ impl Limits {
         }
         let Some(limiter) = &self.per_user else { return (None, Ok(())) };
         let user_id = self.secrets.session_user(headers);
-        let allowed = user_id.map_or(Ok(()), |id| limiter.check(&id, &self.clock));
-        (Some(SessionChecked(user_id)), allowed)
+        let subject = match (user_id, &self.shop_login) {
+            (None, Some(login)) => {
+                Some(SubjectChecked(jwt::bearer_jwt(headers).and_then(|t| login.subject(t)).map(Arc::from)))
+            }
+            _ => None,
+        };
+        let shopper = match (user_id, subject.as_ref().and_then(|s| s.0.as_deref())) {
+            (Some(id), _) => Some(Shopper::User(id)),
+            (None, Some(sub)) => Some(Shopper::Subject(self.subjects.hash_one(sub))),
+            (None, None) => None,
+        };
+        let allowed = shopper.map_or(Ok(()), |key| limiter.check(&key, &self.clock));
+        (Some((SessionChecked(user_id), subject)), allowed)
     }
 
     /// Forgets keys that have not called lately, so memory follows the active callers.
@@ -186,6 +226,10 @@ fn quota(per_second: u32) -> Option<Quota> {
         .map(|r| Quota::per_second(r).allow_burst(r.saturating_mul(NonZeroU32::MIN.saturating_add(1))))
 }
 
+/// What [`Limits::check`] found of the caller: the session, and the shop token when
+/// it was looked at.
+type Checked = (SessionChecked, Option<SubjectChecked>);
+
 /// Records who is calling (for the handlers, as [`ClientIp`]), then holds back a
 /// caller over its limits: `Err` is how long it must wait (see [`refusal`]).
 pub fn admit(limits: &Limits, peer: SocketAddr, req: &mut Request) -> Result<(), Duration> {
@@ -195,8 +239,11 @@ pub fn admit(limits: &Limits, peer: SocketAddr, req: &mut Request) -> Result<(),
         return Ok(());
     }
     let (checked, allowed) = limits.check(req.headers(), client);
-    if let Some(checked) = checked {
-        req.extensions_mut().insert(checked);
+    if let Some((session, subject)) = checked {
+        req.extensions_mut().insert(session);
+        if let Some(subject) = subject {
+            req.extensions_mut().insert(subject);
+        }
     }
     allowed
 }

@@ -11,6 +11,7 @@ use ring::{
     rand::SystemRandom,
     signature::{self, KeyPair},
 };
+use seckill::config::Config;
 use serde_json::{json, Value};
 
 const ISSUER: &str = "https://login.shop.test";
@@ -73,6 +74,11 @@ fn hex_bytes(hex: &str) -> Vec<u8> {
 
 /// A server that takes the shop's tokens, its keys in `file` (written to its data dir).
 async fn app_with_keys(file: &str, contents: &str) -> TestApp {
+    app_with_keys_and(file, contents, |_| {}).await
+}
+
+/// [`app_with_keys`], with other settings changed too.
+async fn app_with_keys_and(file: &str, contents: &str, change: impl FnOnce(&mut Config)) -> TestApp {
     let dir = tempfile::tempdir().unwrap().keep();
     let path = dir.join(file);
     std::fs::write(&path, contents).unwrap();
@@ -80,6 +86,7 @@ async fn app_with_keys(file: &str, contents: &str) -> TestApp {
         c.jwt_issuer = Some(ISSUER.into());
         c.jwt_audience = Some(AUDIENCE.into());
         c.jwt_keys = Some(path);
+        change(c);
     }))
     .await
 }
@@ -147,6 +154,33 @@ async fn call_from(app: &TestApp, n: u8, name: &str, token: &str, body: Value) -
     let res = crate::support::client_from(n).post(format!("{}/api/{name}", app.base)).bearer_auth(token).json(&body);
     let res = res.send().await.unwrap();
     (res.status().as_u16(), res.json().await.unwrap_or(Value::Null))
+}
+
+/// A shopper signed in by the shop's token meets the per-shopper rate limit, as one
+/// signed in by a session does, from whatever address: each subject has an allowance
+/// of its own, and the sale's report counts the grabs refused over it. Before, only
+/// the per-address limit held them back (off here).
+#[tokio::test]
+async fn a_shop_tokens_shopper_meets_the_per_shopper_rate_limit() {
+    let (ed, pem) = Signer::ed25519("ed");
+    let app = app_with_keys_and("shop.pem", &pem, |c| c.rate_per_session = 1).await;
+    let v = app.create_voucher(10, -5, 3600).await;
+    let (ann, bob) = (ed.token("ann", 60, json!({})), ed.token("bob", 60, json!({})));
+    // One call a second, two in a burst: twenty grabs at once are mostly refused.
+    let mut answers = Vec::new();
+    for n in 0..20 {
+        answers.push(call_from(&app, 50 + n, "grab", &ann, json!({ "voucher_id": v })).await.0);
+    }
+    assert_eq!(answers[0], 200, "{answers:?}");
+    let refused = answers.iter().filter(|&&a| a == 429).count();
+    assert!(refused >= 10, "the shopper is held back: {answers:?}");
+    assert!(answers.iter().all(|&a| a == 200 || a == 409 || a == 429), "{answers:?}");
+    assert_eq!(call_from(&app, 80, "me", &bob, json!({})).await.0, 200, "another subject has its own allowance");
+    crate::support::wait_until("the report counts the grabs refused over the rate", crate::support::SOON, || async {
+        app.admin("sale_report", json!({ "voucher_id": v })).await["answers"]["rate_limited"] == refused
+    })
+    .await;
+    app.stop().await;
 }
 
 #[tokio::test]

@@ -4,7 +4,7 @@
 
 use crate::support::{code, wait_until, Feed, Options, Shopper, TestApp, SOON};
 use redis::AsyncCommands;
-use seckill::testing::{bucket_of, ledger, refill, stock, vouchers, Bucket, SaleKeys};
+use seckill::testing::{bucket_of, ledger, refill, stock, vouchers, Bucket, SaleKeys, GROUP};
 use std::collections::{HashMap, HashSet};
 
 const SHARDS: u32 = 3;
@@ -17,6 +17,58 @@ fn bucket(app: &TestApp, voucher_id: i64, bucket: u32) -> SaleKeys {
 /// Units left in each bucket, as Redis holds them.
 async fn lefts(app: &TestApp, v: i64) -> Vec<i64> {
     refill::units_left(&app.backend(), v, SHARDS).await.unwrap().expect("every bucket held")
+}
+
+/// A sale of many shards not begun yet costs Redis few reads: its readers, finding
+/// nothing, read each bucket at most about once a second, not every `SECKILL_POLL_MS`
+/// (100 ms here). Counted on a Redis of the test's own over two seconds once every
+/// reader has joined: at most 10 reads a bucket (a reader's pause doubles from 5 ms up
+/// to its longest after it joins). Before, about 20 a bucket.
+#[tokio::test]
+async fn an_upcoming_sale_of_many_shards_is_read_seldom() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let private = seckill::server::local_redis::LocalRedis::start(dir.path()).await.unwrap();
+    let app = TestApp::with(Options::default().with(|c| c.redis_url = Some(private.url.clone()))).await;
+    const BUCKETS: u32 = 16;
+    let v = app.create_sharded(160, (3_600, 7_200), BUCKETS).await;
+    let streams: Vec<String> = (0..BUCKETS)
+        .map(|bucket| app.backend().bucket_keys(Bucket { voucher_id: v, shards: BUCKETS, bucket }).orders.clone())
+        .collect();
+    let redis = app.redis.clone();
+    wait_until("every bucket's reader joined", SOON, || {
+        let (mut redis, streams) = (redis.clone(), streams.clone());
+        async move {
+            for stream in streams {
+                let consumers: Vec<redis::Value> = redis::cmd("XINFO")
+                    .arg("CONSUMERS")
+                    .arg(&stream)
+                    .arg(GROUP)
+                    .query_async(&mut redis)
+                    .await
+                    .unwrap_or_default();
+                if consumers.is_empty() {
+                    return false;
+                }
+            }
+            true
+        }
+    })
+    .await;
+    let mut redis = redis.clone();
+    let before = stream_reads(&mut redis).await;
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await; // the span counted, not a wait for anything
+    let reads = stream_reads(&mut redis).await - before;
+    assert!(reads <= 10 * u64::from(BUCKETS), "{reads} reads of {BUCKETS} buckets in 2 s");
+    println!("an upcoming sale of {BUCKETS} shards: {reads} stream reads in 2 s");
+    app.stop().await;
+    private.stop().await;
+}
+
+/// `XREADGROUP` calls the Redis has answered so far.
+async fn stream_reads(redis: &mut seckill::testing::RedisConn) -> u64 {
+    let info: String = redis::cmd("INFO").arg("commandstats").query_async(redis).await.unwrap();
+    let calls = info.lines().find_map(|l| l.strip_prefix("cmdstat_xreadgroup:calls="));
+    calls.and_then(|rest| rest.split(',').next()?.parse().ok()).unwrap_or(0)
 }
 
 /// An app whose upkeep does not run during the test (it finishes moves left owed two

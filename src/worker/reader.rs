@@ -34,6 +34,24 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
 /// First pause after a read found nothing new; it doubles up to the poll setting.
 const FIRST_IDLE: Duration = Duration::from_millis(5);
+/// Longest pause between two reads that find nothing, for a sale not begun yet (by
+/// this reader's row; a start moved earlier since is read within it, and this
+/// process's own grants ring its bell at once). At `SECKILL_POLL_MS` (100 ms), a
+/// thousand buckets of upcoming sales cost ten thousand reads a second per process
+/// before any sale opens.
+const UPCOMING_POLL: Duration = Duration::from_secs(1);
+
+/// The longest pause between two reads that find nothing: `poll_ms`, or
+/// [`UPCOMING_POLL`] before the sale begins.
+fn longest_idle(poll_ms: u64, begins_at_ms: i64, now_ms: i64) -> Duration {
+    let poll = Duration::from_millis(poll_ms.max(1));
+    if now_ms < begins_at_ms {
+        poll.max(UPCOMING_POLL)
+    } else {
+        poll
+    }
+}
+
 /// How many batches' worth a read takes while this process's gate is quiet. During a
 /// storm, small batches leave the CPU to the grabs (the backlog waits in Redis, where
 /// it is safe); once the grabs stop, large ones drain the backlog sooner (one
@@ -136,7 +154,9 @@ impl Reader {
                             self.rang = true;
                         }
                         _ = tokio::time::sleep(self.idle) => {
-                            self.idle = (self.idle * 2).min(Duration::from_millis(self.settings.poll_ms.max(1)));
+                            let now = chrono::Utc::now().timestamp_millis();
+                            let longest = longest_idle(self.settings.poll_ms, self.voucher.begins_at, now);
+                            self.idle = (self.idle * 2).min(longest);
                         }
                         _ = &mut stopped => break,
                     }
@@ -326,5 +346,20 @@ impl Reader {
             return Err(BackendError::ReplicasBehind { have, want });
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sale_not_begun_is_read_at_most_once_a_second_when_idle() {
+        let begins = 1_000_000;
+        assert_eq!(longest_idle(100, begins, begins - 60_000), UPCOMING_POLL);
+        assert_eq!(longest_idle(100, begins, begins - 1), UPCOMING_POLL);
+        assert_eq!(longest_idle(100, begins, begins), Duration::from_millis(100), "from its start, the poll");
+        assert_eq!(longest_idle(5_000, begins, begins - 1), Duration::from_secs(5), "a longer poll stays");
+        assert_eq!(longest_idle(0, begins, begins + 1), Duration::from_millis(1));
     }
 }

@@ -19,7 +19,7 @@ use {
         caller::{current_operator, current_session, set_cookie},
         challenge,
         context::Context,
-        jwt, operators, password,
+        operators, password,
         session::{Actor, Session, SESSION_SECS},
         store, validate_name,
     },
@@ -218,9 +218,9 @@ async fn signed_in_user() -> AppResult<Option<User>> {
     let (Some(login), Some(parts)) = (&state.shop_login, use_context::<axum::http::request::Parts>()) else {
         return Ok(None);
     };
-    let Some(subject) = jwt::bearer_jwt(&parts.headers).and_then(|t| login.subject(t)) else { return Ok(None) };
+    let Some(subject) = login.subject_of(&parts.extensions, &parts.headers) else { return Ok(None) };
     let user_id = login.shopper(&state.backend.db, &parts.extensions, &parts.headers).await.transpose()?;
-    Ok(user_id.map(|user_id| User { user_id, name: subject }))
+    Ok(user_id.map(|user_id| User { user_id, name: subject.to_string() }))
 }
 
 /// The session of the caller, or `not_signed_in`.

@@ -303,6 +303,12 @@ async fn serve(guard: &Guard, req: Request, next: Next) -> Response {
         }
         return next.run(req).await;
     }
+    // A shop token's shopper meets the per-shopper limit here, inside the cap.
+    let mut req = req;
+    if let Err(wait) = rate_limit::admit_shop_token(&guard.limits, &mut req) {
+        count_refused_grab(guard, req).await;
+        return rate_limit::refusal(wait);
+    }
     // A call: a POST the table names (its POSTs are server functions). Another method,
     // or a path nothing serves, is refused as such below.
     let call = req.method() == Method::POST && entry.is_some();

@@ -156,11 +156,10 @@ impl Limits {
         Self { shop_login, ..self }
     }
 
-    /// `Err(wait)` when this caller must wait before calling again. The session (or
-    /// else the shop token) is verified only when a per-user limit is set; what was
-    /// found is recorded on the request ([`SessionChecked`], [`SubjectChecked`]) for
-    /// the access table and the handler.
-    fn check(&self, headers: &HeaderMap, address: IpAddr) -> (Option<Checked>, Result<(), Duration>) {
+    /// `Err(wait)` when this caller must wait before calling again. The session is
+    /// verified only when a per-user limit is set; what was found is recorded on the
+    /// request ([`SessionChecked`]) for the handler.
+    fn check(&self, headers: &HeaderMap, address: IpAddr) -> (Option<SessionChecked>, Result<(), Duration>) {
         if let Some(limiter) = &self.per_address {
             if let Err(wait) = limiter.check(&address_key(address), &self.clock) {
                 return (None, Err(wait));
@@ -168,19 +167,23 @@ impl Limits {
         }
         let Some(limiter) = &self.per_user else { return (None, Ok(())) };
         let user_id = self.secrets.session_user(headers);
-        let subject = match (user_id, &self.shop_login) {
-            (None, Some(login)) => {
-                Some(SubjectChecked(jwt::bearer_jwt(headers).and_then(|t| login.subject(t)).map(Arc::from)))
-            }
-            _ => None,
-        };
-        let shopper = match (user_id, subject.as_ref().and_then(|s| s.0.as_deref())) {
-            (Some(id), _) => Some(Shopper::User(id)),
-            (None, Some(sub)) => Some(Shopper::Subject(self.subjects.hash_one(sub))),
-            (None, None) => None,
-        };
-        let allowed = shopper.map_or(Ok(()), |key| limiter.check(&key, &self.clock));
-        (Some((SessionChecked(user_id), subject)), allowed)
+        let allowed = user_id.map_or(Ok(()), |id| limiter.check(&Shopper::User(id), &self.clock));
+        (Some(SessionChecked(user_id)), allowed)
+    }
+
+    /// The per-user limit for a caller without a session whose bearer token of the
+    /// JWT form verifies (the shop's own login): `None` when it does not apply (no
+    /// per-user limit, no shop login, a session found), else what was found of the
+    /// token and whether the caller may go on.
+    fn check_shop_token(&self, req: &Request) -> Option<(SubjectChecked, Result<(), Duration>)> {
+        let (limiter, login) = (self.per_user.as_ref()?, self.shop_login.as_ref()?);
+        if req.extensions().get::<SessionChecked>() != Some(&SessionChecked(None)) {
+            return None;
+        }
+        let subject: Option<Arc<str>> = jwt::bearer_jwt(req.headers()).and_then(|t| login.subject(t)).map(Arc::from);
+        let key = subject.as_deref().map(|sub| Shopper::Subject(self.subjects.hash_one(sub)));
+        let allowed = key.map_or(Ok(()), |key| limiter.check(&key, &self.clock));
+        Some((SubjectChecked(subject), allowed))
     }
 
     /// Forgets keys that have not called lately, so memory follows the active callers.
@@ -226,10 +229,6 @@ fn quota(per_second: u32) -> Option<Quota> {
         .map(|r| Quota::per_second(r).allow_burst(r.saturating_mul(NonZeroU32::MIN.saturating_add(1))))
 }
 
-/// What [`Limits::check`] found of the caller: the session, and the shop token when
-/// it was looked at.
-type Checked = (SessionChecked, Option<SubjectChecked>);
-
 /// Records who is calling (for the handlers, as [`ClientIp`]), then holds back a
 /// caller over its limits: `Err` is how long it must wait (see [`refusal`]).
 pub fn admit(limits: &Limits, peer: SocketAddr, req: &mut Request) -> Result<(), Duration> {
@@ -239,12 +238,19 @@ pub fn admit(limits: &Limits, peer: SocketAddr, req: &mut Request) -> Result<(),
         return Ok(());
     }
     let (checked, allowed) = limits.check(req.headers(), client);
-    if let Some((session, subject)) = checked {
-        req.extensions_mut().insert(session);
-        if let Some(subject) = subject {
-            req.extensions_mut().insert(subject);
-        }
+    if let Some(checked) = checked {
+        req.extensions_mut().insert(checked);
     }
+    allowed
+}
+
+/// Holds back a caller of the shop's own login over the per-shopper limit (after
+/// [`admit`], inside the cap on requests served at once: a request shed in a storm
+/// costs no signature check), and records what was found of its token
+/// ([`SubjectChecked`]) for the access table and the handler.
+pub fn admit_shop_token(limits: &Limits, req: &mut Request) -> Result<(), Duration> {
+    let Some((subject, allowed)) = limits.check_shop_token(req) else { return Ok(()) };
+    req.extensions_mut().insert(subject);
     allowed
 }
 

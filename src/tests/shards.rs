@@ -21,9 +21,10 @@ async fn lefts(app: &TestApp, v: i64) -> Vec<i64> {
 
 /// A sale of many shards not begun yet costs Redis few reads: its readers, finding
 /// nothing, read each bucket at most about once a second, not every `SECKILL_POLL_MS`
-/// (100 ms here). Counted on a Redis of the test's own over two seconds once every
-/// reader has joined: at most 10 reads a bucket (a reader's pause doubles from 5 ms up
-/// to its longest after it joins). Before, about 20 a bucket.
+/// (100 ms here). Counted on a Redis of the test's own over four seconds once every
+/// reader has joined: at most 20 reads a bucket (a reader's pause doubles from 5 ms up
+/// to its longest after it joins: about 12 reads in its first four seconds). Before,
+/// about 40 a bucket.
 #[tokio::test]
 async fn an_upcoming_sale_of_many_shards_is_read_seldom() {
     let dir = tempfile::TempDir::new().unwrap();
@@ -56,10 +57,10 @@ async fn an_upcoming_sale_of_many_shards_is_read_seldom() {
     .await;
     let mut redis = redis.clone();
     let before = stream_reads(&mut redis).await;
-    tokio::time::sleep(std::time::Duration::from_secs(2)).await; // the span counted, not a wait for anything
+    tokio::time::sleep(std::time::Duration::from_secs(4)).await; // the span counted, not a wait for anything
     let reads = stream_reads(&mut redis).await - before;
-    assert!(reads <= 10 * u64::from(BUCKETS), "{reads} reads of {BUCKETS} buckets in 2 s");
-    println!("an upcoming sale of {BUCKETS} shards: {reads} stream reads in 2 s");
+    assert!(reads <= 20 * u64::from(BUCKETS), "{reads} reads of {BUCKETS} buckets in 4 s");
+    println!("an upcoming sale of {BUCKETS} shards: {reads} stream reads in 4 s");
     app.stop().await;
     private.stop().await;
 }

@@ -40,7 +40,14 @@ use crate::{
     voucher::store as vouchers,
 };
 use reader::Reader;
-use std::{collections::HashMap, sync::Arc, time::Duration};
+use std::{
+    collections::HashMap,
+    sync::{
+        atomic::{AtomicI64, Ordering},
+        Arc,
+    },
+    time::Duration,
+};
 
 /// How often the list of live vouchers is re-read (new vouchers join within this).
 const REFRESH_EVERY: Duration = Duration::from_millis(500);
@@ -86,21 +93,26 @@ async fn supervise(
 ) {
     tracing::info!(consumer = %settings.consumer, "worker started");
     bus::publish(&backend, &SaleEvent::WorkerJoined { worker: settings.consumer.clone() }).await;
-    let mut readers: HashMap<(i64, u32), tokio::task::JoinHandle<()>> = HashMap::new();
+    // Each reader, and when its sale begins as last read (kept up to date: its idle
+    // pause before the start runs to the start at most).
+    let mut readers: HashMap<(i64, u32), (tokio::task::JoinHandle<()>, Arc<AtomicI64>)> = HashMap::new();
     let stopped = shutdown.wait();
     tokio::pin!(stopped);
     while !shutdown.is_shutdown() {
         // A reader ends once its sale is drained; an operator may put the sale back on
         // (a later end), and its reader is started again.
-        readers.retain(|_, reader| !reader.is_finished());
+        readers.retain(|_, (reader, _)| !reader.is_finished());
         match vouchers::live(&backend.db, DRAIN_GRACE_MS).await {
             Ok(live) => {
-                let streams = live.iter().flat_map(|v| v.buckets().map(move |b| (v, b)));
-                let new: Vec<_> = streams.filter(|(v, b)| !readers.contains_key(&(v.id, *b))).collect();
-                for (v, bucket) in new {
+                for (v, bucket) in live.iter().flat_map(|v| v.buckets().map(move |b| (v, b))) {
+                    if let Some((_, begins_at)) = readers.get(&(v.id, bucket)) {
+                        begins_at.store(v.begins_at, Ordering::Relaxed);
+                        continue;
+                    }
                     let (backend, redis, wakeups) = (backend.clone(), redis.clone(), wakeups.clone());
                     let reader = Reader::new(backend, redis, wakeups, settings.clone(), (v.clone(), bucket));
-                    readers.insert((v.id, bucket), tokio::spawn(reader.run(shutdown.clone())));
+                    let begins_at = reader.begins_at();
+                    readers.insert((v.id, bucket), (tokio::spawn(reader.run(shutdown.clone())), begins_at));
                 }
             }
             Err(e) => tracing::warn!("worker: listing live vouchers: {e}"),
@@ -110,7 +122,7 @@ async fn supervise(
             _ = &mut stopped => break,
         }
     }
-    for (_, reader) in readers {
+    for (_, (reader, _)) in readers {
         let _ = reader.await;
     }
     tracing::info!(consumer = %settings.consumer, "worker stopped");

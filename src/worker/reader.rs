@@ -22,7 +22,10 @@ use redis::{
     AsyncCommands, Value,
 };
 use std::{
-    sync::{atomic::Ordering, Arc},
+    sync::{
+        atomic::{AtomicI64, Ordering},
+        Arc,
+    },
     time::Duration,
 };
 use tokio::sync::Notify;
@@ -41,15 +44,12 @@ const FIRST_IDLE: Duration = Duration::from_millis(5);
 /// before any sale opens.
 const UPCOMING_POLL: Duration = Duration::from_secs(1);
 
-/// The longest pause between two reads that find nothing: `poll_ms`, or
-/// [`UPCOMING_POLL`] before the sale begins.
+/// The longest pause between two reads that find nothing: `poll_ms`, or before the
+/// sale begins up to [`UPCOMING_POLL`] but never past the start.
 fn longest_idle(poll_ms: u64, begins_at_ms: i64, now_ms: i64) -> Duration {
     let poll = Duration::from_millis(poll_ms.max(1));
-    if now_ms < begins_at_ms {
-        poll.max(UPCOMING_POLL)
-    } else {
-        poll
-    }
+    let to_start = Duration::from_millis(u64::try_from(begins_at_ms.saturating_sub(now_ms)).unwrap_or(0));
+    poll.max(UPCOMING_POLL.min(to_start))
 }
 
 /// How many batches' worth a read takes while this process's gate is quiet. During a
@@ -82,6 +82,9 @@ pub(super) struct Reader {
     settings: WorkerSettings,
     /// The voucher as last read from the database (re-read before every rebuild).
     voucher: VoucherRow,
+    /// When its sale begins (Unix ms), as the worker last read it: kept up to date
+    /// while this reader runs (an operator may move the start).
+    begins_at: Arc<AtomicI64>,
     /// The bucket of its sale this reader reads (0 for a sale of one shard).
     bucket: u32,
     keys: Arc<SaleKeys>,
@@ -112,7 +115,9 @@ impl Reader {
         let recovery = Recovery::new(keys.clone(), settings.clone());
         let expires = expires_at(voucher.ends_at);
         let saver = Saver::new(backend.clone(), redis.clone(), settings.clone(), (voucher.id, keys.clone()), expires);
+        let begins_at = Arc::new(AtomicI64::new(voucher.begins_at));
         Self {
+            begins_at,
             redis,
             backend,
             wakeups,
@@ -129,6 +134,11 @@ impl Reader {
             recovery,
             saver,
         }
+    }
+
+    /// When its sale begins, for the worker to keep up to date while it runs.
+    pub fn begins_at(&self) -> Arc<AtomicI64> {
+        self.begins_at.clone()
     }
 
     /// Works until shutdown or until the stream is past its drain grace.
@@ -155,7 +165,8 @@ impl Reader {
                         }
                         _ = tokio::time::sleep(self.idle) => {
                             let now = chrono::Utc::now().timestamp_millis();
-                            let longest = longest_idle(self.settings.poll_ms, self.voucher.begins_at, now);
+                            let begins_at = self.begins_at.load(Ordering::Relaxed);
+                            let longest = longest_idle(self.settings.poll_ms, begins_at, now);
                             self.idle = (self.idle * 2).min(longest);
                         }
                         _ = &mut stopped => break,
@@ -357,7 +368,8 @@ mod tests {
     fn a_sale_not_begun_is_read_at_most_once_a_second_when_idle() {
         let begins = 1_000_000;
         assert_eq!(longest_idle(100, begins, begins - 60_000), UPCOMING_POLL);
-        assert_eq!(longest_idle(100, begins, begins - 1), UPCOMING_POLL);
+        assert_eq!(longest_idle(100, begins, begins - 400), Duration::from_millis(400), "never past the start");
+        assert_eq!(longest_idle(100, begins, begins - 1), Duration::from_millis(100));
         assert_eq!(longest_idle(100, begins, begins), Duration::from_millis(100), "from its start, the poll");
         assert_eq!(longest_idle(5_000, begins, begins - 1), Duration::from_secs(5), "a longer poll stays");
         assert_eq!(longest_idle(0, begins, begins + 1), Duration::from_millis(1));

@@ -7,7 +7,7 @@
 use crate::support::{
     connect_db,
     process::{Process, Shared},
-    wait_until, Options, Shopper, TestApp, Watchdog, PASSWORD, SETTLED, SOON,
+    wait_until, Options, Shopper, TestApp, Watchdog, ADMIN_TOKEN, PASSWORD, SETTLED, SOON,
 };
 use futures::{stream, StreamExt};
 use redis::AsyncCommands;
@@ -17,7 +17,7 @@ use seckill::{
         child::ends_with_parent,
         local_redis::{steady_port, wait_own},
     },
-    testing::{decompose, order_id_counter, Bucket, SaleKeys, SPARE_BASE},
+    testing::{decompose, order_id_counter, pending_mark, Bucket, SaleKeys, SPARE_BASE},
 };
 use serde_json::{json, Value};
 use std::{
@@ -643,5 +643,39 @@ async fn grabs_go_on_when_the_order_id_counters_master_dies() {
     let ids: Vec<i64> = granted.values().copied().chain(granted_later.into_inner().unwrap()).collect();
     assert_eq!(ids.iter().collect::<HashSet<_>>().len(), ids.len(), "an order id granted twice: {ids:?}");
     println!("the order-id counter's master dead: {} grants from the spare counter, all saved", granted.len());
+    app.stop().await;
+}
+
+/// A keyed `create_voucher` while a master is down (the new sale's bucket there cannot
+/// be warmed) is answered the voucher it saved, and the same call sent again with the
+/// same `Idempotency-Key` is answered that voucher again: one sale, not two
+/// (`docs/api.md`). The key's own node answers: the admin token's keys live on one
+/// master, and another is killed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keyed_create_voucher_sent_again_while_a_master_is_down_makes_one_sale() {
+    let _watchdog = Watchdog::arm();
+    let mut cluster = PrivateCluster::start(3, 0).await;
+    cluster.serve_without_full_coverage().await;
+    let app = TestApp::with(Options::default().with(|c| c.redis_url = Some(cluster.url.clone()))).await;
+    let now = chrono::Utc::now();
+    let body = json!({
+        "title": "Keyed", "stock": 30, "shards": 3,
+        "begins_at": now.to_rfc3339(), "ends_at": (now + chrono::Duration::hours(1)).to_rfc3339(),
+    });
+    let key = "one-sale-please";
+    let (kept_at, _) = pending_mark(&app.namespace, "token", key, "/api/create_voucher", b"");
+    let keys_home = cluster.master_of(&kept_at).await;
+    let other = *cluster.masters().await.iter().find(|&&port| port != keys_home).expect("another master");
+    cluster.kill9(other).await;
+
+    let auth = format!("Bearer {ADMIN_TOKEN}");
+    let headers = [("authorization", auth.as_str()), ("idempotency-key", key)];
+    let (status, first) = app.call("create_voucher", body.clone(), &headers).await;
+    assert_eq!(status, 200, "{first}");
+    let (status, again) = app.call("create_voucher", body, &headers).await;
+    assert_eq!((status.as_u16(), &again["id"]), (200, &first["id"]), "{again}");
+    let made: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM vouchers WHERE title = 'Keyed'").fetch_one(&app.db).await.unwrap();
+    assert_eq!(made, 1, "one sale made");
     app.stop().await;
 }

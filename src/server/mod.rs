@@ -223,8 +223,8 @@ async fn run(
 /// A name the operator gave is asked for again with the same token until its node
 /// answers (a take whose answer was lost is then known as this process's own). A name
 /// of the process's own making whose lease's node does not answer (a cluster master
-/// down) is dropped for another, in another slot: nobody else uses it, and a take of
-/// it whose answer was lost lapses by itself. Before, such a process waited for the
+/// down) is dropped for another drawn afresh, most likely in another slot: nobody
+/// else uses it, and a take of it whose answer was lost lapses by itself. Before, such a process waited for the
 /// master's failover, or for ever without a replica.
 async fn worker_name(
     config: &Config,

@@ -555,6 +555,20 @@ async fn a_sale_of_as_many_shards_as_masters_has_a_bucket_on_each() {
     app.stop().await;
 }
 
+/// Three masters without replicas, each serving its slots whatever the others do
+/// (`cluster-require-full-coverage no`), and an app on them with `change` made to its
+/// settings: for drills that kill a master and watch the others go on.
+async fn masters_serving_alone(change: impl FnOnce(&mut seckill::config::Config)) -> (PrivateCluster, TestApp) {
+    let cluster = PrivateCluster::start(3, 0).await;
+    cluster.serve_without_full_coverage().await;
+    let app = TestApp::with(Options::default().with(|c| {
+        c.redis_url = Some(cluster.url.clone());
+        change(c);
+    }))
+    .await;
+    (cluster, app)
+}
+
 /// The master holding the day's order-id counter dies, with no replica to take its
 /// place (the other masters go on serving their slots), and a sale of three shards
 /// is made meanwhile: grabs for its buckets on the other masters go on, their ids
@@ -568,13 +582,7 @@ async fn a_sale_of_as_many_shards_as_masters_has_a_bucket_on_each() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn grabs_go_on_when_the_order_id_counters_master_dies() {
     let _watchdog = Watchdog::arm();
-    let mut cluster = PrivateCluster::start(3, 0).await;
-    cluster.serve_without_full_coverage().await;
-    let app = TestApp::with(Options::default().with(|c| {
-        c.redis_url = Some(cluster.url.clone());
-        c.id_block = 2;
-    }))
-    .await;
+    let (mut cluster, app) = masters_serving_alone(|c| c.id_block = 2).await;
     // Signed in first: a sign-in's guessing limits live in Redis, maybe on that master.
     let mut shoppers = app.sign_in_many("spare", 45).await;
     let later = shoppers.split_off(30);
@@ -654,9 +662,7 @@ async fn grabs_go_on_when_the_order_id_counters_master_dies() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_keyed_create_voucher_sent_again_while_a_master_is_down_makes_one_sale() {
     let _watchdog = Watchdog::arm();
-    let mut cluster = PrivateCluster::start(3, 0).await;
-    cluster.serve_without_full_coverage().await;
-    let app = TestApp::with(Options::default().with(|c| c.redis_url = Some(cluster.url.clone()))).await;
+    let (mut cluster, app) = masters_serving_alone(|_| {}).await;
     let now = chrono::Utc::now();
     let body = json!({
         "title": "Keyed", "stock": 30, "shards": 3,

@@ -37,11 +37,11 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
 /// First pause after a read found nothing new; it doubles up to the poll setting.
 const FIRST_IDLE: Duration = Duration::from_millis(5);
-/// Longest pause between two reads that find nothing, for a sale not begun yet (by
-/// this reader's row; a start moved earlier since is read within it, and this
-/// process's own grants ring its bell at once). At `SECKILL_POLL_MS` (100 ms), a
-/// thousand buckets of upcoming sales cost ten thousand reads a second per process
-/// before any sale opens.
+/// Longest pause between two reads that find nothing, for a sale not begun yet (its
+/// start as the worker last read it, every half second: a start moved earlier is
+/// followed; this process's own grants ring the reader's bell at once). At
+/// `SECKILL_POLL_MS` (100 ms), a thousand buckets of upcoming sales cost ten thousand
+/// reads a second per process before any sale opens.
 const UPCOMING_POLL: Duration = Duration::from_secs(1);
 
 /// The longest pause between two reads that find nothing: `poll_ms`, or before the
@@ -249,8 +249,9 @@ impl Reader {
 
     /// Warms its bucket of the voucher (a no-op when Redis holds it; a rebuild when
     /// Redis lost it; the other buckets are their readers' business, and one whose
-    /// node is down must not keep this one out) and joins its group at once, so operators (XINFO CONSUMERS) see every worker
-    /// reading the stream, not only those that were handed entries.
+    /// node is down must not keep this one out) and joins its group at once, so
+    /// operators (XINFO CONSUMERS) see every worker reading the stream, not only
+    /// those that were handed entries.
     async fn join(&mut self) -> Result<(), BackendError> {
         // The row as it is now: a rebuild from a stale row would resurrect sold stock.
         if let Some(row) = vouchers::get(&self.backend.db, self.voucher.id).await? {

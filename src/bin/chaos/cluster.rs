@@ -127,6 +127,17 @@ impl Cluster {
         }
     }
 
+    /// Which of `masters` (by index) holds `key`'s slot: the one that answers for it
+    /// (the others answer `MOVED`).
+    pub async fn master_of(&self, key: &str, masters: &[usize]) -> Option<usize> {
+        for &m in masters {
+            if query::<i64>(self.ports[m], redis::cmd("EXISTS").arg(key)).await.is_some() {
+                return Some(m);
+            }
+        }
+        None
+    }
+
     /// The nodes that are masters now, by index.
     pub async fn masters(&self) -> Vec<usize> {
         let mut masters = Vec::new();

@@ -31,6 +31,13 @@ const READY_WITHIN: Duration = Duration::from_secs(60);
 const POSTGRES_LOG: &str = "postgres.log";
 use seckill::testing::FAKETIME;
 
+/// The apps' Redis namespace (the server's default).
+const NAMESPACE: &str = "seckill";
+
+/// Order ids each app takes from Redis at a time on the full topology (the default
+/// is larger): see where it is set.
+const ID_BLOCK: &str = "16";
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Kind {
     /// SQLite, one Redis with its append-only file, two app processes.
@@ -229,7 +236,9 @@ impl Topology {
             .env("SECKILL_SWEEP_MS", "250")
             .env("RUST_LOG", "warn");
         if self.kind == Kind::Full {
-            command.env("SECKILL_WAIT_REPLICAS", "1");
+            // Small order-id blocks: a master killed with the day's counter empties the
+            // hands within its failover, and the spare counter is drawn from.
+            command.env("SECKILL_WAIT_REPLICAS", "1").env("SECKILL_ID_BLOCK", ID_BLOCK);
         }
         if offset_s != 0 {
             // The wall clock only: timers and timeouts keep the true monotonic clock.
@@ -322,7 +331,16 @@ impl Topology {
     pub async fn kill_master(&self, pick: usize, hold: Duration) -> Result<Option<String>, String> {
         let RedisPart::Cluster(cluster) = &self.redis else { return Ok(None) };
         let masters = cluster.masters().await;
-        let Some(&node) = masters.get(pick % masters.len().max(1)) else { return Ok(None) };
+        // Every other pick is the master of the day's order-id counter (its spare then
+        // serves every process, `order_ids`), the rest any master.
+        let counter = seckill::testing::order_id_counter(NAMESPACE, &chrono::Utc::now().format("%Y%m%d").to_string());
+        let counters = match pick % 2 {
+            0 => cluster.master_of(&counter, &masters).await,
+            _ => None,
+        };
+        let Some(node) = counters.or_else(|| masters.get(pick % masters.len().max(1)).copied()) else {
+            return Ok(None);
+        };
         cluster.kill(node).await;
         tokio::time::sleep(hold).await;
         cluster.start_node(node).await?;

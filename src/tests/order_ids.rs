@@ -107,6 +107,27 @@ async fn a_failing_counter_hands_over_to_its_spare_and_no_id_comes_twice() {
     crate::support::wait_until("the day's counter drawn from again", SETTLED, || async { round().await < 2 }).await;
 }
 
+/// The day's counter near the end of its values ([`SPARE_BASE`]): a block past them is
+/// refused and writes nothing, so the counter never reaches the spare's values (which
+/// a process of an older build, counting up to `u32::MAX`, would then hand out too),
+/// and the ids come from the spare. Before, the script wrote the block it refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_counter_at_the_end_of_its_values_stays_there_and_the_spare_serves() {
+    let namespace = format!("t{}", rand::random::<u64>());
+    let mut redis = RedisConn::open(&redis_url()).await.unwrap();
+    crate::support::clear_of_midnight().await;
+    let key = order_id_counter(&namespace, &chrono::Utc::now().format("%Y%m%d").to_string());
+    let near = SPARE_BASE - 5;
+    let () = redis.set(&key, near).await.unwrap();
+    let ids = Arc::new(OrderIds::new(&namespace, 10));
+    for _ in 0..20 {
+        let id = ids.next(&redis).await.unwrap();
+        assert!(u64::from(decompose(id).1) > SPARE_BASE, "id {id} from the spare");
+    }
+    let kept: u64 = redis.get(&key).await.unwrap();
+    assert_eq!(kept, near, "a refused block writes nothing");
+}
+
 /// A storm opens: hundreds of grabs find the hand empty at once. They wait for one
 /// block instead of each fetching its own (which took hundreds of Redis calls and as
 /// many blocks of the day's counter).

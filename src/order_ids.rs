@@ -299,6 +299,12 @@ impl Hand {
         }
     }
 
+    /// What the next refill takes from: the counter it tries first, and each counter's
+    /// floor.
+    fn refill_from(&self) -> (Counter, [u64; 2]) {
+        (self.first_counter(), self.highest)
+    }
+
     /// The counter the next refill tries first: the spare while the main one fails.
     fn first_counter(&self) -> Counter {
         match self.main_failed {
@@ -367,18 +373,18 @@ impl OrderIds {
                 let now = hand.now(Utc::now());
                 let today = now.date_naive();
                 hand.for_day(today);
-                let from = (hand.first_counter(), hand.highest);
                 if hand.probe_due() {
                     hand.probing = true;
                     self.probe(today, redis, hand.highest[Counter::Main.index()]);
                 }
                 if let Some(value) = hand.take(now.timestamp()) {
                     if hand.left <= u64::from(self.block_size / 2) && hand.refill.is_none() {
-                        hand.refill = Some(self.refill(today, redis, from));
+                        hand.refill = Some(self.refill(today, redis, hand.refill_from()));
                     }
                     // Blocks past u32::MAX are refused (`fetch`), so this never truncates.
                     return Ok(compose(now.timestamp(), value as u32));
                 }
+                let from = hand.refill_from();
                 hand.refill.get_or_insert_with(|| self.refill(today, redis, from)).clone()
             };
             refill.await?;
@@ -422,19 +428,15 @@ impl OrderIds {
     fn probe(self: &Arc<Self>, today: NaiveDate, redis: &RedisConn, floor: u64) {
         let (ids, mut redis) = (self.clone(), redis.clone());
         tokio::spawn(async move {
-            let deadline = REFILL_DEADLINE / 2 + Duration::from_millis(ids.replicas.wait_ms);
-            let fetched = tokio::time::timeout(deadline, ids.fetch(&mut redis, today, Counter::Main, floor)).await;
+            let fetched = ids.fetch_within(&mut redis, today, Counter::Main, floor).await;
             let mut hand = ids.lock();
             if hand.day != Some(today) {
                 return;
             }
             hand.probing = false;
-            match fetched {
-                Ok(Ok(block)) => {
-                    hand.main_answered(true);
-                    hand.add(today, Counter::Main, block);
-                }
-                _ => hand.main_answered(false),
+            hand.main_answered(fetched.is_ok());
+            if let Ok(block) = fetched {
+                hand.add(today, Counter::Main, block);
             }
         });
     }
@@ -448,24 +450,36 @@ impl OrderIds {
         day: NaiveDate,
         (first, floors): (Counter, [u64; 2]),
     ) -> redis::RedisResult<(Counter, RangeInclusive<u64>)> {
-        let deadline = REFILL_DEADLINE / 2 + Duration::from_millis(self.replicas.wait_ms);
         let mut failed = None;
         for counter in [first, first.other()] {
-            let fetch = self.fetch(redis, day, counter, floors[counter.index()]);
-            match tokio::time::timeout(deadline, fetch).await {
-                Ok(Ok(block)) => {
+            let fetched = self.fetch_within(redis, day, counter, floors[counter.index()]).await;
+            self.main_did(day, counter, fetched.is_ok());
+            match fetched {
+                Ok(block) => {
                     if counter == Counter::Spare {
                         metrics::counter!("seckill_order_id_spare_blocks_total").increment(1);
                     }
-                    self.main_did(day, counter, true);
                     return Ok((counter, block));
                 }
-                Ok(Err(e)) => failed = Some(e),
-                Err(_) => failed = Some(RedisError::from((ErrorKind::IoError, "order id block: Redis did not answer"))),
+                Err(e) => failed = Some(e),
             }
-            self.main_did(day, counter, false);
         }
         Err(failed.unwrap_or_else(|| RedisError::from((ErrorKind::IoError, "order id block: no counter tried"))))
+    }
+
+    /// [`fetch`](Self::fetch) within half of [`REFILL_DEADLINE`] (and the replicas'
+    /// wait): a counter whose node does not answer leaves time for the other.
+    async fn fetch_within(
+        &self,
+        redis: &mut RedisConn,
+        day: NaiveDate,
+        counter: Counter,
+        floor: u64,
+    ) -> redis::RedisResult<RangeInclusive<u64>> {
+        let deadline = REFILL_DEADLINE / 2 + Duration::from_millis(self.replicas.wait_ms);
+        tokio::time::timeout(deadline, self.fetch(redis, day, counter, floor))
+            .await
+            .unwrap_or_else(|_| Err(RedisError::from((ErrorKind::IoError, "order id block: Redis did not answer"))))
     }
 
     /// Notes what the main counter did for a refill of `day` (nothing for the spare's).

@@ -129,12 +129,10 @@ impl Bucket {
         if self.bucket == 0 || self.shards <= 1 {
             return whole;
         }
-        let slice = |tag: &str| u32::from(super::redis_conn::slot(tag.as_bytes())) * self.shards / SLOTS;
-        let want = (slice(&whole) + self.bucket) % self.shards;
-        // About K tries (CRC16 spreads the suffixes evenly); the bound only keeps the
-        // loop finite.
-        let tag = |n: u32| format!("v{}.{}.{n}", self.voucher_id, self.bucket);
-        (0..1_000_000).map(tag).find(|t| slice(t) == want).unwrap_or_else(|| tag(0))
+        let slice = |slot: u32| slot * self.shards / SLOTS;
+        let want = (slice(slot_of(&whole)) + self.bucket) % self.shards;
+        // About K tries.
+        first_tag(|n| format!("v{}.{}.{n}", self.voucher_id, self.bucket), |slot| slice(slot) == want, 1_000_000)
     }
 }
 
@@ -274,11 +272,21 @@ pub fn order_id_counter(namespace: &str, day: &str) -> String {
 /// hold even runs of slots (as for a sale's buckets, [`Bucket::tag`]). About 16,384
 /// tries, once a day; the bound only keeps the loop finite.
 pub fn order_id_spare(namespace: &str, day: &str) -> String {
-    let main = u32::from(super::redis_conn::slot(order_id_counter(namespace, day).as_bytes()));
-    let across = (main + SLOTS / 2) % SLOTS;
-    let tag = |n: u32| format!("{day}.{n}");
-    let found = (0..2_000_000).map(tag).find(|t| u32::from(super::redis_conn::slot(t.as_bytes())) == across);
-    format!("{namespace}:icr:spare:{{{}}}", found.unwrap_or_else(|| tag(0)))
+    let across = (slot_of(&order_id_counter(namespace, day)) + SLOTS / 2) % SLOTS;
+    let tag = first_tag(|n| format!("{day}.{n}"), |slot| slot == across, 2_000_000);
+    format!("{namespace}:icr:spare:{{{tag}}}")
+}
+
+/// A key's (or hash tag's) Redis Cluster slot.
+fn slot_of(key: &str) -> u32 {
+    u32::from(super::redis_conn::slot(key.as_bytes()))
+}
+
+/// The first of `tag(0)`, `tag(1)`, … whose slot `fits` (CRC16 spreads them evenly:
+/// about as many tries as one slot in how many fit), or `tag(0)` when none of the
+/// first `tries` does (the bound only keeps the loop finite).
+fn first_tag(tag: impl Fn(u32) -> String, fits: impl Fn(u32) -> bool, tries: u32) -> String {
+    (0..tries).map(&tag).find(|t| fits(slot_of(t))).unwrap_or_else(|| tag(0))
 }
 
 /// The master mark of an order-id counter (`counter`, [`order_id_counter`]'s or

@@ -123,21 +123,25 @@ pub(super) async fn change_stock<F: ForOperators>(
     if before.stock + units > MAX_STOCK {
         return Err(over_the_cap());
     }
-    // Checked before the change is written, not under its lock: calls made at once may
-    // pass it together, a few rows over at most.
+    // Read first so that a refused withdrawal gathers no units; the ledger counts
+    // again under the voucher's lock, where calls made at once meet.
     if ledger::operator_changes(&backend.db, voucher_id).await? >= MOST_STOCK_CHANGES {
         return Err(ErrorCode::StockChangeLimit.into());
     }
+    let refused = |why| match why {
+        // Another addition took the sale past the cap meanwhile.
+        ledger::Refused::StockCap => over_the_cap(),
+        ledger::Refused::ChangeCap => ErrorCode::StockChangeLimit.into(),
+    };
     let changes = if units > 0 {
-        // No row: another addition took the sale past the cap meanwhile.
-        ledger::add_stock(&backend.db, voucher_id, units, MAX_STOCK).await?.ok_or_else(over_the_cap)?.0
+        ledger::add_stock(&backend.db, voucher_id, units, MAX_STOCK).await?.map_err(refused)?.0
     } else {
         if before.shards() > 1 {
             // All or nothing over the buckets: the units are gathered in bucket 0
             // (moves, which sell nothing), then withdrawn there in one step.
             refill::gather(backend, voucher_id, before.shards(), -units).await?;
         }
-        vec![ledger::owe_withdrawal(&backend.db, voucher_id, -units).await?]
+        vec![ledger::owe_withdrawal(&backend.db, voucher_id, -units).await?.map_err(refused)?]
     };
     let mut made = stock::Made::default();
     for change in &changes {

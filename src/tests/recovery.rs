@@ -337,7 +337,7 @@ async fn a_rebuild_losing_answers(
     }))
     .await;
     let v = app.create_voucher(5, -5, 3600).await;
-    let withdrawal = ledger::owe_withdrawal(&app.db, v, 2).await.unwrap();
+    let withdrawal = ledger::owe_withdrawal(&app.db, v, 2).await.unwrap().unwrap();
     lose_the_sale(&app, v).await;
     let rebuilds = || async {
         let count = sqlx::query_scalar::<_, i64>("SELECT rebuilds FROM vouchers WHERE id = $1").bind(v);

@@ -147,7 +147,7 @@ async fn stock_changes_a_crash_left_half_done_are_finished_once() {
     let backend = app.backend();
     use seckill::testing::ledger;
     ledger::add_stock(&backend.db, v, 3, 1_000_000).await.unwrap().unwrap();
-    ledger::owe_withdrawal(&backend.db, v, 2).await.unwrap();
+    ledger::owe_withdrawal(&backend.db, v, 2).await.unwrap().unwrap();
     // Redis loses the second voucher before its addition reached it: the rebuild reads
     // the addition from the database and must not be given it again.
     ledger::add_stock(&backend.db, lost, 4, 1_000_000).await.unwrap().unwrap();
@@ -218,7 +218,7 @@ async fn a_withdrawal_lost_with_the_voucher_is_voided_on_both_sides() {
     let v = app.create_voucher(10, -5, 3600).await;
     let backend = app.backend();
     use seckill::testing::ledger;
-    let change = ledger::owe_withdrawal(&backend.db, v, 5).await.unwrap();
+    let change = ledger::owe_withdrawal(&backend.db, v, 5).await.unwrap().unwrap();
     // Redis's step, as lua/stock.lua makes it; then Redis loses the voucher.
     let keys = app.keys(v);
     let mut redis = app.redis.clone();
@@ -473,6 +473,33 @@ async fn a_sale_takes_a_bounded_number_of_stock_changes() {
     assert_eq!(rows, MOST_STOCK_CHANGES, "a refused change writes no row");
     let shopper = app.sign_in("changed-often").await;
     assert_eq!(app.grab(&shopper, v).await.0, 200);
+    app.stop().await;
+}
+
+/// The last stock change a sale may take, asked for by many calls at once (the cap was
+/// read before the change was written, outside the voucher's lock, so calls at once
+/// all passed it): one is made, the others are refused `stock_change_limit`, and the
+/// sale ends at the cap exactly.
+#[tokio::test]
+async fn calls_at_once_make_no_stock_change_past_the_cap() {
+    use seckill::testing::MOST_STOCK_CHANGES;
+    let app = TestApp::spawn().await;
+    let v = app.create_voucher(50, -5, 3600).await;
+    let made = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < $2) \
+                INSERT INTO stock_changes (voucher_id, units, applied, created_at) SELECT $1, -1, 0, 0 FROM n";
+    sqlx::query(made).bind(v).bind(MOST_STOCK_CHANGES - 1).execute(&app.db).await.unwrap();
+    let call = |i: usize| {
+        let name = if i % 2 == 0 { "add_stock" } else { "withdraw_stock" };
+        app.operator(name, json!({ "voucher_id": v, "units": 1 }))
+    };
+    let answers = futures::future::join_all((0..8).map(call)).await;
+    let made = answers.iter().filter(|(status, _)| status.is_success()).count();
+    for (status, answer) in answers.iter().filter(|(status, _)| !status.is_success()) {
+        assert_eq!((status.as_u16(), code(answer)), (409, "stock_change_limit"), "{answer}");
+    }
+    let count = "SELECT COUNT(*) FROM stock_changes WHERE voucher_id = $1";
+    let rows: i64 = sqlx::query_scalar(count).bind(v).fetch_one(&app.db).await.unwrap();
+    assert_eq!((made, rows), (1, MOST_STOCK_CHANGES), "one change made, the sale at the cap");
     app.stop().await;
 }
 

@@ -4,6 +4,7 @@
 //! (`sale::stock`).
 
 use super::store::{lock, VoucherRow, COLUMNS};
+use super::MOST_STOCK_CHANGES;
 use crate::backend::{layout::share, Db};
 use sqlx::FromRow;
 
@@ -45,14 +46,24 @@ struct Owing {
     move_from: Option<i64>,
 }
 
+/// Why the ledger wrote nothing for an operator's change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refused {
+    /// The addition would take the sale past its largest stock (or there is no such
+    /// voucher).
+    StockCap,
+    /// The sale has had [`MOST_STOCK_CHANGES`] changes already.
+    ChangeCap,
+}
+
 /// Adds units to the database's stock, with the changes Redis now owes, one per
-/// bucket of the sale that gets a share (one transaction). `None`: no such voucher.
+/// bucket of the sale that gets a share (one transaction).
 pub async fn add_stock(
     db: &Db,
     voucher_id: i64,
     units: i64,
     max_stock: i64,
-) -> sqlx::Result<Option<(Vec<StockChange>, VoucherRow)>> {
+) -> sqlx::Result<Result<(Vec<StockChange>, VoucherRow), Refused>> {
     let mut tx = db.begin().await?;
     // The cap is checked in the same statement: two additions at once cannot both pass it.
     let sql = format!(
@@ -61,7 +72,12 @@ pub async fn add_stock(
     );
     let query = sqlx::query_as(&sql).bind(voucher_id).bind(units).bind(max_stock);
     let row: Option<VoucherRow> = query.fetch_optional(&mut *tx).await?;
-    let Some(row) = row else { return Ok(None) };
+    let Some(row) = row else { return Ok(Err(Refused::StockCap)) };
+    // Counted under the row's lock that statement took: calls at once each see the
+    // others' rows.
+    if operator_changes(&mut *tx, voucher_id).await? >= MOST_STOCK_CHANGES {
+        return Ok(Err(Refused::ChangeCap));
+    }
     let mut changes = Vec::new();
     for bucket in row.buckets() {
         let part = share(units, row.shards(), bucket);
@@ -70,17 +86,22 @@ pub async fn add_stock(
         }
     }
     tx.commit().await?;
-    Ok(Some((changes, row)))
+    Ok(Ok((changes, row)))
 }
 
 /// Writes a withdrawal Redis now owes, from the sale's bucket 0 (a sale of several
 /// shards gathers the units there first): the database's stock changes once Redis
 /// has said how many units it took ([`settle_change`]).
-pub async fn owe_withdrawal(db: &Db, voucher_id: i64, units: i64) -> sqlx::Result<StockChange> {
+/// [`Refused::ChangeCap`] is its one refusal, checked under the voucher's lock.
+pub async fn owe_withdrawal(db: &Db, voucher_id: i64, units: i64) -> sqlx::Result<Result<StockChange, Refused>> {
     let mut tx = db.begin().await?;
+    lock(&mut tx, voucher_id).await?;
+    if operator_changes(&mut *tx, voucher_id).await? >= MOST_STOCK_CHANGES {
+        return Ok(Err(Refused::ChangeCap));
+    }
     let change = owe(&mut tx, voucher_id, -units, Owing::default()).await?;
     tx.commit().await?;
-    Ok(change)
+    Ok(Ok(change))
 }
 
 /// Writes a move Redis now owes: `units` out of bucket `from`, bound for bucket `to`.
@@ -203,8 +224,11 @@ pub async fn changes_mark(db: &Db, voucher_id: i64) -> sqlx::Result<(i64, i64)> 
 
 /// Stock changes operators made to `voucher_id`: each addition's share of a bucket and
 /// each withdrawal, made or refused (moves between buckets are the sale's own). What
-/// [`MOST_STOCK_CHANGES`](super::MOST_STOCK_CHANGES) bounds.
-pub async fn operator_changes(db: &Db, voucher_id: i64) -> sqlx::Result<i64> {
+/// [`MOST_STOCK_CHANGES`] bounds.
+pub async fn operator_changes<'c>(
+    db: impl sqlx::Executor<'c, Database = sqlx::Any>,
+    voucher_id: i64,
+) -> sqlx::Result<i64> {
     let sql = "SELECT COUNT(*) FROM stock_changes WHERE voucher_id = $1 AND move_to IS NULL AND move_from IS NULL";
     sqlx::query_scalar(sql).bind(voucher_id).fetch_one(db).await
 }

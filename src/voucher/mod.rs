@@ -177,7 +177,8 @@ pub const MAX_STOCK: i64 = 1_000_000;
 /// makes one per bucket it reaches, a withdrawal one, made or refused). Every rebuild of
 /// a bucket reads and sends its changes to Redis, within its deadline, and they are
 /// kept as long as the sale: a script adding and withdrawing in a loop must not make
-/// that unbounded. Past it: `stock_change_limit`. (The moves a withdrawal from a sale
+/// that unbounded. Past it: `stock_change_limit`, counted under the voucher's lock so
+/// that calls made at once cannot pass it together. (The moves a withdrawal from a sale
 /// of several shards gathers its units with are not counted: at most two rows per
 /// other bucket each, so the sale's rows stay within a few times this.)
 #[cfg(feature = "ssr")]

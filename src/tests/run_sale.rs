@@ -489,7 +489,7 @@ async fn calls_at_once_make_no_stock_change_past_the_cap() {
                 INSERT INTO stock_changes (voucher_id, units, applied, created_at) SELECT $1, -1, 0, 0 FROM n";
     sqlx::query(made).bind(v).bind(MOST_STOCK_CHANGES - 1).execute(&app.db).await.unwrap();
     let call = |i: usize| {
-        let name = if i % 2 == 0 { "add_stock" } else { "withdraw_stock" };
+        let name = if i.is_multiple_of(2) { "add_stock" } else { "withdraw_stock" };
         app.operator(name, json!({ "voucher_id": v, "units": 1 }))
     };
     let answers = futures::future::join_all((0..8).map(call)).await;

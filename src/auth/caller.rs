@@ -6,7 +6,7 @@
 
 use super::{
     context::Context,
-    session::{Actor, Secrets, Session},
+    session::{Actor, Secrets, Session, SessionKey},
     Role,
 };
 use crate::error::{AppError, AppResult, ErrorCode};
@@ -45,10 +45,20 @@ pub async fn user<F: ForShoppers>() -> AppResult<i64> {
 }
 
 /// What the front door found when it checked the session cookie (for the per-shopper
-/// rate limit): the user, or none. Set on the request so the handler does not check
-/// the cookie's signature a second time.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SessionChecked(pub Option<i64>);
+/// rate limit, as the headers came): the session, or none. Set on the request so the
+/// handler does not check the cookie's signature a second time; whether the session
+/// is still on is asked again when it is used ([`SessionChecked::user`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SessionChecked(pub Option<SessionKey>);
+
+impl SessionChecked {
+    /// The session's user, if the session is on now: a request's body, and so its
+    /// handler, may come long after its headers, and a session ended meanwhile (signed
+    /// out everywhere, a new password) must not act.
+    pub fn user(&self, secrets: &Secrets) -> Option<i64> {
+        self.0.as_ref().filter(|key| secrets.still_on(key)).map(|key| key.user_id)
+    }
+}
 
 /// The signed-in shopper's session, if any (inside a server function).
 pub fn current_session(secrets: &Secrets) -> Option<Session> {
@@ -60,9 +70,9 @@ pub fn current_session(secrets: &Secrets) -> Option<Session> {
 /// shop's token (a database read on a subject's first call to this process only).
 /// Called in-process (a page rendering), the request's cookie is read.
 pub async fn shopper<F: ForShoppers>(state: &Context, request: &Parts) -> AppResult<i64> {
-    let checked = request.extensions.get::<SessionChecked>().copied();
-    let session = checked.unwrap_or_else(|| SessionChecked(state.secrets.session_user(&request.headers)));
-    if let SessionChecked(Some(user_id)) = session {
+    let checked = request.extensions.get::<SessionChecked>();
+    let user = checked.map_or_else(|| state.secrets.session_user(&request.headers), |c| c.user(&state.secrets));
+    if let Some(user_id) = user {
         return Ok(user_id);
     }
     if let Some(login) = &state.shop_login {

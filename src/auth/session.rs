@@ -113,12 +113,25 @@ impl Secrets {
         derive(&self.key, purpose)
     }
 
-    /// The user id of a valid, unexpired, not ended session cookie in these headers
-    /// (every grab asks: the name in the cookie is not copied out).
+    /// The user id of a valid, unexpired, not ended session cookie in these headers.
     pub fn session_user(&self, headers: &HeaderMap) -> Option<i64> {
+        self.session_key(headers).map(|key| key.user_id)
+    }
+
+    /// The session of a valid, unexpired, not ended session cookie in these headers, as
+    /// [`Self::still_on`] asks of it again (every grab asks: the name in the cookie is
+    /// not copied out).
+    pub fn session_key(&self, headers: &HeaderMap) -> Option<SessionKey> {
         let cookie = self.session_cookie_sent(headers)?;
-        let value = SessionValue::read(cookie.value())?;
-        (!self.ended.is_ended(value.user_id, value.generation, value.id)).then_some(value.user_id)
+        let v = SessionValue::read(cookie.value())?;
+        let key = SessionKey { user_id: v.user_id, generation: v.generation, expires: v.expires, id: v.id.into() };
+        self.still_on(&key).then_some(key)
+    }
+
+    /// Whether a session whose cookie's signature held is still on: unexpired, and not
+    /// ended (on any process: the copy of ended sessions is at most a second old).
+    pub fn still_on(&self, key: &SessionKey) -> bool {
+        key.expires > chrono::Utc::now().timestamp() && !self.ended.is_ended(key.user_id, key.generation, &key.id)
     }
 
     /// The session of a valid, unexpired, not ended session cookie in these headers.
@@ -283,6 +296,17 @@ fn sent_cookies(headers: &HeaderMap) -> impl Iterator<Item = (&str, &str)> {
 }
 
 /// A signed session value, `v2.<user>.<expiry>.<generation>.<id>.<name>`, read in place.
+/// A session as its cookie named it, the signature checked: what is asked again, when
+/// its request's handler runs, of whether it has ended since (a body may come up to the
+/// request timeout after the headers the cookie came in).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SessionKey {
+    pub user_id: i64,
+    generation: i64,
+    expires: i64,
+    id: Box<str>,
+}
+
 struct SessionValue<'a> {
     user_id: i64,
     expires: i64,

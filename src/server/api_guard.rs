@@ -235,8 +235,13 @@ fn admit(guard: &Guard, access: Access, req: &mut Request) -> Result<(), AppErro
     match access {
         Access::Anyone => Ok(()),
         Access::Shopper => {
-            let checked = req.extensions().get::<SessionChecked>().copied();
-            let checked = checked.unwrap_or_else(|| SessionChecked(guard.secrets.session_user(headers)));
+            // Checked as the headers came, by the rate limit; asked again now (the body
+            // was read meanwhile).
+            let checked = match req.extensions().get::<SessionChecked>() {
+                Some(checked) if checked.user(&guard.secrets).is_none() => SessionChecked(None),
+                Some(checked) => checked.clone(),
+                None => SessionChecked(guard.secrets.session_key(headers)),
+            };
             let shop_token = || guard.shop_login.as_ref()?.subject_of(req.extensions(), headers);
             if checked.0.is_none() && shop_token().is_none() {
                 return Err(ErrorCode::NotSignedIn.into());

@@ -94,7 +94,7 @@ pub fn scope(req: &Request, shop_subject: impl FnOnce() -> Option<String>) -> Op
         });
     }
     match req.extensions().get::<SessionChecked>() {
-        Some(SessionChecked(Some(user))) => Some(format!("{SHOPPER}{user}")),
+        Some(SessionChecked(Some(session))) => Some(format!("{SHOPPER}{}", session.user_id)),
         Some(SessionChecked(None)) => shop_subject().map(|s| format!("{SHOP}{s}")),
         None => None,
     }

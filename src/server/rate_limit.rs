@@ -166,9 +166,9 @@ impl Limits {
             }
         }
         let Some(limiter) = &self.per_user else { return (None, Ok(())) };
-        let user_id = self.secrets.session_user(headers);
-        let allowed = user_id.map_or(Ok(()), |id| limiter.check(&Shopper::User(id), &self.clock));
-        (Some(SessionChecked(user_id)), allowed)
+        let session = self.secrets.session_key(headers);
+        let allowed = session.as_ref().map_or(Ok(()), |s| limiter.check(&Shopper::User(s.user_id), &self.clock));
+        (Some(SessionChecked(session)), allowed)
     }
 
     /// The per-user limit for a caller without a session whose bearer token of the

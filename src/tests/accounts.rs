@@ -106,6 +106,45 @@ async fn a_wrong_current_password_changes_nothing() {
     app.stop().await;
 }
 
+/// A call whose headers came before the session ended and whose body came after is
+/// refused (an attack, 2026-12-01: the front door checked the cookie when the headers
+/// came and the handler trusted that, so a stolen cookie's slow calls went on for the
+/// request timeout after the victim signed out everywhere): the grab's own route and a
+/// server function's.
+#[tokio::test]
+async fn a_call_whose_body_comes_after_its_session_ended_is_refused() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    // A per-session rate: the front door checks the cookie as the headers come.
+    let app = TestApp::with(crate::support::Options::default().with(|c| c.rate_per_session = 100)).await;
+    let v = app.create_voucher(5, -5, 3600).await;
+    let (held, other) = (app.sign_in("lee").await, app.sign_in("lee").await);
+    let addr = app.base.trim_start_matches("http://").to_owned();
+    let calls = [("grab", json!({ "voucher_id": v }).to_string()), ("my_orders", "{}".to_owned())];
+    let mut sockets = Vec::new();
+    for (name, body) in &calls {
+        let mut socket = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        let head = format!(
+            "POST /api/{name} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+             Cookie: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            held.cookie,
+            body.len()
+        );
+        socket.write_all(head.as_bytes()).await.unwrap();
+        sockets.push(socket);
+    }
+    let (status, _) = app.call("sign_out_everywhere", json!({}), &[("cookie", &other.cookie)]).await;
+    assert_eq!(status, 200);
+    assert_eq!(me(&app, &held.cookie).await, Value::Null, "ended");
+    for ((name, body), mut socket) in calls.iter().zip(sockets) {
+        socket.write_all(body.as_bytes()).await.unwrap();
+        let mut answer = String::new();
+        tokio::time::timeout(SOON, socket.read_to_string(&mut answer)).await.expect("answered").unwrap();
+        assert!(answer.starts_with("HTTP/1.1 401"), "{name}: {answer}");
+        assert!(answer.contains("not_signed_in"), "{name}: {answer}");
+    }
+    app.stop().await;
+}
+
 /// Signing out everywhere, and changing the password, end the account's other
 /// sessions on every process within seconds (the other process here learns it from the
 /// database, with no request of its own reading it).

@@ -30,6 +30,13 @@ pub enum Access {
     AdminToken,
 }
 
+impl Access {
+    /// Whether only operators (or the admin token) may call the route.
+    pub fn is_operators(self) -> bool {
+        matches!(self, Self::Operator | Self::AdminRole | Self::AdminToken)
+    }
+}
+
 /// Every server function's entry, its own refusals (`error::refuses!`, beside its
 /// handler), and (for the API's document, `openapi`) how its operation is described
 /// from its type: one list for all three.

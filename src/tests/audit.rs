@@ -138,3 +138,45 @@ async fn an_operator_removed_mid_export_gets_no_further_page() {
     assert!(read < n / 2, "{read} lines of {n} reached an operator removed after the first");
     app.stop().await;
 }
+
+/// An operator's call cut short by its caller after its change is made still writes
+/// the change to the log (an attack, 2026-12-01: a create_voucher whose connection was
+/// reset after its insert, while it warmed the sale, left a sale nobody's log named).
+#[tokio::test]
+async fn a_change_whose_caller_goes_away_is_still_logged() {
+    use tokio::io::AsyncWriteExt;
+    let app = TestApp::spawn().await;
+    let addr = app.base.trim_start_matches("http://").to_owned();
+    let when = |s: i64| (chrono::Utc::now() + chrono::Duration::seconds(s)).to_rfc3339();
+    // Many shards: warming them keeps the call busy after its insert.
+    let voucher =
+        json!({ "title": "Cut short", "stock": 640, "shards": 64, "begins_at": when(-5), "ends_at": when(600) });
+    let body = voucher.to_string();
+    let head = format!(
+        "POST /api/create_voucher HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Authorization: Bearer {}\r\nContent-Length: {}\r\n\r\n",
+        crate::support::ADMIN_TOKEN,
+        body.len()
+    );
+    let mut socket = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    socket.write_all(format!("{head}{body}").as_bytes()).await.unwrap();
+    let made = "SELECT id FROM vouchers WHERE title = 'Cut short'";
+    // Polled closely: the cut must come while the call warms the sale.
+    let deadline = tokio::time::Instant::now() + crate::support::SETTLED;
+    let v = loop {
+        if let Some(v) = sqlx::query_scalar::<_, i64>(made).fetch_optional(&app.db).await.unwrap() {
+            break v;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for the voucher");
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    };
+    // Cut: a reset, as a client that gives up does.
+    socket.set_linger(Some(std::time::Duration::ZERO)).unwrap();
+    drop(socket);
+    let logged = "SELECT COUNT(*) FROM audit_log WHERE action = 'create_voucher' AND voucher_id = $1";
+    crate::support::wait_until("the voucher's creation is logged", crate::support::SETTLED, || async {
+        sqlx::query_scalar::<_, i64>(logged).bind(v).fetch_one(&app.db).await.unwrap() == 1
+    })
+    .await;
+    app.stop().await;
+}

@@ -171,7 +171,7 @@ async fn a_change_whose_caller_goes_away_is_still_logged() {
         tokio::time::sleep(std::time::Duration::from_millis(1)).await;
     };
     // Cut: a reset, as a client that gives up does.
-    socket.set_linger(Some(std::time::Duration::ZERO)).unwrap();
+    socket.set_zero_linger().unwrap();
     drop(socket);
     let logged = "SELECT COUNT(*) FROM audit_log WHERE action = 'create_voucher' AND voucher_id = $1";
     crate::support::wait_until("the voucher's creation is logged", crate::support::SETTLED, || async {

@@ -88,9 +88,58 @@ pub(super) async fn edit<F: ForOperators>(
         if let Err(e) = warm::warm_change(backend, &after).await {
             return Err(saved_not_applied(&state, &actor, action, &before, e.into()).await);
         }
+        // Asked after the push: Redis held the old start until then. A clock not read is
+        // not taken for a late one.
+        let now = super::gate::clock(backend, Some(voucher_id)).await;
+        if after.begins_at != before.begins_at && matches!(now, Ok(now) if now >= before.begins_at) {
+            undo_late_start_move(&state, &before, &after).await;
+            return Err(ErrorCode::SaleStarted.into());
+        }
         return done(&state, &actor, action, &before, &after).await;
     }
     Err(AppError::with(ErrorCode::Unavailable, "Other changes of this sale keep coming; try again."))
+}
+
+/// Undoes a change that moved a sale's start and reached Redis only after the old start
+/// had passed by the gate's clock (its database write or Redis stalled: an attack held
+/// SQLite's lock over the start, 2026-12-01): shoppers may have been granted under the
+/// old start, and orders must not come before the sale's start. The row gets its
+/// fields back as they were (a new version, pushed to Redis and announced); the caller
+/// refuses the change `sale_started`, as it was decided too late. Should another change
+/// have come in between, only the start is put back. Until then, the moved start held
+/// for the milliseconds between the two pushes (grabs heard `not_started`).
+async fn undo_late_start_move(state: &Context, before: &VoucherRow, after: &VoucherRow) {
+    let backend = &state.backend;
+    let whole = Edit {
+        title: Some(before.title.clone()),
+        price: Some(before.price),
+        face_value: Some(before.face_value),
+        begins_at: Some(before.begins_at),
+        ends_at: Some(before.ends_at),
+        paused: None,
+    };
+    let start = Edit { begins_at: Some(before.begins_at), ..Edit::default() };
+    let mut undo = (after.version, &whole);
+    for _ in 0..ATTEMPTS {
+        match store::edit(&backend.db, before.id, undo.0, undo.1).await {
+            Ok(Some(undone)) => {
+                if let Err(e) = warm::warm_change(backend, &undone).await {
+                    tracing::warn!(voucher = before.id, "a late start move, undone: not yet in Redis: {e}");
+                }
+                changed(state, before.id).await;
+                tracing::warn!(voucher = before.id, "a start moved after it had passed: undone");
+                return;
+            }
+            Ok(None) => match store::get(&backend.db, before.id).await {
+                Ok(Some(row)) if row.begins_at == after.begins_at => undo = (row.version, &start),
+                _ => return,
+            },
+            Err(e) => {
+                tracing::error!(voucher = before.id, "undoing a late start move: {e}");
+                return;
+            }
+        }
+    }
 }
 
 /// The units of a stock change as asked: 1 to [`MAX_STOCK`].

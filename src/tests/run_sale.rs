@@ -503,6 +503,39 @@ async fn calls_at_once_make_no_stock_change_past_the_cap() {
     app.stop().await;
 }
 
+/// A start moved by a change decided before the start but held up past it (an attack,
+/// 2026-12-01, held the database's lock over the start: shoppers were granted, then
+/// the start moved a minute later, after their orders) is undone and refused
+/// `sale_started`: the sale keeps its start, at the gate and in the database.
+#[tokio::test]
+async fn a_start_move_held_up_past_the_start_is_undone() {
+    let app = TestApp::spawn().await;
+    let v = app.create_voucher(5, 2, 3600).await;
+    let begins: i64 =
+        sqlx::query_scalar("SELECT begins_at FROM vouchers WHERE id = $1").bind(v).fetch_one(&app.db).await.unwrap();
+    // The row's lock, held until the gate's clock has passed the start.
+    let mut held = app.db.begin().await.unwrap();
+    sqlx::query("UPDATE vouchers SET title = title WHERE id = $1").bind(v).execute(&mut *held).await.unwrap();
+    let later = (chrono::Utc::now() + chrono::Duration::minutes(1)).to_rfc3339();
+    let edit = app.operator("update_voucher", json!({ "voucher_id": v, "begins_at": later }));
+    let hold = async {
+        wait_until("the gate's clock passes the start", SETTLED, || async {
+            let (_, now) = app.call("server_time", json!({ "voucher_id": v }), &[]).await;
+            now["now_ms"].as_i64().is_some_and(|now| now > begins)
+        })
+        .await;
+        held.commit().await.unwrap();
+    };
+    let ((status, answer), ()) = tokio::join!(edit, hold);
+    assert_eq!((status.as_u16(), code(&answer)), (409, "sale_started"), "{answer}");
+    let kept: i64 =
+        sqlx::query_scalar("SELECT begins_at FROM vouchers WHERE id = $1").bind(v).fetch_one(&app.db).await.unwrap();
+    assert_eq!(kept, begins, "the database keeps the start");
+    let shopper = app.sign_in("on-time").await;
+    assert_eq!(app.grab(&shopper, v).await.0, 200, "the gate keeps the start");
+    app.stop().await;
+}
+
 /// A sale made longer than the window's bounds allow, before they were set (review,
 /// 2026-11-30), may still be shortened, its other fields edited; it may not be made
 /// longer still.

@@ -67,7 +67,9 @@ crate::error::refuses!(PayOrder: UnknownOrder, OrderQueued, OrderExpired, OrderC
 /// Cancels the caller's unpaid order; its unit goes back on sale and the caller may
 /// grab the voucher again. Cancelling a cancelled order answers it again. A shopper
 /// may cancel only a few of one sale's orders (`cancel_limit`); past that an order can
-/// be paid, or lapses at its deadline. Refusals: `unknown_order`, `order_queued`,
+/// be paid, or lapses at its deadline. An order past its deadline has lapsed: it is
+/// cancelled for the `timeout`, as the sweeper would, and is not counted among the
+/// shopper's cancels. Refusals: `unknown_order`, `order_queued`,
 /// `order_paid`, `cancel_limit`.
 #[server(prefix = "/api", endpoint = "cancel_order", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn cancel_order(order_id: String) -> AppResult<Order> {

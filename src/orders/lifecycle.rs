@@ -185,14 +185,17 @@ pub async fn cancel_by_shopper(db: &Db, order_id: i64, user_id: i64, now_ms: i64
         OrderStatus::Cancelled => return Ok(Cancel::Already(order)),
         OrderStatus::Unpaid => {}
     }
+    // Past its deadline (the sweeper has not come yet), the order lapsed: it is
+    // cancelled as the sweeper would, and is not one of the shopper's own cancels.
+    let reason =
+        if order.pay_deadline.timestamp_millis() <= now_ms { CancelReason::Timeout } else { CancelReason::Shopper };
     // A shopper holds one unpaid order of a sale at a time (`orders_one_per_user`), so
     // no two cancels of theirs race past the count.
-    if order.status == OrderStatus::Unpaid
-        && shopper_cancels(db, user_id, order.voucher_id).await? >= MOST_SHOPPER_CANCELS
+    if reason == CancelReason::Shopper && shopper_cancels(db, user_id, order.voucher_id).await? >= MOST_SHOPPER_CANCELS
     {
         return Ok(Cancel::Limit);
     }
-    let owed = cancel(db, (order_id, order.voucher_id), Some(user_id), CancelReason::Shopper, now_ms).await?;
+    let owed = cancel(db, (order_id, order.voucher_id), Some(user_id), reason, now_ms).await?;
     let Some(order) = get_for_user(db, order_id, user_id).await? else { return Ok(Cancel::NotFound) };
     Ok(match (owed, order.status) {
         (Some(owed), _) => Cancel::Cancelled(order, owed),

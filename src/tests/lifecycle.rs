@@ -212,6 +212,32 @@ async fn a_shopper_cancels_only_so_many_of_a_sale_s_orders() {
     app.stop().await;
 }
 
+/// A shopper's cancel of an order past its deadline that no sweeper has reached yet
+/// (an attack, 2026-12-01: it was the shopper's own cancel, one of the few they may
+/// make) is the lapse it is: cancelled for the timeout, not counted against them.
+#[tokio::test]
+async fn cancelling_an_order_past_its_deadline_is_its_lapse() {
+    // A sweeper that never comes: the deadline passes unswept.
+    let app = TestApp::with(Options::default().with(|c| {
+        c.worker = true;
+        c.pay_timeout_ms = 300;
+        c.sweep_ms = 3_600_000;
+    }))
+    .await;
+    let v = app.create_voucher(5, -5, 3600).await;
+    let dee = app.sign_in("late-dee").await;
+    let id = grab_all(&app, std::slice::from_ref(&dee), v).await.remove(0);
+    app.wait_for_stats("persisted", v, |s| s["persisted"] == 1).await;
+    let deadline: i64 = sqlx::query_scalar("SELECT pay_deadline FROM orders").fetch_one(&app.db).await.unwrap();
+    wait_until("the deadline has passed", SETTLED, || async { chrono::Utc::now().timestamp_millis() > deadline }).await;
+    let (status, body) = order_call(&app, &dee, "cancel_order", &id).await;
+    assert_eq!((status, body["status"].as_str()), (200, Some("cancelled")), "{body}");
+    assert_eq!(body["cancel_reason"], "timeout", "{body}");
+    let (_, _, paid, cancelled) = books(&app, v, 5).await;
+    assert_eq!((paid, cancelled), (0, 1));
+    app.stop().await;
+}
+
 /// Paying the moment an order is saved is never answered as if it did not exist
 /// (found 2026-11-29): the database is asked first, then Redis, and an order saved
 /// between the two reads was nobody's (`unknown_order`, 404) where it is

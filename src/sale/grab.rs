@@ -86,6 +86,7 @@ async fn at_the_gate(
     token: Option<&str>,
 ) -> Result<GrabTicket, AppError> {
     let backend = &state.backend;
+    let clears = state.sold_out.clears();
     let decide = async {
         // A block of ids is fetched (now and then) on a connection of its own: it waits
         // for replicas to hold the block (`order_ids`).
@@ -127,7 +128,7 @@ async fn at_the_gate(
         Verdict::Refused(ErrorCode::UnknownVoucher) => Err(not_in_redis(state, voucher_id).await.into()),
         Verdict::Refused(code) => {
             if code == ErrorCode::SoldOut {
-                state.sold_out.set(voucher_id);
+                state.sold_out.set_unless_cleared(voucher_id, clears);
             }
             Err(code.into())
         }

@@ -22,38 +22,71 @@ struct Entry {
 
 pub struct SoldOutFlags {
     ttl: Duration,
-    entries: Mutex<HashMap<i64, Entry>>,
+    entries: Mutex<Flags>,
 }
+
+#[derive(Default)]
+struct Flags {
+    by_voucher: HashMap<i64, Entry>,
+    /// Flags cleared so far, of any voucher: a gate's `sold_out` that a clear may have
+    /// overtaken sets no flag ([`SoldOutFlags::set_unless_cleared`]).
+    clears: u64,
+}
+
+/// What a grab read of the flags' clears before it asked the gate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Clears(u64);
 
 impl SoldOutFlags {
     pub fn new(ttl: Duration) -> Self {
-        Self { ttl, entries: Mutex::new(HashMap::new()) }
+        Self { ttl, entries: Mutex::new(Flags::default()) }
     }
 
-    /// Flags the voucher sold out for the next `ttl`.
+    fn flags(&self) -> std::sync::MutexGuard<'_, Flags> {
+        self.entries.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Flags the voucher sold out for the next `ttl` (the broadcast: it comes in order
+    /// with the restocks).
     pub fn set(&self, voucher_id: i64) {
-        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        entries.entry(voucher_id).or_default().until = Some(Instant::now() + self.ttl);
+        self.flags().by_voucher.entry(voucher_id).or_default().until = Some(Instant::now() + self.ttl);
+    }
+
+    /// The clears so far, read before a grab asks the gate.
+    pub fn clears(&self) -> Clears {
+        Clears(self.flags().clears)
+    }
+
+    /// Flags the voucher sold out as the gate answered a grab, unless a flag was
+    /// cleared since the grab read `seen`: a restock heard between the gate's answer
+    /// and this must not be undone by it (the flag would refuse for its `ttl` while a
+    /// unit is on sale; an attack's reading, 2026-12-01).
+    pub fn set_unless_cleared(&self, voucher_id: i64, seen: Clears) {
+        let mut flags = self.flags();
+        if flags.clears == seen.0 {
+            flags.by_voucher.entry(voucher_id).or_default().until = Some(Instant::now() + self.ttl);
+        }
     }
 
     /// Clears the flag (a unit came back).
     pub fn clear(&self, voucher_id: i64) {
-        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(e) = entries.get_mut(&voucher_id) {
+        let mut flags = self.flags();
+        flags.clears += 1;
+        if let Some(e) = flags.by_voucher.get_mut(&voucher_id) {
             e.until = None;
         }
     }
 
     /// Clears every flag (after a pub/sub reconnect, when events may have been lost).
     pub fn clear_all(&self) {
-        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        entries.values_mut().for_each(|e| e.until = None);
+        let mut flags = self.flags();
+        flags.clears += 1;
+        flags.by_voucher.values_mut().for_each(|e| e.until = None);
     }
 
     /// True, and counted, when a grab can be refused here and now.
     pub fn refuse(&self, voucher_id: i64) -> bool {
-        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        match entries.get_mut(&voucher_id) {
+        match self.flags().by_voucher.get_mut(&voucher_id) {
             Some(e) if e.until.is_some_and(|t| Instant::now() < t) => {
                 e.refused_locally += 1;
                 true
@@ -64,14 +97,12 @@ impl SoldOutFlags {
 
     /// Whether the voucher is flagged now (without counting a refusal).
     pub fn is_flagged(&self, voucher_id: i64) -> bool {
-        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        entries.get(&voucher_id).and_then(|e| e.until).is_some_and(|t| Instant::now() < t)
+        self.flags().by_voucher.get(&voucher_id).and_then(|e| e.until).is_some_and(|t| Instant::now() < t)
     }
 
     /// Grabs this process refused from its flag, without asking Redis.
     pub fn refused_locally(&self, voucher_id: i64) -> u64 {
-        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        entries.get(&voucher_id).map_or(0, |e| e.refused_locally)
+        self.flags().by_voucher.get(&voucher_id).map_or(0, |e| e.refused_locally)
     }
 }
 
@@ -106,6 +137,14 @@ mod tests {
         flags.clear(1);
         assert!(!flags.refuse(1));
         assert_eq!(flags.refused_locally(1), 2);
+
+        // A gate's answer overtaken by a restock of any sale sets no flag.
+        let seen = flags.clears();
+        flags.clear(9);
+        flags.set_unless_cleared(1, seen);
+        assert!(!flags.refuse(1), "a restock came after the gate's answer");
+        flags.set_unless_cleared(1, flags.clears());
+        assert!(flags.refuse(1));
 
         let short = SoldOutFlags::new(Duration::ZERO);
         short.set(3);

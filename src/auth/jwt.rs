@@ -27,6 +27,12 @@ use std::{
 const LEEWAY_SECS: u64 = 5;
 /// Subjects whose user this process remembers; past that it starts again.
 const SUBJECTS_KEPT: usize = 100_000;
+/// The longest `sub` taken, in bytes (OpenID Connect: "MUST NOT exceed 255 ASCII
+/// characters"): a subject is a user row and a key of the process's cache.
+const MAX_SUBJECT: usize = 255;
+/// The longest token whose signature is checked, in bytes: a provider's tokens are
+/// a few hundred bytes to a few kilobytes.
+const MAX_TOKEN: usize = 8 * 1024;
 
 /// What the front door found of a request's bearer token of the JWT form, for the
 /// per-shopper rate limit (`server::rate_limit`): the subject of one that verified,
@@ -54,6 +60,27 @@ struct Key {
 #[derive(serde::Deserialize)]
 struct Claims {
     sub: String,
+    /// Read here as sent: the library skips a `nbf` it cannot read as a whole number
+    /// (a string, a float, a negative one), where such a token must be refused.
+    nbf: Option<serde_json::Value>,
+}
+
+impl Claims {
+    /// The subject, if the claims hold what this module asks beyond the library's
+    /// checks: a `nbf`, if any, a number of seconds already past (with the leeway),
+    /// and a `sub` of 1 to [`MAX_SUBJECT`] bytes without control characters (a name
+    /// shown to the shopper and to operators).
+    fn subject(self) -> Option<String> {
+        if let Some(nbf) = &self.nbf {
+            let now = chrono::Utc::now().timestamp() as f64;
+            let at = nbf.as_f64().filter(|at| at.is_finite() && *at >= 0.0)?;
+            if at > now + LEEWAY_SECS as f64 {
+                return None;
+            }
+        }
+        let fits = !self.sub.is_empty() && self.sub.len() <= MAX_SUBJECT;
+        (fits && !self.sub.chars().any(char::is_control)).then_some(self.sub)
+    }
 }
 
 impl ShopLogin {
@@ -71,19 +98,27 @@ impl ShopLogin {
     /// The `sub` of a valid token: signed by one of the keys (of the token's algorithm
     /// and, when both name one, key id), from the issuer, for the audience, unexpired.
     pub fn subject(&self, token: &str) -> Option<String> {
+        if token.len() > MAX_TOKEN {
+            return None;
+        }
         let header = decode_header(token).ok()?;
         let same_id = |k: &Key| k.id.is_none() || header.kid.is_none() || k.id == header.kid;
         let fits = |k: &&Key| k.algorithm == header.alg && same_id(k);
-        self.keys.iter().filter(fits).find_map(|k| {
-            let mut validation = Validation::new(k.algorithm);
-            validation.set_issuer(&[&self.issuer]);
-            validation.set_audience(&[&self.audience]);
-            validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
-            // A token not valid yet (`nbf` ahead, past the leeway) is refused too.
-            validation.validate_nbf = true;
-            validation.leeway = LEEWAY_SECS;
-            decode::<Claims>(token, &k.key, &validation).ok().map(|d| d.claims.sub)
-        })
+        self.keys
+            .iter()
+            .filter(fits)
+            .find_map(|k| {
+                let mut validation = Validation::new(k.algorithm);
+                validation.set_issuer(&[&self.issuer]);
+                validation.set_audience(&[&self.audience]);
+                validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
+                // A token not valid yet (`nbf` ahead, past the leeway) is refused too.
+                validation.validate_nbf = true;
+                validation.leeway = LEEWAY_SECS;
+                // The first key that verifies decides: its claims hold, or the token fails.
+                decode::<Claims>(token, &k.key, &validation).ok().map(|d| d.claims.subject())
+            })
+            .flatten()
     }
 
     /// The subject of a request's bearer token, if it is of the JWT form and valid:
@@ -121,9 +156,9 @@ impl ShopLogin {
     }
 }
 
-/// A bearer token of the JWT form (three dot-separated parts), if the request has one.
+/// A bearer token of the JWT form, if the request has one.
 pub fn bearer_jwt(headers: &HeaderMap) -> Option<&str> {
-    super::session::bearer(headers).filter(|token| token.split('.').count() == 3)
+    super::session::bearer(headers).filter(|token| super::session::has_jwt_form(token))
 }
 
 /// A PEM file's one public key: RSA (RS256), P-256 (ES256) or Ed25519 (EdDSA).

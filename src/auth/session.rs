@@ -78,6 +78,9 @@ pub struct Secrets {
     key: Key,
     /// What a token is compared by ([`Secrets::token_matches`]).
     admin_token_digest: [u8; 32],
+    /// Whether the admin token has the JWT form (`jwt::bearer_jwt`): when it has not, a
+    /// bearer of that form is never a guess at it.
+    admin_token_jwt_form: bool,
     /// What names' guessing counters are chosen by (`auth::attempts`): shared by every
     /// process with the session secret, unknown outside.
     pub attempts_key: [u8; 32],
@@ -102,9 +105,10 @@ impl Secrets {
         };
         let session_name = cookie_name(secure, SESSION_COOKIE);
         let admin_token_digest = <sha2::Sha256 as sha2::Digest>::digest(admin_token.as_bytes()).into();
+        let admin_token_jwt_form = has_jwt_form(&admin_token);
         let (ended, operators) = (Default::default(), Default::default());
         let attempts_key = derive(&key, "attempt counters");
-        Ok(Self { key, admin_token_digest, attempts_key, secure, session_name, ended, operators })
+        Ok(Self { key, admin_token_digest, admin_token_jwt_form, attempts_key, secure, session_name, ended, operators })
     }
 
     /// A key for `purpose`, derived from the session key: every process sharing the
@@ -195,6 +199,12 @@ impl Secrets {
 
     /// Compares the two tokens' SHA-256 digests in constant time: the time taken tells
     /// neither how much of a guess was right nor how long the token is.
+    /// Whether `candidate` could be the admin token by its form: one of the JWT form
+    /// could not, unless the admin token has that form too.
+    pub fn could_be_the_token(&self, candidate: &str) -> bool {
+        self.admin_token_jwt_form || !has_jwt_form(candidate)
+    }
+
     pub fn token_matches(&self, candidate: &str) -> bool {
         use sha2::{Digest, Sha256};
         use subtle::ConstantTimeEq;
@@ -288,6 +298,12 @@ pub fn bearer(headers: &HeaderMap) -> Option<&str> {
     Some(value.strip_prefix("Bearer ")?.trim())
 }
 
+/// Whether a token has the JWT form (three dot-separated parts): what the shop's own
+/// login takes (`jwt`).
+pub fn has_jwt_form(token: &str) -> bool {
+    token.split('.').count() == 3
+}
+
 /// The `(name, value)` pairs of the `Cookie` headers, as sent (values still encoded).
 fn sent_cookies(headers: &HeaderMap) -> impl Iterator<Item = (&str, &str)> {
     let values = headers.get_all(header::COOKIE).into_iter().filter_map(|v| v.to_str().ok());
@@ -295,7 +311,6 @@ fn sent_cookies(headers: &HeaderMap) -> impl Iterator<Item = (&str, &str)> {
     pairs.map(|(name, value)| (name.trim(), value.trim()))
 }
 
-/// A signed session value, `v2.<user>.<expiry>.<generation>.<id>.<name>`, read in place.
 /// A session as its cookie named it, the signature checked: what is asked again, when
 /// its request's handler runs, of whether it has ended since (a body may come up to the
 /// request timeout after the headers the cookie came in).
@@ -307,6 +322,7 @@ pub struct SessionKey {
     id: Box<str>,
 }
 
+/// A signed session value, `v2.<user>.<expiry>.<generation>.<id>.<name>`, read in place.
 struct SessionValue<'a> {
     user_id: i64,
     expires: i64,
@@ -368,6 +384,17 @@ mod tests {
         let mut h = HeaderMap::new();
         h.insert(header::COOKIE, HeaderValue::from_str(&pair).unwrap());
         h
+    }
+
+    /// A bearer of the JWT form is no guess at an admin token of another form; at one
+    /// of that form it may be.
+    #[test]
+    fn only_a_bearer_of_the_admin_tokens_form_could_be_it() {
+        let plain = Secrets::new(None, "a plain admin token".into(), false).unwrap();
+        assert!(!plain.could_be_the_token("header.claims.signature"));
+        assert!(plain.could_be_the_token("a plain guess at it"));
+        let dotted = Secrets::new(None, "admin.token.of-three-parts".into(), false).unwrap();
+        assert!(dotted.could_be_the_token("header.claims.signature"));
     }
 
     #[test]

@@ -85,30 +85,46 @@ pub(super) async fn edit<F: ForOperators>(
         let before = store::get(&backend.db, voucher_id).await?.ok_or(ErrorCode::UnknownVoucher)?;
         let edit = decide(&before, super::gate::clock(backend, Some(voucher_id)).await?)?;
         let Some(after) = store::edit(&backend.db, voucher_id, before.version, &edit).await? else { continue };
-        if let Err(e) = warm::warm_change(backend, &after).await {
-            return Err(saved_not_applied(&state, &actor, action, &before, e.into()).await);
+        let pushed = warm::warm_change(backend, &after).await;
+        // A start moved later, judged after the push (or its failure: then every
+        // process's upkeep would push it later still).
+        if after.begins_at > before.begins_at && started(backend, &before).await {
+            return undo_late_start_move(&state, (&actor, action), &before, &after).await;
         }
-        // Asked after the push: Redis held the old start until then. A clock not read is
-        // not taken for a late one.
-        let now = super::gate::clock(backend, Some(voucher_id)).await;
-        if after.begins_at != before.begins_at && matches!(now, Ok(now) if now >= before.begins_at) {
-            undo_late_start_move(&state, &before, &after).await;
-            return Err(ErrorCode::SaleStarted.into());
+        if let Err(e) = pushed {
+            return Err(saved_not_applied(&state, &actor, action, &before, e.into()).await);
         }
         return done(&state, &actor, action, &before, &after).await;
     }
     Err(AppError::with(ErrorCode::Unavailable, "Other changes of this sale keep coming; try again."))
 }
 
-/// Undoes a change that moved a sale's start and reached Redis only after the old start
-/// had passed by the gate's clock (its database write or Redis stalled: an attack held
-/// SQLite's lock over the start, 2026-12-01): shoppers may have been granted under the
-/// old start, and orders must not come before the sale's start. The row gets its
-/// fields back as they were (a new version, pushed to Redis and announced); the caller
-/// refuses the change `sale_started`, as it was decided too late. Should another change
-/// have come in between, only the start is put back. Until then, the moved start held
-/// for the milliseconds between the two pushes (grabs heard `not_started`).
-async fn undo_late_start_move(state: &Context, before: &VoucherRow, after: &VoucherRow) {
+/// Whether `row`'s start has passed: by the gate's clock, or the database's when Redis
+/// does not answer (Redis granted, or will grant, by its own). Neither answering: not
+/// known, taken as not passed.
+async fn started(backend: &crate::backend::Backend, row: &VoucherRow) -> bool {
+    let now = match super::gate::clock(backend, Some(row.id)).await {
+        Ok(now) => Ok(now),
+        Err(_) => crate::backend::db_clock::now_ms(&backend.db).await,
+    };
+    matches!(now, Ok(now) if now >= row.begins_at)
+}
+
+/// Undoes a change that moved a sale's start later and reached Redis only after the
+/// old start had passed (its database write or Redis stalled: an attack held SQLite's
+/// lock over the start, 2026-12-01): shoppers may have been granted under the old
+/// start, and no order may come before the sale's start. (A start moved earlier, as
+/// `end_sale` moves one, puts no order before it.) The row gets its fields back as
+/// they were (a new version, pushed to Redis and announced) and the change is refused
+/// `sale_started`, as it was decided too late: nothing changed, so nothing is logged.
+/// Should another change have come in between, only the start is put back. Should the
+/// undo fail, the change stands, and is answered and logged as made.
+async fn undo_late_start_move(
+    state: &Context,
+    (actor, action): (&Actor, &'static str),
+    before: &VoucherRow,
+    after: &VoucherRow,
+) -> AppResult<Voucher> {
     let backend = &state.backend;
     let whole = Edit {
         title: Some(before.title.clone()),
@@ -121,25 +137,29 @@ async fn undo_late_start_move(state: &Context, before: &VoucherRow, after: &Vouc
     let start = Edit { begins_at: Some(before.begins_at), ..Edit::default() };
     let mut undo = (after.version, &whole);
     for _ in 0..ATTEMPTS {
-        match store::edit(&backend.db, before.id, undo.0, undo.1).await {
-            Ok(Some(undone)) => {
-                if let Err(e) = warm::warm_change(backend, &undone).await {
-                    tracing::warn!(voucher = before.id, "a late start move, undone: not yet in Redis: {e}");
-                }
-                changed(state, before.id).await;
-                tracing::warn!(voucher = before.id, "a start moved after it had passed: undone");
-                return;
-            }
-            Ok(None) => match store::get(&backend.db, before.id).await {
-                Ok(Some(row)) if row.begins_at == after.begins_at => undo = (row.version, &start),
-                _ => return,
-            },
+        let undone = match store::edit(&backend.db, before.id, undo.0, undo.1).await {
+            Ok(undone) => undone,
             Err(e) => {
                 tracing::error!(voucher = before.id, "undoing a late start move: {e}");
-                return;
+                break;
             }
+        };
+        let Some(undone) = undone else {
+            match store::get(&backend.db, before.id).await {
+                Ok(Some(row)) if row.begins_at == after.begins_at => undo = (row.version, &start),
+                _ => break,
+            }
+            continue;
+        };
+        if let Err(e) = warm::warm_change(backend, &undone).await {
+            tracing::warn!(voucher = before.id, "a late start move, undone: not yet in Redis: {e}");
         }
+        changed(state, before.id).await;
+        tracing::warn!(voucher = before.id, %actor, action, "a start moved after it had passed: undone");
+        return Err(ErrorCode::SaleStarted.into());
     }
+    let now = store::get(&backend.db, before.id).await?.ok_or(ErrorCode::UnknownVoucher)?;
+    done(state, actor, action, before, &now).await
 }
 
 /// The units of a stock change as asked: 1 to [`MAX_STOCK`].
@@ -254,9 +274,12 @@ async fn done(
     after: &VoucherRow,
 ) -> AppResult<Voucher> {
     changed(state, after.id).await;
-    let left = units_left(&state.backend, std::slice::from_ref(after)).await?;
+    // The change is made: it is logged whatever Redis answers (the database's count
+    // stands in for one not read).
+    let left = units_left(&state.backend, std::slice::from_ref(after)).await;
+    let left = left.ok().and_then(|left| left.first().copied()).unwrap_or(after.stock_left);
     // Before: units left as the database counted them (Redis has moved on).
-    let (old, new) = (before.to_voucher(before.stock_left), after.to_voucher(left[0]));
+    let (old, new) = (before.to_voucher(before.stock_left), after.to_voucher(left));
     tracing::info!(voucher = after.id, %actor, action, "sale changed");
     let json = |v: &Voucher| Some(serde_json::to_value(v).unwrap_or_default());
     let record =

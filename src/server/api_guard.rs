@@ -59,7 +59,7 @@ use std::{
     sync::Arc,
     time::{Duration, Instant},
 };
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// Error bodies are small; anything larger is not ours and is passed on untouched.
 const MAX_ERROR_BODY: usize = 64 * 1024;
@@ -76,7 +76,7 @@ pub fn refusal(refused: impl Into<AppError>) -> Response {
 pub struct Guard {
     limits: Arc<Limits>,
     /// One permit per request being served.
-    slots: Semaphore,
+    slots: Arc<Semaphore>,
     timeout: Duration,
     /// The shop page every visitor shares.
     shop_page: PageCache,
@@ -102,7 +102,7 @@ impl Guard {
         secrets: Arc<Secrets>,
         shop_login: Option<Arc<ShopLogin>>,
     ) -> Self {
-        let slots = Semaphore::new(max_requests.min(Semaphore::MAX_PERMITS));
+        let slots = Arc::new(Semaphore::new(max_requests.min(Semaphore::MAX_PERMITS)));
         Self { limits, slots, timeout, shop_page, backend, tally, secrets, shop_login, pkg_route: "/pkg/".into() }
     }
 
@@ -162,10 +162,10 @@ async fn pass(guard: &Guard, peer: SocketAddr, mut req: Request, next: Next) -> 
         }
         return status_from_code(next.run(req).await).await;
     }
-    let Ok(_slot) = guard.slots.try_acquire() else {
+    let Ok(slot) = guard.slots.clone().try_acquire_owned() else {
         return refusal(ErrorCode::Unavailable);
     };
-    tokio::time::timeout(guard.timeout, serve(guard, req, next))
+    tokio::time::timeout(guard.timeout, serve(guard, req, next, slot))
         .await
         .unwrap_or_else(|_| refusal(ErrorCode::Unavailable))
 }
@@ -204,12 +204,19 @@ async fn admit_by_table(guard: &Guard, req: &mut Request, entry: Option<Access>)
 }
 
 /// Whether the request carries a bearer that is neither the admin token nor (with the
-/// shop's own login) a shopper's token that verifies.
+/// shop's own login) a shopper's token that verifies. With the shop's own login, a
+/// bearer that could not be the admin token by its form is a shopper's token, valid or
+/// not, and no guess: a shopper whose token expired hears `not_signed_in` (and signs
+/// in again at the shop), never a wait counted against the address (an attack,
+/// 2026-12-01: expired tokens behind one address were answered 429, up to 15 minutes).
 fn bearer_fails(guard: &Guard, req: &Request) -> bool {
     let headers = req.headers();
     let Some(token) = crate::auth::session::bearer(headers) else { return false };
-    let shoppers =
-        || guard.shop_login.as_ref().is_some_and(|login| login.subject_of(req.extensions(), headers).is_some());
+    let shoppers = || {
+        guard.shop_login.as_ref().is_some_and(|login| {
+            !guard.secrets.could_be_the_token(token) || login.subject_of(req.extensions(), headers).is_some()
+        })
+    };
     !guard.secrets.token_matches(token) && !shoppers()
 }
 
@@ -235,18 +242,25 @@ fn admit(guard: &Guard, access: Access, req: &mut Request) -> Result<(), AppErro
     match access {
         Access::Anyone => Ok(()),
         Access::Shopper => {
-            // Checked as the headers came, by the rate limit; asked again now (the body
-            // was read meanwhile).
-            let checked = match req.extensions().get::<SessionChecked>() {
-                Some(checked) if checked.user(&guard.secrets).is_none() => SessionChecked(None),
-                Some(checked) => checked.clone(),
-                None => SessionChecked(guard.secrets.session_key(headers)),
+            // Checked as the headers came, by the rate limit, and asked again now (the
+            // body was read meanwhile); or checked now.
+            let (signed_in, found) = match req.extensions().get::<SessionChecked>() {
+                Some(checked) => (checked.user(&guard.secrets).is_some(), None),
+                None => {
+                    let found = SessionChecked(guard.secrets.session_key(headers));
+                    (found.0.is_some(), Some(found))
+                }
             };
             let shop_token = || guard.shop_login.as_ref()?.subject_of(req.extensions(), headers);
-            if checked.0.is_none() && shop_token().is_none() {
+            if !signed_in && shop_token().is_none() {
                 return Err(ErrorCode::NotSignedIn.into());
             }
-            req.extensions_mut().insert(checked);
+            // What the handler and the keys' scope read: an ended session is none.
+            match found {
+                Some(found) => req.extensions_mut().insert(found),
+                None if !signed_in => req.extensions_mut().insert(SessionChecked(None)),
+                None => None,
+            };
             Ok(())
         }
         Access::Operator | Access::AdminRole | Access::AdminToken => {
@@ -295,7 +309,7 @@ const REFUSED_BODY_MAX: usize = 4 * 1024;
 
 /// Serves a request that has its slot: the shop page from the shared render,
 /// `/api/...` calls under the API's rules.
-async fn serve(guard: &Guard, req: Request, next: Next) -> Response {
+async fn serve(guard: &Guard, req: Request, next: Next, slot: OwnedSemaphorePermit) -> Response {
     if guard.shop_page.applies(&req) {
         return guard.shop_page.serve(req, next).await;
     }
@@ -354,6 +368,8 @@ async fn serve(guard: &Guard, req: Request, next: Next) -> Response {
     let scope = key.as_ref().and_then(|_| idempotency::scope(&req, || shop_subject(guard, &req)));
     let backend = guard.backend.clone();
     let run = async move {
+        // The request's slot is held to the end, should its caller go first.
+        let _slot = slot;
         match key.zip(scope) {
             Some((key, scope)) => idempotency::once(&backend, &scope, &key, req, answer).await,
             None => answer(req).await,
@@ -369,11 +385,16 @@ async fn serve(guard: &Guard, req: Request, next: Next) -> Response {
 /// Runs an operator's call to its end, even if its caller goes away first (a cut
 /// connection, the request's timeout): a change it made is then announced and written
 /// to the audit log too (an attack, 2026-12-01: a create_voucher cut short after its
-/// insert left a sale nobody's log names). Operators' calls are few; they run beside
-/// the cap on requests served at once once their caller has gone.
+/// insert left a sale nobody's log names). It keeps its slot of the cap, and ends
+/// within `idempotency::LONGEST_CALL`, while its key's pending mark holds.
 async fn to_the_end(run: impl std::future::Future<Output = Response> + Send + 'static) -> Response {
     use tracing::Instrument;
-    tokio::spawn(run.in_current_span()).await.unwrap_or_else(|_| refusal(ErrorCode::Internal))
+    let bounded = async { tokio::time::timeout(idempotency::LONGEST_CALL, run).await };
+    match tokio::spawn(bounded.in_current_span()).await {
+        Ok(Ok(answer)) => answer,
+        Ok(Err(_)) => refusal(ErrorCode::Unavailable),
+        Err(_) => refusal(ErrorCode::Internal),
+    }
 }
 
 /// The shopper a shop's token names (with the shop's own login on).

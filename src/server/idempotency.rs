@@ -39,8 +39,12 @@ pub const REPLAYED: HeaderName = HeaderName::from_static("idempotent-replayed");
 /// How long a key's answer is kept (Stripe: 24 hours).
 pub const KEPT: Duration = layout::IDEMPOTENCY_KEPT;
 /// A key while its first call is served: long enough for any call (the front door's
-/// timeout is shorter), short enough that a process that died mid-call frees it soon.
+/// timeout is shorter, and an operator's call that outlives its caller ends within
+/// [`LONGEST_CALL`]), short enough that a process that died mid-call frees it soon.
 const PENDING: Duration = Duration::from_secs(60);
+/// Longest an operator's call runs on after its caller has gone (`api_guard`): within
+/// [`PENDING`], so its key is not freed for a second run while it still runs.
+pub const LONGEST_CALL: Duration = Duration::from_secs(50);
 /// The longest key (Stripe's).
 const MAX_KEY: usize = 255;
 /// The largest answer kept; a larger one (a long list: a read, harmless to send

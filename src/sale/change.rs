@@ -94,9 +94,34 @@ pub(super) async fn edit<F: ForOperators>(
         if let Err(e) = pushed {
             return Err(saved_not_applied(&state, &actor, action, &before, e.into()).await);
         }
+        let after = if after.ends_at < before.ends_at { end_as_made(backend, &before, after).await } else { after };
         return done(&state, &actor, action, &before, &after).await;
     }
     Err(AppError::with(ErrorCode::Unavailable, "Other changes of this sale keep coming; try again."))
+}
+
+/// An end moved earlier (`end_sale`, or an edit) is made when it reaches Redis: the
+/// gate granted until then, past the end the row names if the database's write or
+/// Redis stalled (as a start move was held up, 2026-12-01). The end is recorded as
+/// made (the gate's clock after the push; a new version, pushed too), so that no order
+/// comes after its sale's end. Unchanged when the gate could not have granted since
+/// (the old start still ahead), when its clock does not answer, or when another change
+/// came first (it is the sale's now).
+async fn end_as_made(backend: &crate::backend::Backend, before: &VoucherRow, after: VoucherRow) -> VoucherRow {
+    let Ok(now) = super::gate::clock(backend, Some(after.id)).await else { return after };
+    if now <= after.ends_at || now <= before.begins_at {
+        return after;
+    }
+    let made = Edit { ends_at: Some(now), ..Edit::default() };
+    match store::edit(&backend.db, after.id, after.version, &made).await {
+        Ok(Some(row)) => {
+            if let Err(e) = warm::warm_change(backend, &row).await {
+                tracing::warn!(voucher = row.id, "an end recorded as made: not yet in Redis: {e}");
+            }
+            row
+        }
+        _ => after,
+    }
 }
 
 /// Whether `row`'s start has passed: by the gate's clock, or the database's when Redis

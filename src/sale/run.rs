@@ -72,7 +72,8 @@ async fn set_paused<F: ForOperators>(action: &'static str, voucher_id: i64, paus
 
 /// Ends a sale now (by the gate's clock): from when this returns, every grab is
 /// refused `ended` (a shopper who holds an order hears `already_bought`, with it).
-/// Orders already granted keep their deadlines to pay.
+/// Orders already granted keep their deadlines to pay. The end answered is when the
+/// gate stopped granting: later than asked if the call was held up on its way.
 #[server(prefix = "/api", endpoint = "end_sale", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn end_sale(voucher_id: i64) -> AppResult<Voucher> {
     change::edit::<EndSale>("end_sale", voucher_id, |row, now| {

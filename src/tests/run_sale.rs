@@ -539,6 +539,43 @@ async fn an_end_held_up_past_the_start_still_ends_the_sale() {
     app.stop().await;
 }
 
+/// `end_sale` held up in the database while the gate still grants records the end as
+/// made, when it reached Redis (found beside the start moves above, 2026-12-01: the end
+/// named the moment it was asked, and the grants made while it was held up came after
+/// their sale's end).
+#[tokio::test]
+async fn an_end_held_up_is_recorded_when_it_was_made() {
+    let app = TestApp::spawn().await;
+    let v = app.create_voucher(5, -5, 3600).await;
+    let gate_now = || async {
+        let (_, now) = app.call("server_time", json!({ "voucher_id": v }), &[]).await;
+        now["now_ms"].as_i64().unwrap()
+    };
+    let (shopper, late) = (app.sign_in("while-held").await, app.sign_in("after-the-end").await);
+    let asked_at = gate_now().await;
+    let mut held = app.db.begin().await.unwrap();
+    sqlx::query("UPDATE vouchers SET title = title WHERE id = $1").bind(v).execute(&mut *held).await.unwrap();
+    let end = app.operator("end_sale", json!({ "voucher_id": v }));
+    let grab_while_held = async {
+        wait_until("a second after the end was asked", SETTLED, || async { gate_now().await > asked_at + 1_000 }).await;
+        let (status, answer) = app.grab(&shopper, v).await;
+        assert_eq!(status, 200, "the gate grants until the end reaches it: {answer}");
+        let granted_by = gate_now().await;
+        held.commit().await.unwrap();
+        granted_by
+    };
+    let ((status, ended), granted_by) = tokio::join!(end, grab_while_held);
+    assert_eq!(status, 200, "{ended}");
+    let ends_at: i64 =
+        sqlx::query_scalar("SELECT ends_at FROM vouchers WHERE id = $1").bind(v).fetch_one(&app.db).await.unwrap();
+    assert!(ends_at >= granted_by, "the end ({ends_at}) comes after the grant (by {granted_by})");
+    let answered = chrono::DateTime::parse_from_rfc3339(ended["ends_at"].as_str().unwrap()).unwrap();
+    assert_eq!(answered.timestamp_millis(), ends_at, "answered as recorded");
+    let (status, answer) = app.grab(&late, v).await;
+    assert_eq!((status.as_u16(), code(&answer)), (409, "ended"), "{answer}");
+    app.stop().await;
+}
+
 /// The sale's start, as the database has it.
 async fn begins_at(app: &TestApp, v: i64) -> i64 {
     sqlx::query_scalar("SELECT begins_at FROM vouchers WHERE id = $1").bind(v).fetch_one(&app.db).await.unwrap()

@@ -43,6 +43,9 @@ pub enum OpKind {
     Withdraw(i64),
     Pause,
     Resume,
+    /// `update_voucher` moving the sale's end (always past the run): a window change,
+    /// written to the database and pushed to every bucket, under the faults.
+    EditEnd,
 }
 
 impl Op {

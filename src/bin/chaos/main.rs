@@ -316,6 +316,7 @@ fn summary(
             OpKind::Withdraw(_) => "withdraw_stock",
             OpKind::Pause => "pause_sale",
             OpKind::Resume => "resume_sale",
+            OpKind::EditEnd => "update_voucher",
         };
         let answer = match op.status {
             Some(200) => "200".to_owned(),

@@ -135,6 +135,14 @@ impl Workload {
                     let body = json!({ "voucher_id": v, "units": units });
                     self.call(OpKind::Withdraw(units), None, v, "withdraw_stock", body).await;
                 }
+                6 => {
+                    // An hour or more after the run, as the sales were made: the edit, not
+                    // the end, is what runs under the faults.
+                    let minutes = rng.random_range(60..90);
+                    let ends_at = (chrono::Utc::now() + chrono::Duration::minutes(minutes)).to_rfc3339();
+                    let body = json!({ "voucher_id": v, "ends_at": ends_at });
+                    self.call(OpKind::EditEnd, None, v, "update_voucher", body).await;
+                }
                 _ => {
                     self.call(OpKind::Pause, None, v, "pause_sale", json!({ "voucher_id": v })).await;
                     tokio::time::sleep(Duration::from_millis(rng.random_range(500..3_000))).await;

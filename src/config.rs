@@ -210,7 +210,7 @@ pub struct Config {
     pub header_timeout_ms: u64,
 
     /// Longest (ms) a request may take, body included, before it answers 503
-    /// `unavailable` (live feeds excepted: they stay open).
+    /// `unavailable` (live feeds excepted: they stay open). Under 50000.
     #[arg(long, env = "SECKILL_REQUEST_TIMEOUT_MS", default_value_t = 30_000)]
     pub request_timeout_ms: u64,
 
@@ -327,6 +327,11 @@ impl Config {
         // about a minute of the truth (the browser's live feed corrects it after).
         if self.page_cache_ms > MAX_PAGE_CACHE_MS {
             return Err(format!("SECKILL_PAGE_CACHE_MS must be at most {MAX_PAGE_CACHE_MS}"));
+        }
+        // A call under an Idempotency-Key ends within its key's pending mark
+        // (`server::idempotency::LONGEST_CALL`), or a retry could run it twice.
+        if self.request_timeout_ms >= 50_000 {
+            return Err("SECKILL_REQUEST_TIMEOUT_MS must be under 50000".into());
         }
         // Beyond Redis's reply timeout (5 s) the wait would fail instead of running out.
         if self.wait_replicas_ms > 4_000 {

@@ -197,14 +197,14 @@ impl Secrets {
         hex::encode(&self.admin_token_digest[..16])
     }
 
-    /// Compares the two tokens' SHA-256 digests in constant time: the time taken tells
-    /// neither how much of a guess was right nor how long the token is.
     /// Whether `candidate` could be the admin token by its form: one of the JWT form
     /// could not, unless the admin token has that form too.
     pub fn could_be_the_token(&self, candidate: &str) -> bool {
         self.admin_token_jwt_form || !has_jwt_form(candidate)
     }
 
+    /// Compares the two tokens' SHA-256 digests in constant time: the time taken tells
+    /// neither how much of a guess was right nor how long the token is.
     pub fn token_matches(&self, candidate: &str) -> bool {
         use sha2::{Digest, Sha256};
         use subtle::ConstantTimeEq;

@@ -89,7 +89,7 @@ pub(super) async fn edit<F: ForOperators>(
         // A start moved later, judged after the push (or its failure: then every
         // process's upkeep would push it later still).
         if after.begins_at > before.begins_at && started(backend, &before).await {
-            return undo_late_start_move(&state, (&actor, action), &before, &after).await;
+            return undo_late_start_move(&state, (&actor, action), &before, (&after, pushed)).await;
         }
         if let Err(e) = pushed {
             return Err(saved_not_applied(&state, &actor, action, &before, e.into()).await);
@@ -102,17 +102,19 @@ pub(super) async fn edit<F: ForOperators>(
 
 /// An end moved earlier (`end_sale`, or an edit) is made when it reaches Redis: the
 /// gate granted until then, past the end the row names if the database's write or
-/// Redis stalled (as a start move was held up, 2026-12-01). The end is recorded as
-/// made (the gate's clock after the push; a new version, pushed too), so that no order
-/// comes after its sale's end. Unchanged when the gate could not have granted since
-/// (the old start still ahead), when its clock does not answer, or when another change
-/// came first (it is the sale's now).
+/// Redis stalled (as a start move was held up, 2026-12-01). Held up by more than
+/// [`END_HELD_UP`], the end is recorded as made (the gate's clock after the push, but
+/// never past the old end, where the gate stopped anyway; a new version, pushed too),
+/// so that no order comes after its sale's end. Unchanged when the gate could not have
+/// granted meanwhile (paused, or the old start still ahead), when its clock does not
+/// answer, or when another change came first (it is the sale's now).
 async fn end_as_made(backend: &crate::backend::Backend, before: &VoucherRow, after: VoucherRow) -> VoucherRow {
     let Ok(now) = super::gate::clock(backend, Some(after.id)).await else { return after };
-    if now <= after.ends_at || now <= before.begins_at {
+    let made_at = now.min(before.ends_at);
+    if made_at <= after.ends_at + END_HELD_UP || now <= before.begins_at || before.paused != 0 {
         return after;
     }
-    let made = Edit { ends_at: Some(now), ..Edit::default() };
+    let made = Edit { ends_at: Some(made_at), ..Edit::default() };
     match store::edit(&backend.db, after.id, after.version, &made).await {
         Ok(Some(row)) => {
             if let Err(e) = warm::warm_change(backend, &row).await {
@@ -123,6 +125,11 @@ async fn end_as_made(backend: &crate::backend::Backend, before: &VoucherRow, aft
         _ => after,
     }
 }
+
+/// How long (ms) an end moved earlier may be held up on its way to the gate and still be
+/// recorded as asked: orders carry their second only, and a second push of every
+/// bucket for less would cost more than it tells.
+const END_HELD_UP: i64 = 1_000;
 
 /// Whether `row`'s start has passed: by the gate's clock, or the database's when Redis
 /// does not answer (Redis granted, or will grant, by its own). Neither answering: not
@@ -143,12 +150,13 @@ async fn started(backend: &crate::backend::Backend, row: &VoucherRow) -> bool {
 /// they were (a new version, pushed to Redis and announced) and the change is refused
 /// `sale_started`, as it was decided too late: nothing changed, so nothing is logged.
 /// Should another change have come in between, only the start is put back. Should the
-/// undo fail, the change stands, and is answered and logged as made.
+/// undo fail, the change stands, and is answered and logged as made (`pushed`: whether
+/// Redis has it; if not, it is saved, not applied).
 async fn undo_late_start_move(
     state: &Context,
     (actor, action): (&Actor, &'static str),
     before: &VoucherRow,
-    after: &VoucherRow,
+    (after, pushed): (&VoucherRow, Result<bool, crate::backend::BackendError>),
 ) -> AppResult<Voucher> {
     let backend = &state.backend;
     let whole = Edit {
@@ -183,8 +191,10 @@ async fn undo_late_start_move(
         tracing::warn!(voucher = before.id, %actor, action, "a start moved after it had passed: undone");
         return Err(ErrorCode::SaleStarted.into());
     }
-    let now = store::get(&backend.db, before.id).await?.ok_or(ErrorCode::UnknownVoucher)?;
-    done(state, actor, action, before, &now).await
+    match pushed {
+        Ok(_) => done(state, actor, action, before, after).await,
+        Err(e) => Err(saved_not_applied(state, actor, action, before, e.into()).await),
+    }
 }
 
 /// The units of a stock change as asked: 1 to [`MAX_STOCK`].

@@ -389,7 +389,14 @@ async fn serve(guard: &Guard, req: Request, next: Next, slot: OwnedSemaphorePerm
 /// within `idempotency::LONGEST_CALL`, while its key's pending mark holds.
 async fn to_the_end(run: impl std::future::Future<Output = Response> + Send + 'static) -> Response {
     use tracing::Instrument;
-    let bounded = async { tokio::time::timeout(idempotency::LONGEST_CALL, run).await };
+    let bounded = async {
+        let ran = tokio::time::timeout(idempotency::LONGEST_CALL, run).await;
+        if ran.is_err() {
+            let most = idempotency::LONGEST_CALL;
+            tracing::error!("an operator's call ran past {most:?} and was cut: it may be made in part, and not logged");
+        }
+        ran
+    };
     match tokio::spawn(bounded.in_current_span()).await {
         Ok(Ok(answer)) => answer,
         Ok(Err(_)) => refusal(ErrorCode::Unavailable),

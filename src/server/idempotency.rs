@@ -43,7 +43,8 @@ pub const KEPT: Duration = layout::IDEMPOTENCY_KEPT;
 /// [`LONGEST_CALL`]), short enough that a process that died mid-call frees it soon.
 const PENDING: Duration = Duration::from_secs(60);
 /// Longest an operator's call runs on after its caller has gone (`api_guard`): within
-/// [`PENDING`], so its key is not freed for a second run while it still runs.
+/// [`PENDING`], so its key is not freed for a second run while it still runs. The
+/// request timeout stays below it (`config`).
 pub const LONGEST_CALL: Duration = Duration::from_secs(50);
 /// The longest key (Stripe's).
 const MAX_KEY: usize = 255;

@@ -138,8 +138,10 @@ impl Workload {
                 6 => {
                     // An hour or more after the run, as the sales were made: the edit, not
                     // the end, is what runs under the faults.
-                    let minutes = rng.random_range(60..90);
-                    let ends_at = (chrono::Utc::now() + chrono::Duration::minutes(minutes)).to_rfc3339();
+                    let left = until.saturating_sub(self.history.now()) as i64;
+                    let after_the_run =
+                        chrono::Duration::milliseconds(left) + chrono::Duration::minutes(rng.random_range(60..90));
+                    let ends_at = (chrono::Utc::now() + after_the_run).to_rfc3339();
                     let body = json!({ "voucher_id": v, "ends_at": ends_at });
                     self.call(OpKind::EditEnd, None, v, "update_voucher", body).await;
                 }

@@ -102,7 +102,7 @@ pub(super) async fn edit<F: ForOperators>(
 
 /// An end moved earlier (`end_sale`, or an edit) is made when it reaches Redis: the
 /// gate granted until then, past the end the row names if the database's write or
-/// Redis stalled (as a start move was held up, 2026-12-01). Held up by more than
+/// Redis stalled (as a start move was held up, 2026-11-30). Held up by more than
 /// [`END_HELD_UP`], the end is recorded as made (the gate's clock after the push, but
 /// never past the old end, where the gate stopped anyway; a new version, pushed too),
 /// so that no order comes after its sale's end. Unchanged when the gate could not have
@@ -144,7 +144,7 @@ async fn started(backend: &crate::backend::Backend, row: &VoucherRow) -> bool {
 
 /// Undoes a change that moved a sale's start later and reached Redis only after the
 /// old start had passed (its database write or Redis stalled: an attack held SQLite's
-/// lock over the start, 2026-12-01): shoppers may have been granted under the old
+/// lock over the start, 2026-11-30): shoppers may have been granted under the old
 /// start, and no order may come before the sale's start. (A start moved earlier, as
 /// `end_sale` moves one, puts no order before it.) The row gets its fields back as
 /// they were (a new version, pushed to Redis and announced) and the change is refused

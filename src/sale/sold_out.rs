@@ -60,7 +60,7 @@ impl SoldOutFlags {
     /// Flags the voucher sold out as the gate answered a grab, unless a flag was
     /// cleared since the grab read `seen`: a restock heard between the gate's answer
     /// and this must not be undone by it (the flag would refuse for its `ttl` while a
-    /// unit is on sale; an attack's reading, 2026-12-01).
+    /// unit is on sale; an attack's reading, 2026-11-30).
     pub fn set_unless_cleared(&self, voucher_id: i64, seen: Clears) {
         let mut flags = self.flags();
         if flags.clears == seen.0 {

@@ -208,7 +208,7 @@ async fn admit_by_table(guard: &Guard, req: &mut Request, entry: Option<Access>)
 /// bearer that could not be the admin token by its form is a shopper's token, valid or
 /// not, and no guess: a shopper whose token expired hears `not_signed_in` (and signs
 /// in again at the shop), never a wait counted against the address (an attack,
-/// 2026-12-01: expired tokens behind one address were answered 429, up to 15 minutes).
+/// 2026-11-30: expired tokens behind one address were answered 429, up to 15 minutes).
 fn bearer_fails(guard: &Guard, req: &Request) -> bool {
     let headers = req.headers();
     let Some(token) = crate::auth::session::bearer(headers) else { return false };
@@ -384,7 +384,7 @@ async fn serve(guard: &Guard, req: Request, next: Next, slot: OwnedSemaphorePerm
 
 /// Runs an operator's call to its end, even if its caller goes away first (a cut
 /// connection, the request's timeout): a change it made is then announced and written
-/// to the audit log too (an attack, 2026-12-01: a create_voucher cut short after its
+/// to the audit log too (an attack, 2026-11-30: a create_voucher cut short after its
 /// insert left a sale nobody's log names). It keeps its slot of the cap, and ends
 /// within `idempotency::LONGEST_CALL`, while its key's pending mark holds.
 async fn to_the_end(run: impl std::future::Future<Output = Response> + Send + 'static) -> Response {

@@ -107,7 +107,7 @@ async fn a_wrong_current_password_changes_nothing() {
 }
 
 /// A call whose headers came before the session ended and whose body came after is
-/// refused (an attack, 2026-12-01: the front door checked the cookie when the headers
+/// refused (an attack, 2026-11-30: the front door checked the cookie when the headers
 /// came and the handler trusted that, so a stolen cookie's slow calls went on for the
 /// request timeout after the victim signed out everywhere): the grab's own route and a
 /// server function's.

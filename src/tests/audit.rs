@@ -140,7 +140,7 @@ async fn an_operator_removed_mid_export_gets_no_further_page() {
 }
 
 /// An operator's call cut short by its caller after its change is made still writes
-/// the change to the log (an attack, 2026-12-01: a create_voucher whose connection was
+/// the change to the log (an attack, 2026-11-30: a create_voucher whose connection was
 /// reset after its insert, while it warmed the sale, left a sale nobody's log named).
 #[tokio::test]
 async fn a_change_whose_caller_goes_away_is_still_logged() {

@@ -213,7 +213,7 @@ async fn a_shopper_cancels_only_so_many_of_a_sale_s_orders() {
 }
 
 /// A shopper's cancel of an order past its deadline that no sweeper has reached yet
-/// (an attack, 2026-12-01: it was the shopper's own cancel, one of the few they may
+/// (an attack, 2026-11-30: it was the shopper's own cancel, one of the few they may
 /// make) is the lapse it is: cancelled for the timeout, not counted against them.
 #[tokio::test]
 async fn cancelling_an_order_past_its_deadline_is_its_lapse() {

@@ -504,7 +504,7 @@ async fn calls_at_once_make_no_stock_change_past_the_cap() {
 }
 
 /// A start moved later by a change decided before the start but held up past it (an
-/// attack, 2026-12-01, held the database's lock over the start: shoppers were granted,
+/// attack, 2026-11-30, held the database's lock over the start: shoppers were granted,
 /// then the start moved a minute later, after their orders) is undone and refused
 /// `sale_started`: the sale keeps its start, at the gate and in the database.
 #[tokio::test]
@@ -523,7 +523,7 @@ async fn a_start_move_held_up_past_the_start_is_undone() {
 }
 
 /// `end_sale` held up past the start (it moves the start earlier, to the end) still
-/// ends the sale (a review, 2026-12-01: the undo above took it for a late start move,
+/// ends the sale (a review, 2026-11-30: the undo above took it for a late start move,
 /// and the sale ran on).
 #[tokio::test]
 async fn an_end_held_up_past_the_start_still_ends_the_sale() {
@@ -540,7 +540,7 @@ async fn an_end_held_up_past_the_start_still_ends_the_sale() {
 }
 
 /// `end_sale` held up in the database while the gate still grants records the end as
-/// made, when it reached Redis (found beside the start moves above, 2026-12-01: the end
+/// made, when it reached Redis (found beside the start moves above, 2026-11-30: the end
 /// named the moment it was asked, and the grants made while it was held up came after
 /// their sale's end).
 #[tokio::test]

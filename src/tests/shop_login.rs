@@ -126,7 +126,7 @@ async fn the_shops_tokens_sign_shoppers_in_and_nothing_else_does() {
         ("another key", stranger.token("shop-user-1", 60, json!({}))),
         ("not valid yet", ed.token("shop-user-1", 600, json!({ "nbf": chrono::Utc::now().timestamp() + 300 }))),
         ("no subject", ed.token("", 60, json!({ "sub": null }))),
-        // A `nbf` the library would skip (an attack, 2026-12-01), and subjects no name
+        // A `nbf` the library would skip (an attack, 2026-11-30), and subjects no name
         // could be: empty, with a control character, past 255 bytes.
         (
             "nbf as text",
@@ -150,7 +150,7 @@ async fn the_shops_tokens_sign_shoppers_in_and_nothing_else_does() {
     // An expired token sent again and again from one address is answered
     // `not_signed_in` every time, so its shopper signs in again at the shop: a bearer of
     // the JWT form is no guess at an admin token of another form (an attack,
-    // 2026-12-01: the sixth was answered 429, and then every one for up to 15 minutes).
+    // 2026-11-30: the sixth was answered 429, and then every one for up to 15 minutes).
     // A bearer of another form is a guess (`accounts` tests those).
     let (_, token) = &refused[0];
     for n in 0..12 {

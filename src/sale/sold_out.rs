@@ -9,7 +9,10 @@
 use crate::bus::{SaleEvent, Subscriber};
 use std::{
     collections::HashMap,
-    sync::Mutex,
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        Mutex,
+    },
     time::{Duration, Instant},
 };
 
@@ -22,15 +25,11 @@ struct Entry {
 
 pub struct SoldOutFlags {
     ttl: Duration,
-    entries: Mutex<Flags>,
-}
-
-#[derive(Default)]
-struct Flags {
-    by_voucher: HashMap<i64, Entry>,
-    /// Flags cleared so far, of any voucher: a gate's `sold_out` that a clear may have
-    /// overtaken sets no flag ([`SoldOutFlags::set_unless_cleared`]).
-    clears: u64,
+    entries: Mutex<HashMap<i64, Entry>>,
+    /// Flags cleared so far, of any voucher, bumped under the entries' lock: a gate's
+    /// `sold_out` that a clear may have overtaken sets no flag
+    /// ([`SoldOutFlags::set_unless_cleared`]). Read without the lock by every grab.
+    clears: AtomicU64,
 }
 
 /// What a grab read of the flags' clears before it asked the gate.
@@ -39,22 +38,22 @@ pub struct Clears(u64);
 
 impl SoldOutFlags {
     pub fn new(ttl: Duration) -> Self {
-        Self { ttl, entries: Mutex::new(Flags::default()) }
+        Self { ttl, entries: Mutex::new(HashMap::new()), clears: AtomicU64::new(0) }
     }
 
-    fn flags(&self) -> std::sync::MutexGuard<'_, Flags> {
+    fn flags(&self) -> std::sync::MutexGuard<'_, HashMap<i64, Entry>> {
         self.entries.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Flags the voucher sold out for the next `ttl` (the broadcast: it comes in order
     /// with the restocks).
     pub fn set(&self, voucher_id: i64) {
-        self.flags().by_voucher.entry(voucher_id).or_default().until = Some(Instant::now() + self.ttl);
+        self.flags().entry(voucher_id).or_default().until = Some(Instant::now() + self.ttl);
     }
 
     /// The clears so far, read before a grab asks the gate.
     pub fn clears(&self) -> Clears {
-        Clears(self.flags().clears)
+        Clears(self.clears.load(Ordering::Acquire))
     }
 
     /// Flags the voucher sold out as the gate answered a grab, unless a flag was
@@ -63,16 +62,16 @@ impl SoldOutFlags {
     /// unit is on sale; an attack's reading, 2026-11-30).
     pub fn set_unless_cleared(&self, voucher_id: i64, seen: Clears) {
         let mut flags = self.flags();
-        if flags.clears == seen.0 {
-            flags.by_voucher.entry(voucher_id).or_default().until = Some(Instant::now() + self.ttl);
+        if self.clears.load(Ordering::Acquire) == seen.0 {
+            flags.entry(voucher_id).or_default().until = Some(Instant::now() + self.ttl);
         }
     }
 
     /// Clears the flag (a unit came back).
     pub fn clear(&self, voucher_id: i64) {
         let mut flags = self.flags();
-        flags.clears += 1;
-        if let Some(e) = flags.by_voucher.get_mut(&voucher_id) {
+        self.clears.fetch_add(1, Ordering::AcqRel);
+        if let Some(e) = flags.get_mut(&voucher_id) {
             e.until = None;
         }
     }
@@ -80,13 +79,13 @@ impl SoldOutFlags {
     /// Clears every flag (after a pub/sub reconnect, when events may have been lost).
     pub fn clear_all(&self) {
         let mut flags = self.flags();
-        flags.clears += 1;
-        flags.by_voucher.values_mut().for_each(|e| e.until = None);
+        self.clears.fetch_add(1, Ordering::AcqRel);
+        flags.values_mut().for_each(|e| e.until = None);
     }
 
     /// True, and counted, when a grab can be refused here and now.
     pub fn refuse(&self, voucher_id: i64) -> bool {
-        match self.flags().by_voucher.get_mut(&voucher_id) {
+        match self.flags().get_mut(&voucher_id) {
             Some(e) if e.until.is_some_and(|t| Instant::now() < t) => {
                 e.refused_locally += 1;
                 true
@@ -97,12 +96,12 @@ impl SoldOutFlags {
 
     /// Whether the voucher is flagged now (without counting a refusal).
     pub fn is_flagged(&self, voucher_id: i64) -> bool {
-        self.flags().by_voucher.get(&voucher_id).and_then(|e| e.until).is_some_and(|t| Instant::now() < t)
+        self.flags().get(&voucher_id).and_then(|e| e.until).is_some_and(|t| Instant::now() < t)
     }
 
     /// Grabs this process refused from its flag, without asking Redis.
     pub fn refused_locally(&self, voucher_id: i64) -> u64 {
-        self.flags().by_voucher.get(&voucher_id).map_or(0, |e| e.refused_locally)
+        self.flags().get(&voucher_id).map_or(0, |e| e.refused_locally)
     }
 }
 

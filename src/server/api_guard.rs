@@ -242,10 +242,11 @@ fn admit(guard: &Guard, access: Access, req: &mut Request) -> Result<(), AppErro
     match access {
         Access::Anyone => Ok(()),
         Access::Shopper => {
-            // Checked as the headers came, by the rate limit, and asked again now (the
-            // body was read meanwhile); or checked now.
-            let (signed_in, found) = match req.extensions().get::<SessionChecked>() {
-                Some(checked) => (checked.user(&guard.secrets).is_some(), None),
+            // As the rate limit checked it when the headers came, or checked now. The
+            // handler asks again whether the session is still on, when it acts
+            // (`caller::shopper`): once per call, after the body.
+            let (signed_in, checked_now) = match req.extensions().get::<SessionChecked>() {
+                Some(checked) => (checked.0.is_some(), None),
                 None => {
                     let found = SessionChecked(guard.secrets.session_key(headers));
                     (found.0.is_some(), Some(found))
@@ -255,12 +256,9 @@ fn admit(guard: &Guard, access: Access, req: &mut Request) -> Result<(), AppErro
             if !signed_in && shop_token().is_none() {
                 return Err(ErrorCode::NotSignedIn.into());
             }
-            // What the handler and the keys' scope read: an ended session is none.
-            match found {
-                Some(found) => req.extensions_mut().insert(found),
-                None if !signed_in => req.extensions_mut().insert(SessionChecked(None)),
-                None => None,
-            };
+            if let Some(checked) = checked_now {
+                req.extensions_mut().insert(checked);
+            }
             Ok(())
         }
         Access::Operator | Access::AdminRole | Access::AdminToken => {

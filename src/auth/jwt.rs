@@ -104,21 +104,17 @@ impl ShopLogin {
         let header = decode_header(token).ok()?;
         let same_id = |k: &Key| k.id.is_none() || header.kid.is_none() || k.id == header.kid;
         let fits = |k: &&Key| k.algorithm == header.alg && same_id(k);
-        self.keys
-            .iter()
-            .filter(fits)
-            .find_map(|k| {
-                let mut validation = Validation::new(k.algorithm);
-                validation.set_issuer(&[&self.issuer]);
-                validation.set_audience(&[&self.audience]);
-                validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
-                // A token not valid yet (`nbf` ahead, past the leeway) is refused too.
-                validation.validate_nbf = true;
-                validation.leeway = LEEWAY_SECS;
-                // The first key that verifies decides: its claims hold, or the token fails.
-                decode::<Claims>(token, &k.key, &validation).ok().map(|d| d.claims.subject())
-            })
-            .flatten()
+        let verified = self.keys.iter().filter(fits).find_map(|k| {
+            let mut validation = Validation::new(k.algorithm);
+            validation.set_issuer(&[&self.issuer]);
+            validation.set_audience(&[&self.audience]);
+            validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
+            // A token not valid yet (`nbf` ahead, past the leeway) is refused too.
+            validation.validate_nbf = true;
+            validation.leeway = LEEWAY_SECS;
+            decode::<Claims>(token, &k.key, &validation).ok()
+        })?;
+        verified.claims.subject()
     }
 
     /// The subject of a request's bearer token, if it is of the JWT form and valid:

@@ -66,7 +66,7 @@
 //! (`live::figures`); gate answers (`sale::gate`).
 //!
 //! **Scripts** ([`Scripts`], loaded once and run by SHA): `grab.lua` (`sale::gate`),
-//! `warm.lua` (`sale::warm`), `stock.lua` (`sale::stock`), `clock.lua` (`sale::gate`), `token.lua` (`sale::gate`), `settle.lua` (`orders::settle`), `fail.lua`
+//! `warm.lua` (`sale::warm`), `stock.lua` (`sale::stock`), `clock.lua`, `token.lua` and `refused.lua` (`sale::gate`), `settle.lua` (`orders::settle`), `fail.lua`
 //! (`orders::fail`), `give_back.lua` (`orders::give_back`), `sample.lua`
 //! (`live::figures`), `order_ids.lua` (`order_ids`), `attempt.lua` (`auth::attempts`), `lease.lua` (`worker::name`). `fail.lua` and `give_back.lua` share their core,
 //! `lua/lib/unit_back.lua` (a unit back on sale, a buyer slot freed, the keys' expiry);
@@ -350,6 +350,7 @@ pub struct Scripts {
     pub sample: Script,
     pub attempt: Script,
     pub lease: Script,
+    pub refused: Script,
 }
 
 impl Default for Scripts {
@@ -366,6 +367,7 @@ impl Default for Scripts {
             sample: lua!("sample.lua"),
             attempt: lua!("attempt.lua"),
             lease: lua!("lease.lua"),
+            refused: lua!("refused.lua"),
         }
     }
 }

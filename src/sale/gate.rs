@@ -83,6 +83,15 @@ pub async fn token(backend: &Backend, voucher_id: i64, user_id: i64) -> RedisRes
     })
 }
 
+/// Counts `n` grabs of a bucket of a sale refused outside the gate (`lua/refused.lua`)
+/// on the refusals counter the gate keeps, so the dashboard's figure holds every
+/// refusal of the gate's making: a dry bucket's grabs that its refill found sold out.
+pub async fn count_refused(backend: &Backend, sale: &SaleKeys, n: u32) -> RedisResult<()> {
+    let mut call = backend.scripts.refused.key(&sale.refused);
+    call.key(&sale.window).arg(n);
+    call.invoke_async::<i64>(&mut backend.redis.clone()).await.map(drop)
+}
+
 /// One grab for the gate: who, the order id it gets if granted, and the shopper's
 /// grab token (empty when none).
 #[derive(Clone, Debug, PartialEq, Eq)]

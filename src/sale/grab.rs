@@ -169,7 +169,10 @@ async fn in_bucket(
                 let refill = super::refill::refill(backend.clone(), voucher_id, shards, bucket);
                 match state.refills.join((voucher_id, bucket), refill).await {
                     Some(Refill::Refilled) => {}
-                    Some(Refill::SoldOut) => return Ok((Verdict::Refused(ErrorCode::SoldOut), bucket)),
+                    Some(Refill::SoldOut) => {
+                        sold_out_after_refill(backend, sale).await;
+                        return Ok((Verdict::Refused(ErrorCode::SoldOut), bucket));
+                    }
                     Some(Refill::Failed) | None => return Ok((Verdict::Refused(ErrorCode::Unavailable), bucket)),
                 }
             }
@@ -178,6 +181,16 @@ async fn in_bucket(
                 return Ok((verdict, bucket));
             }
         }
+    }
+}
+
+/// A grab its dry bucket's refill found sold out: the gate answered it `dry`, so it is
+/// counted as the gate's refusals are, for the dashboard (a lost count only makes the
+/// figure low, as before; the report counts from the answers).
+async fn sold_out_after_refill(backend: &crate::backend::Backend, sale: gate::Bucket) {
+    let keys = backend.bucket_keys(sale);
+    if let Err(e) = gate::count_refused(backend, &keys, 1).await {
+        tracing::debug!(voucher_id = sale.voucher_id, "counting a refusal after a refill: {e}");
     }
 }
 

@@ -1,7 +1,8 @@
 //! The front door: [`front`], the one middleware every request passes. It times and
 //! counts the request ([`monitoring`]), names the caller and holds back one over its rate
 //! ([`rate_limit`]), serves at most so many requests at once (more answer 503
-//! `unavailable` at once) and each within the request timeout (then 503), and for
+//! `unavailable` at once; one address or IPv6 /48 past its share of them, 429:
+//! [`in_flight`]) and each within the request timeout (then 503), and for
 //! `/api/...` calls applies the API's own rules:
 //! - a route of the access table ([`access`]) goes on only for the callers its entry
 //!   admits, and its handler is handed the caller found; an `/api/...` route it does
@@ -27,7 +28,9 @@
 
 use super::{
     access::{self, Access},
-    idempotency, monitoring,
+    idempotency,
+    in_flight::{self, InFlight},
+    monitoring,
     page_cache::PageCache,
     rate_limit::{self, Limits},
     site,
@@ -77,6 +80,8 @@ pub struct Guard {
     limits: Arc<Limits>,
     /// One permit per request being served.
     slots: Arc<Semaphore>,
+    /// Each caller's share of them (none with the per-address rate limit off).
+    shares: Option<Arc<InFlight>>,
     timeout: Duration,
     /// The shop page every visitor shares.
     shop_page: PageCache,
@@ -92,10 +97,11 @@ pub struct Guard {
 }
 
 impl Guard {
-    /// At most `max_requests` served at once, each within `timeout`.
+    /// At most `max_requests` served at once, each within `timeout`; a share of them
+    /// for each address limited to `rate_per_address` calls a second (`in_flight`).
     pub fn new(
         limits: Arc<Limits>,
-        max_requests: usize,
+        (max_requests, rate_per_address): (usize, u32),
         timeout: Duration,
         shop_page: PageCache,
         (backend, tally): (Backend, Arc<Tally>),
@@ -103,7 +109,9 @@ impl Guard {
         shop_login: Option<Arc<ShopLogin>>,
     ) -> Self {
         let slots = Arc::new(Semaphore::new(max_requests.min(Semaphore::MAX_PERMITS)));
-        Self { limits, slots, timeout, shop_page, backend, tally, secrets, shop_login, pkg_route: "/pkg/".into() }
+        let shares = InFlight::new(max_requests, rate_per_address);
+        let pkg_route = "/pkg/".into();
+        Self { limits, slots, shares, timeout, shop_page, backend, tally, secrets, shop_login, pkg_route }
     }
 
     /// The site's files are served under `route` (`LeptosOptions::site_pkg_dir_route_base`).
@@ -162,12 +170,43 @@ async fn pass(guard: &Guard, peer: SocketAddr, mut req: Request, next: Next) -> 
         }
         return status_from_code(next.run(req).await).await;
     }
-    let Ok(slot) = guard.slots.clone().try_acquire_owned() else {
-        return refusal(ErrorCode::Unavailable);
+    let slot = match take_slot(guard, &req) {
+        Ok(slot) => slot,
+        Err(NoSlot::OverCap) => return refusal(ErrorCode::Unavailable),
+        Err(NoSlot::OverShare) => {
+            // Held back as a rate is, and counted so.
+            count_refused_grab(guard, req).await;
+            return rate_limit::refusal(Duration::ZERO);
+        }
     };
     tokio::time::timeout(guard.timeout, serve(guard, req, next, slot))
         .await
         .unwrap_or_else(|_| refusal(ErrorCode::Unavailable))
+}
+
+/// A request's place among those served at once: its caller's share first (429 past
+/// it, `in_flight`), then the server's cap (503 past it).
+struct Slot {
+    _share: Option<in_flight::Place>,
+    _served: OwnedSemaphorePermit,
+}
+
+/// Why a request got no [`Slot`].
+enum NoSlot {
+    /// Its caller holds its share (429).
+    OverShare,
+    /// The server serves as many as it may (503).
+    OverCap,
+}
+
+fn take_slot(guard: &Guard, req: &Request) -> Result<Slot, NoSlot> {
+    let client = req.extensions().get::<ClientIp>().copied();
+    let share = match (&guard.shares, client) {
+        (Some(shares), Some(client)) => Some(shares.take(client).ok_or(NoSlot::OverShare)?),
+        _ => None,
+    };
+    let served = guard.slots.clone().try_acquire_owned().map_err(|_| NoSlot::OverCap)?;
+    Ok(Slot { _share: share, _served: served })
 }
 
 /// Applies the access table (`server::access`) to a request: a route it names, called
@@ -307,7 +346,7 @@ const REFUSED_BODY_MAX: usize = 4 * 1024;
 
 /// Serves a request that has its slot: the shop page from the shared render,
 /// `/api/...` calls under the API's rules.
-async fn serve(guard: &Guard, req: Request, next: Next, slot: OwnedSemaphorePermit) -> Response {
+async fn serve(guard: &Guard, req: Request, next: Next, slot: Slot) -> Response {
     if guard.shop_page.applies(&req) {
         return guard.shop_page.serve(req, next).await;
     }

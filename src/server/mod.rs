@@ -10,6 +10,7 @@ pub mod cli;
 pub mod database;
 mod http;
 pub mod idempotency;
+mod in_flight;
 pub mod local_redis;
 pub mod monitoring;
 pub mod openapi;
@@ -167,7 +168,7 @@ async fn run(
     let guard = Arc::new(
         api_guard::Guard::new(
             limits,
-            config.max_requests,
+            (config.max_requests, config.rate_per_address),
             request_timeout,
             shop_page,
             (backend.clone(), state.report.tally.clone()),

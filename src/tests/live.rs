@@ -311,6 +311,40 @@ async fn requests_over_the_cap_answer_503_at_once() {
     app.stop().await;
 }
 
+/// One address holds at most its share of the requests served at once (an eighth of
+/// the cap, here: at least its second's burst): past it, its own requests answer 429
+/// while another address is served. An attack (2026-11-30): one address's bodies sent
+/// a byte at a time held 300 of 300 places for the request timeout, and every other
+/// caller answered 503.
+#[tokio::test]
+async fn one_address_holds_no_more_than_its_share_of_the_requests_served() {
+    let app = TestApp::with(Options::default().with(|c| {
+        c.max_requests = 48;
+        c.rate_per_address = 3;
+    }))
+    .await;
+    let healthz = format!("{}/healthz", app.base);
+    let status = |client: reqwest::Client| {
+        let healthz = healthz.clone();
+        async move { client.get(&healthz).send().await.unwrap().status().as_u16() }
+    };
+    let mut held = Vec::new();
+    for _ in 0..6 {
+        held.push(crate::support::hold_a_slot_from(&app, 5).await);
+    }
+    let refused = crate::support::client_from(5).get(&healthz).send().await.unwrap();
+    assert_eq!(refused.status(), 429, "the address's seventh request in flight");
+    assert_eq!(refused.headers()["retry-after"], "1");
+    assert_eq!(code(&refused.json::<Value>().await.unwrap()), "rate_limited");
+    assert_eq!(status(crate::support::client_from(6)).await, 200, "another address is served");
+    assert_eq!(status(app.http.clone()).await, 200, "and another");
+
+    drop(held);
+    let served = || async { status(crate::support::client_from(5)).await == 200 };
+    wait_until("the address's share is free again", SOON, served).await;
+    app.stop().await;
+}
+
 /// A client that never finishes its headers, one that sends nothing, and a kept-alive
 /// connection left idle are all closed after the header timeout, while grabs go on; a
 /// body that never finishes answers 503 after the request timeout.

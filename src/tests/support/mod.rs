@@ -374,8 +374,15 @@ pub fn client_from(n: u8) -> reqwest::Client {
 /// Nothing else is sent until then, so no other request can hold the slot at that
 /// moment and have this one refused instead.
 pub async fn hold_a_slot(app: &TestApp) -> tokio::net::TcpStream {
+    hold_a_slot_from(app, 1).await
+}
+
+/// [`hold_a_slot`], from loopback address `127.0.0.<n>` (another caller for `n` ≠ 1).
+pub async fn hold_a_slot_from(app: &TestApp, n: u8) -> tokio::net::TcpStream {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut holder = tokio::net::TcpStream::connect(app.base.trim_start_matches("http://")).await.unwrap();
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind((std::net::Ipv4Addr::new(127, 0, 0, n), 0).into()).unwrap();
+    let mut holder = socket.connect(app.base.trim_start_matches("http://").parse().unwrap()).await.unwrap();
     let head = "POST /api/sign_in HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
                 Content-Length: 100\r\nExpect: 100-continue\r\n\r\n";
     holder.write_all(head.as_bytes()).await.unwrap();

@@ -11,6 +11,7 @@ use crate::{
         caller::{operator, ForOperators},
         session::Actor,
     },
+    backend::{Backend, BackendError},
     error::{AppError, AppResult, ErrorCode},
     voucher::{
         ledger,
@@ -108,7 +109,7 @@ pub(super) async fn edit<F: ForOperators>(
 /// so that no order comes after its sale's end. Unchanged when the gate could not have
 /// granted meanwhile (paused, or the old start still ahead), when its clock does not
 /// answer, or when another change came first (it is the sale's now).
-async fn end_as_made(backend: &crate::backend::Backend, before: &VoucherRow, after: VoucherRow) -> VoucherRow {
+async fn end_as_made(backend: &Backend, before: &VoucherRow, after: VoucherRow) -> VoucherRow {
     let Ok(now) = super::gate::clock(backend, Some(after.id)).await else { return after };
     let made_at = now.min(before.ends_at);
     if made_at <= after.ends_at + END_HELD_UP || now <= before.begins_at || before.paused != 0 {
@@ -134,7 +135,7 @@ const END_HELD_UP: i64 = 1_000;
 /// Whether `row`'s start has passed: by the gate's clock, or the database's when Redis
 /// does not answer (Redis granted, or will grant, by its own). Neither answering: not
 /// known, taken as not passed.
-async fn started(backend: &crate::backend::Backend, row: &VoucherRow) -> bool {
+async fn started(backend: &Backend, row: &VoucherRow) -> bool {
     let now = match super::gate::clock(backend, Some(row.id)).await {
         Ok(now) => Ok(now),
         Err(_) => crate::backend::db_clock::now_ms(&backend.db).await,
@@ -156,7 +157,7 @@ async fn undo_late_start_move(
     state: &Context,
     (actor, action): (&Actor, &'static str),
     before: &VoucherRow,
-    (after, pushed): (&VoucherRow, Result<bool, crate::backend::BackendError>),
+    (after, pushed): (&VoucherRow, Result<bool, BackendError>),
 ) -> AppResult<Voucher> {
     let backend = &state.backend;
     let whole = Edit {
@@ -237,34 +238,20 @@ pub(super) async fn change_stock<F: ForOperators>(
         ledger::Refused::StockCap => over_the_cap(),
         ledger::Refused::ChangeCap => ErrorCode::StockChangeLimit.into(),
     };
-    let changes = if units > 0 {
-        ledger::add_stock(&backend.db, voucher_id, units, MAX_STOCK).await?.map_err(refused)?.0
+    let made = if units > 0 {
+        let changes = ledger::add_stock(&backend.db, voucher_id, units, MAX_STOCK).await?.map_err(refused)?.0;
+        finish_all(backend, &changes).await
     } else {
-        if before.shards() > 1 {
-            // All or nothing over the buckets: the units are gathered in bucket 0
-            // (moves, which sell nothing), then withdrawn there in one step.
-            refill::gather(backend, voucher_id, before.shards(), -units).await?;
-        }
-        vec![ledger::owe_withdrawal(&backend.db, voucher_id, -units).await?.map_err(refused)?]
+        withdraw(backend, &before, -units, refused).await?
     };
-    let mut made = stock::Made::default();
-    for change in &changes {
-        match stock::finish(backend, change).await {
-            Ok(one) => {
-                (made.recorded, made.redis) = (made.recorded + one.recorded, made.redis + one.redis);
-                made.rebuilt |= one.rebuilt;
-            }
-            Err(e) => {
-                let saved = saved_not_applied(&state, &actor, action, &before, e.into()).await;
-                // A withdrawal is made only of units still unsold when Redis takes it.
-                return Err(if units < 0 {
-                    AppError::with(ErrorCode::SavedNotApplied, WITHDRAWAL_SAVED)
-                } else {
-                    saved
-                });
-            }
+    let made = match made {
+        Ok(made) => made,
+        Err(e) => {
+            let saved = saved_not_applied(&state, &actor, action, &before, e.into()).await;
+            // A withdrawal is made only of units still unsold when Redis takes it.
+            return Err(if units < 0 { AppError::with(ErrorCode::SavedNotApplied, WITHDRAWAL_SAVED) } else { saved });
         }
-    }
+    };
     if made.recorded == 0 {
         if made.redis != 0 || made.rebuilt {
             let message = "The sale was rebuilt meanwhile and nothing was withdrawn; try again.";
@@ -281,6 +268,51 @@ pub(super) async fn change_stock<F: ForOperators>(
     let voucher = done(&state, &actor, action, &before, &after).await?;
     Ok(StockChanged { units: made.recorded.abs(), voucher })
 }
+
+/// Makes `changes` in Redis, in turn; what they made, summed. A failure stops there:
+/// the rest are owed, and the upkeep makes them.
+async fn finish_all(backend: &Backend, changes: &[ledger::StockChange]) -> Result<stock::Made, BackendError> {
+    let mut made = stock::Made::default();
+    for change in changes {
+        let one = stock::finish(backend, change).await?;
+        (made.recorded, made.redis) = (made.recorded + one.recorded, made.redis + one.redis);
+        made.rebuilt |= one.rebuilt;
+    }
+    Ok(made)
+}
+
+/// Withdraws `units` of `before`'s sale, all or none, in one Redis step. From a sale of
+/// several shards the units are gathered in bucket 0 first (moves, which sell nothing),
+/// then withdrawn there; grabs of bucket 0's shoppers can take some of them between
+/// the two, and the withdrawal, finding bucket 0 short, makes nothing though the sale
+/// holds plenty (an attack, 2026-11-30: 300 of 800 unsold refused `not_enough_stock`
+/// in 2 runs of 6 at 400 grabs a second). So it is gathered and asked again while the
+/// sale holds enough, at most [`WITHDRAWAL_ROUNDS`] times (each round's withdrawal
+/// that made nothing is one of the sale's stock changes), and then refused
+/// `unavailable`, not `not_enough_stock`: the units were there.
+async fn withdraw(
+    backend: &Backend,
+    before: &VoucherRow,
+    units: i64,
+    refused: impl Fn(ledger::Refused) -> AppError,
+) -> AppResult<Result<stock::Made, BackendError>> {
+    let (voucher_id, shards) = (before.id, before.shards());
+    for _ in 0..WITHDRAWAL_ROUNDS {
+        // Too few in the sale: withdrawn from bucket 0 all the same, and refused there.
+        let gathered = shards == 1 || refill::gather(backend, voucher_id, shards, units).await? >= units;
+        let change = ledger::owe_withdrawal(&backend.db, voucher_id, units).await?.map_err(&refused)?;
+        let made = finish_all(backend, std::slice::from_ref(&change)).await;
+        let taken_meanwhile = matches!(made, Ok(m) if m == stock::Made::default()) && gathered && shards > 1;
+        if !taken_meanwhile {
+            return Ok(made);
+        }
+    }
+    let message = "Grabs kept taking the units as they were gathered for the withdrawal; try again.";
+    Err(AppError::with(ErrorCode::Unavailable, message))
+}
+
+/// Tries a withdrawal from a sale of several shards makes ([`withdraw`]).
+const WITHDRAWAL_ROUNDS: u32 = 3;
 
 /// A change the database holds but Redis could not be given now: the upkeep of every
 /// process gives it within seconds (a window by its version, a stock change because it

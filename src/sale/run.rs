@@ -94,6 +94,9 @@ pub async fn add_stock(voucher_id: i64, units: i64) -> AppResult<StockChanged> {
 crate::error::refuses!(AddStock: UnknownVoucher, Ended, StockChangeLimit, SavedNotApplied);
 
 /// Withdraws units nobody was granted: all asked for, or none (`not_enough_stock`).
+/// From a sale of several shards they are gathered in one bucket first, and tried
+/// again (three tries) when grabs took some meanwhile: `unavailable` if they did each
+/// time.
 #[server(prefix = "/api", endpoint = "withdraw_stock", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn withdraw_stock(voucher_id: i64, units: i64) -> AppResult<StockChanged> {
     change::change_stock::<WithdrawStock>("withdraw_stock", voucher_id, -change::checked_units(units)?).await

@@ -367,6 +367,34 @@ async fn a_refused_withdrawal_moves_no_unit() {
     app.stop().await;
 }
 
+/// A withdrawal from a sale that holds enough while bucket 0's shoppers grab is made,
+/// or at worst refused `unavailable`: never `not_enough_stock`. Its units are gathered
+/// in bucket 0 first, and grabs there could take some before the withdrawal's step (an
+/// attack, 2026-11-30: refused in 2 runs of 6). Each round a fresh sale of 20 units a
+/// bucket; 25 withdrawn (5 moved to bucket 0) as five of its shoppers grab.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_withdrawal_gathered_as_grabs_take_units_is_not_refused_for_want_of_stock() {
+    let app = TestApp::with(no_upkeep()).await;
+    const ROUNDS: usize = 8;
+    let shoppers = shoppers_of_bucket(&app, "racing", 0, 5 * ROUNDS).await;
+    let mut made = 0;
+    for grabbing in shoppers.chunks(5) {
+        let v = app.create_sharded(60, (-5, 3600), SHARDS).await;
+        let withdrawal = app.operator("withdraw_stock", serde_json::json!({ "voucher_id": v, "units": 25 }));
+        let grabs = futures::future::join_all(grabbing.iter().map(|s| app.grab(s, v)));
+        let ((status, answer), grabs) = tokio::join!(withdrawal, grabs);
+        assert!(grabs.iter().all(|(status, _)| *status == 200), "{grabs:?}");
+        match status.as_u16() {
+            200 => made += 1,
+            _ => assert_eq!((status.as_u16(), code(&answer)), (503, "unavailable"), "{answer}"),
+        }
+        let left: i64 = lefts(&app, v).await.iter().sum();
+        assert_eq!(left, 60 - 5 - if status == 200 { 25 } else { 0 }, "units conserved");
+    }
+    println!("withdrawals made: {made} of {ROUNDS}");
+    app.stop().await;
+}
+
 /// Every bucket empty while a move's units are between two buckets (its withdrawal
 /// made, its addition not): a dry bucket's refill finishes the move and takes from
 /// it, and is not told the sale sold out.

@@ -86,7 +86,8 @@ fn figures(row: &VoucherRow, pairs: &HashMap<String, i64>) -> SaleFigures {
         paused: known("paused").map_or(row.is_paused(), |p| p == 1),
         begins_at_ms: known("begins").unwrap_or(row.begins_at),
         ends_at_ms: known("ends").unwrap_or(row.ends_at),
-        sold_out_at_ms: known("sold_out_at").or(row.sold_out_at),
+        // The row's once kept: Redis's is a rebuilt sale's later one (as the report).
+        sold_out_at_ms: row.sold_out_at.or(known("sold_out_at")),
         ..SaleFigures::default()
     }
 }

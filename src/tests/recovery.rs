@@ -1,6 +1,6 @@
 //! Crashes between reading and acknowledging delay orders, never lose or double them.
 
-use crate::support::{wait_until, Options, Shopper, TestApp, SOON};
+use crate::support::{wait_until, Options, Shopper, TestApp, SETTLED, SOON};
 use redis::{
     streams::{StreamReadOptions, StreamReadReply},
     AsyncCommands,
@@ -827,6 +827,34 @@ async fn cancel_and_give_back(app: &TestApp, m: &OrderMsg) -> bool {
 async fn redis_loses_the_sale(app: &TestApp, v: i64) {
     lose_the_sale(app, v).await;
     app.admin("warm_up", serde_json::json!({ "voucher_id": v })).await;
+}
+
+/// A sale's first sell-out stays its sell-out on the dashboard (`sale_stats`) when
+/// Redis lost the sale and it sold out again after its rebuild, as the report says.
+/// Before (an attack, 2026-11-30), the dashboard read the rebuilt window's second one.
+#[tokio::test]
+async fn the_first_sell_out_outlives_a_rebuild_on_the_dashboard_too() {
+    let app = TestApp::spawn().await;
+    let v = app.create_voucher(1, -5, 3600).await;
+    let (first, second) = (app.sign_in("first-sell-out").await, app.sign_in("second-sell-out").await);
+    assert_eq!(app.grab(&first, v).await.0, 200);
+    let kept = app.wait_for_stats("kept and saved", v, |s| s["persisted"] == 1 && s["sold_out_at_ms"].is_i64()).await;
+    let first_at = kept["sold_out_at_ms"].as_i64();
+    let row = || async { vouchers::get(&app.db, v).await.unwrap().unwrap().sold_out_at };
+    wait_until("the sell-out kept in the row", SETTLED, || async { row().await.is_some() }).await;
+    assert_eq!(row().await, first_at);
+
+    redis_loses_the_sale(&app, v).await;
+    app.admin("add_stock", serde_json::json!({ "voucher_id": v, "units": 1 })).await;
+    assert_eq!(app.grab(&second, v).await.0, 200, "sold out again");
+    let window: Option<i64> = app.redis.clone().hget(app.keys(v).window, "sold_out_at").await.unwrap();
+    assert!(window > first_at, "the rebuilt window holds the second: {window:?}");
+    let stats = app.stats(v).await;
+    assert_eq!(stats["sold_out_at_ms"].as_i64(), first_at, "{stats}");
+    let report = app.admin("sale_report", serde_json::json!({ "voucher_id": v })).await;
+    let said = chrono::DateTime::parse_from_rfc3339(report["sold_out_at"].as_str().unwrap()).unwrap();
+    assert_eq!(Some(said.timestamp_millis()), first_at, "the report agrees");
+    app.stop().await;
 }
 
 /// A grab the worker dead-lettered reads `failed` with reason `dead_letter` once Redis

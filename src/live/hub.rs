@@ -67,16 +67,19 @@ impl Hub {
     }
 
     pub fn publish_event(&self, event: LiveEvent) {
-        let operator = Arc::<str>::from(to_json(&OperatorFrame::Event(event.clone())));
         let for_shoppers = matches!(event.kind, super::EventKind::SoldOut | super::EventKind::Restocked);
-        let shop = for_shoppers.then(|| Arc::<str>::from(to_json(&ShopFrame::Event(event.clone()))));
         {
             let mut recent = self.lock();
+            if for_shoppers && said_just_now(&recent.events, &event) {
+                return;
+            }
             if recent.events.len() == RECENT_EVENTS {
                 recent.events.pop_front();
             }
-            recent.events.push_back(event);
+            recent.events.push_back(event.clone());
         }
+        let operator = Arc::<str>::from(to_json(&OperatorFrame::Event(event.clone())));
+        let shop = for_shoppers.then(|| Arc::<str>::from(to_json(&ShopFrame::Event(event))));
         let _ = self.tx.send(Frame { operator, shop });
     }
 
@@ -112,6 +115,20 @@ impl Hub {
     }
 }
 
+/// Whether `event` (a sell-out or a restock) only says again what its sale's last
+/// event said, within [`SAID_AGAIN_MS`]: a sale of several shards is told sold out by
+/// each dry bucket that finds it so, and restocked by each bucket an addition reaches
+/// (one sell-out showed three times in the log, an attack found, 2026-11-30), and the
+/// copies pushed real events out of the 50 a new dashboard is shown. A feed's state is
+/// its sale's last such event, so the copy is not sent either.
+fn said_just_now(events: &VecDeque<LiveEvent>, event: &LiveEvent) -> bool {
+    let last = events.iter().rev().find(|e| e.voucher_id == event.voucher_id);
+    last.is_some_and(|e| e.kind == event.kind && event.at_ms - e.at_ms < SAID_AGAIN_MS)
+}
+
+/// How long a sale's sell-out or restock said again is taken for the same one (ms).
+const SAID_AGAIN_MS: i64 = 1_000;
+
 fn to_json(value: &impl serde::Serialize) -> String {
     serde_json::to_string(value).unwrap_or_else(|_| "{}".to_owned())
 }
@@ -125,4 +142,37 @@ impl Subscriber for Hub {
 
     /// Nothing to forget: a missed event is a line missing from the log.
     fn missed(&self) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::live::EventKind;
+
+    fn event(kind: EventKind, voucher_id: i64, at_ms: i64) -> LiveEvent {
+        LiveEvent { at_ms, kind, voucher_id: Some(voucher_id), detail: None }
+    }
+
+    #[test]
+    fn a_sales_sell_out_or_restock_said_again_at_once_is_shown_once() {
+        let hub = Hub::default();
+        let mut feed = hub.tx.subscribe();
+        for (kind, voucher, at) in [
+            (EventKind::SoldOut, 1, 0),
+            (EventKind::SoldOut, 1, 10),
+            (EventKind::Restocked, 2, 20),
+            (EventKind::SoldOut, 1, 30),
+            (EventKind::Restocked, 1, 40),
+            (EventKind::Restocked, 1, 50),
+            (EventKind::SoldOut, 1, 60),
+            (EventKind::SoldOut, 1, 1_060),
+        ] {
+            hub.publish_event(event(kind, voucher, at));
+        }
+        let shown: Vec<(EventKind, i64)> = hub.lock().events.iter().map(|e| (e.kind, e.at_ms)).collect();
+        use EventKind::{Restocked, SoldOut};
+        assert_eq!(shown, [(SoldOut, 0), (Restocked, 20), (Restocked, 40), (SoldOut, 60), (SoldOut, 1_060)]);
+        let sent = std::iter::from_fn(|| feed.try_recv().ok()).count();
+        assert_eq!(sent, 5, "the copies are not sent either");
+    }
 }

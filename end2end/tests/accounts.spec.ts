@@ -43,7 +43,11 @@ test('a new password signs the account out in every other browser', async ({ pag
   await page.getByRole('button', { name: 'Change password' }).click();
   await expect(page.getByText('Password changed; your other sessions were signed out.')).toBeVisible();
 
-  // This browser stays signed in; the phone is signed out when it next asks.
+  // The phone is signed out when its page next asks (My orders, every 2 s), without a
+  // reload: before 2026-11-30 it kept saying "Signed in as", with Pay buttons that
+  // could not work. This browser stays signed in.
+  await expect(phone.getByLabel('Your name')).toBeVisible();
+  await expect(phone.getByText(`Signed in as ${name}`)).toBeHidden();
   await page.reload();
   await expect(page.getByText(`Signed in as ${name}`)).toBeVisible();
   await phone.reload();

@@ -105,3 +105,12 @@ export async function solvedChallenge(api: APIRequestContext): Promise<object | 
   }
   throw new Error('no number solves the challenge');
 }
+
+/** The calls of `endpoint` (`/api/<endpoint>`) the page sends from now on, as they go. */
+export function countCalls(page: Page, endpoint: string): string[] {
+  const sent: string[] = [];
+  page.on('request', (r) => {
+    if (new URL(r.url()).pathname === `/api/${endpoint}`) sent.push(r.url());
+  });
+  return sent;
+}

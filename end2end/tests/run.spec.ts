@@ -1,5 +1,5 @@
 import { expect, test } from '@playwright/test';
-import { createVoucher, open, signUp, submitToken, uniqueTitle } from './helpers';
+import { countCalls, createVoucher, open, signUp, submitToken, uniqueTitle } from './helpers';
 
 test('an operator pauses a live sale and a shopper is told; resume, add units, end', async ({ page, browser, request }) => {
   const title = uniqueTitle('Paused');
@@ -29,11 +29,13 @@ test('an operator pauses a live sale and a shopper is told; resume, add units, e
   await expect(card.getByText('Status: success')).toBeVisible();
   await expect(card.getByRole('status')).toHaveText('Sold out');
 
-  // More units reopen the sale.
+  // More units reopen the sale; a double click adds them once (twice, 2026-11-30).
   await row.getByLabel('Units').fill('3');
-  await row.getByRole('button', { name: 'Add units' }).click();
+  const adds = countCalls(page, 'add_stock');
+  await row.getByRole('button', { name: 'Add units' }).dblclick();
   await expect(row.getByRole('status')).toHaveText('Added 3 units');
   await expect(card).toContainText('3 of 4 left');
+  expect(adds.length).toBe(1);
   await expect(card.getByRole('status')).toHaveText('');
 
   // Ending asks first.

@@ -10,7 +10,11 @@ use {
         api::{cancel_order, my_orders, pay_order},
         CancelReason,
     },
-    crate::{auth::User, browser::clock},
+    crate::{
+        auth::User,
+        browser::clock,
+        error::{AppError, ErrorCode},
+    },
     chrono::{DateTime, Utc},
 };
 
@@ -37,10 +41,19 @@ pub fn status_text(order: &Order, now: DateTime<Utc>) -> String {
 pub fn MyOrders(user: RwSignal<Option<User>>, now: RwSignal<DateTime<Utc>>) -> impl IntoView {
     let orders = RwSignal::new(Vec::<Order>::new());
     let message = RwSignal::new(None::<String>);
+    // A session ended elsewhere (signed out in another tab, everywhere, a password
+    // changed) signs the page out: it shows the sign-in form again, not a list it
+    // cannot refresh and Pay buttons that cannot work (a drill, 2026-11-30).
+    let ended = move |e: &AppError| {
+        if e.code == ErrorCode::NotSignedIn {
+            user.try_set(None);
+        }
+    };
     let load = move || {
         leptos::task::spawn_local(async move {
-            if let Ok(page) = my_orders(None, None).await {
-                orders.try_set(page.items);
+            match my_orders(None, None).await {
+                Ok(page) => _ = orders.try_set(page.items),
+                Err(e) => ended(&e),
             }
         })
     };
@@ -56,6 +69,9 @@ pub fn MyOrders(user: RwSignal<Option<User>>, now: RwSignal<DateTime<Utc>>) -> i
     let act = move |order_id: String, pay: bool| {
         leptos::task::spawn_local(async move {
             let done = if pay { pay_order(order_id).await } else { cancel_order(order_id).await };
+            if let Err(e) = &done {
+                ended(e);
+            }
             message.try_set(done.err().map(|e| e.message));
             load();
         })

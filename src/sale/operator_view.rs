@@ -75,7 +75,13 @@ pub fn CreateVoucher(refresh: RwSignal<u64>) -> impl IntoView {
         ends.set(local_input(start + Duration::hours(1)));
     });
     let result = RwSignal::new(None::<AppResult<Voucher>>);
+    // One call at a time: a double click, or Enter pressed again, made a second sale.
+    let busy = RwSignal::new(false);
     let create = move || {
+        if busy.get_untracked() {
+            return;
+        }
+        busy.set(true);
         let (t, s, p, f, b, e) = (title.get(), stock.get(), price.get(), face_value.get(), begins.get(), ends.get());
         let (fair, k) = (fair.get(), shards.get());
         let currency = currency.get_untracked();
@@ -94,6 +100,7 @@ pub fn CreateVoucher(refresh: RwSignal<u64>) -> impl IntoView {
                 refresh.update(|n| *n += 1);
             }
             result.try_set(Some(answer));
+            busy.try_set(false);
         })
     };
     let message = move || match result.get() {
@@ -120,7 +127,8 @@ pub fn CreateVoucher(refresh: RwSignal<u64>) -> impl IntoView {
                 "Fair start: grabs need a token given from the start instant (stops scripts firing early)"
             </label>
             <div class="flex items-center gap-3 sm:col-span-2">
-                <button class="min-h-11 rounded bg-rose-600 px-4 py-1 text-white" type="submit">"Create voucher"</button>
+                <button class="min-h-11 rounded bg-rose-600 px-4 py-1 text-white disabled:opacity-50" type="submit"
+                    disabled=move || busy.get()>"Create voucher"</button>
                 <p role="status">{message}</p>
             </div>
         </form>
@@ -140,6 +148,9 @@ pub struct RowStates {
 #[derive(Clone, Copy)]
 struct RowState {
     said: RwSignal<Option<String>>,
+    /// A call of the row's is under way: its buttons wait (a double click added or
+    /// withdrew the units twice).
+    busy: RwSignal<bool>,
     confirm_end: RwSignal<bool>,
     units: RwSignal<String>,
     edit_open: RwSignal<bool>,
@@ -166,6 +177,7 @@ impl RowStates {
         let text = || RwSignal::new(String::new());
         let make = || RowState {
             said: RwSignal::new(None),
+            busy: RwSignal::new(false),
             confirm_end: RwSignal::new(false),
             units: RwSignal::new("10".to_owned()),
             edit_open: RwSignal::new(false),
@@ -181,6 +193,17 @@ impl RowStates {
             rows.insert(id, state);
         });
         state
+    }
+}
+
+impl RowState {
+    /// Marks a call of the row's under way; false when one already is.
+    fn start(&self) -> bool {
+        if self.busy.get_untracked() {
+            return false;
+        }
+        self.busy.set(true);
+        true
     }
 }
 
@@ -202,12 +225,16 @@ pub fn SaleRow(
     states: RowStates,
 ) -> impl IntoView {
     let row = states.of(id);
-    let (said, confirm_end, units) = (row.said, row.confirm_end, row.units);
-    // Runs one call and says how it went.
+    let (said, confirm_end, units, busy) = (row.said, row.confirm_end, row.units, row.busy);
+    // Runs one call and says how it went; none while another of the row's runs.
     let act = move |call: std::pin::Pin<Box<dyn std::future::Future<Output = AppResult<String>>>>| {
+        if !row.start() {
+            return;
+        }
         leptos::task::spawn_local(async move {
             let text = call.await.unwrap_or_else(|e| e.message);
             said.try_set(Some(text));
+            busy.try_set(false);
             refresh.try_update(|n| *n += 1);
         })
     };
@@ -240,7 +267,8 @@ pub fn SaleRow(
         let n = units_of();
         act(Box::pin(async move { withdraw_stock(id, n?).await.map(|c| format!("Withdrew {} units", c.units)) }))
     };
-    let button = "min-h-11 rounded border px-3 py-1 text-sm";
+    let button = "min-h-11 rounded border px-3 py-1 text-sm disabled:opacity-50";
+    let waiting = move || busy.get();
     view! {
         <article class="rounded-lg bg-white p-3 shadow" aria-label=title>
             <div class="flex flex-wrap items-center gap-2">
@@ -251,18 +279,18 @@ pub fn SaleRow(
             </div>
             <p class="text-xs text-slate-600">{summary}</p>
             <div class="mt-2 flex flex-wrap items-center gap-2" role="group" aria-label=format!("Run sale #{id}")>
-                <button class=button on:click=warm>"Warm up"</button>
+                <button class=button on:click=warm disabled=waiting>"Warm up"</button>
                 <a class=format!("{button} inline-flex items-center") href=crate::report::page_path(id)>"Report"</a>
                 <Show when=move || state.get() != Some(SaleState::Ended)>
                     <Show when=move || voucher.get().is_some_and(|v| v.paused)
-                        fallback=move || view! { <button class=button on:click=pause>"Pause"</button> }>
-                        <button class=button on:click=resume>"Resume"</button>
+                        fallback=move || view! { <button class=button on:click=pause disabled=waiting>"Pause"</button> }>
+                        <button class=button on:click=resume disabled=waiting>"Resume"</button>
                     </Show>
                     <Show when=move || confirm_end.get()
                         fallback=move || view! {
                             <button class=button on:click=move |_| confirm_end.set(true)>"End sale"</button>
                         }>
-                        <button class="min-h-11 rounded bg-rose-700 px-3 py-1 text-sm text-white" on:click=end>
+                        <button class="min-h-11 rounded bg-rose-700 px-3 py-1 text-sm text-white" on:click=end disabled=waiting>
                             "Confirm: end now"
                         </button>
                         <button class=button on:click=move |_| confirm_end.set(false)>"Keep it on"</button>
@@ -270,8 +298,8 @@ pub fn SaleRow(
                     <label class="text-sm" for=format!("units-{id}")>"Units"</label>
                     <input id=format!("units-{id}") class="min-h-11 w-20 rounded border px-2" type="number" min="1"
                         bind:value=units/>
-                    <button class=button on:click=add>"Add units"</button>
-                    <button class=button on:click=withdraw>"Withdraw units"</button>
+                    <button class=button on:click=add disabled=waiting>"Add units"</button>
+                    <button class=button on:click=withdraw disabled=waiting>"Withdraw units"</button>
                 </Show>
             </div>
             <p role="status" class="text-sm">{move || said.get()}</p>
@@ -286,7 +314,7 @@ pub fn SaleRow(
 /// is when opened. Sends only what changed.
 #[component]
 fn EditSale(id: i64, voucher: Signal<Option<Voucher>>, row: RowState, refresh: RwSignal<u64>) -> impl IntoView {
-    let RowState { said, edit_open, base, title, price, face, begins, ends, .. } = row;
+    let RowState { said, busy, edit_open, base, title, price, face, begins, ends, .. } = row;
     let toggled = move |ev: leptos::ev::Event| {
         let open = event_target::<leptos::web_sys::HtmlDetailsElement>(&ev).open();
         if open && !edit_open.get_untracked() {
@@ -303,6 +331,9 @@ fn EditSale(id: i64, voucher: Signal<Option<Voucher>>, row: RowState, refresh: R
     };
     let save = move || {
         let Some(v) = base.get_untracked() else { return };
+        if !row.start() {
+            return;
+        }
         let typed = (title.get_untracked(), price.get_untracked(), face.get_untracked());
         let (b, e) = (begins.get_untracked(), ends.get_untracked());
         leptos::task::spawn_local(async move {
@@ -322,6 +353,7 @@ fn EditSale(id: i64, voucher: Signal<Option<Voucher>>, row: RowState, refresh: R
                 Err(e) => e.message,
             };
             said.try_set(Some(text));
+            busy.try_set(false);
             refresh.try_update(|n| *n += 1);
         })
     };
@@ -339,7 +371,8 @@ fn EditSale(id: i64, voucher: Signal<Option<Voucher>>, row: RowState, refresh: R
                 {field(format!("edit-begins-{id}"), "New start", "datetime-local", begins, "Only before the sale starts".into())}
                 {field(format!("edit-ends-{id}"), "New end", "datetime-local", ends, "Not before now".into())}
                 <div class="sm:col-span-2">
-                    <button class="min-h-11 rounded bg-rose-600 px-4 py-1 text-white" type="submit">"Save changes"</button>
+                    <button class="min-h-11 rounded bg-rose-600 px-4 py-1 text-white disabled:opacity-50" type="submit"
+                        disabled=move || busy.get()>"Save changes"</button>
                 </div>
             </form>
         </details>

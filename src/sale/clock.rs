@@ -1,12 +1,12 @@
 //! The gate's clock, as the shopper's page keeps it: the device's clock may be
 //! minutes off, and a countdown or a Grab button that trusted it would open early or
-//! late. The page starts from the gate's time the server rendered it at, asks
+//! late. The page starts from the gate's time the server rendered it at (plus the
+//! shared render's age when it was sent, `server::page_cache`), asks
 //! `server_time` once it runs (and every minute), and keeps "now" as the latest reading
 //! plus the time its own monotonic clock counted since it arrived. The gate read its
 //! clock before that moment, so the page's "now" is never ahead of the gate's (the
-//! button never opens early); it is behind by the page's age until the first answer
-//! (the shared page is at most two cache lifetimes old: `server::page_cache`), then by
-//! at most the round trip. The shop reads it ten times a second ([`TICK_MS`]), so the
+//! button never opens early); it is behind by the page's way from the server until
+//! the first answer, then by at most the round trip. The shop reads it ten times a second ([`TICK_MS`]), so the
 //! button opens within a round trip and a tenth of a second of the instant the gate
 //! does. In the browser only: the server renders with the gate's time it read.
 
@@ -51,7 +51,8 @@ impl GateClock {
     /// agree on which Grab buttons are open.
     pub fn start(rendered_ms: Option<i64>) -> Rc<Self> {
         let arrived = super::early::arrived_at().unwrap_or_else(monotonic_ms);
-        let clock = Rc::new(Self { base: Cell::new(rendered_ms.map(|ms| (ms, arrived))), measured: Cell::new(false) });
+        let sent = super::early::gate_when_sent().or(rendered_ms);
+        let clock = Rc::new(Self { base: Cell::new(sent.map(|ms| (ms, arrived))), measured: Cell::new(false) });
         let measure = {
             let clock = clock.clone();
             move || leptos::task::spawn_local(clock.clone().measure())

@@ -1,10 +1,15 @@
 //! Grab before the shop's WASM arrives. On a phone on a slow link the island's code
 //! takes a second or more to arrive; a shopper who loads the shop as a sale opens would
 //! wait that long for a Grab that works, and lose their place in the line. So the page
-//! carries a small script ([`SCRIPT`], inline: 3.3 KB, 1.3 compressed) that sends a Grab press
+//! carries a small script ([`SCRIPT`], inline: 3.7 KB, 1.5 compressed) that sends a Grab press
 //! at once through the JSON API (`/api/grab`, with the fair start's token first where
 //! the sale has one: the same calls and the same rules as the island's) and enables a
 //! button at its sale's opening instant by the gate's clock the page was rendered with.
+//! It counts from when the page's first byte came (the navigation's `responseStart`:
+//! the script itself runs only once the stylesheet is in, on a slow link a round trip
+//! later), and from the gate's time when the page left the server (a shared render is
+//! up to two lifetimes old, and says its age: `Server-Timing: age`,
+//! `server::page_cache`). Both only move "now" closer to the gate's, never past it.
 //!
 //! The island takes over as it hydrates ([`take_over`]): from then on the script does
 //! nothing, and each card shows what its early press got ([`answer`]), following the
@@ -33,6 +38,8 @@ mod names {
     pub const EARLY: &str = "seckillEarly";
     /// The monotonic clock's reading when the page arrived.
     pub const SINCE: &str = "seckillSince";
+    /// The gate's time when the page left the server (its render's, plus its age).
+    pub const GATE: &str = "seckillGate";
 }
 
 #[cfg(feature = "hydrate")]
@@ -59,6 +66,13 @@ pub fn take_over() {
 #[cfg(feature = "hydrate")]
 pub fn arrived_at() -> Option<f64> {
     window_get(names::SINCE).and_then(|v| v.as_f64())
+}
+
+/// The gate's time when the page left the server, as the script worked it out (the
+/// render's time plus the shared render's age): no later than [`arrived_at`] either.
+#[cfg(feature = "hydrate")]
+pub fn gate_when_sent() -> Option<i64> {
+    window_get(names::GATE).and_then(|v| v.as_f64()).filter(|ms| ms.is_finite()).map(|ms| ms as i64)
 }
 
 /// Whether the script pressed Grab for `voucher_id` (and disabled its button): the

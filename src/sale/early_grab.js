@@ -27,9 +27,14 @@
       return `No answer yet: ${LATER}`;
     }
   };
-  const since = performance.now();
+  // From the page's first byte, and its render's age when sent (`early.rs`).
+  const nav = performance.getEntriesByType?.('navigation')?.[0];
+  const since = nav?.responseStart > 0 ? nav.responseStart : performance.now();
+  const age = nav?.serverTiming?.find((t) => t.name === 'age')?.duration ?? 0;
+  const gateThen = gate + age;
   window.seckillSince = since;
-  const now = () => gate + performance.now() - since;
+  window.seckillGate = gateThen;
+  const now = () => gateThen + performance.now() - since;
   // Each early press's answer, by voucher id, for the island: `{ ok, body }`, or null
   // when it could not be had (the island presses again).
   const early = (window.seckillEarly = {});

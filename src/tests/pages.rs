@@ -61,6 +61,41 @@ async fn the_shop_page_is_the_same_for_every_visitor() {
     app.stop().await;
 }
 
+/// Each answer of the shared page says how old its render is (`Server-Timing: age`):
+/// the gate's time the page carries plus that age is the gate's time when the answer
+/// left, never ahead of it. The page's script counts from it, so a Grab button opens
+/// at the start, not up to two lifetimes (seconds) after it (a drill, 2026-11-30).
+#[tokio::test]
+async fn a_shared_page_says_how_old_its_render_is() {
+    let app = TestApp::with(Options::default().with(|c| c.page_cache_ms = 60_000)).await;
+    new_voucher(&app, "Clock sale").await;
+    let gate_now = || async { app.call("server_time", serde_json::json!({}), &[]).await.1["now_ms"].as_i64().unwrap() };
+    let first = render_of(&shop_page(&app, None).await);
+    let served = || async {
+        let before = gate_now().await;
+        let res = app.http.get(format!("{}/", app.base)).send().await.unwrap();
+        let timing = res.headers()["server-timing"].to_str().unwrap().to_owned();
+        let age: i64 = timing.strip_prefix("age;dur=").expect("the render's age").parse().unwrap();
+        let page = res.text().await.unwrap();
+        let gate: i64 = page.split("data-gate=\"").nth(1).and_then(|r| r.split('"').next()).unwrap().parse().unwrap();
+        (before, gate + age, age, gate_now().await, render_of(&page))
+    };
+    let deadline = std::time::Instant::now() + SOON;
+    loop {
+        let (before, sent, age, after, render) = served().await;
+        assert_eq!(render, first, "one render, shared");
+        assert!(sent <= after, "never ahead of the gate: sent at {sent}, the gate at {after} after");
+        if age >= 300 {
+            // The render is that old: its own time alone would be as far behind.
+            assert!(sent >= before - 50, "sent at {sent}, the gate at {before} before it was asked");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the render never got 300 ms old");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    app.stop().await;
+}
+
 #[tokio::test]
 async fn a_burst_of_visitors_waits_for_one_render() {
     let app = TestApp::with(Options::default().with(|c| c.page_cache_ms = 60_000)).await;

@@ -25,6 +25,16 @@ pub use script_call::{command_then_wait, invoke_then_wait, ScriptCall};
 pub type Db = sqlx::AnyPool;
 /// A transaction on [`Db`].
 pub type Tx<'a> = sqlx::Transaction<'a, sqlx::Any>;
+
+/// The first row a write's `RETURNING` gave, its statement read to the end (give it
+/// the statement's `fetch_all`). On SQLite a write outside a transaction commits as
+/// its statement finishes: `fetch_one` and `fetch_optional` stop at the first row, and
+/// a commit that then fails (a full disk) goes unseen, so the caller is told of a row
+/// that was never stored. In a drill (2026-11-30), sign-ups on a full disk answered
+/// 200, most with one user id nobody had. Read to the end, the failure is the call's.
+pub async fn written<T>(rows: impl std::future::Future<Output = sqlx::Result<Vec<T>>>) -> sqlx::Result<Option<T>> {
+    Ok(rows.await?.into_iter().next())
+}
 use std::{
     collections::HashMap,
     sync::{Arc, Mutex},

@@ -50,16 +50,15 @@ pub fn check_not_reserved(name: &str) -> Result<(), AppError> {
 
 /// A new operator; `None` when the name is taken.
 pub async fn create(db: &Db, name: &str, password_hash: &str, role: Role) -> sqlx::Result<Option<i64>> {
-    sqlx::query_scalar(
+    let query = sqlx::query_scalar(
         "INSERT INTO operators (name, password_hash, role, created_at) VALUES ($1, $2, $3, $4) \
          ON CONFLICT (name) DO NOTHING RETURNING id",
     )
     .bind(name)
     .bind(password_hash)
     .bind(role.as_str())
-    .bind(chrono::Utc::now().timestamp_millis())
-    .fetch_optional(db)
-    .await
+    .bind(chrono::Utc::now().timestamp_millis());
+    crate::backend::written(query.fetch_all(db)).await
 }
 
 /// The operator with this name (an unknown role reads as none: it cannot sign in).
@@ -99,22 +98,21 @@ pub async fn signed_in(db: &Db, id: i64) -> sqlx::Result<()> {
 /// Ends every operator cookie of operator `id` (signing out; a new password, when
 /// given, replaces the old). The new generation, which a cookie made now carries.
 pub async fn end_sessions(db: &Db, id: i64, new_password_hash: Option<&str>) -> sqlx::Result<i64> {
-    sqlx::query_scalar(
+    let query = sqlx::query_scalar(
         "UPDATE operators SET generation = generation + 1, password_hash = COALESCE($1, password_hash) \
          WHERE id = $2 RETURNING generation",
     )
     .bind(new_password_hash)
-    .bind(id)
-    .fetch_one(db)
-    .await
+    .bind(id);
+    crate::backend::written(query.fetch_all(db)).await?.ok_or(sqlx::Error::RowNotFound)
 }
 
 /// Ends every cookie the admin token bought (signing out with one): the token's new
 /// generation.
 pub async fn end_token_sessions(db: &Db) -> sqlx::Result<i64> {
-    sqlx::query_scalar("UPDATE admin_token SET generation = generation + 1 WHERE id = 1 RETURNING generation")
-        .fetch_one(db)
-        .await
+    let query =
+        sqlx::query_scalar("UPDATE admin_token SET generation = generation + 1 WHERE id = 1 RETURNING generation");
+    crate::backend::written(query.fetch_all(db)).await?.ok_or(sqlx::Error::RowNotFound)
 }
 
 /// What a removal or a change of role did: the operator's role before, or why not.

@@ -21,15 +21,14 @@ fn credentials((user_id, name, password_hash, generation): CredentialsRow) -> Cr
 /// A new user with this name and password hash; `None` when the name is taken.
 pub async fn create(db: &Db, name: &str, password_hash: &str) -> sqlx::Result<Option<i64>> {
     let now = chrono::Utc::now().timestamp_millis();
-    sqlx::query_scalar(
+    let query = sqlx::query_scalar(
         "INSERT INTO users (name, password_hash, created_at) VALUES ($1, $2, $3) \
          ON CONFLICT (name) DO NOTHING RETURNING id",
     )
     .bind(name)
     .bind(password_hash)
-    .bind(now)
-    .fetch_optional(db)
-    .await
+    .bind(now);
+    crate::backend::written(query.fetch_all(db)).await
 }
 
 /// The credentials of the user with this name.

@@ -63,6 +63,18 @@ async fn open_pool(url: &str, busy: Duration, connections: u32) -> Result<Db, Se
                 Ok(true)
             })
         })
+        // A connection that comes back still inside a transaction is closed, which ends
+        // the transaction ([`in_transaction`]).
+        .after_release(|conn, _| {
+            Box::pin(async move {
+                if in_transaction(conn) {
+                    // A dropped transaction's rollback is queued; on SQLite it runs, on
+                    // the connection's own thread, before the ping is answered.
+                    conn.ping().await?;
+                }
+                Ok(!in_transaction(conn))
+            })
+        })
         .after_connect(move |conn, _| {
             let (pragmas, lock_timeout) = (pragmas.clone(), lock_timeout.clone());
             Box::pin(async move {
@@ -83,6 +95,19 @@ async fn open_pool(url: &str, busy: Duration, connections: u32) -> Result<Db, Se
 /// closes it, and another is taken).
 const PING_IF_IDLE: Duration = Duration::from_secs(1);
 
+/// Whether sqlx counts `conn` inside a transaction. One whose rollback failed stays
+/// counted so: on SQLite, a full disk can make SQLite end a transaction itself (a
+/// failed commit), and the rollback sqlx then sends fails for want of one. Handed out
+/// again, such a connection took each new transaction for a nested one (a savepoint),
+/// and a rollback of one of those (`ROLLBACK TO`) left a real transaction open: from
+/// then on every "commit" on it released a savepoint inside that transaction, answered
+/// as done and never stored, while it held SQLite's write lock. A drill with a full
+/// disk (2026-11-30) lost 1,124 of 2,000 orders so, acknowledged and reported saved.
+fn in_transaction(conn: &mut sqlx::AnyConnection) -> bool {
+    use sqlx::{Database, TransactionManager};
+    <sqlx::Any as Database>::TransactionManager::get_transaction_depth(conn) > 0
+}
+
 /// SQLite or PostgreSQL, by the URL's scheme.
 fn is_sqlite(url: &str) -> bool {
     url.starts_with("sqlite:")
@@ -97,4 +122,37 @@ pub async fn migrate(db: &Db, url: &str) -> Result<(), ServeError> {
         sqlx::migrate!("./migrations/postgres").run(db).await?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sqlx::Connection;
+
+    /// A connection whose transaction SQLite ended itself (as on a full disk), so that
+    /// sqlx's rollback of it fails, is not used again: a transaction made after it is
+    /// stored. Before, a later rollback on it left a transaction open, and a "commit"
+    /// after that stored nothing (the drill of [`in_transaction`]).
+    #[tokio::test]
+    async fn a_connection_left_counting_a_transaction_is_not_used_again() {
+        let dir = tempfile::TempDir::new().unwrap();
+        let url = format!("sqlite://{}/t.db", dir.path().display());
+        let db = open_pool(&url, Duration::from_secs(1), 1).await.unwrap();
+        sqlx::query("CREATE TABLE t (n INTEGER)").execute(&db).await.unwrap();
+        let mut tx = db.begin().await.unwrap();
+        sqlx::query("INSERT INTO t VALUES (1)").execute(&mut *tx).await.unwrap();
+        // SQLite ends the transaction behind sqlx's back; sqlx's rollback then fails.
+        sqlx::query("COMMIT").execute(&mut *tx).await.unwrap();
+        drop(tx);
+        let mut tx = db.begin().await.unwrap();
+        sqlx::query("INSERT INTO t VALUES (2)").execute(&mut *tx).await.unwrap();
+        tx.rollback().await.unwrap();
+        let mut tx = db.begin().await.unwrap();
+        sqlx::query("INSERT INTO t VALUES (3)").execute(&mut *tx).await.unwrap();
+        tx.commit().await.unwrap();
+
+        let mut other = sqlx::AnyConnection::connect(&url).await.unwrap();
+        let stored: Vec<i64> = sqlx::query_scalar("SELECT n FROM t ORDER BY n").fetch_all(&mut other).await.unwrap();
+        assert_eq!(stored, [1, 3], "the committed rows, as another connection reads them");
+    }
 }

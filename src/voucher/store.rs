@@ -98,7 +98,7 @@ pub async fn insert(db: &Db, v: &NewVoucher) -> sqlx::Result<VoucherRow> {
         "INSERT INTO vouchers (title, stock, stock_left, begins_at, ends_at, created_at, price, face_value, \
          fair_start, start_secret, shards) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING {COLUMNS}"
     );
-    sqlx::query_as(&sql)
+    let query = sqlx::query_as(&sql)
         .bind(&v.title)
         .bind(v.stock)
         .bind(v.stock)
@@ -109,9 +109,8 @@ pub async fn insert(db: &Db, v: &NewVoucher) -> sqlx::Result<VoucherRow> {
         .bind(v.face_value)
         .bind(i64::from(v.fair_start))
         .bind(new_secret())
-        .bind(i64::from(v.shards))
-        .fetch_one(db)
-        .await
+        .bind(i64::from(v.shards));
+    crate::backend::written(query.fetch_all(db)).await?.ok_or(sqlx::Error::RowNotFound)
 }
 
 /// A fresh start secret: 128 random bits, as hex.
@@ -169,7 +168,7 @@ pub async fn edit(db: &Db, id: i64, version: i64, edit: &Edit) -> sqlx::Result<O
          ends_at = COALESCE($7, ends_at), paused = COALESCE($8, paused), version = version + 1 \
          WHERE id = $1 AND version = $2 RETURNING {COLUMNS}"
     );
-    sqlx::query_as(&sql)
+    let query = sqlx::query_as(&sql)
         .bind(id)
         .bind(version)
         .bind(&edit.title)
@@ -177,9 +176,8 @@ pub async fn edit(db: &Db, id: i64, version: i64, edit: &Edit) -> sqlx::Result<O
         .bind(edit.face_value)
         .bind(edit.begins_at)
         .bind(edit.ends_at)
-        .bind(edit.paused.map(i64::from))
-        .fetch_optional(db)
-        .await
+        .bind(edit.paused.map(i64::from));
+    crate::backend::written(query.fetch_all(db)).await
 }
 
 /// Takes the voucher's row lock for the rest of the transaction. Persisting, burying,

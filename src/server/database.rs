@@ -45,8 +45,10 @@ async fn open_pool(url: &str, busy: Duration, connections: u32) -> Result<Db, Se
          PRAGMA foreign_keys = ON; PRAGMA temp_store = MEMORY",
         busy.as_millis()
     );
-    // PostgreSQL's counterpart of the busy timeout: a write waits this long for a lock.
+    // PostgreSQL's counterpart of the busy timeout: a write waits this long for a lock;
+    // and a transaction left idle (its process frozen, or cut off) is ended.
     let lock_timeout = format!("SET lock_timeout = {}", busy.as_millis());
+    let idle_timeout = format!("SET idle_in_transaction_session_timeout = {}", IDLE_IN_TRANSACTION.as_millis());
     let pool = AnyPoolOptions::new()
         .max_connections(connections)
         // sqlx pings a connection when it goes back to the pool, and by default again
@@ -76,12 +78,13 @@ async fn open_pool(url: &str, busy: Duration, connections: u32) -> Result<Db, Se
             })
         })
         .after_connect(move |conn, _| {
-            let (pragmas, lock_timeout) = (pragmas.clone(), lock_timeout.clone());
+            let (pragmas, lock_timeout, idle_timeout) = (pragmas.clone(), lock_timeout.clone(), idle_timeout.clone());
             Box::pin(async move {
                 if sqlite {
                     conn.execute(pragmas.as_str()).await?;
                 } else {
                     conn.execute(lock_timeout.as_str()).await?;
+                    conn.execute(idle_timeout.as_str()).await?;
                 }
                 Ok(())
             })
@@ -90,6 +93,13 @@ async fn open_pool(url: &str, busy: Duration, connections: u32) -> Result<Db, Se
         .await?;
     Ok(pool)
 }
+
+/// How long PostgreSQL lets a transaction sit idle before it ends it (and its locks):
+/// longer than any wait a transaction makes on purpose (a rebuild's for Redis,
+/// `REBUILD_DEADLINE`, 2 s). A process frozen mid-transaction (stopped, swapped out,
+/// its network cut) held the voucher's row lock for as long as it was frozen, and no
+/// other process saved an order of that sale meanwhile (a drill, 2026-11-30: 30 s).
+pub const IDLE_IN_TRANSACTION: Duration = Duration::from_secs(10);
 
 /// A pooled connection idle this long is pinged before it is handed out (a failed ping
 /// closes it, and another is taken).

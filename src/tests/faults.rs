@@ -584,3 +584,30 @@ async fn a_full_disk_under_the_database_loses_no_order() {
     println!("drill full disk: {books}; deliveries up to {}", most_deliveries(&mut redis, &stream).await);
     app.stop().await;
 }
+
+/// On PostgreSQL, a transaction of the server's left idle (its process frozen
+/// mid-transaction) is ended within `IDLE_IN_TRANSACTION`, and its locks with it, so
+/// the other processes save the sale's orders again. Before (a drill, 2026-11-30), one
+/// frozen process held a voucher's row lock for as long as it was stopped. SQLite has
+/// one writer at a time and no such sessions: this runs in the PostgreSQL pass.
+#[tokio::test]
+async fn a_transaction_left_idle_on_postgres_lets_go_of_its_locks() {
+    use seckill::server::database::{open, IDLE_IN_TRANSACTION};
+    let Some(server) = std::env::var("TEST_POSTGRES_URL").ok().filter(|u| !u.is_empty()) else { return };
+    let dir = TempDir::new().unwrap();
+    let url = crate::support::fresh_database(dir.path()).await;
+    assert!(url.starts_with("postgres"), "{server}");
+    let db = open(&url, Duration::from_secs(1)).await.unwrap();
+    sqlx::query("CREATE TABLE held (id BIGINT PRIMARY KEY)").execute(&db).await.unwrap();
+    sqlx::query("INSERT INTO held VALUES (1)").execute(&db).await.unwrap();
+    let mut frozen = db.begin().await.unwrap();
+    sqlx::query("SELECT id FROM held WHERE id = 1 FOR UPDATE").execute(&mut *frozen).await.unwrap();
+    let began = Instant::now();
+    let other = connect_db(&url).await;
+    wait_until("the idle transaction's lock is let go", IDLE_IN_TRANSACTION + SOON, || async {
+        sqlx::query("SELECT id FROM held WHERE id = 1 FOR UPDATE NOWAIT").execute(&other).await.is_ok()
+    })
+    .await;
+    println!("an idle transaction's lock let go after {:?}", began.elapsed());
+    drop(frozen);
+}

@@ -1,5 +1,5 @@
 import { expect, test } from '@playwright/test';
-import { createVoucher, grabOpened, open, signUp, uniqueTitle } from './helpers';
+import { createVoucher, grabOpened, open, signUp, submitToken, uniqueTitle } from './helpers';
 
 // The page counts down by the gate's clock, not the device's: a shopper whose clock
 // runs 40 s fast (or slow) sees the true time left, and Grab opens at the true start,
@@ -59,4 +59,17 @@ test('a sale with a fair start: one press at the start fetches the token and gra
   await expect(grab).toBeEnabled({ timeout: 30_000 });
   await grab.click();
   await expect(card.getByText('Status: success')).toBeVisible();
+});
+
+// The admin board says which sales are live, and shows their controls, by the gate's
+// clock too: with the device's two hours fast, a live sale read as ended, and could
+// not be paused, given stock or ended (a drill, 2026-11-30).
+test("the admin board runs a live sale by the gate's clock, whatever the device's", async ({ page, request }) => {
+  const title = uniqueTitle('Skewed');
+  await createVoucher(request, title, 5);
+  await page.clock.install({ time: Date.now() + 2 * 3_600_000 });
+  await submitToken(page);
+  const row = page.getByRole('article', { name: title, exact: true });
+  await expect(row.getByTestId('sale-state')).toHaveText('Live');
+  await expect(row.getByRole('button', { name: 'Pause' })).toBeVisible();
 });

@@ -61,8 +61,15 @@ fn OperatorsBoard(unlocked: RwSignal<bool>) -> impl IntoView {
     let vouchers =
         Resource::new(move || refresh.get(), |_| async { list_vouchers(None, None).await.map(|page| page.items) });
     let states = RowStates::new();
+    // The rows' states (scheduled, live, ended) and which controls they show go by the
+    // gate's clock, not the device's: an operator whose clock ran two hours fast saw a
+    // live sale as ended, with no control to run it (a drill, 2026-11-30).
     let now = RwSignal::new(chrono::Utc::now());
-    every(1000, move || now.set(chrono::Utc::now()));
+    #[cfg(feature = "hydrate")]
+    {
+        let clock = crate::sale::clock::GateClock::start(None);
+        every(1000, move || now.set(clock.now().unwrap_or_else(chrono::Utc::now)));
+    }
     let titles = Signal::derive(move || {
         vouchers.get().and_then(Result::ok).unwrap_or_default().into_iter().map(|v| (v.id, v.title)).collect()
     });

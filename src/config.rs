@@ -201,8 +201,8 @@ pub struct Config {
     pub feed_lifetime_ms: u64,
 
     /// Requests served at once (live feeds aside); more answer 503 at once rather than
-    /// queueing. One address may hold an eighth of them, an IPv6 /48 a quarter (429 past
-    /// that; never less than twice the per-address rate; off with that limit).
+    /// queueing. One address may hold an eighth of them (up to a quarter for twice the
+    /// per-address rate), an IPv6 /48 a quarter (429 past that; off with that limit).
     #[arg(long, env = "SECKILL_MAX_REQUESTS", default_value_t = 4_096)]
     pub max_requests: usize,
 

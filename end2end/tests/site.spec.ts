@@ -78,9 +78,12 @@ test('the sign-up challenge is solved by WASM fetched only when an account is ma
 // Issue 56's budget for the shop's first load, compressed as served: what a phone on a
 // slow link downloads before the whole page works (Grab works before that, from the
 // page's own script: `sale::early`). The target is 100 KB in all. The page itself grows
-// with the sales listed (this run's database holds every test's), so it is counted
-// apart and printed; the rest is held to the target less 5 KB, a shop page with a few
-// sales (two: 3.9 KB).
+// with the sales listed (this run's database holds every test's), and so do the API's
+// answers (the live feed sends every sale's stock, a frame a second for as long as the
+// page is open): both are counted apart and printed. The rest, the code and the
+// stylesheet, is held to the target less 5 KB, a shop page with a few sales (two:
+// 3.9 KB). (Until 2026-11-30 the feed was counted with the code: a test that made one
+// more sale took the suite's count past the budget.)
 const TARGET_KB = 100;
 const HELD_KB = TARGET_KB - 5;
 
@@ -95,13 +98,18 @@ test("the shop's first load stays within its byte budget", async ({ page, contex
   await page.goto('/');
   await expect(page.locator('body[data-hydrated="true"]')).toBeAttached();
   let document = 0;
+  let data = 0;
   let rest = 0;
   for (const [id, path] of urls) {
     if (path === '/') document += bytes.get(id) ?? 0;
+    else if (path.startsWith('/api/')) data += bytes.get(id) ?? 0;
     else rest += bytes.get(id) ?? 0;
   }
   const kb = (n: number) => (n / 1024).toFixed(1);
-  console.log(`first load: page ${kb(document)} KB + the rest ${kb(rest)} KB; target ${TARGET_KB} KB in all, held ${HELD_KB} KB`);
+  console.log(
+    `first load: page ${kb(document)} KB, API answers ${kb(data)} KB, code and stylesheet ${kb(rest)} KB; ` +
+      `target ${TARGET_KB} KB in all, code held to ${HELD_KB} KB`,
+  );
   expect(rest / 1024, [...urls.values()].join(', ')).toBeLessThanOrEqual(HELD_KB);
 });
 

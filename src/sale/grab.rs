@@ -170,7 +170,7 @@ async fn in_bucket(
                 match state.refills.join((voucher_id, bucket), refill).await {
                     Some(Refill::Refilled) => {}
                     Some(Refill::SoldOut) => {
-                        sold_out_after_refill(backend, sale).await;
+                        sold_out_after_refill(backend, sale);
                         return Ok((Verdict::Refused(ErrorCode::SoldOut), bucket));
                     }
                     Some(Refill::Failed) | None => return Ok((Verdict::Refused(ErrorCode::Unavailable), bucket)),
@@ -185,13 +185,17 @@ async fn in_bucket(
 }
 
 /// A grab its dry bucket's refill found sold out: the gate answered it `dry`, so it is
-/// counted as the gate's refusals are, for the dashboard (a lost count only makes the
-/// figure low, as before; the report counts from the answers).
-async fn sold_out_after_refill(backend: &crate::backend::Backend, sale: gate::Bucket) {
-    let keys = backend.bucket_keys(sale);
-    if let Err(e) = gate::count_refused(backend, &keys, 1).await {
-        tracing::debug!(voucher_id = sale.voucher_id, "counting a refusal after a refill: {e}");
-    }
+/// counted as the gate's refusals are, for the dashboard, in a task of its own: the
+/// grab's answer does not wait on a count (a lost count only makes the figure low, as
+/// before; the report counts from the answers).
+fn sold_out_after_refill(backend: &crate::backend::Backend, sale: gate::Bucket) {
+    let backend = backend.clone();
+    tokio::spawn(async move {
+        let keys = backend.bucket_keys(sale);
+        if let Err(e) = gate::count_refused(&backend, &keys, 1).await {
+            tracing::debug!(voucher_id = sale.voucher_id, "counting a refusal after a refill: {e}");
+        }
+    });
 }
 
 /// What a call shed by admission control (`admission`) is told: it was not decided,

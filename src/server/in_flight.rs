@@ -9,10 +9,12 @@
 //! a caller is answered 429 `rate_limited` (`Retry-After: 1`): it waits for its own
 //! requests, not for anyone else's.
 //!
-//! A share is never less than what the address may send in a second's burst (twice
-//! `SECKILL_RATE_PER_ADDRESS`). Calls that end in time never meet it, and an operator
-//! who raises an address's rate raises its share with it. The shares are off with the
-//! per-address rate limit (`0`): load tests send everything from one address.
+//! An address's share grows to what it may send in a second's burst (twice
+//! `SECKILL_RATE_PER_ADDRESS`), so calls that end in time never meet it, but never past
+//! a quarter of the places: with a cap of 200 and the default rate, a floor of the
+//! burst alone let one address hold every place (a review, 2026-11-30). The shares are
+//! off with the per-address rate limit (`0`): load tests send everything from one
+//! address.
 //!
 //! Counted without a lock, in memory nobody can grow: a fixed table of counters,
 //! indexed by a keyed hash of the address. The key is this process's own, drawn at
@@ -61,9 +63,11 @@ impl InFlight {
             return None;
         }
         let burst = 2 * rate_per_address as usize;
-        let cap = |share: usize| u32::try_from((max_requests / share).max(burst).max(1)).unwrap_or(u32::MAX);
+        let part = |share: usize| (max_requests / share).max(1);
+        let address = part(ADDRESS_SHARE).max(burst.min(part(NETWORK_SHARE)));
+        let counted = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+        let (per_address, per_network) = (counted(address), counted(part(NETWORK_SHARE).max(address)));
         let table = || (0..COUNTERS).map(|_| AtomicU32::new(0)).collect();
-        let (per_address, per_network) = (cap(ADDRESS_SHARE), cap(NETWORK_SHARE).max(cap(ADDRESS_SHARE)));
         Some(Arc::new(Self {
             addresses: table(),
             networks: table(),
@@ -134,16 +138,25 @@ mod tests {
         let ip = |i: u32| client(&format!("2001:db8:1:{i:x}::1"));
         let held: Vec<Place> = (0..16).map(|i| shares.take(ip(i)).expect("within the /48's share")).collect();
         assert!(shares.take(ip(99)).is_none(), "a quarter of 64, from another /64 of the /48");
-        assert!(shares.take(client("2001:db8:2::1")).is_some(), "another /48 has its own");
+        // Another /48 has its own (one whose counter is not the first's: two in 16,384 share one).
+        let first = shares.counter(client("2001:db8:1::1").network().unwrap());
+        let other = (2..)
+            .map(|n: u32| client(&format!("2001:db8:{n:x}::1")))
+            .find(|c| shares.counter(c.network().unwrap()) != first);
+        assert!(shares.take(other.unwrap()).is_some(), "another /48 has its own");
         drop(held);
         assert_eq!(shares.networks.iter().map(|c| c.load(Ordering::Relaxed)).sum::<u32>(), 0, "given back");
         assert_eq!(shares.addresses.iter().map(|c| c.load(Ordering::Relaxed)).sum::<u32>(), 0, "the refused one's too");
     }
 
     #[test]
-    fn a_share_is_at_least_a_seconds_burst_and_off_with_the_rate_limit() {
-        let shares = InFlight::new(64, 50).unwrap();
-        assert_eq!((shares.per_address, shares.per_network), (100, 100));
+    fn a_share_grows_to_a_seconds_burst_up_to_a_quarter_and_is_off_with_the_rate_limit() {
+        let shares = InFlight::new(4096, 100).unwrap();
+        assert_eq!((shares.per_address, shares.per_network), (512, 1024), "an eighth, a quarter");
+        let shares = InFlight::new(1024, 100).unwrap();
+        assert_eq!((shares.per_address, shares.per_network), (200, 256), "a second's burst");
+        let shares = InFlight::new(200, 100).unwrap();
+        assert_eq!((shares.per_address, shares.per_network), (50, 50), "never past a quarter");
         assert!(InFlight::new(64, 0).is_none());
     }
 }

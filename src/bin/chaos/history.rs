@@ -84,6 +84,9 @@ pub enum FaultKind {
     RedisWiped,
     /// The database's write lock held.
     DbStall,
+    /// The database's disk full (one box: SQLite on a tmpfs of the run's own, filled
+    /// to the last byte), then freed.
+    DiskFull,
     /// Every pub/sub connection cut.
     PubSubCut,
     /// A Redis Cluster master killed (its replica takes over), started again later.
@@ -121,13 +124,14 @@ pub enum FaultKind {
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 18] = [
+    pub const ALL: [FaultKind; 19] = [
         FaultKind::Kill,
         FaultKind::Pause,
         FaultKind::RedisRestart,
         FaultKind::RedisWiped,
         FaultKind::MasterKill,
         FaultKind::DbStall,
+        FaultKind::DiskFull,
         FaultKind::DbRestart,
         FaultKind::ClockOffset,
         FaultKind::PubSubCut,
@@ -149,6 +153,7 @@ impl FaultKind {
             Self::RedisRestart => "Redis restart (AOF)",
             Self::RedisWiped => "Redis restart, file lost",
             Self::DbStall => "database stall",
+            Self::DiskFull => "database disk full",
             Self::PubSubCut => "pub/sub cut",
             Self::MasterKill => "Redis master killed",
             Self::DbRestart => "PostgreSQL restart",
@@ -173,6 +178,7 @@ impl FaultKind {
             Self::RedisRestart => "#9467bd",
             Self::RedisWiped => "#6b3d9a",
             Self::DbStall => "#8c564b",
+            Self::DiskFull => "#c49c94",
             Self::PubSubCut => "#17becf",
             Self::MasterKill => "#e377c2",
             Self::DbRestart => "#bcbd22",

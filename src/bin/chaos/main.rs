@@ -16,6 +16,7 @@
 mod books;
 mod checker;
 mod cluster;
+mod disk;
 mod history;
 mod nemesis;
 mod postgres;

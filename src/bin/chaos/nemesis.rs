@@ -46,6 +46,7 @@ pub fn plan(
             (FaultKind::RedisRestart, 3),
             (FaultKind::RedisWiped, 2),
             (FaultKind::DbStall, 5),
+            (FaultKind::DiskFull, 3),
             (FaultKind::PubSubCut, 3),
         ],
         Kind::Full => &[
@@ -98,6 +99,7 @@ pub fn plan(
             FaultKind::MasterKill => rng.random_range(3_000..6_000),
             // Sometimes past the time to pay: orders saved after it keep theirs.
             FaultKind::DbStall => rng.random_range(1_000..pay_timeout_ms + 3_000),
+            FaultKind::DiskFull => rng.random_range(1_000..8_000),
             FaultKind::DbRestart => rng.random_range(500..3_000),
             FaultKind::ClockOffset => rng.random_range(8_000..20_000),
             FaultKind::PubSubCut => 0,
@@ -231,6 +233,17 @@ async fn inject(topology: &Topology, history: &History, locks: &Locks, p: Planne
                 return;
             }
             "db".to_owned()
+        }
+        FaultKind::DiskFull => {
+            let Ok(_db) = locks.db.try_lock() else { return };
+            match topology.fill_disk(hold).await {
+                Ok(true) => "db".to_owned(),
+                Ok(false) => return,
+                Err(e) => {
+                    history.broken(format!("the database's disk: {e}"));
+                    return;
+                }
+            }
         }
         FaultKind::DbRestart => {
             let Ok(_db) = locks.db.try_lock() else { return };

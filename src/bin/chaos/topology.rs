@@ -11,7 +11,7 @@
 //! nemesis uses to split the cluster (`cluster.rs`) and to break the apps' links to
 //! one master.
 
-use crate::{cluster::Cluster, postgres::Postgres, proxy::Proxy};
+use crate::{cluster::Cluster, disk::Disk, postgres::Postgres, proxy::Proxy};
 use seckill::server::local_redis::{steady_port, LocalRedis};
 use std::{
     path::{Path, PathBuf},
@@ -102,6 +102,8 @@ pub struct Topology {
     pub redis_url: String,
     redis: RedisPart,
     db: DbPart,
+    /// The one box's database's own disk, when it could be mounted.
+    disk: Option<Disk>,
     pub apps: Vec<Mutex<App>>,
     ports: Vec<u16>,
     /// Each app's link to its proxied store.
@@ -150,10 +152,14 @@ impl Topology {
                 (RedisPart::Cluster(cluster), url)
             }
         };
+        let mut disk = None;
         let (db, database_url, store_port) = match kind {
             Kind::OneBox => {
                 let RedisPart::Single { port, .. } = &redis else { unreachable!("one box, one Redis") };
-                (DbPart::Sqlite, format!("sqlite://{}/chaos.db", dir.display()), *port)
+                disk =
+                    Disk::mount(&dir.join("db")).inspect_err(|e| println!("chaos: no database disk faults ({e})")).ok();
+                let at = disk.as_ref().map_or(dir, Disk::path);
+                (DbPart::Sqlite, format!("sqlite://{}/chaos.db", at.display()), *port)
             }
             Kind::Full => {
                 let pg_port = steady_port(false)?;
@@ -184,6 +190,7 @@ impl Topology {
             redis_url,
             redis,
             db,
+            disk,
             apps,
             ports,
             links,
@@ -514,5 +521,19 @@ impl Topology {
         if let DbPart::Postgres(pg) = &self.db {
             pg.stop(&self.dir.join(POSTGRES_LOG)).await;
         }
+        if let Some(disk) = &self.disk {
+            disk.keep_files(&self.dir);
+            disk.unmount();
+        }
+    }
+
+    /// Fills the one box's database's disk for `hold`, then frees it; false when it
+    /// has no disk of its own.
+    pub async fn fill_disk(&self, hold: Duration) -> Result<bool, String> {
+        let Some(disk) = &self.disk else { return Ok(false) };
+        let filler = disk.fill()?;
+        tokio::time::sleep(hold).await;
+        drop(filler);
+        Ok(true)
     }
 }

@@ -23,8 +23,11 @@ use redis::{
     Cmd, FromRedisValue, Pipeline, RedisFuture, RedisResult, Value,
 };
 use std::{
-    sync::atomic::{AtomicUsize, Ordering},
-    time::Duration,
+    sync::{
+        atomic::{AtomicU64, AtomicUsize, Ordering},
+        Arc, PoisonError, RwLock,
+    },
+    time::{Duration, Instant},
 };
 
 /// How long connecting to a node, and any one reply, may take.
@@ -98,7 +101,7 @@ impl RedisTarget {
                     tokio::time::sleep(Duration::from_secs(1)).await;
                 }
             }
-            Self::Cluster { client, .. } => Ok(RedisConn::Cluster(client.get_async_connection().await?)),
+            Self::Cluster { client, .. } => Ok(RedisConn::Cluster(Cluster::connect(client.clone()).await?)),
         }
     }
 
@@ -186,7 +189,85 @@ async fn eviction_policy(client: &redis::Client) -> RedisResult<Option<String>> 
 #[derive(Clone)]
 pub enum RedisConn {
     Single(ConnectionManager),
-    Cluster(ClusterConnection),
+    Cluster(Arc<Cluster>),
+}
+
+/// How long every command on a cluster connection may fail (no answer in time, or no
+/// connection) before the connection is made anew, and the least time between two.
+const WEDGED: Duration = Duration::from_secs(10);
+
+/// A Redis Cluster connection that is made anew when it wedges. The crate's connection
+/// heals itself after a failover, mostly: in a drill (2026-11-30) a master was frozen
+/// (SIGSTOP) while grabs were in flight to it, its replica took over, and on two of
+/// three app processes the connection never sent a command again. Each one's every
+/// command timed out for eight minutes, though the cluster was healthy and a new
+/// connection worked, until the processes were restarted. So once every command has
+/// failed for [`WEDGED`], a connection is made from the seed nodes (reading the slot
+/// map afresh) and takes its place, in a task of its own; the commands under way on
+/// the old one fail or finish as they would have.
+pub struct Cluster {
+    client: redis::cluster::ClusterClient,
+    current: RwLock<ClusterConnection>,
+    /// When the failures under way began (ms since `clock`), 0 while commands answer.
+    failing_since: AtomicU64,
+    /// When the connection was last made anew (ms since `clock`).
+    renewed_at: AtomicU64,
+    clock: Instant,
+}
+
+impl Cluster {
+    async fn connect(client: redis::cluster::ClusterClient) -> RedisResult<Arc<Self>> {
+        let current = RwLock::new(client.get_async_connection().await?);
+        let (failing_since, renewed_at) = (AtomicU64::new(0), AtomicU64::new(0));
+        Ok(Arc::new(Self { client, current, failing_since, renewed_at, clock: Instant::now() }))
+    }
+
+    /// The connection in use (a handle: cheap to clone).
+    fn connection(&self) -> ClusterConnection {
+        self.current.read().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    fn now_ms(&self) -> u64 {
+        (self.clock.elapsed().as_millis() as u64).max(1)
+    }
+
+    /// Counts a command's outcome: an answer (even a refusal) ends the failures; one
+    /// more failure past [`WEDGED`] of them starts a connection made anew.
+    fn answered<T>(self: &Arc<Self>, outcome: &RedisResult<T>) {
+        let failed = outcome.as_ref().is_err_and(|e| e.is_timeout() || e.is_io_error() || e.is_connection_dropped());
+        if !failed {
+            if self.failing_since.load(Ordering::Relaxed) != 0 {
+                self.failing_since.store(0, Ordering::Relaxed);
+            }
+            return;
+        }
+        let now = self.now_ms();
+        let since = match self.failing_since.compare_exchange(0, now, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => now,
+            Err(since) => since,
+        };
+        let wedged = WEDGED.as_millis() as u64;
+        let last = self.renewed_at.load(Ordering::Relaxed);
+        if now.saturating_sub(since) < wedged || (last != 0 && now.saturating_sub(last) < wedged) {
+            return;
+        }
+        if self.renewed_at.compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed).is_ok() {
+            tokio::spawn(self.clone().renew());
+        }
+    }
+
+    async fn renew(self: Arc<Self>) {
+        match tokio::time::timeout(TIMEOUT, self.client.get_async_connection()).await {
+            Ok(Ok(connection)) => {
+                *self.current.write().unwrap_or_else(PoisonError::into_inner) = connection;
+                tracing::warn!("Redis Cluster: every command failed for {WEDGED:?}; the connection was made anew");
+            }
+            Ok(Err(e)) => tracing::warn!("Redis Cluster: every command failed for {WEDGED:?}; a new connection: {e}"),
+            Err(_) => {
+                tracing::warn!("Redis Cluster: every command failed for {WEDGED:?}; no new connection in {TIMEOUT:?}")
+            }
+        }
+    }
 }
 
 impl RedisConn {
@@ -230,7 +311,11 @@ impl ConnectionLike for RedisConn {
                     answer => answer,
                 }
             }),
-            Self::Cluster(c) => c.req_packed_command(cmd),
+            Self::Cluster(c) => Box::pin(async move {
+                let answer = c.connection().req_packed_command(cmd).await;
+                c.answered(&answer);
+                answer
+            }),
         }
     }
 
@@ -247,14 +332,18 @@ impl ConnectionLike for RedisConn {
                     answer => answer,
                 }
             }),
-            Self::Cluster(c) => c.req_packed_commands(cmd, offset, count),
+            Self::Cluster(c) => Box::pin(async move {
+                let answer = c.connection().req_packed_commands(cmd, offset, count).await;
+                c.answered(&answer);
+                answer
+            }),
         }
     }
 
     fn get_db(&self) -> i64 {
         match self {
             Self::Single(c) => c.get_db(),
-            Self::Cluster(c) => c.get_db(),
+            Self::Cluster(c) => c.connection().get_db(),
         }
     }
 }

@@ -36,7 +36,7 @@ pub use crate::{
         grab::SHED_MESSAGE,
         refill, stock, warm, REDIS_DEADLINE,
     },
-    server::idempotency::pending_mark,
+    server::idempotency::{pending_mark, SHOPPER_PENDING},
     voucher::{
         ledger::{self, StockChange},
         store::{self as vouchers, VoucherRow},

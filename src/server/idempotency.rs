@@ -42,6 +42,16 @@ pub const KEPT: Duration = layout::IDEMPOTENCY_KEPT;
 /// timeout is shorter, and an operator's call that outlives its caller ends within
 /// [`LONGEST_CALL`]), short enough that a process that died mid-call frees it soon.
 const PENDING: Duration = Duration::from_secs(60);
+/// A shopper's key while its first call is served: a shopper's calls (a grab, a
+/// payment, a cancel) end within seconds and may run twice without harm (the gate and
+/// the order's row decide once), so a call whose process died mid-call, or whose mark
+/// was set after its caller stopped waiting, holds the key only this long. With
+/// [`PENDING`] a shopper retrying a grab with its key heard `idempotency_in_progress`
+/// for a minute after a `kill -9`, their order untold (a drill, 2026-11-30).
+pub const SHOPPER_PENDING: Duration = Duration::from_secs(10);
+/// How long a shopper's call waits for its key to be looked up: a grab waits at most
+/// this long on Redis (`sale::grab::REDIS_DEADLINE`), keyed or not.
+const SHOPPER_LOOKUP: Duration = crate::sale::REDIS_DEADLINE;
 /// Longest an operator's call runs on after its caller has gone (`api_guard`): within
 /// [`PENDING`], so its key is not freed for a second run while it still runs. The
 /// request timeout stays below it (`config`).
@@ -168,9 +178,12 @@ where
     };
     let (print, (stored_at, count_at)) =
         kept_at(&backend.namespace, scope, key, (&parts.method, parts.uri.path(), &bytes));
+    let shoppers = is_shoppers(scope);
+    let pending = if shoppers { SHOPPER_PENDING } else { PENDING };
     // One round trip, one slot: the caller's count, and the key taken if it is free.
-    let taken: Result<(u64, Option<String>), _> = redis::pipe()
-        .atomic()
+    let mut redis = backend.redis.clone();
+    let mut pipe = redis::pipe();
+    pipe.atomic()
         .incr(&count_at, 1)
         .cmd("EXPIRE")
         .arg(&count_at)
@@ -182,9 +195,14 @@ where
         .arg(format!("pending {print}"))
         .arg("NX")
         .arg("PX")
-        .arg(PENDING.as_millis() as u64)
-        .query_async(&mut backend.redis.clone())
-        .await;
+        .arg(pending.as_millis() as u64);
+    let taken = pipe.query_async::<(u64, Option<String>)>(&mut redis);
+    let taken = match shoppers {
+        true => tokio::time::timeout(SHOPPER_LOOKUP, taken)
+            .await
+            .unwrap_or_else(|_| Err((redis::ErrorKind::IoError, "no answer within the grab's deadline").into())),
+        false => taken.await,
+    };
     match taken {
         Ok((count, Some(_))) if count > MOST_KEYS_PER_CALLER => {
             let _: Result<(), _> = redis::AsyncCommands::del(&mut backend.redis.clone(), &stored_at).await;

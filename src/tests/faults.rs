@@ -617,3 +617,36 @@ async fn a_transaction_left_idle_on_postgres_lets_go_of_its_locks() {
     println!("an idle transaction's lock let go after {:?}", began.elapsed());
     drop(frozen);
 }
+
+/// A grab sent with an `Idempotency-Key` while Redis is silent (`CLIENT PAUSE`: up, but
+/// answering nothing) is answered `unavailable` within the grab's deadline on Redis, as
+/// one without a key is. Before (a drill, 2026-11-30), its key's lookup waited out the
+/// 5 s reply timeout first.
+#[tokio::test]
+async fn a_keyed_grab_waits_on_a_silent_redis_no_longer_than_any_grab() {
+    let dir = TempDir::new().unwrap();
+    let (private, app) = app_on_own_redis(dir.path()).await;
+    let v = app.create_voucher(10, -5, 3600).await;
+    let shopper = app.sign_in("silent").await;
+    let mut pauser = RedisConn::open(&private.url).await.unwrap();
+    let () = redis::cmd("CLIENT").arg("PAUSE").arg(4_000).arg("ALL").query_async(&mut pauser).await.unwrap();
+    // Paused once Redis stops answering another connection's PING.
+    let probe = RedisConn::open(&private.url).await.unwrap();
+    wait_until("Redis is silent", SOON, || {
+        let mut probe = probe.clone();
+        async move {
+            let ping = redis::cmd("PING");
+            tokio::time::timeout(Duration::from_millis(200), ping.query_async::<String>(&mut probe)).await.is_err()
+        }
+    })
+    .await;
+    let asked = Instant::now();
+    let headers = [("cookie", shopper.cookie.as_str()), ("idempotency-key", "silent-1")];
+    let (status, body) = app.call("grab", json!({ "voucher_id": v }), &headers).await;
+    let waited = asked.elapsed();
+    assert_eq!((status.as_u16(), code(&body)), (503, "unavailable"), "{body}");
+    let bound = seckill::testing::REDIS_DEADLINE + Duration::from_millis(1_000);
+    assert!(waited < bound, "a keyed grab waited {waited:?}");
+    app.stop().await;
+    private.stop().await;
+}

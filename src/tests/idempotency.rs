@@ -228,3 +228,39 @@ async fn a_shoppers_refusal_is_not_kept() {
     assert_eq!((status, replayed), (200, false), "served afresh, and granted: {body}");
     app.stop().await;
 }
+
+/// A shopper's call under way holds its key for seconds, not a minute: a first call
+/// whose process died (`kill -9`) left its key "in progress" for 60 s, and a shopper
+/// retrying their grab with it heard `idempotency_in_progress` for the rest of the
+/// sale, their order never told (a drill, 2026-11-30). Seen on a payment held up on
+/// the database's write lock: its key's mark lapses within `SHOPPER_PENDING`.
+#[tokio::test]
+async fn a_shoppers_key_under_way_is_held_for_seconds_not_a_minute() {
+    use redis::AsyncCommands;
+    let app = TestApp::spawn().await;
+    let v = app.create_voucher(5, -5, 3600).await;
+    let who = app.sign_in("held-key").await;
+    let (status, granted) = app.grab(&who, v).await;
+    assert_eq!(status, 200, "{granted}");
+    let order = granted["order_id"].as_str().unwrap().to_owned();
+    app.wait_for_stats("the order saved", v, |s| s["persisted"] == 1).await;
+    let scope = format!("shopper:{}", who.user_id);
+    let (stored_at, _) = seckill::testing::pending_mark(&app.namespace, &scope, "pay-1", "/api/pay_order", b"");
+    let lock = crate::support::hold_write_lock(&app.database_url, "orders").await;
+    let paying = keyed(&app, "pay_order", &who, "pay-1", json!({ "order_id": order }));
+    let watch = async {
+        let mut redis = app.redis.clone();
+        crate::support::wait_until("the payment's key is marked", crate::support::SOON, || {
+            let (mut redis, at) = (redis.clone(), stored_at.clone());
+            async move { redis.exists::<_, bool>(&at).await.unwrap() }
+        })
+        .await;
+        let left: i64 = redis.pttl(&stored_at).await.unwrap();
+        drop(lock);
+        left
+    };
+    let ((status, _, body), left) = tokio::join!(paying, watch);
+    assert!(0 < left && left <= seckill::testing::SHOPPER_PENDING.as_millis() as i64, "held for {left} ms more");
+    assert_eq!(status, 200, "{body}");
+    app.stop().await;
+}

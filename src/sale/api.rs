@@ -18,7 +18,9 @@ use {super::context::Context, crate::auth::caller::user};
 /// Once this process knows the voucher is sold out it answers `sold_out` without
 /// asking Redis (to everyone, buyers included), unless `again` is true: a grab sent
 /// again because the first one's answer was lost or shed is asked of the gate, so a
-/// buyer hears `already_bought` with their order and its receipt.
+/// buyer hears `already_bought` with their order and its receipt. So is a grab sent
+/// with an `Idempotency-Key` (a retry whose first answer was never kept, its process
+/// gone, is served afresh).
 #[server(prefix = "/api", endpoint = "grab", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn grab(voucher_id: i64, token: Option<String>, again: Option<bool>) -> AppResult<GrabTicket> {
     let state = Context::get();

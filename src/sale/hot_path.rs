@@ -57,13 +57,22 @@ where
     Router::new().route(Grab::PATH, post(grab)).route(GrabResult::PATH, post(grab_result))
 }
 
+/// Put on a grab by the front door when it carries an `Idempotency-Key` it serves
+/// (`server::idempotency`). A keyed grab that reaches its handler is a first try, or
+/// the retry of one whose answer was never kept (a replay is answered before): it is
+/// asked of the gate, as one sent `again` is, so a buyer hears their order, not the
+/// process's sold-out flag (a failover drill, 2026-11-30).
+#[derive(Clone, Copy, Debug)]
+pub struct Keyed;
+
 /// `POST /api/grab`: see `api::grab`.
 async fn grab(State(state): State<Arc<Context>>, State(accounts): State<Arc<Accounts>>, request: Request) -> Response {
     let (head, body) = request.into_parts();
     let call = async {
         let args: Grab = arguments(body).await?;
         let user_id = shopper::<Grab>(&accounts, &head).await?;
-        let asked = (args.token.as_deref(), args.again.unwrap_or(false));
+        let keyed = head.extensions.get::<Keyed>().is_some();
+        let asked = (args.token.as_deref(), args.again.unwrap_or(false) || keyed);
         super::grab::grab(&state, user_id, args.voucher_id, asked).await
     };
     answer(call.await)

@@ -403,6 +403,9 @@ async fn serve(guard: &Guard, req: Request, next: Next, slot: Slot) -> Response 
         key => key.and_then(Result::ok),
     };
     let scope = key.as_ref().and_then(|_| idempotency::scope(&req, || shop_subject(guard, &req)));
+    if scope.is_some() {
+        req.extensions_mut().insert(sale::hot_path::Keyed);
+    }
     let backend = guard.backend.clone();
     let run = async move {
         // The request's slot is held to the end, should its caller go first.

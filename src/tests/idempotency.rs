@@ -229,6 +229,24 @@ async fn a_shoppers_refusal_is_not_kept() {
     app.stop().await;
 }
 
+/// A grab sent with a key that no answer was kept for (its first try's process died,
+/// or Redis did not answer it) is asked of the gate, as one sent `again` is: a buyer
+/// hears `already_bought` with their order, not `sold_out` from the process's flag (a
+/// failover drill, 2026-11-30: 23 buyers in two runs).
+#[tokio::test]
+async fn a_keyed_grab_of_a_buyer_on_a_sold_out_process_names_their_order() {
+    let app = TestApp::spawn().await;
+    let v = app.create_voucher(1, -5, 3600).await;
+    let who = app.sign_in("keyed-buyer").await;
+    let (status, granted) = app.grab(&who, v).await;
+    assert_eq!(status, 200, "{granted}");
+    app.wait_for_stats("the process flags the sell-out", v, |s| s["sold_out_flag"] == true).await;
+    let (status, body) = grab(&app, &who, v, "never-kept").await;
+    assert_eq!((status.as_u16(), code(&body)), (409, "already_bought"), "{body}");
+    assert_eq!(body["order_id"], granted["order_id"]);
+    app.stop().await;
+}
+
 /// A shopper's call under way holds its key for seconds, not a minute: a first call
 /// whose process died (`kill -9`) left its key "in progress" for 60 s, and a shopper
 /// retrying their grab with it heard `idempotency_in_progress` for the rest of the

@@ -153,9 +153,10 @@ async fn a_dry_bucket_is_refilled_and_no_grab_hears_sold_out_while_units_are_lef
     let (status, body) = app.grab(&shoppers[10], v).await;
     assert_eq!((status.as_u16(), code(&body)), (409, "sold_out"), "{body}");
     // The dashboard counts it as the gate's refusal (the gate answered it `dry`, and
-    // the refill found the sale sold out), not as one this process's flag refused.
-    let stats = app.stats(v).await;
-    assert_eq!((stats["refused"].as_i64(), stats["refused_locally"].as_i64()), (Some(1), Some(0)), "{stats}");
+    // the refill found the sale sold out), not as one this process's flag refused; the
+    // count is sent after the answer, in a task of its own.
+    let stats = app.wait_for_stats("the refusal counted", v, |s| s["refused"] == 1).await;
+    assert_eq!(stats["refused_locally"].as_i64(), Some(0), "{stats}");
 
     // The moves are in the database, each settled once, and made nothing: the sale's
     // units, stock and additions are what they were.

@@ -60,3 +60,85 @@ pub const GUESSES_PER_ACCOUNT: u32 = crate::auth::attempts::PER_ACCOUNT;
 pub const FEED_PATH: &str = crate::live::FEED_PATH;
 /// The CSV exports' paths.
 pub const CSV_PATHS: [&str; 2] = [crate::orders::export::PATH, crate::report::api::CSV_PATH];
+
+/// A disk of a drill's own: a tmpfs it can fill to the last byte and free again (the
+/// full-disk drill of `src/tests/faults.rs` and the chaos run's `DiskFull` fault, on
+/// the one box's database). Mounting needs root, as `npm test` runs where it is made
+/// for; elsewhere [`disk::Disk::mount`] says why it cannot.
+pub mod disk {
+    use std::{
+        io::Write,
+        path::{Path, PathBuf},
+        process::{Command, Stdio},
+    };
+
+    /// A tmpfs mounted at a path, unmounted when dropped.
+    pub struct Disk {
+        path: PathBuf,
+    }
+
+    /// The file that fills a [`Disk`]; the disk has room again once it is dropped.
+    pub struct Filler(PathBuf);
+
+    impl Disk {
+        /// A tmpfs of `size` (`mount`'s form: `16m`) at `path`, made if missing.
+        pub fn mount(path: &Path, size: &str) -> Result<Self, String> {
+            std::fs::create_dir_all(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            let status = Command::new("mount")
+                .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+                .arg(path)
+                .stderr(Stdio::null())
+                .status()
+                .map_err(|e| format!("mount: {e}"))?;
+            if !status.success() {
+                return Err(format!("mounting a tmpfs at {} needs root", path.display()));
+            }
+            Ok(Self { path: path.to_owned() })
+        }
+
+        pub fn path(&self) -> &Path {
+            &self.path
+        }
+
+        /// Fills the disk with a file of zeros, to its last byte.
+        pub fn fill(&self) -> Result<Filler, String> {
+            let path = self.path.join("filler");
+            let mut file = std::fs::File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            let chunk = vec![0u8; 64 * 1024];
+            while file.write_all(&chunk).is_ok() {}
+            // What a whole chunk could not take.
+            for _ in 0..chunk.len() {
+                if file.write_all(&[0]).is_err() {
+                    break;
+                }
+            }
+            Ok(Filler(path))
+        }
+
+        /// Copies what is on the disk to `keep`, for a look after the drill.
+        pub fn keep_files(&self, keep: &Path) {
+            if let Ok(files) = std::fs::read_dir(&self.path) {
+                for file in files.flatten().filter(|f| f.file_name() != "filler") {
+                    let _ = std::fs::copy(file.path(), keep.join(file.file_name()));
+                }
+            }
+        }
+
+        /// Unmounts it (once more: quietly nothing).
+        pub fn unmount(&self) {
+            let _ = Command::new("umount").arg("-l").arg(&self.path).stderr(Stdio::null()).status();
+        }
+    }
+
+    impl Drop for Disk {
+        fn drop(&mut self) {
+            self.unmount();
+        }
+    }
+
+    impl Drop for Filler {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+}

@@ -16,7 +16,6 @@
 mod books;
 mod checker;
 mod cluster;
-mod disk;
 mod history;
 mod nemesis;
 mod postgres;

@@ -11,8 +11,9 @@
 //! nemesis uses to split the cluster (`cluster.rs`) and to break the apps' links to
 //! one master.
 
-use crate::{cluster::Cluster, disk::Disk, postgres::Postgres, proxy::Proxy};
+use crate::{cluster::Cluster, postgres::Postgres, proxy::Proxy};
 use seckill::server::local_redis::{steady_port, LocalRedis};
+use seckill::testing::disk::Disk;
 use std::{
     path::{Path, PathBuf},
     process::Stdio,
@@ -102,7 +103,11 @@ pub struct Topology {
     pub redis_url: String,
     redis: RedisPart,
     db: DbPart,
-    /// The one box's database's own disk, when it could be mounted.
+    /// The one box's database's own disk ([`DISK_SIZE`]), when it could be mounted: the
+    /// nemesis fills it to the last byte, then frees it (`FaultKind::DiskFull`). A full
+    /// disk once lost acknowledged orders (2026-11-30, `server::database`). Where it
+    /// cannot be mounted (not root) the database is in the run's folder and the fault
+    /// is not drawn.
     disk: Option<Disk>,
     pub apps: Vec<Mutex<App>>,
     ports: Vec<u16>,
@@ -136,6 +141,9 @@ impl App {
     }
 }
 
+/// The one box's database's disk: its database and log take a few MB in a run.
+const DISK_SIZE: &str = "32m";
+
 impl Topology {
     /// Starts the stores and the app processes under `dir`, each app ready before the
     /// next starts (SQLite's migrations take no lock between processes).
@@ -156,8 +164,9 @@ impl Topology {
         let (db, database_url, store_port) = match kind {
             Kind::OneBox => {
                 let RedisPart::Single { port, .. } = &redis else { unreachable!("one box, one Redis") };
-                disk =
-                    Disk::mount(&dir.join("db")).inspect_err(|e| println!("chaos: no database disk faults ({e})")).ok();
+                disk = Disk::mount(&dir.join("db"), DISK_SIZE)
+                    .inspect_err(|e| println!("chaos: no database disk faults ({e})"))
+                    .ok();
                 let at = disk.as_ref().map_or(dir, Disk::path);
                 (DbPart::Sqlite, format!("sqlite://{}/chaos.db", at.display()), *port)
             }

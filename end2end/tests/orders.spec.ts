@@ -1,6 +1,6 @@
 import { expect, test } from '@playwright/test';
 import { payTimeoutMs } from '../playwright.config';
-import { createVoucher, open, signUp, uniqueTitle } from './helpers';
+import { countCalls, createVoucher, open, signUp, uniqueTitle } from './helpers';
 
 test('shopper grabs, sees the time left to pay, and pays', async ({ page, request }) => {
   const title = uniqueTitle('Scarf');
@@ -17,9 +17,14 @@ test('shopper grabs, sees the time left to pay, and pays', async ({ page, reques
   await expect(card.getByText('Status: success')).toBeVisible();
   const order = orders.filter({ hasText: title });
   await expect(order.getByRole('status')).toHaveText(/^Unpaid: pay within \d+s$/);
-  await order.getByRole('button', { name: 'Pay' }).click();
+  // A second press while the first is on its way (a slow link) is not a second call.
+  const payments = countCalls(page, 'pay_order');
+  await order.getByRole('button', { name: 'Pay' }).dblclick();
   await expect(order.getByRole('status')).toHaveText('Paid');
   await expect(order.getByRole('button', { name: 'Pay' })).toHaveCount(0);
+  expect(payments).toHaveLength(1);
+  // The sale's card follows its order.
+  await expect(card.getByText('Status: paid')).toBeVisible();
 
   // An order left unpaid counts down: its text changes every second until the deadline.
   const other = page.getByRole('article', { name: later });
@@ -50,6 +55,8 @@ test('an order left unpaid is cancelled and its unit goes back on sale without a
   await expect(order.getByRole('status')).toHaveText('Cancelled: not paid in time', {
     timeout: payTimeoutMs + 10_000,
   });
+  // The card no longer says the grab's success of an order that lapsed.
+  await expect(card.getByText('Status: cancelled (timeout)')).toBeVisible();
   await expect(card).toContainText('1 of 1 left');
   await expect(card.getByRole('status')).toHaveText('');
   await expect(card.getByRole('button', { name: 'Grab' })).toBeEnabled();
@@ -66,7 +73,12 @@ test('a shopper cancels an unpaid order and may grab again', async ({ page, requ
   const orders = page.getByRole('region', { name: 'My orders' }).getByRole('listitem').filter({ hasText: title });
   await orders.getByRole('button', { name: 'Cancel' }).click();
   await expect(orders.getByRole('status')).toHaveText('Cancelled by you');
+  await expect(card.getByText('Status: cancelled (shopper)')).toBeVisible();
+  const cancelled = await card.getByText(/^Order \d+$/).textContent();
   await expect(card).toContainText('2 of 2 left');
   await card.getByRole('button', { name: 'Grab' }).click();
   await expect(orders.filter({ has: page.getByRole('button', { name: 'Pay' }) })).toHaveCount(1);
+  // The card shows the new order, granted.
+  await expect(card.getByText('Status: success')).toBeVisible();
+  await expect(card.getByText(/^Order \d+$/)).not.toHaveText(cancelled ?? '');
 });

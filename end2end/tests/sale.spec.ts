@@ -94,6 +94,7 @@ test('a shopper who reloads the page is still signed in and sees their order', a
   const card = page.getByRole('article', { name: title });
   await card.getByRole('button', { name: 'Grab' }).click();
   await expect(card.getByText('Status: success')).toBeVisible();
+  const order = await card.getByText(/^Order \d+$/).textContent();
 
   // The server's page names nobody (one render serves every visitor); the browser
   // asks who is signed in once the page is live.
@@ -101,6 +102,9 @@ test('a shopper who reloads the page is still signed in and sees their order', a
   await expect(page.locator('body[data-hydrated="true"]')).toBeAttached();
   await expect(page.getByText(`Signed in as ${name}`)).toBeVisible();
   await expect(page.getByRole('region', { name: 'My orders' })).toContainText(title);
+  // The card shows the order its shopper holds, as before the reload.
+  await expect(card.getByText(/^Order \d+$/)).toHaveText(order ?? '');
+  await expect(card.getByText('Status: success')).toBeVisible();
 });
 
 test('a sold-out voucher says sold out', async ({ page, request }) => {

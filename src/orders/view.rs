@@ -33,14 +33,22 @@ pub fn status_text(order: &Order, now: DateTime<Utc>) -> String {
     }
 }
 
-/// The signed-in shopper's orders, refreshed every 2 seconds and after each action.
-/// Plain signals and tasks rather than resources and actions: this panel is on every
-/// shopper's page, and every generic view helper adds to the WASM they download.
+/// The signed-in shopper's orders (into `orders`, which the shop's cards read too),
+/// refreshed every 2 seconds and after each action. Pay and Cancel wait while one is
+/// on its way (on a slow link, a second press would be a second call), and what it
+/// answers is shown at once. Plain signals and tasks rather than resources and
+/// actions: this panel is on every shopper's page, and every generic view helper adds
+/// to the WASM they download.
 #[cfg(feature = "hydrate")]
 #[component]
-pub fn MyOrders(user: RwSignal<Option<User>>, now: RwSignal<DateTime<Utc>>) -> impl IntoView {
-    let orders = RwSignal::new(Vec::<Order>::new());
+pub fn MyOrders(
+    user: RwSignal<Option<User>>,
+    now: RwSignal<DateTime<Utc>>,
+    orders: RwSignal<Vec<Order>>,
+) -> impl IntoView {
     let message = RwSignal::new(None::<String>);
+    // The order whose Pay or Cancel is on its way.
+    let busy = RwSignal::new(None::<String>);
     // A session ended elsewhere (signed out in another tab, everywhere, a password
     // changed) signs the page out: it shows the sign-in form again, not a list it
     // cannot refresh and Pay buttons that cannot work (a drill, 2026-11-30).
@@ -49,10 +57,15 @@ pub fn MyOrders(user: RwSignal<Option<User>>, now: RwSignal<DateTime<Utc>>) -> i
             user.try_set(None);
         }
     };
+    // Counts answered actions: a list asked for before one was answered is older
+    // than what it answered, and is not shown over it.
+    let acted = RwSignal::new(0u32);
     let load = move || {
+        let asked = acted.get_untracked();
         leptos::task::spawn_local(async move {
             match my_orders(None, None).await {
-                Ok(page) => _ = orders.try_set(page.items),
+                Ok(page) if acted.try_get_untracked() == Some(asked) => _ = orders.try_set(page.items),
+                Ok(_) => {}
                 Err(e) => ended(&e),
             }
         })
@@ -67,12 +80,26 @@ pub fn MyOrders(user: RwSignal<Option<User>>, now: RwSignal<DateTime<Utc>>) -> i
         }
     });
     let act = move |order_id: String, pay: bool| {
+        if busy.get_untracked().is_some() {
+            return;
+        }
+        busy.set(Some(order_id.clone()));
         leptos::task::spawn_local(async move {
             let done = if pay { pay_order(order_id).await } else { cancel_order(order_id).await };
-            if let Err(e) = &done {
-                ended(e);
+            match done {
+                Ok(order) => {
+                    orders.try_update(|list| {
+                        list.iter_mut().filter(|o| o.order_id == order.order_id).for_each(|o| *o = order.clone())
+                    });
+                    message.try_set(None);
+                }
+                Err(e) => {
+                    ended(&e);
+                    message.try_set(Some(e.message));
+                }
             }
-            message.try_set(done.err().map(|e| e.message));
+            acted.try_update(|n| *n += 1);
+            busy.try_set(None);
             load();
         })
     };
@@ -82,7 +109,7 @@ pub fn MyOrders(user: RwSignal<Option<User>>, now: RwSignal<DateTime<Utc>>) -> i
             <p role="alert" class="text-sm text-red-700">{move || message.get()}</p>
             <p hidden=move || !orders.with(Vec::is_empty)>"No orders yet."</p>
             <ul class="grid gap-2">
-                {move || orders.get().into_iter().map(|o| order_item(o, now, act)).collect_view()}
+                {move || orders.get().into_iter().map(|o| order_item(o, now, busy, act)).collect_view()}
             </ul>
         </section>
     }
@@ -94,11 +121,15 @@ pub fn MyOrders(user: RwSignal<Option<User>>, now: RwSignal<DateTime<Utc>>) -> i
 fn order_item(
     order: Order,
     now: RwSignal<DateTime<Utc>>,
+    busy: RwSignal<Option<String>>,
     act: impl Fn(String, bool) + Copy + 'static,
 ) -> impl IntoView {
     let (id, deadline) = (order.order_id.clone(), order.pay_deadline);
     let unpaid = order.status == OrderStatus::Unpaid;
     let closed = move || !unpaid || now.get() >= deadline;
+    let waiting = move || busy.with(Option::is_some);
+    let this = id.clone();
+    let paying = move || busy.with(|b| b.as_ref() == Some(&this));
     let (pay_id, cancel_id, label) = (id.clone(), id.clone(), format!("Order {id}"));
     view! {
         <li class="flex flex-wrap items-center gap-3 rounded-lg bg-white p-3 shadow" aria-label=label>
@@ -106,10 +137,11 @@ fn order_item(
             <span class="font-mono text-sm">{id}</span>
             <span>{crate::money::format(order.price, &order.currency)}</span>
             <span role="status">{move || status_text(&order, now.get())}</span>
-            <button class="rounded bg-emerald-700 px-3 min-h-11 min-w-11 py-1 text-white" hidden=closed
+            <button class="rounded bg-emerald-700 px-3 min-h-11 min-w-11 py-1 text-white disabled:opacity-50" hidden=closed
+                disabled=waiting aria-busy=move || paying().then_some("true")
                 on:click=move |_| act(pay_id.clone(), true)>"Pay"</button>
-            <button class="rounded border px-3 min-h-11 min-w-11 py-1" hidden=closed
-                on:click=move |_| act(cancel_id.clone(), false)>"Cancel"</button>
+            <button class="rounded border px-3 min-h-11 min-w-11 py-1 disabled:opacity-50" hidden=closed
+                disabled=waiting on:click=move |_| act(cancel_id.clone(), false)>"Cancel"</button>
         </li>
     }
 }

@@ -63,6 +63,7 @@ mod painted {
             jitter, pause,
         },
         error::{AppError, ErrorCode},
+        orders::{Order, OrderStatus},
         sale::{view::CardView, Queued},
     };
     use std::{
@@ -339,6 +340,32 @@ mod painted {
             }
         }
 
+        /// Follows the shopper's saved orders as My orders last listed them: the card
+        /// shows the sale's order the shopper holds (on a page opened again after a
+        /// grab, or an order made in another tab), and how the order it shows stands
+        /// now (paid, or cancelled: then Grab is the shopper's to press again). Not
+        /// while a press is on its way: its answer names the order to show.
+        pub fn show_orders(&self, orders: &[Order]) {
+            if self.pending.get() {
+                return;
+            }
+            let tracked = self.tracked.borrow().clone();
+            let mine = || orders.iter().filter(|o| o.voucher_id == self.id);
+            let Some(order) = mine()
+                .find(|o| o.status != OrderStatus::Cancelled)
+                .or_else(|| mine().find(|o| tracked.as_ref() == Some(&o.order_id)))
+            else {
+                return;
+            };
+            if tracked.as_ref() != Some(&order.order_id) {
+                *self.tracked.borrow_mut() = Some(order.order_id.clone());
+                set_text(&self.parts.order_id, &order.order_id);
+                set_flag(&self.parts.order, "hidden", false);
+                set_flag(&self.parts.progress, "hidden", false);
+            }
+            self.show_progress(&GrabProgress::of_order(order));
+        }
+
         /// Whether `ticket`'s order is the one the card shows.
         fn shows(&self, ticket: &GrabTicket) -> bool {
             self.tracked.borrow().as_ref() == Some(&ticket.order_id)
@@ -373,5 +400,29 @@ mod tests {
         assert_eq!(json(result_args(7, &ticket)), serde_json::to_value(asked).unwrap());
         let token = GrabToken { voucher_id: 7 };
         assert_eq!(json(token_args(7)), serde_json::to_value(token).unwrap());
+    }
+
+    /// A card shows a saved order as the grab's success until it is paid or lapses.
+    #[test]
+    fn a_card_says_how_its_saved_order_stands() {
+        use crate::orders::{CancelReason, Order, OrderStatus};
+        let at = chrono::DateTime::from_timestamp_millis(1_764_000_000_000).unwrap();
+        let order = |status, cancel_reason| Order {
+            order_id: "12".into(),
+            voucher_id: 7,
+            user_id: 2,
+            title: "Tea".into(),
+            status,
+            created_at: at,
+            pay_deadline: at,
+            cancel_reason,
+            price: 100,
+            currency: "EUR".into(),
+        };
+        let says = |status, reason| super::super::GrabProgress::of_order(&order(status, reason)).text();
+        assert_eq!(says(OrderStatus::Unpaid, None), "success");
+        assert_eq!(says(OrderStatus::Paid, None), "paid");
+        assert_eq!(says(OrderStatus::Cancelled, Some(CancelReason::Timeout)), "cancelled (timeout)");
+        assert_eq!(says(OrderStatus::Cancelled, Some(CancelReason::Shopper)), "cancelled (shopper)");
     }
 }

@@ -104,13 +104,16 @@ pub enum GrabState {
     Failed { reason: FailReason },
 }
 
-#[cfg(feature = "hydrate")]
+#[cfg(any(test, feature = "hydrate"))]
 impl GrabState {
+    const SUCCESS: &str = "success";
+
     /// The state's name, as `status` carries it.
+    #[cfg(feature = "hydrate")]
     pub fn status(&self) -> &'static str {
         match self {
             Self::Queued => "queued",
-            Self::Success { .. } => "success",
+            Self::Success { .. } => Self::SUCCESS,
             Self::Failed { .. } => "failed",
         }
     }
@@ -151,7 +154,20 @@ impl GrabProgress {
         Self { status: GrabState::Queued.status().to_owned(), reason: None }
     }
 
-    /// "queued", "success", "failed (sold_out)".
+    /// Where the shopper's saved order stands, as the card says it: a success while
+    /// it waits for payment, then paid, or cancelled and why ("cancelled (timeout)").
+    /// My orders lists the orders; the card follows its own there, so it neither keeps
+    /// saying "success" of an order that lapsed nor, on a page opened again, forgets
+    /// the order its shopper holds.
+    pub fn of_order(order: &Order) -> Self {
+        let status = match order.status {
+            crate::orders::OrderStatus::Unpaid => GrabState::SUCCESS,
+            status => status.as_str(),
+        };
+        Self { status: status.to_owned(), reason: order.cancel_reason.map(|r| r.as_str().to_owned()) }
+    }
+
+    /// "queued", "success", "failed (sold_out)", "cancelled (shopper)".
     pub fn text(&self) -> String {
         match &self.reason {
             Some(reason) => format!("{} ({reason})", self.status),

@@ -25,7 +25,7 @@ mod starting;
 mod state;
 
 use crate::{
-    app::{shell, App},
+    app::{shell, App, ShopStylesheet},
     auth::{
         ended_sessions,
         jwt::ShopLogin,
@@ -425,6 +425,7 @@ const STOP_GRACE: Duration = Duration::from_secs(10);
 fn router(state: AppState, guard: Arc<api_guard::Guard>) -> Router {
     let routes = page_routes();
     let options = state.leptos_options.clone();
+    let stylesheet = site::stylesheet(&options).map(ShopStylesheet);
     Router::new()
         .merge(monitoring::routes())
         .merge(openapi::routes())
@@ -442,7 +443,12 @@ fn router(state: AppState, guard: Arc<api_guard::Guard>) -> Router {
             },
             {
                 let options = options.clone();
-                move || shell(options.clone())
+                move || {
+                    if let Some(stylesheet) = &stylesheet {
+                        leptos::prelude::provide_context(stylesheet.clone());
+                    }
+                    shell(options.clone())
+                }
             },
         )
         .fallback(leptos_axum::file_and_error_handler::<AppState, _>(shell))

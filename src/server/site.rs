@@ -47,6 +47,19 @@ pub fn options() -> Result<LeptosOptions, String> {
     Ok(options)
 }
 
+/// The text of the site's stylesheet, for the shop page to carry inline
+/// (`app::ShopStylesheet`), in a release build (a development build keeps the link:
+/// `cargo leptos watch` swaps it when the stylesheet changes). `None` when it cannot
+/// be read, or could close the element it would sit in: the page then links it.
+pub fn stylesheet(options: &LeptosOptions) -> Option<std::sync::Arc<str>> {
+    if cfg!(debug_assertions) {
+        return None;
+    }
+    let ([_, _, css], _) = page_files(options).ok()?;
+    let text = std::fs::read_to_string(css).ok()?;
+    (!text.contains("</")).then(|| text.into())
+}
+
 /// How the site is built to be deployed: cargo-leptos's flags that a plain `cargo leptos
 /// build --release` leaves out are what [`check_build`] asks for.
 const DEPLOY_BUILD: &str = "cargo leptos build --release --precompress --split";

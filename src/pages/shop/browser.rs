@@ -16,7 +16,7 @@ use crate::{
     },
     listing::Page,
     live::{view::follow_shop_feed, StockLive},
-    orders::view::MyOrders,
+    orders::{view::MyOrders, Order},
     sale::{
         card::Card,
         clock::{GateClock, TICK_MS},
@@ -50,13 +50,15 @@ pub fn start() {
     let clock = GateClock::start(start.as_ref().and_then(|s| s.rendered_ms));
     // My orders counts down to each payment deadline by the gate's clock.
     let now = RwSignal::new(clock.now().unwrap_or_else(Utc::now));
+    // My orders lists them; each card shows its sale's.
+    let orders = RwSignal::new(Vec::<Order>::new());
     if let Some(slot) = document().get_element_by_id(ids::ORDERS).and_then(|e| e.dyn_into::<HtmlElement>().ok()) {
-        while_some(user, slot, move |user| my_orders(user, now), |_| {});
+        while_some(user, slot, move |user| my_orders(user, now, orders), |_| {});
     }
     // Without its start, or with a card it cannot read (a page something rewrote on
     // its way), the island cannot paint the page's cards: the page's script keeps
     // answering Grab.
-    let shop = start.and_then(|start| Shop::find(start, clock.clone()));
+    let shop = start.and_then(|start| Shop::find(start, clock.clone(), orders));
     every(TICK_MS, {
         let shop = shop.clone();
         move || {
@@ -98,8 +100,8 @@ fn ask_who(user: RwSignal<Option<User>>) {
 /// The shopper's orders in WASM of their own (`#[lazy]`, built with `--split`): a first
 /// visit, signed out, does not download them; signing in fetches them.
 #[lazy]
-fn my_orders(user: RwSignal<Option<User>>, now: RwSignal<DateTime<Utc>>) -> Mount {
-    Box::new(move |slot| Box::new(leptos::mount::mount_to(slot, move || view! { <MyOrders user now/> })))
+fn my_orders(user: RwSignal<Option<User>>, now: RwSignal<DateTime<Utc>>, orders: RwSignal<Vec<Order>>) -> Mount {
+    Box::new(move |slot| Box::new(leptos::mount::mount_to(slot, move || view! { <MyOrders user now orders/> })))
 }
 
 /// The list of sales as the page shows it.
@@ -109,6 +111,8 @@ struct Shop {
     /// Whether the page has had a list: until then it says why it could not.
     had_list: Cell<bool>,
     live: Rc<RefCell<HashMap<i64, StockLive>>>,
+    /// The shopper's orders, as My orders last listed them (none while signed out).
+    orders: RwSignal<Vec<Order>>,
     cards: RefCell<Vec<Rc<Card>>>,
     grid: Element,
     empty: Element,
@@ -123,7 +127,7 @@ impl Shop {
     /// The list the server drew, every card of it answered from now on (`None`: a
     /// part or a card could not be read, and nothing was taken over). Grab is the
     /// island's before any card is: the page's script stands down.
-    fn find(start: ShopStart, clock: Rc<GateClock>) -> Option<Rc<Self>> {
+    fn find(start: ShopStart, clock: Rc<GateClock>, orders: RwSignal<Vec<Order>>) -> Option<Rc<Self>> {
         let sales = document().get_element_by_id(ids::SALES)?;
         let get = |name| dom::part(&sales, name);
         let (grid, empty, refused) = (get(ids::GRID)?, get(ids::EMPTY)?, get(ids::REFUSED)?);
@@ -139,6 +143,7 @@ impl Shop {
             listed: RefCell::new(Vec::new()),
             had_list: Cell::new(start.refusal.is_none()),
             live: Rc::default(),
+            orders,
             cards: RefCell::new(cards),
             grid,
             empty,
@@ -152,7 +157,7 @@ impl Shop {
         Some(shop)
     }
 
-    /// Paints every card as it stands now.
+    /// Paints every card as it stands now, with the shopper's order of its sale.
     fn repaint(&self) {
         let (now, known) = self.clock.now().map_or_else(|| (Utc::now(), false), |now| (now, true));
         let (listed, live) = (self.listed.borrow(), self.live.borrow());
@@ -161,6 +166,7 @@ impl Shop {
                 let sale = live.get(&card.id).map(live_sale);
                 card.paint(CardView::of(v, sale.as_ref(), now, known));
             }
+            self.orders.with_untracked(|orders| card.show_orders(orders));
         }
     }
 

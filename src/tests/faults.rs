@@ -3,7 +3,7 @@
 //! I4 conservation).
 
 use crate::support::{
-    code,
+    code, logs,
     process::{Process, Shared},
     redis_url, wait_until, Options, Shopper, TestApp, Watchdog, SETTLED, SOON,
 };
@@ -603,4 +603,91 @@ async fn a_keyed_grab_waits_on_a_silent_redis_no_longer_than_any_grab() {
     assert!(waited < bound, "a keyed grab waited {waited:?}");
     app.stop().await;
     private.stop().await;
+}
+
+/// While the database cannot write, a worker's batch waits and the outage is logged
+/// once (then every 30 s, `backend::outage`), not at each try. Before (a drill,
+/// 2026-11-30), every try of a batch the database could not write logged a line, 0.1
+/// to 1 s apart for every sale, and then tried each of its orders alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_that_cannot_write_is_not_logged_at_every_try() {
+    let _watchdog = Watchdog::arm();
+    let app = TestApp::with(Options::default().with(|c| {
+        c.worker_name = Some("quiet".into());
+        c.db_busy_ms = 200;
+    }))
+    .await;
+    let v = app.create_voucher(20, -5, 3600).await;
+    let shoppers = app.sign_in_many("quiet", 6).await;
+    let stream = SaleKeys::new(&app.namespace, v).orders;
+    let mut blocker = hold_write_lock(&app.database_url, "vouchers").await;
+    let answers = futures::future::join_all(shoppers.iter().map(|s| app.grab(s, v))).await;
+    assert!(answers.iter().all(|(status, _)| status.as_u16() == 200), "{answers:?}");
+    let mut redis = app.redis.clone();
+    wait_until("the worker read orders it cannot write", SETTLED, || {
+        let (mut redis, stream) = (redis.clone(), stream.clone());
+        async move { pending_on(&mut redis, &stream, "quiet").await > 0 }
+    })
+    .await;
+    // It tries again the orders it read (and reads no others until they are saved):
+    // it is handed the others too, so that it tries all six as one batch.
+    let _: redis::Value = redis::cmd("XREADGROUP")
+        .arg("GROUP")
+        .arg(GROUP)
+        .arg("drill")
+        .arg("COUNT")
+        .arg(100)
+        .arg("STREAMS")
+        .arg(&stream)
+        .arg(">")
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    let taken: StreamPendingCountReply = redis::cmd("XPENDING")
+        .arg(&stream)
+        .arg(GROUP)
+        .arg("-")
+        .arg("+")
+        .arg(100)
+        .arg("drill")
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    let ids: Vec<&str> = taken.ids.iter().map(|p| p.id.as_str()).collect();
+    if !ids.is_empty() {
+        let _: redis::Value = redis::cmd("XCLAIM")
+            .arg(&stream)
+            .arg(GROUP)
+            .arg("quiet")
+            .arg(0)
+            .arg(&ids)
+            .query_async(&mut redis)
+            .await
+            .unwrap();
+    }
+    let _: i64 = redis::cmd("XGROUP")
+        .arg("DELCONSUMER")
+        .arg(&stream)
+        .arg(GROUP)
+        .arg("drill")
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    assert_eq!(pending_on(&mut redis, &stream, "quiet").await, 6, "the worker holds every order");
+    wait_until("the worker tried the six as one batch twice", SETTLED, || {
+        let (mut redis, stream) = (redis.clone(), stream.clone());
+        async move { fewest_deliveries(&mut redis, &stream).await >= 4 }
+    })
+    .await;
+    let said = logs::lines_with(&[&stream]);
+    assert!(said.is_empty(), "no line per try: {said:?}");
+    sqlx::query("ROLLBACK").execute(&mut blocker).await.unwrap();
+    app.wait_for_stats("every order saved", v, |s| s["persisted"] == 6 && s["pending"] == 0).await;
+}
+
+/// The fewest times any pending entry of the group was delivered.
+async fn fewest_deliveries(redis: &mut RedisConn, stream: &str) -> usize {
+    let reply: StreamPendingCountReply =
+        redis::cmd("XPENDING").arg(stream).arg(GROUP).arg("-").arg("+").arg(10_000).query_async(redis).await.unwrap();
+    reply.ids.iter().map(|p| p.times_delivered).min().unwrap_or(0)
 }

@@ -94,9 +94,18 @@ impl Saver {
         match store::persist_watched(&self.backend.db, &msgs, self.settings.pay_timeout_ms, Some(&mut self.watch)).await
         {
             Ok(fates) => self.finish(&good, &fates).await,
+            // The database cannot write (down, locked, full): no order alone would do
+            // better, and the batch waits. The worker's outage says so once, then every
+            // 30 s (`backend::outage`); before, every try of every sale's batch logged
+            // a line here and then tried each order alone (a drill, 2026-11-30).
+            Err(e) if !store::refuses_data(&e) => Err(e.into()),
             Err(e) if good.len() == 1 => self.refused(&good[0], e).await,
             Err(e) => {
-                tracing::warn!("worker: batch of {} failed ({e}); retrying one by one", good.len());
+                tracing::warn!(
+                    stream = %self.keys.orders,
+                    "worker: batch of {} refused ({e}); trying each order alone",
+                    good.len()
+                );
                 for e in &good {
                     let msg = e.msg.clone().into_iter().collect::<Vec<_>>();
                     match store::persist_watched(

@@ -1,6 +1,7 @@
 //! Runs the real server on 127.0.0.1:0 against the Redis in `REDIS_URL` (each test
 //! gets its own key namespace) and a fresh SQLite file, and talks to it over HTTP.
 
+pub mod logs;
 pub mod process;
 pub mod proxy;
 
@@ -168,7 +169,7 @@ impl TestApp {
     /// A server started, not waited for: it may still be waiting for its stores.
     pub async fn starting(opts: Options) -> Starting {
         // Server warnings show in a failing test's output.
-        let _ = tracing_subscriber::fmt().with_test_writer().with_env_filter("warn").try_init();
+        logs::capture();
         let Options { mut config, reuse } = opts;
         let Reuse { dir, namespace, database_url } = match reuse {
             Some(reuse) => reuse,

@@ -72,4 +72,10 @@ test("the admin board runs a live sale by the gate's clock, whatever the device'
   const row = page.getByRole('article', { name: title, exact: true });
   await expect(row.getByTestId('sale-state')).toHaveText('Live');
   await expect(row.getByRole('button', { name: 'Pause' })).toBeVisible();
+  // A new sale's pickers start at the gate's now, not the device's (they proposed a
+  // start two hours late).
+  const starts = page.getByLabel('Starts at', { exact: true });
+  await expect(starts).not.toHaveValue('');
+  const proposed = await starts.evaluate((input: HTMLInputElement) => new Date(input.value).getTime());
+  expect(Math.abs(proposed - Date.now()), `proposed ${new Date(proposed).toISOString()}`).toBeLessThan(120_000);
 });

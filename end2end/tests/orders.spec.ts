@@ -82,3 +82,39 @@ test('a shopper cancels an unpaid order and may grab again', async ({ page, requ
   await expect(card.getByText('Status: success')).toBeVisible();
   await expect(card.getByText(/^Order \d+$/)).not.toHaveText(cancelled ?? '');
 });
+
+// A review's finds (2026-11-30): the cards kept the last shopper's order after a
+// sign-out, for the next shopper on the page to read; and a payment answered after the
+// sign-out made the page's code panic (the orders panel was gone).
+test("a sign-out forgets the shopper's orders, on the cards too, with a payment on its way", async ({ page, request }) => {
+  const title = uniqueTitle('Shared');
+  await createVoucher(request, title, 5);
+  const errors: string[] = [];
+  page.on('pageerror', (e) => errors.push(e.message));
+  await open(page, '/');
+  await signUp(page, uniqueTitle('first'));
+  const card = page.getByRole('article', { name: title });
+  await card.getByRole('button', { name: 'Grab' }).click();
+  await expect(card.getByText('Status: success')).toBeVisible();
+  const order = page.getByRole('region', { name: 'My orders' }).getByRole('listitem').filter({ hasText: title });
+  // The payment is answered once its shopper has signed out.
+  let answer = () => {};
+  const signedOut = new Promise<void>((resolve) => (answer = resolve));
+  await page.route('**/api/pay_order', async (route) => {
+    await signedOut;
+    await route.continue();
+  });
+  const paid = page.waitForResponse('**/api/pay_order');
+  await order.getByRole('button', { name: 'Pay' }).click();
+  await page.getByRole('button', { name: 'Sign out', exact: true }).click();
+  await expect(card.getByText(/^Order \d+$/)).toBeHidden();
+  await expect(card.getByText(/^Status:/)).toBeHidden();
+  answer();
+  await paid;
+  // The page works on: the next shopper sees no order on the card, and grabs.
+  await signUp(page, uniqueTitle('second'));
+  await expect(card.getByText(/^Order \d+$/)).toBeHidden();
+  await card.getByRole('button', { name: 'Grab' }).click();
+  await expect(card.getByText('Status: success')).toBeVisible();
+  expect(errors).toEqual([]);
+});

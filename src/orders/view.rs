@@ -61,7 +61,8 @@ pub fn MyOrders(
     // than what it answered, and is not shown over it.
     let acted = RwSignal::new(0u32);
     let load = move || {
-        let asked = acted.get_untracked();
+        // Gone once the panel is (signed out while an answer was on its way).
+        let Some(asked) = acted.try_get_untracked() else { return };
         leptos::task::spawn_local(async move {
             match my_orders(None, None).await {
                 Ok(page) if acted.try_get_untracked() == Some(asked) => _ = orders.try_set(page.items),
@@ -80,7 +81,7 @@ pub fn MyOrders(
         }
     });
     let act = move |order_id: String, pay: bool| {
-        if busy.get_untracked().is_some() {
+        if busy.try_get_untracked().flatten().is_some() {
             return;
         }
         busy.set(Some(order_id.clone()));
@@ -98,9 +99,10 @@ pub fn MyOrders(
                     message.try_set(Some(e.message));
                 }
             }
-            acted.try_update(|n| *n += 1);
             busy.try_set(None);
-            load();
+            if acted.try_update(|n| *n += 1).is_some() {
+                load();
+            }
         })
     };
     view! {

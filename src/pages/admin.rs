@@ -65,18 +65,24 @@ fn OperatorsBoard(unlocked: RwSignal<bool>) -> impl IntoView {
     // gate's clock, not the device's: an operator whose clock ran two hours fast saw a
     // live sale as ended, with no control to run it (a drill, 2026-11-30).
     let now = RwSignal::new(chrono::Utc::now());
+    // The same, once the page has it (the new sale's pickers start from it).
+    let gate_now = RwSignal::new(None::<chrono::DateTime<chrono::Utc>>);
     #[cfg(feature = "hydrate")]
     {
         // Four times a second: the first measurement shows within a quarter second.
         let clock = crate::sale::clock::GateClock::start(None);
-        every(250, move || now.set(clock.now().unwrap_or_else(chrono::Utc::now)));
+        every(250, move || {
+            let gate = clock.now();
+            now.set(gate.unwrap_or_else(chrono::Utc::now));
+            gate_now.set(gate);
+        });
     }
     let titles = Signal::derive(move || {
         vouchers.get().and_then(Result::ok).unwrap_or_default().into_iter().map(|v| (v.id, v.title)).collect()
     });
     view! {
         <OperatorPanel/>
-        <CreateVoucher refresh/>
+        <CreateVoucher refresh gate_now/>
         <LiveBoard titles unlocked/>
         <h2 class="mb-2 mt-6 text-xl font-semibold">"Vouchers"</h2>
         <EachVoucher vouchers=Signal::derive(move || vouchers.get()) class="grid gap-2" empty="No vouchers yet."

@@ -106,6 +106,9 @@ mod painted {
         /// The order shown, followed until it was decided: a press that names it again
         /// (`already_bought`) leaves it as it is.
         tracked: RefCell<Option<String>>,
+        /// Followings of a grab's result under way (a new press's starts before the
+        /// last one's has seen it is no longer shown).
+        following: Cell<u32>,
         /// Grab's listener, dropped with the card (it holds the card weakly).
         pressed: RefCell<Option<dom::Listener>>,
     }
@@ -136,6 +139,7 @@ mod painted {
                 shown: RefCell::new(None),
                 pending: Cell::new(false),
                 tracked: RefCell::default(),
+                following: Cell::new(0),
                 pressed: RefCell::default(),
             })
         }
@@ -234,7 +238,9 @@ mod painted {
             set_flag(&self.parts.order, "hidden", false);
             self.show_progress(&GrabProgress::queued());
             set_flag(&self.parts.progress, "hidden", false);
+            self.following.set(self.following.get() + 1);
             self.follow(ticket).await;
+            self.following.set(self.following.get() - 1);
         }
 
         async fn grab_with_retries(
@@ -349,6 +355,9 @@ mod painted {
             if self.pending.get() {
                 return;
             }
+            // A grab being followed is the card's: a list older than it may still name
+            // an order cancelled since (in another tab) as held.
+            let followed = self.following.get() > 0;
             let tracked = self.tracked.borrow().clone();
             let mine = || orders.iter().filter(|o| o.voucher_id == self.id);
             let Some(order) = mine()
@@ -358,12 +367,28 @@ mod painted {
                 return;
             };
             if tracked.as_ref() != Some(&order.order_id) {
+                if followed {
+                    return;
+                }
                 *self.tracked.borrow_mut() = Some(order.order_id.clone());
                 set_text(&self.parts.order_id, &order.order_id);
                 set_flag(&self.parts.order, "hidden", false);
                 set_flag(&self.parts.progress, "hidden", false);
             }
             self.show_progress(&GrabProgress::of_order(order));
+        }
+
+        /// Forgets the order shown (its shopper signed out), unless a press is on its
+        /// way: its answer is the next shopper's.
+        pub fn forget(&self) {
+            if self.pending.get() {
+                return;
+            }
+            self.tracked.borrow_mut().take();
+            set_flag(&self.parts.order, "hidden", true);
+            set_flag(&self.parts.progress, "hidden", true);
+            set_text(&self.parts.status, "");
+            self.refuse("");
         }
 
         /// Whether `ticket`'s order is the one the card shows.

@@ -55,10 +55,10 @@ fn field(id: String, label: &'static str, kind: &'static str, value: RwSignal<St
 }
 
 /// The form that puts a new voucher on sale; bumps `refresh` when one was created.
+/// `gate_now`: the gate's time, once the page has it.
 #[component]
-pub fn CreateVoucher(refresh: RwSignal<u64>) -> impl IntoView {
+pub fn CreateVoucher(refresh: RwSignal<u64>, gate_now: RwSignal<Option<DateTime<Utc>>>) -> impl IntoView {
     let currency = use_currency();
-    let start = Utc::now().trunc_subsecs(0);
     let title = RwSignal::new(String::new());
     let stock = RwSignal::new("100".to_owned());
     let price = RwSignal::new("0".to_owned());
@@ -68,11 +68,19 @@ pub fn CreateVoucher(refresh: RwSignal<u64>) -> impl IntoView {
     let shards = RwSignal::new("1".to_owned());
     // On by default here (the API's default stays off, for the clients it had).
     let fair = RwSignal::new(true);
-    // The pickers start at now and an hour from now, in the operator's zone (known
-    // once the page runs in the browser).
-    Effect::new(move |_| {
+    // The pickers start at the gate's now and an hour later, in the operator's zone,
+    // once the page has the gate's time: the device's may be hours off (it was the
+    // default until a drill, 2026-11-30: a device two hours fast proposed a sale two
+    // hours late). Once: what the operator picks is theirs.
+    Effect::new(move |seeded: Option<bool>| {
+        if seeded == Some(true) {
+            return true;
+        }
+        let Some(start) = gate_now.get() else { return false };
+        let start = start.trunc_subsecs(0);
         begins.set(local_input(start));
         ends.set(local_input(start + Duration::hours(1)));
+        true
     });
     let result = RwSignal::new(None::<AppResult<Voucher>>);
     // One call at a time: a double click, or Enter pressed again, made a second sale.

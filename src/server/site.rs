@@ -56,8 +56,17 @@ pub fn stylesheet(options: &LeptosOptions) -> Option<std::sync::Arc<str>> {
         return None;
     }
     let ([_, _, css], _) = page_files(options).ok()?;
-    let text = std::fs::read_to_string(css).ok()?;
-    (!text.contains("</")).then(|| text.into())
+    match std::fs::read_to_string(&css) {
+        Ok(text) if !text.contains("</") => Some(text.into()),
+        Ok(_) => {
+            tracing::warn!("{} holds `</`: the shop page links it instead of carrying it", css.display());
+            None
+        }
+        Err(e) => {
+            tracing::warn!("{} ({e}): the shop page links it instead of carrying it", css.display());
+            None
+        }
+    }
 }
 
 /// How the site is built to be deployed: cargo-leptos's flags that a plain `cargo leptos

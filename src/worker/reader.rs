@@ -151,7 +151,7 @@ impl Reader {
             let stepped = self.step().await;
             if stepped.is_ok() {
                 self.backoff = FIRST_BACKOFF;
-                self.outage.ended(&format_args!("worker of voucher {}", self.voucher.id));
+                self.outage.ended(&format_args!("worker of voucher {} ({})", self.voucher.id, self.keys.orders));
             }
             match stepped {
                 Ok(true) => self.idle = FIRST_IDLE,
@@ -173,7 +173,8 @@ impl Reader {
                     }
                 }
                 Err(e) => {
-                    self.outage.failed(&format_args!("worker of voucher {}", self.voucher.id), &e);
+                    self.outage
+                        .failed(&format_args!("worker of voucher {} ({})", self.voucher.id, self.keys.orders), &e);
                     // Whatever failed, Redis may have lost the group (rejoin), and
                     // entries read before the failure are still this consumer's.
                     self.phase = if e.is_no_group() || self.phase == Phase::Joining {

@@ -50,15 +50,28 @@ pub fn start() {
     let clock = GateClock::start(start.as_ref().and_then(|s| s.rendered_ms));
     // My orders counts down to each payment deadline by the gate's clock.
     let now = RwSignal::new(clock.now().unwrap_or_else(Utc::now));
-    // My orders lists them; each card shows its sale's.
+    // My orders lists them; each card shows its sale's. A sign-out forgets them, and
+    // each card the order it showed: the next shopper on this page sees none of them.
     let orders = RwSignal::new(Vec::<Order>::new());
+    let signed_out = RwSignal::new(0u32);
     if let Some(slot) = document().get_element_by_id(ids::ORDERS).and_then(|e| e.dyn_into::<HtmlElement>().ok()) {
-        while_some(user, slot, move |user| my_orders(user, now, orders), |_| {});
+        let signed_in = Cell::new(false);
+        while_some(
+            user,
+            slot,
+            move |user| my_orders(user, now, orders),
+            move |now_in| {
+                if signed_in.replace(now_in) && !now_in {
+                    orders.set(Vec::new());
+                    signed_out.update(|n| *n += 1);
+                }
+            },
+        );
     }
     // Without its start, or with a card it cannot read (a page something rewrote on
     // its way), the island cannot paint the page's cards: the page's script keeps
     // answering Grab.
-    let shop = start.and_then(|start| Shop::find(start, clock.clone(), orders));
+    let shop = start.and_then(|start| Shop::find(start, clock.clone(), (orders, signed_out)));
     every(TICK_MS, {
         let shop = shop.clone();
         move || {
@@ -111,8 +124,11 @@ struct Shop {
     /// Whether the page has had a list: until then it says why it could not.
     had_list: Cell<bool>,
     live: Rc<RefCell<HashMap<i64, StockLive>>>,
-    /// The shopper's orders, as My orders last listed them (none while signed out).
+    /// The shopper's orders, as My orders last listed them (none while signed out),
+    /// and how many sign-outs there were (the last the cards were told of apart).
     orders: RwSignal<Vec<Order>>,
+    signed_out: RwSignal<u32>,
+    told_signed_out: Cell<u32>,
     cards: RefCell<Vec<Rc<Card>>>,
     grid: Element,
     empty: Element,
@@ -127,7 +143,11 @@ impl Shop {
     /// The list the server drew, every card of it answered from now on (`None`: a
     /// part or a card could not be read, and nothing was taken over). Grab is the
     /// island's before any card is: the page's script stands down.
-    fn find(start: ShopStart, clock: Rc<GateClock>, orders: RwSignal<Vec<Order>>) -> Option<Rc<Self>> {
+    fn find(
+        start: ShopStart,
+        clock: Rc<GateClock>,
+        (orders, signed_out): (RwSignal<Vec<Order>>, RwSignal<u32>),
+    ) -> Option<Rc<Self>> {
         let sales = document().get_element_by_id(ids::SALES)?;
         let get = |name| dom::part(&sales, name);
         let (grid, empty, refused) = (get(ids::GRID)?, get(ids::EMPTY)?, get(ids::REFUSED)?);
@@ -144,6 +164,8 @@ impl Shop {
             had_list: Cell::new(start.refusal.is_none()),
             live: Rc::default(),
             orders,
+            signed_out,
+            told_signed_out: Cell::new(signed_out.get_untracked()),
             cards: RefCell::new(cards),
             grid,
             empty,
@@ -161,7 +183,12 @@ impl Shop {
     fn repaint(&self) {
         let (now, known) = self.clock.now().map_or_else(|| (Utc::now(), false), |now| (now, true));
         let (listed, live) = (self.listed.borrow(), self.live.borrow());
+        let signed_out = self.signed_out.get_untracked();
+        let forget = self.told_signed_out.replace(signed_out) != signed_out;
         for card in self.cards.borrow().iter() {
+            if forget {
+                card.forget();
+            }
             if let Some(v) = listed.iter().find(|v| v.id == card.id) {
                 let sale = live.get(&card.id).map(live_sale);
                 card.paint(CardView::of(v, sale.as_ref(), now, known));

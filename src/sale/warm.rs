@@ -430,6 +430,32 @@ pub async fn push_window(backend: &Backend, v: &VoucherRow) -> RedisResult<bool>
     Ok(held?.into_iter().all(|held| held))
 }
 
+/// Ids past the database's last that [`from_a_later_database`] looks at: an id handed
+/// out and never stored (a create that failed on PostgreSQL) leaves a gap of one.
+const NEXT_IDS_LOOKED_AT: i64 = 4;
+
+/// A sale Redis holds that the database has not made: Redis was written by a later
+/// life of this database (restored from an older backup while Redis kept its keys) or
+/// by another database given the same namespace. The database hands that id out
+/// next, and the sale it makes would take over the old sale's keys: its stock,
+/// buyers, and orders granted and never saved, which the worker would save as the
+/// new sale's. Checked at start-up (`server`), which refuses to start on it: only
+/// the sales the database holds may be rebuilt in Redis (docs/operations.md,
+/// "Restoring the database"). A sale created meanwhile by a running process is in
+/// the database before it is in Redis, and is looked up again: not taken for one.
+pub async fn from_a_later_database(backend: &Backend) -> Result<Option<i64>, BackendError> {
+    let last = store::last_id(&backend.db).await?;
+    let mut redis = backend.redis.clone();
+    for id in last + 1..=last + NEXT_IDS_LOOKED_AT {
+        let held: bool =
+            redis::AsyncCommands::exists(&mut redis, &SaleKeys::new(&backend.namespace, id).window).await?;
+        if held && store::get(&backend.db, id).await?.is_none() {
+            return Ok(Some(id));
+        }
+    }
+    Ok(None)
+}
+
 /// Warms every voucher whose sale is upcoming, running or just ended; one that fails
 /// does not keep the others from it. How many warmed, and the first failure (an
 /// error: the database did not list them).

@@ -218,3 +218,50 @@ async fn a_redis_that_may_evict_a_sales_keys_is_refused() {
     app.stop().await;
     private.stop().await;
 }
+
+/// A database restored from a backup older than Redis's keys: the sale it makes next
+/// would take over the one Redis holds under that id (its stock and buyers, and any
+/// order granted and never saved, which the worker would save as the new sale's). The
+/// app refuses to start on it, naming the sale and the namespace; with those keys
+/// gone (the restore's procedure), it starts, and its next sale starts afresh.
+#[tokio::test]
+async fn a_database_older_than_redis_is_refused_at_start() {
+    let app = TestApp::spawn().await;
+    app.create_voucher(5, -5, 3600).await;
+    let later = app.create_voucher(5, -5, 3600).await;
+    let shopper = app.sign_in("before-the-backup").await;
+    assert_eq!(app.grab(&shopper, later).await.0, 200);
+    app.wait_for_stats("the order saved", later, |s| s["persisted"] == 1).await;
+    let (options, db, namespace) = (app.restart_options(), app.db.clone(), app.namespace.clone());
+    let mut redis = app.redis.clone();
+    app.stop().await;
+    // The backup was taken before `later` was made: its rows are not in it, and the
+    // database hands its id out again.
+    for table in ["orders", "sale_refusals", "sale_latency", "vouchers"] {
+        let column = if table == "vouchers" { "id" } else { "voucher_id" };
+        sqlx::query(&format!("DELETE FROM {table} WHERE {column} = $1")).bind(later).execute(&db).await.unwrap();
+    }
+    let reset = if options.reuse.as_ref().is_some_and(|r| r.database_url.starts_with("postgres")) {
+        format!("ALTER TABLE vouchers ALTER COLUMN id RESTART WITH {later}")
+    } else {
+        format!("UPDATE sqlite_sequence SET seq = {} WHERE name = 'vouchers'", later - 1)
+    };
+    sqlx::raw_sql(&reset).execute(&db).await.unwrap();
+
+    match TestApp::starting(options.clone()).await.refused().await {
+        ServeError::Config(why) => {
+            assert!(why.contains(&format!("Redis holds sale {later}")) && why.contains(&namespace), "{why}")
+        }
+        other => panic!("refused for another reason: {other:?}"),
+    }
+    // The procedure: the sales' keys deleted (here the one sale's the check found).
+    let k = seckill::testing::SaleKeys::new(&namespace, later);
+    let keys = [k.left, k.buyers, k.window, k.orders, k.results, k.dlq, k.refused, k.given_back, k.changes, k.rebuild];
+    let () = redis.del(&keys).await.unwrap();
+    let app = TestApp::with(options).await;
+    let again = app.create_voucher(5, -5, 3600).await;
+    assert_eq!(again, later, "the id is handed out again");
+    let stats = app.api.stats(again).await.unwrap();
+    assert_eq!((stats["redis_stock"].as_i64(), stats["granted"].as_i64()), (Some(5), Some(0)), "{stats}");
+    assert_eq!(app.grab(&shopper, again).await.0, 200, "its earlier buyer is no buyer of the new sale");
+}

@@ -122,6 +122,11 @@ pub async fn get(db: &Db, id: i64) -> sqlx::Result<Option<VoucherRow>> {
     sqlx::query_as(&format!("SELECT {COLUMNS} FROM vouchers WHERE id = $1")).bind(id).fetch_optional(db).await
 }
 
+/// The highest voucher id the database has handed out and still holds (0: none).
+pub async fn last_id(db: &Db) -> sqlx::Result<i64> {
+    sqlx::query_scalar("SELECT CAST(COALESCE(MAX(id), 0) AS BIGINT) FROM vouchers").fetch_one(db).await
+}
+
 /// The newest vouchers first, older than `before` when given, at most `limit`.
 pub async fn list(db: &Db, before: Option<i64>, limit: i64) -> sqlx::Result<Vec<VoucherRow>> {
     let sql = format!("SELECT {COLUMNS} FROM vouchers WHERE $1 IS NULL OR id < $1 ORDER BY id DESC LIMIT $2");

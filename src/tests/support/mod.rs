@@ -141,6 +141,14 @@ pub struct Starting {
 }
 
 impl Starting {
+    /// Why the server refused to start (it stopped on its own, within [`SETTLED`]).
+    pub async fn refused(self) -> server::ServeError {
+        match tokio::time::timeout(SETTLED, self.handle).await {
+            Ok(Ok(Err(why))) => why,
+            other => panic!("the server did not refuse to start: {other:?}"),
+        }
+    }
+
     /// The app, once it answers the API.
     pub async fn ready(self) -> TestApp {
         let Self { base, api, database_url, redis_url, namespace, dir, stop, handle } = self;

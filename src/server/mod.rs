@@ -304,7 +304,13 @@ async fn open_stores(config: &Config, redis_url: &str) -> Result<(Arc<RedisTarge
     }
     let replicas = Replicas { want: config.wait_replicas, wait_ms: config.wait_replicas_ms };
     let mut backend = Backend::new(db, redis, &config.redis_namespace).with_replicas(replicas);
-    if let Some(id) = warm::from_a_later_database(&backend).await? {
+    // Not answered (a cluster node down): looked at by the next start. One node down
+    // must not keep every process from starting (as below).
+    let later = warm::from_a_later_database(&backend).await.unwrap_or_else(|e| {
+        tracing::warn!("start-up: could not ask Redis whether it holds sales this database has not made: {e}");
+        None
+    });
+    if let Some(id) = later {
         return Err(ServeError::Config(format!(
             "Redis holds sale {id}, which this database has not made: the database is older than Redis's              keys (restored from a backup?), and its next sale would take over them. Delete the sales' keys              under the namespace `{}` in Redis (every sale is rebuilt from the database) and start again:              docs/operations.md, \"Restoring the database\"",
             config.redis_namespace

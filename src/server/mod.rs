@@ -289,6 +289,10 @@ where
 
 /// The database (migrated) and Redis (which must not evict), and every live sale
 /// warmed; how many.
+/// How long the start waits for the answer to whether Redis holds sales the database
+/// has not made (`warm::from_a_later_database`).
+const RESTORE_CHECK: Duration = Duration::from_secs(2);
+
 async fn open_stores(config: &Config, redis_url: &str) -> Result<(Arc<RedisTarget>, Backend, usize), ServeError> {
     let db = database::open(&config.database_url, Duration::from_millis(config.db_busy_ms)).await?;
     database::migrate(&db, &config.database_url).await?;
@@ -306,7 +310,9 @@ async fn open_stores(config: &Config, redis_url: &str) -> Result<(Arc<RedisTarge
     let mut backend = Backend::new(db, redis, &config.redis_namespace).with_replicas(replicas);
     // Not answered (a cluster node down): looked at by the next start. One node down
     // must not keep every process from starting (as below).
-    let later = warm::from_a_later_database(&backend).await.unwrap_or_else(|e| {
+    let asked = tokio::time::timeout(RESTORE_CHECK, warm::from_a_later_database(&backend)).await;
+    let later = asked.map_err(|_| "no answer".to_owned()).and_then(|a| a.map_err(|e| e.to_string()));
+    let later = later.unwrap_or_else(|e| {
         tracing::warn!("start-up: could not ask Redis whether it holds sales this database has not made: {e}");
         None
     });

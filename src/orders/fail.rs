@@ -58,6 +58,12 @@ impl<'a> Failure<'a> {
         Some(Self { order, entry_id, terms })
     }
 
+    /// Whether no row of the database records the order (a buried one is a dead
+    /// letter there): the report counts its grant apart (`report::unsaved_grant`).
+    pub fn unrecorded(&self) -> bool {
+        !self.terms.dead_letter
+    }
+
     /// Runs the step; false when the entry was already acknowledged (another worker
     /// ended it first), so nothing is ever given back twice.
     /// `keys`: the bucket's whose stream held the entry (its shopper's bucket).

@@ -3,7 +3,10 @@
 //!
 //! Where each figure comes from, durably:
 //! - grants per second: the orders and dead letters (an order id carries the second of
-//!   its grab), so the report agrees with the orders table by construction;
+//!   its grab), so the report agrees with the orders table by construction; and the
+//!   grants the worker ended unsaved (the shopper held another order, the database
+//!   had no unit), which no row records: counted by the worker as it ends them
+//!   (`store::unsaved_grant`, in `sale_refusals` under `granted`);
 //! - refusals per second and code, and the gate's latency: counted by each process as
 //!   it answers ([`tally`]) and added to `sale_refusals` / `sale_latency` about once a
 //!   second (and when the process stops);
@@ -19,6 +22,8 @@ pub mod context;
 pub mod sell_outs;
 #[cfg(feature = "ssr")]
 mod store;
+#[cfg(feature = "ssr")]
+pub use store::unsaved_grant;
 #[cfg(feature = "ssr")]
 pub mod tally;
 pub mod view;
@@ -324,7 +329,9 @@ pub struct Units {
     /// Grabbed again, at least: the grants beyond the units ever put on sale (created
     /// and added), each a unit given back (returned, dead-lettered or lost) and granted
     /// anew. Units are alike, so a unit given back and granted while unsold ones were
-    /// withdrawn is not told apart from an unsold one: a lower bound.
+    /// withdrawn is not told apart from an unsold one: a lower bound (but for a grant
+    /// the database had no unit for, after Redis was rebuilt with too many: rare, and
+    /// counted here too).
     pub resold: i64,
     /// Still on sale.
     pub left: i64,

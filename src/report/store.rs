@@ -6,6 +6,24 @@ use crate::{backend::Db, order_ids::EPOCH_SECS, orders::FailReason};
 use sqlx::AnyConnection;
 use std::collections::{BTreeMap, HashMap};
 
+/// Counts a grant that no row records: the worker ended it unsaved because the
+/// database found its shopper held another order of the sale, or had no unit left
+/// (`orders::fail`). Its shopper was told "queued", so it is one of the sale's
+/// granted answers, at the second its order id carries; the orders and dead letters
+/// count the others. Counted once, by the worker that ended it.
+pub async fn unsaved_grant(db: &Db, voucher_id: i64, order_id: i64) -> sqlx::Result<()> {
+    sqlx::query(
+        "INSERT INTO sale_refusals (voucher_id, second, code, n) VALUES ($1, $2, $3, 1) \
+         ON CONFLICT (voucher_id, second, code) DO UPDATE SET n = sale_refusals.n + 1",
+    )
+    .bind(voucher_id)
+    .bind((order_id >> 32) + EPOCH_SECS)
+    .bind(Outcome::Granted.as_str())
+    .execute(db)
+    .await?;
+    Ok(())
+}
+
 /// What the database knows of a sale's grabs and orders, read at one moment.
 pub struct Record {
     /// Grabs per Unix second and outcome.

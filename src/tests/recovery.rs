@@ -594,6 +594,10 @@ async fn a_shopper_granted_again_after_a_rebuild_leaves_no_phantom_unit() {
     let left: i64 =
         sqlx::query_scalar("SELECT stock_left FROM vouchers WHERE id = $1").bind(v).fetch_one(&app.db).await.unwrap();
     assert_eq!((stock, in_redis, left), (4, 1, 4), "Redis stock, Redis buyers, database stock");
+    // Both grants were answered "queued": the report counts both, Y though no row
+    // records it (before, it was in none of the report's answers).
+    let report = app.admin("sale_report", serde_json::json!({ "voucher_id": v })).await;
+    assert_eq!(report["answers"]["granted"], 2, "{}", report["answers"]);
     app.stop().await;
 }
 

@@ -101,8 +101,9 @@ test("a sign-out forgets the shopper's orders, on the cards too, with a payment 
   let answer = () => {};
   const signedOut = new Promise<void>((resolve) => (answer = resolve));
   await page.route('**/api/pay_order', async (route) => {
+    const response = await route.fetch();
     await signedOut;
-    await route.continue();
+    await route.fulfill({ response });
   });
   const paid = page.waitForResponse('**/api/pay_order');
   await order.getByRole('button', { name: 'Pay' }).click();
@@ -117,4 +118,39 @@ test("a sign-out forgets the shopper's orders, on the cards too, with a payment 
   await card.getByRole('button', { name: 'Grab' }).click();
   await expect(card.getByText('Status: success')).toBeVisible();
   expect(errors).toEqual([]);
+});
+
+// The same review's second look: a grab answered after its shopper signed out was then
+// shown on the card to whoever signed in next.
+test('a grab answered after its shopper signed out is not shown to the next shopper', async ({ page, request }) => {
+  const title = uniqueTitle('Late');
+  await createVoucher(request, title, 5);
+  await open(page, '/');
+  await signUp(page, uniqueTitle('leaver'));
+  const card = page.getByRole('article', { name: title });
+  let answer = () => {};
+  const signedOut = new Promise<void>((resolve) => (answer = resolve));
+  await page.route(
+    '**/api/grab',
+    async (route) => {
+      const response = await route.fetch();
+      await signedOut;
+      await route.fulfill({ response });
+    },
+    { times: 1 },
+  );
+  const granted = page.waitForResponse('**/api/grab');
+  await card.getByRole('button', { name: 'Grab' }).click();
+  await page.getByRole('button', { name: 'Sign out', exact: true }).click();
+  // Whether the card shows an order at any moment from here on.
+  await card.locator('[data-part=order]').evaluate((order) => {
+    const page = window as unknown as { orderShown: boolean };
+    page.orderShown = false;
+    new MutationObserver(() => (page.orderShown ||= !order.hidden)).observe(order, { attributes: true });
+  });
+  answer();
+  expect((await granted).status(), 'granted to the shopper who left').toBe(200);
+  await signUp(page, uniqueTitle('next'));
+  await expect(card.getByRole('button', { name: 'Grab' })).toBeEnabled();
+  expect(await page.evaluate(() => (window as unknown as { orderShown: boolean }).orderShown)).toBe(false);
 });

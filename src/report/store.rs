@@ -6,21 +6,18 @@ use crate::{backend::Db, order_ids::EPOCH_SECS, orders::FailReason};
 use sqlx::AnyConnection;
 use std::collections::{BTreeMap, HashMap};
 
-/// Counts a grant that no row records: the worker ended it unsaved because the
-/// database found its shopper held another order of the sale, or had no unit left
-/// (`orders::fail`). Its shopper was told "queued", so it is one of the sale's
-/// granted answers, at the second its order id carries; the orders and dead letters
-/// count the others. Counted once, by the worker that ended it.
+/// Records a grant that no order or dead letter records: the worker ends it unsaved
+/// because the database found its shopper held another order of the sale, or had no
+/// unit left (`orders::fail`). Its shopper was told "queued", so it is one of the
+/// sale's granted answers, at the second its order id carries. Once per order: the
+/// worker may meet the entry again (a failover lost its ending), and the report
+/// leaves it out should an order or dead letter of its id turn up.
 pub async fn unsaved_grant(db: &Db, voucher_id: i64, order_id: i64) -> sqlx::Result<()> {
-    sqlx::query(
-        "INSERT INTO sale_refusals (voucher_id, second, code, n) VALUES ($1, $2, $3, 1) \
-         ON CONFLICT (voucher_id, second, code) DO UPDATE SET n = sale_refusals.n + 1",
-    )
-    .bind(voucher_id)
-    .bind((order_id >> 32) + EPOCH_SECS)
-    .bind(Outcome::Granted.as_str())
-    .execute(db)
-    .await?;
+    sqlx::query("INSERT INTO unsaved_grants (order_id, voucher_id) VALUES ($1, $2) ON CONFLICT (order_id) DO NOTHING")
+        .bind(order_id)
+        .bind(voucher_id)
+        .execute(db)
+        .await?;
     Ok(())
 }
 
@@ -128,6 +125,10 @@ async fn answers_per_second(
            SELECT (id >> 32) AS s, COUNT(*) AS n FROM orders WHERE voucher_id = $1 GROUP BY 1 \
            UNION ALL \
            SELECT (order_id >> 32) AS s, COUNT(*) AS n FROM dead_letters WHERE voucher_id = $1 GROUP BY 1 \
+           UNION ALL \
+           SELECT (u.order_id >> 32) AS s, COUNT(*) AS n FROM unsaved_grants u WHERE u.voucher_id = $1 \
+             AND NOT EXISTS (SELECT 1 FROM orders o WHERE o.id = u.order_id) \
+             AND NOT EXISTS (SELECT 1 FROM dead_letters d WHERE d.order_id = u.order_id) GROUP BY 1 \
          ) AS g GROUP BY s",
     )
     .bind(voucher_id)

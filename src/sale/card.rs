@@ -109,6 +109,9 @@ mod painted {
         /// Followings of a grab's result under way (a new press's starts before the
         /// last one's has seen it is no longer shown).
         following: Cell<u32>,
+        /// Its shopper signed out while a press was on its way: the press's answer is
+        /// theirs, not the next shopper's, and is dropped.
+        forget_due: Cell<bool>,
         /// Grab's listener, dropped with the card (it holds the card weakly).
         pressed: RefCell<Option<dom::Listener>>,
     }
@@ -140,6 +143,7 @@ mod painted {
                 pending: Cell::new(false),
                 tracked: RefCell::default(),
                 following: Cell::new(0),
+                forget_due: Cell::new(false),
                 pressed: RefCell::default(),
             })
         }
@@ -209,6 +213,9 @@ mod painted {
                 let answer = self.grab_with_retries(early, fair).await;
                 self.pending.set(false);
                 self.paint_button();
+                if self.forget_due.replace(false) {
+                    return self.forget();
+                }
                 match answer {
                     Ok(ticket) => {
                         self.refuse("");
@@ -378,10 +385,11 @@ mod painted {
             self.show_progress(&GrabProgress::of_order(order));
         }
 
-        /// Forgets the order shown (its shopper signed out), unless a press is on its
-        /// way: its answer is the next shopper's.
+        /// Forgets the order shown (its shopper signed out); a press on its way is
+        /// forgotten with its answer.
         pub fn forget(&self) {
             if self.pending.get() {
+                self.forget_due.set(true);
                 return;
             }
             self.tracked.borrow_mut().take();

@@ -287,12 +287,12 @@ where
     }
 }
 
-/// The database (migrated) and Redis (which must not evict), and every live sale
-/// warmed; how many.
 /// How long the start waits for the answer to whether Redis holds sales the database
 /// has not made (`warm::from_a_later_database`).
 const RESTORE_CHECK: Duration = Duration::from_secs(2);
 
+/// The database (migrated) and Redis (which must not evict), and every live sale
+/// warmed; how many.
 async fn open_stores(config: &Config, redis_url: &str) -> Result<(Arc<RedisTarget>, Backend, usize), ServeError> {
     let db = database::open(&config.database_url, Duration::from_millis(config.db_busy_ms)).await?;
     database::migrate(&db, &config.database_url).await?;
@@ -318,7 +318,10 @@ async fn open_stores(config: &Config, redis_url: &str) -> Result<(Arc<RedisTarge
     });
     if let Some(id) = later {
         return Err(ServeError::Config(format!(
-            "Redis holds sale {id}, which this database has not made: the database is older than Redis's              keys (restored from a backup?), and its next sale would take over them. Delete the sales' keys              under the namespace `{}` in Redis (every sale is rebuilt from the database) and start again:              docs/operations.md, \"Restoring the database\"",
+            "Redis holds sale {id}, which this database has not made: the database is older than Redis's \
+             keys (restored from a backup?), and its next sale would take over them. Stop every process, \
+             delete every key under the namespace `{}` in Redis (every sale is rebuilt from the database) \
+             and start again: docs/operations.md, \"Restoring the database\"",
             config.redis_namespace
         )));
     }

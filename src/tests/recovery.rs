@@ -596,8 +596,11 @@ async fn a_shopper_granted_again_after_a_rebuild_leaves_no_phantom_unit() {
     assert_eq!((stock, in_redis, left), (4, 1, 4), "Redis stock, Redis buyers, database stock");
     // Both grants were answered "queued": the report counts both, Y though no row
     // records it (before, it was in none of the report's answers).
-    let report = app.admin("sale_report", serde_json::json!({ "voucher_id": v })).await;
-    assert_eq!(report["answers"]["granted"], 2, "{}", report["answers"]);
+    wait_until("the report counts both grants", SOON, || async {
+        let report = app.admin("sale_report", serde_json::json!({ "voucher_id": v })).await;
+        report["answers"]["granted"] == 2
+    })
+    .await;
     app.stop().await;
 }
 

@@ -227,13 +227,11 @@ impl Saver {
         for (e, &fate) in entries.iter().zip(fates) {
             let Some(m) = &e.msg else { continue };
             if let Some(failure) = Failure::of(m, &e.id, fate) {
-                let ended = failure.run(&self.backend, &mut self.redis, &self.keys).await?;
-                if ended && failure.unrecorded() {
-                    // Ended already: a failure here loses a count, not the order.
-                    if let Err(err) = report::unsaved_grant(&self.backend.db, m.voucher_id, m.order_id).await {
-                        tracing::warn!(order = m.order_id, "the report's count of a grant ended unsaved: {err}");
-                    }
+                // Recorded before it ends: after, nothing would bring it back here.
+                if failure.unrecorded() {
+                    report::unsaved_grant(&self.backend.db, m.voucher_id, m.order_id).await?;
                 }
+                failure.run(&self.backend, &mut self.redis, &self.keys).await?;
             }
         }
         settle(&self.backend, &mut self.redis, (self.voucher_id, &self.keys), self.expires, persisted).await?;

@@ -692,3 +692,27 @@ async fn fewest_deliveries(redis: &mut RedisConn, stream: &str) -> usize {
         redis::cmd("XPENDING").arg(stream).arg(GROUP).arg("-").arg("+").arg(10_000).query_async(redis).await.unwrap();
     reply.ids.iter().map(|p| p.times_delivered).min().unwrap_or(0)
 }
+
+/// While the database cannot be read, the worker's listing of live sales (every half
+/// second) says so once, then every 30 s (`backend::outage`). Before (a drill,
+/// 2026-11-30), it logged every half second. The database refuses here because the
+/// table is gone for a moment: the same failure, on either engine.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_that_cannot_be_read_is_not_logged_at_every_listing() {
+    let _watchdog = Watchdog::arm();
+    let app = TestApp::with(Options::default().with(|c| c.worker_name = Some("lister".into()))).await;
+    let listing = "worker lister: listing live vouchers";
+    let db = connect_db(&app.database_url).await;
+    sqlx::query("ALTER TABLE vouchers RENAME TO vouchers_away").execute(&db).await.unwrap();
+    wait_until("the worker says it cannot list", SETTLED, || async { !logs::lines_with(&[listing]).is_empty() }).await;
+    // About six listings in 3 s: a line each, before (a machine too busy to list
+    // again within them would let the old code pass, never fail the new).
+    let more = tokio::time::timeout(Duration::from_secs(3), async {
+        while logs::lines_with(&[listing]).len() < 2 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    });
+    let said_again = more.await.is_ok();
+    sqlx::query("ALTER TABLE vouchers_away RENAME TO vouchers").execute(&db).await.unwrap();
+    assert!(!said_again, "said again within 3 s: {:?}", logs::lines_with(&[listing]));
+}

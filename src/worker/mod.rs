@@ -34,7 +34,7 @@ pub use saver::Saver;
 pub use wake::Wakeups;
 
 use crate::{
-    backend::{layout::DRAIN_GRACE_MS, Backend, RedisConn},
+    backend::{layout::DRAIN_GRACE_MS, outage::Outage, Backend, RedisConn},
     bus::{self, SaleEvent},
     shutdown::Shutdown,
     voucher::store as vouchers,
@@ -98,12 +98,16 @@ async fn supervise(
     let mut readers: HashMap<(i64, u32), (tokio::task::JoinHandle<()>, Arc<AtomicI64>)> = HashMap::new();
     let stopped = shutdown.wait();
     tokio::pin!(stopped);
+    // Listing fails while the database is down: said once, then every 30 s.
+    let mut outage = Outage::default();
+    let listing = format!("worker {}: listing live vouchers", settings.consumer);
     while !shutdown.is_shutdown() {
         // A reader ends once its sale is drained; an operator may put the sale back on
         // (a later end), and its reader is started again.
         readers.retain(|_, (reader, _)| !reader.is_finished());
         match vouchers::live(&backend.db, DRAIN_GRACE_MS).await {
             Ok(live) => {
+                outage.ended(&listing);
                 for (v, bucket) in live.iter().flat_map(|v| v.buckets().map(move |b| (v, b))) {
                     if let Some((_, begins_at)) = readers.get(&(v.id, bucket)) {
                         begins_at.store(v.begins_at, Ordering::Relaxed);
@@ -115,7 +119,7 @@ async fn supervise(
                     readers.insert((v.id, bucket), (tokio::spawn(reader.run(shutdown.clone())), begins_at));
                 }
             }
-            Err(e) => tracing::warn!("worker: listing live vouchers: {e}"),
+            Err(e) => outage.failed(&listing, &e),
         }
         tokio::select! {
             _ = tokio::time::sleep(REFRESH_EVERY) => {}

@@ -7,7 +7,9 @@
 //! Keys are the caller's own: a signed-in shopper's, a shop-token shopper's, an
 //! operator's or the admin token's, on the calls for shoppers and operators (a key
 //! sent to a call for anyone, or to a GET, is not looked at). They
-//! live in Redis, so a retry that lands on another process is answered the same. An
+//! live in Redis, so a retry that lands on another process is answered the same;
+//! an operator's answers are copied to the database too (`idempotency_answers`), so a
+//! retry after Redis lost its data answers them rather than changing a sale again. An
 //! answer that did nothing (`unavailable`: try again; `rate_limited`) is not kept, so
 //! the retry is served afresh; every other is, `saved_not_applied` included (a retry
 //! is told it is saved, and changes nothing).
@@ -209,6 +211,12 @@ where
             let message = format!("At most {MOST_KEYS_PER_CALLER} Idempotency-Keys a day; send this call without one.");
             return AppError::with(ErrorCode::RateLimited, message).into_response();
         }
+        // Free in Redis: an operator's answer may be kept in the database still.
+        Ok((_, Some(_))) if !shoppers => {
+            if let Some(stored) = kept_in_database(backend, &stored_at).await {
+                return replay(&stored, &print);
+            }
+        }
         Ok((_, Some(_))) => {}
         Ok((_, None)) => return earlier(backend, &stored_at, &print).await,
         Err(e) => {
@@ -243,7 +251,58 @@ async fn earlier(backend: &Backend, stored_at: &str, print: &str) -> Response {
             return AppError::from(ErrorCode::Unavailable).into_response();
         }
     };
-    let stored = stored.unwrap_or_default();
+    replay(&stored.unwrap_or_default(), print)
+}
+
+/// An operator's answer the database kept under `stored_at` (`idempotency_answers`),
+/// put back in Redis in place of the mark just taken, for as long as it has left.
+/// Redis keeps each answer for [`KEPT`], and the database a copy: a failover that
+/// lost the last writes, or a restart without Redis's file, forgot the keys of
+/// changes made just before, and the retries a lost answer brings made them again.
+/// A lookup that fails is logged and the call served (as before the copy).
+async fn kept_in_database(backend: &Backend, stored_at: &str) -> Option<String> {
+    let now = chrono::Utc::now().timestamp_millis();
+    let kept: sqlx::Result<Option<(String, i64)>> =
+        sqlx::query_as("SELECT answer, kept_until FROM idempotency_answers WHERE kept_at = $1 AND kept_until > $2")
+            .bind(stored_at)
+            .bind(now)
+            .fetch_optional(&backend.db)
+            .await;
+    let (answer, until) = kept.unwrap_or_else(|e| {
+        tracing::warn!("idempotency key, the database's copy: {e}");
+        None
+    })?;
+    let left = u64::try_from(until - now).unwrap_or(1).max(1);
+    let put: redis::RedisResult<()> =
+        redis::cmd("SET").arg(stored_at).arg(&answer).arg("PX").arg(left).query_async(&mut backend.redis.clone()).await;
+    if let Err(e) = put {
+        tracing::warn!("idempotency key: {e}");
+    }
+    Some(answer)
+}
+
+/// Keeps an operator's `answer` (as Redis holds it) in the database until `until`
+/// (Unix ms), and lets the answers kept past their time go.
+async fn keep_in_database(backend: &Backend, stored_at: &str, answer: &str, until: i64) -> sqlx::Result<()> {
+    sqlx::query(
+        "INSERT INTO idempotency_answers (kept_at, answer, kept_until) VALUES ($1, $2, $3) \
+         ON CONFLICT (kept_at) DO UPDATE SET answer = excluded.answer, kept_until = excluded.kept_until",
+    )
+    .bind(stored_at)
+    .bind(answer)
+    .bind(until)
+    .execute(&backend.db)
+    .await?;
+    sqlx::query("DELETE FROM idempotency_answers WHERE kept_until < $1")
+        .bind(chrono::Utc::now().timestamp_millis())
+        .execute(&backend.db)
+        .await?;
+    Ok(())
+}
+
+/// The first call's answer as kept (`stored`), for a call whose fingerprint is
+/// `print`: a replay, or a refusal (another body, or the first still being served).
+fn replay(stored: &str, print: &str) -> Response {
     let mut fields = stored.splitn(4, ' ');
     let (state, first_print) = (fields.next().unwrap_or_default(), fields.next().unwrap_or_default());
     if first_print != print {
@@ -282,6 +341,12 @@ async fn keep(backend: &Backend, scope: &str, (stored_at, print): (&str, &str), 
                 && may_keep(scope, (parts.status, bytes.len())) =>
         {
             let value = format!("done {print} {} {}", parts.status.as_u16(), String::from_utf8_lossy(bytes));
+            if !is_shoppers(scope) {
+                let until = chrono::Utc::now().timestamp_millis() + KEPT.as_millis() as i64;
+                if let Err(e) = keep_in_database(backend, stored_at, &value, until).await {
+                    tracing::warn!("idempotency key, the database's copy: {e}");
+                }
+            }
             redis::cmd("SET")
                 .arg(stored_at)
                 .arg(value)

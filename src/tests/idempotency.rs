@@ -282,3 +282,39 @@ async fn a_shoppers_key_under_way_is_held_for_seconds_not_a_minute() {
     assert_eq!(status, 200, "{body}");
     app.stop().await;
 }
+
+/// An operator's change sent again after Redis lost its key (a failover that lost the
+/// last writes, a restart without its file: the very moments a lost answer brings a
+/// retry) answers the first answer and is not made again: the database keeps a copy.
+/// Before, the retry added the units a second time.
+#[tokio::test]
+async fn a_change_sent_again_after_redis_lost_its_key_is_made_once() {
+    let app = TestApp::spawn().await;
+    let v = app.create_voucher(5, -5, 3600).await;
+    let body = json!({ "voucher_id": v, "units": 3 });
+    let (status, first) = as_admin(&app, "add_stock", "more-1", body.clone()).await;
+    assert_eq!(status, 200, "{first}");
+    let (stored_at, _) = seckill::testing::pending_mark(&app.namespace, "token", "more-1", "/api/add_stock", b"");
+    let forgot: i64 = redis::AsyncCommands::del(&mut app.redis.clone(), &stored_at).await.unwrap();
+    assert_eq!(forgot, 1, "Redis held the key");
+    let (status, again) = as_admin(&app, "add_stock", "more-1", body.clone()).await;
+    assert_eq!((status.as_u16(), &again), (200, &first), "the first answer");
+    let stock = |app: &TestApp| {
+        let db = app.db.clone();
+        async move {
+            sqlx::query_scalar::<_, i64>("SELECT stock FROM vouchers WHERE id = $1")
+                .bind(v)
+                .fetch_one(&db)
+                .await
+                .unwrap()
+        }
+    };
+    assert_eq!(stock(&app).await, 8, "added once");
+    // Redis holds it again: a third try is answered from there, and another body is
+    // refused as ever.
+    let (status, third) = as_admin(&app, "add_stock", "more-1", body).await;
+    assert_eq!((status.as_u16(), &third), (200, &first));
+    let (status, refused) = as_admin(&app, "add_stock", "more-1", json!({ "voucher_id": v, "units": 4 })).await;
+    assert_eq!((status.as_u16(), code(&refused)), (422, "idempotency_key_reused"), "{refused}");
+    assert_eq!(stock(&app).await, 8);
+}

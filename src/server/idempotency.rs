@@ -211,12 +211,18 @@ where
             let message = format!("At most {MOST_KEYS_PER_CALLER} Idempotency-Keys a day; send this call without one.");
             return AppError::with(ErrorCode::RateLimited, message).into_response();
         }
-        // Free in Redis: an operator's answer may be kept in the database still.
-        Ok((_, Some(_))) if !shoppers => {
-            if let Some(stored) = kept_in_database(backend, &stored_at).await {
-                return replay(&stored, &print);
+        // Free in Redis: an operator's answer may be kept in the database still. Not
+        // known (the database does not answer in time): not served, as when Redis
+        // does not answer, lest a change be made twice.
+        Ok((_, Some(_))) if !shoppers => match kept_in_database(backend, &stored_at).await {
+            Ok(Some(stored)) => return replay(&stored, &print),
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!("idempotency key, the database's copy: {e}");
+                let _: Result<(), _> = redis::AsyncCommands::del(&mut backend.redis.clone(), &stored_at).await;
+                return AppError::from(ErrorCode::Unavailable).into_response();
             }
-        }
+        },
         Ok((_, Some(_))) => {}
         Ok((_, None)) => return earlier(backend, &stored_at, &print).await,
         Err(e) => {
@@ -259,45 +265,57 @@ async fn earlier(backend: &Backend, stored_at: &str, print: &str) -> Response {
 /// Redis keeps each answer for [`KEPT`], and the database a copy: a failover that
 /// lost the last writes, or a restart without Redis's file, forgot the keys of
 /// changes made just before, and the retries a lost answer brings made them again.
-/// A lookup that fails is logged and the call served (as before the copy).
-async fn kept_in_database(backend: &Backend, stored_at: &str) -> Option<String> {
+/// Asked for [`DATABASE_WAIT`] at most. Should Redis refuse the answer put back,
+/// the mark stays until it lapses (`idempotency_in_progress` until then).
+async fn kept_in_database(backend: &Backend, stored_at: &str) -> Result<Option<String>, String> {
     let now = chrono::Utc::now().timestamp_millis();
-    let kept: sqlx::Result<Option<(String, i64)>> =
-        sqlx::query_as("SELECT answer, kept_until FROM idempotency_answers WHERE kept_at = $1 AND kept_until > $2")
-            .bind(stored_at)
-            .bind(now)
-            .fetch_optional(&backend.db)
-            .await;
-    let (answer, until) = kept.unwrap_or_else(|e| {
-        tracing::warn!("idempotency key, the database's copy: {e}");
-        None
-    })?;
+    let query = sqlx::query_as::<_, (String, i64)>(
+        "SELECT answer, kept_until FROM idempotency_answers WHERE kept_at = $1 AND kept_until > $2",
+    )
+    .bind(stored_at)
+    .bind(now)
+    .fetch_optional(&backend.db);
+    let kept = tokio::time::timeout(DATABASE_WAIT, query).await.map_err(|_| "no answer in time".to_owned());
+    let Some((answer, until)) = kept?.map_err(|e| e.to_string())? else { return Ok(None) };
     let left = u64::try_from(until - now).unwrap_or(1).max(1);
     let put: redis::RedisResult<()> =
         redis::cmd("SET").arg(stored_at).arg(&answer).arg("PX").arg(left).query_async(&mut backend.redis.clone()).await;
     if let Err(e) = put {
         tracing::warn!("idempotency key: {e}");
     }
-    Some(answer)
+    Ok(Some(answer))
 }
 
-/// Keeps an operator's `answer` (as Redis holds it) in the database until `until`
-/// (Unix ms), and lets the answers kept past their time go.
-async fn keep_in_database(backend: &Backend, stored_at: &str, answer: &str, until: i64) -> sqlx::Result<()> {
-    sqlx::query(
-        "INSERT INTO idempotency_answers (kept_at, answer, kept_until) VALUES ($1, $2, $3) \
-         ON CONFLICT (kept_at) DO UPDATE SET answer = excluded.answer, kept_until = excluded.kept_until",
-    )
-    .bind(stored_at)
-    .bind(answer)
-    .bind(until)
-    .execute(&backend.db)
-    .await?;
-    sqlx::query("DELETE FROM idempotency_answers WHERE kept_until < $1")
-        .bind(chrono::Utc::now().timestamp_millis())
-        .execute(&backend.db)
-        .await?;
-    Ok(())
+/// How long a call waits on the database for an operator's kept answer.
+const DATABASE_WAIT: Duration = Duration::from_secs(2);
+
+/// Copies an operator's `answer` (as Redis holds it, kept there already) to the
+/// database until `until` (Unix ms), and lets the copies kept past their time go: in a
+/// task of its own, so the call's answer waits on neither (on SQLite a write may
+/// wait its turn behind the worker's). Should it fail, the answer is kept in Redis
+/// alone, as it was before the copy.
+fn keep_in_database(backend: &Backend, stored_at: &str, answer: String, until: i64) {
+    let (db, stored_at) = (backend.db.clone(), stored_at.to_owned());
+    tokio::spawn(async move {
+        let copied = async {
+            sqlx::query(
+                "INSERT INTO idempotency_answers (kept_at, answer, kept_until) VALUES ($1, $2, $3) \
+                 ON CONFLICT (kept_at) DO UPDATE SET answer = excluded.answer, kept_until = excluded.kept_until",
+            )
+            .bind(&stored_at)
+            .bind(&answer)
+            .bind(until)
+            .execute(&db)
+            .await?;
+            sqlx::query("DELETE FROM idempotency_answers WHERE kept_until < $1")
+                .bind(chrono::Utc::now().timestamp_millis())
+                .execute(&db)
+                .await
+        };
+        if let Err(e) = copied.await {
+            tracing::warn!("idempotency key, the database's copy: {e}");
+        }
+    });
 }
 
 /// The first call's answer as kept (`stored`), for a call whose fingerprint is
@@ -341,24 +359,24 @@ async fn keep(backend: &Backend, scope: &str, (stored_at, print): (&str, &str), 
                 && may_keep(scope, (parts.status, bytes.len())) =>
         {
             let value = format!("done {print} {} {}", parts.status.as_u16(), String::from_utf8_lossy(bytes));
-            if !is_shoppers(scope) {
-                let until = chrono::Utc::now().timestamp_millis() + KEPT.as_millis() as i64;
-                if let Err(e) = keep_in_database(backend, stored_at, &value, until).await {
-                    tracing::warn!("idempotency key, the database's copy: {e}");
-                }
-            }
-            redis::cmd("SET")
+            let kept = redis::cmd("SET")
                 .arg(stored_at)
-                .arg(value)
+                .arg(&value)
                 .arg("PX")
                 .arg(KEPT.as_millis() as u64)
                 .query_async::<()>(&mut redis)
-                .await
+                .await;
+            if !is_shoppers(scope) {
+                let until = chrono::Utc::now().timestamp_millis() + KEPT.as_millis() as i64;
+                keep_in_database(backend, stored_at, value, until);
+            }
+            kept
         }
         _ => redis::AsyncCommands::del::<_, ()>(&mut redis, stored_at).await,
     };
     if let Err(e) = kept {
-        // The key expires with its pending mark: a retry then is served afresh.
+        // The key expires with its pending mark: a retry then is served afresh (an
+        // operator's from the database's copy, when it was made).
         tracing::warn!("idempotency key: {e}");
     }
     match bytes {

@@ -1,7 +1,7 @@
 //! `Idempotency-Key`: a call sent again answers what the first did and does nothing
 //! twice, on any process; a key is its caller's own.
 
-use crate::support::{code, Shopper, TestApp, ADMIN_TOKEN};
+use crate::support::{code, wait_until, Shopper, TestApp, ADMIN_TOKEN, SOON};
 use serde_json::{json, Value};
 
 fn a_sale() -> Value {
@@ -295,6 +295,12 @@ async fn a_change_sent_again_after_redis_lost_its_key_is_made_once() {
     let (status, first) = as_admin(&app, "add_stock", "more-1", body.clone()).await;
     assert_eq!(status, 200, "{first}");
     let (stored_at, _) = seckill::testing::pending_mark(&app.namespace, "token", "more-1", "/api/add_stock", b"");
+    // The copy is written beside the answer, in a task of its own.
+    let copied = "SELECT COUNT(*) FROM idempotency_answers WHERE kept_at = $1";
+    wait_until("the database holds a copy", SOON, || async {
+        sqlx::query_scalar::<_, i64>(copied).bind(&stored_at).fetch_one(&app.db).await.unwrap() == 1
+    })
+    .await;
     let forgot: i64 = redis::AsyncCommands::del(&mut app.redis.clone(), &stored_at).await.unwrap();
     assert_eq!(forgot, 1, "Redis held the key");
     let (status, again) = as_admin(&app, "add_stock", "more-1", body.clone()).await;
@@ -312,9 +318,19 @@ async fn a_change_sent_again_after_redis_lost_its_key_is_made_once() {
     assert_eq!(stock(&app).await, 8, "added once");
     // Redis holds it again: a third try is answered from there, and another body is
     // refused as ever.
-    let (status, third) = as_admin(&app, "add_stock", "more-1", body).await;
+    let (status, third) = as_admin(&app, "add_stock", "more-1", body.clone()).await;
     assert_eq!((status.as_u16(), &third), (200, &first));
     let (status, refused) = as_admin(&app, "add_stock", "more-1", json!({ "voucher_id": v, "units": 4 })).await;
     assert_eq!((status.as_u16(), code(&refused)), (422, "idempotency_key_reused"), "{refused}");
+    assert_eq!(stock(&app).await, 8);
+    // Redis forgot it again, and the database cannot say: not served (it would be made
+    // twice), but answered `unavailable`, and served from the copy once it can.
+    sqlx::query("ALTER TABLE idempotency_answers RENAME TO idempotency_away").execute(&app.db).await.unwrap();
+    let _: i64 = redis::AsyncCommands::del(&mut app.redis.clone(), &stored_at).await.unwrap();
+    let (status, unknown) = as_admin(&app, "add_stock", "more-1", body.clone()).await;
+    assert_eq!((status.as_u16(), code(&unknown)), (503, "unavailable"), "{unknown}");
+    sqlx::query("ALTER TABLE idempotency_away RENAME TO idempotency_answers").execute(&app.db).await.unwrap();
+    let (status, fourth) = as_admin(&app, "add_stock", "more-1", body).await;
+    assert_eq!((status.as_u16(), &fourth), (200, &first));
     assert_eq!(stock(&app).await, 8);
 }

@@ -142,6 +142,9 @@ test('a grab answered after its shopper signed out is not shown to the next shop
   const granted = page.waitForResponse('**/api/grab');
   await card.getByRole('button', { name: 'Grab' }).click();
   await page.getByRole('button', { name: 'Sign out', exact: true }).click();
+  // Signed out (the grab's answer is held until then: one that came before would be
+  // the shopper's to see).
+  await expect(page.getByLabel('Your name')).toBeVisible();
   // Whether the card shows an order at any moment from here on.
   await card.locator('[data-part=order]').evaluate((order) => {
     const page = window as unknown as { orderShown: boolean };

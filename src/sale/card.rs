@@ -66,6 +66,7 @@ mod painted {
         orders::{Order, OrderStatus},
         sale::{view::CardView, Queued},
     };
+    use leptos::prelude::{GetUntracked, RwSignal};
     use std::{
         cell::{Cell, RefCell},
         rc::{Rc, Weak},
@@ -109,17 +110,18 @@ mod painted {
         /// Followings of a grab's result under way (a new press's starts before the
         /// last one's has seen it is no longer shown).
         following: Cell<u32>,
-        /// Its shopper signed out while a press was on its way: the press's answer is
-        /// theirs, not the next shopper's, and is dropped.
-        forget_due: Cell<bool>,
+        /// How many times the page's shopper signed out: a press's answer that comes
+        /// after a sign-out is its shopper's, not the next one's, and is dropped.
+        signed_out: RwSignal<u32>,
         /// Grab's listener, dropped with the card (it holds the card weakly).
         pressed: RefCell<Option<dom::Listener>>,
     }
 
     impl Card {
-        /// The card drawn at `root` (`None`: not a card, or a part is missing). It
-        /// answers nothing until [`Card::listen`].
-        pub fn find(root: Element) -> Option<Self> {
+        /// The card drawn at `root` (`None`: not a card, or a part is missing), on a
+        /// page whose sign-outs `signed_out` counts. It answers nothing until
+        /// [`Card::listen`].
+        pub fn find(root: Element, signed_out: RwSignal<u32>) -> Option<Self> {
             let id = root.get_attribute(part::CARD)?.parse().ok()?;
             let get = |name| dom::part(&root, name);
             let parts = Parts {
@@ -143,7 +145,7 @@ mod painted {
                 pending: Cell::new(false),
                 tracked: RefCell::default(),
                 following: Cell::new(0),
-                forget_due: Cell::new(false),
+                signed_out,
                 pressed: RefCell::default(),
             })
         }
@@ -209,11 +211,12 @@ mod painted {
             self.pending.set(true);
             self.paint_button();
             let fair = self.shown.borrow().as_ref().is_some_and(|v| v.fair);
+            let shopper = self.signed_out.get_untracked();
             leptos::task::spawn_local(async move {
                 let answer = self.grab_with_retries(early, fair).await;
                 self.pending.set(false);
                 self.paint_button();
-                if self.forget_due.replace(false) {
+                if self.signed_out.try_get_untracked() != Some(shopper) {
                     return self.forget();
                 }
                 match answer {
@@ -385,11 +388,10 @@ mod painted {
             self.show_progress(&GrabProgress::of_order(order));
         }
 
-        /// Forgets the order shown (its shopper signed out); a press on its way is
-        /// forgotten with its answer.
+        /// Forgets the order shown (its shopper signed out); a press on its way
+        /// forgets its answer itself.
         pub fn forget(&self) {
             if self.pending.get() {
-                self.forget_due.set(true);
                 return;
             }
             self.tracked.borrow_mut().take();

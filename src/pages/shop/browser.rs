@@ -154,7 +154,7 @@ impl Shop {
         let template = document().get_element_by_id(ids::CARD_TEMPLATE)?.dyn_into().ok()?;
         let drawn = grid.query_selector_all(&format!("[{}]", part::CARD)).ok()?;
         let cards: Vec<Rc<Card>> = (0..drawn.length())
-            .map(|i| Card::find(drawn.item(i)?.dyn_into().ok()?).map(Rc::new))
+            .map(|i| Card::find(drawn.item(i)?.dyn_into().ok()?, signed_out).map(Rc::new))
             .collect::<Option<_>>()?;
         early::take_over();
         cards.iter().for_each(Card::listen);
@@ -252,7 +252,7 @@ impl Shop {
         let id = id.to_string();
         set_attr(&root, part::CARD, Some(&id));
         set_attr(&dom::part(&root, part::GRAB)?, "data-grab", Some(&id));
-        let card = Rc::new(Card::find(root)?);
+        let card = Rc::new(Card::find(root, self.signed_out)?);
         card.listen();
         Some(card)
     }

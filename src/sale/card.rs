@@ -110,9 +110,11 @@ mod painted {
         /// Followings of a grab's result under way (a new press's starts before the
         /// last one's has seen it is no longer shown).
         following: Cell<u32>,
-        /// How many times the page's shopper signed out: a press's answer that comes
-        /// after a sign-out is its shopper's, not the next one's, and is dropped.
+        /// How many times the page's shopper signed out, and the count the card last
+        /// saw: after a sign-out the card forgets the order it showed, and a press's
+        /// answer that comes after one is its shopper's, not the next one's.
         signed_out: RwSignal<u32>,
+        seen_signed_out: Cell<u32>,
         /// Grab's listener, dropped with the card (it holds the card weakly).
         pressed: RefCell<Option<dom::Listener>>,
     }
@@ -146,6 +148,7 @@ mod painted {
                 tracked: RefCell::default(),
                 following: Cell::new(0),
                 signed_out,
+                seen_signed_out: Cell::new(signed_out.get_untracked()),
                 pressed: RefCell::default(),
             })
         }
@@ -243,11 +246,8 @@ mod painted {
             if self.shows(&ticket) {
                 return;
             }
-            *self.tracked.borrow_mut() = Some(ticket.order_id.clone());
-            set_text(&self.parts.order_id, &ticket.order_id);
-            set_flag(&self.parts.order, "hidden", false);
+            self.show_order(Some(&ticket.order_id));
             self.show_progress(&GrabProgress::queued());
-            set_flag(&self.parts.progress, "hidden", false);
             self.following.set(self.following.get() + 1);
             self.follow(ticket).await;
             self.following.set(self.following.get() - 1);
@@ -361,49 +361,60 @@ mod painted {
         /// grab, or an order made in another tab), and how the order it shows stands
         /// now (paid, or cancelled: then Grab is the shopper's to press again). Not
         /// while a press is on its way: its answer names the order to show.
+        /// Forgets the order shown once its shopper signed out.
         pub fn show_orders(&self, orders: &[Order]) {
             if self.pending.get() {
                 return;
             }
+            let signed_out = self.signed_out.get_untracked();
+            if self.seen_signed_out.replace(signed_out) != signed_out {
+                return self.forget();
+            }
             // A grab being followed is the card's: a list older than it may still name
             // an order cancelled since (in another tab) as held.
             let followed = self.following.get() > 0;
-            let tracked = self.tracked.borrow().clone();
-            let mine = || orders.iter().filter(|o| o.voucher_id == self.id);
-            let Some(order) = mine()
-                .find(|o| o.status != OrderStatus::Cancelled)
-                .or_else(|| mine().find(|o| tracked.as_ref() == Some(&o.order_id)))
-            else {
-                return;
-            };
-            if tracked.as_ref() != Some(&order.order_id) {
-                if followed {
+            let order = {
+                let tracked = self.tracked.borrow();
+                let mine = || orders.iter().filter(|o| o.voucher_id == self.id);
+                let held = mine().find(|o| o.status != OrderStatus::Cancelled);
+                let Some(order) = held.or_else(|| mine().find(|o| tracked.as_ref() == Some(&o.order_id))) else {
+                    return;
+                };
+                if tracked.as_ref() != Some(&order.order_id) && followed {
                     return;
                 }
-                *self.tracked.borrow_mut() = Some(order.order_id.clone());
-                set_text(&self.parts.order_id, &order.order_id);
-                set_flag(&self.parts.order, "hidden", false);
-                set_flag(&self.parts.progress, "hidden", false);
+                order
+            };
+            if !self.shows_id(&order.order_id) {
+                self.show_order(Some(&order.order_id));
             }
             self.show_progress(&GrabProgress::of_order(order));
         }
 
-        /// Forgets the order shown (its shopper signed out); a press on its way
-        /// forgets its answer itself.
-        pub fn forget(&self) {
-            if self.pending.get() {
-                return;
+        /// Shows `order_id` as the card's order, followed or decided (`None`: none).
+        fn show_order(&self, order_id: Option<&str>) {
+            *self.tracked.borrow_mut() = order_id.map(str::to_owned);
+            if let Some(id) = order_id {
+                set_text(&self.parts.order_id, id);
             }
-            self.tracked.borrow_mut().take();
-            set_flag(&self.parts.order, "hidden", true);
-            set_flag(&self.parts.progress, "hidden", true);
+            set_flag(&self.parts.order, "hidden", order_id.is_none());
+            set_flag(&self.parts.progress, "hidden", order_id.is_none());
+        }
+
+        /// Forgets the order shown (its shopper signed out).
+        fn forget(&self) {
+            self.show_order(None);
             set_text(&self.parts.status, "");
             self.refuse("");
         }
 
         /// Whether `ticket`'s order is the one the card shows.
         fn shows(&self, ticket: &GrabTicket) -> bool {
-            self.tracked.borrow().as_ref() == Some(&ticket.order_id)
+            self.shows_id(&ticket.order_id)
+        }
+
+        fn shows_id(&self, order_id: &str) -> bool {
+            self.tracked.borrow().as_deref() == Some(order_id)
         }
     }
 

@@ -91,11 +91,16 @@ async fn pending_on(redis: &mut RedisConn, stream: &str, consumer: &str) -> usiz
     reply.map(|r| r.ids.len()).unwrap_or(0)
 }
 
-/// The most times any pending entry of the group was delivered.
-async fn most_deliveries(redis: &mut RedisConn, stream: &str) -> usize {
+/// How many times each pending entry of the group was delivered.
+async fn deliveries(redis: &mut RedisConn, stream: &str) -> Vec<usize> {
     let reply: StreamPendingCountReply =
         redis::cmd("XPENDING").arg(stream).arg(GROUP).arg("-").arg("+").arg(10_000).query_async(redis).await.unwrap();
-    reply.ids.iter().map(|p| p.times_delivered).max().unwrap_or(0)
+    reply.ids.iter().map(|p| p.times_delivered).collect()
+}
+
+/// The most times any pending entry of the group was delivered.
+async fn most_deliveries(redis: &mut RedisConn, stream: &str) -> usize {
+    deliveries(redis, stream).await.into_iter().max().unwrap_or(0)
 }
 
 /// A drill's shared stores: a fresh SQLite file and namespace on the test Redis.
@@ -688,9 +693,7 @@ async fn a_database_that_cannot_write_is_not_logged_at_every_try() {
 
 /// The fewest times any pending entry of the group was delivered.
 async fn fewest_deliveries(redis: &mut RedisConn, stream: &str) -> usize {
-    let reply: StreamPendingCountReply =
-        redis::cmd("XPENDING").arg(stream).arg(GROUP).arg("-").arg("+").arg(10_000).query_async(redis).await.unwrap();
-    reply.ids.iter().map(|p| p.times_delivered).min().unwrap_or(0)
+    deliveries(redis, stream).await.into_iter().min().unwrap_or(0)
 }
 
 /// While the database cannot be read, the worker's listing of live sales (every half

@@ -125,10 +125,9 @@ struct Shop {
     had_list: Cell<bool>,
     live: Rc<RefCell<HashMap<i64, StockLive>>>,
     /// The shopper's orders, as My orders last listed them (none while signed out),
-    /// and how many sign-outs there were (the last the cards were told of apart).
+    /// and how many sign-outs there were (each card forgets its order after one).
     orders: RwSignal<Vec<Order>>,
     signed_out: RwSignal<u32>,
-    told_signed_out: Cell<u32>,
     cards: RefCell<Vec<Rc<Card>>>,
     grid: Element,
     empty: Element,
@@ -165,7 +164,6 @@ impl Shop {
             live: Rc::default(),
             orders,
             signed_out,
-            told_signed_out: Cell::new(signed_out.get_untracked()),
             cards: RefCell::new(cards),
             grid,
             empty,
@@ -183,12 +181,7 @@ impl Shop {
     fn repaint(&self) {
         let (now, known) = self.clock.now().map_or_else(|| (Utc::now(), false), |now| (now, true));
         let (listed, live) = (self.listed.borrow(), self.live.borrow());
-        let signed_out = self.signed_out.get_untracked();
-        let forget = self.told_signed_out.replace(signed_out) != signed_out;
         for card in self.cards.borrow().iter() {
-            if forget {
-                card.forget();
-            }
             if let Some(v) = listed.iter().find(|v| v.id == card.id) {
                 let sale = live.get(&card.id).map(live_sale);
                 card.paint(CardView::of(v, sale.as_ref(), now, known));

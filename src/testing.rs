@@ -11,7 +11,7 @@ pub use crate::{
     backend::{
         db_clock,
         layout::{
-            bucket_of, order_id_counter, sale_changes, sign_ups_in_minute, SaleKeys, Scripts, ATTEMPTS_KEPT,
+            bucket_of, last_sale, order_id_counter, sale_changes, sign_ups_in_minute, SaleKeys, Scripts, ATTEMPTS_KEPT,
             DRAIN_GRACE_MS, GROUP, ORDER_IDS_KEPT, REBUILD_DEADLINE, SIGN_UPS_FROM_ADDRESS_KEPT,
             SIGN_UPS_IN_MINUTE_KEPT, SIGN_UP_CHALLENGE_KEPT, WORKER_LEASE,
         },

@@ -20,6 +20,7 @@
 //! | `<ns>:{v<id>}:rebuild` | string | a rebuild's ticket: its snapshot loads only while this holds it | `sale::warm` | [`REBUILD_DEADLINE`] after it was set (its load deletes it) |
 //! | `<ns>:clock` | none | never written: routes the clock script to a node | `sale::gate::clock` | never written |
 //! | `<ns>:sales_version` | string | counts operator changes to any sale | `sale::launch`; every process follows it (`bus::follow`) | never |
+//! | `<ns>:last_sale` | sorted set | one member, `last`, scored with the highest sale id Redis loaded (a restored database older than Redis is refused at start, `sale::warm::from_a_later_database`) | `sale::warm` (each load, before it) | never |
 //! | `<ns>:icr:order:<yyyymmdd>` | string | the day's order-id counter | `order_ids` (in blocks) | [`ORDER_IDS_KEPT`] after its last block |
 //! | `<ns>:icr:master:{<ns>:icr:order:<yyyymmdd>}` | string | `<replication id> <ms>`: the master that took the counter's last block, and when (in the counter's slot): a counter last written under another master jumps ahead | `order_ids` (with each block) | [`ORDER_IDS_KEPT`] after its last block |
 //! | `<ns>:icr:spare:{<yyyymmdd>.<n>}` | string | the day's spare order-id counter, in the slot across the slot space from the main one's ([`order_id_spare`]): drawn from while the main one fails a process | `order_ids` (in blocks) | [`ORDER_IDS_KEPT`] after its last block |
@@ -198,6 +199,15 @@ pub fn events_channel(namespace: &str) -> String {
 /// nothing it cached of a sale (a change whose sale event it missed is caught up).
 pub fn sale_changes(namespace: &str) -> String {
     format!("{namespace}:sales_version")
+}
+
+/// The highest sale id this namespace's Redis ever loaded (one member, `last`, whose
+/// score is the id; `ZADD GT` raises it atomically, never lowers it, and it never
+/// expires). A sale's own keys expire a day after its end, so only this mark still
+/// tells, weeks later, that Redis was written by a later life of the database
+/// (`sale::warm::from_a_later_database`).
+pub fn last_sale(namespace: &str) -> String {
+    format!("{namespace}:last_sale")
 }
 
 /// The failed credential checks from one address (an IPv6 /64 is one), at any account;

@@ -58,10 +58,11 @@ impl<'a> Failure<'a> {
         Some(Self { order, entry_id, terms })
     }
 
-    /// Whether no row of the database records the order (a buried one is a dead
-    /// letter there): the report counts its grant apart (`report::unsaved_grant`).
-    pub fn unrecorded(&self) -> bool {
-        !self.terms.dead_letter
+    /// What its shopper is told, when no row of the database records the order (a
+    /// buried one is a dead letter there): the grant is recorded apart, for the
+    /// report and for its shopper (`report::unsaved_grant`).
+    pub fn unrecorded(&self) -> Option<FailReason> {
+        (!self.terms.dead_letter).then_some(self.terms.reason)
     }
 
     /// Runs the step; false when the entry was already acknowledged (another worker

@@ -23,7 +23,7 @@ pub mod sell_outs;
 #[cfg(feature = "ssr")]
 mod store;
 #[cfg(feature = "ssr")]
-pub use store::unsaved_grant;
+pub use store::{unsaved_ending, unsaved_grant};
 #[cfg(feature = "ssr")]
 pub mod tally;
 pub mod view;

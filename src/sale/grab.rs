@@ -291,11 +291,15 @@ pub async fn grab_result(
     if let Some(order) = order {
         return Ok(saved(order));
     }
-    // Buried (dead-lettered, or declared lost): that is the answer, read from the
+    // Buried (dead-lettered, or declared lost), or ended unsaved (the shopper held
+    // another order, or no unit was left): that is the answer, read from the
     // database, which keeps it after Redis forgets the result (a rebuild loads the
     // results of stored orders only; a sale's keys expire a day after its end).
     let asked = OrderMsg { voucher_id, order_id, user_id, price: None };
     if let Some(reason) = store::burial(&backend.db, &asked).await? {
+        return Ok(GrabState::Failed { reason });
+    }
+    if let Some(reason) = crate::report::unsaved_ending(&backend.db, &asked).await? {
         return Ok(GrabState::Failed { reason });
     }
     let lost = raw.is_none()

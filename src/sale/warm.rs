@@ -15,7 +15,7 @@
 use crate::{
     backend::{
         invoke_then_wait,
-        layout::{expires_at, SaleKeys, GROUP, REBUILD_DEADLINE},
+        layout::{expires_at, last_sale, SaleKeys, GROUP, REBUILD_DEADLINE},
         layout_version::{refused_layout, LAYOUT_VERSION},
         Backend, BackendError, RedisConn, Replicas, ScriptCall, Tx,
     },
@@ -164,6 +164,7 @@ async fn rebuild(
     (keys, bucket): (&SaleKeys, u32),
     (v, ended): (&VoucherRow, bool),
 ) -> Result<bool, BackendError> {
+    mark_loaded(backend, redis, v.id).await;
     let mut tx = backend.db.begin().await?;
     store::count_rebuild(&mut tx, v.id).await?;
     let mut taken = sqlx::Acquire::begin(&mut *tx).await?;
@@ -430,8 +431,24 @@ pub async fn push_window(backend: &Backend, v: &VoucherRow) -> RedisResult<bool>
     Ok(held?.into_iter().all(|held| held))
 }
 
+/// How long a load waits to raise the mark of the sales Redis loaded ([`mark_loaded`]).
+const MARK_DEADLINE: Duration = Duration::from_secs(1);
+
+/// Raises Redis's mark of the highest sale id it loaded (`layout::last_sale`) to
+/// `voucher_id`, before the load: every sale Redis holds is under the mark. A mark not
+/// raised (its node down or slow) is only logged: it is a check for a mistaken restore,
+/// and must not keep a sale from being loaded while one node of a cluster is away.
+async fn mark_loaded(backend: &Backend, redis: &mut RedisConn, voucher_id: i64) {
+    let raise = redis::cmd("ZADD").arg(last_sale(&backend.namespace)).arg("GT").arg(voucher_id).arg("last").to_owned();
+    let raised = tokio::time::timeout(MARK_DEADLINE, raise.query_async::<()>(redis)).await;
+    if let Some(e) = raised.map_err(|_| "no answer".to_owned()).and_then(|r| r.map_err(|e| e.to_string())).err() {
+        tracing::warn!(voucher_id, "warm-up: could not raise Redis's mark of the sales it loaded: {e}");
+    }
+}
+
 /// Ids past the database's last that [`from_a_later_database`] looks at: an id handed
 /// out and never stored (a create that failed on PostgreSQL) leaves a gap of one.
+/// (A Redis written before the mark, [`mark_loaded`], has none.)
 const NEXT_IDS_LOOKED_AT: i64 = 4;
 
 /// A sale Redis holds that the database has not made: Redis was written by a later
@@ -443,9 +460,23 @@ const NEXT_IDS_LOOKED_AT: i64 = 4;
 /// the sales the database holds may be rebuilt in Redis (docs/operations.md,
 /// "Restoring the database"). A sale created meanwhile by a running process is in
 /// the database before it is in Redis, and is looked up again: not taken for one.
+///
+/// Redis's mark of the highest sale it loaded decides first, against the last id the
+/// database handed out: the mark outlives the sale's keys, which expire a day after
+/// its end, so a backup weeks old is caught even when the newest sales' keys are gone
+/// and an older one's are not; a row deleted by hand does not lower the database's
+/// count, so it is not taken for a restore. The mark is read before the database: a
+/// sale under it was stored before it was raised. Then the next few ids are looked at
+/// (a Redis that has no mark yet).
 pub async fn from_a_later_database(backend: &Backend) -> Result<Option<i64>, BackendError> {
-    let last = store::last_id(&backend.db).await?;
     let mut redis = backend.redis.clone();
+    let mark: Option<f64> = redis::AsyncCommands::zscore(&mut redis, last_sale(&backend.namespace), "last").await?;
+    if let Some(mark) = mark.map(|m| m as i64).filter(|&m| m > 0) {
+        if mark > store::last_handed_out(&backend.db).await? {
+            return Ok(Some(mark));
+        }
+    }
+    let last = store::last_handed_out(&backend.db).await?;
     for id in last + 1..=last + NEXT_IDS_LOOKED_AT {
         let held: bool =
             redis::AsyncCommands::exists(&mut redis, &SaleKeys::new(&backend.namespace, id).window).await?;

@@ -318,8 +318,8 @@ async fn open_stores(config: &Config, redis_url: &str) -> Result<(Arc<RedisTarge
     });
     if let Some(id) = later {
         return Err(ServeError::Config(format!(
-            "Redis holds sale {id}, which this database has not made: the database is older than Redis's \
-             keys (restored from a backup?), and its next sale would take over them. Stop every process, \
+            "Redis has held sale {id}, which this database has not made: the database is older than \
+             Redis's keys (restored from a backup?), and its next sales would take over theirs. Stop every process, \
              delete every key under the namespace `{}` in Redis (every sale is rebuilt from the database) \
              and start again: docs/operations.md, \"Restoring the database\"",
             config.redis_namespace

@@ -571,7 +571,7 @@ async fn a_shopper_granted_again_after_a_rebuild_leaves_no_phantom_unit() {
     lose_and_rebuild(&app, v).await;
     let (status, body) = app.grab(&ann, v).await;
     assert_eq!(status, 200, "ann grabs again: {body}");
-    let y_id = body["order_id"].as_str().unwrap().to_owned();
+    let (y_id, y_receipt) = (body["order_id"].as_str().unwrap().to_owned(), body["receipt"].clone());
     assert_eq!(store::persist(&app.db, &x, PAY).await.unwrap(), [seckill::testing::Fate::Persisted]);
     settle(&backend, &mut redis, (v, &app.keys(v)), i64::MAX / 2, &[("0-1", &x[0])]).await.unwrap();
     // A worker reads Y: the database refuses it, and it ends.
@@ -601,6 +601,20 @@ async fn a_shopper_granted_again_after_a_rebuild_leaves_no_phantom_unit() {
         report["answers"]["granted"] == 2
     })
     .await;
+    // Redis forgets Y's result (its data lost again): Y's shopper, with Y's receipt,
+    // still hears why Y was not kept, and Y is not declared lost (before, it was, and
+    // buried as a dead letter the operator saw).
+    let () = redis.hdel(&keys.results, &y_id).await.unwrap();
+    let ask = serde_json::json!({ "voucher_id": v, "order_id": y_id, "receipt": y_receipt });
+    let (status, body) = app.call("grab_result", ask, &cookie).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!((&body["status"], &body["reason"]), (&"failed".into(), &"already_bought".into()), "{body}");
+    let buried: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM dead_letters WHERE voucher_id = $1")
+        .bind(v)
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(buried, 0, "no dead letter");
     app.stop().await;
 }
 

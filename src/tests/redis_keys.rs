@@ -135,7 +135,14 @@ async fn every_key_lives_as_the_key_table_says() {
     for kind in ["stock", "buyers", "window", "orders", "results", "refused", "restocked", "changes"] {
         assert!(rows_met.contains(&format!("<ns>:{{v<id>}}:{kind}")), "no {kind} key: {keys:?}");
     }
-    for prefix in ["<ns>:sales_version", "<ns>:icr:", "<ns>:attempts:", "<ns>:sign_ups:", "<ns>:sign_up_challenge:"] {
+    for prefix in [
+        "<ns>:sales_version",
+        "<ns>:last_sale",
+        "<ns>:icr:",
+        "<ns>:attempts:",
+        "<ns>:sign_ups:",
+        "<ns>:sign_up_challenge:",
+    ] {
         assert!(rows_met.iter().any(|p| p.starts_with(prefix)), "no key of {prefix}: {keys:?}");
     }
     assert!(rows_met.contains("<ns>:worker:<name>") && rows_met.contains("<ns>:attempts:known:<holder>"));

@@ -219,11 +219,52 @@ async fn a_redis_that_may_evict_a_sales_keys_is_refused() {
     private.stop().await;
 }
 
+/// Deletes the rows of every sale from `first` on, as a backup taken before `first`
+/// was made lacks them (and the orders and figures that refer to them).
+async fn forget_sales_from(db: &seckill::testing::Db, first: i64) {
+    for table in ["orders", "sale_refusals", "sale_latency", "vouchers"] {
+        let column = if table == "vouchers" { "id" } else { "voucher_id" };
+        sqlx::query(&format!("DELETE FROM {table} WHERE {column} >= $1")).bind(first).execute(db).await.unwrap();
+    }
+}
+
+/// Stops `app` and takes its database back to a backup taken before sale `first` was
+/// made: the rows of `first` and of every sale after it gone, and the database's count
+/// of ids set back, so that it hands `first` out again. Redis keeps its keys.
+async fn restore_to_before(app: TestApp, first: i64) -> Options {
+    let (options, db) = (app.restart_options(), app.db.clone());
+    app.stop().await;
+    forget_sales_from(&db, first).await;
+    let reset = if options.reuse.as_ref().is_some_and(|r| r.database_url.starts_with("postgres")) {
+        format!("ALTER TABLE vouchers ALTER COLUMN id RESTART WITH {first}")
+    } else {
+        format!("UPDATE sqlite_sequence SET seq = {} WHERE name = 'vouchers'", first - 1)
+    };
+    sqlx::raw_sql(&reset).execute(&db).await.unwrap();
+    options
+}
+
+/// Deletes every key of sale `id` in Redis (what its expiry, a day after its end, does).
+async fn delete_sale_keys(redis: &mut seckill::testing::RedisConn, namespace: &str, id: i64) {
+    let k = seckill::testing::SaleKeys::new(namespace, id);
+    let keys = [k.left, k.buyers, k.window, k.orders, k.results, k.dlq, k.refused, k.given_back, k.changes, k.rebuild];
+    let () = redis.del(&keys).await.unwrap();
+}
+
+/// What a start refused with.
+async fn refused_with(options: &Options) -> String {
+    match TestApp::starting(options.clone()).await.refused().await {
+        ServeError::Config(why) => why,
+        other => panic!("refused for another reason: {other:?}"),
+    }
+}
+
 /// A database restored from a backup older than Redis's keys: the sale it makes next
 /// would take over the one Redis holds under that id (its stock and buyers, and any
 /// order granted and never saved, which the worker would save as the new sale's). The
-/// app refuses to start on it, naming the sale and the namespace; with those keys
-/// gone (the restore's procedure), it starts, and its next sale starts afresh.
+/// app refuses to start on it, naming the sale and the namespace; with the
+/// namespace's keys gone (the restore's procedure), it starts, and its next sale
+/// starts afresh.
 #[tokio::test]
 async fn a_database_older_than_redis_is_refused_at_start() {
     let app = TestApp::spawn().await;
@@ -232,36 +273,51 @@ async fn a_database_older_than_redis_is_refused_at_start() {
     let shopper = app.sign_in("before-the-backup").await;
     assert_eq!(app.grab(&shopper, later).await.0, 200);
     app.wait_for_stats("the order saved", later, |s| s["persisted"] == 1).await;
-    let (options, db, namespace) = (app.restart_options(), app.db.clone(), app.namespace.clone());
-    let mut redis = app.redis.clone();
-    app.stop().await;
-    // The backup was taken before `later` was made: its rows are not in it, and the
-    // database hands its id out again.
-    for table in ["orders", "sale_refusals", "sale_latency", "vouchers"] {
-        let column = if table == "vouchers" { "id" } else { "voucher_id" };
-        sqlx::query(&format!("DELETE FROM {table} WHERE {column} = $1")).bind(later).execute(&db).await.unwrap();
-    }
-    let reset = if options.reuse.as_ref().is_some_and(|r| r.database_url.starts_with("postgres")) {
-        format!("ALTER TABLE vouchers ALTER COLUMN id RESTART WITH {later}")
-    } else {
-        format!("UPDATE sqlite_sequence SET seq = {} WHERE name = 'vouchers'", later - 1)
-    };
-    sqlx::raw_sql(&reset).execute(&db).await.unwrap();
+    let (namespace, mut redis) = (app.namespace.clone(), app.redis.clone());
+    // The backup was taken before `later` was made.
+    let options = restore_to_before(app, later).await;
 
-    match TestApp::starting(options.clone()).await.refused().await {
-        ServeError::Config(why) => {
-            assert!(why.contains(&format!("Redis holds sale {later}")) && why.contains(&namespace), "{why}")
-        }
-        other => panic!("refused for another reason: {other:?}"),
-    }
-    // The procedure: the sales' keys deleted (here the one sale's the check found).
-    let k = seckill::testing::SaleKeys::new(&namespace, later);
-    let keys = [k.left, k.buyers, k.window, k.orders, k.results, k.dlq, k.refused, k.given_back, k.changes, k.rebuild];
-    let () = redis.del(&keys).await.unwrap();
+    let why = refused_with(&options).await;
+    assert!(why.contains(&format!("Redis has held sale {later}")) && why.contains(&namespace), "{why}");
+    // The procedure: every key of the namespace deleted (here the sale's and the mark).
+    delete_sale_keys(&mut redis, &namespace, later).await;
+    let () = redis.del(seckill::testing::last_sale(&namespace)).await.unwrap();
     let app = TestApp::with(options).await;
     let again = app.create_voucher(5, -5, 3600).await;
     assert_eq!(again, later, "the id is handed out again");
     let stats = app.api.stats(again).await.unwrap();
     assert_eq!((stats["redis_stock"].as_i64(), stats["granted"].as_i64()), (Some(5), Some(0)), "{stats}");
     assert_eq!(app.grab(&shopper, again).await.0, 200, "its earlier buyer is no buyer of the new sale");
+}
+
+/// A backup weeks old: the newest sales' keys expired since, but an older sale made
+/// after the backup still has its keys, past the few next ids a start looks at (a
+/// start once found nothing there, and started). Redis's mark of the sales it loaded
+/// outlives their keys: the start is refused. A voucher deleted by hand is no
+/// restore: the database's count of ids does not go back, and the start goes on.
+#[tokio::test]
+async fn a_database_older_than_the_sales_redis_still_holds_is_refused_at_start() {
+    let app = TestApp::spawn().await;
+    let kept = app.create_voucher(5, -5, 3600).await;
+    let mut made_after = Vec::new();
+    for _ in 0..6 {
+        made_after.push(app.create_voucher(5, -5, 3600).await);
+    }
+    let newest = app.create_voucher(5, -5, 3600).await;
+    forget_sales_from(&app.db, newest).await;
+    let (namespace, mut redis, options) = (app.namespace.clone(), app.redis.clone(), app.restart_options());
+    app.stop().await;
+    let app = TestApp::with(options).await;
+    assert_eq!(app.create_voucher(5, -5, 3600).await, newest + 1, "the deleted sale's id is not handed out again");
+
+    // The backup was taken before `made_after`; the keys of all but the newest of
+    // them expired since, and so did the newer sales'.
+    let options = restore_to_before(app, kept + 1).await;
+    let (&held, expired) = made_after.split_last().unwrap();
+    for &id in expired.iter().chain(&[newest, newest + 1]) {
+        delete_sale_keys(&mut redis, &namespace, id).await;
+    }
+    assert!(held > kept + 4, "the sale left in Redis is past the ids a start looks at: {held}");
+    let why = refused_with(&options).await;
+    assert!(why.contains(&format!("Redis has held sale {}", newest + 1)) && why.contains(&namespace), "{why}");
 }

@@ -127,6 +127,22 @@ pub async fn last_id(db: &Db) -> sqlx::Result<i64> {
     sqlx::query_scalar("SELECT CAST(COALESCE(MAX(id), 0) AS BIGINT) FROM vouchers").fetch_one(db).await
 }
 
+/// The last voucher id the database handed out, whether or not its row is still there
+/// (its count never goes back: SQLite's `AUTOINCREMENT`, PostgreSQL's identity
+/// sequence), or the highest id stored if higher; 0 before the first.
+pub async fn last_handed_out(db: &Db) -> sqlx::Result<i64> {
+    let mut conn = db.acquire().await?;
+    let counted = if conn.backend_name() == crate::backend::db_clock::POSTGRES {
+        "SELECT CAST(COALESCE(last_value, 0) AS BIGINT) FROM pg_sequences \
+         WHERE format('%I.%I', schemaname, sequencename) = pg_get_serial_sequence('vouchers', 'id')"
+    } else {
+        "SELECT CAST(seq AS BIGINT) FROM sqlite_sequence WHERE name = 'vouchers'"
+    };
+    let counted: Option<i64> = sqlx::query_scalar(counted).fetch_optional(&mut *conn).await?;
+    drop(conn);
+    Ok(counted.unwrap_or(0).max(last_id(db).await?))
+}
+
 /// The newest vouchers first, older than `before` when given, at most `limit`.
 pub async fn list(db: &Db, before: Option<i64>, limit: i64) -> sqlx::Result<Vec<VoucherRow>> {
     let sql = format!("SELECT {COLUMNS} FROM vouchers WHERE $1 IS NULL OR id < $1 ORDER BY id DESC LIMIT $2");

@@ -228,8 +228,8 @@ impl Saver {
             let Some(m) = &e.msg else { continue };
             if let Some(failure) = Failure::of(m, &e.id, fate) {
                 // Recorded before it ends: after, nothing would bring it back here.
-                if failure.unrecorded() {
-                    report::unsaved_grant(&self.backend.db, m.voucher_id, m.order_id).await?;
+                if let Some(reason) = failure.unrecorded() {
+                    report::unsaved_grant(&self.backend.db, m, reason).await?;
                 }
                 failure.run(&self.backend, &mut self.redis, &self.keys).await?;
             }

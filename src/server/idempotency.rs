@@ -8,8 +8,9 @@
 //! operator's or the admin token's, on the calls for shoppers and operators (a key
 //! sent to a call for anyone, or to a GET, is not looked at). They
 //! live in Redis, so a retry that lands on another process is answered the same;
-//! an operator's answers are copied to the database too (`idempotency_answers`), so a
-//! retry after Redis lost its data answers them rather than changing a sale again. An
+//! an operator's keys are taken in the database too (`idempotency_answers`), and their
+//! answers copied there, so a retry after Redis lost its data answers the first answer,
+//! or that the first call is still being served, rather than changing a sale again. An
 //! answer that did nothing (`unavailable`: try again; `rate_limited`) is not kept, so
 //! the retry is served afresh; every other is, `saved_not_applied` included (a retry
 //! is told it is saved, and changes nothing).
@@ -211,10 +212,11 @@ where
             let message = format!("At most {MOST_KEYS_PER_CALLER} Idempotency-Keys a day; send this call without one.");
             return AppError::with(ErrorCode::RateLimited, message).into_response();
         }
-        // Free in Redis: an operator's answer may be kept in the database still. Not
+        // Free in Redis: an operator's key is taken in the database too, where its
+        // answer, or the mark of a first call still served, may be kept still. Not
         // known (the database does not answer in time): not served, as when Redis
         // does not answer, lest a change be made twice.
-        Ok((_, Some(_))) if !shoppers => match kept_in_database(backend, &stored_at).await {
+        Ok((_, Some(_))) if !shoppers => match taken_in_database(backend, &stored_at, &print).await {
             Ok(Some(stored)) => return replay(&stored, &print),
             Ok(None) => {}
             Err(e) => {
@@ -260,30 +262,70 @@ async fn earlier(backend: &Backend, stored_at: &str, print: &str) -> Response {
     replay(&stored.unwrap_or_default(), print)
 }
 
-/// An operator's answer the database kept under `stored_at` (`idempotency_answers`),
-/// put back in Redis in place of the mark just taken, for as long as it has left.
-/// Redis keeps each answer for [`KEPT`], and the database a copy: a failover that
-/// lost the last writes, or a restart without Redis's file, forgot the keys of
-/// changes made just before, and the retries a lost answer brings made them again.
-/// Asked for [`DATABASE_WAIT`] at most. Should Redis refuse the answer put back,
-/// the mark stays until it lapses (`idempotency_in_progress` until then).
-async fn kept_in_database(backend: &Backend, stored_at: &str) -> Result<Option<String>, String> {
+/// Takes an operator's key in the database (`idempotency_answers`) as Redis's was just
+/// taken, with the mark of a call being served (`pending <print>`) for [`PENDING`];
+/// or, when the database holds the key already, answers what it holds there: the
+/// first call's answer (put back in Redis in place of the mark just taken, for as long
+/// as it has left), or the mark of a first call still being served. Redis keeps each
+/// key, and the database a copy: a failover that lost the last writes, or a restart
+/// without Redis's file, forgot the keys of changes made just before or being made,
+/// and the retries a lost answer brings made them again. Asked for [`DATABASE_WAIT`]
+/// at most. Should Redis refuse the answer put back, the mark stays until it lapses
+/// (`idempotency_in_progress` until then).
+async fn taken_in_database(backend: &Backend, stored_at: &str, print: &str) -> Result<Option<String>, String> {
     let now = chrono::Utc::now().timestamp_millis();
-    let query = sqlx::query_as::<_, (String, i64)>(
-        "SELECT answer, kept_until FROM idempotency_answers WHERE kept_at = $1 AND kept_until > $2",
-    )
-    .bind(stored_at)
-    .bind(now)
-    .fetch_optional(&backend.db);
-    let kept = tokio::time::timeout(DATABASE_WAIT, query).await.map_err(|_| "no answer in time".to_owned());
-    let Some((answer, until)) = kept?.map_err(|e| e.to_string())? else { return Ok(None) };
-    let left = u64::try_from(until - now).unwrap_or(1).max(1);
-    let put: redis::RedisResult<()> =
-        redis::cmd("SET").arg(stored_at).arg(&answer).arg("PX").arg(left).query_async(&mut backend.redis.clone()).await;
-    if let Err(e) = put {
-        tracing::warn!("idempotency key: {e}");
+    let asked = async {
+        // Taken when free, or when what it held lapsed (a first call's process died).
+        let taken = sqlx::query(
+            "INSERT INTO idempotency_answers (kept_at, answer, kept_until) VALUES ($1, $2, $3) \
+             ON CONFLICT (kept_at) DO UPDATE SET answer = excluded.answer, kept_until = excluded.kept_until \
+             WHERE idempotency_answers.kept_until <= $4",
+        )
+        .bind(stored_at)
+        .bind(format!("pending {print}"))
+        .bind(now + PENDING.as_millis() as i64)
+        .bind(now)
+        .execute(&backend.db)
+        .await?;
+        if taken.rows_affected() == 1 {
+            return Ok(None);
+        }
+        sqlx::query_as::<_, (String, i64)>("SELECT answer, kept_until FROM idempotency_answers WHERE kept_at = $1")
+            .bind(stored_at)
+            .fetch_optional(&backend.db)
+            .await
+    };
+    let kept = tokio::time::timeout(DATABASE_WAIT, asked).await.map_err(|_| "no answer in time".to_owned());
+    let Some((answer, until)) = kept?.map_err(|e: sqlx::Error| e.to_string())? else { return Ok(None) };
+    if answer.starts_with("done ") {
+        let left = u64::try_from(until - now).unwrap_or(1).max(1);
+        let put: redis::RedisResult<()> = redis::cmd("SET")
+            .arg(stored_at)
+            .arg(&answer)
+            .arg("PX")
+            .arg(left)
+            .query_async(&mut backend.redis.clone())
+            .await;
+        if let Err(e) = put {
+            tracing::warn!("idempotency key: {e}");
+        }
     }
     Ok(Some(answer))
+}
+
+/// Lets go of an operator's key taken in the database by a call whose answer is not
+/// kept ([`taken_in_database`]), so that a retry is served afresh at once; should it
+/// fail, the mark lapses at [`PENDING`].
+async fn free_in_database(backend: &Backend, stored_at: &str, print: &str) {
+    let freed = sqlx::query("DELETE FROM idempotency_answers WHERE kept_at = $1 AND answer = $2")
+        .bind(stored_at)
+        .bind(format!("pending {print}"))
+        .execute(&backend.db);
+    match tokio::time::timeout(DATABASE_WAIT, freed).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => tracing::warn!("idempotency key, the database's copy: {e}"),
+        Err(_) => tracing::warn!("idempotency key, the database's copy: no answer in time"),
+    }
 }
 
 /// How long a call waits on the database for an operator's kept answer.
@@ -372,7 +414,12 @@ async fn keep(backend: &Backend, scope: &str, (stored_at, print): (&str, &str), 
             }
             kept
         }
-        _ => redis::AsyncCommands::del::<_, ()>(&mut redis, stored_at).await,
+        _ => {
+            if !is_shoppers(scope) {
+                free_in_database(backend, stored_at, print).await;
+            }
+            redis::AsyncCommands::del::<_, ()>(&mut redis, stored_at).await
+        }
     };
     if let Err(e) = kept {
         // The key expires with its pending mark: a retry then is served afresh (an

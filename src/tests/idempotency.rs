@@ -334,3 +334,96 @@ async fn a_change_sent_again_after_redis_lost_its_key_is_made_once() {
     assert_eq!((status.as_u16(), &fourth), (200, &first));
     assert_eq!(stock(&app).await, 8);
 }
+
+/// An operator's change still being made when Redis lost its key (a failover in the
+/// middle of the call), and the retry its caller sends then: one of the two makes the
+/// change, and the other is told the first is being served (the database holds the
+/// key too, taken before the change). Before, both were served and the units were
+/// added twice.
+#[tokio::test]
+async fn a_change_sent_again_while_redis_lost_its_key_under_way_is_made_once() {
+    use redis::AsyncCommands;
+    let app = TestApp::spawn().await;
+    let v = app.create_voucher(5, -5, 3600).await;
+    let body = json!({ "voucher_id": v, "units": 3 });
+    let (stored_at, _) = seckill::testing::pending_mark(&app.namespace, "token", "more-2", "/api/add_stock", b"");
+    let marked = |app: &TestApp| {
+        let (mut redis, at) = (app.redis.clone(), stored_at.clone());
+        async move { redis.exists::<_, bool>(&at).await.unwrap() }
+    };
+    // The first call waits on the database; Redis forgets its key meanwhile, and the
+    // retry comes; the database lets go once the retry holds Redis's key again.
+    let lock = crate::support::hold_write_lock(&app.database_url, "vouchers").await;
+    let first = as_admin(&app, "add_stock", "more-2", body.clone());
+    let retry = async {
+        wait_until("the first call took its key", SOON, || marked(&app)).await;
+        let forgot: i64 = app.redis.clone().del(&stored_at).await.unwrap();
+        assert_eq!(forgot, 1);
+        let again = as_admin(&app, "add_stock", "more-2", body.clone());
+        let release = async {
+            wait_until("the retry took Redis's key", SOON, || marked(&app)).await;
+            drop(lock);
+        };
+        tokio::join!(again, release).0
+    };
+    let ((s1, a1), (s2, a2)) = tokio::join!(first, retry);
+    let stock: i64 =
+        sqlx::query_scalar("SELECT stock FROM vouchers WHERE id = $1").bind(v).fetch_one(&app.db).await.unwrap();
+    assert_eq!(stock, 8, "added once: {a1} {a2}");
+    // The other was told the first is being served, or (its wait on the database
+    // outlasted the whole first call) the first's answer; or, the first's wait for
+    // its key in the database outlasting its bound, that nothing was made.
+    let made = if s1 == 200 { &a1 } else { &a2 };
+    for (status, answer) in [(s1, &a1), (s2, &a2)] {
+        let told = (status.as_u16(), code(answer));
+        assert!(
+            answer == made || told == (409, "idempotency_in_progress") || told == (503, "unavailable"),
+            "{told:?} {answer}"
+        );
+    }
+    app.stop().await;
+}
+
+/// A first call's key the database holds while Redis lost it (the first still being
+/// served on another process, or the process died serving it): a retry is told the
+/// first is being served, and nothing is made; once the mark lapses, as Redis's
+/// does, the retry takes the key over and is served (a mark that never lapsed would
+/// hold the key for the day).
+#[tokio::test]
+async fn a_key_the_database_holds_for_a_call_under_way_is_not_served_again() {
+    let app = TestApp::spawn().await;
+    let v = app.create_voucher(5, -5, 3600).await;
+    let body = json!({ "voucher_id": v, "units": 3 });
+    let sent = serde_json::to_vec(&body).unwrap();
+    let (stored_at, mark) = seckill::testing::pending_mark(&app.namespace, "token", "more-3", "/api/add_stock", &sent);
+    let now = chrono::Utc::now().timestamp_millis();
+    sqlx::query("INSERT INTO idempotency_answers (kept_at, answer, kept_until) VALUES ($1, $2, $3)")
+        .bind(&stored_at)
+        .bind(&mark)
+        .bind(now + 60_000)
+        .execute(&app.db)
+        .await
+        .unwrap();
+    let stock = || async {
+        sqlx::query_scalar::<_, i64>("SELECT stock FROM vouchers WHERE id = $1")
+            .bind(v)
+            .fetch_one(&app.db)
+            .await
+            .unwrap()
+    };
+    let (status, told) = as_admin(&app, "add_stock", "more-3", body.clone()).await;
+    assert_eq!((status.as_u16(), code(&told)), (409, "idempotency_in_progress"), "{told}");
+    assert_eq!(stock().await, 5, "nothing made");
+    // The first call's process died: its marks lapse, Redis's and the database's.
+    let _: i64 = redis::AsyncCommands::del(&mut app.redis.clone(), &stored_at).await.unwrap();
+    sqlx::query("UPDATE idempotency_answers SET kept_until = $1 WHERE kept_at = $2")
+        .bind(now - 1)
+        .bind(&stored_at)
+        .execute(&app.db)
+        .await
+        .unwrap();
+    let (status, made) = as_admin(&app, "add_stock", "more-3", body.clone()).await;
+    assert_eq!(status, 200, "{made}");
+    assert_eq!(stock().await, 8);
+    app.stop().await;
+}

@@ -20,7 +20,7 @@
 //! | `<ns>:{v<id>}:rebuild` | string | a rebuild's ticket: its snapshot loads only while this holds it | `sale::warm` | [`REBUILD_DEADLINE`] after it was set (its load deletes it) |
 //! | `<ns>:clock` | none | never written: routes the clock script to a node | `sale::gate::clock` | never written |
 //! | `<ns>:sales_version` | string | counts operator changes to any sale | `sale::launch`; every process follows it (`bus::follow`) | never |
-//! | `<ns>:last_sale` | sorted set | one member, `last`, scored with the highest sale id Redis loaded (a restored database older than Redis is refused at start, `sale::warm::from_a_later_database`) | `sale::warm` (each load, before it) | never |
+//! | `<ns>:last_sale` | sorted set | one member, `last`, scored with the highest sale id Redis loaded (raised before each load; a mark its node could not take is only logged) (a restored database older than Redis is refused at start, `sale::warm::from_a_later_database`) | `sale::warm` (each load, before it) | never |
 //! | `<ns>:icr:order:<yyyymmdd>` | string | the day's order-id counter | `order_ids` (in blocks) | [`ORDER_IDS_KEPT`] after its last block |
 //! | `<ns>:icr:master:{<ns>:icr:order:<yyyymmdd>}` | string | `<replication id> <ms>`: the master that took the counter's last block, and when (in the counter's slot): a counter last written under another master jumps ahead | `order_ids` (with each block) | [`ORDER_IDS_KEPT`] after its last block |
 //! | `<ns>:icr:spare:{<yyyymmdd>.<n>}` | string | the day's spare order-id counter, in the slot across the slot space from the main one's ([`order_id_spare`]): drawn from while the main one fails a process | `order_ids` (in blocks) | [`ORDER_IDS_KEPT`] after its last block |

@@ -432,10 +432,13 @@ pub async fn push_window(backend: &Backend, v: &VoucherRow) -> RedisResult<bool>
 }
 
 /// How long a load waits to raise the mark of the sales Redis loaded ([`mark_loaded`]).
-const MARK_DEADLINE: Duration = Duration::from_secs(1);
+/// Short: a sale of several shards rebuilds its buckets in turn, each raising the mark,
+/// and the mark's node may be the one that is down.
+const MARK_DEADLINE: Duration = Duration::from_millis(500);
 
 /// Raises Redis's mark of the highest sale id it loaded (`layout::last_sale`) to
-/// `voucher_id`, before the load: every sale Redis holds is under the mark. A mark not
+/// `voucher_id`, before the load: every sale Redis holds is under the mark, unless
+/// the mark could not be raised. A mark not
 /// raised (its node down or slow) is only logged: it is a check for a mistaken restore,
 /// and must not keep a sale from being loaded while one node of a cluster is away.
 async fn mark_loaded(backend: &Backend, redis: &mut RedisConn, voucher_id: i64) {

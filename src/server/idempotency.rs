@@ -273,37 +273,29 @@ async fn earlier(backend: &Backend, stored_at: &str, print: &str) -> Response {
 /// at most. Should Redis refuse the answer put back, the mark stays until it lapses
 /// (`idempotency_in_progress` until then).
 async fn taken_in_database(backend: &Backend, stored_at: &str, print: &str) -> Result<Option<String>, String> {
-    let now = chrono::Utc::now().timestamp_millis();
-    let asked = async {
-        // Taken when free, or when what it held lapsed (a first call's process died).
-        let taken = sqlx::query(
-            "INSERT INTO idempotency_answers (kept_at, answer, kept_until) VALUES ($1, $2, $3) \
-             ON CONFLICT (kept_at) DO UPDATE SET answer = excluded.answer, kept_until = excluded.kept_until \
-             WHERE idempotency_answers.kept_until <= $4",
-        )
-        .bind(stored_at)
-        .bind(format!("pending {print}"))
-        .bind(now + PENDING.as_millis() as i64)
-        .bind(now)
-        .execute(&backend.db)
-        .await?;
-        if taken.rows_affected() == 1 {
-            return Ok(None);
+    let (db, at, mark) = (backend.db.clone(), stored_at.to_owned(), format!("pending {print}"));
+    let mut claim = tokio::spawn(async move { claim_in_database(&db, &at, &mark).await });
+    let kept = match tokio::time::timeout(DATABASE_WAIT, &mut claim).await {
+        Ok(joined) => joined.map_err(|e| e.to_string())?.map_err(|e| e.to_string())?,
+        Err(_) => {
+            // The claim may still land (the statement runs on): once it does, it is let
+            // go, lest it hold the key for [`PENDING`] after this call did nothing.
+            let (backend, stored_at, print) = (backend.clone(), stored_at.to_owned(), print.to_owned());
+            tokio::spawn(async move {
+                if let Ok(Ok(Claim::Taken)) = claim.await {
+                    free_in_database(&backend, &stored_at, &print).await;
+                }
+            });
+            return Err("no answer in time".to_owned());
         }
-        sqlx::query_as::<_, (String, i64)>("SELECT answer, kept_until FROM idempotency_answers WHERE kept_at = $1")
-            .bind(stored_at)
-            .fetch_optional(&backend.db)
-            .await
     };
-    let kept = tokio::time::timeout(DATABASE_WAIT, asked).await.map_err(|_| "no answer in time".to_owned());
-    let Some((answer, until)) = kept?.map_err(|e: sqlx::Error| e.to_string())? else { return Ok(None) };
+    let Claim::Held { answer, left_ms } = kept else { return Ok(None) };
     if answer.starts_with("done ") {
-        let left = u64::try_from(until - now).unwrap_or(1).max(1);
         let put: redis::RedisResult<()> = redis::cmd("SET")
             .arg(stored_at)
             .arg(&answer)
             .arg("PX")
-            .arg(left)
+            .arg(left_ms.max(1))
             .query_async(&mut backend.redis.clone())
             .await;
         if let Err(e) = put {
@@ -311,6 +303,45 @@ async fn taken_in_database(backend: &Backend, stored_at: &str, print: &str) -> R
         }
     }
     Ok(Some(answer))
+}
+
+/// What [`claim_in_database`] found.
+enum Claim {
+    /// The key was free (or what it held had lapsed): it holds this call's mark now.
+    Taken,
+    /// The key holds `answer` for `left_ms` more.
+    Held { answer: String, left_ms: u64 },
+}
+
+/// Takes `stored_at` in the database with `mark` for [`PENDING`], unless it holds
+/// something that has not lapsed. Lapsing is judged by the database's clock, the one
+/// clock every process shares: a process whose own clock ran ahead would take over a
+/// first call's key while it is still served.
+async fn claim_in_database(db: &crate::backend::Db, stored_at: &str, mark: &str) -> sqlx::Result<Claim> {
+    let now = crate::backend::db_clock::now_ms(db).await?;
+    let taken = sqlx::query(
+        "INSERT INTO idempotency_answers (kept_at, answer, kept_until) VALUES ($1, $2, $3) \
+         ON CONFLICT (kept_at) DO UPDATE SET answer = excluded.answer, kept_until = excluded.kept_until \
+         WHERE idempotency_answers.kept_until <= $4",
+    )
+    .bind(stored_at)
+    .bind(mark)
+    .bind(now + PENDING.as_millis() as i64)
+    .bind(now)
+    .execute(db)
+    .await?;
+    if taken.rows_affected() == 1 {
+        return Ok(Claim::Taken);
+    }
+    let held: Option<(String, i64)> =
+        sqlx::query_as("SELECT answer, kept_until FROM idempotency_answers WHERE kept_at = $1")
+            .bind(stored_at)
+            .fetch_optional(db)
+            .await?;
+    // Let go between the two statements (its first call's answer was not kept): free,
+    // and served as a key Redis alone holds.
+    let Some((answer, until)) = held else { return Ok(Claim::Taken) };
+    Ok(Claim::Held { answer, left_ms: u64::try_from(until - now).unwrap_or(1) })
 }
 
 /// Lets go of an operator's key taken in the database by a call whose answer is not
@@ -332,9 +363,10 @@ async fn free_in_database(backend: &Backend, stored_at: &str, print: &str) {
 const DATABASE_WAIT: Duration = Duration::from_secs(2);
 
 /// Copies an operator's `answer` (as Redis holds it, kept there already) to the
-/// database until `until` (Unix ms), and lets the copies kept past their time go: in a
-/// task of its own, so the call's answer waits on neither (on SQLite a write may
-/// wait its turn behind the worker's). Should it fail, the answer is kept in Redis
+/// database until `until` (Unix ms), over the call's mark, and lets the copies kept
+/// past their time go: in a task of its own, so the call's answer waits on neither (on
+/// SQLite a write may wait its turn behind the worker's; the call waited on one write
+/// already, its key's claim, for [`DATABASE_WAIT`] at most). Should it fail, the answer is kept in Redis
 /// alone, as it was before the copy.
 fn keep_in_database(backend: &Backend, stored_at: &str, answer: String, until: i64) {
     let (db, stored_at) = (backend.db.clone(), stored_at.to_owned());
@@ -416,7 +448,8 @@ async fn keep(backend: &Backend, scope: &str, (stored_at, print): (&str, &str), 
         }
         _ => {
             if !is_shoppers(scope) {
-                free_in_database(backend, stored_at, print).await;
+                let (backend, stored_at, print) = (backend.clone(), stored_at.to_owned(), print.to_owned());
+                tokio::spawn(async move { free_in_database(&backend, &stored_at, &print).await });
             }
             redis::AsyncCommands::del::<_, ()>(&mut redis, stored_at).await
         }

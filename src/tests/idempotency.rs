@@ -296,7 +296,7 @@ async fn a_change_sent_again_after_redis_lost_its_key_is_made_once() {
     assert_eq!(status, 200, "{first}");
     let (stored_at, _) = seckill::testing::pending_mark(&app.namespace, "token", "more-1", "/api/add_stock", b"");
     // The copy is written beside the answer, in a task of its own.
-    let copied = "SELECT COUNT(*) FROM idempotency_answers WHERE kept_at = $1";
+    let copied = "SELECT COUNT(*) FROM idempotency_answers WHERE kept_at = $1 AND answer LIKE 'done %'";
     wait_until("the database holds a copy", SOON, || async {
         sqlx::query_scalar::<_, i64>(copied).bind(&stored_at).fetch_one(&app.db).await.unwrap() == 1
     })
@@ -369,15 +369,17 @@ async fn a_change_sent_again_while_redis_lost_its_key_under_way_is_made_once() {
     let ((s1, a1), (s2, a2)) = tokio::join!(first, retry);
     let stock: i64 =
         sqlx::query_scalar("SELECT stock FROM vouchers WHERE id = $1").bind(v).fetch_one(&app.db).await.unwrap();
-    assert_eq!(stock, 8, "added once: {a1} {a2}");
+    // Made once, unless the first call's wait for its key in the database outlasted its
+    // bound (a machine stalled for seconds): then it answered `unavailable`, having
+    // made nothing, and the retry may have found its claim landing late.
+    let made = [(s1, &a1), (s2, &a2)].into_iter().find(|(status, _)| *status == 200).map(|(_, answer)| answer);
+    assert_eq!(stock, if made.is_some() { 8 } else { 5 }, "added once at most: {a1} {a2}");
     // The other was told the first is being served, or (its wait on the database
-    // outlasted the whole first call) the first's answer; or, the first's wait for
-    // its key in the database outlasting its bound, that nothing was made.
-    let made = if s1 == 200 { &a1 } else { &a2 };
+    // outlasted the whole first call) the first's answer.
     for (status, answer) in [(s1, &a1), (s2, &a2)] {
         let told = (status.as_u16(), code(answer));
         assert!(
-            answer == made || told == (409, "idempotency_in_progress") || told == (503, "unavailable"),
+            Some(answer) == made || told == (409, "idempotency_in_progress") || told == (503, "unavailable"),
             "{told:?} {answer}"
         );
     }

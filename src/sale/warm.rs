@@ -437,8 +437,7 @@ pub async fn push_window(backend: &Backend, v: &VoucherRow) -> RedisResult<bool>
 const MARK_DEADLINE: Duration = Duration::from_millis(500);
 
 /// Raises Redis's mark of the highest sale id it loaded (`layout::last_sale`) to
-/// `voucher_id`, before the load: every sale Redis holds is under the mark, unless
-/// the mark could not be raised. A mark not
+/// `voucher_id`, before the load: every sale Redis holds is under the mark. A mark not
 /// raised (its node down or slow) is only logged: it is a check for a mistaken restore,
 /// and must not keep a sale from being loaded while one node of a cluster is away.
 async fn mark_loaded(backend: &Backend, redis: &mut RedisConn, voucher_id: i64) {
@@ -474,12 +473,10 @@ const NEXT_IDS_LOOKED_AT: i64 = 4;
 pub async fn from_a_later_database(backend: &Backend) -> Result<Option<i64>, BackendError> {
     let mut redis = backend.redis.clone();
     let mark: Option<f64> = redis::AsyncCommands::zscore(&mut redis, last_sale(&backend.namespace), "last").await?;
-    if let Some(mark) = mark.map(|m| m as i64).filter(|&m| m > 0) {
-        if mark > store::last_handed_out(&backend.db).await? {
-            return Ok(Some(mark));
-        }
-    }
     let last = store::last_handed_out(&backend.db).await?;
+    if let Some(mark) = mark.map(|m| m as i64).filter(|&m| m > last) {
+        return Ok(Some(mark));
+    }
     for id in last + 1..=last + NEXT_IDS_LOOKED_AT {
         let held: bool =
             redis::AsyncCommands::exists(&mut redis, &SaleKeys::new(&backend.namespace, id).window).await?;

@@ -196,7 +196,7 @@ impl ErrorCode {
                 "You have cancelled this sale's orders as often as one shopper may: pay this order, or let it lapse at its deadline."
             }
             Self::NotFound => "There is no such API call.",
-            Self::MethodNotAllowed => "API calls are POST requests.",
+            Self::MethodNotAllowed => "This call takes another HTTP method: the one its Allow header names.",
             Self::UnsupportedMediaType => "Send the body as JSON (Content-Type: application/json).",
             Self::CrossSite => "Requests from other sites are refused.",
             Self::RateLimited => "Too many requests; please wait a moment.",

@@ -62,11 +62,18 @@ async fn bad_input_gets_4xx_with_invalid_input() {
     // Each refusal names the field it is about (`param`).
     let now = chrono::Utc::now();
     let at = |s: i64| (now + chrono::Duration::seconds(s)).to_rfc3339();
+    let at_us = |us: i64| {
+        let whole_ms = chrono::DateTime::from_timestamp_millis(now.timestamp_millis()).unwrap();
+        (whole_ms + chrono::Duration::microseconds(us)).to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
+    };
     for (title, stock, begins, ends, price, want) in [
         ("", 10, at(0), at(60), 0, ("invalid_input", "title")),
         ("x", 0, at(0), at(60), 0, ("invalid_input", "stock")),
         ("x", 10_000_001, at(0), at(60), 0, ("invalid_input", "stock")),
         ("x", 10, at(60), at(0), 0, ("invalid_time", "ends_at")),
+        // An end under a millisecond after the start: the same millisecond as stored
+        // (before, the database refused it, and the call answered `unavailable`).
+        ("x", 10, at_us(60_000_000), at_us(60_000_500), 0, ("invalid_time", "ends_at")),
         ("x", 10, "soon".to_owned(), at(60), 0, ("invalid_time", "begins_at")),
         ("x", 10, at(-120), at(-60), 0, ("invalid_time", "ends_at")),
         // Years no client reads back in UTC (-0001, +10000), a window of over a month,
@@ -216,6 +223,12 @@ async fn unknown_paths_and_wrong_methods_answer_json() {
     assert_eq!(res.status(), 405);
     let body: serde_json::Value = res.json().await.unwrap();
     assert_eq!(code(&body), "method_not_allowed");
+    // The live feed is a GET: a POST is told of the method its Allow header names
+    // (before, the message said every API call is a POST).
+    let res = app.http.post(format!("{}/api/live", app.base)).json(&json!({})).send().await.unwrap();
+    assert_eq!((res.status().as_u16(), res.headers().get("allow").cloned()), (405, Some("GET".parse().unwrap())));
+    let body: serde_json::Value = res.json().await.unwrap();
+    assert!(!body["message"].as_str().unwrap_or_default().contains("POST"), "{body}");
     let res = app.http.get(format!("{}/api/deep/unknown/path", app.base)).send().await.unwrap();
     assert_eq!(res.status(), 404);
     assert_eq!(code(&res.json::<serde_json::Value>().await.unwrap()), "not_found");

@@ -256,9 +256,12 @@ pub mod rules {
         }
     }
 
-    /// A time in RFC 3339, as `field` of the request.
+    /// A time in RFC 3339, as `field` of the request, to the millisecond: what the
+    /// database stores, so that the checks below judge the window it will hold (an end
+    /// under a millisecond after the start was an empty window there, which it refused).
     pub fn time(field: &str, value: &str) -> Result<DateTime<Utc>, AppError> {
-        DateTime::parse_from_rfc3339(value.trim()).map(|t| t.with_timezone(&Utc)).map_err(|_| {
+        use chrono::SubsecRound;
+        DateTime::parse_from_rfc3339(value.trim()).map(|t| t.with_timezone(&Utc).trunc_subsecs(3)).map_err(|_| {
             AppError::with(
                 ErrorCode::InvalidTime,
                 format!("{field} must be an RFC 3339 time, like 2026-11-23T10:00:00Z."),

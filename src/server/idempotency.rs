@@ -18,7 +18,7 @@
 use crate::{
     auth::caller::{Caller, SessionChecked},
     auth::session::Actor,
-    backend::{layout, Backend},
+    backend::{db_clock, layout, Backend, Db},
     body::read_capped,
     error::{AppError, ErrorCode},
 };
@@ -182,7 +182,7 @@ where
     let (print, (stored_at, count_at)) =
         kept_at(&backend.namespace, scope, key, (&parts.method, parts.uri.path(), &bytes));
     let shoppers = is_shoppers(scope);
-    let pending = if shoppers { SHOPPER_PENDING } else { PENDING };
+    let held_for = if shoppers { SHOPPER_PENDING } else { PENDING };
     // One round trip, one slot: the caller's count, and the key taken if it is free.
     let mut redis = backend.redis.clone();
     let mut pipe = redis::pipe();
@@ -195,10 +195,10 @@ where
         .ignore()
         .cmd("SET")
         .arg(&stored_at)
-        .arg(format!("pending {print}"))
+        .arg(pending(&print))
         .arg("NX")
         .arg("PX")
-        .arg(pending.as_millis() as u64);
+        .arg(held_for.as_millis() as u64);
     let taken = pipe.query_async::<(u64, Option<String>)>(&mut redis);
     let taken = match shoppers {
         true => tokio::time::timeout(SHOPPER_LOOKUP, taken)
@@ -236,6 +236,12 @@ where
     keep(backend, scope, (&stored_at, &print), answer).await
 }
 
+/// What a key holds while its first call (fingerprint `print`) is served, in Redis and
+/// in the database.
+fn pending(print: &str) -> String {
+    format!("pending {print}")
+}
+
 /// A call's fingerprint, and where `scope`'s `key` is kept (with the caller's count).
 fn kept_at(namespace: &str, scope: &str, key: &str, call: (&Method, &str, &[u8])) -> (String, (String, String)) {
     let print = fingerprint(call.0.as_str(), call.1, call.2);
@@ -247,7 +253,7 @@ fn kept_at(namespace: &str, scope: &str, key: &str, call: (&Method, &str, &[u8])
 /// still under way on another process.
 pub fn pending_mark(namespace: &str, scope: &str, key: &str, path: &str, body: &[u8]) -> (String, String) {
     let (print, (stored_at, _)) = kept_at(namespace, scope, key, (&Method::POST, path, body));
-    (stored_at, format!("pending {print}"))
+    (stored_at, pending(&print))
 }
 
 /// The answer to a key already taken: the first call's, or a refusal.
@@ -273,17 +279,17 @@ async fn earlier(backend: &Backend, stored_at: &str, print: &str) -> Response {
 /// at most. Should Redis refuse the answer put back, the mark stays until it lapses
 /// (`idempotency_in_progress` until then).
 async fn taken_in_database(backend: &Backend, stored_at: &str, print: &str) -> Result<Option<String>, String> {
-    let (db, at, mark) = (backend.db.clone(), stored_at.to_owned(), format!("pending {print}"));
+    let (db, at, mark) = (backend.db.clone(), stored_at.to_owned(), pending(print));
     let mut claim = tokio::spawn(async move { claim_in_database(&db, &at, &mark).await });
     let kept = match tokio::time::timeout(DATABASE_WAIT, &mut claim).await {
         Ok(joined) => joined.map_err(|e| e.to_string())?.map_err(|e| e.to_string())?,
         Err(_) => {
             // The claim may still land (the statement runs on): once it does, it is let
             // go, lest it hold the key for [`PENDING`] after this call did nothing.
-            let (backend, stored_at, print) = (backend.clone(), stored_at.to_owned(), print.to_owned());
+            let (db, stored_at, mark) = (backend.db.clone(), stored_at.to_owned(), pending(print));
             tokio::spawn(async move {
                 if let Ok(Ok(Claim::Taken)) = claim.await {
-                    free_in_database(&backend, &stored_at, &print).await;
+                    free_in_database(db, stored_at, mark).await;
                 }
             });
             return Err("no answer in time".to_owned());
@@ -317,8 +323,8 @@ enum Claim {
 /// something that has not lapsed. Lapsing is judged by the database's clock, the one
 /// clock every process shares: a process whose own clock ran ahead would take over a
 /// first call's key while it is still served.
-async fn claim_in_database(db: &crate::backend::Db, stored_at: &str, mark: &str) -> sqlx::Result<Claim> {
-    let now = crate::backend::db_clock::now_ms(db).await?;
+async fn claim_in_database(db: &Db, stored_at: &str, mark: &str) -> sqlx::Result<Claim> {
+    let now = db_clock::now_ms(db).await?;
     let taken = sqlx::query(
         "INSERT INTO idempotency_answers (kept_at, answer, kept_until) VALUES ($1, $2, $3) \
          ON CONFLICT (kept_at) DO UPDATE SET answer = excluded.answer, kept_until = excluded.kept_until \
@@ -344,14 +350,15 @@ async fn claim_in_database(db: &crate::backend::Db, stored_at: &str, mark: &str)
     Ok(Claim::Held { answer, left_ms: u64::try_from(until - now).unwrap_or(1) })
 }
 
-/// Lets go of an operator's key taken in the database by a call whose answer is not
-/// kept ([`taken_in_database`]), so that a retry is served afresh at once; should it
-/// fail, the mark lapses at [`PENDING`].
-async fn free_in_database(backend: &Backend, stored_at: &str, print: &str) {
+/// Lets go of an operator's key taken in the database (with `mark`) by a call whose
+/// answer is not kept ([`taken_in_database`]), so that a retry is served afresh at
+/// once; should it fail, the mark lapses at [`PENDING`]. Owns what it needs: it runs
+/// on a task of its own, off the call's path.
+async fn free_in_database(db: Db, stored_at: String, mark: String) {
     let freed = sqlx::query("DELETE FROM idempotency_answers WHERE kept_at = $1 AND answer = $2")
-        .bind(stored_at)
-        .bind(format!("pending {print}"))
-        .execute(&backend.db);
+        .bind(&stored_at)
+        .bind(&mark)
+        .execute(&db);
     match tokio::time::timeout(DATABASE_WAIT, freed).await {
         Ok(Ok(_)) => {}
         Ok(Err(e)) => tracing::warn!("idempotency key, the database's copy: {e}"),
@@ -448,8 +455,7 @@ async fn keep(backend: &Backend, scope: &str, (stored_at, print): (&str, &str), 
         }
         _ => {
             if !is_shoppers(scope) {
-                let (backend, stored_at, print) = (backend.clone(), stored_at.to_owned(), print.to_owned());
-                tokio::spawn(async move { free_in_database(&backend, &stored_at, &print).await });
+                tokio::spawn(free_in_database(backend.db.clone(), stored_at.to_owned(), pending(print)));
             }
             redis::AsyncCommands::del::<_, ()>(&mut redis, stored_at).await
         }

@@ -34,6 +34,11 @@ async fn keyed(app: &TestApp, name: &str, who: &Shopper, key: &str, body: Value)
     (status, replayed, res.json().await.unwrap())
 }
 
+/// Sale `v`'s stock, as the database holds it.
+async fn stock(app: &TestApp, v: i64) -> i64 {
+    sqlx::query_scalar("SELECT stock FROM vouchers WHERE id = $1").bind(v).fetch_one(&app.db).await.unwrap()
+}
+
 async fn vouchers(app: &TestApp) -> i64 {
     sqlx::query_scalar("SELECT COUNT(*) FROM vouchers").fetch_one(&app.db).await.unwrap()
 }
@@ -305,24 +310,14 @@ async fn a_change_sent_again_after_redis_lost_its_key_is_made_once() {
     assert_eq!(forgot, 1, "Redis held the key");
     let (status, again) = as_admin(&app, "add_stock", "more-1", body.clone()).await;
     assert_eq!((status.as_u16(), &again), (200, &first), "the first answer");
-    let stock = |app: &TestApp| {
-        let db = app.db.clone();
-        async move {
-            sqlx::query_scalar::<_, i64>("SELECT stock FROM vouchers WHERE id = $1")
-                .bind(v)
-                .fetch_one(&db)
-                .await
-                .unwrap()
-        }
-    };
-    assert_eq!(stock(&app).await, 8, "added once");
+    assert_eq!(stock(&app, v).await, 8, "added once");
     // Redis holds it again: a third try is answered from there, and another body is
     // refused as ever.
     let (status, third) = as_admin(&app, "add_stock", "more-1", body.clone()).await;
     assert_eq!((status.as_u16(), &third), (200, &first));
     let (status, refused) = as_admin(&app, "add_stock", "more-1", json!({ "voucher_id": v, "units": 4 })).await;
     assert_eq!((status.as_u16(), code(&refused)), (422, "idempotency_key_reused"), "{refused}");
-    assert_eq!(stock(&app).await, 8);
+    assert_eq!(stock(&app, v).await, 8);
     // Redis forgot it again, and the database cannot say: not served (it would be made
     // twice), but answered `unavailable`, and served from the copy once it can.
     sqlx::query("ALTER TABLE idempotency_answers RENAME TO idempotency_away").execute(&app.db).await.unwrap();
@@ -332,7 +327,7 @@ async fn a_change_sent_again_after_redis_lost_its_key_is_made_once() {
     sqlx::query("ALTER TABLE idempotency_away RENAME TO idempotency_answers").execute(&app.db).await.unwrap();
     let (status, fourth) = as_admin(&app, "add_stock", "more-1", body).await;
     assert_eq!((status.as_u16(), &fourth), (200, &first));
-    assert_eq!(stock(&app).await, 8);
+    assert_eq!(stock(&app, v).await, 8);
 }
 
 /// An operator's change still being made when Redis lost its key (a failover in the
@@ -367,8 +362,7 @@ async fn a_change_sent_again_while_redis_lost_its_key_under_way_is_made_once() {
         tokio::join!(again, release).0
     };
     let ((s1, a1), (s2, a2)) = tokio::join!(first, retry);
-    let stock: i64 =
-        sqlx::query_scalar("SELECT stock FROM vouchers WHERE id = $1").bind(v).fetch_one(&app.db).await.unwrap();
+    let stock = stock(&app, v).await;
     // Made once, unless the first call's wait for its key in the database outlasted its
     // bound (a machine stalled for seconds): then it answered `unavailable`, having
     // made nothing, and the retry may have found its claim landing late.
@@ -406,16 +400,9 @@ async fn a_key_the_database_holds_for_a_call_under_way_is_not_served_again() {
         .execute(&app.db)
         .await
         .unwrap();
-    let stock = || async {
-        sqlx::query_scalar::<_, i64>("SELECT stock FROM vouchers WHERE id = $1")
-            .bind(v)
-            .fetch_one(&app.db)
-            .await
-            .unwrap()
-    };
     let (status, told) = as_admin(&app, "add_stock", "more-3", body.clone()).await;
     assert_eq!((status.as_u16(), code(&told)), (409, "idempotency_in_progress"), "{told}");
-    assert_eq!(stock().await, 5, "nothing made");
+    assert_eq!(stock(&app, v).await, 5, "nothing made");
     // The first call's process died: its marks lapse, Redis's and the database's.
     let _: i64 = redis::AsyncCommands::del(&mut app.redis.clone(), &stored_at).await.unwrap();
     sqlx::query("UPDATE idempotency_answers SET kept_until = $1 WHERE kept_at = $2")
@@ -426,6 +413,6 @@ async fn a_key_the_database_holds_for_a_call_under_way_is_not_served_again() {
         .unwrap();
     let (status, made) = as_admin(&app, "add_stock", "more-3", body.clone()).await;
     assert_eq!(status, 200, "{made}");
-    assert_eq!(stock().await, 8);
+    assert_eq!(stock(&app, v).await, 8);
     app.stop().await;
 }

@@ -17,6 +17,12 @@ use std::{
     },
 };
 
+/// How many rows of `table` (`orders`, `dead_letters`) belong to sale `v`.
+async fn rows_of_sale(app: &TestApp, table: &str, v: i64) -> i64 {
+    let sql = format!("SELECT COUNT(*) FROM {table} WHERE voucher_id = $1");
+    sqlx::query_scalar(&sql).bind(v).fetch_one(&app.db).await.unwrap()
+}
+
 /// Reads `count` new entries as `consumer` and does not acknowledge them, like a
 /// worker killed mid-batch. Returns the messages it read.
 async fn read_and_crash(app: &TestApp, voucher: i64, consumer: &str, count: usize) -> Vec<OrderMsg> {
@@ -72,11 +78,7 @@ async fn orders_read_but_not_acked_are_persisted_once_after_restart() {
     let left: i64 =
         sqlx::query_scalar("SELECT stock_left FROM vouchers WHERE id = $1").bind(v).fetch_one(&app.db).await.unwrap();
     assert_eq!(left, 4, "database stock taken once per order");
-    let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM orders WHERE voucher_id = $1")
-        .bind(v)
-        .fetch_one(&app.db)
-        .await
-        .unwrap();
+    let count = rows_of_sale(&app, "orders", v).await;
     assert_eq!(count, 6);
     let mut redis = app.redis.clone();
     let results: HashMap<String, String> = redis.hgetall(app.keys(v).results).await.unwrap();
@@ -428,11 +430,7 @@ async fn orders_committed_after_a_rebuild_whose_settling_failed_are_settled_next
         assert!(handled.await.is_err(), "the settling failed");
         link.mend();
     }
-    let saved: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM orders WHERE voucher_id = $1")
-        .bind(v)
-        .fetch_one(&app.db)
-        .await
-        .unwrap();
+    let saved = rows_of_sale(&app, "orders", v).await;
     let stock: i64 = app.redis.clone().get(&keys.left).await.unwrap();
     assert_eq!((saved, stock), (4, 10), "committed, not settled");
 
@@ -609,11 +607,7 @@ async fn a_shopper_granted_again_after_a_rebuild_leaves_no_phantom_unit() {
     let (status, body) = app.call("grab_result", ask, &cookie).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!((&body["status"], &body["reason"]), (&"failed".into(), &"already_bought".into()), "{body}");
-    let buried: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM dead_letters WHERE voucher_id = $1")
-        .bind(v)
-        .fetch_one(&app.db)
-        .await
-        .unwrap();
+    let buried = rows_of_sale(&app, "dead_letters", v).await;
     assert_eq!(buried, 0, "no dead letter");
     app.stop().await;
 }
@@ -950,11 +944,7 @@ async fn a_lost_grab_stays_lost_when_a_worker_saves_it_late() {
     let app = TestApp::with(Options::default().with(|c| c.worker = false)).await;
     let (v, ann, lost) = a_grab_redis_lost(&app, "late-ann").await;
     reads_lost_then_a_late_persist_buries_it(&app, v, &ann, &lost).await;
-    let stored: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM orders WHERE voucher_id = $1")
-        .bind(v)
-        .fetch_one(&app.db)
-        .await
-        .unwrap();
+    let stored = rows_of_sale(&app, "orders", v).await;
     assert_eq!(stored, 0, "no order for a lost grab");
     app.stop().await;
 }

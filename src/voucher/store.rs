@@ -122,25 +122,22 @@ pub async fn get(db: &Db, id: i64) -> sqlx::Result<Option<VoucherRow>> {
     sqlx::query_as(&format!("SELECT {COLUMNS} FROM vouchers WHERE id = $1")).bind(id).fetch_optional(db).await
 }
 
-/// The highest voucher id the database has handed out and still holds (0: none).
-pub async fn last_id(db: &Db) -> sqlx::Result<i64> {
-    sqlx::query_scalar("SELECT CAST(COALESCE(MAX(id), 0) AS BIGINT) FROM vouchers").fetch_one(db).await
-}
-
 /// The last voucher id the database handed out, whether or not its row is still there
 /// (its count never goes back: SQLite's `AUTOINCREMENT`, PostgreSQL's identity
 /// sequence), or the highest id stored if higher; 0 before the first.
 pub async fn last_handed_out(db: &Db) -> sqlx::Result<i64> {
     let mut conn = db.acquire().await?;
-    let counted = if conn.backend_name() == crate::backend::db_clock::POSTGRES {
-        "SELECT CAST(COALESCE(last_value, 0) AS BIGINT) FROM pg_sequences \
-         WHERE format('%I.%I', schemaname, sequencename) = pg_get_serial_sequence('vouchers', 'id')"
+    let (counted, greatest) = if conn.backend_name() == crate::backend::db_clock::POSTGRES {
+        let sequence = "(SELECT last_value FROM pg_sequences \
+                        WHERE format('%I.%I', schemaname, sequencename) = pg_get_serial_sequence('vouchers', 'id'))";
+        (sequence, "GREATEST")
     } else {
-        "SELECT CAST(seq AS BIGINT) FROM sqlite_sequence WHERE name = 'vouchers'"
+        ("(SELECT seq FROM sqlite_sequence WHERE name = 'vouchers')", "MAX")
     };
-    let counted: Option<i64> = sqlx::query_scalar(counted).fetch_optional(&mut *conn).await?;
-    drop(conn);
-    Ok(counted.unwrap_or(0).max(last_id(db).await?))
+    let sql = format!(
+        "SELECT CAST({greatest}(COALESCE({counted}, 0), COALESCE((SELECT MAX(id) FROM vouchers), 0)) AS BIGINT)"
+    );
+    sqlx::query_scalar(&sql).fetch_one(&mut *conn).await
 }
 
 /// The newest vouchers first, older than `before` when given, at most `limit`.

@@ -167,7 +167,7 @@ impl ErrorCode {
             Self::NotSignedIn => "Please sign in first.",
             Self::OperatorRequired => "This needs an operator's sign-in or the admin token.",
             Self::BadCredentials => "Wrong name or password.",
-            Self::NameTaken => "That name is taken; please choose another.",
+            Self::NameTaken => "That name, or one that reads the same, is taken; please choose another.",
             Self::UnknownOperator => "There is no operator by that name.",
             Self::ChallengeRequired => "Please try again: the sign-up check did not go through.",
             Self::SignUpClosed => "New accounts are not made here.",

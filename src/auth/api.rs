@@ -19,7 +19,7 @@ use {
         caller::{current_operator, current_session, set_cookie},
         challenge,
         context::Context,
-        operators, password,
+        names, operators, password,
         session::{Actor, Session, SESSION_SECS},
         store, validate_name,
     },
@@ -29,9 +29,11 @@ use {
     },
 };
 
-/// Makes an account (name and password) and signs it in. A name somebody has answers
-/// `name_taken`; a password shorter than 8 or longer than 128 characters, or among
-/// the commonest, answers `invalid_input`. With the challenge on (the default), it
+/// Makes an account (name and password) and signs it in. A name somebody has, or one
+/// that passes for it (another case or width, look-alike letters, spaces doubled),
+/// answers `name_taken`; a name with a character nobody sees (zero-width, a direction
+/// mark), or a password shorter than 8 or longer than 128 characters or among the
+/// commonest, answers `invalid_input`. With the challenge on (the default), it
 /// carries a solved `sign_up_challenge` (`challenge_required` otherwise, with a fresh
 /// one); past the address's quota it answers `rate_limited`; with sign-ups off,
 /// `sign_up_closed`.
@@ -41,7 +43,7 @@ pub async fn sign_up(name: String, password: String, challenge: Option<Solution>
     if !state.sign_ups.open {
         return Err(ErrorCode::SignUpClosed.into());
     }
-    let name = validate_name(&name)?;
+    let name = names::new_name(&name)?;
     password::check_new("password", &password)?;
     let now = chrono::Utc::now().timestamp();
     let backend = &state.backend;
@@ -62,11 +64,12 @@ pub async fn sign_up(name: String, password: String, challenge: Option<Solution>
         return Err(AppError::rate_limited(wait));
     }
     // A taken name costs no hash.
-    if store::by_name(&backend.db, &name).await?.is_some() {
+    if store::taken(&backend.db, &name).await? {
         return Err(ErrorCode::NameTaken.into());
     }
     let hash = state.hasher.hash_new_account(password).await?;
     let user_id = store::create(&backend.db, &name, &hash).await?.ok_or(ErrorCode::NameTaken)?;
+    let name = name.name;
     if let Err(e) = challenge::note_sign_up(backend, now).await {
         tracing::warn!("counting a sign-up: {e}");
     }

@@ -18,6 +18,8 @@ pub mod context;
 pub mod ended_sessions;
 #[cfg(feature = "ssr")]
 pub mod jwt;
+#[cfg(feature = "ssr")]
+pub mod names;
 pub mod operator_api;
 #[cfg(feature = "ssr")]
 pub mod operators;

@@ -15,7 +15,7 @@ use {
         attempts::{self, Target},
         caller::{admin, current_operator, operator, set_cookie},
         context::Context,
-        operators, password,
+        names, operators, password,
         session::Actor,
         validate_name,
     },
@@ -140,19 +140,21 @@ pub async fn change_operator_password(current: String, new: String) -> AppResult
 crate::error::refuses!(ChangeOperatorPassword: BadCredentials);
 
 /// Adds an operator (admins only): a name (1–32 characters), a password (as a
-/// shopper's) and a role, `operator` or `admin`. A name taken answers `name_taken`.
+/// shopper's) and a role, `operator` or `admin`. A name taken, or one that passes for
+/// it, answers `name_taken` (names are held to the rules of shoppers' `sign_up`).
 #[server(prefix = "/api", endpoint = "add_operator", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn add_operator(name: String, password: String, role: Role) -> AppResult<Operator> {
     let state = Context::get();
     let actor = admin::<AddOperator>()?;
-    let name = validate_name(&name)?;
+    let name = names::new_name(&name)?;
     operators::check_not_reserved(&name)?;
     password::check_new("password", &password)?;
-    if operators::by_name(&state.backend.db, &name).await?.is_some() {
+    if operators::taken(&state.backend.db, &name).await? {
         return Err(ErrorCode::NameTaken.into());
     }
     let hash = state.hasher.hash(password).await?;
     operators::create(&state.backend.db, &name, &hash, role).await?.ok_or(ErrorCode::NameTaken)?;
+    let name = name.name;
     tracing::info!(%actor, operator = %name, role = role.as_str(), "operator added");
     let after = Some(serde_json::json!({ "name": name, "role": role.as_str() }));
     let record = Record { actor: actor.name(), action: "add_operator", voucher_id: None, before: None, after };

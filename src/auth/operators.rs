@@ -11,7 +11,10 @@
 //! one query: under a second. The admin token's cookies are followed the same way
 //! (entry [`TOKEN_ID`], from the `admin_token` row): signing out with one ends them all.
 
-use super::{ListedOperator as Listed, Role, REVOCATIONS_READ_EVERY};
+use super::{
+    names::{self, NewName},
+    ListedOperator as Listed, Role, REVOCATIONS_READ_EVERY,
+};
 use crate::{
     backend::Db,
     error::{AppError, ErrorCode},
@@ -40,25 +43,35 @@ pub struct OperatorRow {
     pub generation: i64,
 }
 
-/// Refuses a name the log keeps for the admin token or the command line.
-pub fn check_not_reserved(name: &str) -> Result<(), AppError> {
-    if RESERVED_NAMES.iter().any(|r| r.eq_ignore_ascii_case(name)) {
-        return Err(AppError::invalid(format!("The name {name:?} is reserved; please choose another.")).on("name"));
+/// Refuses a name the log keeps for the admin token or the command line, or one that
+/// passes for it.
+pub fn check_not_reserved(name: &NewName) -> Result<(), AppError> {
+    if RESERVED_NAMES.iter().any(|r| names::key(r) == name.key) {
+        let message = format!("The name {:?} is reserved; please choose another.", name.name);
+        return Err(AppError::invalid(message).on("name"));
     }
     Ok(())
 }
 
-/// A new operator; `None` when the name is taken.
-pub async fn create(db: &Db, name: &str, password_hash: &str, role: Role) -> sqlx::Result<Option<i64>> {
+/// A new operator; `None` when the name, or one that passes for it, is taken.
+pub async fn create(db: &Db, name: &NewName, password_hash: &str, role: Role) -> sqlx::Result<Option<i64>> {
     let query = sqlx::query_scalar(
-        "INSERT INTO operators (name, password_hash, role, created_at) VALUES ($1, $2, $3, $4) \
-         ON CONFLICT (name) DO NOTHING RETURNING id",
+        "INSERT INTO operators (name, name_key, password_hash, role, created_at) VALUES ($1, $2, $3, $4, $5) \
+         ON CONFLICT DO NOTHING RETURNING id",
     )
-    .bind(name)
+    .bind(&name.name)
+    .bind(&name.key)
     .bind(password_hash)
     .bind(role.as_str())
     .bind(chrono::Utc::now().timestamp_millis());
     crate::backend::written(query.fetch_all(db)).await
+}
+
+/// Whether an operator has this name, or one that passes for it.
+pub async fn taken(db: &Db, name: &NewName) -> sqlx::Result<bool> {
+    let query = "SELECT COUNT(*) FROM operators WHERE name = $1 OR name_key = $2";
+    let found: i64 = sqlx::query_scalar(query).bind(&name.name).bind(&name.key).fetch_one(db).await?;
+    Ok(found > 0)
 }
 
 /// The operator with this name (an unknown role reads as none: it cannot sign in).

@@ -1,5 +1,6 @@
 //! Users and ended sessions in SQL.
 
+use super::names::{self, NewName};
 use crate::backend::Db;
 
 /// What signing in as a name needs: the user, the password hash (`None` for an
@@ -18,17 +19,26 @@ fn credentials((user_id, name, password_hash, generation): CredentialsRow) -> Cr
     Credentials { user_id, name, password_hash, generation }
 }
 
-/// A new user with this name and password hash; `None` when the name is taken.
-pub async fn create(db: &Db, name: &str, password_hash: &str) -> sqlx::Result<Option<i64>> {
+/// A new user with this name and password hash; `None` when the name, or one that
+/// passes for it, is taken.
+pub async fn create(db: &Db, name: &NewName, password_hash: &str) -> sqlx::Result<Option<i64>> {
     let now = chrono::Utc::now().timestamp_millis();
     let query = sqlx::query_scalar(
-        "INSERT INTO users (name, password_hash, created_at) VALUES ($1, $2, $3) \
-         ON CONFLICT (name) DO NOTHING RETURNING id",
+        "INSERT INTO users (name, name_key, password_hash, created_at) VALUES ($1, $2, $3, $4) \
+         ON CONFLICT DO NOTHING RETURNING id",
     )
-    .bind(name)
+    .bind(&name.name)
+    .bind(&name.key)
     .bind(password_hash)
     .bind(now);
     crate::backend::written(query.fetch_all(db)).await
+}
+
+/// Whether a user has this name, or one that passes for it.
+pub async fn taken(db: &Db, name: &NewName) -> sqlx::Result<bool> {
+    let query = "SELECT COUNT(*) FROM users WHERE name = $1 OR name_key = $2";
+    let found: i64 = sqlx::query_scalar(query).bind(&name.name).bind(&name.key).fetch_one(db).await?;
+    Ok(found > 0)
 }
 
 /// The credentials of the user with this name.
@@ -180,12 +190,19 @@ pub async fn user_for_subject(db: &Db, subject: &str) -> sqlx::Result<i64> {
     if let Some(id) = find().await? {
         return Ok(id);
     }
-    let own_name = super::validate_name(subject).ok().filter(|n| n == subject);
-    let names = own_name.into_iter().chain(std::iter::once(format!("shop-{}", hex::encode(rand::random::<[u8; 8]>()))));
-    for name in names {
-        // Two first calls may race, or the name be taken: then nothing is inserted.
-        sqlx::query("INSERT INTO users (name, subject, created_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING")
-            .bind(&name)
+    let own_name = names::new_name(subject).ok().filter(|n| n.name == subject);
+    let made_up = std::iter::once_with(|| {
+        let name = format!("shop-{}", hex::encode(rand::random::<[u8; 8]>()));
+        NewName { key: names::key(&name), name }
+    });
+    for name in own_name.into_iter().chain(made_up) {
+        // Two first calls may race, or the name (or one it passes for) be taken: then
+        // nothing is inserted.
+        let insert = "INSERT INTO users (name, name_key, subject, created_at) VALUES ($1, $2, $3, $4) \
+                      ON CONFLICT DO NOTHING";
+        sqlx::query(insert)
+            .bind(&name.name)
+            .bind(&name.key)
             .bind(subject)
             .bind(chrono::Utc::now().timestamp_millis())
             .execute(db)

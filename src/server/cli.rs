@@ -5,7 +5,7 @@
 use super::{cost, database, hasher, ServeError};
 use crate::{
     audit::store::{self as audit, Record},
-    auth::{operators, password, validate_name, Role},
+    auth::{names, operators, password, Role},
     backend::Db,
     config::{Command, Config, OperatorCommand},
     error::AppError,
@@ -29,18 +29,19 @@ pub async fn run(config: Config, command: Command) -> Result<String, ServeError>
     };
     match command {
         OperatorCommand::Add { name, role } => {
-            let name = validate_name(&name).map_err(refused)?;
+            let name = names::new_name(&name).map_err(refused)?;
             operators::check_not_reserved(&name).map_err(refused)?;
             let role = role_named(&role)?;
-            let password = read_password(&name)?;
+            let password = read_password(&name.name)?;
             password::check_new("password", &password).map_err(refused)?;
             let db = open().await?;
             // Unknown names answer at the slowest cost stored hashes have (this one included).
             password::decoy_cost(&db, cost(&config)).await?;
             let hash = hasher(&config)?.hash(password).await.map_err(refused)?;
             if operators::create(&db, &name, &hash, role).await?.is_none() {
-                return Err(ServeError::Config(format!("an operator named {name} exists already")));
+                return Err(ServeError::Config(format!("an operator named {} (or alike) exists already", name.name)));
             }
+            let name = name.name;
             let after = Some(serde_json::json!({ "name": name, "role": role.as_str() }));
             log(&db, "add_operator", None, after).await;
             Ok(format!("operator {name} added ({})", role.as_str()))

@@ -296,6 +296,11 @@ const RESTORE_CHECK: Duration = Duration::from_secs(2);
 async fn open_stores(config: &Config, redis_url: &str) -> Result<(Arc<RedisTarget>, Backend, usize), ServeError> {
     let db = database::open(&config.database_url, Duration::from_millis(config.db_busy_ms)).await?;
     database::migrate(&db, &config.database_url).await?;
+    // Not done (the database busy): done by the next start. New names are compared
+    // with every name keyed so far meanwhile.
+    if let Err(e) = crate::auth::names::fill_keys(&db).await {
+        tracing::warn!("start-up: could not give older accounts' names their keys: {e}");
+    }
     let target = Arc::new(RedisTarget::open(redis_url)?);
     let redis = target.connect().await?;
     let evicting = target.evicting_nodes().await;

@@ -17,6 +17,7 @@ mod lifecycle;
 mod live;
 mod migrations;
 mod monitoring;
+mod names;
 mod operators;
 mod order_ids;
 mod pages;

@@ -59,14 +59,20 @@ mod server {
             if !(1..=most).contains(&limit) {
                 return Err(AppError::invalid(format!("limit must be between 1 and {most}.")).on("limit"));
             }
-            let before =
-                match after {
-                    None => None,
-                    Some(after) => Some(after.trim().parse::<i64>().map_err(|_| {
-                        AppError::invalid("after must be the `next` of a page: a decimal id.").on("after")
-                    })?),
-                };
+            let before = match after {
+                None => None,
+                Some(after) => Some(Self::id(after).ok_or_else(|| {
+                    AppError::invalid("after must be the `next` of a page: a positive decimal id.").on("after")
+                })?),
+            };
             Ok(Self { limit, before })
+        }
+
+        /// An id as a page's `next` writes it: digits only, above 0 (`-5` and ` 8`
+        /// were taken once, while a number was refused).
+        fn id(sent: &str) -> Option<i64> {
+            let digits = !sent.is_empty() && sent.bytes().all(|b| b.is_ascii_digit());
+            digits.then(|| sent.parse().ok()).flatten().filter(|&id| id > 0)
         }
 
         /// Rows to read: one past the page, to tell whether more follow.
@@ -102,7 +108,9 @@ mod server {
             assert_eq!(Paging::asked(None, None, SIZE).unwrap().limit, 10);
             assert!(Paging::asked(Some(0), None, SIZE).is_err());
             assert!(Paging::asked(Some(101), None, SIZE).is_err());
-            assert!(Paging::asked(None, Some("8x"), SIZE).is_err());
+            for wrong in ["8x", "-5", "0", " 8", "+8", "", "99999999999999999999"] {
+                assert!(Paging::asked(None, Some(wrong), SIZE).is_err(), "{wrong:?}");
+            }
         }
     }
 }

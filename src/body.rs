@@ -2,7 +2,7 @@
 //! however large, before decoding it; every `/api/...` call comes through here first
 //! (`server::api_guard`), so a caller cannot have the server hold megabytes per request.
 
-use crate::error::{invalid_body, AppError, AppResult};
+use crate::error::{invalid_body, invalid_field, AppError, AppResult};
 use axum::body::{Body, Bytes};
 use http_body_util::BodyExt;
 use hyper::body::Body as _;
@@ -44,6 +44,28 @@ pub async fn read_capped(mut body: Body, cap: usize) -> AppResult<Bytes> {
     Ok(if more.is_empty() { first } else { more.into() })
 }
 
+/// Why `bytes` are not the arguments `T`: `invalid_input` naming the field at fault in
+/// `param` (its path into the body: `stock`, `challenge.number`), where the decoder's
+/// own words name only a line and a column; `None` when they are `T`'s. Decoded again
+/// only once a decode failed: a call refused for its body pays for it, no other.
+pub fn fault<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Option<AppError> {
+    let mut decoder = serde_json::Deserializer::from_slice(bytes);
+    let err = match serde_path_to_error::deserialize::<_, T>(&mut decoder) {
+        Ok(_) => return decoder.end().err().map(|e| invalid_body(&e.to_string())),
+        Err(err) => err,
+    };
+    let detail = err.inner().to_string();
+    let within = err.path().iter().next().is_some().then(|| err.path().to_string());
+    let missing = detail.split_once("missing field `").and_then(|(_, rest)| rest.split_once('`')).map(|(f, _)| f);
+    let field = match (within, missing) {
+        (Some(within), Some(missing)) => format!("{within}.{missing}"),
+        (Some(within), None) => within,
+        (None, Some(missing)) => missing.to_owned(),
+        (None, None) => return Some(invalid_body(&detail)),
+    };
+    Some(invalid_field(&field, &detail))
+}
+
 /// A call's arguments are one JSON object, field by field, as the API's document
 /// describes them: serde would also take a struct as an array of its fields in order
 /// (`[7, null]` for `{"voucher_id": 7, "token": null}`, `[]` for a call without
@@ -52,5 +74,37 @@ pub fn check_object(bytes: &[u8]) -> AppResult<()> {
     match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
         Some(b'{') => Ok(()),
         _ => Err(invalid_body("the arguments must be a JSON object")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, serde::Deserialize)]
+    #[allow(dead_code)]
+    struct Args {
+        voucher_id: i64,
+        challenge: Option<Challenge>,
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[allow(dead_code)]
+    struct Challenge {
+        number: u64,
+        salt: String,
+    }
+
+    #[test]
+    fn the_field_at_fault_is_named_by_its_path() {
+        let named = |body: &str| fault::<Args>(body.as_bytes()).map(|e| (e.code, e.param));
+        let invalid = |field: &str| Some((crate::error::ErrorCode::InvalidInput, Some(field.to_owned())));
+        assert_eq!(named(r#"{}"#), invalid("voucher_id"));
+        assert_eq!(named(r#"{"voucher_id": "7"}"#), invalid("voucher_id"));
+        assert_eq!(named(r#"{"voucher_id": 7, "challenge": {"number": -1, "salt": ""}}"#), invalid("challenge.number"));
+        assert_eq!(named(r#"{"voucher_id": 7, "challenge": {"number": 1}}"#), invalid("challenge.salt"));
+        assert_eq!(named(r#"{"voucher_id": 7} {}"#).map(|(_, param)| param), Some(None), "trailing: no field");
+        assert_eq!(named(r#"{"voucher_id": 7, "challenge": null}"#), None, "it decodes");
+        assert_eq!(invalid_field(&"x".repeat(65), "unknown").param, None, "longer than any field");
     }
 }

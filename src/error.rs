@@ -221,7 +221,8 @@ pub struct AppError {
     pub code: ErrorCode,
     pub message: String,
     /// The request field the refusal is about, when it is about one (Stripe's
-    /// `param`): `title`, `voucher_id`, `limit`, or the `Idempotency-Key` header.
+    /// `param`): `title`, `voucher_id`, `limit`, a nested one by its path
+    /// (`challenge.number`), or the `Idempotency-Key` header.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub param: Option<String>,
     /// With `already_bought`: the order the shopper holds for the voucher, so a grab
@@ -331,17 +332,24 @@ impl FromServerFnError for AppError {
     }
 }
 
-/// The decoder's words, cut short: they may quote the input, which can be huge. A
-/// missing field is named in `param`.
+/// The decoder's words, cut short: they may quote the input, which can be huge. The
+/// field at fault is named by `body::fault`, which decodes the body again.
 pub(crate) fn invalid_body(detail: &str) -> AppError {
     const MAX_DETAIL_CHARS: usize = 200;
     let cut: String = detail.chars().take(MAX_DETAIL_CHARS).collect();
     let more = if cut.len() < detail.len() { "…" } else { "" };
-    let refused = AppError::invalid(format!("The request body is not valid: {cut}{more}"));
-    let missing = detail.split_once("missing field `").and_then(|(_, rest)| rest.split_once('`')).map(|(f, _)| f);
-    match missing {
-        Some(field) if field.len() <= 64 => refused.on(field),
-        _ => refused,
+    AppError::invalid(format!("The request body is not valid: {cut}{more}"))
+}
+
+/// The decoder's words about the field `field` (a path into the body), cut short as
+/// [`invalid_body`]'s, the field named in `param` too (unless it is longer than any
+/// field the API has: then it is a caller's invention, and only the words name it).
+#[cfg(feature = "ssr")]
+pub(crate) fn invalid_field(field: &str, detail: &str) -> AppError {
+    let refused = invalid_body(&format!("{field}: {detail}"));
+    match field.len() <= 64 {
+        true => refused.on(field),
+        false => refused,
     }
 }
 
@@ -413,9 +421,7 @@ mod tests {
     }
 
     #[test]
-    fn a_missing_field_is_named() {
-        let err = invalid_body("missing field `voucher_id` at line 1 column 2");
-        assert_eq!((err.code, err.param.as_deref()), (ErrorCode::InvalidInput, Some("voucher_id")));
+    fn a_param_is_sent_only_when_there_is_one() {
         assert_eq!(invalid_body("invalid type: string, expected i64").param, None);
         let json = serde_json::to_value(AppError::new(ErrorCode::SoldOut)).unwrap();
         assert!(json.get("param").is_none(), "sent only when there is one: {json}");

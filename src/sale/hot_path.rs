@@ -97,7 +97,8 @@ async fn grab_result(
 async fn arguments<T: DeserializeOwned>(body: Body) -> AppResult<T> {
     let bytes = read_capped(body, MAX_ARGS_BYTES).await?;
     crate::body::check_object(&bytes)?;
-    serde_json::from_slice(&bytes).map_err(|e| invalid_body(&e.to_string()))
+    serde_json::from_slice(&bytes)
+        .map_err(|e| crate::body::fault::<T>(&bytes).unwrap_or_else(|| invalid_body(&e.to_string())))
 }
 
 /// The answer as the server functions give it: the value as JSON, or the error's JSON

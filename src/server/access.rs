@@ -46,6 +46,16 @@ macro_rules! fns {
             &[$((<$f as ServerFn>::PATH, Access::$access, <$f as crate::error::Refusals>::OWN)),*];
         $(declared!($f, $access);)*
 
+        /// Why a body sent to the server function at `path` did not decode, naming the
+        /// field at fault (`body::fault`); `None` for a body that decodes, or a path
+        /// that is no server function's. Asked only once a call was refused for its body.
+        pub fn body_fault(path: &str, bytes: &[u8]) -> Option<crate::error::AppError> {
+            $(if path == <$f as ServerFn>::PATH {
+                return crate::body::fault::<$f>(bytes);
+            })*
+            None
+        }
+
         /// Every server function: its path, who may call it, and its operation.
         pub fn server_fns() -> impl Iterator<Item = (&'static str, Access, super::openapi::operation::Describe)> {
             [$((<$f as ServerFn>::PATH, Access::$access, super::openapi::operation::server_fn::<$f> as super::openapi::operation::Describe)),*].into_iter()

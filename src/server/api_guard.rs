@@ -51,9 +51,9 @@ use crate::{
     sale,
 };
 use axum::{
-    body::{to_bytes, Body},
+    body::{to_bytes, Body, Bytes},
     extract::{ConnectInfo, Request, State},
-    http::{header, HeaderMap, Method, StatusCode},
+    http::{header, HeaderMap, Method, StatusCode, Uri},
     middleware::Next,
     response::{IntoResponse, Response},
 };
@@ -168,7 +168,7 @@ async fn pass(guard: &Guard, peer: SocketAddr, mut req: Request, next: Next) -> 
         if let Err(refused) = admitted {
             return refused;
         }
-        return status_from_code(next.run(req).await).await;
+        return status_from_code(next.run(req).await, None).await;
     }
     let slot = match take_slot(guard, &req) {
         Ok(slot) => slot,
@@ -394,7 +394,10 @@ async fn serve(guard: &Guard, req: Request, next: Next, slot: Slot) -> Response 
             return refused;
         }
     };
-    let answer = |req| async { status_from_code(next.run(req).await).await };
+    let answer = |mut req: Request| async move {
+        let sent = req.extensions_mut().remove::<Sent>().map(|Sent(bytes)| (req.uri().clone(), bytes));
+        status_from_code(next.run(req).await, sent).await
+    };
     // Keys are kept for calls that change something for a caller: a shopper's or an
     // operator's POST (`server::idempotency`).
     let keyed = call && access.is_some_and(|a| a != Access::Anyone);
@@ -456,10 +459,21 @@ async fn capped(req: Request, arguments: bool) -> Result<Request, Response> {
     let (parts, body) = req.into_parts();
     let read = read_capped(body, MAX_API_BODY).await;
     match read.and_then(|bytes| if arguments { check_object(&bytes).map(|()| bytes) } else { Ok(bytes) }) {
-        Ok(bytes) => Ok(Request::from_parts(parts, Body::from(bytes))),
+        Ok(bytes) => {
+            let mut req = Request::from_parts(parts, Body::from(bytes.clone()));
+            if arguments {
+                req.extensions_mut().insert(Sent(bytes));
+            }
+            Ok(req)
+        }
         Err(e) => Err(e.into_response()),
     }
 }
+
+/// A call's arguments as sent (a reference to the bytes read, not a copy), kept to
+/// name the field at fault should the call be refused for its body (`status_from_code`).
+#[derive(Clone)]
+struct Sent(Bytes);
 
 fn check_same_site_json(headers: &HeaderMap) -> Result<(), ErrorCode> {
     let text = |name| headers.get(name).and_then(|v| v.to_str().ok());
@@ -488,8 +502,10 @@ pub async fn not_found() -> Response {
 /// Gives an `/api/...` refusal the HTTP status its error code calls for. The
 /// server-function layer answers every error with 500, including bodies it could not
 /// decode (the caller's fault). Mapping here, from the JSON error body, keeps one rule
-/// for all endpoints: 4xx for the caller's fault, 5xx only for ours.
-async fn status_from_code(res: Response) -> Response {
+/// for all endpoints: 4xx for the caller's fault, 5xx only for ours. A body refused
+/// without a field named (the decoder names a line and a column) is decoded again from
+/// what was `sent` to name it (`access::body_fault`).
+async fn status_from_code(res: Response, sent: Option<(Uri, Bytes)>) -> Response {
     if res.status() == StatusCode::METHOD_NOT_ALLOWED {
         let mut refused = refusal(ErrorCode::MethodNotAllowed);
         if let Some(allow) = res.headers().get(header::ALLOW) {
@@ -513,6 +529,11 @@ async fn status_from_code(res: Response) -> Response {
         return Response::from_parts(parts, Body::empty());
     };
     if let Ok(err) = serde_json::from_slice::<AppError>(&bytes) {
+        let unnamed = err.code == ErrorCode::InvalidInput && err.param.is_none();
+        let named = sent.filter(|_| unnamed).and_then(|(uri, sent)| access::body_fault(uri.path(), &sent));
+        if let Some(named) = named {
+            return named.into_response();
+        }
         parts.status = StatusCode::from_u16(err.code.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     }
     Response::from_parts(parts, Body::from(bytes))

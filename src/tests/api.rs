@@ -53,9 +53,27 @@ async fn bad_input_gets_4xx_with_invalid_input() {
     // says (before, a tab at an end was trimmed away).
     let (status, answer) = app.call("sign_up", json!({ "name": "\tbob", "password": "a long pass phrase" }), &[]).await;
     assert_eq!((status.as_u16(), code(&answer), &answer["param"]), (400, "invalid_input", &json!("name")));
-    // A missing field is named too.
+    // A missing field is named too, and so is one of the wrong type, nested ones by
+    // their path (before, a wrong type named none: the decoder gives a line and a column).
     let (status, answer) = app.call("grab", json!({}), &cookie).await;
     assert_eq!((status.as_u16(), &answer["param"]), (400, &json!("voucher_id")), "{answer}");
+    let challenge = json!({ "algorithm": "SHA-256", "challenge": "c", "number": "7", "salt": "s", "signature": "x" });
+    let unsolved = json!({ "algorithm": "SHA-256", "challenge": "c", "number": 7, "signature": "x" });
+    for (call, body, headers, field) in [
+        ("grab", json!({ "voucher_id": "seven" }), &cookie[..], "voucher_id"),
+        ("grab_result", json!({ "voucher_id": 1, "order_id": 12 }), &cookie[..], "order_id"),
+        ("add_stock", json!({ "voucher_id": 1, "units": "5" }), &admin[..], "units"),
+        ("list_vouchers", json!({ "limit": "5" }), &[], "limit"),
+        ("sign_up", json!({ "name": "cy", "password": PASSWORD, "challenge": challenge }), &[], "challenge.number"),
+        ("sign_up", json!({ "name": "cy", "password": PASSWORD, "challenge": unsolved }), &[], "challenge.salt"),
+        ("set_operator_role", json!({ "name": "cy", "role": "owner" }), &admin[..], "role"),
+    ] {
+        let (status, answer) = app.call(call, body, headers).await;
+        let got = (status.as_u16(), code(&answer), answer["param"].as_str());
+        assert_eq!(got, (400, "invalid_input", Some(field)), "{call}: {answer}");
+        let message = answer["message"].as_str().unwrap();
+        assert!(message.contains(&format!("{field}: ")), "the words name it too: {message}");
+    }
     let (status, answer) = app.call("list_vouchers", json!({ "limit": 0 }), &[]).await;
     assert_eq!((status.as_u16(), &answer["param"]), (400, &json!("limit")), "{answer}");
 

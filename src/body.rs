@@ -56,7 +56,8 @@ pub fn fault<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Option<AppError> {
     };
     let detail = err.inner().to_string();
     let within = err.path().iter().next().is_some().then(|| err.path().to_string());
-    let missing = detail.split_once("missing field `").and_then(|(_, rest)| rest.split_once('`')).map(|(f, _)| f);
+    // Only the decoder's own words: a value it quotes could say anything.
+    let missing = detail.strip_prefix("missing field `").and_then(|rest| rest.split_once('`')).map(|(f, _)| f);
     let field = match (within, missing) {
         (Some(within), Some(missing)) => format!("{within}.{missing}"),
         (Some(within), None) => within,
@@ -105,6 +106,11 @@ mod tests {
         assert_eq!(named(r#"{"voucher_id": 7, "challenge": {"number": 1}}"#), invalid("challenge.salt"));
         assert_eq!(named(r#"{"voucher_id": 7} {}"#).map(|(_, param)| param), Some(None), "trailing: no field");
         assert_eq!(named(r#"{"voucher_id": 7, "challenge": null}"#), None, "it decodes");
+        assert_eq!(
+            named(r#"{"voucher_id": "missing field `x`"}"#),
+            invalid("voucher_id"),
+            "a value's words are not the decoder's"
+        );
         assert_eq!(invalid_field(&"x".repeat(65), "unknown").param, None, "longer than any field");
     }
 }

@@ -6,6 +6,7 @@
 pub use crate::{
     auth::{
         challenge::{Challenge, Solution},
+        names::Keys,
         password::{decoy_cost, Cost, Hasher},
     },
     backend::{

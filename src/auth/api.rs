@@ -64,7 +64,7 @@ pub async fn sign_up(name: String, password: String, challenge: Option<Solution>
         return Err(AppError::rate_limited(wait));
     }
     // A taken name costs no hash.
-    if store::taken(&backend.db, &name).await? {
+    if names::taken(&backend.db, "users", &name).await? {
         return Err(ErrorCode::NameTaken.into());
     }
     let hash = state.hasher.hash_new_account(password).await?;

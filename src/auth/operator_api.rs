@@ -149,7 +149,7 @@ pub async fn add_operator(name: String, password: String, role: Role) -> AppResu
     let name = names::new_name(&name)?;
     operators::check_not_reserved(&name)?;
     password::check_new("password", &password)?;
-    if operators::taken(&state.backend.db, &name).await? {
+    if names::taken(&state.backend.db, "operators", &name).await? {
         return Err(ErrorCode::NameTaken.into());
     }
     let hash = state.hasher.hash(password).await?;

@@ -12,7 +12,7 @@
 //! (entry [`TOKEN_ID`], from the `admin_token` row): signing out with one ends them all.
 
 use super::{
-    names::{self, NewName},
+    names::{self, Keys, NewName},
     ListedOperator as Listed, Role, REVOCATIONS_READ_EVERY,
 };
 use crate::{
@@ -46,7 +46,7 @@ pub struct OperatorRow {
 /// Refuses a name the log keeps for the admin token or the command line, or one that
 /// passes for it.
 pub fn check_not_reserved(name: &NewName) -> Result<(), AppError> {
-    if RESERVED_NAMES.iter().any(|r| names::key(r) == name.key) {
+    if RESERVED_NAMES.iter().any(|r| Keys::of(r).meet(&name.keys)) {
         let message = format!("The name {:?} is reserved; please choose another.", name.name);
         return Err(AppError::invalid(message).on("name"));
     }
@@ -56,22 +56,17 @@ pub fn check_not_reserved(name: &NewName) -> Result<(), AppError> {
 /// A new operator; `None` when the name, or one that passes for it, is taken.
 pub async fn create(db: &Db, name: &NewName, password_hash: &str, role: Role) -> sqlx::Result<Option<i64>> {
     let query = sqlx::query_scalar(
-        "INSERT INTO operators (name, name_key, password_hash, role, created_at) VALUES ($1, $2, $3, $4, $5) \
-         ON CONFLICT DO NOTHING RETURNING id",
+        "INSERT INTO operators (name, name_key, name_shape, password_hash, role, created_at) \
+         VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING RETURNING id",
     )
     .bind(&name.name)
-    .bind(&name.key)
+    .bind(&name.keys.case)
+    .bind(&name.keys.shape)
     .bind(password_hash)
     .bind(role.as_str())
     .bind(chrono::Utc::now().timestamp_millis());
-    crate::backend::written(query.fetch_all(db)).await
-}
-
-/// Whether an operator has this name, or one that passes for it.
-pub async fn taken(db: &Db, name: &NewName) -> sqlx::Result<bool> {
-    let query = "SELECT COUNT(*) FROM operators WHERE name = $1 OR name_key = $2";
-    let found: i64 = sqlx::query_scalar(query).bind(&name.name).bind(&name.key).fetch_one(db).await?;
-    Ok(found > 0)
+    let made = crate::backend::written(query.fetch_all(db)).await?;
+    names::inserted(db, "operators", name, made).await
 }
 
 /// The operator with this name (an unknown role reads as none: it cannot sign in).

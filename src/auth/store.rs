@@ -24,21 +24,16 @@ fn credentials((user_id, name, password_hash, generation): CredentialsRow) -> Cr
 pub async fn create(db: &Db, name: &NewName, password_hash: &str) -> sqlx::Result<Option<i64>> {
     let now = chrono::Utc::now().timestamp_millis();
     let query = sqlx::query_scalar(
-        "INSERT INTO users (name, name_key, password_hash, created_at) VALUES ($1, $2, $3, $4) \
+        "INSERT INTO users (name, name_key, name_shape, password_hash, created_at) VALUES ($1, $2, $3, $4, $5) \
          ON CONFLICT DO NOTHING RETURNING id",
     )
     .bind(&name.name)
-    .bind(&name.key)
+    .bind(&name.keys.case)
+    .bind(&name.keys.shape)
     .bind(password_hash)
     .bind(now);
-    crate::backend::written(query.fetch_all(db)).await
-}
-
-/// Whether a user has this name, or one that passes for it.
-pub async fn taken(db: &Db, name: &NewName) -> sqlx::Result<bool> {
-    let query = "SELECT COUNT(*) FROM users WHERE name = $1 OR name_key = $2";
-    let found: i64 = sqlx::query_scalar(query).bind(&name.name).bind(&name.key).fetch_one(db).await?;
-    Ok(found > 0)
+    let made = crate::backend::written(query.fetch_all(db)).await?;
+    names::inserted(db, "users", name, made).await
 }
 
 /// The credentials of the user with this name.
@@ -191,18 +186,16 @@ pub async fn user_for_subject(db: &Db, subject: &str) -> sqlx::Result<i64> {
         return Ok(id);
     }
     let own_name = names::new_name(subject).ok().filter(|n| n.name == subject);
-    let made_up = std::iter::once_with(|| {
-        let name = format!("shop-{}", hex::encode(rand::random::<[u8; 8]>()));
-        NewName { key: names::key(&name), name }
-    });
+    let made_up = std::iter::once_with(|| names::made_up(format!("shop-{}", hex::encode(rand::random::<[u8; 8]>()))));
     for name in own_name.into_iter().chain(made_up) {
         // Two first calls may race, or the name (or one it passes for) be taken: then
         // nothing is inserted.
-        let insert = "INSERT INTO users (name, name_key, subject, created_at) VALUES ($1, $2, $3, $4) \
-                      ON CONFLICT DO NOTHING";
+        let insert = "INSERT INTO users (name, name_key, name_shape, subject, created_at) \
+                      VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING";
         sqlx::query(insert)
             .bind(&name.name)
-            .bind(&name.key)
+            .bind(&name.keys.case)
+            .bind(&name.keys.shape)
             .bind(subject)
             .bind(chrono::Utc::now().timestamp_millis())
             .execute(db)

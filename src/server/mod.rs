@@ -296,11 +296,6 @@ const RESTORE_CHECK: Duration = Duration::from_secs(2);
 async fn open_stores(config: &Config, redis_url: &str) -> Result<(Arc<RedisTarget>, Backend, usize), ServeError> {
     let db = database::open(&config.database_url, Duration::from_millis(config.db_busy_ms)).await?;
     database::migrate(&db, &config.database_url).await?;
-    // Not done (the database busy): done by the next start. New names are compared
-    // with every name keyed so far meanwhile.
-    if let Err(e) = crate::auth::names::fill_keys(&db).await {
-        tracing::warn!("start-up: could not give older accounts' names their keys: {e}");
-    }
     let target = Arc::new(RedisTarget::open(redis_url)?);
     let redis = target.connect().await?;
     let evicting = target.evicting_nodes().await;
@@ -394,7 +389,8 @@ async fn connect(config: &Config, state: &AppState, target: &Arc<RedisTarget>) -
 /// The tasks that run beside HTTP until shutdown: the bus's listener and the follower
 /// of the sale-change count, the live sampler, the rate limits' clean-up, the metrics'
 /// upkeep, the sweeper of unpaid orders, the sale's upkeep (owed stock changes, windows
-/// to push), the followers of ended sessions and of operators, the flusher of the report's counts and the
+/// to push), the followers of ended sessions and of operators, the keying of older
+/// names, the flusher of the report's counts and the
 /// worker (unless turned off).
 fn spawn_background(
     config: &Config,
@@ -420,6 +416,7 @@ fn spawn_background(
         sale::upkeep::spawn(backend.clone(), Duration::from_millis(config.sweep_ms), shutdown.clone()),
         ended_sessions::follow(state.accounts.secrets.ended.clone(), links.followers.clone(), shutdown.clone()),
         operators::follow(state.accounts.secrets.operators.clone(), links.followers, shutdown.clone()),
+        crate::auth::names::follow(backend.db.clone(), shutdown.clone()),
         crate::report::tally::spawn(state.report.tally.clone(), backend.db.clone(), shutdown.clone()),
     ];
     if let (Some(redis), Some((lease, mut settings))) = (links.worker, worker) {

@@ -479,6 +479,8 @@ async fn the_command_line_manages_operators() {
     assert_eq!(add("cli-olga", "olga set this one up").await, (true, "operator cli-olga added (admin)".into()));
     let (ok, said) = add("cli-olga", "another good password").await;
     assert!(!ok && said.contains("exists already"), "{said}");
+    let (ok, said) = add("CLI-0LGA", "another good password").await;
+    assert!(!ok && said.contains("exists already"), "one that passes for hers: {said}");
     let (ok, said) = add("cli-weak", "password1").await;
     assert!(!ok && said.contains("most common"), "{said}");
     let (ok, said) = add("token", "a reserved name's password").await;

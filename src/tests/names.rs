@@ -3,7 +3,7 @@
 //! Cyrillic letters for Latin ones, spaces doubled) is taken, and a name with characters
 //! nobody sees (zero-width, a direction override) is refused.
 
-use crate::support::{code, TestApp, PASSWORD};
+use crate::support::{code, wait_until, TestApp, PASSWORD};
 use serde_json::{json, Value};
 
 async fn sign_up(app: &TestApp, name: &str) -> (u16, Value) {
@@ -17,10 +17,12 @@ async fn add_operator(app: &TestApp, name: &str) -> (u16, Value) {
     (status.as_u16(), body)
 }
 
-/// Names that read as `alice` (or `mary ann`) but are not the same string.
-const LIKE_ALICE: [&str; 7] = [
+/// Names that read as `alice` but are not the same string.
+const LIKE_ALICE: [&str; 9] = [
     "Alice",
     "ALICE",
+    "AIice",                                    // a capital I
+    "alice\u{2800}",                            // a blank
     "\u{ff41}\u{ff4c}\u{ff49}\u{ff43}\u{ff45}", // full width
     "\u{0430}lice",                             // Cyrillic a
     "al\u{0456}ce",                             // Cyrillic i
@@ -31,15 +33,24 @@ const LIKE_ALICE: [&str; 7] = [
 /// Names whose characters some readers cannot see: zero-width, a right-to-left
 /// override, a soft hyphen, a line separator, a Hangul filler, private use, nothing
 /// visible at all.
-const INVISIBLE: [&str; 7] =
-    ["alice\u{200b}", "\u{202e}ecila", "ali\u{ad}ce", "a\u{2028}b", "\u{3164}", "bob\u{e000}", "\u{301}\u{301}"];
+const INVISIBLE: [&str; 8] = [
+    "alice\u{200b}",
+    "\u{202e}ecila",
+    "ali\u{ad}ce",
+    "a\u{2028}b",
+    "\u{3164}",
+    "bob\u{e000}",
+    "\u{301}\u{301}",
+    "\u{2800}",
+];
 
 #[tokio::test]
 async fn a_shoppers_name_that_passes_for_a_taken_one_is_taken() {
     let app = TestApp::spawn().await;
     assert_eq!(sign_up(&app, "alice").await.0, 200);
     assert_eq!(sign_up(&app, "mary ann").await.0, 200);
-    for like in LIKE_ALICE.into_iter().chain(["mary  ann", "mary\u{3000}ann", "Mary Ann"]) {
+    assert_eq!(sign_up(&app, "Tom").await.0, 200);
+    for like in LIKE_ALICE.into_iter().chain(["mary  ann", "mary\u{3000}ann", "Mary Ann", "\u{0422}om"]) {
         let (status, body) = sign_up(&app, like).await;
         assert_eq!((status, code(&body)), (409, "name_taken"), "{like:?}: {body}");
     }
@@ -63,43 +74,64 @@ async fn an_operators_name_that_passes_for_a_taken_or_reserved_one_is_refused() 
         let (status, body) = add_operator(&app, like).await;
         assert_eq!((status, code(&body)), (409, "name_taken"), "{like:?}: {body}");
     }
-    for unseen in INVISIBLE.into_iter().chain(["t\u{043e}ken", "TOKEN", "command\u{a0}line"]) {
+    for unseen in INVISIBLE.into_iter().chain(["t\u{043e}ken", "TOKEN", "\u{0422}OKEN", "command\u{a0}line"]) {
         let (status, body) = add_operator(&app, unseen).await;
         assert_eq!((status, code(&body), body["param"].as_str()), (400, "invalid_input", Some("name")), "{unseen:?}");
     }
     app.stop().await;
 }
 
-/// Accounts made before names were compared so (their rows have no comparison key)
-/// are compared from the next start: a look-alike of one is then taken. Of two older
-/// accounts that pass for each other one keeps the comparison, and an older name that
-/// new names may not hold still signs in.
+/// Accounts made without keys (before names were compared, or by a process of an
+/// older release during a rolling upgrade) are keyed by the running processes within
+/// seconds: a look-alike of one is then taken. Of two such accounts that pass for each
+/// other one is keyed, and a name that new names may not hold still signs in.
 #[tokio::test]
-async fn names_made_before_the_comparison_are_compared_after_a_restart() {
+async fn names_made_without_keys_are_keyed_by_the_running_processes() {
     let app = TestApp::spawn().await;
     assert_eq!(sign_up(&app, "dora").await.0, 200);
     let older = [
-        "INSERT INTO users (name, created_at) VALUES ('Bob', 0), ('BOB', 0)",
-        "UPDATE users SET name = 'dora\u{200b}', name_key = NULL WHERE name = 'dora'",
+        "INSERT INTO users (name, created_at) VALUES ('Bob', 0), ('B0B', 0)",
+        "UPDATE users SET name = 'dora\u{200b}', name_key = NULL, name_shape = NULL WHERE name = 'dora'",
         "INSERT INTO operators (name, password_hash, role, created_at) VALUES ('Olga', 'x', 'operator', 0)",
     ];
     for statement in older {
         sqlx::query(statement).execute(&app.db).await.unwrap();
     }
-    let again = app.restart_options();
-    app.stop().await;
-    let app = TestApp::with(again).await;
-    for (like, call) in [("bob", "sign_up"), ("dora", "sign_up"), ("olga", "add_operator")] {
+    let keyed = |table: &'static str, names: &'static str| {
+        let query = format!("SELECT COUNT(*) FROM {table} WHERE name IN ({names}) AND name_key IS NOT NULL");
+        let db = app.db.clone();
+        async move { sqlx::query_scalar::<_, i64>(&query).fetch_one(&db).await.unwrap() }
+    };
+    let within = std::time::Duration::from_secs(30);
+    wait_until("the older names are keyed", within, || async {
+        keyed("users", "'Bob', 'B0B', 'dora\u{200b}'").await == 2 && keyed("operators", "'Olga'").await == 1
+    })
+    .await;
+    for (like, call) in [("bob", "sign_up"), ("BOB", "sign_up"), ("dora", "sign_up"), ("olga", "add_operator")] {
         let (status, body) = if call == "sign_up" { sign_up(&app, like).await } else { add_operator(&app, like).await };
         assert_eq!((status, code(&body)), (409, "name_taken"), "{like}: {body}");
     }
-    let keyed: i64 =
-        sqlx::query_scalar("SELECT COUNT(*) FROM users WHERE name IN ('Bob', 'BOB') AND name_key IS NOT NULL")
-            .fetch_one(&app.db)
-            .await
-            .unwrap();
-    assert_eq!(keyed, 1, "one of two older names that pass for each other");
     let (status, body) = app.call("sign_in", json!({ "name": "dora\u{200b}", "password": PASSWORD }), &[]).await;
     assert_eq!(status, 200, "{body}");
+    app.stop().await;
+}
+
+/// A new account refused for something other than its name (here an index made for the
+/// drill; in life, an id sequence left behind by a restore) is not answered as a name
+/// taken: the conflict clause that lets a race for a name end in `name_taken` would
+/// have hidden it (answered 409, logged nothing).
+#[tokio::test]
+async fn an_account_refused_for_another_reason_is_not_a_name_taken() {
+    let app = TestApp::spawn().await;
+    assert_eq!(sign_up(&app, "ann").await.0, 200);
+    assert_eq!(add_operator(&app, "otto").await.0, 200);
+    for table in ["users", "operators"] {
+        let drill = format!("CREATE UNIQUE INDEX drill_{table} ON {table} ((password_hash IS NOT NULL))");
+        sqlx::query(&drill).execute(&app.db).await.unwrap();
+    }
+    let (status, body) = sign_up(&app, "zed").await;
+    assert_eq!((status, code(&body)), (503, "unavailable"), "{body}");
+    let (status, body) = add_operator(&app, "zoe").await;
+    assert_eq!((status, code(&body)), (503, "unavailable"), "{body}");
     app.stop().await;
 }

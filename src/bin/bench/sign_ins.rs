@@ -22,8 +22,14 @@ pub(crate) async fn owasp_accounts(database_url: &str, n: usize) -> Result<Vec<S
     let prefix = format!("owasp{}", chrono::Utc::now().timestamp_millis());
     let names: Vec<String> = (0..n).map(|i| format!("{prefix}-{i}")).collect();
     for name in &names {
-        sqlx::query("INSERT INTO users (name, password_hash, created_at) VALUES ($1, $2, 0)")
+        // Keyed as a sign-up keys them: the servers have none to key in the storm.
+        let keys = seckill::testing::Keys::of(name);
+        let insert =
+            "INSERT INTO users (name, name_key, name_shape, password_hash, created_at) VALUES ($1, $2, $3, $4, 0)";
+        sqlx::query(insert)
             .bind(name)
+            .bind(keys.case)
+            .bind(keys.shape)
             .bind(&hash)
             .execute(&db)
             .await

@@ -55,9 +55,15 @@ pub fn fault<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Option<AppError> {
         Err(err) => err,
     };
     let detail = err.inner().to_string();
+    // Only a value the arguments hold is named: JSON that does not parse may be inside
+    // a key the arguments do not have (the caller's words, which `param` must not carry).
+    if err.inner().classify() != serde_json::error::Category::Data {
+        return Some(invalid_body(&detail));
+    }
     let within = err.path().iter().next().is_some().then(|| err.path().to_string());
     // Only the decoder's own words: a value it quotes could say anything.
-    let missing = detail.strip_prefix("missing field `").and_then(|rest| rest.split_once('`')).map(|(f, _)| f);
+    let named = |words: &str| detail.strip_prefix(words).and_then(|rest| rest.split_once('`')).map(|(f, _)| f);
+    let missing = named("missing field `").or_else(|| named("duplicate field `"));
     let field = match (within, missing) {
         (Some(within), Some(missing)) => format!("{within}.{missing}"),
         (Some(within), None) => within,
@@ -111,6 +117,10 @@ mod tests {
             invalid("voucher_id"),
             "a value's words are not the decoder's"
         );
+        assert_eq!(named(r#"{"voucher_id": 7, "voucher_id": 8}"#), invalid("voucher_id"), "twice");
+        for unparsed in [r#"{"<b>": tru}"#, r#"{"voucher_id": 7,}"#, r#"{"voucher_id": 1,"#] {
+            assert_eq!(named(unparsed).map(|(_, param)| param), Some(None), "{unparsed}: no field named");
+        }
         assert_eq!(invalid_field(&"x".repeat(65), "unknown").param, None, "longer than any field");
     }
 }

@@ -21,7 +21,7 @@ use {
         context::Context,
         names, operators, password,
         session::{Actor, Session, SESSION_SECS},
-        store, validate_name,
+        store,
     },
     crate::{
         client_ip::ClientIp,
@@ -65,10 +65,10 @@ pub async fn sign_up(name: String, password: String, challenge: Option<Solution>
     }
     // A taken name costs no hash.
     if names::taken(&backend.db, "users", &name).await? {
-        return Err(ErrorCode::NameTaken.into());
+        return Err(names::taken_refusal());
     }
     let hash = state.hasher.hash_new_account(password).await?;
-    let user_id = store::create(&backend.db, &name, &hash).await?.ok_or(ErrorCode::NameTaken)?;
+    let user_id = store::create(&backend.db, &name, &hash).await?.ok_or_else(names::taken_refusal)?;
     let name = name.name;
     if let Err(e) = challenge::note_sign_up(backend, now).await {
         tracing::warn!("counting a sign-up: {e}");
@@ -139,10 +139,10 @@ async fn challenge_required(state: &Context, why: &str) -> AppError {
 /// name exists or not); too many attempts answer `rate_limited` with `Retry-After`.
 #[server(prefix = "/api", endpoint = "sign_in", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn sign_in(name: String, password: String) -> AppResult<User> {
-    let name = validate_name(&name)?;
+    let forms = names::signed_in_as(&name)?;
     let state = Context::get();
-    let target = Target::Account(&name);
-    let account = check_password(&state, &target, &name, password).await?;
+    let target = Target::Account(&forms[0]);
+    let account = check_password(&state, &target, &forms, password).await?;
     set_cookie(&state.secrets.session_cookie(account.user_id, &account.name, account.generation))?;
     set_cookie(&attempts::known_browser(&state.secrets, &target))?;
     Ok(User { user_id: account.user_id, name: account.name })
@@ -156,7 +156,7 @@ pub async fn change_password(current: String, new: String) -> AppResult<()> {
     let state = Context::get();
     let session = signed_in(&state)?;
     password::check_new("new", &new)?;
-    check_password(&state, &Target::Account(&session.name), &session.name, current).await?;
+    check_password(&state, &Target::Account(&session.name), std::slice::from_ref(&session.name), current).await?;
     let hash = state.hasher.hash(new).await?;
     let ended = store::end_all_sessions(&state.backend.db, session.user_id, Some(&hash), SESSION_SECS * 1000).await?;
     state.secrets.ended.apply(std::slice::from_ref(&ended));
@@ -246,11 +246,11 @@ pub(super) fn client_address() -> std::net::IpAddr {
 async fn check_password(
     state: &Context,
     target: &Target<'_>,
-    name: &str,
+    forms: &[String],
     password: String,
 ) -> AppResult<store::Credentials> {
     check(state, target, password, async {
-        let account = store::by_name(&state.backend.db, name).await?;
+        let account = store::by_first_name(&state.backend.db, forms).await?;
         Ok(account.map(|a| (a.password_hash.clone(), a)))
     })
     .await

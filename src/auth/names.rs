@@ -36,15 +36,11 @@ pub struct Keys {
 }
 
 impl Keys {
-    /// Both keys of `name`: compatibility forms (full width, ligatures, styled letters)
-    /// made plain, UTS #39's skeleton (look-alikes to one prototype, ignorable code
-    /// points dropped) in lower case, each run of spaces one space (a blank the
-    /// skeleton makes a space, U+2800, included).
+    /// Both keys of `name`: its [`fold`] in lower case, each run of spaces one space;
+    /// the case key folds the name in lower case.
     pub fn of(name: &str) -> Self {
-        let plain: String = name.nfkc().collect();
-        let folded = |s: &str| unicode_security::skeleton(s).collect::<String>().to_lowercase();
-        let spaced = |s: String| s.split_whitespace().collect::<Vec<_>>().join(" ");
-        Self { case: spaced(folded(&plain.to_lowercase())), shape: spaced(folded(&plain)) }
+        let spaced = |s: String| s.to_lowercase().split_whitespace().collect::<Vec<_>>().join(" ");
+        Self { case: spaced(fold(&name.to_lowercase())), shape: spaced(fold(name)) }
     }
 
     /// Whether a name of these keys passes for one of `other`'s.
@@ -53,23 +49,71 @@ impl Keys {
     }
 }
 
-/// `sent` as a new account's name: a line of at most 32 characters (`validate_name`)
-/// with no character a reader cannot see, and one at least that shows (a letter, a
-/// digit, a punctuation mark or a symbol); else `invalid_input` about `name`.
+/// Look-alikes to one prototype (UTS #39's skeleton, which drops ignorable code points
+/// too), compatibility forms made plain (NFKC: full width, ligatures, styled letters),
+/// and the skeleton again, with the Arabic tatweel (a letter drawn longer) dropped. The
+/// skeleton comes first as well as last: NFKC makes some look-alikes letters of their
+/// own (a lunate sigma `ϲ`, which reads as `c`, a final sigma `ς`), and last, as NFKC
+/// makes some letters look-alikes (a full-width `ａ`).
+fn fold(name: &str) -> String {
+    let skeleton = |s: &str| unicode_security::skeleton(s).collect::<String>();
+    // Before the skeleton, which makes a tatweel a low line.
+    let drawn: String = name.chars().filter(|&c| c != TATWEEL).collect();
+    let plain: String = skeleton(&drawn).nfkc().collect();
+    skeleton(&plain)
+}
+
+/// The Arabic tatweel (kashida): it draws the letters beside it longer, nothing more.
+const TATWEEL: char = '\u{640}';
+
+/// `sent` as a new account's name, composed (NFC, as [`signed_in_as`] reads it): a line
+/// of at most 32 characters (`validate_name`) with no character a reader cannot see,
+/// no more than [`MOST_MARKS`] marks stacked on one character, and one character at
+/// least that shows (a letter, a digit, a punctuation mark or a symbol); else
+/// `invalid_input` about `name`.
 pub fn new_name(sent: &str) -> Result<NewName, AppError> {
-    let name = validate_name(sent)?;
+    let name: String = validate_name(sent)?.nfc().collect();
     let chars: Vec<char> = name.chars().collect();
+    let refused = |message: String| Err(AppError::invalid(message).on("name"));
     if (0..chars.len()).any(|at| unseen(&chars, at)) {
-        return Err(AppError::invalid(
-            "A name cannot contain characters nobody sees (such as zero-width spaces or direction marks).",
-        )
-        .on("name"));
+        return refused(
+            "A name cannot contain characters nobody sees (such as zero-width spaces or direction marks).".into(),
+        );
+    }
+    let decomposed: Vec<char> = name.nfd().collect();
+    if decomposed.windows(MOST_MARKS + 1).any(|run| run.iter().all(|&c| stacks(c))) {
+        return refused(format!("A name stacks at most {MOST_MARKS} marks on a letter."));
     }
     if !chars.iter().any(|&c| shows(c)) {
-        return Err(AppError::invalid("A name needs a letter, a digit, a punctuation mark or a symbol.").on("name"));
+        return refused("A name needs a letter, a digit, a punctuation mark or a symbol.".into());
     }
     let keys = Keys::of(&name);
     Ok(NewName { name, keys })
+}
+
+/// The most combining marks a new name stacks on one character, decomposed (`é` is `e`
+/// and one): a Vietnamese letter has two, Hebrew with its points and cantillation four;
+/// more draw over the lines around the name (a page's, an operator's list).
+pub const MOST_MARKS: usize = 4;
+
+/// A mark drawn on the character before it (nonspacing or enclosing).
+fn stacks(c: char) -> bool {
+    matches!(c.general_category(), GeneralCategory::NonspacingMark | GeneralCategory::EnclosingMark)
+}
+
+/// The forms a name typed at sign-in may be stored under: composed (NFC: how new names
+/// are stored, whatever the keyboard sent), then as typed (an account made before
+/// names were composed), when that differs. A sign-in's guesses are counted under the
+/// first, so that the forms of one name share a counter.
+pub fn signed_in_as(sent: &str) -> Result<Vec<String>, AppError> {
+    let typed = validate_name(sent)?;
+    let composed: String = typed.nfc().collect();
+    Ok(if composed == typed { vec![typed] } else { vec![composed, typed] })
+}
+
+/// The refusal of a new name that is taken, or passes for one that is.
+pub fn taken_refusal() -> AppError {
+    AppError::from(crate::error::ErrorCode::NameTaken).on("name")
 }
 
 /// `name` with its keys, unchecked: a name the server makes itself (the shop login's
@@ -81,21 +125,28 @@ pub fn made_up(name: String) -> NewName {
 /// Whether the character at `at` is one a reader does not see on its own, or that
 /// reorders or hides the ones around it: format characters (zero-width spaces, direction
 /// marks and overrides, the soft hyphen), line and paragraph separators, private-use and
-/// unassigned code points, and the default-ignorable letters (Hangul fillers).
-/// Default-ignorable marks (variation selectors) are kept for emoji, and the joiners
-/// (ZWJ, ZWNJ) between two characters they join (an emoji sequence, a Persian or an
-/// Indic word): the keys drop them.
+/// unassigned code points, the default-ignorable letters (Hangul fillers) and the
+/// [`BLANKS`]. Default-ignorable marks (variation selectors) are kept for emoji, and
+/// the joiners (ZWJ, ZWNJ) after a character they join, before another or after a mark
+/// (an emoji sequence, a Persian word, an Indic one's virama): the keys drop them.
 fn unseen(chars: &[char], at: usize) -> bool {
     use GeneralCategory::*;
     let c = chars[at];
     if is_joiner(c) {
-        let joined = |i: Option<usize>| i.and_then(|i| chars.get(i)).is_some_and(|&c| joins(c));
-        return !(joined(at.checked_sub(1)) && joined(Some(at + 1)));
+        let before = at.checked_sub(1).map(|i| chars[i]).filter(|&c| joins(c));
+        let after = chars.get(at + 1).is_some_and(|&c| joins(c));
+        return !before.is_some_and(|before| after || stacks(before));
     }
     let category = c.general_category();
     matches!(category, Format | LineSeparator | ParagraphSeparator | PrivateUse | Unassigned | Surrogate)
         || (ignorable(c) && category != NonspacingMark)
+        || BLANKS.contains(&c)
 }
+
+/// Characters that draw nothing but are neither spaces nor default-ignorable, so the
+/// rules above let them through: the Braille blank, the ideographic half fill space, the
+/// musical null notehead and the Khitan filler.
+const BLANKS: [char; 4] = ['\u{2800}', '\u{303f}', '\u{1d159}', '\u{16fe4}'];
 
 fn is_joiner(c: char) -> bool {
     matches!(c, '\u{200c}' | '\u{200d}')
@@ -263,6 +314,11 @@ mod tests {
                 "Mary Ann",
             ],
             ["bob0", "BOBO", "bobo", "b\u{043e}bo", "bob\u{1d7ce}", "\u{1d41b}obo", "B0B0", "bob0 "],
+            // Look-alikes NFKC alone would make letters of their own (a lunate sigma,
+            // a vertical dash), a tatweel.
+            ["carl", "\u{3f2}arl", "\u{3f9}ARL", "Carl", "CARL", "c\u{430}rl", "carl", "carl"],
+            ["alice", "a\u{fe31}ice", "alice", "alice", "alice", "alice", "alice", "alice"],
+            ["محمد", "محـمد", "محمد", "محمد", "محمد", "محمد", "محمد", "محمد"],
         ];
         for names in alike {
             let first = Keys::of(names[0]);
@@ -293,17 +349,27 @@ mod tests {
             "ann\u{200c}",
             "a\u{200d}\u{200d}b",
             "a \u{200c}b",
+            "mary\u{303f}ann",
+            "token\u{1d159}",
+            "alice\u{16fe4}",
+            "zed\u{2800}",
+            "e\u{301}\u{302}\u{303}\u{304}\u{305}",
         ] {
             assert_eq!(new_name(unseen).unwrap_err().param.as_deref(), Some("name"), "{unseen:?}");
         }
         let family = "\u{1f468}\u{200d}\u{1f469}\u{200d}\u{1f467}";
         let persian = "\u{0645}\u{06cc}\u{200c}\u{062e}\u{0648}\u{0627}\u{0647}\u{0645}";
         let flag = "\u{1f3f3}\u{fe0f}\u{200d}\u{1f308}";
-        for shown in ["ann", "Zoë Ödegaard", "李小龍", "❤\u{fe0f}", "o'brien", "#1", "ā", family, persian, flag]
-        {
+        let chillu = "\u{d05}\u{d35}\u{d28}\u{d4d}\u{200d}"; // a Malayalam virama, then a joiner
+        let vietnamese = "Nguy\u{1ec5}n";
+        let shown = ["ann", "Zoë Ödegaard", "李小龍", "❤\u{fe0f}", "o'brien", "#1", "ā", family, persian, flag];
+        for shown in shown.into_iter().chain([chillu, vietnamese]) {
             assert_eq!(new_name(shown).unwrap().name, shown, "{shown:?}");
         }
         assert_eq!(new_name("  ann ").unwrap().name, "ann");
+        assert_eq!(new_name("Rene\u{301}e").unwrap().name, "Ren\u{e9}e", "stored composed");
+        assert_eq!(signed_in_as(" Rene\u{301}e").unwrap(), ["Ren\u{e9}e", "Rene\u{301}e"], "composed first");
+        assert_eq!(signed_in_as("Ren\u{e9}e").unwrap(), ["Ren\u{e9}e"]);
     }
 
     /// Keys are stored: tables of another Unicode version may key a name otherwise, and

@@ -45,10 +45,11 @@ crate::error::refuses!(AdminSignIn: OperatorRequired);
 /// them. Wrong name or password: `bad_credentials`; guesses are limited as shoppers'.
 #[server(prefix = "/api", endpoint = "operator_sign_in", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn operator_sign_in(name: String, password: String) -> AppResult<Operator> {
-    let name = validate_name(&name)?;
+    let forms = names::signed_in_as(&name)?;
+    let name = &forms[0];
     let state = Context::get();
-    let operator = check(&state, &Target::Operator(&name), password, async {
-        let operator = operators::by_name(&state.backend.db, &name).await?;
+    let operator = check(&state, &Target::Operator(name), password, async {
+        let operator = operators::by_first_name(&state.backend.db, &forms).await?;
         Ok(operator.map(|o| (Some(o.password_hash.clone()), o)))
     })
     .await?;
@@ -58,7 +59,7 @@ pub async fn operator_sign_in(name: String, password: String) -> AppResult<Opera
     // This process knows them from their first call, whichever process added them.
     state.secrets.operators.catch_up(&state.backend.db).await?;
     set_cookie(&state.secrets.operator_cookie(&actor))?;
-    set_cookie(&attempts::known_browser(&state.secrets, &Target::Operator(&name)))?;
+    set_cookie(&attempts::known_browser(&state.secrets, &Target::Operator(name)))?;
     tracing::info!(%actor, "operator signed in");
     Ok(Operator { name: operator.name, role: operator.role })
 }
@@ -150,10 +151,10 @@ pub async fn add_operator(name: String, password: String, role: Role) -> AppResu
     operators::check_not_reserved(&name)?;
     password::check_new("password", &password)?;
     if names::taken(&state.backend.db, "operators", &name).await? {
-        return Err(ErrorCode::NameTaken.into());
+        return Err(names::taken_refusal());
     }
     let hash = state.hasher.hash(password).await?;
-    operators::create(&state.backend.db, &name, &hash, role).await?.ok_or(ErrorCode::NameTaken)?;
+    operators::create(&state.backend.db, &name, &hash, role).await?.ok_or_else(names::taken_refusal)?;
     let name = name.name;
     tracing::info!(%actor, operator = %name, role = role.as_str(), "operator added");
     let after = Some(serde_json::json!({ "name": name, "role": role.as_str() }));

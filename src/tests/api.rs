@@ -74,6 +74,13 @@ async fn bad_input_gets_4xx_with_invalid_input() {
         let message = answer["message"].as_str().unwrap();
         assert!(message.contains(&format!("{field}: ")), "the words name it too: {message}");
     }
+    // JSON that does not parse names no field: the fault may be inside a key the call
+    // does not have, the caller's own words.
+    for unparsed in [r#"{"<script>": tru}"#, r#"{"limit": 5,}"#] {
+        let res = app.http.post(format!("{}/api/list_vouchers", app.base)).header("content-type", "application/json");
+        let answer: Value = res.body(unparsed).send().await.unwrap().json().await.unwrap();
+        assert_eq!((code(&answer), &answer["param"]), ("invalid_input", &Value::Null), "{unparsed}: {answer}");
+    }
     let (status, answer) = app.call("list_vouchers", json!({ "limit": 0 }), &[]).await;
     assert_eq!((status.as_u16(), &answer["param"]), (400, &json!("limit")), "{answer}");
 

@@ -22,7 +22,7 @@ const LIKE_ALICE: [&str; 9] = [
     "Alice",
     "ALICE",
     "AIice",                                    // a capital I
-    "alice\u{2800}",                            // a blank
+    "a\u{fe31}ice",                             // a vertical dash
     "\u{ff41}\u{ff4c}\u{ff49}\u{ff43}\u{ff45}", // full width
     "\u{0430}lice",                             // Cyrillic a
     "al\u{0456}ce",                             // Cyrillic i
@@ -33,7 +33,7 @@ const LIKE_ALICE: [&str; 9] = [
 /// Names whose characters some readers cannot see: zero-width, a right-to-left
 /// override, a soft hyphen, a line separator, a Hangul filler, private use, nothing
 /// visible at all.
-const INVISIBLE: [&str; 8] = [
+const INVISIBLE: [&str; 9] = [
     "alice\u{200b}",
     "\u{202e}ecila",
     "ali\u{ad}ce",
@@ -42,6 +42,7 @@ const INVISIBLE: [&str; 8] = [
     "bob\u{e000}",
     "\u{301}\u{301}",
     "\u{2800}",
+    "alice\u{2800}",
 ];
 
 #[tokio::test]
@@ -50,9 +51,15 @@ async fn a_shoppers_name_that_passes_for_a_taken_one_is_taken() {
     assert_eq!(sign_up(&app, "alice").await.0, 200);
     assert_eq!(sign_up(&app, "mary ann").await.0, 200);
     assert_eq!(sign_up(&app, "Tom").await.0, 200);
-    for like in LIKE_ALICE.into_iter().chain(["mary  ann", "mary\u{3000}ann", "Mary Ann", "\u{0422}om"]) {
+    assert_eq!(sign_up(&app, "carl").await.0, 200);
+    let others = ["mary  ann", "mary\u{3000}ann", "Mary Ann", "\u{0422}om", "\u{3f2}arl", "\u{3f9}ARL"];
+    for like in LIKE_ALICE.into_iter().chain(others) {
         let (status, body) = sign_up(&app, like).await;
-        assert_eq!((status, code(&body)), (409, "name_taken"), "{like:?}: {body}");
+        assert_eq!(
+            (status, code(&body), body["param"].as_str()),
+            (409, "name_taken", Some("name")),
+            "{like:?}: {body}"
+        );
     }
     for unseen in INVISIBLE {
         let (status, body) = sign_up(&app, unseen).await;
@@ -62,6 +69,13 @@ async fn a_shoppers_name_that_passes_for_a_taken_one_is_taken() {
     for other in ["alicia", "alice 2", "al ice", "Zoë", "zoe", "李小龍", "Ödegaard 🎈"] {
         let (status, body) = sign_up(&app, other).await;
         assert_eq!(status, 200, "{other:?}: {body}");
+    }
+    // A name is stored composed, and signed in with however the keyboard composes it.
+    let (status, body) = sign_up(&app, "Rene\u{301}e").await;
+    assert_eq!((status, body["name"].as_str()), (200, Some("Ren\u{e9}e")), "{body}");
+    for typed in ["Ren\u{e9}e", "Rene\u{301}e"] {
+        let (status, body) = app.call("sign_in", json!({ "name": typed, "password": PASSWORD }), &[]).await;
+        assert_eq!(status, 200, "{typed:?}: {body}");
     }
     app.stop().await;
 }

@@ -4,8 +4,9 @@
 //! points: [`new_name`]), and is compared with those taken by two [`Keys`]: one folds
 //! case (`ALICE` is `alice`'s), one folds shapes (`AIice` with a capital `I`, `Тom`
 //! with a Cyrillic `Т`), both width, spacing and look-alike letters (Unicode's
-//! confusables, UTS #39). A name is shown and signed in with as it was made; only new
-//! names are held to this, so an account made before still signs in.
+//! confusables, UTS #39). A name is stored composed (NFC) and shown as it was made; a
+//! sign-in finds it however the keyboard composed it ([`signed_in_as`]). Only new names
+//! are held to this, so an account made before still signs in.
 
 use super::validate_name;
 use crate::{backend::Db, error::AppError, shutdown::Shutdown};

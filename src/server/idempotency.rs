@@ -352,8 +352,9 @@ async fn claim_in_database(db: &Db, stored_at: &str, mark: &str) -> sqlx::Result
 
 /// Lets go of an operator's key taken in the database (with `mark`) by a call whose
 /// answer is not kept ([`taken_in_database`]), so that a retry is served afresh at
-/// once; should it fail, the mark lapses at [`PENDING`]. Owns what it needs: it runs
-/// on a task of its own, off the call's path.
+/// once; should it fail, or take longer than [`DATABASE_WAIT`], the mark lapses at
+/// [`PENDING`]. Owns what it needs: a claim that landed late is let go on a task of
+/// its own.
 async fn free_in_database(db: Db, stored_at: String, mark: String) {
     let freed = sqlx::query("DELETE FROM idempotency_answers WHERE kept_at = $1 AND answer = $2")
         .bind(&stored_at)
@@ -454,8 +455,12 @@ async fn keep(backend: &Backend, scope: &str, (stored_at, print): (&str, &str), 
             kept
         }
         _ => {
+            // The database's first, and waited for: a retry sent as this is answered
+            // finds Redis's key free, and must find the database's free too. Let go on a
+            // task of its own, a retry found the database's mark still there now and
+            // then, and heard `idempotency_in_progress` (a full run, 2026-12-01).
             if !is_shoppers(scope) {
-                tokio::spawn(free_in_database(backend.db.clone(), stored_at.to_owned(), pending(print)));
+                free_in_database(backend.db.clone(), stored_at.to_owned(), pending(print)).await;
             }
             redis::AsyncCommands::del::<_, ()>(&mut redis, stored_at).await
         }

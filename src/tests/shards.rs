@@ -382,9 +382,9 @@ async fn a_withdrawal_gathered_as_grabs_take_units_is_not_refused_for_want_of_st
     for grabbing in shoppers.chunks(5) {
         let v = app.create_sharded(60, (-5, 3600), SHARDS).await;
         let withdrawal = app.operator("withdraw_stock", serde_json::json!({ "voucher_id": v, "units": 25 }));
-        let grabs = futures::future::join_all(grabbing.iter().map(|s| app.grab(s, v)));
+        let grabs = app.grab_all(grabbing.iter(), v, grabbing.len());
         let ((status, answer), grabs) = tokio::join!(withdrawal, grabs);
-        assert!(grabs.iter().all(|(status, _)| *status == 200), "{grabs:?}");
+        assert!(grabs.iter().all(|(_, status, _)| *status == 200), "{grabs:?}");
         match status.as_u16() {
             200 => made += 1,
             _ => assert_eq!((status.as_u16(), code(&answer)), (503, "unavailable"), "{answer}"),

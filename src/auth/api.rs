@@ -250,7 +250,8 @@ async fn check_password(
     password: String,
 ) -> AppResult<store::Credentials> {
     check(state, target, password, async {
-        let account = store::by_first_name(&state.backend.db, forms).await?;
+        let db = &state.backend.db;
+        let account = names::first_found(forms, |name| async move { store::by_name(db, &name).await }).await?;
         Ok(account.map(|a| (a.password_hash.clone(), a)))
     })
     .await

@@ -112,6 +112,21 @@ pub fn signed_in_as(sent: &str) -> Result<Vec<String>, AppError> {
     Ok(if composed == typed { vec![typed] } else { vec![composed, typed] })
 }
 
+/// The account `find` finds by the first of a sign-in's `forms` ([`signed_in_as`])
+/// that one is stored under.
+pub async fn first_found<T, F, Fut>(forms: &[String], find: F) -> sqlx::Result<Option<T>>
+where
+    F: Fn(String) -> Fut,
+    Fut: std::future::Future<Output = sqlx::Result<Option<T>>>,
+{
+    for name in forms {
+        if let Some(found) = find(name.clone()).await? {
+            return Ok(Some(found));
+        }
+    }
+    Ok(None)
+}
+
 /// The refusal of a new name that is taken, or passes for one that is.
 pub fn taken_refusal() -> AppError {
     AppError::from(crate::error::ErrorCode::NameTaken).on("name")
@@ -214,13 +229,18 @@ pub fn follow(db: Db, shutdown: Shutdown) -> tokio::task::JoinHandle<()> {
         let mut first = true;
         while shutdown.tick(&mut rounds).await {
             for table in TABLES {
-                match fill_keys(&db, table).await {
-                    Ok(unkeyed) if first && unkeyed > 0 => tracing::warn!(
+                // Those left without are counted once, at the start.
+                let counted = match fill_keys(&db, table).await {
+                    Ok(()) if first => unkeyed(&db, table).await,
+                    done => done.map(|()| 0),
+                };
+                match counted {
+                    Ok(0) => {}
+                    Ok(unkeyed) => tracing::warn!(
                         table,
                         unkeyed,
                         "older names that pass for another's keep no keys: each signs in by its own name"
                     ),
-                    Ok(_) => {}
                     Err(e) => tracing::warn!(table, "keying older names: {e}"),
                 }
             }
@@ -230,12 +250,12 @@ pub fn follow(db: Db, shutdown: Shutdown) -> tokio::task::JoinHandle<()> {
 }
 
 /// Gives every account of `table` made without keys (before names were compared, or
-/// by an older release) its name's keys, so that new names are compared with it too;
-/// how many are left without. Of two accounts whose names pass for each other, the
+/// by an older release) its name's keys, so that new names are compared with it too.
+/// Of two accounts whose names pass for each other, the
 /// one keyed first keeps the keys; the other keeps none (both still sign in, each by
 /// its own name). Every process may run it at once: a row keyed meanwhile is left as
 /// it is.
-pub async fn fill_keys(db: &Db, table: &str) -> sqlx::Result<i64> {
+pub async fn fill_keys(db: &Db, table: &str) -> sqlx::Result<()> {
     let mut after = 0;
     loop {
         let read = format!("SELECT id, name FROM {table} WHERE name_key IS NULL AND id > $1 ORDER BY id LIMIT $2");
@@ -244,8 +264,12 @@ pub async fn fill_keys(db: &Db, table: &str) -> sqlx::Result<i64> {
         key_rows(db, table, &rows).await?;
         after = last;
     }
-    let unkeyed = format!("SELECT COUNT(*) FROM {table} WHERE name_key IS NULL");
-    sqlx::query_scalar(&unkeyed).fetch_one(db).await
+    Ok(())
+}
+
+/// How many accounts of `table` [`fill_keys`] left without keys.
+async fn unkeyed(db: &Db, table: &str) -> sqlx::Result<i64> {
+    sqlx::query_scalar(&format!("SELECT COUNT(*) FROM {table} WHERE name_key IS NULL")).fetch_one(db).await
 }
 
 /// Keys `rows` of `table`, each unless a key of its is taken: in one transaction, or,

@@ -49,7 +49,8 @@ pub async fn operator_sign_in(name: String, password: String) -> AppResult<Opera
     let name = &forms[0];
     let state = Context::get();
     let operator = check(&state, &Target::Operator(name), password, async {
-        let operator = operators::by_first_name(&state.backend.db, &forms).await?;
+        let db = &state.backend.db;
+        let operator = names::first_found(&forms, |name| async move { operators::by_name(db, &name).await }).await?;
         Ok(operator.map(|o| (Some(o.password_hash.clone()), o)))
     })
     .await?;

@@ -69,17 +69,6 @@ pub async fn create(db: &Db, name: &NewName, password_hash: &str, role: Role) ->
     names::inserted(db, "operators", name, made).await
 }
 
-/// The operator with the first of these names that one has (the forms a sign-in's
-/// name may be stored under: `names::signed_in_as`).
-pub async fn by_first_name(db: &Db, names: &[String]) -> sqlx::Result<Option<OperatorRow>> {
-    for name in names {
-        if let Some(found) = by_name(db, name).await? {
-            return Ok(Some(found));
-        }
-    }
-    Ok(None)
-}
-
 /// The operator with this name (an unknown role reads as none: it cannot sign in).
 pub async fn by_name(db: &Db, name: &str) -> sqlx::Result<Option<OperatorRow>> {
     let row: Option<(i64, String, String, String, i64)> =

@@ -46,17 +46,6 @@ pub async fn by_name(db: &Db, name: &str) -> sqlx::Result<Option<Credentials>> {
     Ok(row.map(credentials))
 }
 
-/// The credentials of the user with the first of these names that one has (the forms
-/// a sign-in's name may be stored under: `names::signed_in_as`).
-pub async fn by_first_name(db: &Db, names: &[String]) -> sqlx::Result<Option<Credentials>> {
-    for name in names {
-        if let Some(found) = by_name(db, name).await? {
-            return Ok(Some(found));
-        }
-    }
-    Ok(None)
-}
-
 /// One row of `sessions_ended`: a single session (`session_id`) or every session of
 /// the user issued below `generation`.
 #[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]

@@ -375,11 +375,16 @@ async fn serve(guard: &Guard, req: Request, next: Next, slot: Slot) -> Response 
     }
     // The body is read before a caller is refused: a refusal sent while the caller is
     // still sending would cut its connection short.
-    let mut req = if sale::hot_path::is_own(req.uri().path()) {
-        req
+    // A call's arguments as sent (the bytes read, shared, not copied) name the field at
+    // fault should the call be refused for its body (`status_from_code`).
+    let (mut req, sent) = if sale::hot_path::is_own(req.uri().path()) {
+        (req, None)
     } else {
         match capped(req, call).await {
-            Ok(req) => req,
+            Ok((req, bytes)) => {
+                let sent = call.then(|| (req.uri().clone(), bytes));
+                (req, sent)
+            }
             Err(refused) => return refused,
         }
     };
@@ -394,10 +399,7 @@ async fn serve(guard: &Guard, req: Request, next: Next, slot: Slot) -> Response 
             return refused;
         }
     };
-    let answer = |mut req: Request| async move {
-        let sent = req.extensions_mut().remove::<Sent>().map(|Sent(bytes)| (req.uri().clone(), bytes));
-        status_from_code(next.run(req).await, sent).await
-    };
+    let answer = |req| async { status_from_code(next.run(req).await, sent).await };
     // Keys are kept for calls that change something for a caller: a shopper's or an
     // operator's POST (`server::idempotency`).
     let keyed = call && access.is_some_and(|a| a != Access::Anyone);
@@ -452,28 +454,17 @@ fn shop_subject(guard: &Guard, req: &Request) -> Option<String> {
     guard.shop_login.as_ref()?.subject_of(req.extensions(), req.headers()).map(|s| s.to_string())
 }
 
-/// The request with its body read, or the refusal of a body past [`MAX_API_BODY`].
-/// A call's (a server function's: `arguments`) must be a JSON object
+/// The request with its body read, and the bytes read; or the refusal of a body past
+/// [`MAX_API_BODY`]. A call's (a server function's: `arguments`) must be a JSON object
 /// (`body::check_object`).
-async fn capped(req: Request, arguments: bool) -> Result<Request, Response> {
+async fn capped(req: Request, arguments: bool) -> Result<(Request, Bytes), Response> {
     let (parts, body) = req.into_parts();
     let read = read_capped(body, MAX_API_BODY).await;
     match read.and_then(|bytes| if arguments { check_object(&bytes).map(|()| bytes) } else { Ok(bytes) }) {
-        Ok(bytes) => {
-            let mut req = Request::from_parts(parts, Body::from(bytes.clone()));
-            if arguments {
-                req.extensions_mut().insert(Sent(bytes));
-            }
-            Ok(req)
-        }
+        Ok(bytes) => Ok((Request::from_parts(parts, Body::from(bytes.clone())), bytes)),
         Err(e) => Err(e.into_response()),
     }
 }
-
-/// A call's arguments as sent (a reference to the bytes read, not a copy), kept to
-/// name the field at fault should the call be refused for its body (`status_from_code`).
-#[derive(Clone)]
-struct Sent(Bytes);
 
 fn check_same_site_json(headers: &HeaderMap) -> Result<(), ErrorCode> {
     let text = |name| headers.get(name).and_then(|v| v.to_str().ok());

@@ -11,6 +11,11 @@ async fn sign_up(app: &TestApp, name: &str) -> (u16, Value) {
     (status.as_u16(), body)
 }
 
+async fn sign_in(app: &TestApp, name: &str) -> (u16, Value) {
+    let (status, body) = app.call("sign_in", json!({ "name": name, "password": PASSWORD }), &[]).await;
+    (status.as_u16(), body)
+}
+
 async fn add_operator(app: &TestApp, name: &str) -> (u16, Value) {
     let body = json!({ "name": name, "password": "an operator's password", "role": "operator" });
     let (status, body) = app.operator("add_operator", body).await;
@@ -74,7 +79,7 @@ async fn a_shoppers_name_that_passes_for_a_taken_one_is_taken() {
     let (status, body) = sign_up(&app, "Rene\u{301}e").await;
     assert_eq!((status, body["name"].as_str()), (200, Some("Ren\u{e9}e")), "{body}");
     for typed in ["Ren\u{e9}e", "Rene\u{301}e"] {
-        let (status, body) = app.call("sign_in", json!({ "name": typed, "password": PASSWORD }), &[]).await;
+        let (status, body) = sign_in(&app, typed).await;
         assert_eq!(status, 200, "{typed:?}: {body}");
     }
     app.stop().await;
@@ -125,7 +130,7 @@ async fn names_made_without_keys_are_keyed_by_the_running_processes() {
         let (status, body) = if call == "sign_up" { sign_up(&app, like).await } else { add_operator(&app, like).await };
         assert_eq!((status, code(&body)), (409, "name_taken"), "{like}: {body}");
     }
-    let (status, body) = app.call("sign_in", json!({ "name": "dora\u{200b}", "password": PASSWORD }), &[]).await;
+    let (status, body) = sign_in(&app, "dora\u{200b}").await;
     assert_eq!(status, 200, "{body}");
     app.stop().await;
 }

@@ -6,12 +6,16 @@
 # `free_ports N [bus]`: N free loopback ports below the range the kernel hands out to
 # outgoing connections and to binds of port 0 (32768 and up on Linux), as the tests'
 # and the chaos tool's Redis get (`local_redis::steady_port`, 12000-22000): no
-# outgoing connection takes one between the check here and the server binding it
-# (the engines start before anything else picks ports there). With `bus`, each one's
-# cluster-bus port (port + 10000) is free too.
+# outgoing connection takes one between the check here and the server binding it.
+# Each is claimed as `steady_port` claims its own (an abstract Unix socket named after
+# the port), and held until the script that asked ($$) is gone: the chaos tool runs
+# beside the servers these scripts start (.ci/test), and a port it holds while the
+# process on it is down (killed as a fault, started again on the same port) is not
+# handed out here, nor one handed out here there. With `bus`, each one's cluster-bus
+# port (port + 10000) is free too.
 free_ports() {
-  python3 - "$1" "${2:-}" <<'PY'
-import random, socket, sys
+  python3 - "$1" "${2:-}" "$$" <<'PY'
+import os, random, socket, sys, time
 def free(p):
     with socket.socket() as s:
         try:
@@ -19,12 +23,37 @@ def free(p):
             return True
         except OSError:
             return False
-ports = []
-while len(ports) < int(sys.argv[1]):
+def claim(p):
+    s = socket.socket(socket.AF_UNIX)
+    try:
+        s.bind("\0seckill-steady-port-%d" % p)
+        return s
+    except OSError:
+        s.close()
+        return None
+want, bus, owner = int(sys.argv[1]), sys.argv[2] == "bus", int(sys.argv[3])
+ports, claims = [], []
+while len(ports) < want:
     p = random.randrange(12000, 22000)
-    if p not in ports and free(p) and (sys.argv[2] != "bus" or free(p + 10000)):
+    if p in ports or not free(p) or (bus and not free(p + 10000)):
+        continue
+    held = claim(p)
+    if held:
         ports.append(p)
-print(" ".join(map(str, ports)))
+        claims.append(held)
+print(" ".join(map(str, ports)), flush=True)
+# The claims outlive this process in a child of its own, which lets go of the
+# caller's output (so that `$(free_ports ...)` returns now) and ends after the owner.
+if os.fork() == 0:
+    quiet = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(quiet, fd)
+    while True:
+        try:
+            os.kill(owner, 0)
+        except ProcessLookupError:
+            os._exit(0)
+        time.sleep(1)
 PY
 }
 free_port() { free_ports 1; }

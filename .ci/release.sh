@@ -6,6 +6,9 @@
 # other's and the server Playwright tests is the one the bench measures. `--precompress`
 # writes a brotli and a gzip copy beside each site file, served by Accept-Encoding;
 # `--split` puts the operator's pages (lazy routes, `app.rs`) in WASM files of their own.
+# Built without clippy as the compiler (.ci/engines builds the tests with it): the
+# release build is the longest step of a clean checkout's `npm test`, and its code is
+# linted in the tests' build.
 build_release() {
-  cargo leptos build --release --precompress --split --cargo-locked --bin-cargo-args=--bin=bench --bin-cargo-args=--bin=chaos
+  env -u RUSTC_WORKSPACE_WRAPPER cargo leptos build --release --precompress --split --cargo-locked --bin-cargo-args=--bin=bench --bin-cargo-args=--bin=chaos
 }

@@ -40,7 +40,8 @@ pub fn steady_port(bus: bool) -> Result<u16, String> {
 
 /// Claims `port` for this process's life against every process that claims ports so:
 /// an abstract Unix socket named after it, held open, which the kernel frees when the
-/// process ends however it ends (no file is left behind). False if it is claimed.
+/// process ends however it ends (no file is left behind). False if it is claimed. The
+/// test scripts' `free_ports` (`.ci/redis.sh`) claims its ports under the same name.
 fn claim(port: u16) -> bool {
     static CLAIMS: Mutex<Vec<UnixListener>> = Mutex::new(Vec::new());
     let name = format!("seckill-steady-port-{port}");

@@ -9,6 +9,12 @@
 # Built without clippy as the compiler (.ci/engines builds the tests with it): the
 # release build is the longest step of a clean checkout's `npm test`, and its code is
 # linted in the tests' build.
+# The tools are named as arguments, both by default (`bench chaos`); `npm test` needs only
+# the chaos tool (the load tool is linted and tested in the tests' build), and a later
+# build of both compiles only the missing one.
 build_release() {
-  env -u RUSTC_WORKSPACE_WRAPPER cargo leptos build --release --precompress --split --cargo-locked --bin-cargo-args=--bin=bench --bin-cargo-args=--bin=chaos
+  local tools=("$@")
+  ((${#tools[@]})) || tools=(bench chaos)
+  env -u RUSTC_WORKSPACE_WRAPPER cargo leptos build --release --precompress --split --cargo-locked \
+    "${tools[@]/#/--bin-cargo-args=--bin=}"
 }

@@ -6,7 +6,7 @@
 pub use crate::{
     auth::{
         challenge::{Challenge, Solution},
-        names::Keys,
+        names::{self, Keys},
         password::{decoy_cost, Cost, Hasher},
     },
     backend::{

@@ -198,16 +198,28 @@ pub async fn taken(db: &Db, table: &str, name: &NewName) -> sqlx::Result<bool> {
     Ok(found > 0)
 }
 
-/// What an insert of `name` into `table`, `ON CONFLICT DO NOTHING`, `made`: the new
-/// row's id; `None` when the name, or one it passes for, is taken; an error when the
+/// How many times [`inserted`] tries an insert whose name was freed as it was refused.
+const INSERT_TRIES: usize = 3;
+
+/// The new row's id from `insert` (an insert of `name` into `table`, `ON CONFLICT DO
+/// NOTHING`); `None` when the name, or one it passes for, is taken; an error when the
 /// row was refused for something else (another unique column: the conflict clause
-/// would pass that off as a name taken, and nobody would hear of it).
-pub async fn inserted(db: &Db, table: &str, name: &NewName, made: Option<i64>) -> sqlx::Result<Option<i64>> {
-    match made {
-        Some(id) => Ok(Some(id)),
-        None if taken(db, table, name).await? => Ok(None),
-        None => Err(sqlx::Error::Protocol(format!("a new row of {table} was refused, and its name is free"))),
+/// would pass that off as a name taken, and nobody would hear of it). A refusal whose
+/// name is free by the time it is looked at (its holder removed meanwhile) is tried
+/// again, a bounded number of times: the name is the caller's to take.
+pub async fn inserted<F, Insert>(db: &Db, table: &str, name: &NewName, insert: F) -> sqlx::Result<Option<i64>>
+where
+    F: Fn() -> Insert,
+    Insert: std::future::Future<Output = sqlx::Result<Option<i64>>>,
+{
+    for _ in 0..INSERT_TRIES {
+        match insert().await? {
+            Some(id) => return Ok(Some(id)),
+            None if taken(db, table, name).await? => return Ok(None),
+            None => {}
+        }
     }
+    Err(sqlx::Error::Protocol(format!("a new row of {table} was refused, and its name is free")))
 }
 
 /// The two tables of named people, whose names [`fill_keys`] compares.

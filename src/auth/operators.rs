@@ -55,18 +55,20 @@ pub fn check_not_reserved(name: &NewName) -> Result<(), AppError> {
 
 /// A new operator; `None` when the name, or one that passes for it, is taken.
 pub async fn create(db: &Db, name: &NewName, password_hash: &str, role: Role) -> sqlx::Result<Option<i64>> {
-    let query = sqlx::query_scalar(
-        "INSERT INTO operators (name, name_key, name_shape, password_hash, role, created_at) \
-         VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING RETURNING id",
-    )
-    .bind(&name.name)
-    .bind(&name.keys.case)
-    .bind(&name.keys.shape)
-    .bind(password_hash)
-    .bind(role.as_str())
-    .bind(chrono::Utc::now().timestamp_millis());
-    let made = crate::backend::written(query.fetch_all(db)).await?;
-    names::inserted(db, "operators", name, made).await
+    let insert = || {
+        let query = sqlx::query_scalar(
+            "INSERT INTO operators (name, name_key, name_shape, password_hash, role, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING RETURNING id",
+        )
+        .bind(&name.name)
+        .bind(&name.keys.case)
+        .bind(&name.keys.shape)
+        .bind(password_hash)
+        .bind(role.as_str())
+        .bind(chrono::Utc::now().timestamp_millis());
+        crate::backend::written(query.fetch_all(db))
+    };
+    names::inserted(db, "operators", name, insert).await
 }
 
 /// The operator with this name (an unknown role reads as none: it cannot sign in).

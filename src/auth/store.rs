@@ -22,18 +22,19 @@ fn credentials((user_id, name, password_hash, generation): CredentialsRow) -> Cr
 /// A new user with this name and password hash; `None` when the name, or one that
 /// passes for it, is taken.
 pub async fn create(db: &Db, name: &NewName, password_hash: &str) -> sqlx::Result<Option<i64>> {
-    let now = chrono::Utc::now().timestamp_millis();
-    let query = sqlx::query_scalar(
-        "INSERT INTO users (name, name_key, name_shape, password_hash, created_at) VALUES ($1, $2, $3, $4, $5) \
-         ON CONFLICT DO NOTHING RETURNING id",
-    )
-    .bind(&name.name)
-    .bind(&name.keys.case)
-    .bind(&name.keys.shape)
-    .bind(password_hash)
-    .bind(now);
-    let made = crate::backend::written(query.fetch_all(db)).await?;
-    names::inserted(db, "users", name, made).await
+    let insert = || {
+        let query = sqlx::query_scalar(
+            "INSERT INTO users (name, name_key, name_shape, password_hash, created_at) VALUES ($1, $2, $3, $4, $5) \
+             ON CONFLICT DO NOTHING RETURNING id",
+        )
+        .bind(&name.name)
+        .bind(&name.keys.case)
+        .bind(&name.keys.shape)
+        .bind(password_hash)
+        .bind(chrono::Utc::now().timestamp_millis());
+        crate::backend::written(query.fetch_all(db))
+    };
+    names::inserted(db, "users", name, insert).await
 }
 
 /// The credentials of the user with this name.

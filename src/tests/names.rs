@@ -154,3 +154,33 @@ async fn an_account_refused_for_another_reason_is_not_a_name_taken() {
     assert_eq!((status, code(&body)), (503, "unavailable"), "{body}");
     app.stop().await;
 }
+
+/// An admin adds `ed` while another removes the old `ed`: the insert meets the old row,
+/// which is gone by the time the refusal is looked into. The name is free, so the
+/// insert is tried again and the new `ed` made, not answered 503 (as it was, now and
+/// then, when the two calls raced). The race is laid out here step by step: the first
+/// try answers "refused" and removes the old row, as the other admin's call would.
+#[tokio::test]
+async fn a_name_freed_as_its_insert_was_refused_is_made_on_a_new_try() {
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    let app = TestApp::spawn().await;
+    assert_eq!(add_operator(&app, "ed").await.0, 200);
+    let name = seckill::testing::names::new_name("ed").unwrap();
+    let tries = AtomicUsize::new(0);
+    let insert = || async {
+        if tries.fetch_add(1, SeqCst) == 0 {
+            sqlx::query("DELETE FROM operators WHERE name = 'ed'").execute(&app.db).await?;
+            return Ok(None);
+        }
+        let made = "INSERT INTO operators (name, password_hash, role, created_at) VALUES ('ed', 'x', 'operator', 0) \
+                    RETURNING id";
+        Ok(Some(sqlx::query_scalar::<_, i64>(made).fetch_one(&app.db).await?))
+    };
+    let made = seckill::testing::names::inserted(&app.db, "operators", &name, insert).await.unwrap();
+    assert!(made.is_some(), "the freed name was not made: {made:?}");
+    assert_eq!(tries.load(SeqCst), 2);
+    // A name still held is taken, at the first try.
+    let held = || async { Ok(None) };
+    assert_eq!(seckill::testing::names::inserted(&app.db, "operators", &name, held).await.unwrap(), None);
+    app.stop().await;
+}

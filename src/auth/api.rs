@@ -168,10 +168,18 @@ crate::error::refuses!(ChangePassword: BadCredentials);
 
 /// Ends this session (its cookie stops working on every process, even if copied) and
 /// the operator session of this browser: an operator's cookies end for good, on
-/// every process within a second (they sign in again wherever else they were).
+/// every process within a second (they sign in again wherever else they were). A
+/// process that cannot read the database lately answers `unavailable`, ending
+/// nothing: try again.
 #[server(prefix = "/api", endpoint = "sign_out", input = Json, input_derive = (Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema))]
 pub async fn sign_out() -> AppResult<()> {
     let state = Context::get();
+    // A copy too old to tell this browser's cookies by (the database unread here for
+    // a while) would take them for ended already, write nothing, and answer "signed
+    // out" while a copy of a cookie goes on working elsewhere: try again instead.
+    if state.secrets.ended.is_stale() || state.secrets.operators.is_stale() {
+        return Err(ErrorCode::Unavailable.into());
+    }
     if let Some(session) = current_session(&state.secrets) {
         let expires_ms = session.expires * 1000;
         let db = &state.backend.db;

@@ -21,7 +21,8 @@ use std::{
 
 /// On PostgreSQL, row ids are taken when a row is written, not when it commits: a row
 /// may appear below one already read. Rows ended this recently are read again (ending
-/// is idempotent) so a slow commit is not skipped.
+/// is idempotent) so a slow commit is not skipped: recently by the database's clock,
+/// which dates the rows too (`store::ended_since`), whatever this process's says.
 const LATE_COMMIT_MS: i64 = 10_000;
 /// How often rows and entries whose cookies have all expired are dropped.
 const PRUNE_EVERY: Duration = Duration::from_secs(600);
@@ -52,14 +53,26 @@ struct State {
     read_at: Option<std::time::Instant>,
 }
 
+impl State {
+    fn is_stale(&self) -> bool {
+        self.read_at.is_some_and(|at| at.elapsed() > STALE_AFTER)
+    }
+}
+
 impl EndedSessions {
     /// True when this session of `user_id`, issued in `generation`, was ended, or may
     /// have been: the copy is older than [`STALE_AFTER`].
     pub fn is_ended(&self, user_id: i64, generation: i64, session_id: &str) -> bool {
         let state = self.state.read().unwrap_or_else(|e| e.into_inner());
-        state.read_at.is_some_and(|at| at.elapsed() > STALE_AFTER)
+        state.is_stale()
             || state.generations.get(&user_id).is_some_and(|&lowest| generation < lowest)
             || state.sessions.get(&user_id).is_some_and(|ended| ended.contains_key(session_id))
+    }
+
+    /// Whether the copy is older than [`STALE_AFTER`]: no session can be told on or
+    /// ended by it.
+    pub fn is_stale(&self) -> bool {
+        self.state.read().unwrap_or_else(|e| e.into_inner()).is_stale()
     }
 
     /// Takes rows in (read from the table, or just written by this process).
@@ -86,8 +99,8 @@ impl EndedSessions {
     /// Reads the rows this process has not seen (and the latest ones again).
     pub async fn catch_up(&self, db: &Db) -> sqlx::Result<()> {
         let last_id = self.state.read().unwrap_or_else(|e| e.into_inner()).last_id;
-        let (since, began) = (chrono::Utc::now().timestamp_millis() - LATE_COMMIT_MS, std::time::Instant::now());
-        let rows = store::ended_since(db, last_id, since).await?;
+        let began = std::time::Instant::now();
+        let rows = store::ended_since(db, last_id, LATE_COMMIT_MS).await?;
         self.apply(&rows);
         // Fresh as of when the read began: a row written during a slow read may be unseen.
         let mut state = self.state.write().unwrap_or_else(|e| e.into_inner());

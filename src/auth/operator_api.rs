@@ -130,7 +130,9 @@ pub async fn change_operator_password(current: String, new: String) -> AppResult
     })
     .await?;
     let hash = state.hasher.hash(new).await?;
-    let generation = operators::end_sessions(&state.backend.db, id, Some(&hash)).await?;
+    // Removed while the hash was made: no operator now, as the next call would find.
+    let ended = operators::end_sessions(&state.backend.db, id, Some(&hash)).await?;
+    let generation = ended.ok_or(ErrorCode::OperatorRequired)?;
     state.secrets.operators.catch_up(&state.backend.db).await?;
     let actor = Actor::Operator { id, name, role, generation };
     tracing::info!(%actor, "operator's password changed; other operator cookies ended");

@@ -106,15 +106,16 @@ pub async fn signed_in(db: &Db, id: i64) -> sqlx::Result<()> {
 }
 
 /// Ends every operator cookie of operator `id` (signing out; a new password, when
-/// given, replaces the old). The new generation, which a cookie made now carries.
-pub async fn end_sessions(db: &Db, id: i64, new_password_hash: Option<&str>) -> sqlx::Result<i64> {
+/// given, replaces the old). The new generation, which a cookie made now carries;
+/// `None` when the operator is gone (removed meanwhile: every cookie of theirs ended).
+pub async fn end_sessions(db: &Db, id: i64, new_password_hash: Option<&str>) -> sqlx::Result<Option<i64>> {
     let query = sqlx::query_scalar(
         "UPDATE operators SET generation = generation + 1, password_hash = COALESCE($1, password_hash) \
          WHERE id = $2 RETURNING generation",
     )
     .bind(new_password_hash)
     .bind(id);
-    crate::backend::written(query.fetch_all(db)).await?.ok_or(sqlx::Error::RowNotFound)
+    crate::backend::written(query.fetch_all(db)).await
 }
 
 /// Ends every cookie the admin token bought (signing out with one): the token's new
@@ -209,6 +210,13 @@ impl Directory {
         let by_id = self.by_id.read().unwrap_or_else(|e| e.into_inner());
         let fresh = by_id.2.is_some_and(|at| at.elapsed() < STALE_AFTER);
         by_id.0.get(&id).filter(|_| fresh).cloned()
+    }
+
+    /// Whether the copy is [`STALE_AFTER`] old (or none was read yet): no operator's
+    /// cookie can be told on or ended by it.
+    pub fn is_stale(&self) -> bool {
+        let by_id = self.by_id.read().unwrap_or_else(|e| e.into_inner());
+        by_id.2.is_none_or(|at| at.elapsed() >= STALE_AFTER)
     }
 
     /// Takes a fresh read of the whole table.

@@ -1,7 +1,10 @@
 //! Users and ended sessions in SQL.
 
 use super::names::{self, NewName};
-use crate::backend::Db;
+use crate::backend::{
+    db_clock::{now_ms_postgres, now_ms_sqlite, POSTGRES},
+    Db,
+};
 
 /// What signing in as a name needs: the user, the password hash (`None` for an
 /// account from before passwords) and the session generation new cookies carry.
@@ -78,16 +81,7 @@ pub async fn end_session(
     // The write first: it takes SQLite's write lock at once, where a read first could
     // meet another writer's commit when it upgrades (SQLITE_BUSY_SNAPSHOT).
     let mut tx = db.begin().await?;
-    let row: EndedRow = sqlx::query_as(
-        "INSERT INTO sessions_ended (user_id, session_id, ended_at, expires_at) VALUES ($1, $2, $3, $4) \
-         RETURNING id, user_id, session_id, generation, expires_at",
-    )
-    .bind(user_id)
-    .bind(session_id)
-    .bind(now)
-    .bind(expires_at)
-    .fetch_one(&mut *tx)
-    .await?;
+    let row = insert_ended(&mut tx, user_id, Some(session_id), None, expires_at).await?;
     let held: i64 = sqlx::query_scalar(
         "SELECT COUNT(*) FROM sessions_ended WHERE user_id = $1 AND session_id IS NOT NULL AND expires_at > $2",
     )
@@ -139,16 +133,7 @@ async fn end_every_session(
     .bind(user_id)
     .fetch_one(&mut **tx)
     .await?;
-    let row: EndedRow = sqlx::query_as(
-        "INSERT INTO sessions_ended (user_id, generation, ended_at, expires_at) VALUES ($1, $2, $3, $4) \
-         RETURNING id, user_id, session_id, generation, expires_at",
-    )
-    .bind(user_id)
-    .bind(generation)
-    .bind(chrono::Utc::now().timestamp_millis())
-    .bind(expires_at)
-    .fetch_one(&mut **tx)
-    .await?;
+    let row = insert_ended(tx, user_id, None, Some(generation), expires_at).await?;
     // The user's rows before it end sessions this generation ends anyway: dropped, so
     // a user who changes their password again and again keeps one row, not one a
     // change for a week (every process reads them all when it starts).
@@ -160,16 +145,49 @@ async fn end_every_session(
     Ok(row)
 }
 
-/// Rows after `last_id`, and those ended since `since_ms` again.
-pub async fn ended_since(db: &Db, last_id: i64, since_ms: i64) -> sqlx::Result<Vec<EndedRow>> {
-    sqlx::query_as(
-        "SELECT id, user_id, session_id, generation, expires_at FROM sessions_ended \
-         WHERE id > $1 OR ended_at > $2 ORDER BY id",
-    )
-    .bind(last_id)
-    .bind(since_ms)
-    .fetch_all(db)
-    .await
+/// Writes a row of `sessions_ended`, in `tx`: one session of the user's ended
+/// (`session_id`), or every session issued below `generation`. Its `ended_at` is the
+/// database's clock as the row is written, the clock [`ended_since`] reads it by: a
+/// process whose clock is behind, or a write that waited long for a connection, would
+/// date it so far back that a follower that had read past its id skipped it for good.
+async fn insert_ended(
+    tx: &mut crate::backend::Tx<'_>,
+    user_id: i64,
+    session_id: Option<&str>,
+    generation: Option<i64>,
+    expires_at: i64,
+) -> sqlx::Result<EndedRow> {
+    macro_rules! insert_at {
+        ($now:expr) => {
+            concat!(
+                "INSERT INTO sessions_ended (user_id, session_id, generation, ended_at, expires_at) \
+                 VALUES ($1, $2, $3, ",
+                $now,
+                ", $4) RETURNING id, user_id, session_id, generation, expires_at"
+            )
+        };
+    }
+    let sql = if tx.backend_name() == POSTGRES { insert_at!(now_ms_postgres!()) } else { insert_at!(now_ms_sqlite!()) };
+    let query = sqlx::query_as(sql).bind(user_id).bind(session_id).bind(generation).bind(expires_at);
+    query.fetch_one(&mut **tx).await
+}
+
+/// Rows after `last_id`, and those ended in the last `late_ms` again, by the
+/// database's clock (as [`insert_ended`] dates them).
+pub async fn ended_since(db: &Db, last_id: i64, late_ms: i64) -> sqlx::Result<Vec<EndedRow>> {
+    macro_rules! since {
+        ($now:expr) => {
+            concat!(
+                "SELECT id, user_id, session_id, generation, expires_at FROM sessions_ended \
+                 WHERE id > $1 OR ended_at > ",
+                $now,
+                " - $2 ORDER BY id"
+            )
+        };
+    }
+    let mut conn = db.acquire().await?;
+    let sql = if conn.backend_name() == POSTGRES { since!(now_ms_postgres!()) } else { since!(now_ms_sqlite!()) };
+    sqlx::query_as(sql).bind(last_id).bind(late_ms).fetch_all(&mut *conn).await
 }
 
 /// Drops rows whose cookies have all expired.

@@ -75,7 +75,8 @@ async fn orders_csv(
     match vouchers::get(&backend.db, voucher_id).await {
         Ok(Some(_)) => {}
         Ok(None) => return AppError::from(ErrorCode::UnknownVoucher).into_response(),
-        Err(e) => return AppError::internal("orders.csv", e).into_response(),
+        // The database away: a retryable outage, as every call answers one.
+        Err(e) => return AppError::from(e).into_response(),
     }
     tracing::info!(%actor, voucher_id, "orders exported");
     let db = backend.db.clone();

@@ -165,6 +165,14 @@ async fn in_bucket(
                 backend.newer_layouts.met(voucher_id, theirs);
                 return Ok((Verdict::Refused(ErrorCode::Unavailable), bucket));
             }
+            // Found sold out already (a refill's broadcast, and no restock since): a
+            // grab sent `again`, which the flag does not refuse before the gate, is
+            // not worth a refill each (the database read twice, every bucket read, the
+            // sell-out published and written again).
+            Verdict::Dry if state.sold_out.is_flagged(voucher_id) => {
+                sold_out_after_refill(backend, sale);
+                return Ok((Verdict::Refused(ErrorCode::SoldOut), bucket));
+            }
             Verdict::Dry => {
                 let refill = super::refill::refill(backend.clone(), voucher_id, shards, bucket);
                 match state.refills.join((voucher_id, bucket), refill).await {
@@ -184,7 +192,8 @@ async fn in_bucket(
     }
 }
 
-/// A grab its dry bucket's refill found sold out: the gate answered it `dry`, so it is
+/// A grab whose dry bucket was found sold out (by its refill, or by the flag a refill's
+/// broadcast set): the gate answered it `dry`, so it is
 /// counted as the gate's refusals are, for the dashboard, in a task of its own: the
 /// grab's answer does not wait on a count (a lost count only makes the figure low, as
 /// before; the report counts from the answers).

@@ -180,3 +180,21 @@ async fn a_change_whose_caller_goes_away_is_still_logged() {
     .await;
     app.stop().await;
 }
+
+/// An export asked for while the database cannot be read answers `unavailable` (503,
+/// try again), as every call does in an outage; before (a review, 2026-12-02) it
+/// answered `internal` (500), which says a bug. The database refuses because the
+/// vouchers' table is gone for a moment: the same failure on either engine.
+#[tokio::test]
+async fn an_export_while_the_database_is_away_answers_unavailable() {
+    let app = TestApp::with(crate::support::Options::default().with(|c| c.worker = false)).await;
+    let v = app.create_voucher(1, -5, 3600).await;
+    let url = format!("{}/api/orders.csv?voucher_id={v}", app.base);
+    sqlx::query("ALTER TABLE vouchers RENAME TO vouchers_away").execute(&app.db).await.unwrap();
+    let res = app.http.get(&url).bearer_auth(crate::support::ADMIN_TOKEN).send().await.unwrap();
+    let status = res.status().as_u16();
+    let body: Value = res.json().await.unwrap();
+    sqlx::query("ALTER TABLE vouchers_away RENAME TO vouchers").execute(&app.db).await.unwrap();
+    assert_eq!((status, code(&body)), (503, "unavailable"), "{body}");
+    app.stop().await;
+}

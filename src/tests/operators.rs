@@ -216,3 +216,65 @@ async fn a_removed_operators_open_live_feed_ends() {
     assert!(ended.is_ok(), "the feed went on after its operator was removed");
     app.stop().await;
 }
+
+/// An operator removed while their new password is hashed (an admin's removal lands
+/// between the check of the old one and the write of the new) is answered
+/// `admin_required` (an operator's sign-in needed), as their next call would be; before (a review, 2026-12-02) the
+/// write that found no row answered `unavailable` (503, "try again"). The removal is
+/// laid out by a trigger that skips the write of this operator's row, as a row deleted
+/// meanwhile would.
+#[tokio::test]
+async fn a_password_changed_as_its_operator_is_removed_answers_admin_required() {
+    let app = TestApp::spawn().await;
+    let ivo = operator(&app, "ivo", "operator").await;
+    let skip = if app.database_url.starts_with("postgres") {
+        vec![
+            "CREATE FUNCTION drill_gone() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$",
+            "CREATE TRIGGER drill_gone BEFORE UPDATE ON operators FOR EACH ROW WHEN (OLD.name = 'ivo') \
+             EXECUTE FUNCTION drill_gone()",
+        ]
+    } else {
+        vec!["CREATE TRIGGER drill_gone BEFORE UPDATE ON operators WHEN OLD.name = 'ivo' BEGIN SELECT RAISE(IGNORE); END"]
+    };
+    for statement in skip {
+        sqlx::query(statement).execute(&app.db).await.unwrap();
+    }
+    let change = json!({ "current": "ivo's operator password", "new": "ivo's brand-new password" });
+    let (status, body) = as_operator(&app, &ivo, "change_operator_password", change).await;
+    assert_eq!((status, code(&body)), (401, "admin_required"), "{body}");
+    app.stop().await;
+}
+
+/// A sign-out on a process whose copy of the operators is stale (the database unread
+/// there for longer than `operators::STALE_AFTER`, 10 s) answers `unavailable` and
+/// ends nothing yet, keeping the cookie in the browser to try again; once the copy is
+/// fresh, the sign-out ends the cookie everywhere. Before (a review, 2026-12-02), the
+/// stale copy took the cookie for no operator's: the answer said "signed out" and
+/// cleared it, nothing was written, and a copy of the cookie worked again as soon as
+/// the database was back.
+#[tokio::test]
+async fn a_sign_out_the_process_cannot_make_sure_of_answers_unavailable() {
+    let app = TestApp::spawn().await;
+    let una = operator(&app, "una", "operator").await;
+    sqlx::query("ALTER TABLE operators RENAME TO operators_away").execute(&app.db).await.unwrap();
+    let stale = std::time::Duration::from_secs(30);
+    wait_until("the copy of the operators is stale", stale, || async { me(&app, &una).await.is_null() }).await;
+    let (status, body, cleared) = sign_out(&app, &una).await;
+    sqlx::query("ALTER TABLE operators_away RENAME TO operators").execute(&app.db).await.unwrap();
+    assert_eq!((status, code(&body)), (503, "unavailable"), "{body}");
+    assert!(!cleared, "the cookie is kept, to try again");
+    wait_until("the copy is fresh again", SOON, || async { me(&app, &una).await["name"] == "una" }).await;
+    let (status, body, cleared) = sign_out(&app, &una).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(cleared);
+    assert!(me(&app, &una).await.is_null(), "the copied cookie is ended");
+    app.stop().await;
+}
+
+/// `sign_out` with `cookie`: its status, its body, and whether it cleared the cookie.
+async fn sign_out(app: &TestApp, cookie: &str) -> (u16, Value, bool) {
+    let res = app.http.post(format!("{}/api/sign_out", app.base)).header("cookie", cookie).json(&json!({}));
+    let res = res.send().await.unwrap();
+    let cleared = res.headers().get_all("set-cookie").iter().any(|c| c.to_str().unwrap_or("").contains("Max-Age=0"));
+    (res.status().as_u16(), res.json().await.unwrap_or(Value::Null), cleared)
+}

@@ -461,3 +461,47 @@ async fn a_pause_reaches_every_bucket_it_can_though_one_fails() {
     assert_eq!((status.as_u16(), code(&body)), (409, "sale_paused"), "{body}");
     app.stop().await;
 }
+
+/// A sale of several shards found sold out costs no more refills: grabs sent `again`
+/// (which the sold-out flag does not refuse before the gate: a buyer whose answer was
+/// lost hears their order) that find their bucket dry are answered from the flag.
+/// Before (a review, 2026-12-02), each ran a whole refill: the database's change
+/// marks read twice, every bucket read, the sell-out published to every process and
+/// written again. Counted on a Redis of the test's own: its `PUBLISH` calls.
+#[tokio::test]
+async fn grabs_sent_again_after_a_sharded_sell_out_run_no_refill_each() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let private = seckill::server::local_redis::LocalRedis::start(dir.path()).await.unwrap();
+    let app = TestApp::with(Options::default().with(|c| c.redis_url = Some(private.url.clone()))).await;
+    let v = app.create_sharded(2, (-5, 3600), SHARDS).await;
+    let shoppers = shoppers_of_bucket(&app, "again", 0, 13).await;
+    for s in &shoppers[..2] {
+        assert_eq!(app.grab(s, v).await.0, 200);
+    }
+    let (status, body) = app.grab(&shoppers[2], v).await;
+    assert_eq!((status.as_u16(), code(&body)), (409, "sold_out"), "{body}");
+    wait_until("this process flags the sale sold out", SOON, || async {
+        let (status, body) = app.grab(&shoppers[3], v).await;
+        assert_eq!((status.as_u16(), code(&body)), (409, "sold_out"), "{body}");
+        app.stats(v).await["refused_locally"].as_i64() > Some(0)
+    })
+    .await;
+    let mut redis = app.redis.clone();
+    let before = publishes(&mut redis).await;
+    for s in &shoppers[3..] {
+        let cookie = [("cookie", s.cookie.as_str())];
+        let (status, body) = app.call("grab", serde_json::json!({ "voucher_id": v, "again": true }), &cookie).await;
+        assert_eq!((status.as_u16(), code(&body)), (409, "sold_out"), "{body}");
+    }
+    let published = publishes(&mut redis).await - before;
+    assert_eq!(published, 0, "{published} sell-outs published by 10 grabs sent again");
+    app.stop().await;
+    private.stop().await;
+}
+
+/// `PUBLISH` calls the Redis has answered so far.
+async fn publishes(redis: &mut seckill::testing::RedisConn) -> u64 {
+    let info: String = redis::cmd("INFO").arg("commandstats").query_async(redis).await.unwrap();
+    let calls = info.lines().find_map(|l| l.strip_prefix("cmdstat_publish:calls="));
+    calls.and_then(|rest| rest.split(',').next()?.parse().ok()).unwrap_or(0)
+}

@@ -294,6 +294,41 @@ fn books(end: &Final, initial_stock: i64, ops: &[Op]) -> Vec<String> {
     found
 }
 
+/// How long after its sign-out was answered a session may still be served with no
+/// fault under way: every process reads the ended sessions twice a second
+/// (`auth::REVOCATIONS_READ_EVERY`); the rest is room for a machine running the storm.
+const ENDED_WITHIN_MS: u64 = 5_000;
+/// The same under a fault: a process that cannot read the database honours its copy
+/// for 30 s (`auth::ended_sessions::STALE_AFTER`), then no session at all.
+const ENDED_WITHIN_UNDER_FAULT_MS: u64 = 32_000;
+
+/// Every signed-out session ends everywhere (a sign-out answered 200 is made): a
+/// probe with its cookie served (200) later than the bound after the sign-out's
+/// answer is a violation; [`ENDED_WITHIN_UNDER_FAULT_MS`] when a fault was under way
+/// from the sign-out to the probe's answer, else [`ENDED_WITHIN_MS`]. With the
+/// violations, the latest a probe was served with no fault under way (ms after).
+pub fn signed_out_sessions_end(ops: &[Op], faults: &[Fault]) -> (Vec<String>, Option<u64>) {
+    let (mut found, mut slowest_quiet) = (Vec::new(), None);
+    let outs: Vec<&Op> = ops.iter().filter(|o| o.kind == OpKind::SignOut && o.status == Some(200)).collect();
+    for probe in ops.iter().filter(|o| o.kind == OpKind::Probe && o.status == Some(200)) {
+        // The leaver's session signed out last before the probe: the one it probes.
+        let out =
+            outs.iter().filter(|o| o.user == probe.user && o.answered <= probe.invoked).max_by_key(|o| o.answered);
+        let Some(out) = out else { continue };
+        let after = probe.answered.saturating_sub(out.answered);
+        let under = faults.iter().any(|f| f.start <= probe.answered && out.invoked <= f.end);
+        if !under {
+            slowest_quiet = slowest_quiet.max(Some(after));
+        }
+        let bound = if under { ENDED_WITHIN_UNDER_FAULT_MS } else { ENDED_WITHIN_MS };
+        if after > bound {
+            found
+                .push(format!("a session signed out {after} ms before was served on app {}: {probe:?}", probe.process));
+        }
+    }
+    (found, slowest_quiet)
+}
+
 /// Grabs, and those answered within 2 s, by the fault kind under way.
 pub type Availability = BTreeMap<String, (usize, usize)>;
 /// The slowest grant to its order's saving (ms), under a fault kind and after it.
@@ -406,6 +441,23 @@ mod tests {
             results: [("100".to_owned(), "success".to_owned())].into(),
             undrained: Vec::new(),
         }
+    }
+
+    #[test]
+    fn a_signed_out_session_served_past_its_bound_is_named() {
+        let out = op(OpKind::SignOut, 200, "ok", "", 1_000);
+        let probe = |status, at| op(OpKind::Probe, status, "ok", "", at);
+        let ops = [out.clone(), probe(200, 2_000), probe(401, 9_000)];
+        assert_eq!(signed_out_sessions_end(&ops, &[]), (vec![], Some(1_000)), "served soon after: no violation");
+        let late = [out.clone(), probe(200, 9_000)];
+        let (found, _) = signed_out_sessions_end(&late, &[]);
+        assert_eq!(found.len(), 1, "served 8 s after with no fault: {found:?}");
+        let cut = Fault { kind: FaultKind::LinkCut, target: "db".into(), start: 500, end: 20_000 };
+        assert_eq!(signed_out_sessions_end(&late, std::slice::from_ref(&cut)), (vec![], None), "under a fault, within 32 s");
+        let (found, _) = signed_out_sessions_end(&[out.clone(), probe(200, 40_000)], &[cut]);
+        assert_eq!(found.len(), 1, "under a fault, past 32 s: {found:?}");
+        let unanswered = Op { status: None, ..out };
+        assert_eq!(signed_out_sessions_end(&[unanswered, probe(200, 9_000)], &[]), (vec![], None), "not signed out");
     }
 
     #[test]

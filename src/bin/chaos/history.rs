@@ -46,6 +46,11 @@ pub enum OpKind {
     /// `update_voucher` moving the sale's end (always past the run): a window change,
     /// written to the database and pushed to every bucket, under the faults.
     EditEnd,
+    /// `sign_out` of a session made for it (the leavers, `Workload::leaver`).
+    SignOut,
+    /// A call (`my_orders`) with the cookie of a session signed out: it must be
+    /// refused, on every process, soon after the sign-out was answered.
+    Probe,
 }
 
 impl Op {

@@ -41,6 +41,8 @@ use workload::Workload;
 
 /// Every chaos shopper's password.
 const PASSWORD: &str = "a chaos shopper's password";
+/// Shoppers who sign in and out all day (`Workload::leaver`).
+const LEAVERS: usize = 2;
 
 #[derive(Parser, Debug)]
 #[command(about = "A sale day under faults on a random schedule, checked against every answer given")]
@@ -148,6 +150,12 @@ async fn day(args: &Args, seed: u64, topology: &Arc<Topology>, dir: &std::path::
         vouchers.push(admin.create_sharded_voucher(&title, args.stock, (begins, ends), shards).await?);
     }
     let shoppers = admin.shoppers(&format!("chaos{seed}"), args.shoppers, PASSWORD, 8).await?;
+    // Shoppers who only sign in and out (their accounts made now, each signed in anew
+    // every round): the promise that a signed-out session ends everywhere.
+    let leavers: Vec<String> = (0..LEAVERS).map(|i| format!("leave{seed}-{i}")).collect();
+    for name in &leavers {
+        admin.shopper(name, PASSWORD).await?;
+    }
     tokio::time::sleep(Duration::from_millis(1_500)).await;
 
     let history = Arc::new(History::new());
@@ -176,6 +184,14 @@ async fn day(args: &Args, seed: u64, topology: &Arc<Topology>, dir: &std::path::
         }
     }
     clients.push(tokio::spawn(workload.clone().operator(StdRng::seed_from_u64(rng.random()), run_ms)));
+    for name in leavers {
+        clients.push(tokio::spawn(workload.clone().leaver(
+            StdRng::seed_from_u64(rng.random()),
+            name,
+            PASSWORD,
+            run_ms,
+        )));
+    }
     let nemesis = tokio::spawn(nemesis::run(topology.clone(), history.clone(), schedule));
     for c in clients {
         let _ = c.await;
@@ -226,6 +242,13 @@ async fn day(args: &Args, seed: u64, topology: &Arc<Topology>, dir: &std::path::
     }
     let faults = history.faults();
     let mut violations = checker::violations(&ops, &end, args.stock);
+    let (ended, slowest_quiet) = checker::signed_out_sessions_end(&ops, &faults);
+    violations.extend(ended);
+    println!(
+        "chaos: sign-outs answered: {}; slowest a signed-out cookie was still served with no fault under way: {}",
+        ops.iter().filter(|o| o.kind == OpKind::SignOut && o.status == Some(200)).count(),
+        slowest_quiet.map_or("never".to_owned(), |ms| format!("{ms} ms after"))
+    );
     let evicting_starts = history.evicting_starts();
     violations.extend(checker::evicting_starts(&evicting_starts));
     println!(
@@ -317,6 +340,8 @@ fn summary(
             OpKind::Pause => "pause_sale",
             OpKind::Resume => "resume_sale",
             OpKind::EditEnd => "update_voucher",
+            OpKind::SignOut => "sign_out",
+            OpKind::Probe => "my_orders (signed out)",
         };
         let answer = match op.status {
             Some(200) => "200".to_owned(),

@@ -154,6 +154,29 @@ impl Workload {
         }
     }
 
+    /// A leaver's day until `until`: every few seconds signs in as `name`, signs out
+    /// on the next process, and, when that answered, calls with the ended cookie on
+    /// each process in turn for a few seconds (`OpKind::Probe`): every one must be
+    /// refused soon after the sign-out (the checker's `signed_out_sessions_end`). One
+    /// leaver per name, so a probe is of the name's last session signed out.
+    pub async fn leaver(self: Arc<Self>, mut rng: StdRng, name: String, password: &'static str, until: u64) {
+        while self.history.now() < until {
+            tokio::time::sleep(Duration::from_millis(rng.random_range(1_000..3_000))).await;
+            let client = &self.clients[self.process()];
+            let Ok(Ok(session)) = tokio::time::timeout(CALL_TIMEOUT, client.sign_in(&name, password)).await else {
+                continue;
+            };
+            let out = self.call(OpKind::SignOut, Some(&session), 0, "sign_out", json!({})).await;
+            if out.status != Some(200) {
+                continue;
+            }
+            for _ in 0..2 * self.clients.len() {
+                tokio::time::sleep(Duration::from_millis(rng.random_range(200..800))).await;
+                self.call(OpKind::Probe, Some(&session), 0, "my_orders", json!({})).await;
+            }
+        }
+    }
+
     /// Resumes a sale, asking again until a process says it is on.
     pub async fn resume(&self, v: i64) {
         for _ in 0..100 {

@@ -453,7 +453,11 @@ mod tests {
         let (found, _) = signed_out_sessions_end(&late, &[]);
         assert_eq!(found.len(), 1, "served 8 s after with no fault: {found:?}");
         let cut = Fault { kind: FaultKind::LinkCut, target: "db".into(), start: 500, end: 20_000 };
-        assert_eq!(signed_out_sessions_end(&late, std::slice::from_ref(&cut)), (vec![], None), "under a fault, within 32 s");
+        assert_eq!(
+            signed_out_sessions_end(&late, std::slice::from_ref(&cut)),
+            (vec![], None),
+            "under a fault, within 32 s"
+        );
         let (found, _) = signed_out_sessions_end(&[out.clone(), probe(200, 40_000)], &[cut]);
         assert_eq!(found.len(), 1, "under a fault, past 32 s: {found:?}");
         let unanswered = Op { status: None, ..out };

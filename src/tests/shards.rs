@@ -67,8 +67,13 @@ async fn an_upcoming_sale_of_many_shards_is_read_seldom() {
 
 /// `XREADGROUP` calls the Redis has answered so far.
 async fn stream_reads(redis: &mut seckill::testing::RedisConn) -> u64 {
+    calls_of(redis, "xreadgroup").await
+}
+
+/// Calls of `command` (lower case) the Redis has answered so far (`INFO commandstats`).
+async fn calls_of(redis: &mut seckill::testing::RedisConn, command: &str) -> u64 {
     let info: String = redis::cmd("INFO").arg("commandstats").query_async(redis).await.unwrap();
-    let calls = info.lines().find_map(|l| l.strip_prefix("cmdstat_xreadgroup:calls="));
+    let calls = info.lines().find_map(|l| l.strip_prefix(&format!("cmdstat_{command}:calls=")));
     calls.and_then(|rest| rest.split(',').next()?.parse().ok()).unwrap_or(0)
 }
 
@@ -486,22 +491,18 @@ async fn grabs_sent_again_after_a_sharded_sell_out_run_no_refill_each() {
         app.stats(v).await["refused_locally"].as_i64() > Some(0)
     })
     .await;
+    app.wait_for_stats("the sell-out kept", v, |s| s["sold_out_at_ms"].as_i64().is_some()).await;
     let mut redis = app.redis.clone();
-    let before = publishes(&mut redis).await;
+    let before = calls_of(&mut redis, "publish").await;
     for s in &shoppers[3..] {
         let cookie = [("cookie", s.cookie.as_str())];
         let (status, body) = app.call("grab", serde_json::json!({ "voucher_id": v, "again": true }), &cookie).await;
         assert_eq!((status.as_u16(), code(&body)), (409, "sold_out"), "{body}");
     }
-    let published = publishes(&mut redis).await - before;
-    assert_eq!(published, 0, "{published} sell-outs published by 10 grabs sent again");
+    let published = calls_of(&mut redis, "publish").await - before;
+    // A live sampler's round that read the sale before its sell-out was kept may still
+    // publish it once (`refill::if_sold_out`); the rounds after it see it kept.
+    assert!(published <= 1, "{published} sell-outs published by 10 grabs sent again");
     app.stop().await;
     private.stop().await;
-}
-
-/// `PUBLISH` calls the Redis has answered so far.
-async fn publishes(redis: &mut seckill::testing::RedisConn) -> u64 {
-    let info: String = redis::cmd("INFO").arg("commandstats").query_async(redis).await.unwrap();
-    let calls = info.lines().find_map(|l| l.strip_prefix("cmdstat_publish:calls="));
-    calls.and_then(|rest| rest.split(',').next()?.parse().ok()).unwrap_or(0)
 }

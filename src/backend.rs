@@ -26,6 +26,17 @@ pub type Db = sqlx::AnyPool;
 /// A transaction on [`Db`].
 pub type Tx<'a> = sqlx::Transaction<'a, sqlx::Any>;
 
+/// Where a background round that reads owed work by id, `limit` rows from past a
+/// cursor, reads on from the next time: past the last row it read (`last`, of `read`
+/// rows), or from the start again once it read the end. So rows that keep failing (a
+/// node down, cut off) hold back none behind them however many they are.
+pub fn next_round_after(last: Option<i64>, read: usize, limit: i64) -> i64 {
+    match last {
+        Some(id) if read as i64 >= limit => id,
+        _ => 0,
+    }
+}
+
 /// The first row a write's `RETURNING` gave, its statement read to the end (give it
 /// the statement's `fetch_all`). On SQLite a write outside a transaction commits as
 /// its statement finishes: `fetch_one` and `fetch_optional` stop at the first row, and

@@ -13,16 +13,52 @@ use crate::{
     },
     voucher::store::VoucherRow,
 };
-use redis::RedisResult;
+use redis::{ErrorKind, RedisError, RedisResult};
 use std::collections::HashMap;
 
 /// The lag counts undelivered entries up to this many (a storm's backlog reads as
 /// this many until it is below).
 pub const LAG_COUNTED_UP_TO: i64 = 1_000;
 
+/// How long a round waits for a bucket's figures. A node answers in well under a
+/// millisecond; one stopped, cut off or failing over answers nothing until the
+/// connection's timeout (seconds), and the sales whose buckets live elsewhere must not
+/// wait for it.
+pub const DEADLINE: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// The figures of each voucher in `rows`, in their order: one call per bucket of its
-/// sale (each on its own node), their counts summed.
+/// sale (each on its own node), their counts summed. An error when any bucket did not
+/// answer (`sale_stats`: the operator asked for that sale).
 pub async fn read(backend: &Backend, rows: &[VoucherRow]) -> RedisResult<Vec<SaleFigures>> {
+    let answers = bucket_answers(backend, rows).await.into_iter().collect::<RedisResult<Vec<_>>>()?;
+    let mut answers = answers.into_iter();
+    Ok(rows.iter().map(|row| of_buckets(row, answers.by_ref().take(row.shards() as usize).collect())).collect())
+}
+
+/// As [`read`], but each voucher on its own: `None` for one whose buckets did not all
+/// answer (a node down or stopped: the dashboard's other sales go on; a review,
+/// 2026-12-02: one stopped master froze every sale's feed), an error only when no
+/// bucket answered.
+pub async fn read_each(backend: &Backend, rows: &[VoucherRow]) -> RedisResult<Vec<Option<SaleFigures>>> {
+    let answers = bucket_answers(backend, rows).await;
+    // Redis away: not one bucket answered (with no rows, none was asked).
+    if answers.iter().all(Result::is_err) {
+        return match answers.into_iter().next() {
+            Some(Err(e)) => Err(e),
+            _ => Ok(Vec::new()),
+        };
+    }
+    let mut answers = answers.into_iter();
+    let each = rows.iter().map(|row| {
+        let buckets: RedisResult<Vec<_>> = answers.by_ref().take(row.shards() as usize).collect();
+        buckets.ok().map(|buckets| of_buckets(row, buckets))
+    });
+    Ok(each.collect())
+}
+
+/// Every bucket's `lua/sample.lua` answer, in the rows' order, sent at once; one not
+/// in within [`DEADLINE`] reads as a timeout.
+async fn bucket_answers(backend: &Backend, rows: &[VoucherRow]) -> Vec<RedisResult<HashMap<String, i64>>> {
     let script = &backend.scripts.sample;
     let buckets = rows.iter().flat_map(|row| row.buckets().map(|b| row.bucket(b)));
     let calls = buckets.map(|bucket| {
@@ -31,19 +67,27 @@ pub async fn read(backend: &Backend, rows: &[VoucherRow]) -> RedisResult<Vec<Sal
             let SaleKeys { left, buyers, orders, dlq, refused, window, .. } = &*keys;
             let mut call = script.key(left);
             call.key(buyers).key(orders).key(dlq).key(refused).key(window).arg(GROUP).arg(LAG_COUNTED_UP_TO);
-            call.invoke_async::<HashMap<String, i64>>(&mut redis).await
+            let late = || RedisError::from((ErrorKind::IoError, "no answer in time"));
+            tokio::time::timeout(DEADLINE, call.invoke_async(&mut redis)).await.unwrap_or_else(|_| Err(late()))
         }
     });
-    let mut answers = futures::future::try_join_all(calls).await?.into_iter();
-    let figures = rows.iter().map(|row| {
-        let of_buckets: Vec<HashMap<String, i64>> = answers.by_ref().take(row.shards() as usize).collect();
-        let mut sale = figures(row, &summed(&of_buckets));
-        if of_buckets.len() > 1 {
-            sale.buckets_left = of_buckets.iter().map(|b| b.get("stock").copied().unwrap_or(-1)).collect();
-        }
-        sale
-    });
-    Ok(figures.collect())
+    futures::future::join_all(calls).await
+}
+
+/// A voucher's figures from its buckets' answers.
+fn of_buckets(row: &VoucherRow, buckets: Vec<HashMap<String, i64>>) -> SaleFigures {
+    let mut sale = figures(row, &summed(&buckets));
+    if buckets.len() > 1 {
+        sale.buckets_left = buckets.iter().map(|b| b.get("stock").copied().unwrap_or(-1)).collect();
+    }
+    sale
+}
+
+/// A voucher's figures from its row alone, for one whose buckets did not answer: what
+/// Redis holds unknown, and the orders saved granted (each was).
+pub fn of_row(row: &VoucherRow) -> SaleFigures {
+    let sale = figures(row, &HashMap::new());
+    SaleFigures { granted: sale.persisted, ..sale }
 }
 
 /// The figures of a sale's buckets as one: counts summed (unknown when any bucket's

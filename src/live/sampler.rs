@@ -1,12 +1,14 @@
 //! One sampler per process: a few times a second, every live voucher's figures
-//! (`figures::read`: one SQL query and one pipelined Redis round trip), whatever the
-//! number of viewers, with rates since the last round, this process's sold-out flags
-//! and its grabs admitted and shed, handed to the hub for every open feed. The
+//! (`figures::read_each`: one SQL query and one Redis call per bucket, sent at once),
+//! whatever the number of viewers, with rates since the last round, this process's
+//! sold-out flags and its grabs admitted and shed, handed to the hub for every open
+//! feed. A sale whose buckets do not all answer in time (a node down or stopped)
+//! shows what it showed last, and the others go on. The
 //! moments sales first sold out, which the gate keeps in Redis, it hands to the
 //! report to keep (`report::sell_outs`); a sale of several shards whose buckets read
 //! empty it asks `sale::refill` about.
 
-use super::{figures, hub::Hub, Snapshot, VoucherLive};
+use super::{figures, hub::Hub, SaleFigures, Snapshot, VoucherLive};
 use crate::{
     backend::{outage::Outage, Backend, BackendError},
     report::sell_outs::SellOuts,
@@ -42,14 +44,14 @@ pub fn spawn(
     shutdown: Shutdown,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        let mut prev = HashMap::new();
+        let mut last = Last::default();
         let mut sell_outs = SellOuts::default();
         // This process's admitted and shed grabs at the last sample, and when.
         let mut gate_before = (std::time::Instant::now(), admission.counts());
         let mut ticks = shutdown::interval(EVERY);
         let mut outage = Outage::default();
         while shutdown.tick(&mut ticks).await {
-            let sampled = sample(&backend, &flags, &mut prev, &mut sell_outs).await;
+            let sampled = sample(&backend, &flags, &mut last, &mut sell_outs).await;
             outage.note(&"live sampler", &sampled);
             if let Ok(mut snapshot) = sampled {
                 let now = (std::time::Instant::now(), admission.counts());
@@ -63,19 +65,31 @@ pub fn spawn(
     })
 }
 
+/// What the rounds before left: each voucher's counts at its last read (for rates),
+/// and what the last snapshot showed of it (shown again while its buckets do not
+/// answer).
+#[derive(Default)]
+struct Last {
+    counts: HashMap<i64, Prev>,
+    shown: HashMap<i64, VoucherLive>,
+}
+
 async fn sample(
     backend: &Backend,
     flags: &SoldOutFlags,
-    prev: &mut HashMap<i64, Prev>,
+    last: &mut Last,
     sell_outs: &mut SellOuts,
 ) -> Result<Snapshot, BackendError> {
     let rows = vouchers::live(&backend.db, SHOWN_AFTER_END_MS).await?;
-    let figures = figures::read(backend, &rows).await?;
-    let sold_out_first = rows.iter().zip(&figures).filter(|(row, _)| row.sold_out_at.is_none());
+    let figures = figures::read_each(backend, &rows).await?;
+    let answered = rows.iter().zip(&figures).filter_map(|(row, f)| Some((row, f.as_ref()?)));
+    let sold_out_first = answered.filter(|(row, _)| row.sold_out_at.is_none());
     sell_outs
         .keep(&backend.db, sold_out_first.clone().filter_map(|(row, f)| Some((row.id, f.sold_out_at_ms?))).collect());
-    // The gate's clock: shoppers' pages read the time from the feed too.
-    let at_ms = crate::sale::gate::clock(backend, None).await.unwrap_or_else(|_| chrono::Utc::now().timestamp_millis());
+    // The gate's clock: shoppers' pages read the time from the feed too. Not waited
+    // for past the figures' deadline: its node may be the one that does not answer.
+    let clock = tokio::time::timeout(figures::DEADLINE, crate::sale::gate::clock(backend, None)).await;
+    let at_ms = clock.ok().and_then(Result::ok).unwrap_or_else(|| chrono::Utc::now().timestamp_millis());
     // A sale of several shards whose buckets read empty: its sell-out is found by a
     // dry bucket's grab, or here when no grab comes. Not before the start: no grant
     // sold it out then (a withdrawal of every unit did, and the report would say it
@@ -86,48 +100,84 @@ async fn sample(
         let _ = crate::sale::refill::if_sold_out(backend, row.id, row.shards()).await;
     }
     let read_at = std::time::Instant::now();
-    let vouchers = rows
+    let vouchers: Vec<VoucherLive> = rows
         .iter()
         .zip(figures)
-        .map(|(row, f)| {
-            let voucher_id = f.voucher_id;
-            let refused_locally = flags.refused_locally(voucher_id);
-            let sold_out = flags.is_flagged(voucher_id);
-            // Before the start no grab moves units (a withdrawal's gathering may; Grab is
-            // shut anyway), and the sell-out is not looked for: the figure as read.
-            let known_sold_out = sold_out || row.sold_out_at.is_some() || !started(row);
-            let left = shown_left(row.shards(), f.left, known_sold_out, prev.get(&voucher_id).map(|p| p.left));
-            let (granted, persisted, refused) = (f.granted, f.persisted, f.refused);
-            let now = Prev { read_at, left, granted, persisted, refused, refused_locally };
-            let before = prev.insert(voucher_id, now).unwrap_or(now);
-            let secs = read_at.duration_since(before.read_at).as_secs_f64().max(0.001);
-            let rate = |a: i64, b: i64| if a == b { 0.0 } else { (a - b).max(0) as f64 / secs };
-            VoucherLive {
-                voucher_id,
-                stock: f.stock,
-                left,
-                granted: f.granted,
-                persisted: f.persisted,
-                stream_length: f.stream_length,
-                lag: f.lag.unwrap_or(-1),
-                pending: f.pending,
-                dead_letters: f.dead_letters,
-                grabs_per_s: rate(now.granted, before.granted),
-                refused_per_s: rate(now.refused, before.refused),
-                refused_locally_per_s: rate(refused_locally as i64, before.refused_locally as i64),
-                orders_per_s: rate(now.persisted, before.persisted),
-                unpaid: f.unpaid,
-                paid: f.paid,
-                cancelled: f.cancelled,
-                sold_out,
-                paused: f.paused,
-                begins_at_ms: f.begins_at_ms,
-                ends_at_ms: f.ends_at_ms,
-                buckets_left: f.buckets_left,
+        .map(|(row, f)| match (f, last.shown.get(&row.id)) {
+            (Some(f), _) => live(row, &f, (flags, started(row)), &mut last.counts, read_at),
+            // Its buckets did not all answer: what it showed last, without rates.
+            (None, Some(shown)) => still(shown, flags),
+            // Nor was it shown before: its row's figures, its counts not kept for rates.
+            (None, None) => {
+                let shown = live(row, &figures::of_row(row), (flags, started(row)), &mut last.counts, read_at);
+                last.counts.remove(&row.id);
+                shown
             }
         })
         .collect();
+    last.shown = vouchers.iter().map(|v| (v.voucher_id, v.clone())).collect();
+    last.counts.retain(|id, _| last.shown.contains_key(id));
     Ok(Snapshot { at_ms, vouchers, ..Snapshot::default() })
+}
+
+/// A voucher's numbers from its figures, with rates since its last read (kept in
+/// `counts`); `(flags, started)`: this process's sold-out flags, and whether its sale
+/// began by the gate's clock.
+fn live(
+    row: &VoucherRow,
+    f: &SaleFigures,
+    (flags, started): (&SoldOutFlags, bool),
+    counts: &mut HashMap<i64, Prev>,
+    read_at: std::time::Instant,
+) -> VoucherLive {
+    let voucher_id = f.voucher_id;
+    let refused_locally = flags.refused_locally(voucher_id);
+    let sold_out = flags.is_flagged(voucher_id);
+    // Before the start no grab moves units (a withdrawal's gathering may; Grab is
+    // shut anyway), and the sell-out is not looked for: the figure as read.
+    let known_sold_out = sold_out || row.sold_out_at.is_some() || !started;
+    let left = shown_left(row.shards(), f.left, known_sold_out, counts.get(&voucher_id).map(|p| p.left));
+    let (granted, persisted, refused) = (f.granted, f.persisted, f.refused);
+    let now = Prev { read_at, left, granted, persisted, refused, refused_locally };
+    let before = counts.insert(voucher_id, now).unwrap_or(now);
+    let secs = read_at.duration_since(before.read_at).as_secs_f64().max(0.001);
+    let rate = |a: i64, b: i64| if a == b { 0.0 } else { (a - b).max(0) as f64 / secs };
+    VoucherLive {
+        voucher_id,
+        stock: f.stock,
+        left,
+        granted: f.granted,
+        persisted: f.persisted,
+        stream_length: f.stream_length,
+        lag: f.lag.unwrap_or(-1),
+        pending: f.pending,
+        dead_letters: f.dead_letters,
+        grabs_per_s: rate(now.granted, before.granted),
+        refused_per_s: rate(now.refused, before.refused),
+        refused_locally_per_s: rate(refused_locally as i64, before.refused_locally as i64),
+        orders_per_s: rate(now.persisted, before.persisted),
+        unpaid: f.unpaid,
+        paid: f.paid,
+        cancelled: f.cancelled,
+        sold_out,
+        paused: f.paused,
+        begins_at_ms: f.begins_at_ms,
+        ends_at_ms: f.ends_at_ms,
+        buckets_left: f.buckets_left.clone(),
+    }
+}
+
+/// What a voucher showed last, again: no rates (nothing was read), this process's
+/// sold-out flag as it is now.
+fn still(shown: &VoucherLive, flags: &SoldOutFlags) -> VoucherLive {
+    VoucherLive {
+        grabs_per_s: 0.0,
+        refused_per_s: 0.0,
+        refused_locally_per_s: 0.0,
+        orders_per_s: 0.0,
+        sold_out: flags.is_flagged(shown.voucher_id),
+        ..shown.clone()
+    }
 }
 
 /// The units left a snapshot shows (-1: Redis does not hold the sale). A sale of

@@ -41,8 +41,8 @@ pub async fn give_back(backend: &Backend, owed: &Owed) -> Result<bool, BackendEr
 /// (`backend`'s, which must be one no grab waits behind), so the `WAIT` counts those
 /// very writes on the master that made them. A voucher whose replicas fall short keeps
 /// its debts for the next round, as does one whose give-backs fail (a node down): the
-/// others go on, and the first failure is answered once they are done. Returns how
-/// many were given back now (not before).
+/// others go on, side by side, and the first failure is answered once they are done.
+/// Returns how many were given back now (not before).
 pub async fn give_back_durably(backend: &Backend, owed: &[Owed]) -> Result<usize, BackendError> {
     let mut by_bucket: BTreeMap<Bucket, Vec<&Owed>> = BTreeMap::new();
     for o in owed {
@@ -50,9 +50,11 @@ pub async fn give_back_durably(backend: &Backend, owed: &[Owed]) -> Result<usize
         let bucket = Bucket { voucher_id: o.voucher_id, shards, bucket: bucket_of(o.user_id, shards) };
         by_bucket.entry(bucket).or_default().push(o);
     }
+    // Side by side: a bucket whose node does not answer costs its timeout once.
+    let buckets = by_bucket.iter().map(|(bucket, owed)| give_back_bucket(backend, *bucket, owed));
     let (mut acted, mut failed) = (0, None);
-    for (bucket, owed) in by_bucket {
-        match give_back_bucket(backend, bucket, &owed).await {
+    for done in futures::future::join_all(buckets).await {
+        match done {
             Ok(now) => acted += now,
             Err(e) => {
                 failed.get_or_insert(e);

@@ -9,7 +9,7 @@
 
 use super::{CancelReason, Order, OrderStatus};
 use crate::{
-    backend::{Db, Tx},
+    backend::{db_clock, Db, Tx},
     voucher::store as vouchers,
 };
 
@@ -130,7 +130,8 @@ pub async fn page_of_voucher(db: &Db, voucher_id: i64, after_id: i64, limit: i64
     Ok(rows.into_iter().map(order).collect())
 }
 
-/// Pays the shopper's order if it is unpaid and its deadline (`now_ms`) has not passed.
+/// Pays the shopper's order if it is unpaid and its deadline has not passed: by
+/// `now_ms` before the sale's lock is taken, by the database's clock once it is held.
 /// An order that is not theirs (or not saved yet), or that is paid or cancelled
 /// already, is answered from a read: guessing at order ids, or paying again and again,
 /// never takes the write lock the worker needs.
@@ -146,6 +147,10 @@ pub async fn pay(db: &Db, order_id: i64, user_id: i64, now_ms: i64) -> sqlx::Res
     }
     let mut tx = db.begin().await?;
     vouchers::lock(&mut tx, before.voucher_id).await?;
+    // The clock read again with the lock held: the wait for it (the worker's batch, a
+    // rebuild, SQLite's one writer) may have outlasted the deadline (a review,
+    // 2026-12-02: such an order was paid after it).
+    let now_ms = db_clock::now_ms_on(&mut tx).await?;
     let paid: Option<i64> = sqlx::query_scalar(
         "UPDATE orders SET status = 'paid', paid_at = $1 \
          WHERE id = $2 AND user_id = $3 AND status = 'unpaid' AND pay_deadline > $4 RETURNING voucher_id",
@@ -272,12 +277,14 @@ pub async fn overdue(db: &Db, now_ms: i64, limit: i64) -> sqlx::Result<Vec<(i64,
 }
 
 /// Give-backs Redis has owed since before `before_ms`: their canceller died or failed
-/// between the database and Redis.
-pub async fn owed(db: &Db, before_ms: i64, limit: i64) -> sqlx::Result<Vec<Owed>> {
+/// between the database and Redis. By order id from past `after`, at most `limit`.
+pub async fn owed(db: &Db, before_ms: i64, (after, limit): (i64, i64)) -> sqlx::Result<Vec<Owed>> {
     sqlx::query_as(
-        "SELECT order_id, voucher_id, user_id FROM restocks_owed WHERE created_at <= $1 ORDER BY created_at LIMIT $2",
+        "SELECT order_id, voucher_id, user_id FROM restocks_owed WHERE created_at <= $1 AND order_id > $2 \
+         ORDER BY order_id LIMIT $3",
     )
     .bind(before_ms)
+    .bind(after)
     .bind(limit)
     .fetch_all(db)
     .await

@@ -140,22 +140,27 @@ async fn strike(db: &Db, records: &[i64]) -> sqlx::Result<()> {
 
 /// Settles the recorded batches saved before `before_ms` (the database's clock: their
 /// workers are taken as dead, or as cut off from Redis, which settling again does not
-/// harm), `limit` at most, and strikes their records; one that fails stays for the
-/// next round, and the others go on. Answers how many records it met. A voucher Redis
-/// does not hold is left to its rebuild, which reads these orders from the database.
-pub async fn settle_abandoned(backend: &Backend, before_ms: i64, limit: i64) -> Result<usize, BackendError> {
-    let rows: Vec<(i64, i64, String)> =
-        sqlx::query_as("SELECT id, voucher_id, orders FROM unsettled_batches WHERE saved_at < $1 ORDER BY id LIMIT $2")
-            .bind(before_ms)
-            .bind(limit)
-            .fetch_all(&backend.db)
-            .await?;
-    let mut failed = None;
-    for (id, voucher_id, orders) in &rows {
-        if let Err(e) = settle_record(backend, (*id, *voucher_id), orders).await {
-            failed.get_or_insert(e);
-        }
-    }
+/// harm), `limit` at most from past the id `after` (moved on past them: from the start
+/// again once the end is reached, so records that keep failing hold back no others),
+/// side by side, and strikes their records; one that fails stays for a later round,
+/// and the others go on. Answers how many records it met. A voucher Redis does not
+/// hold is left to its rebuild, which reads these orders from the database.
+pub async fn settle_abandoned(
+    backend: &Backend,
+    before_ms: i64,
+    (after, limit): (&mut i64, i64),
+) -> Result<usize, BackendError> {
+    let rows: Vec<(i64, i64, String)> = sqlx::query_as(
+        "SELECT id, voucher_id, orders FROM unsettled_batches WHERE saved_at < $1 AND id > $2 ORDER BY id LIMIT $3",
+    )
+    .bind(before_ms)
+    .bind(*after)
+    .bind(limit)
+    .fetch_all(&backend.db)
+    .await?;
+    *after = crate::backend::next_round_after(rows.last().map(|r| r.0), rows.len(), limit);
+    let settled = rows.iter().map(|(id, voucher_id, orders)| settle_record(backend, (*id, *voucher_id), orders));
+    let failed = futures::future::join_all(settled).await.into_iter().find_map(Result::err);
     failed.map_or(Ok(rows.len()), Err)
 }
 

@@ -19,18 +19,19 @@ pub fn spawn(backend: Backend, every: Duration, shutdown: Shutdown) -> tokio::ta
     tokio::spawn(async move {
         let mut rounds = shutdown::interval(every);
         let mut outage = Outage::default();
+        // Where the next round's owed stock changes are read from (`stock::finish_owed`).
+        let mut after = 0;
         while shutdown.tick(&mut rounds).await {
-            let kept = round(&backend).await;
+            let kept = round(&backend, &mut after).await;
             outage.note(&"sale upkeep", &kept);
         }
     })
 }
 
-/// One round.
-async fn round(backend: &Backend) -> Result<(), BackendError> {
-    // The windows are pushed whatever finishing the stock changes met.
-    let finished = stock::finish_owed(backend).await;
-    let pushed = push_windows(backend).await;
+/// One round: the stock changes and the windows side by side, so that a change
+/// waiting on a node that does not answer holds back no sale's window.
+async fn round(backend: &Backend, after: &mut i64) -> Result<(), BackendError> {
+    let (finished, pushed) = tokio::join!(stock::finish_owed(backend, after), push_windows(backend));
     finished?;
     pushed
 }

@@ -654,6 +654,45 @@ async fn grabs_go_on_when_the_order_id_counters_master_dies() {
     app.stop().await;
 }
 
+/// A master stopped (`SIGSTOP`: it answers nothing, its connections open) holding a
+/// bucket of one sale: the live feed goes on for the sales elsewhere, a grant there
+/// (written straight into its buyers) shown within seconds, and the stopped sale is
+/// still listed. Before, every round of the sampler waited for the stopped node's
+/// timeout and failed whole: no snapshot for any sale, on any process (a review,
+/// 2026-12-02).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_live_feed_goes_on_while_a_master_holding_one_sales_bucket_is_stopped() {
+    let _watchdog = Watchdog::arm();
+    let (cluster, app) = masters_serving_alone(|_| {}).await;
+    let a = app.create_voucher(5, -5, 3600).await;
+    let b = app.create_sharded(9, (-5, 3600), 3).await;
+    let a_home = cluster.master_of(&app.keys(a).left).await;
+    let mut stopped = None;
+    for bucket in 0..3 {
+        let home =
+            cluster.master_of(&app.backend().bucket_keys(Bucket { voucher_id: b, shards: 3, bucket }).left).await;
+        if home != a_home {
+            stopped = Some(home);
+        }
+    }
+    let stopped = stopped.expect("a bucket of B on another master than A's");
+    let mut feed = crate::support::Feed::open(&app, false).await;
+    let listed = |f: &Value, id: i64| f["vouchers"].as_array().is_some_and(|v| v.iter().any(|v| v["voucher_id"] == id));
+    feed.until(SOON, |f| f["type"] == "snapshot" && listed(f, a) && listed(f, b)).await;
+    cluster.signal(stopped, libc::SIGSTOP);
+
+    let added = node_query::<i64>(a_home, redis::cmd("HSET").arg(&app.keys(a).buyers).arg(1).arg(1)).await;
+    assert_eq!(added, Some(1), "A's node answers");
+    let granted = |f: &Value| {
+        let sale = f["vouchers"].as_array().and_then(|v| v.iter().find(|v| v["voucher_id"] == a).cloned());
+        sale.is_some_and(|sale| sale["granted"] == 1)
+    };
+    let shown = feed.until(SOON, |f| f["type"] == "snapshot" && granted(f)).await;
+    assert!(listed(&shown, b), "the stopped sale still listed: {shown}");
+    cluster.signal(stopped, libc::SIGCONT);
+    app.stop().await;
+}
+
 /// A keyed `create_voucher` while a master is down (the new sale's bucket there cannot
 /// be warmed) is answered the voucher it saved, and the same call sent again with the
 /// same `Idempotency-Key` is answered that voucher again: one sale, not two

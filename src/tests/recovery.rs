@@ -542,7 +542,7 @@ async fn orders_committed_after_a_rebuild_by_a_worker_that_died_are_settled_by_t
 
     let backend = app.backend();
     wait_until("the sweeper settles the batch on record", SOON, || async {
-        sweep(&backend).await.unwrap();
+        sweep(&backend, &mut Default::default()).await.unwrap();
         records().await == 0
     })
     .await;

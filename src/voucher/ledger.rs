@@ -242,10 +242,11 @@ pub async fn owed_changes_of(db: &Db, voucher_id: i64) -> sqlx::Result<Vec<Stock
 }
 
 /// Stock changes Redis has owed since before `before` (Unix ms): their caller died or
-/// could not reach Redis. Oldest first, at most `limit`.
-pub async fn owed_changes(db: &Db, before: i64, limit: i64) -> sqlx::Result<Vec<StockChange>> {
+/// could not reach Redis. Oldest first from past the id `after`, at most `limit`.
+pub async fn owed_changes(db: &Db, before: i64, after: i64, limit: i64) -> sqlx::Result<Vec<StockChange>> {
     let sql = format!(
-        "SELECT {CHANGE_COLUMNS} FROM stock_changes WHERE applied IS NULL AND created_at < $1 ORDER BY id LIMIT $2"
+        "SELECT {CHANGE_COLUMNS} FROM stock_changes WHERE applied IS NULL AND created_at < $1 AND id > $2 \
+         ORDER BY id LIMIT $3"
     );
-    sqlx::query_as(&sql).bind(before).bind(limit).fetch_all(db).await
+    sqlx::query_as(&sql).bind(before).bind(after).bind(limit).fetch_all(db).await
 }

@@ -34,35 +34,31 @@ struct Terms {
     dead_letter: bool,
 }
 
-impl<'a> Failure<'a> {
+impl Terms {
     /// How an order that persisting did not store ends; `None` for a persisted one
     /// (it keeps its unit and slot, and `settle` marks it a success). The one place
-    /// a fate becomes a give-back.
-    pub fn of(order: &'a OrderMsg, entry_id: &'a str, fate: Fate) -> Option<Self> {
-        let terms = match fate {
+    /// a fate becomes a give-back; its shopper is told the fate's reason.
+    fn of(fate: Fate) -> Option<Self> {
+        let reason = fate.reason()?;
+        let (gives_back, frees_slot, dead_letter) = match fate {
             Fate::Persisted => return None,
             // The unit goes back; the slot belongs to the shopper's other order.
-            Fate::Duplicate => {
-                Terms { reason: FailReason::AlreadyBought, gives_back: true, frees_slot: false, dead_letter: false }
-            }
+            Fate::Duplicate => (true, false, false),
             // Redis was rebuilt with too much: the unit never existed.
-            Fate::NoStock => {
-                Terms { reason: FailReason::SoldOut, gives_back: false, frees_slot: true, dead_letter: false }
-            }
+            Fate::NoStock => (false, true, false),
             // Buried in the database now or by an earlier try (whose give-back a crash
             // may have left undone): unit and slot go back, a copy to the operator.
-            Fate::Buried => {
-                Terms { reason: FailReason::DeadLetter, gives_back: true, frees_slot: true, dead_letter: true }
-            }
+            Fate::Buried => (true, true, true),
         };
-        Some(Self { order, entry_id, terms })
+        Some(Terms { reason, gives_back, frees_slot, dead_letter })
     }
+}
 
-    /// What its shopper is told, when no row of the database records the order (a
-    /// buried one is a dead letter there): the grant is recorded apart, for the
-    /// report and for its shopper (`report::unsaved_grant`).
-    pub fn unrecorded(&self) -> Option<FailReason> {
-        (!self.terms.dead_letter).then_some(self.terms.reason)
+impl<'a> Failure<'a> {
+    /// How an order that persisting did not store ends ([`Terms::of`]); `None` for a
+    /// persisted one.
+    pub fn of(order: &'a OrderMsg, entry_id: &'a str, fate: Fate) -> Option<Self> {
+        Some(Self { order, entry_id, terms: Terms::of(fate)? })
     }
 
     /// Runs the step; false when the entry was already acknowledged (another worker

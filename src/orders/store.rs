@@ -27,6 +27,33 @@ pub enum Fate {
     Buried,
 }
 
+impl Fate {
+    /// What the shopper of an order of this fate is told; `None` for a persisted one.
+    pub fn reason(self) -> Option<FailReason> {
+        match self {
+            Self::Persisted => None,
+            Self::Duplicate => Some(FailReason::AlreadyBought),
+            Self::NoStock => Some(FailReason::SoldOut),
+            Self::Buried => Some(FailReason::DeadLetter),
+        }
+    }
+
+    /// The reason an order of this fate is recorded unsaved for ([`unsaved_grant`]):
+    /// one no row of the database records (a buried one is a dead letter there).
+    fn unsaved_reason(self) -> Option<FailReason> {
+        self.reason().filter(|_| self != Self::Buried)
+    }
+
+    /// The fate of an order recorded unsaved for `reason` ([`Self::unsaved_reason`]'s
+    /// inverse).
+    fn of_unsaved(reason: FailReason) -> Self {
+        match reason {
+            FailReason::SoldOut => Self::NoStock,
+            _ => Self::Duplicate,
+        }
+    }
+}
+
 /// Persists a batch in one transaction: insert each order unless it is stored already,
 /// buried, or its shopper holds another live order of the voucher, and take one unit
 /// of database stock per inserted order. Each order must be paid within
@@ -107,6 +134,7 @@ async fn persist_batch(
         let fate = if unsure.contains(&m.order_id) { classify(&mut tx, m).await? } else { Fate::Persisted };
         fates.push(fate);
     }
+    record_unsaved(&mut tx, batch, &fates).await?;
     commit(tx, (locks, watch), batch, &fates).await?;
     Ok(fates)
 }
@@ -183,7 +211,8 @@ macro_rules! insert_from_json {
             " AS BIGINT) AS price FROM ",
             $members,
             " AS j) AS v \
-             WHERE NOT EXISTS (SELECT 1 FROM dead_letters d WHERE d.order_id = v.id)",
+             WHERE NOT EXISTS (SELECT 1 FROM dead_letters d WHERE d.order_id = v.id) \
+             AND NOT EXISTS (SELECT 1 FROM unsaved_grants u WHERE u.order_id = v.id)",
             $tail
         )
     };
@@ -240,15 +269,30 @@ async fn take_stock(tx: &mut Tx<'_>, voucher_id: i64, units: i64) -> sqlx::Resul
     Ok(took == 1)
 }
 
-/// What became of an order after the inserts: stored (now or before), buried, or
-/// refused because its shopper holds another order.
+/// What became of an order after the inserts: stored (now or before), buried, ended
+/// unsaved before (its fate as recorded), or refused because its shopper holds
+/// another order.
 async fn classify(tx: &mut Tx<'_>, m: &OrderMsg) -> sqlx::Result<Fate> {
     let stored: Option<i64> =
         sqlx::query_scalar("SELECT id FROM orders WHERE id = $1").bind(m.order_id).fetch_optional(&mut **tx).await?;
     if stored.is_some() {
         return Ok(Fate::Persisted);
     }
-    Ok(if is_buried(&mut **tx, m.order_id).await? { Fate::Buried } else { Fate::Duplicate })
+    if is_buried(&mut **tx, m.order_id).await? {
+        return Ok(Fate::Buried);
+    }
+    Ok(unsaved_ending(&mut **tx, m).await?.map_or(Fate::Duplicate, Fate::of_unsaved))
+}
+
+/// Records, in the transaction that decided them, the orders of `batch` that will be
+/// ended unsaved ([`unsaved_grant`]): so the decision is final.
+async fn record_unsaved(tx: &mut Tx<'_>, batch: &[OrderMsg], fates: &[Fate]) -> sqlx::Result<()> {
+    for (m, &fate) in batch.iter().zip(fates) {
+        if let Some(reason) = fate.unsaved_reason() {
+            unsaved_grant(&mut **tx, m, reason).await?;
+        }
+    }
+    Ok(())
 }
 
 /// The slow path: each order in turn takes a unit, and those that find none are
@@ -274,6 +318,7 @@ async fn persist_one_by_one(
         };
         fates.push(fate);
     }
+    record_unsaved(&mut tx, batch, &fates).await?;
     commit(tx, (locks, watch), batch, &fates).await?;
     Ok(fates)
 }
@@ -360,4 +405,42 @@ async fn is_buried<'e>(db: impl sqlx::any::AnyExecutor<'e>, order_id: i64) -> sq
         .fetch_optional(db)
         .await?;
     Ok(found.is_some())
+}
+
+/// Records a grant that no order or dead letter records: persisting found its shopper
+/// held another order of the sale, or no unit left, and the worker ends it unsaved
+/// (`orders::fail`), the `reason` its shopper is told. Written in persisting's own
+/// transaction, under the voucher's lock: a record is final, and no later delivery of
+/// the entry (another worker that claimed it, a failover) saves the order after it
+/// was ended so (a review, 2026-12-02: after the shopper's other order was cancelled,
+/// one could be, its unit already given back). Its shopper was told "queued", so it
+/// is one of the sale's granted answers, at the second its order id carries. Once per
+/// order; the report leaves it out should an order or dead letter of its id turn up
+/// (records from before they were final).
+async fn unsaved_grant<'e>(db: impl sqlx::any::AnyExecutor<'e>, m: &OrderMsg, reason: FailReason) -> sqlx::Result<()> {
+    sqlx::query(
+        "INSERT INTO unsaved_grants (order_id, voucher_id, user_id, reason) VALUES ($1, $2, $3, $4) \
+         ON CONFLICT (order_id) DO NOTHING",
+    )
+    .bind(m.order_id)
+    .bind(m.voucher_id)
+    .bind(m.user_id)
+    .bind(reason.as_str())
+    .execute(db)
+    .await?;
+    Ok(())
+}
+
+/// Why `m`'s grant was ended unsaved ([`unsaved_grant`]), if it was, for its shopper
+/// only: the answer stays after Redis forgets the result.
+pub async fn unsaved_ending<'e>(db: impl sqlx::any::AnyExecutor<'e>, m: &OrderMsg) -> sqlx::Result<Option<FailReason>> {
+    let reason: Option<Option<String>> = sqlx::query_scalar(
+        "SELECT reason FROM unsaved_grants WHERE order_id = $1 AND user_id = $2 AND voucher_id = $3",
+    )
+    .bind(m.order_id)
+    .bind(m.user_id)
+    .bind(m.voucher_id)
+    .fetch_optional(db)
+    .await?;
+    Ok(reason.flatten().and_then(|r| FailReason::from_name(&r)))
 }

@@ -6,7 +6,7 @@
 //!   its grab), so the report agrees with the orders table by construction; and the
 //!   grants the worker ended unsaved (the shopper held another order, the database
 //!   had no unit), which no order or dead letter records: the worker records them as
-//!   it ends them (`store::unsaved_grant`, `unsaved_grants`);
+//!   it ends them (`orders::store::unsaved_grant`, `unsaved_grants`);
 //! - refusals per second and code, and the gate's latency: counted by each process as
 //!   it answers ([`tally`]) and added to `sale_refusals` / `sale_latency` about once a
 //!   second (and when the process stops);
@@ -23,7 +23,6 @@ pub mod sell_outs;
 #[cfg(feature = "ssr")]
 mod store;
 #[cfg(feature = "ssr")]
-pub use store::{unsaved_ending, unsaved_grant};
 #[cfg(feature = "ssr")]
 pub mod tally;
 pub mod view;

@@ -2,48 +2,9 @@
 //! from the orders, dead letters and the counts.
 
 use super::{latency_bound, OrderCounts, Outcome, LATENCY_BOUNDS_US};
-use crate::{
-    backend::Db,
-    order_ids::EPOCH_SECS,
-    orders::{entry::OrderMsg, FailReason},
-};
+use crate::{backend::Db, order_ids::EPOCH_SECS, orders::FailReason};
 use sqlx::AnyConnection;
 use std::collections::{BTreeMap, HashMap};
-
-/// Records a grant that no order or dead letter records: the worker ends it unsaved
-/// because the database found its shopper held another order of the sale, or had no
-/// unit left (`orders::fail`), the `reason` its shopper is told. Its shopper was told
-/// "queued", so it is one of the sale's granted answers, at the second its order id
-/// carries. Once per order: the worker may meet the entry again (a failover lost its
-/// ending), and the report leaves it out should an order or dead letter of its id
-/// turn up.
-pub async fn unsaved_grant(db: &Db, m: &OrderMsg, reason: FailReason) -> sqlx::Result<()> {
-    sqlx::query(
-        "INSERT INTO unsaved_grants (order_id, voucher_id, user_id, reason) VALUES ($1, $2, $3, $4) \
-         ON CONFLICT (order_id) DO NOTHING",
-    )
-    .bind(m.order_id)
-    .bind(m.voucher_id)
-    .bind(m.user_id)
-    .bind(reason.as_str())
-    .execute(db)
-    .await?;
-    Ok(())
-}
-
-/// Why `m`'s grant was ended unsaved ([`unsaved_grant`]), if it was, for its shopper
-/// only: the answer stays after Redis forgets the result.
-pub async fn unsaved_ending(db: &Db, m: &OrderMsg) -> sqlx::Result<Option<FailReason>> {
-    let reason: Option<Option<String>> = sqlx::query_scalar(
-        "SELECT reason FROM unsaved_grants WHERE order_id = $1 AND user_id = $2 AND voucher_id = $3",
-    )
-    .bind(m.order_id)
-    .bind(m.user_id)
-    .bind(m.voucher_id)
-    .fetch_optional(db)
-    .await?;
-    Ok(reason.flatten().and_then(|r| FailReason::from_name(&r)))
-}
 
 /// What the database knows of a sale's grabs and orders, read at one moment.
 pub struct Record {

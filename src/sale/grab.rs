@@ -308,7 +308,7 @@ pub async fn grab_result(
     if let Some(reason) = store::burial(&backend.db, &asked).await? {
         return Ok(GrabState::Failed { reason });
     }
-    if let Some(reason) = crate::report::unsaved_ending(&backend.db, &asked).await? {
+    if let Some(reason) = crate::orders::store::unsaved_ending(&backend.db, &asked).await? {
         return Ok(GrabState::Failed { reason });
     }
     let lost = raw.is_none()

@@ -466,6 +466,37 @@ async fn a_payment_held_up_past_the_deadline_is_refused() {
     app.stop().await;
 }
 
+/// A grant persisting ended unsaved (here its shopper held another order of the sale:
+/// `already_bought`, and its unit goes back) stays so for every later delivery of its
+/// entry, even once the other order is cancelled: two workers may hold one entry (one
+/// claimed it from the other, stalled past the claim time). Before, the record was
+/// the worker's, written after persisting, and the insert did not read it: a second
+/// delivery after the cancel saved the order whose unit Redis had given back (a
+/// review, 2026-12-02).
+#[tokio::test]
+async fn a_grant_ended_unsaved_is_never_saved_by_a_later_delivery() {
+    let app = TestApp::with(Options::default().with(|c| c.sweep_ms = 3_600_000)).await;
+    let v = app.create_voucher(3, -5, 3600).await;
+    let bob = app.sign_in("twice-bob").await;
+    let held: i64 = grab_all(&app, std::slice::from_ref(&bob), v).await[0].parse().unwrap();
+    app.wait_for_stats("bob's order saved", v, |s| s["persisted"] == 1).await;
+    // A second grant of Bob's (as Redis makes one again after a rebuild), persisted
+    // while he holds the first.
+    let granted_secs = chrono::Utc::now().timestamp();
+    let second = [OrderMsg { voucher_id: v, order_id: compose(granted_secs, 9), user_id: bob.user_id, price: None }];
+    assert_eq!(store::persist(&app.db, &second, 60_000).await.unwrap(), [Fate::Duplicate]);
+    let now = db_clock::now_ms(&app.db).await.unwrap();
+    lifecycle::cancel(&app.db, (held, v), Some(bob.user_id), CancelReason::Shopper, now).await.unwrap().unwrap();
+    assert_eq!(store::persist(&app.db, &second, 60_000).await.unwrap(), [Fate::Duplicate], "delivered again");
+    let saved: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM orders WHERE id = $1")
+        .bind(second[0].order_id)
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(saved, 0, "never saved");
+    app.stop().await;
+}
+
 /// A process dies between the database's cancel and Redis's give-back: the next
 /// sweep finishes the give-back, once; running it again does nothing.
 #[tokio::test]

@@ -147,6 +147,33 @@ async fn foreign_and_malformed_entries_are_dead_lettered() {
     app.stop().await;
 }
 
+/// An entry naming another voucher, delivered too often (its worker stopped each time
+/// before ending it), is dead-lettered on its last try as on its first: never saved,
+/// the other voucher's stock untouched. Before, the last try saved it into the voucher
+/// it named (a review, 2026-12-02).
+#[tokio::test]
+async fn a_foreign_entry_delivered_too_often_is_dead_lettered_not_saved() {
+    let app = TestApp::with(Options::default().with(|c| c.worker = false)).await;
+    let (v, other) = (app.create_voucher(5, -5, 3600).await, app.create_voucher(5, -5, 3600).await);
+    let ann = app.sign_in("foreign-ann").await;
+    let orders = app.keys(v).orders;
+    let mut redis = app.redis.clone();
+    let foreign = [("order", "7".to_owned()), ("user", ann.user_id.to_string()), ("voucher", other.to_string())];
+    let id: String = redis.xadd(&orders, "*", &foreign).await.unwrap();
+    read_and_crash(&app, v, "stopped", 1).await;
+    for _ in 0..3 {
+        let claim = redis::cmd("XCLAIM").arg(&orders).arg(GROUP).arg("stopped").arg(0).arg(&id).clone();
+        let _: redis::Value = claim.query_async(&mut redis).await.unwrap();
+    }
+    let opts = app.restart_options();
+    app.stop().await;
+    let app = TestApp::with(opts.with(|c| (c.claim_idle_ms, c.max_deliveries) = (100, 2))).await;
+    app.wait_for_stats("the entry ended", v, |s| s["pending"] == 0 && s["dead_letters"] == 1).await;
+    assert_eq!(rows_of_sale(&app, "orders", other).await, 0, "never saved");
+    assert_eq!(app.stats(other).await["persisted"], 0, "the other voucher's stock untouched");
+    app.stop().await;
+}
+
 /// A dead letter racing a late persist of the same order has one winner, decided in
 /// the database: each order ends persisted or buried, never both and never neither,
 /// and the database's stock counts only the persisted ones.

@@ -17,7 +17,6 @@ use crate::{
         store::{self, Fate},
         unsettled::Watch,
     },
-    report,
 };
 use std::{collections::HashMap, sync::Arc};
 
@@ -129,9 +128,14 @@ impl Saver {
     /// One more try for an entry delivered too often. If the database refuses its data
     /// it is dead-lettered; if the database cannot write at all (down, locked, full),
     /// it waits: an outage delays orders, it never fails them, however many times
-    /// the entry was delivered meanwhile.
+    /// the entry was delivered meanwhile. One malformed or of another voucher goes
+    /// where [`Self::handle`] sends it (a review, 2026-12-02: one of another voucher
+    /// was saved here, taking that voucher's stock).
     pub async fn last_try(&mut self, e: Entry) -> Result<(), BackendError> {
-        let Some(msg) = e.msg.clone() else { return self.handle(vec![e]).await };
+        let msg = match &e.msg {
+            Some(msg) if msg.voucher_id == self.voucher_id => msg.clone(),
+            _ => return self.handle(vec![e]).await,
+        };
         match store::persist_watched(&self.backend.db, &[msg], self.settings.pay_timeout_ms, Some(&mut self.watch))
             .await
         {
@@ -226,11 +230,8 @@ impl Saver {
     ) -> Result<(), BackendError> {
         for (e, &fate) in entries.iter().zip(fates) {
             let Some(m) = &e.msg else { continue };
+            // Recorded by persisting, which decided it (`orders::store`).
             if let Some(failure) = Failure::of(m, &e.id, fate) {
-                // Recorded before it ends: after, nothing would bring it back here.
-                if let Some(reason) = failure.unrecorded() {
-                    report::unsaved_grant(&self.backend.db, m, reason).await?;
-                }
                 failure.run(&self.backend, &mut self.redis, &self.keys).await?;
             }
         }

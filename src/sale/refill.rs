@@ -74,13 +74,22 @@ async fn try_refill(backend: &Backend, voucher_id: i64, shards: u32, bucket: u32
         let before = ledger::changes_mark(&backend.db, voucher_id).await?;
         let Some(left) = units_left(backend, voucher_id, shards).await? else {
             // A bucket Redis lost: rebuilt from the database, then read again.
-            if let Some(row) = vouchers::get(&backend.db, voucher_id).await? {
-                warm::warm(backend, &row).await?;
-            }
+            rebuild(backend, voucher_id).await?;
             continue;
         };
         if left[bucket as usize] > 0 {
             return Ok(Refill::Refilled);
+        }
+        // A change still owed (a move whose replicas fell short, an addition a caller
+        // left) is made first, and the buckets read again, before another move takes
+        // units out of a bucket (a review, 2026-12-02: with a replica away, each dry
+        // grab's move left its units in no bucket and the next moved half of another
+        // bucket's, until every bucket read empty).
+        if before.0 > 0 {
+            for change in &ledger::owed_changes_of(&backend.db, voucher_id).await? {
+                stock::finish(backend, change).await?;
+            }
+            continue;
         }
         let (from, most) =
             left.iter().enumerate().max_by_key(|(_, n)| **n).map(|(b, n)| (b as u32, *n)).unwrap_or((0, 0));
@@ -104,6 +113,14 @@ async fn try_refill(backend: &Backend, voucher_id: i64, shards: u32, bucket: u32
         }
     }
     Ok(Refill::Failed)
+}
+
+/// Rebuilds a sale Redis lost a bucket of, from the database (`sale::warm`).
+async fn rebuild(backend: &Backend, voucher_id: i64) -> Result<(), BackendError> {
+    if let Some(row) = vouchers::get(&backend.db, voucher_id).await? {
+        warm::warm(backend, &row).await?;
+    }
+    Ok(())
 }
 
 /// Whether no unit was moving between buckets while they were read, from the changes
@@ -163,7 +180,17 @@ async fn sold_out(backend: &Backend, voucher_id: i64, shards: u32) {
 /// operator's withdrawal from a sale of several shards takes them there in one step,
 /// all or nothing). Returns the units bucket 0 holds after.
 pub async fn gather(backend: &Backend, voucher_id: i64, shards: u32, units: i64) -> Result<i64, BackendError> {
-    let Some(left) = units_left(backend, voucher_id, shards).await? else { return Ok(0) };
+    let left = match units_left(backend, voucher_id, shards).await? {
+        Some(left) => left,
+        // A bucket Redis lost: rebuilt from the database, as a refill does, and read
+        // again (a review, 2026-12-02: the withdrawal was refused `not_enough_stock`
+        // while the sale held the units).
+        None => {
+            rebuild(backend, voucher_id).await?;
+            let Some(left) = units_left(backend, voucher_id, shards).await? else { return Ok(0) };
+            left
+        }
+    };
     if left.iter().sum::<i64>() < units {
         // Not enough unsold: the withdrawal is refused, and the buckets stay as they are.
         return Ok(left[0]);

@@ -373,6 +373,48 @@ async fn a_refused_withdrawal_moves_no_unit() {
     app.stop().await;
 }
 
+/// A withdrawal from a sale of several shards one of whose buckets Redis lost is made
+/// once the sale is rebuilt from the database, as a grab's refill rebuilds it: the
+/// units are there. Before, it was refused `not_enough_stock` (a review, 2026-12-02).
+#[tokio::test]
+async fn a_withdrawal_with_a_bucket_lost_rebuilds_the_sale_and_is_made() {
+    let app = TestApp::spawn().await;
+    let v = app.create_sharded(9, (-5, 3600), SHARDS).await;
+    let () = app.redis.clone().del(&bucket(&app, v, 2).left).await.unwrap();
+    let took = app.api.admin("withdraw_stock", serde_json::json!({ "voucher_id": v, "units": 6 })).await.unwrap();
+    assert_eq!(took["units"], 6, "{took}");
+    assert_eq!(lefts(&app, v).await.iter().sum::<i64>(), 3);
+    app.stop().await;
+}
+
+/// With replicas required and none there (a replica away), a dry bucket's refill cannot
+/// be made sure of: its move's units have left the richest bucket and are owed to the
+/// dry one, and the grab answers `unavailable`. The dry bucket's next grabs make that
+/// owed move first and move nothing more, so the other buckets keep their units and
+/// sell. Before, each dry grab moved half of another bucket's units into no bucket,
+/// until every bucket read empty (a review, 2026-12-02).
+#[tokio::test]
+async fn a_refill_short_of_replicas_drains_no_other_bucket() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let private = seckill::server::local_redis::LocalRedis::start(dir.path()).await.unwrap();
+    let app = TestApp::with(Options::default().with(|c| {
+        c.redis_url = Some(private.url.clone());
+        (c.wait_replicas, c.wait_replicas_ms) = (1, 20);
+    }))
+    .await;
+    let v = app.create_sharded(6, (-5, 3600), SHARDS).await;
+    let dry = shoppers_of_bucket(&app, "short", 1, 8).await;
+    for s in &dry[..2] {
+        assert_eq!(app.grab(s, v).await.0, 200);
+    }
+    for s in &dry[2..] {
+        let (status, body) = app.grab(s, v).await;
+        assert_eq!((status.as_u16(), code(&body)), (503, "unavailable"), "{body}");
+    }
+    assert_eq!(lefts(&app, v).await.iter().sum::<i64>(), 3, "one unit owed to the dry bucket, no more");
+    app.stop().await;
+}
+
 /// A withdrawal from a sale that holds enough while bucket 0's shoppers grab is made,
 /// or at worst refused `unavailable`: never `not_enough_stock`. Its units are gathered
 /// in bucket 0 first, and grabs there could take some before the withdrawal's step (an

@@ -59,11 +59,19 @@ impl SoldOutFlags {
     /// Flags the voucher sold out as the gate answered a grab, unless a flag was
     /// cleared since the grab read `seen`: a restock heard between the gate's answer
     /// and this must not be undone by it (the flag would refuse for its `ttl` while a
-    /// unit is on sale; an attack's reading, 2026-11-30).
+    /// unit is on sale; an attack's reading, 2026-11-30). A flag standing is not made
+    /// longer: a grab of a sharded sale whose bucket is dry is answered from the flag
+    /// (`grab::in_bucket`), and such answers renewed it for as long as they came, so a
+    /// process that missed a restock refused for good (a review, 2026-12-02). Once it
+    /// lapses, the next grab asks again.
     pub fn set_unless_cleared(&self, voucher_id: i64, seen: Clears) {
         let mut flags = self.flags();
         if self.clears.load(Ordering::Acquire) == seen.0 {
-            flags.entry(voucher_id).or_default().until = Some(Instant::now() + self.ttl);
+            let flag = flags.entry(voucher_id).or_default();
+            let now = Instant::now();
+            if flag.until.is_none_or(|until| until <= now) {
+                flag.until = Some(now + self.ttl);
+            }
         }
     }
 

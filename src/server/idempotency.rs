@@ -265,7 +265,20 @@ async fn earlier(backend: &Backend, stored_at: &str, print: &str) -> Response {
             return AppError::from(ErrorCode::Unavailable).into_response();
         }
     };
-    replay(&stored.unwrap_or_default(), print)
+    taken(stored.as_deref(), print)
+}
+
+/// The answer to a key found taken, from what it holds now (`stored`): the first call's
+/// answer or a refusal ([`replay`]); when it holds nothing, gone since it was found
+/// taken (its first call answered and let it go, as a shopper's refusal does), the
+/// caller asks again in a moment and is served afresh. Before, that read as another
+/// body under the key (a review, 2026-12-02: `idempotency_key_reused`, which a client
+/// takes as its own mistake and stops).
+fn taken(stored: Option<&str>, print: &str) -> Response {
+    match stored {
+        Some(stored) => replay(stored, print),
+        None => AppError::from(ErrorCode::IdempotencyInProgress).into_response(),
+    }
 }
 
 /// Takes an operator's key in the database (`idempotency_answers`) as Redis's was just
@@ -509,6 +522,15 @@ mod tests {
         assert!(with(&"k".repeat(256)).unwrap().is_err());
         assert!(with("").unwrap().is_err());
         assert!(with("two words").unwrap().is_err());
+    }
+
+    #[test]
+    fn a_key_gone_as_it_is_read_is_asked_again_not_refused_as_reused() {
+        let code = |r: Response| r.status();
+        let print = fingerprint("POST", "/api/grab", b"{}");
+        assert_eq!(code(taken(None, &print)), StatusCode::CONFLICT);
+        let other = taken(Some(&pending("another")), &print);
+        assert_eq!(code(other), StatusCode::UNPROCESSABLE_ENTITY, "another body");
     }
 
     #[test]

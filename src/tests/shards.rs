@@ -373,6 +373,33 @@ async fn a_refused_withdrawal_moves_no_unit() {
     app.stop().await;
 }
 
+/// A process whose sold-out flag for a sharded sale stands while a unit came back
+/// unheard of (its `restocked` message lost) sells that unit once the flag lapses, however
+/// often grabs sent `again` find their bucket dry meanwhile. Before, each such grab was
+/// answered from the flag and made the flag longer: `sold_out` for as long as they
+/// came (a review, 2026-12-02).
+#[tokio::test]
+async fn a_sold_out_flag_is_not_kept_alive_by_the_answers_it_gives() {
+    let app = TestApp::with(Options::default().with(|c| c.sold_out_ttl_ms = 500)).await;
+    let v = app.create_sharded(2, (-5, 3600), SHARDS).await;
+    let shoppers = shoppers_of_bucket(&app, "lapse", 0, 4).await;
+    for s in &shoppers[..2] {
+        assert_eq!(app.grab(s, v).await.0, 200);
+    }
+    let (status, body) = app.grab(&shoppers[2], v).await;
+    assert_eq!((status.as_u16(), code(&body)), (409, "sold_out"), "{body}");
+    // A unit back in another bucket whose message this process never heard.
+    let () = app.redis.clone().incr(&bucket(&app, v, 1).left, 1).await.unwrap();
+    let cookie = [("cookie", shoppers[3].cookie.as_str())];
+    wait_until("the unit sold once the flag lapsed", SOON, || async {
+        let (status, body) = app.call("grab", serde_json::json!({ "voucher_id": v, "again": true }), &cookie).await;
+        assert!(status == 200 || code(&body) == "sold_out", "{body}");
+        status == 200
+    })
+    .await;
+    app.stop().await;
+}
+
 /// A withdrawal from a sale of several shards one of whose buckets Redis lost is made
 /// once the sale is rebuilt from the database, as a grab's refill rebuilds it: the
 /// units are there. Before, it was refused `not_enough_stock` (a review, 2026-12-02).

@@ -108,11 +108,7 @@ async fn sample(
             // Its buckets did not all answer: what it showed last, without rates.
             (None, Some(shown)) => still(shown, flags),
             // Nor was it shown before: its row's figures, its counts not kept for rates.
-            (None, None) => {
-                let shown = live(row, &figures::of_row(row), (flags, started(row)), &mut last.counts, read_at);
-                last.counts.remove(&row.id);
-                shown
-            }
+            (None, None) => live(row, &figures::of_row(row), (flags, started(row)), &mut HashMap::new(), read_at),
         })
         .collect();
     last.shown = vouchers.iter().map(|v| (v.voucher_id, v.clone())).collect();

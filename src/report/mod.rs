@@ -5,8 +5,8 @@
 //! - grants per second: the orders and dead letters (an order id carries the second of
 //!   its grab), so the report agrees with the orders table by construction; and the
 //!   grants the worker ended unsaved (the shopper held another order, the database
-//!   had no unit), which no order or dead letter records: the worker records them as
-//!   it ends them (`orders::store::unsaved_grant`, `unsaved_grants`);
+//!   had no unit), which no order or dead letter records: persisting records them as
+//!   it decides so (`orders::store::unsaved_grant`, `unsaved_grants`);
 //! - refusals per second and code, and the gate's latency: counted by each process as
 //!   it answers ([`tally`]) and added to `sale_refusals` / `sale_latency` about once a
 //!   second (and when the process stops);
@@ -22,7 +22,6 @@ pub mod context;
 pub mod sell_outs;
 #[cfg(feature = "ssr")]
 mod store;
-#[cfg(feature = "ssr")]
 #[cfg(feature = "ssr")]
 pub mod tally;
 pub mod view;

@@ -26,6 +26,11 @@ pub const LAG_COUNTED_UP_TO: i64 = 1_000;
 /// wait for it.
 pub const DEADLINE: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// What a read given up at [`DEADLINE`] reads as.
+pub fn no_answer() -> RedisError {
+    RedisError::from((ErrorKind::IoError, "no answer in time"))
+}
+
 /// The figures of each voucher in `rows`, in their order: one call per bucket of its
 /// sale (each on its own node), their counts summed. An error when any bucket did not
 /// answer (`sale_stats`: the operator asked for that sale).
@@ -37,23 +42,17 @@ pub async fn read(backend: &Backend, rows: &[VoucherRow]) -> RedisResult<Vec<Sal
 
 /// As [`read`], but each voucher on its own: `None` for one whose buckets did not all
 /// answer (a node down or stopped: the dashboard's other sales go on; a review,
-/// 2026-12-02: one stopped master froze every sale's feed), an error only when no
-/// bucket answered.
-pub async fn read_each(backend: &Backend, rows: &[VoucherRow]) -> RedisResult<Vec<Option<SaleFigures>>> {
-    let answers = bucket_answers(backend, rows).await;
-    // Redis away: not one bucket answered (with no rows, none was asked).
-    if answers.iter().all(Result::is_err) {
-        return match answers.into_iter().next() {
-            Some(Err(e)) => Err(e),
-            _ => Ok(Vec::new()),
-        };
-    }
-    let mut answers = answers.into_iter();
+/// 2026-12-02: one stopped master froze every sale's feed); with them, the first
+/// failure met, for the log.
+pub async fn read_each(backend: &Backend, rows: &[VoucherRow]) -> (Vec<Option<SaleFigures>>, Option<RedisError>) {
+    let mut answers = bucket_answers(backend, rows).await.into_iter();
+    let mut failure = None;
     let each = rows.iter().map(|row| {
         let buckets: RedisResult<Vec<_>> = answers.by_ref().take(row.shards() as usize).collect();
-        buckets.ok().map(|buckets| of_buckets(row, buckets))
+        buckets.map_err(|e| failure = failure.take().or(Some(e))).ok().map(|buckets| of_buckets(row, buckets))
     });
-    Ok(each.collect())
+    let each: Vec<_> = each.collect();
+    (each, failure)
 }
 
 /// Every bucket's `lua/sample.lua` answer, in the rows' order, sent at once; one not
@@ -67,8 +66,7 @@ async fn bucket_answers(backend: &Backend, rows: &[VoucherRow]) -> Vec<RedisResu
             let SaleKeys { left, buyers, orders, dlq, refused, window, .. } = &*keys;
             let mut call = script.key(left);
             call.key(buyers).key(orders).key(dlq).key(refused).key(window).arg(GROUP).arg(LAG_COUNTED_UP_TO);
-            let late = || RedisError::from((ErrorKind::IoError, "no answer in time"));
-            tokio::time::timeout(DEADLINE, call.invoke_async(&mut redis)).await.unwrap_or_else(|_| Err(late()))
+            tokio::time::timeout(DEADLINE, call.invoke_async(&mut redis)).await.unwrap_or_else(|_| Err(no_answer()))
         }
     });
     futures::future::join_all(calls).await

@@ -92,6 +92,13 @@ pub struct VoucherLive {
     /// A sale of several shards: units left in each bucket (-1: one Redis lost).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub buckets_left: Vec<i64>,
+    /// When the figures Redis gives (`stock`, `granted`, the stream's, dead letters,
+    /// refusals) were read, Unix ms: the snapshot's `at_ms`, unless the sale's
+    /// buckets did not all answer within a second; then what they showed last, read
+    /// then (0: not yet read).
+    #[serde(default)]
+    #[schema(required = true)]
+    pub redis_at_ms: i64,
 }
 
 /// All live vouchers at one moment.
@@ -108,6 +115,12 @@ pub struct Snapshot {
     #[serde(default)]
     #[schema(required = true)]
     pub shed_per_s: f64,
+    /// When the figures the database gives (the list of sales, `persisted`, `unpaid`,
+    /// `paid`, `cancelled`) were read, Unix ms: `at_ms`, unless the database did not
+    /// answer within a second; then those it gave last, read then.
+    #[serde(default)]
+    #[schema(required = true)]
+    pub database_at_ms: i64,
 }
 
 /// What a shopper's page needs: units left, and the window as the gate sees it.

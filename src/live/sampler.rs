@@ -2,11 +2,14 @@
 //! (`figures::read_each`: one SQL query and one Redis call per bucket, sent at once),
 //! whatever the number of viewers, with rates since the last round, this process's
 //! sold-out flags and its grabs admitted and shed, handed to the hub for every open
-//! feed. A sale whose buckets do not all answer in time (a node down or stopped)
-//! shows what it showed last, and the others go on. The
-//! moments sales first sold out, which the gate keeps in Redis, it hands to the
-//! report to keep (`report::sell_outs`); a sale of several shards whose buckets read
-//! empty it asks `sale::refill` about.
+//! feed. No store holds a round up: the database's list and counters are waited for a
+//! second, each bucket's figures and the gate's clock likewise, and what does not
+//! answer is shown as it was last read, the snapshot saying since when
+//! (`database_at_ms`, each sale's `redis_at_ms`): the board goes on while a store is
+//! down, which is when its operator watches it most. The moments sales first sold
+//! out, which the gate keeps in Redis, it hands to the report to keep
+//! (`report::sell_outs`); a sale of several shards whose buckets read empty it asks
+//! `sale::refill` about.
 
 use super::{figures, hub::Hub, SaleFigures, Snapshot, VoucherLive};
 use crate::{
@@ -16,7 +19,7 @@ use crate::{
     shutdown::{self, Shutdown},
     voucher::store::{self as vouchers, VoucherRow},
 };
-use std::{collections::HashMap, fmt::Write, sync::Arc, time::Duration};
+use std::{collections::HashMap, fmt::Write, future::Future, sync::Arc, time::Duration};
 
 /// How often the numbers are read.
 pub const EVERY: Duration = Duration::from_millis(250);
@@ -49,11 +52,12 @@ pub fn spawn(
         // This process's admitted and shed grabs at the last sample, and when.
         let mut gate_before = (std::time::Instant::now(), admission.counts());
         let mut ticks = shutdown::interval(EVERY);
-        let mut outage = Outage::default();
+        let (mut database, mut redis) = (Outage::default(), Outage::default());
         while shutdown.tick(&mut ticks).await {
-            let sampled = sample(&backend, &flags, &mut last, &mut sell_outs).await;
-            outage.note(&"live sampler", &sampled);
-            if let Ok(mut snapshot) = sampled {
+            let round = sample(&backend, &flags, &mut last, &mut sell_outs).await;
+            database.note(&"live sampler: the database", &round.database);
+            redis.note(&"live sampler: Redis", &round.redis);
+            if let Some(mut snapshot) = round.snapshot {
                 let now = (std::time::Instant::now(), admission.counts());
                 let secs = now.0.duration_since(gate_before.0).as_secs_f64().max(0.001);
                 snapshot.admitted_per_s = now.1 .0.saturating_sub(gate_before.1 .0) as f64 / secs;
@@ -65,66 +69,142 @@ pub fn spawn(
     })
 }
 
-/// What the rounds before left: each voucher's counts at its last read (for rates),
-/// and what the last snapshot showed of it (shown again while its buckets do not
-/// answer).
+/// What the rounds before left: the live list as the database last gave it, and
+/// when; each voucher's counts at its last read (for rates); and what the last
+/// snapshot showed of it (shown again while its buckets do not answer).
 #[derive(Default)]
 struct Last {
+    rows: Option<(Vec<VoucherRow>, i64)>,
     counts: HashMap<i64, Prev>,
     shown: HashMap<i64, VoucherLive>,
+    sell_out_checks: SellOutChecks,
 }
 
-async fn sample(
+/// The sell-out checks of sales of several shards whose buckets read empty
+/// (`refill::if_sold_out`), in a task of their own, a round's at a time, sales side by
+/// side: a store slow to answer holds up no round, and a check is never cut short (it
+/// says sold out, then restocked if a unit came back meanwhile).
+#[derive(Default)]
+struct SellOutChecks(Option<tokio::task::JoinHandle<()>>);
+
+impl SellOutChecks {
+    /// Checks `sales` (id, shards); skipped while the last round's are under way (the
+    /// next round hands them again).
+    fn start(&mut self, backend: &Backend, sales: Vec<(i64, u32)>) {
+        if sales.is_empty() || self.0.as_ref().is_some_and(|t| !t.is_finished()) {
+            return;
+        }
+        let backend = backend.clone();
+        self.0 = Some(tokio::spawn(async move {
+            let checks = sales.iter().map(|&(id, shards)| crate::sale::refill::if_sold_out(&backend, id, shards));
+            futures::future::join_all(checks).await;
+        }));
+    }
+}
+
+/// One round: its snapshot (none until the database first gave the list), and how
+/// each store answered, for the log.
+struct Round {
+    snapshot: Option<Snapshot>,
+    database: Result<(), BackendError>,
+    redis: Result<(), BackendError>,
+}
+
+/// `read`'s answer, or an error once [`figures::DEADLINE`] passed without one: a
+/// store that does not answer (stopped, cut off, every pooled connection waiting on a
+/// lock) holds up no round.
+async fn within<T, E: Into<BackendError>>(
+    read: impl Future<Output = Result<T, E>>,
+    late: impl FnOnce() -> BackendError,
+) -> Result<T, BackendError> {
+    match tokio::time::timeout(figures::DEADLINE, read).await {
+        Ok(answer) => answer.map_err(Into::into),
+        Err(_) => Err(late()),
+    }
+}
+
+async fn sample(backend: &Backend, flags: &SoldOutFlags, last: &mut Last, sell_outs: &mut SellOuts) -> Round {
+    let late_db = || BackendError::Db(sqlx::Error::Io(std::io::ErrorKind::TimedOut.into()));
+    let late_redis = || BackendError::Redis(figures::no_answer());
+    let listed = within(vouchers::live(&backend.db, SHOWN_AFTER_END_MS), late_db).await;
+    let (rows, fresh, database) = match listed {
+        Ok(rows) => (rows, true, Ok(())),
+        Err(e) => match &last.rows {
+            Some((rows, _)) => (rows.clone(), false, Err(e)),
+            None => return Round { snapshot: None, database: Err(e), redis: Ok(()) },
+        },
+    };
+    // The gate's clock beside the figures: shoppers' pages read the time from the
+    // feed too, and its node may be the one that does not answer.
+    let (figures, clock) =
+        tokio::join!(figures::read_each(backend, &rows), within(crate::sale::gate::clock(backend, None), late_redis));
+    let (figures, failed) = figures;
+    let (at_ms, redis) = match clock {
+        Ok(at_ms) => (at_ms, failed.map_or(Ok(()), |e| Err(e.into()))),
+        Err(e) => (chrono::Utc::now().timestamp_millis(), Err(e)),
+    };
+    let database_at_ms = if fresh { at_ms } else { last.rows.as_ref().map_or(0, |(_, at)| *at) };
+    let snapshot = snapshot_of(backend, (flags, sell_outs), &rows, figures, (at_ms, database_at_ms), last).await;
+    if fresh {
+        last.rows = Some((rows, at_ms));
+    }
+    Round { snapshot: Some(snapshot), database, redis }
+}
+
+/// The snapshot of `rows` from their `figures` (`None`: the sale's buckets did not
+/// all answer, and it shows what it showed last), read at `at_ms`, the rows at
+/// `database_at_ms`.
+async fn snapshot_of(
     backend: &Backend,
-    flags: &SoldOutFlags,
+    (flags, sell_outs): (&SoldOutFlags, &mut SellOuts),
+    rows: &[VoucherRow],
+    figures: Vec<Option<SaleFigures>>,
+    (at_ms, database_at_ms): (i64, i64),
     last: &mut Last,
-    sell_outs: &mut SellOuts,
-) -> Result<Snapshot, BackendError> {
-    let rows = vouchers::live(&backend.db, SHOWN_AFTER_END_MS).await?;
-    let figures = figures::read_each(backend, &rows).await?;
+) -> Snapshot {
     let answered = rows.iter().zip(&figures).filter_map(|(row, f)| Some((row, f.as_ref()?)));
     let sold_out_first = answered.filter(|(row, _)| row.sold_out_at.is_none());
     sell_outs
         .keep(&backend.db, sold_out_first.clone().filter_map(|(row, f)| Some((row.id, f.sold_out_at_ms?))).collect());
-    // The gate's clock: shoppers' pages read the time from the feed too. Not waited
-    // for past the figures' deadline: its node may be the one that does not answer.
-    let clock = tokio::time::timeout(figures::DEADLINE, crate::sale::gate::clock(backend, None)).await;
-    let at_ms = clock.ok().and_then(Result::ok).unwrap_or_else(|| chrono::Utc::now().timestamp_millis());
     // A sale of several shards whose buckets read empty: its sell-out is found by a
     // dry bucket's grab, or here when no grab comes. Not before the start: no grant
     // sold it out then (a withdrawal of every unit did, and the report would say it
-    // sold out before it began). A store that fails it is asked again next round; the
-    // figures go out meanwhile.
+    // sold out before it began). A store that fails it, or is slow to, is asked again
+    // next round; the figures go out meanwhile.
     let started = |row: &VoucherRow| row.begins_at <= at_ms;
-    for (row, _) in sold_out_first.filter(|(row, f)| row.shards() > 1 && f.left == Some(0) && started(row)) {
-        let _ = crate::sale::refill::if_sold_out(backend, row.id, row.shards()).await;
-    }
+    let empty = sold_out_first.filter(|(row, f)| row.shards() > 1 && f.left == Some(0) && started(row));
+    last.sell_out_checks.start(backend, empty.map(|(row, _)| (row.id, row.shards())).collect());
     let read_at = std::time::Instant::now();
     let vouchers: Vec<VoucherLive> = rows
         .iter()
         .zip(figures)
         .map(|(row, f)| match (f, last.shown.get(&row.id)) {
-            (Some(f), _) => live(row, &f, (flags, started(row)), &mut last.counts, read_at),
+            (Some(f), _) => live(row, &f, (flags, started(row)), &mut last.counts, (read_at, at_ms)),
             // Its buckets did not all answer: what it showed last, without rates.
             (None, Some(shown)) => still(shown, flags),
-            // Nor was it shown before: its row's figures, its counts not kept for rates.
-            (None, None) => live(row, &figures::of_row(row), (flags, started(row)), &mut HashMap::new(), read_at),
+            // Nor was it shown before: its row's figures, its counts not kept for
+            // rates, Redis's never read.
+            (None, None) => VoucherLive {
+                redis_at_ms: 0,
+                ..live(row, &figures::of_row(row), (flags, started(row)), &mut HashMap::new(), (read_at, at_ms))
+            },
         })
         .collect();
     last.shown = vouchers.iter().map(|v| (v.voucher_id, v.clone())).collect();
     last.counts.retain(|id, _| last.shown.contains_key(id));
-    Ok(Snapshot { at_ms, vouchers, ..Snapshot::default() })
+    Snapshot { at_ms, database_at_ms, vouchers, ..Snapshot::default() }
 }
 
 /// A voucher's numbers from its figures, with rates since its last read (kept in
 /// `counts`); `(flags, started)`: this process's sold-out flags, and whether its sale
-/// began by the gate's clock.
+/// began by the gate's clock; read at `read_at` (this process's monotonic clock) and
+/// `at_ms`.
 fn live(
     row: &VoucherRow,
     f: &SaleFigures,
     (flags, started): (&SoldOutFlags, bool),
     counts: &mut HashMap<i64, Prev>,
-    read_at: std::time::Instant,
+    (read_at, at_ms): (std::time::Instant, i64),
 ) -> VoucherLive {
     let voucher_id = f.voucher_id;
     let refused_locally = flags.refused_locally(voucher_id);
@@ -160,6 +240,7 @@ fn live(
         begins_at_ms: f.begins_at_ms,
         ends_at_ms: f.ends_at_ms,
         buckets_left: f.buckets_left.clone(),
+        redis_at_ms: at_ms,
     }
 }
 
@@ -215,6 +296,15 @@ pub fn gauges(snapshot: &Snapshot) -> String {
             let _ = writeln!(text, "{name}{{voucher=\"{}\"}} {}", v.voucher_id, figure(v));
         }
         text.push('\n');
+    }
+    // How old the figures above are: those Redis gives, per sale, and those the
+    // database gives (what an alert on them must know: a store that does not answer
+    // leaves its last figures standing). -1: not read yet.
+    let age = |read_at_ms: i64| if read_at_ms > 0 { (snapshot.at_ms - read_at_ms).max(0) } else { -1 };
+    let name = "seckill_live_figures_age_ms";
+    let _ = writeln!(text, "# TYPE {name} gauge\n{name}{{store=\"database\"}} {}", age(snapshot.database_at_ms));
+    for v in &snapshot.vouchers {
+        let _ = writeln!(text, "{name}{{store=\"redis\",voucher=\"{}\"}} {}", v.voucher_id, age(v.redis_at_ms));
     }
     text
 }

@@ -6,7 +6,7 @@ use super::StockLive;
 use super::{EventKind, LiveEvent, OperatorFrame, Snapshot, VoucherLive};
 use crate::{
     auth::operator_api::admin_status,
-    browser::{listen, pause, Connection},
+    browser::{clock, listen, local_clock, pause, Connection},
 };
 use leptos::prelude::*;
 use std::collections::{HashMap, VecDeque};
@@ -20,6 +20,9 @@ use {
 const MAX_POINTS: usize = 720;
 /// Events shown in the log.
 const MAX_EVENTS: usize = 50;
+/// Figures read longer ago than this before their snapshot are said to be behind: the
+/// sampler reads every 250 ms and waits a second for a store.
+const BEHIND_AFTER_MS: i64 = 1_500;
 
 /// One point of a voucher's charts.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -39,6 +42,8 @@ pub struct OperatorFeed {
     pub events: RwSignal<VecDeque<LiveEvent>>,
     /// Grabs this process admitted and shed per second (admission control).
     pub gate: RwSignal<(f64, f64)>,
+    /// The latest snapshot's time, and when the database's figures in it were read.
+    pub read_at: RwSignal<(i64, i64)>,
 }
 
 impl OperatorFeed {
@@ -54,6 +59,7 @@ impl OperatorFeed {
             OperatorFrame::Snapshot(snapshot) => {
                 self.add_points(&snapshot)?;
                 set(self.gate, (snapshot.admitted_per_s, snapshot.shed_per_s))?;
+                set(self.read_at, (snapshot.at_ms, snapshot.database_at_ms))?;
                 set(self.latest, snapshot.vouchers.into_iter().map(|v| (v.voucher_id, v)).collect())?;
             }
             OperatorFrame::Event(event) => {
@@ -93,6 +99,14 @@ impl OperatorFeed {
     }
 }
 
+/// How far behind figures read at `read_at_ms` are in a snapshot of `at_ms`, as the
+/// board says it: `None` while they are fresh, or when the server did not say (0).
+fn behind(at_ms: i64, read_at_ms: i64) -> Option<String> {
+    let age = at_ms - read_at_ms;
+    let read_at = chrono::DateTime::from_timestamp_millis(read_at_ms).filter(|_| read_at_ms > 0)?;
+    (age > BEHIND_AFTER_MS).then(|| format!("as of {} ({} ago)", local_clock(read_at), clock(age / 1_000)))
+}
+
 /// Sets a signal; `None` when its component is gone (the feed then closes).
 fn set<T: Send + Sync + 'static>(signal: RwSignal<T>, value: T) -> Option<()> {
     signal.try_set(value).is_none().then_some(())
@@ -106,6 +120,7 @@ pub fn use_operator_feed() -> OperatorFeed {
         series: RwSignal::new(HashMap::new()),
         events: RwSignal::new(VecDeque::new()),
         gate: RwSignal::new((0.0, 0.0)),
+        read_at: RwSignal::new((0, 0)),
     };
     Effect::new(move |_| {
         listen(super::FEED_PATH, feed.connection, move |text| {
@@ -241,6 +256,13 @@ pub fn LiveBoard(
                         format!("this process: admitted {admitted:.0}/s, shed {shed:.0}/s") }}
                 </span>
             </div>
+            {move || { let (at, database_at) = feed.read_at.get(); behind(at, database_at) }.map(|when| view! {
+                <p role="status" aria-label="Database figures behind"
+                    class="mb-2 rounded bg-amber-100 px-2 py-1 text-sm text-amber-900">
+                    {format!("The database is not answering: the list of sales and their saved, unpaid, paid \
+                        and cancelled orders are {when}.")}
+                </p>
+            })}
             <div class="grid gap-4">
                 <For each=ids key=|id| *id let:id>
                     <LivePanel id feed titles/>
@@ -306,6 +328,13 @@ fn LivePanel(id: i64, feed: OperatorFeed, titles: Signal<HashMap<i64, String>>) 
                     "refused {:.0}/s at the gate, {:.0}/s locally here; stream {} entries",
                     l.refused_per_s, l.refused_locally_per_s, l.stream_length) }}
             </p>
+            {move || behind(feed.read_at.get().0, live().redis_at_ms).map(|when| view! {
+                <p role="status" aria-label="Redis figures behind"
+                    class="mt-1 rounded bg-amber-100 px-2 py-1 text-sm text-amber-900">
+                    {format!("Redis is not answering for this sale: stock left, granted, queue, pending and \
+                        dead letters are {when}.")}
+                </p>
+            })}
             <Show when=move || !live().buckets_left.is_empty()>
                 <p class="mt-1 text-xs text-slate-600" aria-label="Left per bucket">
                     {move || { let l = live(); let per: Vec<String> = l.buckets_left.iter()
@@ -342,6 +371,16 @@ fn EventLog(events: RwSignal<VecDeque<LiveEvent>>) -> impl IntoView {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn figures_read_over_a_second_and_a_half_before_their_snapshot_are_behind() {
+        let at = 1_700_000_000_000;
+        assert_eq!(behind(at, at), None);
+        assert_eq!(behind(at, at - 1_500), None, "a round or two late is not behind");
+        let said = behind(at, at - 12_000).expect("behind");
+        assert!(said.starts_with("as of ") && said.ends_with(" (12s ago)"), "{said}");
+        assert_eq!(behind(at, 0), None, "a server that does not say");
+    }
 
     #[test]
     fn only_sold_out_stands_for_a_sale_the_feed_has_not_sent_and_a_restock_reopens() {

@@ -472,3 +472,93 @@ async fn the_lag_counts_the_entries_no_worker_was_handed() {
     assert_eq!(app.stats(v).await["lag"], 2, "the entries after the one the group is at");
     app.stop().await;
 }
+
+/// Reads the feed for `span`, every frame within `gap` of the one before: a sampler
+/// that waits on a store that does not answer leaves a gap, and fails the test.
+async fn frames_keep_coming(feed: &mut Feed, span: Duration, gap: Duration) -> Vec<Value> {
+    let started = Instant::now();
+    let mut snapshots = Vec::new();
+    while started.elapsed() < span {
+        let frame = feed.next(gap).await;
+        if frame["type"] == "snapshot" {
+            snapshots.push(frame);
+        }
+    }
+    snapshots
+}
+
+/// The database does not answer (on PostgreSQL the vouchers table locked against
+/// reads; on SQLite, whose reads no writer blocks, every pooled connection held by a
+/// write waiting for another writer's lock): the operator's feed goes on, its Redis
+/// figures fresh, and says since when its database figures are. Before, the
+/// sampler's round waited on the database and no snapshot went out until it answered:
+/// the board stood still, marked live, while its queue grew (a review, 2026-12-02).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_feed_goes_on_while_the_database_does_not_answer() {
+    use sqlx::Connection;
+    let app = TestApp::with(Options::default().with(|c| c.db_busy_ms = 120_000)).await;
+    let v = app.create_voucher(5, -5, 3600).await;
+    let mut feed = Feed::open(&app, false).await;
+    feed.until(SOON, |f| f["type"] == "snapshot" && voucher_in(f, v).is_some()).await;
+
+    let mut blocker = sqlx::AnyConnection::connect(&app.database_url).await.unwrap();
+    let lock = if app.database_url.starts_with("postgres") {
+        "BEGIN; LOCK TABLE vouchers IN ACCESS EXCLUSIVE MODE"
+    } else {
+        "BEGIN IMMEDIATE"
+    };
+    sqlx::raw_sql(lock).execute(&mut blocker).await.unwrap();
+    // Writes that wait for the lock, each holding a pooled connection meanwhile.
+    let writers: Vec<_> = (0..12)
+        .map(|i| {
+            let api = app.api.clone();
+            let now = chrono::Utc::now();
+            tokio::spawn(async move {
+                api.create_voucher(&format!("Waiting {i}"), 1, now, now + chrono::Duration::hours(1)).await
+            })
+        })
+        .collect();
+    let snapshots = frames_keep_coming(&mut feed, Duration::from_secs(6), Duration::from_secs(3)).await;
+    let last = snapshots.last().expect("snapshots");
+    let at = last["at_ms"].as_i64().unwrap();
+    assert!(last["database_at_ms"].as_i64().unwrap() <= at - 2_000, "the database's figures said to be behind: {last}");
+    let sale = voucher_in(last, v).expect("the sale still shown");
+    assert_eq!(sale["redis_at_ms"], at, "Redis's figures fresh: {sale}");
+    let metrics = app.api.http.get(format!("{}/metrics", app.base)).bearer_auth(ADMIN_TOKEN).send().await.unwrap();
+    let metrics = metrics.text().await.unwrap();
+    let age = metrics.lines().find_map(|l| l.strip_prefix("seckill_live_figures_age_ms{store=\"database\"} "));
+    assert!(age.and_then(|a| a.parse::<i64>().ok()).is_some_and(|a| a >= 2_000), "{metrics}");
+
+    sqlx::query("ROLLBACK").execute(&mut blocker).await.unwrap();
+    for writer in writers {
+        writer.await.unwrap().unwrap();
+    }
+    app.stop().await;
+}
+
+/// Redis does not answer (killed): the operator's feed goes on, each sale shown with
+/// its database figures and what Redis showed last, and says since when its Redis
+/// figures are. Before, a round in which no bucket answered sent nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_feed_goes_on_while_redis_does_not_answer() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let private = LocalRedis::start_steady(dir.path()).await.unwrap();
+    let port = private.port;
+    let app = TestApp::with(Options::default().with(|c| c.redis_url = Some(private.url.clone()))).await;
+    let v = app.create_voucher(5, -5, 3600).await;
+    let mut feed = Feed::open(&app, false).await;
+    feed.until(SOON, |f| f["type"] == "snapshot" && voucher_in(f, v).is_some_and(|n| n["stock"] == 5)).await;
+
+    private.crash().await;
+    let snapshots = frames_keep_coming(&mut feed, Duration::from_secs(6), Duration::from_secs(3)).await;
+    let last = snapshots.last().expect("snapshots");
+    let at = last["at_ms"].as_i64().unwrap();
+    assert_eq!(last["database_at_ms"], at, "the database's figures fresh: {last}");
+    let sale = voucher_in(last, v).expect("the sale still shown");
+    assert_eq!((&sale["total"], &sale["stock"]), (&json!(5), &json!(5)), "what Redis showed last: {sale}");
+    assert!(sale["redis_at_ms"].as_i64().unwrap() <= at - 2_000, "Redis's figures said to be behind: {sale}");
+
+    let back = LocalRedis::start_on(dir.path(), port).await.unwrap();
+    app.stop().await;
+    back.stop().await;
+}

@@ -329,6 +329,59 @@ pub fn signed_out_sessions_end(ops: &[Op], faults: &[Fault]) -> (Vec<String>, Op
     (found, slowest_quiet)
 }
 
+/// The longest a running process's live feed may go without a snapshot: the sampler
+/// sends one every 250 ms, and a round waits at most 1 s for the database and 1 s for
+/// Redis; the rest is room for a busy machine.
+const FEED_SILENT_MS: u64 = 5_000;
+/// After a fault on a process heals (started again, continued), the time its feed
+/// is given to be opened again and speak.
+const FEED_BACK_MS: u64 = 2_000;
+
+/// Each process's live feed keeps coming, whatever else is down: between `from` and
+/// `until` (ms since the start), a stretch longer than [`FEED_SILENT_MS`] with no
+/// snapshot from process `p` is a violation, unless a fault on that process itself
+/// (killed, stopped, started again) covers it. With the violations, the longest such
+/// stretch found (ms).
+pub fn feed_keeps_coming(
+    snapshots: &[(usize, u64)],
+    faults: &[Fault],
+    processes: usize,
+    (from, until): (u64, u64),
+) -> (Vec<String>, u64) {
+    let (mut found, mut longest) = (Vec::new(), 0);
+    for p in 0..processes {
+        let name = format!("app-{}", p + 1);
+        let own: Vec<(u64, u64)> =
+            faults.iter().filter(|f| f.target == name).map(|f| (f.start, f.end + FEED_BACK_MS)).collect();
+        let mut times: Vec<u64> = snapshots.iter().filter(|s| s.0 == p).map(|s| s.1.clamp(from, until)).collect();
+        times.extend([from, until]);
+        times.sort_unstable();
+        for pair in times.windows(2) {
+            let silent = uncovered(pair[0], pair[1], &own);
+            longest = longest.max(silent);
+            if silent > FEED_SILENT_MS {
+                found.push(format!(
+                    "{name}'s live feed sent no snapshot for {silent} ms between {} and {} ms with no fault of its own under way",
+                    pair[0], pair[1]
+                ));
+            }
+        }
+    }
+    (found, longest)
+}
+
+/// The longest stretch of `[a, b]` that none of `covers` overlaps.
+fn uncovered(a: u64, b: u64, covers: &[(u64, u64)]) -> u64 {
+    let mut covers: Vec<(u64, u64)> = covers.iter().filter(|c| c.0 < b && a < c.1).copied().collect();
+    covers.sort_unstable();
+    let (mut at, mut longest) = (a, 0);
+    for (start, end) in covers {
+        longest = longest.max(start.saturating_sub(at));
+        at = at.max(end);
+    }
+    longest.max(b.saturating_sub(at))
+}
+
 /// Grabs, and those answered within 2 s, by the fault kind under way.
 pub type Availability = BTreeMap<String, (usize, usize)>;
 /// The slowest grant to its order's saving (ms), under a fault kind and after it.
@@ -573,6 +626,26 @@ mod tests {
         assert_eq!(evicting_starts(&[start(Some(said))]), Vec::<String>::new());
         assert!(evicting_starts(&[start(None)])[0].contains("app-1 started while redis may evict keys"));
         assert!(evicting_starts(&[start(Some("binding: address in use"))])[0].contains("did not say"));
+    }
+
+    #[test]
+    fn a_live_feed_silent_past_its_bound_is_named_unless_its_own_process_was_down() {
+        let fault = |target: &str, start, end| Fault { kind: FaultKind::Kill, target: target.into(), start, end };
+        let every = |p: usize, from: u64, to: u64| (from..to).step_by(250).map(move |t| (p, t));
+        // Process 0 speaks to 10 s, then again from 20 s; process 1 all along.
+        let snapshots: Vec<(usize, u64)> =
+            every(0, 0, 10_000).chain(every(0, 20_000, 30_000)).chain(every(1, 0, 30_000)).collect();
+        let (found, longest) = feed_keeps_coming(&snapshots, &[], 2, (0, 30_000));
+        assert_eq!((found.len(), longest), (1, 10_250), "{found:?}");
+        assert!(found[0].starts_with("app-1's"), "{found:?}");
+        // Killed from 10 s to 19 s: covered, its 2 s to speak again included.
+        let down = [fault("app-1", 10_000, 19_000)];
+        assert_eq!(feed_keeps_coming(&snapshots, &down, 2, (0, 30_000)).0.len(), 0);
+        // Another process's fault, or one that healed long before the feed spoke again, covers nothing.
+        let elsewhere = [fault("app-2", 9_000, 21_000), fault("app-1", 10_000, 11_000)];
+        assert_eq!(feed_keeps_coming(&snapshots, &elsewhere, 2, (0, 30_000)).0.len(), 1);
+        // Silent from the start of the watch: named too.
+        assert_eq!(feed_keeps_coming(&every(1, 0, 30_000).collect::<Vec<_>>(), &[], 2, (0, 30_000)).0.len(), 1);
     }
 
     #[test]

@@ -220,6 +220,8 @@ pub struct History {
     /// such a run proves nothing and fails.
     broken: Mutex<Vec<String>>,
     evicting_starts: Mutex<Vec<EvictingStart>>,
+    /// Each live-feed snapshot's arrival: (app process, ms since the start).
+    snapshots: Mutex<Vec<(usize, u64)>>,
 }
 
 impl History {
@@ -230,6 +232,7 @@ impl History {
             faults: Mutex::default(),
             broken: Mutex::default(),
             evicting_starts: Mutex::default(),
+            snapshots: Mutex::default(),
         }
     }
 
@@ -264,6 +267,16 @@ impl History {
 
     pub fn evicting_starts(&self) -> Vec<EvictingStart> {
         self.evicting_starts.lock().unwrap().clone()
+    }
+
+    /// A snapshot of process `process`'s live feed arrived now.
+    pub fn snapshot(&self, process: usize) {
+        let now = self.now();
+        self.snapshots.lock().unwrap().push((process, now));
+    }
+
+    pub fn snapshots(&self) -> Vec<(usize, u64)> {
+        self.snapshots.lock().unwrap().clone()
     }
 
     pub fn ops(&self) -> Vec<Op> {

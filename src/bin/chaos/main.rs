@@ -22,6 +22,7 @@ mod postgres;
 mod proxy;
 mod timeline;
 mod topology;
+mod watcher;
 mod workload;
 
 use clap::Parser;
@@ -192,6 +193,12 @@ async fn day(args: &Args, seed: u64, topology: &Arc<Topology>, dir: &std::path::
             run_ms,
         )));
     }
+    // The operator's dashboard open on every process all day.
+    let watched_from = history.now();
+    for (process, base) in bases.iter().enumerate() {
+        let watch = watcher::watch(history.clone(), process, base.clone(), topology.admin_token.clone(), run_ms);
+        clients.push(tokio::spawn(watch));
+    }
     let nemesis = tokio::spawn(nemesis::run(topology.clone(), history.clone(), schedule));
     for c in clients {
         let _ = c.await;
@@ -248,6 +255,13 @@ async fn day(args: &Args, seed: u64, topology: &Arc<Topology>, dir: &std::path::
         "chaos: sign-outs answered: {}; slowest a signed-out cookie was still served with no fault under way: {}",
         ops.iter().filter(|o| o.kind == OpKind::SignOut && o.status == Some(200)).count(),
         slowest_quiet.map_or("never".to_owned(), |ms| format!("{ms} ms after"))
+    );
+    let (silent, longest) =
+        checker::feed_keeps_coming(&history.snapshots(), &faults, bases.len(), (watched_from, run_ms.min(run_end)));
+    violations.extend(silent);
+    println!(
+        "chaos: live-feed snapshots: {}; the longest a process's feed was silent with no fault of its own: {longest} ms",
+        history.snapshots().len()
     );
     let evicting_starts = history.evicting_starts();
     violations.extend(checker::evicting_starts(&evicting_starts));

@@ -185,7 +185,8 @@ pub struct Report {
     pub latency: Latency,
     pub orders: OrderCounts,
     pub units: Units,
-    /// The sale's operator actions, newest first.
+    /// The sale's operator actions, newest first: the newest 1,000 (`list_audit` with
+    /// the sale's `voucher_id` pages through every one).
     pub actions: Vec<AuditEntry>,
 }
 

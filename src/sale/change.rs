@@ -264,10 +264,19 @@ pub(super) async fn change_stock<F: ForOperators>(
         // next reads the sale-change count `done` bumps.
         state.sold_out.clear(voucher_id);
     }
-    let after = store::get(&backend.db, voucher_id).await?.ok_or(ErrorCode::UnknownVoucher)?;
+    // Made: no answer from here on may read as one that did nothing (`unavailable`
+    // lets an Idempotency-Key go, and the keyed retry would make the change again; a
+    // review, 2026-12-02).
+    let Ok(Some(after)) = store::get(&backend.db, voucher_id).await else {
+        return Err(AppError::with(ErrorCode::SavedNotApplied, MADE_NOT_READ));
+    };
     let voucher = done(&state, &actor, action, &before, &after).await?;
     Ok(StockChanged { units: made.recorded.abs(), voucher })
 }
+
+/// What an operator hears of a stock change made whose sale could not be read back.
+const MADE_NOT_READ: &str = "Made, but the sale could not be read back just now: read it to see its stock, \
+     and do not send the change again.";
 
 /// Makes `changes` in Redis, in turn; what they made, summed. A failure stops there:
 /// the rest are owed, and the upkeep makes them.

@@ -418,3 +418,83 @@ async fn a_key_the_database_holds_for_a_call_under_way_is_not_served_again() {
     assert_eq!(stock(&app, v).await, 8);
     app.stop().await;
 }
+
+/// A call as the admin token with `key`: the status, whether it was a replay, the body.
+async fn keyed_admin(app: &TestApp, name: &str, key: &str, body: Value) -> (u16, bool, Value) {
+    let req = app.http.post(format!("{}/api/{name}", app.base)).bearer_auth(ADMIN_TOKEN).header("idempotency-key", key);
+    let res = req.json(&body).send().await.unwrap();
+    let (status, replayed) = (res.status().as_u16(), res.headers().contains_key("idempotent-replayed"));
+    (status, replayed, res.json().await.unwrap())
+}
+
+/// A keyed `add_stock` made (in the database and Redis) whose sale could not be read
+/// back afterwards is answered `saved_not_applied`, which the key keeps: the retry
+/// replays it and adds nothing. Before (a review, 2026-12-02), the failed read answered
+/// `unavailable`, which lets the key go, and the retry added the units again. The
+/// failed read is laid out on PostgreSQL (SQLite has no such hook): the change's
+/// settling sets a flag by trigger, and `vouchers`, made a view of the table, fails
+/// every read for a second after it.
+#[tokio::test]
+async fn a_keyed_stock_change_made_whose_sale_could_not_be_read_back_is_not_made_again() {
+    let app = TestApp::spawn().await;
+    if !app.database_url.starts_with("postgres") {
+        return app.stop().await;
+    }
+    let v = app.create_voucher(5, -5, 3600).await;
+    let set = [
+        "CREATE TABLE drill_flag (until_ms BIGINT NOT NULL)",
+        "CREATE FUNCTION drill_now() RETURNS BIGINT LANGUAGE sql AS \
+         $$ SELECT (extract(epoch FROM clock_timestamp()) * 1000)::BIGINT $$",
+        "CREATE FUNCTION drill_flag_set() RETURNS trigger LANGUAGE plpgsql AS \
+         $$ BEGIN INSERT INTO drill_flag VALUES (drill_now() + 1000); RETURN NEW; END $$",
+        "CREATE TRIGGER drill_flag_set AFTER UPDATE ON stock_changes FOR EACH ROW \
+         WHEN (OLD.applied IS NULL AND NEW.applied IS NOT NULL) EXECUTE FUNCTION drill_flag_set()",
+        "CREATE FUNCTION drill_read() RETURNS BOOLEAN LANGUAGE plpgsql AS $$ BEGIN \
+         IF EXISTS (SELECT 1 FROM drill_flag WHERE until_ms > drill_now()) THEN RAISE EXCEPTION 'drill'; END IF; \
+         RETURN TRUE; END $$",
+        "ALTER TABLE vouchers RENAME TO drill_vouchers",
+        "CREATE VIEW vouchers AS SELECT * FROM drill_vouchers WHERE drill_read()",
+    ];
+    for statement in set {
+        sqlx::query(statement).execute(&app.db).await.unwrap();
+    }
+    let body = json!({ "voucher_id": v, "units": 2 });
+    let (status, replayed, first) = keyed_admin(&app, "add_stock", "add-two", body.clone()).await;
+    assert_eq!((status, replayed, code(&first)), (503, false, "saved_not_applied"), "{first}");
+    let db = app.db.clone();
+    wait_until("the reads fail no more", SOON, || {
+        let db = db.clone();
+        async move { sqlx::query("SELECT id FROM vouchers").fetch_all(&db).await.is_ok() }
+    })
+    .await;
+
+    let (status, replayed, again) = keyed_admin(&app, "add_stock", "add-two", body).await;
+    assert_eq!((status, replayed, &again), (503, true, &first), "the first answer replayed");
+    assert_eq!(stock(&app, v).await, 7, "added once");
+    app.stop().await;
+}
+
+/// A keyed `remove_operator` whose removal is made but whose process could not read the
+/// operators again afterwards (on PostgreSQL, the table read beside them locked past
+/// the lock timeout) answers as made, and its retry replays that. Before (a review,
+/// 2026-12-02), it answered `unavailable`, the key went, and the retry answered
+/// `unknown_operator`: the operator told the removal failed.
+#[tokio::test]
+async fn a_keyed_operator_removal_made_is_answered_so_though_its_copy_was_not_read_again() {
+    use sqlx::Connection;
+    let app = TestApp::with(crate::support::Options::default().with(|c| c.db_busy_ms = 300)).await;
+    if !app.database_url.starts_with("postgres") {
+        return app.stop().await;
+    }
+    let added = json!({ "name": "gone", "password": "gone's operator password", "role": "operator" });
+    app.admin("add_operator", added).await;
+    let mut blocker = sqlx::AnyConnection::connect(&app.database_url).await.unwrap();
+    sqlx::raw_sql("BEGIN; LOCK TABLE admin_token IN ACCESS EXCLUSIVE MODE").execute(&mut blocker).await.unwrap();
+    let (status, _, first) = keyed_admin(&app, "remove_operator", "remove-gone", json!({ "name": "gone" })).await;
+    sqlx::query("ROLLBACK").execute(&mut blocker).await.unwrap();
+    assert_eq!(status, 200, "{first}");
+    let (status, replayed, again) =
+        keyed_admin(&app, "remove_operator", "remove-gone", json!({ "name": "gone" })).await;
+    assert_eq!((status, replayed, &again), (200, true, &first), "the first answer replayed");
+    app.stop().await;
+}

@@ -202,7 +202,7 @@ pub fn refused_with(codes: &[ErrorCode]) -> RefOr<Schema> {
 fn retry_after(status: u16) -> Option<utoipa::openapi::header::Header> {
     let when = match status {
         429 => "Seconds to wait before trying again (a rate or guessing limit).",
-        503 => "Seconds to wait before trying again, when the server knows (a shed grab, a process not ready yet); without it, retry with a backoff.",
+        503 => "Seconds to wait before trying again, when the server knows (a shed grab, a process not ready yet); without it, retry with a backoff. Not `saved_not_applied`: that change is saved, and is not to be sent again.",
         _ => return None,
     };
     let seconds = ObjectBuilder::new().schema_type(Type::Integer).minimum(Some(1));

@@ -35,12 +35,16 @@
 //! made-up name makes no state of its own.
 //!
 //! **Known browsers** (OWASP's device cookies): a browser that signed in to an account
-//! (or made it) carries a signed cookie naming it ([`known_browser`], one per kind of
-//! account, for [`KNOWN_SECS`]). Its checks at that account are counted on the
-//! account's known-browser counter alone ([`PER_KNOWN_BROWSER`]), never on its
-//! address's or the account's: however many others fail from the same address (a
+//! (or made it) carries a signed cookie naming it and a number of its own
+//! ([`known_browser`], one per kind of account, for [`KNOWN_SECS`]). Its checks at that
+//! account are counted on that cookie's counter alone ([`PER_KNOWN_BROWSER`]), never on
+//! its address's or the account's: however many others fail from the same address (a
 //! carrier's NAT, an office), and at the same account, the holder's right password goes
-//! ahead at once, and their own typos hold back only the account's known browsers. A
+//! ahead at once, and their own typos hold back only that cookie (and its copies). A
+//! browser the account once signed in on and no longer trusts (a shared computer, a
+//! phone lent) cannot hold back the holder's other browsers by failing there (a review,
+//! 2026-12-02: they shared one counter, and five guesses from the old one turned the
+//! holder's own browsers away). A
 //! browser not known to the account is counted as above: while its address must wait,
 //! every password check from it waits, the right one included (a password is short
 //! enough to guess, and answering the right one there would tell a guesser which guess
@@ -71,8 +75,8 @@ pub const PER_ACCOUNT: u32 = 10;
 /// Failures at one account from one IPv6 /48 (all its /64s together) before waits
 /// begin: a caller holding a /48 gets about as many guesses as one address.
 pub const PER_ACCOUNT_FROM_NETWORK: u32 = 20;
-/// Failures at one account from the browsers known to it (every one of them: a copied
-/// cookie guesses no more than one address) before waits begin.
+/// Failures at one account from one browser known to it (its cookie and every copy of
+/// it: a copied cookie guesses no more than one address) before waits begin.
 pub const PER_KNOWN_BROWSER: u32 = 5;
 /// How long a browser stays known to an account after it signed in there.
 pub const KNOWN_SECS: i64 = 90 * 24 * 3600;
@@ -147,7 +151,8 @@ impl Target<'_> {
 pub enum Source {
     /// A caller known by its address only.
     Address(IpAddr),
-    /// A browser that signed in to the account before (its holder digest).
+    /// A browser that signed in to the account before: its cookie's holder digest and
+    /// number, which name its counter.
     KnownBrowser(String),
 }
 
@@ -156,13 +161,15 @@ impl Source {
     /// ([`known_browser`]); the caller's address otherwise.
     pub fn of(secrets: &Secrets, headers: &HeaderMap, target: &Target<'_>, address: IpAddr) -> Self {
         let holder = target.holder(&secrets.attempts_key);
-        let known = secrets.signed_value(headers, target.known_cookie()).is_some_and(|value| {
-            value.split_once('.').is_some_and(|(expires, named)| unexpired(expires).is_some() && named == holder)
+        let known = secrets.signed_value(headers, target.known_cookie()).and_then(|value| {
+            let mut parts = value.splitn(3, '.');
+            let (expires, named, number) = (parts.next()?, parts.next()?, parts.next()?);
+            let number = number.len() == 2 * KNOWN_NUMBER_BYTES && number.bytes().all(|b| b.is_ascii_hexdigit());
+            (unexpired(expires).is_some() && named == holder && number).then(|| value[expires.len() + 1..].to_owned())
         });
-        if known {
-            Self::KnownBrowser(holder)
-        } else {
-            Self::Address(address)
+        match known {
+            Some(cookie) => Self::KnownBrowser(cookie),
+            None => Self::Address(address),
         }
     }
 
@@ -175,10 +182,15 @@ impl Source {
     }
 }
 
+/// Random bytes that tell one known-browser cookie from the account's others.
+const KNOWN_NUMBER_BYTES: usize = 8;
+
 /// A `Set-Cookie` value that makes this browser known to `target` (after a right
-/// password, or the account made): signed, holding the holder digest and an expiry.
+/// password, or the account made): signed, holding an expiry, the holder digest and a
+/// random number of its own (its failures are its own).
 pub fn known_browser(secrets: &Secrets, target: &Target<'_>) -> String {
-    let value = format!("{}.{}", expiry(KNOWN_SECS), target.holder(&secrets.attempts_key));
+    let number = hex::encode(rand::random::<[u8; KNOWN_NUMBER_BYTES]>());
+    let value = format!("{}.{}.{number}", expiry(KNOWN_SECS), target.holder(&secrets.attempts_key));
     secrets.signed_cookie(target.known_cookie(), value, KNOWN_SECS)
 }
 
@@ -236,13 +248,13 @@ struct Counters {
 
 impl Counters {
     /// The counters of a check at `who` (`None`: the address's alone) from `source`:
-    /// from a known browser, the account's known-browser counter alone.
+    /// from a known browser, its cookie's counter alone.
     fn new(backend: &Backend, who: Option<String>, source: &Source) -> Self {
         let ns = &backend.namespace;
         let check = hex::encode(rand::random::<[u8; 8]>());
         let address = match source {
-            Source::KnownBrowser(holder) => {
-                let known = (attempts_from_known_browsers(ns, holder), PER_KNOWN_BROWSER);
+            Source::KnownBrowser(cookie) => {
+                let known = (attempts_from_known_browsers(ns, cookie), PER_KNOWN_BROWSER);
                 return Self { address: Some(known), account: None, network: None, check };
             }
             Source::Address(address) => *address,

@@ -29,7 +29,7 @@
 //! | `<ns>:attempts:addr:<address>` | hash | failed credential checks from one address | `auth::attempts` | at most [`ATTEMPTS_KEPT`] after its last change (a count under its allowance: that allowance's share of it per failure) |
 //! | `<ns>:attempts:{<who>}` | hash | failed checks at one account (or the admin token), every address | `auth::attempts` | at most [`ATTEMPTS_KEPT`] after its last change (a count under its allowance: that allowance's share of it per failure) |
 //! | `<ns>:attempts:{<who>}:<address>` | hash | failed checks at one account from one address (an IPv4 address or IPv6 /64), or from one IPv6 /48 (`<address>/48`) | `auth::attempts` | at most [`ATTEMPTS_KEPT`] after its last change (a count under its allowance: that allowance's share of it per failure) |
-//! | `<ns>:attempts:known:<holder>` | hash | failed checks at one account from browsers that signed in to it before (one per account) | `auth::attempts` | at most [`ATTEMPTS_KEPT`] after its last change (a count under its allowance: that allowance's share of it per failure) |
+//! | `<ns>:attempts:known:<cookie>` | hash | failed checks at one account from one browser that signed in to it before (one per known-browser cookie that failed; a right password makes each) | `auth::attempts` | at most [`ATTEMPTS_KEPT`] after its last change (a count under its allowance: that allowance's share of it per failure) |
 //! | `<ns>:sign_ups:addr:<address>:<hour>` | string | sign-ups from one address this hour (the quota) | `auth::challenge` | [`SIGN_UPS_FROM_ADDRESS_KEPT`] after its last change |
 //! | `<ns>:sign_ups:<minute>` | string | sign-ups this minute, every process (the challenge's work) | `auth::challenge` | [`SIGN_UPS_IN_MINUTE_KEPT`] after its last change |
 //! | `<ns>:sign_up_challenge:<challenge>` | string | a sign-up challenge taken, until it expires | `auth::challenge` | when the challenge does (at most [`SIGN_UP_CHALLENGE_KEPT`]) |
@@ -236,10 +236,12 @@ pub fn idempotency(namespace: &str, caller: &str, key: &str) -> (String, String)
     (format!("{count}:{key}"), count)
 }
 
-/// The failures at one account from browsers that signed in to it before (`holder`: a
-/// keyed digest of the account, so the key names nobody): at most one per account.
-pub fn attempts_from_known_browsers(namespace: &str, holder: &str) -> String {
-    format!("{namespace}:attempts:known:{holder}")
+/// The failures at one account from one browser that signed in to it before
+/// (`cookie`: a keyed digest of the account and the cookie's random number, so the key
+/// names nobody): one per known-browser cookie that failed, each made by a right
+/// password.
+pub fn attempts_from_known_browsers(namespace: &str, cookie: &str) -> String {
+    format!("{namespace}:attempts:known:{cookie}")
 }
 
 /// Sign-ups from one address (an IPv6 /64 is one) in one hour (`hour`: Unix hours).

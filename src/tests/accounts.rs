@@ -813,6 +813,26 @@ async fn others_failures_never_turn_a_known_browser_away() {
     app.stop().await;
 }
 
+/// A browser the holder signed in on once and no longer trusts (a shared computer)
+/// fails at her account: it holds back only itself, never her other browsers. Before
+/// (a review, 2026-12-02), every browser known to an account shared one counter, and
+/// five guesses from the shared computer's cookie turned her own browser away (429).
+#[tokio::test]
+async fn one_known_browsers_failures_never_hold_back_the_holders_other_browsers() {
+    let app = TestApp::spawn().await;
+    app.sign_in("ria").await;
+    let (own, shared) = (client_from(23), client_from(24));
+    let hers = sign_in_knowing(&own, &app, ("ria", PASSWORD), None).await.1.expect("her browser is known");
+    let left = sign_in_knowing(&shared, &app, ("ria", PASSWORD), None).await.1.expect("the shared one too");
+    let mut answers = Vec::new();
+    for i in 0..6 {
+        answers.push(sign_in_knowing(&shared, &app, ("ria", &format!("guess {i} at ria")), Some(&left)).await.0);
+    }
+    assert_eq!(answers, [401, 401, 401, 401, 401, 429], "the shared computer's cookie waits after five");
+    assert_eq!(sign_in_knowing(&own, &app, ("ria", PASSWORD), Some(&hers)).await.0, 200, "her own browser goes ahead");
+    app.stop().await;
+}
+
 /// Unknown names answer at the slowest cost a stored hash has (issue 53): accounts made
 /// at a dearer cost keep it when the cost is lowered, and a process started at the
 /// lower cost verifies its decoy at the dearer one. Before, the decoy was at the

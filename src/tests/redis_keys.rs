@@ -145,7 +145,7 @@ async fn every_key_lives_as_the_key_table_says() {
     ] {
         assert!(rows_met.iter().any(|p| p.starts_with(prefix)), "no key of {prefix}: {keys:?}");
     }
-    assert!(rows_met.contains("<ns>:worker:<name>") && rows_met.contains("<ns>:attempts:known:<holder>"));
+    assert!(rows_met.contains("<ns>:worker:<name>") && rows_met.contains("<ns>:attempts:known:<cookie>"));
     app.stop().await;
 }
 

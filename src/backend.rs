@@ -12,6 +12,7 @@ use layout::{events_channel, Bucket, SaleKeys, Scripts};
 pub mod db_clock;
 pub mod layout;
 pub mod layout_version;
+pub mod lone_task;
 pub mod outage;
 mod redis_conn;
 mod script_call;

@@ -13,7 +13,7 @@
 
 use super::{figures, hub::Hub, SaleFigures, Snapshot, VoucherLive};
 use crate::{
-    backend::{outage::Outage, Backend, BackendError},
+    backend::{lone_task::LoneTask, outage::Outage, Backend, BackendError},
     report::sell_outs::SellOuts,
     sale::{admission::Admission, sold_out::SoldOutFlags},
     shutdown::{self, Shutdown},
@@ -85,20 +85,20 @@ struct Last {
 /// side: a store slow to answer holds up no round, and a check is never cut short (it
 /// says sold out, then restocked if a unit came back meanwhile).
 #[derive(Default)]
-struct SellOutChecks(Option<tokio::task::JoinHandle<()>>);
+struct SellOutChecks(LoneTask);
 
 impl SellOutChecks {
     /// Checks `sales` (id, shards); skipped while the last round's are under way (the
     /// next round hands them again).
     fn start(&mut self, backend: &Backend, sales: Vec<(i64, u32)>) {
-        if sales.is_empty() || self.0.as_ref().is_some_and(|t| !t.is_finished()) {
+        if sales.is_empty() {
             return;
         }
         let backend = backend.clone();
-        self.0 = Some(tokio::spawn(async move {
+        self.0.start(async move {
             let checks = sales.iter().map(|&(id, shards)| crate::sale::refill::if_sold_out(&backend, id, shards));
             futures::future::join_all(checks).await;
-        }));
+        });
     }
 }
 

@@ -433,7 +433,7 @@ async fn keyed_admin(app: &TestApp, name: &str, key: &str, body: Value) -> (u16,
 /// `unavailable`, which lets the key go, and the retry added the units again. The
 /// failed read is laid out on PostgreSQL (SQLite has no such hook): the change's
 /// settling sets a flag by trigger, and `vouchers`, made a view of the table, fails
-/// every read for a second after it.
+/// every read for 3 s after it (room for a loaded machine between the two).
 #[tokio::test]
 async fn a_keyed_stock_change_made_whose_sale_could_not_be_read_back_is_not_made_again() {
     let app = TestApp::spawn().await;
@@ -446,7 +446,7 @@ async fn a_keyed_stock_change_made_whose_sale_could_not_be_read_back_is_not_made
         "CREATE FUNCTION drill_now() RETURNS BIGINT LANGUAGE sql AS \
          $$ SELECT (extract(epoch FROM clock_timestamp()) * 1000)::BIGINT $$",
         "CREATE FUNCTION drill_flag_set() RETURNS trigger LANGUAGE plpgsql AS \
-         $$ BEGIN INSERT INTO drill_flag VALUES (drill_now() + 1000); RETURN NEW; END $$",
+         $$ BEGIN INSERT INTO drill_flag VALUES (drill_now() + 3000); RETURN NEW; END $$",
         "CREATE TRIGGER drill_flag_set AFTER UPDATE ON stock_changes FOR EACH ROW \
          WHEN (OLD.applied IS NULL AND NEW.applied IS NOT NULL) EXECUTE FUNCTION drill_flag_set()",
         "CREATE FUNCTION drill_read() RETURNS BOOLEAN LANGUAGE plpgsql AS $$ BEGIN \

@@ -518,7 +518,7 @@ async fn the_feed_goes_on_while_the_database_does_not_answer() {
             })
         })
         .collect();
-    let snapshots = frames_keep_coming(&mut feed, Duration::from_secs(6), Duration::from_secs(3)).await;
+    let snapshots = frames_keep_coming(&mut feed, Duration::from_secs(8), Duration::from_secs(5)).await;
     let last = snapshots.last().expect("snapshots");
     let at = last["at_ms"].as_i64().unwrap();
     assert!(last["database_at_ms"].as_i64().unwrap() <= at - 2_000, "the database's figures said to be behind: {last}");
@@ -550,7 +550,7 @@ async fn the_feed_goes_on_while_redis_does_not_answer() {
     feed.until(SOON, |f| f["type"] == "snapshot" && voucher_in(f, v).is_some_and(|n| n["stock"] == 5)).await;
 
     private.crash().await;
-    let snapshots = frames_keep_coming(&mut feed, Duration::from_secs(6), Duration::from_secs(3)).await;
+    let snapshots = frames_keep_coming(&mut feed, Duration::from_secs(8), Duration::from_secs(5)).await;
     let last = snapshots.last().expect("snapshots");
     let at = last["at_ms"].as_i64().unwrap();
     assert_eq!(last["database_at_ms"], at, "the database's figures fresh: {last}");

@@ -35,12 +35,23 @@ pub struct PageSize {
     pub most: i64,
 }
 
+/// Most digits a page's cursor (`after`) may have: an id is a positive `i64`.
+#[cfg(feature = "ssr")]
+pub const CURSOR_DIGITS: usize = 19;
+
+/// The form of a page's cursor a caller sends (in the API document, from
+/// [`CURSOR_DIGITS`]).
+#[cfg(feature = "ssr")]
+pub fn cursor_pattern() -> String {
+    format!("^[0-9]{{1,{CURSOR_DIGITS}}}$")
+}
+
 #[cfg(feature = "ssr")]
 pub use server::Paging;
 
 #[cfg(feature = "ssr")]
 mod server {
-    use super::{Page, PageSize};
+    use super::{Page, PageSize, CURSOR_DIGITS};
     use crate::error::{AppError, AppResult};
 
     /// A page asked for, checked: at most `limit` items, older than `before` (an id).
@@ -68,10 +79,11 @@ mod server {
             Ok(Self { limit, before })
         }
 
-        /// An id as a page's `next` writes it: digits only, above 0 (`-5` and ` 8`
-        /// were taken once, while a number was refused).
+        /// An id as a page's `next` writes it: 1 to [`CURSOR_DIGITS`] digits, above 0
+        /// (`-5` and ` 8` were taken once, while a number was refused; and any number of
+        /// leading zeros, while the API document said at most 19 digits).
         fn id(sent: &str) -> Option<i64> {
-            let digits = !sent.is_empty() && sent.bytes().all(|b| b.is_ascii_digit());
+            let digits = (1..=CURSOR_DIGITS).contains(&sent.len()) && sent.bytes().all(|b| b.is_ascii_digit());
             digits.then(|| sent.parse().ok()).flatten().filter(|&id| id > 0)
         }
 
@@ -106,9 +118,11 @@ mod server {
             assert_eq!(last.before, Some(8));
             assert_eq!(last.page(vec![7], |id| *id), Page { items: vec![7], has_more: false, next: None });
             assert_eq!(Paging::asked(None, None, SIZE).unwrap().limit, 10);
+            assert_eq!(Paging::asked(None, Some("0000000000000000008"), SIZE).unwrap().before, Some(8));
             assert!(Paging::asked(Some(0), None, SIZE).is_err());
             assert!(Paging::asked(Some(101), None, SIZE).is_err());
-            for wrong in ["8x", "-5", "0", " 8", "+8", "", "99999999999999999999"] {
+            let zeros = format!("{}8", "0".repeat(CURSOR_DIGITS));
+            for wrong in ["8x", "-5", "0", " 8", "+8", "", "99999999999999999999", &zeros] {
                 assert!(Paging::asked(None, Some(wrong), SIZE).is_err(), "{wrong:?}");
             }
         }

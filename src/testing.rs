@@ -13,7 +13,7 @@ pub use crate::{
         db_clock,
         layout::{
             bucket_of, last_sale, order_id_counter, sale_changes, sign_ups_in_minute, SaleKeys, Scripts, ATTEMPTS_KEPT,
-            DRAIN_GRACE_MS, GROUP, ORDER_IDS_KEPT, REBUILD_DEADLINE, SIGN_UPS_FROM_ADDRESS_KEPT,
+            DRAIN_GRACE_MS, GROUP, ORDER_IDS_KEPT, REBUILD_DEADLINE, SIGN_INS_KEPT, SIGN_UPS_FROM_ADDRESS_KEPT,
             SIGN_UPS_IN_MINUTE_KEPT, SIGN_UP_CHALLENGE_KEPT, WORKER_LEASE,
         },
         layout_version::LAYOUT_VERSION,
@@ -57,6 +57,9 @@ pub const FAILURES_PER_ADDRESS: u32 = crate::auth::attempts::PER_ADDRESS;
 pub const GUESSES_PER_ADDRESS: u32 = crate::auth::attempts::PER_ACCOUNT_FROM_ADDRESS;
 /// Failures at one account from every address before it slows those that fail.
 pub const GUESSES_PER_ACCOUNT: u32 = crate::auth::attempts::PER_ACCOUNT;
+/// Right passwords at one account in an hour past which its checks share half the
+/// hash pool.
+pub const SIGN_INS_OFTEN: u32 = crate::auth::attempts::OFTEN;
 /// The live feed's path.
 pub const FEED_PATH: &str = crate::live::FEED_PATH;
 /// The CSV exports' paths.

@@ -142,7 +142,7 @@ pub async fn sign_in(name: String, password: String) -> AppResult<User> {
     let forms = names::signed_in_as(&name)?;
     let state = Context::get();
     let target = Target::Account(&forms[0]);
-    let account = check_password(&state, &target, &forms, password).await?;
+    let account = check_password(&state, &target, &forms, ("password", password)).await?;
     set_cookie(&state.secrets.session_cookie(account.user_id, &account.name, account.generation))?;
     set_cookie(&attempts::known_browser(&state.secrets, &target))?;
     Ok(User { user_id: account.user_id, name: account.name })
@@ -156,7 +156,8 @@ pub async fn change_password(current: String, new: String) -> AppResult<()> {
     let state = Context::get();
     let session = signed_in(&state)?;
     password::check_new("new", &new)?;
-    check_password(&state, &Target::Account(&session.name), std::slice::from_ref(&session.name), current).await?;
+    let named = std::slice::from_ref(&session.name);
+    check_password(&state, &Target::Account(&session.name), named, ("current", current)).await?;
     let hash = state.hasher.hash(new).await?;
     let ended = store::end_all_sessions(&state.backend.db, session.user_id, Some(&hash), SESSION_SECS * 1000).await?;
     state.secrets.ended.apply(std::slice::from_ref(&ended));
@@ -248,14 +249,14 @@ pub(super) fn client_address() -> std::net::IpAddr {
     client.map_or(std::net::Ipv4Addr::UNSPECIFIED.into(), |c| c.0)
 }
 
-/// Checks `password` against a shopper's account, counted against `target` and the
-/// caller's address: the account's credentials, or `bad_credentials`.
+/// Checks `password` (sent as its field) against a shopper's account, counted against
+/// `target` and the caller's address: the account's credentials, or `bad_credentials`.
 #[cfg(feature = "ssr")]
 async fn check_password(
     state: &Context,
     target: &Target<'_>,
     forms: &[String],
-    password: String,
+    password: (&str, String),
 ) -> AppResult<store::Credentials> {
     check(state, target, password, async {
         let db = &state.backend.db;
@@ -266,32 +267,36 @@ async fn check_password(
 }
 
 /// The one way a password is checked, shoppers' and operators' alike: a place in the
-/// hash pool first (a busy server never uses up anyone's attempts), the check counted
-/// from its source (a browser known to the account, or the address), the account
-/// looked up (`find`: its hash, if it has one, and what to hand back), the check
-/// counted at the name's counter (somebody's or nobody's alike), the hash verified (a
-/// decoy when there is none: an unknown name gets the same answer in the same time),
-/// and how it ended counted. A sign-in that it lets through makes the browser known to
-/// the account (`attempts::known_browser`), after its own cookie: clients that keep the
-/// first cookie keep the credential.
+/// hash pool first (a busy server never uses up anyone's attempts; a check at an
+/// account signed in to often lately, `attempts::often`, takes one of the half of the
+/// pool such checks share), the check counted from its source (a browser known to the
+/// account, or the address), the account looked up (`find`: its hash, if it has one,
+/// and what to hand back), the check counted at the name's counter (somebody's or
+/// nobody's alike), the hash verified (a decoy when there is none: an unknown name gets
+/// the same answer in the same time), and how it ended counted. `password` comes with
+/// the field it was sent in, which a refusal names. A sign-in that it lets through
+/// makes the browser known to the account (`attempts::known_browser`), after its own
+/// cookie: clients that keep the first cookie keep the credential.
 #[cfg(feature = "ssr")]
 pub(super) async fn check<T>(
     state: &Context,
     target: &Target<'_>,
-    password: String,
+    (field, password): (&str, String),
     find: impl std::future::Future<Output = AppResult<Option<(Option<String>, T)>>>,
 ) -> AppResult<T> {
     if password.chars().count() > password::MAX_CHARS {
-        return Err(AppError::invalid(format!("A password has at most {} characters.", password::MAX_CHARS)));
+        return Err(AppError::invalid(format!("A password has at most {} characters.", password::MAX_CHARS)).on(field));
     }
     let headers = use_context::<axum::http::request::Parts>().map(|p| p.headers).unwrap_or_default();
     let address = client_address();
     let source = attempts::Source::of(&state.secrets, &headers, target, address);
-    let admission = state.hasher.admit(source.asker(address))?;
+    let key = &state.secrets.attempts_key;
+    let frequent = attempts::often(&state.backend, key, target).await?;
+    let admission = state.hasher.admit(source.asker(address), frequent)?;
     // The source first: a guesser who must wait costs no database read.
     attempts::may_try(&state.backend, &source).await?;
     let (hash, found) = find.await?.map_or((None, None), |(hash, found)| (hash, Some(found)));
-    let attempt = attempts::begin(&state.backend, &state.secrets.attempts_key, target, &source).await?;
+    let attempt = attempts::begin(&state.backend, key, target, &source).await?;
     // Bounded, so the check's place is never held past its bound (dropped, the
     // attempt gives it back). The hash holds the attempt while it runs: a caller that
     // goes away mid-hash leaves its place taken until the hash is done, so one
@@ -302,6 +307,9 @@ pub(super) async fn check<T>(
     match found {
         Some(found) if matches => {
             attempt.succeeded().await?;
+            if let Err(e) = attempts::signed_in(&state.backend, key, target).await {
+                tracing::warn!("counting a right password: {e}");
+            }
             Ok(found)
         }
         _ => {

@@ -50,13 +50,23 @@
 //! enough to guess, and answering the right one there would tell a guesser which guess
 //! was right without counting it). The admin token is never held back: the right token
 //! always goes ahead ([`admin_token`]).
+//!
+//! **Right passwords cost too.** A right password counts no failure, yet its check
+//! holds a place in the hash pool like any other: a few networks signing in to
+//! accounts of their own over and over kept every place taken, and sign-ups, new
+//! passwords and every other sign-in answered `unavailable` (a review, 2026-12-02).
+//! Each account's right passwords are counted for an hour ([`signed_in`]); past
+//! [`OFTEN`] its checks are *frequent* ([`often`]) and share half the pool between them
+//! (`password::Hasher::admit`), so that kind of load takes accounts by the thousand,
+//! each made past the sign-up quota and challenge. Its holder still signs in while the
+//! pool has room; nothing turns them away that does not turn everyone away.
 
 use super::session::{expiry, unexpired, Secrets};
 use crate::{
     backend::{
         layout::{
             attempts_at_account, attempts_at_account_from, attempts_from_address, attempts_from_known_browsers,
-            ATTEMPTS_KEPT,
+            sign_ins_at, ATTEMPTS_KEPT, SIGN_INS_KEPT,
         },
         Backend,
     },
@@ -78,6 +88,10 @@ pub const PER_ACCOUNT_FROM_NETWORK: u32 = 20;
 /// Failures at one account from one browser known to it (its cookie and every copy of
 /// it: a copied cookie guesses no more than one address) before waits begin.
 pub const PER_KNOWN_BROWSER: u32 = 5;
+/// Right passwords at one account in an hour ([`SIGN_INS_KEPT`]) past which its checks
+/// are frequent: more than a holder signing in on each of their devices, and a few
+/// typos, would ever give.
+pub const OFTEN: u32 = 10;
 /// How long a browser stays known to an account after it signed in there.
 pub const KNOWN_SECS: i64 = 90 * 24 * 3600;
 /// The first wait past an allowance (long enough to make guessing slow, short enough
@@ -358,6 +372,29 @@ pub async fn begin(backend: &Backend, key: &[u8; 32], target: &Target<'_>, sourc
         Some(wait) => Err(refused(wait)),
         None => Ok(Attempt(Some((counters, backend.clone())))),
     }
+}
+
+/// Whether `target`'s account was signed in to [`OFTEN`] times or more in its count's
+/// hour (a name nobody has never was): its checks then share half the hash pool.
+pub async fn often(backend: &Backend, key: &[u8; 32], target: &Target<'_>) -> redis::RedisResult<bool> {
+    let counter = signed_in_key(backend, key, target);
+    let count: Option<u32> = redis::cmd("GET").arg(counter).query_async(&mut backend.redis.clone()).await?;
+    Ok(count.is_some_and(|n| n >= OFTEN))
+}
+
+/// Counts a right password at `target`'s account (its hour begins with the first).
+pub async fn signed_in(backend: &Backend, key: &[u8; 32], target: &Target<'_>) -> redis::RedisResult<()> {
+    let counter = signed_in_key(backend, key, target);
+    let mut count = redis::pipe();
+    count.atomic().incr(&counter, 1).ignore();
+    count.cmd("PEXPIRE").arg(&counter).arg(SIGN_INS_KEPT.as_millis() as u64).arg("NX").ignore();
+    count.query_async(&mut backend.redis.clone()).await
+}
+
+/// The count of right passwords at `target`'s account: by its holder digest, which
+/// names nobody.
+fn signed_in_key(backend: &Backend, key: &[u8; 32], target: &Target<'_>) -> String {
+    sign_ins_at(&backend.namespace, &target.holder(key))
 }
 
 /// Refuses with `rate_limited` while `source` must wait (counting nothing).

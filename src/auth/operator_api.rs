@@ -48,7 +48,7 @@ pub async fn operator_sign_in(name: String, password: String) -> AppResult<Opera
     let forms = names::signed_in_as(&name)?;
     let name = &forms[0];
     let state = Context::get();
-    let operator = check(&state, &Target::Operator(name), password, async {
+    let operator = check(&state, &Target::Operator(name), ("password", password), async {
         let db = &state.backend.db;
         let operator = names::first_found(&forms, |name| async move { operators::by_name(db, &name).await }).await?;
         Ok(operator.map(|o| (Some(o.password_hash.clone()), o)))
@@ -124,7 +124,7 @@ pub async fn change_operator_password(current: String, new: String) -> AppResult
         return Err(AppError::invalid("The admin token has no password to change."));
     };
     password::check_new("new", &new)?;
-    check(&state, &Target::Operator(&name), current, async {
+    check(&state, &Target::Operator(&name), ("current", current), async {
         let operator = operators::by_name(&state.backend.db, &name).await?;
         Ok(operator.filter(|o| o.id == id).map(|o| (Some(o.password_hash.clone()), ())))
     })

@@ -8,7 +8,10 @@
 //! the accounts they check and another quarter for browsers known to them, and known
 //! browsers have a reserve of their own on top: a flood of guesses from a few networks
 //! leaves the regulars signing in, and filling the reserve too takes accounts of one's
-//! own (each signed in from its browser) on several networks.
+//! own (each signed in from its browser) on several networks. Checks at accounts
+//! signed in to often lately (`attempts::OFTEN`) share half the pool between them,
+//! and no reserve: signing in to one's own accounts over and over, from however many
+//! networks, leaves the other half to everyone else.
 
 use crate::error::{AppError, AppResult, ErrorCode};
 use argon2::{
@@ -93,6 +96,8 @@ impl Cost {
 /// A place in the hashing pool, held until the hash it was taken for is done.
 pub struct Admission {
     _place: OwnedSemaphorePermit,
+    /// A place of the half frequent checks share, for one.
+    _frequent: Option<OwnedSemaphorePermit>,
     /// The asker's network's share, when it counts against one.
     _share: Option<Share>,
 }
@@ -173,6 +178,8 @@ pub struct Hasher {
     /// New accounts' hashes admitted at once: half the pool, so a burst of sign-ups
     /// never takes the places sign-ins need.
     new_accounts: Arc<Semaphore>,
+    /// Checks at accounts signed in to often lately admitted at once: half the pool.
+    frequent: Arc<Semaphore>,
     /// A hash of a password nobody has, verified when the name is unknown, so an
     /// unknown name costs what a wrong password does.
     decoy: String,
@@ -192,6 +199,7 @@ impl Hasher {
             share: quarter,
             running: Arc::new(Semaphore::new(threads)),
             new_accounts: Arc::new(Semaphore::new(((threads + queue) / 2).max(1))),
+            frequent: Arc::new(Semaphore::new(((threads + queue) / 2).max(1))),
             decoy,
         })
     }
@@ -227,16 +235,24 @@ impl Hasher {
 
     /// A place in the pool to check a password for `asker`, or `unavailable` at once
     /// when the queue is full, or the asker's share is held already. A known browser
-    /// may take the reserve once the pool is full. Taken before a sign-in counts as an
-    /// attempt: a busy server never uses up anyone's attempts.
-    pub fn admit(&self, asker: Asker) -> AppResult<Admission> {
+    /// may take the reserve once the pool is full. A check at an account signed in to
+    /// often lately (`frequent`) takes one of the half of the pool such checks share,
+    /// and never the reserve. Taken before a sign-in counts as an attempt: a busy
+    /// server never uses up anyone's attempts.
+    pub fn admit(&self, asker: Asker, frequent: bool) -> AppResult<Admission> {
         let admitted = self.shares.take(asker.share(), self.share).and_then(|share| {
+            let frequent = match frequent {
+                true => Some(self.frequent.clone().try_acquire_owned().ok()?),
+                false => None,
+            };
             let place = self.admitted.clone().try_acquire_owned();
             let place = match asker {
-                Asker::KnownBrowser(_) => place.or_else(|_| self.reserve.clone().try_acquire_owned()),
-                Asker::Address(_) => place,
+                Asker::KnownBrowser(_) if frequent.is_none() => {
+                    place.or_else(|_| self.reserve.clone().try_acquire_owned())
+                }
+                _ => place,
             };
-            Some(Admission { _place: place.ok()?, _share: Some(share) })
+            Some(Admission { _place: place.ok()?, _frequent: frequent, _share: Some(share) })
         });
         admitted.ok_or_else(|| {
             metrics::counter!("seckill_password_hashes_refused_total").increment(1);
@@ -248,7 +264,7 @@ impl Hasher {
     /// or `unavailable` at once when the queue is full.
     fn admit_hash(&self) -> AppResult<Admission> {
         match self.admitted.clone().try_acquire_owned() {
-            Ok(_place) => Ok(Admission { _place, _share: None }),
+            Ok(_place) => Ok(Admission { _place, _frequent: None, _share: None }),
             Err(_) => {
                 metrics::counter!("seckill_password_hashes_refused_total").increment(1);
                 Err(ErrorCode::Unavailable.into())
@@ -352,7 +368,7 @@ mod tests {
     }
 
     async fn verify(h: &Hasher, password: &str, hash: Option<&str>) -> AppResult<bool> {
-        Ok(h.verify(h.admit(KNOWN)?, password.to_owned(), hash.map(str::to_owned), ()).await?.0)
+        Ok(h.verify(h.admit(KNOWN, false)?, password.to_owned(), hash.map(str::to_owned), ()).await?.0)
     }
 
     #[tokio::test]
@@ -431,25 +447,47 @@ mod tests {
     fn no_network_takes_the_pool_and_known_browsers_have_a_reserve() {
         let hasher = Hasher::new(CHEAP, 1, 7).unwrap(); // 8 places: shares and reserve of 2
         let v6 = |s: &str| Asker::Address(s.parse().unwrap());
-        let held: Vec<_> = ["2001:db8:1:1::1", "2001:db8:1:2::9"].map(|a| hasher.admit(v6(a)).unwrap()).into();
-        assert!(hasher.admit(v6("2001:db8:1:ffff::1")).is_err(), "a third place for the /48");
+        let held: Vec<_> = ["2001:db8:1:1::1", "2001:db8:1:2::9"].map(|a| hasher.admit(v6(a), false).unwrap()).into();
+        assert!(hasher.admit(v6("2001:db8:1:ffff::1"), false).is_err(), "a third place for the /48");
         let v4 = |n: u8| Asker::Address(IpAddr::from([192, 0, 2, n]));
         let more: Vec<_> = [v4(1), v4(1), v4(2), v4(2), v6("2001:db8:2::1"), v6("2001:db8:2::2")]
-            .map(|a| hasher.admit(a).unwrap())
+            .map(|a| hasher.admit(a, false).unwrap())
             .into();
-        assert!(hasher.admit(v4(1)).is_err(), "its share");
-        assert!(hasher.admit(v4(3)).is_err(), "the pool is full");
+        assert!(hasher.admit(v4(1), false).is_err(), "its share");
+        assert!(hasher.admit(v4(3), false).is_err(), "the pool is full");
         let known = |n: u8| Asker::KnownBrowser(IpAddr::from([192, 0, 2, n]));
-        let reserve: Vec<_> = [known(1), known(1)].map(|a| hasher.admit(a).unwrap()).into();
-        assert!(hasher.admit(known(3)).is_err(), "the reserve is full too");
+        let reserve: Vec<_> = [known(1), known(1)].map(|a| hasher.admit(a, false).unwrap()).into();
+        assert!(hasher.admit(known(3), false).is_err(), "the reserve is full too");
         drop(reserve);
-        let mine: Vec<_> = [known(3), known(3)].map(|a| hasher.admit(a).unwrap()).into();
-        assert!(hasher.admit(known(3)).is_err(), "a network's share of known browsers");
+        let mine: Vec<_> = [known(3), known(3)].map(|a| hasher.admit(a, false).unwrap()).into();
+        assert!(hasher.admit(known(3), false).is_err(), "a network's share of known browsers");
         drop((mine, held));
-        assert!(hasher.admit(v6("2001:db8:1::7")).is_ok(), "its places came back");
+        assert!(hasher.admit(v6("2001:db8:1::7"), false).is_ok(), "its places came back");
         assert_eq!(hasher.shares.0.lock().unwrap().len(), 3, "only networks holding places are kept");
         drop(more);
         assert!(hasher.shares.0.lock().unwrap().is_empty());
+    }
+
+    /// Checks at accounts signed in to often lately hold half the pool at most,
+    /// whichever networks they come from, and never the reserve: the other half stays
+    /// for everyone else (before, a few networks signing in to their own accounts over
+    /// and over held every place).
+    #[test]
+    fn frequent_checks_share_half_the_pool() {
+        let hasher = Hasher::new(CHEAP, 1, 7).unwrap(); // 8 places: shares and reserve of 2
+        let at = |n: u8| Asker::Address(IpAddr::from([192, 0, 2, n]));
+        let known = |n: u8| Asker::KnownBrowser(IpAddr::from([192, 0, 2, n]));
+        let frequent: Vec<_> = [at(1), at(1), known(2), known(2)].map(|a| hasher.admit(a, true).unwrap()).into();
+        assert!(hasher.admit(at(3), true).is_err(), "a fifth frequent check, from a network holding none");
+        assert!(hasher.admit(known(3), true).is_err(), "nor from a known browser");
+        let others: Vec<_> = [at(3), at(3), at(4), at(4)].map(|a| hasher.admit(a, false).unwrap()).into();
+        assert!(hasher.admit(at(5), false).is_err(), "the pool is full");
+        assert!(hasher.admit(known(5), true).is_err(), "a frequent check never takes the reserve");
+        assert!(hasher.admit(known(5), false).is_ok(), "another known browser does");
+        drop(others);
+        assert!(hasher.admit(at(6), true).is_err(), "frequent checks still hold their half");
+        drop(frequent);
+        assert!(hasher.admit(at(6), true).is_ok(), "their places came back");
     }
 
     #[tokio::test]

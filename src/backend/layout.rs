@@ -30,6 +30,7 @@
 //! | `<ns>:attempts:{<who>}` | hash | failed checks at one account (or the admin token), every address | `auth::attempts` | at most [`ATTEMPTS_KEPT`] after its last change (a count under its allowance: that allowance's share of it per failure) |
 //! | `<ns>:attempts:{<who>}:<address>` | hash | failed checks at one account from one address (an IPv4 address or IPv6 /64), or from one IPv6 /48 (`<address>/48`) | `auth::attempts` | at most [`ATTEMPTS_KEPT`] after its last change (a count under its allowance: that allowance's share of it per failure) |
 //! | `<ns>:attempts:known:<cookie>` | hash | failed checks at one account from one browser that signed in to it before (one per known-browser cookie that failed; a right password makes each) | `auth::attempts` | at most [`ATTEMPTS_KEPT`] after its last change (a count under its allowance: that allowance's share of it per failure) |
+//! | `<ns>:sign_ins:<account>` | string | right passwords at one account (a keyed digest of its name) since the count began: past `auth::attempts::OFTEN`, its checks share half the hash pool | `auth::attempts` | [`SIGN_INS_KEPT`] after its first (the count's hour) |
 //! | `<ns>:sign_ups:addr:<address>:<hour>` | string | sign-ups from one address this hour (the quota) | `auth::challenge` | [`SIGN_UPS_FROM_ADDRESS_KEPT`] after its last change |
 //! | `<ns>:sign_ups:<minute>` | string | sign-ups this minute, every process (the challenge's work) | `auth::challenge` | [`SIGN_UPS_IN_MINUTE_KEPT`] after its last change |
 //! | `<ns>:sign_up_challenge:<challenge>` | string | a sign-up challenge taken, until it expires | `auth::challenge` | when the challenge does (at most [`SIGN_UP_CHALLENGE_KEPT`]) |
@@ -244,6 +245,12 @@ pub fn attempts_from_known_browsers(namespace: &str, cookie: &str) -> String {
     format!("{namespace}:attempts:known:{cookie}")
 }
 
+/// The right passwords given at one account since its count began (`account`: a keyed
+/// digest of its name, so the key names nobody; only a right password makes one).
+pub fn sign_ins_at(namespace: &str, account: &str) -> String {
+    format!("{namespace}:sign_ins:{account}")
+}
+
 /// Sign-ups from one address (an IPv6 /64 is one) in one hour (`hour`: Unix hours).
 pub fn sign_ups_from_address(namespace: &str, block: &str, hour: i64) -> String {
     format!("{namespace}:sign_ups:addr:{block}:{hour}")
@@ -316,6 +323,9 @@ pub const DRAIN_GRACE_MS: i64 = 24 * 3600 * 1000;
 
 /// How long a guessing-limit counter lasts after its last change (`auth::attempts`).
 pub const ATTEMPTS_KEPT: Duration = Duration::from_secs(24 * 3600);
+/// How long an account's count of right passwords lasts after its first: the hour
+/// `auth::attempts::OFTEN` is counted over.
+pub const SIGN_INS_KEPT: Duration = Duration::from_secs(3600);
 /// How long a call's `Idempotency-Key` keeps its answer (Stripe's 24 hours).
 pub const IDEMPOTENCY_KEPT: Duration = Duration::from_secs(24 * 3600);
 /// How long an address's sign-up count for an hour is kept (the quota's hour).

@@ -122,14 +122,12 @@ impl OrderStatus {
         }
     }
 
+    /// Every status, in the order an order goes through them.
+    pub const ALL: [Self; 3] = [Self::Unpaid, Self::Paid, Self::Cancelled];
+
     /// The status a name stands for (`None` for any other text).
     pub fn parse(name: &str) -> Option<Self> {
-        match name {
-            "unpaid" => Some(Self::Unpaid),
-            "paid" => Some(Self::Paid),
-            "cancelled" => Some(Self::Cancelled),
-            _ => None,
-        }
+        Self::ALL.into_iter().find(|status| status.as_str() == name)
     }
 
     /// Reads a status from its name.

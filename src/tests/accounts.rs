@@ -584,6 +584,67 @@ async fn a_busy_hasher_refuses_at_once_and_costs_no_attempt() {
     app.stop().await;
 }
 
+/// Right passwords over and over, from a few networks at once, at accounts of their
+/// own, never shut the hash pool to everyone else (a review, 2026-12-02): a right
+/// password counts no failure, and four networks each holding their share of the pool
+/// (a quarter) kept every place taken, so sign-ups and everybody else's sign-ins
+/// answered `unavailable`. Past `SIGN_INS_OFTEN` right passwords in the hour an
+/// account's checks share half the pool.
+#[tokio::test]
+async fn right_passwords_over_and_over_never_shut_the_hash_pool_to_others() {
+    use crate::support::Options;
+    use seckill::testing::SIGN_INS_OFTEN;
+    // Eight places (one hash thread, seven waiting), each network's share two; hashes at
+    // OWASP's cost (milliseconds), so the places stay taken.
+    let app = TestApp::with(Options::default().with(|c| {
+        (c.hash_threads, c.hash_queue) = (Some(1), 7);
+        (c.password_memory_kib, c.password_iterations) = (19 * 1024, 2);
+    }))
+    .await;
+    app.sign_in("regular").await;
+    let own: Vec<(reqwest::Client, String)> = (0..4).map(|n| (client_from(31 + n), format!("own-{n}"))).collect();
+    for (client, name) in &own {
+        app.sign_in(name).await;
+        for _ in 0..SIGN_INS_OFTEN {
+            assert_eq!(sign_in_from(client, &app, name, PASSWORD).await.0, 200);
+        }
+    }
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let signed_in = std::sync::atomic::AtomicUsize::new(0);
+    // Two at once from each network (its share), each signing in again once answered.
+    let lanes = own.iter().flat_map(|lane| [lane, lane]).map(|(client, name)| {
+        let (app, stop, signed_in) = (&app, &stop, &signed_in);
+        async move {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                match sign_in_from(client, app, name, PASSWORD).await {
+                    (200, _) => {
+                        signed_in.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    // Turned away at once: the next try a moment later, as a client would.
+                    (503, _) => tokio::time::sleep(std::time::Duration::from_millis(5)).await,
+                    other => panic!("{other:?}"),
+                }
+            }
+        }
+    });
+    let others = async {
+        // The lanes hold the pool first.
+        wait_until("the lanes sign in", SOON, || async { signed_in.load(std::sync::atomic::Ordering::Relaxed) >= 8 })
+            .await;
+        let mut answers = Vec::new();
+        for i in 0..5 {
+            let new = json!({ "name": format!("newcomer-{i}"), "password": PASSWORD });
+            answers.push(app.call("sign_up", new, &[]).await.0.as_u16());
+            answers.push(sign_in_from(&client_from(40), &app, "regular", PASSWORD).await.0);
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        answers
+    };
+    let (_, answers) = tokio::join!(futures::future::join_all(lanes), others);
+    assert!(answers.iter().all(|s| *s == 200), "sign-ups and the regular's sign-ins: {answers:?}");
+    app.stop().await;
+}
+
 /// A shopper who mistyped once, before someone started guessing at her account from
 /// elsewhere, still signs in from her address while the account is slowed down.
 #[tokio::test]

@@ -5,8 +5,8 @@
 use crate::support::{code, Options, Shopper, TestApp, PASSWORD};
 use redis::AsyncCommands;
 use seckill::testing::{
-    Challenge, ATTEMPTS_KEPT, ORDER_IDS_KEPT, REBUILD_DEADLINE, SIGN_UPS_FROM_ADDRESS_KEPT, SIGN_UPS_IN_MINUTE_KEPT,
-    SIGN_UP_CHALLENGE_KEPT, WORKER_LEASE,
+    Challenge, ATTEMPTS_KEPT, ORDER_IDS_KEPT, REBUILD_DEADLINE, SIGN_INS_KEPT, SIGN_UPS_FROM_ADDRESS_KEPT,
+    SIGN_UPS_IN_MINUTE_KEPT, SIGN_UP_CHALLENGE_KEPT, WORKER_LEASE,
 };
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -51,6 +51,7 @@ fn kept(expires: &str) -> Option<Duration> {
     Some(match named {
         "ATTEMPTS_KEPT" => ATTEMPTS_KEPT,
         "SIGN_UPS_FROM_ADDRESS_KEPT" => SIGN_UPS_FROM_ADDRESS_KEPT,
+        "SIGN_INS_KEPT" => SIGN_INS_KEPT,
         "SIGN_UPS_IN_MINUTE_KEPT" => SIGN_UPS_IN_MINUTE_KEPT,
         "SIGN_UP_CHALLENGE_KEPT" => SIGN_UP_CHALLENGE_KEPT,
         "ORDER_IDS_KEPT" => ORDER_IDS_KEPT,
@@ -78,7 +79,7 @@ async fn sign_up(app: &TestApp, name: &str) -> (Shopper, String) {
 }
 
 /// A sale day touches every kind of key: sign-ups with challenges and a quota, wrong
-/// passwords (from an address and from a known browser), a sale of two shards with
+/// passwords (from an address and from a known browser) and a right one, a sale of two shards with
 /// grants, a refusal, a cancelled order's unit back, and stock added. Then every key
 /// under the namespace fits one row of the table and lives as the row says: with the
 /// sale (its window's `expires`), never expiring, or at most the row's constant.
@@ -90,6 +91,7 @@ async fn every_key_lives_as_the_key_table_says() {
     let wrong = json!({ "name": "ann", "password": "not ann's password" });
     assert_eq!(app.call("sign_in", wrong.clone(), &[]).await.0, 401);
     assert_eq!(app.call("sign_in", wrong, &[("cookie", &anns_browser)]).await.0, 401);
+    assert_eq!(app.call("sign_in", json!({ "name": "bob", "password": PASSWORD }), &[]).await.0, 200);
 
     let v = app.create_sharded(5, (-5, 600), 2).await;
     for shopper in [&ann, &bob] {
@@ -141,6 +143,7 @@ async fn every_key_lives_as_the_key_table_says() {
         "<ns>:icr:",
         "<ns>:attempts:",
         "<ns>:sign_ups:",
+        "<ns>:sign_ins:",
         "<ns>:sign_up_challenge:",
     ] {
         assert!(rows_met.iter().any(|p| p.starts_with(prefix)), "no key of {prefix}: {keys:?}");

@@ -8,7 +8,7 @@
 use super::operation::{body_name, Schemas};
 use crate::{auth, backend::layout::MAX_SHARDS, listing::PageSize, order_ids, voucher};
 use utoipa::openapi::{
-    schema::{KnownFormat, Schema, SchemaFormat},
+    schema::{KnownFormat, Schema, SchemaFormat, SchemaType, Type},
     RefOr,
 };
 
@@ -26,6 +26,11 @@ enum Limit {
     Pattern(String),
     /// A line of text (`text::line`) of at most this many characters.
     Line(usize),
+    /// At most this many characters (a password given to be checked: any length up to
+    /// it is a guess to check).
+    AtMost(usize),
+    /// One of these names.
+    OneOf(Vec<&'static str>),
 }
 
 /// Each call's limited fields.
@@ -36,16 +41,23 @@ fn table() -> Vec<(&'static str, &'static str, Limit)> {
     let title = || Line(voucher::MAX_TITLE_CHARS);
     let amount = || Range(0, voucher::MAX_AMOUNT);
     let units = || Range(1, voucher::MAX_STOCK);
+    let given = || AtMost(auth::password::MAX_CHARS);
+    let cursor = || Pattern(crate::listing::cursor_pattern());
+    let statuses = crate::orders::OrderStatus::ALL.map(crate::orders::OrderStatus::as_str);
     vec![
         ("sign_up", "name", name()),
         ("sign_up", "password", new_password()),
         ("sign_in", "name", name()),
+        ("sign_in", "password", given()),
         ("operator_sign_in", "name", name()),
+        ("operator_sign_in", "password", given()),
         ("add_operator", "name", name()),
         ("add_operator", "password", new_password()),
         ("remove_operator", "name", name()),
         ("set_operator_role", "name", name()),
+        ("change_password", "current", given()),
         ("change_password", "new", new_password()),
+        ("change_operator_password", "current", given()),
         ("change_operator_password", "new", new_password()),
         ("create_voucher", "title", title()),
         ("create_voucher", "stock", units()),
@@ -68,6 +80,11 @@ fn table() -> Vec<(&'static str, &'static str, Limit)> {
         ("my_orders", "limit", Page(crate::orders::api::MY_ORDERS_PAGE)),
         ("list_orders", "limit", Page(crate::orders::api::ORDERS_PAGE)),
         ("list_audit", "limit", Page(crate::sale::run::AUDIT_PAGE)),
+        ("list_vouchers", "after", cursor()),
+        ("my_orders", "after", cursor()),
+        ("list_orders", "after", cursor()),
+        ("list_audit", "after", cursor()),
+        ("list_orders", "status", OneOf(statuses.into())),
     ]
 }
 
@@ -92,6 +109,13 @@ pub fn state(schemas: &mut Schemas) {
             Limit::Line(most) => {
                 (property.min_length, property.max_length) = (Some(1), Some(most));
                 property.pattern = Some(crate::text::pattern());
+            }
+            Limit::AtMost(most) => property.max_length = Some(most),
+            Limit::OneOf(names) => {
+                // A field that may be left out is `null` too, which the list must name.
+                let nullable = matches!(&property.schema_type, SchemaType::Array(types) if types.contains(&Type::Null));
+                let null = nullable.then_some(serde_json::Value::Null);
+                property.enum_values = Some(names.into_iter().map(Into::into).chain(null).collect());
             }
         }
     }

@@ -18,6 +18,10 @@ use sha2::{Digest, Sha256};
 #[cfg(feature = "ssr")]
 pub const ALGORITHM: &str = "SHA-256";
 
+/// The header a `challenge_required` refusal carries a fresh challenge in (JSON).
+#[cfg(feature = "ssr")]
+pub const HEADER: axum::http::HeaderName = axum::http::HeaderName::from_static("seckill-challenge");
+
 /// The answer to `sign_up_challenge`: the challenge to solve, or `null` when none is
 /// asked here.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -94,7 +98,7 @@ pub use server::*;
 
 #[cfg(feature = "ssr")]
 mod server {
-    use super::{digest, from_hex, to_hex, Challenge, Solution, ALGORITHM};
+    use super::{digest, from_hex, to_hex, Challenge, Solution, ALGORITHM, HEADER};
     use crate::{
         backend::{
             layout::{
@@ -306,7 +310,7 @@ mod server {
         let header = serde_json::to_string(fresh).ok().and_then(|json| axum::http::HeaderValue::try_from(json).ok());
         if let (Some(response), Some(header)) = (leptos::prelude::use_context::<leptos_axum::ResponseOptions>(), header)
         {
-            response.insert_header(axum::http::HeaderName::from_static("seckill-challenge"), header);
+            response.insert_header(HEADER, header);
         }
         AppError::with(ErrorCode::ChallengeRequired, format!("Solve a fresh sign-up challenge first ({why})."))
     }

@@ -517,4 +517,26 @@ mod tests {
             assert!(expected.iter().all(|c| listed.contains(c)), "{path}: {listed:?}");
         }
     }
+
+    /// The headers clients act on are in the document (before, only `Retry-After` and
+    /// `Set-Cookie` were): the fresh challenge on `challenge_required`, `Allow` on a
+    /// wrong method, and `Idempotent-Replayed` on the answers of calls that take a key.
+    #[test]
+    fn the_headers_clients_act_on_are_documented() {
+        let doc = serde_json::to_value(document()).unwrap();
+        // The headers of `path`'s answer with `status`, inline or shared.
+        let headers = |path: &str, status: u16| {
+            let answer = &doc["paths"][path]["post"]["responses"][status.to_string()];
+            let shared = answer["$ref"].as_str().and_then(|r| r.strip_prefix("#/components/responses/"));
+            shared.map_or(answer, |name| &doc["components"]["responses"][name])["headers"].clone()
+        };
+        let refused = |path: &str, code: ErrorCode| headers(path, code.status());
+        assert!(refused("/api/sign_up", ErrorCode::ChallengeRequired)["Seckill-Challenge"].is_object());
+        assert!(refused("/api/sign_in", ErrorCode::MethodNotAllowed)["Allow"].is_object());
+        assert!(refused("/api/sign_in", ErrorCode::RateLimited)["Retry-After"].is_object());
+        let answered = |path: &str| headers(path, 200);
+        assert!(answered("/api/add_stock")["Idempotent-Replayed"].is_object());
+        assert!(answered("/api/pay_order")["Idempotent-Replayed"].is_object());
+        assert!(answered("/api/list_vouchers")["Idempotent-Replayed"].is_null(), "a call that takes no key");
+    }
 }

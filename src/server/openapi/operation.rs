@@ -4,8 +4,9 @@
 //! the document (`super`) gathers them.
 
 use crate::{
+    auth::challenge::HEADER as CHALLENGE,
     error::{AppError, ErrorCode},
-    server::idempotency::{MAX_KEPT_SHOPPER_ANSWER, MOST_KEYS_PER_CALLER},
+    server::idempotency::{MAX_KEPT_SHOPPER_ANSWER, MOST_KEYS_PER_CALLER, REPLAYED},
 };
 use server_fn::ServerFn;
 use utoipa::{
@@ -58,7 +59,10 @@ where
                     .required(Some(Required::True))
                     .build(),
             ))
-            .response("200", with_links(name, with_cookies(name, with_example(F::Output::response(schemas), answer)))),
+            .response("200", {
+                let answer = with_cookies(name, with_example(F::Output::response(schemas), answer));
+                with_links(name, replayed_where(keyed(codes), answer))
+            }),
         codes,
     )
     .build()
@@ -134,6 +138,27 @@ fn idempotency_key() -> Parameter {
         .build()
 }
 
+/// `answer`, with `Idempotent-Replayed` where the call takes an `Idempotency-Key`.
+fn replayed_where(keyed: bool, mut answer: Response) -> Response {
+    if keyed {
+        let what = "`true` when this answer is a replay: what the call answered when first sent with this \
+                    `Idempotency-Key` (it did nothing again). A kept refusal carries it too.";
+        answer.headers.insert(header_named(&REPLAYED), header(Type::String, what));
+    }
+    answer
+}
+
+/// A header's name as the document writes it: each word capitalised.
+fn header_named(name: &axum::http::HeaderName) -> String {
+    name.as_str().split('-').map(pascal_case).collect::<Vec<_>>().join("-")
+}
+
+/// A header of `kind`, described.
+fn header(kind: Type, what: &str) -> RefOr<utoipa::openapi::header::Header> {
+    let schema = ObjectBuilder::new().schema_type(kind);
+    RefOr::T(utoipa::openapi::header::HeaderBuilder::new().schema(Some(schema)).description(Some(what)).build())
+}
+
 /// `answer`, with `Set-Cookie` where `call` sets cookies (`auth::caller::SETS_COOKIES`).
 fn with_cookies(call: &str, mut answer: Response) -> Response {
     if crate::auth::caller::SETS_COOKIES.contains(&call) {
@@ -178,13 +203,23 @@ pub fn by_status(codes: &[ErrorCode]) -> std::collections::BTreeMap<u16, Vec<Err
 /// The refusal answered with `status`, one of `codes`.
 pub fn refusal(status: u16, codes: &[ErrorCode]) -> Response {
     let listed = codes.iter().map(|c| format!("`{}`", c.as_str())).collect::<Vec<_>>().join(", ");
-    let response = ResponseBuilder::new()
+    let mut response = ResponseBuilder::new()
         .description(format!("Refused: {listed}."))
-        .content("application/json", json_content(refused_with(codes)));
-    match retry_after(status) {
-        Some(header) => response.header("Retry-After", header).build(),
-        None => response.build(),
+        .content("application/json", json_content(refused_with(codes)))
+        .build();
+    if let Some(header) = retry_after(status) {
+        response.headers.insert("Retry-After".into(), RefOr::T(header));
     }
+    if codes.contains(&ErrorCode::ChallengeRequired) {
+        let what = "With `challenge_required`: a fresh sign-up challenge, as JSON (the `Challenge` \
+                    schema, as `sign_up_challenge` answers it): solve it and sign up again.";
+        response.headers.insert(header_named(&CHALLENGE), header(Type::String, what));
+    }
+    if codes.contains(&ErrorCode::MethodNotAllowed) {
+        let what = "With `method_not_allowed`: the methods the path takes.";
+        response.headers.insert(header_named(&axum::http::header::ALLOW), header(Type::String, what));
+    }
+    response
 }
 
 /// The error body, its code one of `codes`.
